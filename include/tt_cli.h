@@ -1,0 +1,30 @@
+/* tt_cli.h — command-line parsing shared by the subcommands: strict number parsing and the option table that
+ * fills a tt_run_config. Every problem is one line naming the option, and TT_ERR_ARG (exit code 2). */
+#ifndef TT_CLI_H
+#define TT_CLI_H
+
+#include "tt_train.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+tt_status tt_cli_size(const char *opt, const char *v, size_t lo, size_t hi, size_t *out, tt_error *err);
+tt_status tt_cli_float(const char *opt, const char *v, double lo, double hi, int lo_open, float *out, tt_error *err);
+
+/* Parses argv[first..argc) as train options into c. Options not in the train set are reported unless `extra`
+ * accepts them: extra(opt, value_or_NULL, ctx) returns 1 if it consumed a valued option, 0 if unknown. */
+typedef int (*tt_cli_extra_fn)(const char *opt, const char *value, void *ctx, tt_error *err, tt_status *st);
+tt_status tt_cli_parse_train(int argc, char **argv, int first, tt_run_config *c, const char *cmd,
+                             tt_cli_extra_fn extra, void *ctx, int *help, tt_error *err);
+
+/* Usage text of the train options. */
+void tt_cli_train_help(FILE *f);
+
+int tt_cmd_train(int argc, char **argv);
+int tt_cmd_bench(int argc, char **argv);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

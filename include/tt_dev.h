@@ -1,0 +1,91 @@
+/* tt_dev.h — the one seam between tower code and hardware.
+ *
+ * A backend fills one const tt_dev_ops table; a tower holds a tt_dev (table + its own context). Layers, towers and
+ * the trainer touch device memory only through the tt_dev_* wrappers below, which check their arguments and fall
+ * back where an optional member is NULL. The CPU backend (src/dev_cpu.c) is the oracle; the CUDA backend
+ * (cuda/dev_cuda.cu) fills the same table with cuBLAS and kernels built from tt_math.h.
+ *
+ * Conventions: pointers named d_* are device memory of this tower, h_* are host memory. Matrices are row-major.
+ * Every operation is issued on the tower's stream and may be asynchronous; tt_dev_sync waits for all of them.
+ * Not for: choosing a backend (tt_backend.h) or anything about models. */
+#ifndef TT_DEV_H
+#define TT_DEV_H
+
+#include "tt_common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tt_dev_ops {
+    const char *name;
+    /* Create the per-tower context bound to device `ordinal` (GPU index; ignored by the CPU backend). */
+    tt_status (*init)(void **ctx, int ordinal, tt_error *err);
+    void (*destroy)(void *ctx);
+    /* Optional: bind the calling thread to the device (called once at the top of a tower thread). */
+    void (*bind)(void *ctx);
+    /* Device memory. alloc returns NULL on failure. */
+    void *(*alloc)(void *ctx, size_t bytes);
+    void (*dfree)(void *ctx, void *d);
+    /* Optional: page-locked host memory for async copies (fallback: tt_malloc). */
+    void *(*host_alloc)(void *ctx, size_t bytes);
+    void (*host_free)(void *ctx, void *h);
+    /* Copies, issued on the tower's stream. */
+    void (*h2d)(void *ctx, void *d_dst, const void *h_src, size_t bytes);
+    void (*d2h)(void *ctx, void *h_dst, const void *d_src, size_t bytes);
+    void (*d2d)(void *ctx, void *d_dst, const void *d_src, size_t bytes);
+    void (*sync)(void *ctx);
+    /* C = alpha * op(A) * op(B) + beta * C, row-major; op(A) is M x K, op(B) is K x N. */
+    void (*sgemm)(void *ctx, int trans_a, int trans_b, size_t M, size_t N, size_t K, float alpha, const float *d_a,
+                  size_t lda, const float *d_b, size_t ldb, float beta, float *d_c, size_t ldc);
+    void (*fill)(void *ctx, float *d_x, size_t n, float value);
+    /* y[r,c] += b[c] for a (rows, cols) matrix. */
+    void (*bias_add)(void *ctx, float *d_y, const float *d_b, size_t rows, size_t cols);
+    /* out[c] = sum_r x[r,c] for a (rows, cols) matrix. */
+    void (*col_sum)(void *ctx, float *d_out, const float *d_x, size_t rows, size_t cols);
+    void (*relu_fwd)(void *ctx, float *d_y, const float *d_x, size_t n);
+    void (*relu_bwd)(void *ctx, float *d_dx, const float *d_dy, const float *d_y, size_t n);
+    /* Per row of (rows, classes) logits: stats[2r] = loss, stats[2r+1] = rank of the label (see tt_math.h);
+     * d_dlogits (may be NULL) = grad_scale * (softmax - onehot). */
+    void (*softmax_xent)(void *ctx, float *d_dlogits, float *d_stats, const float *d_logits, const int32_t *d_labels,
+                         size_t rows, size_t classes, float grad_scale);
+} tt_dev_ops;
+
+/* One tower's handle on its device. */
+typedef struct tt_dev {
+    const tt_dev_ops *ops;
+    void *ctx;
+    int ordinal;
+    uint64_t n_alloc; /* device allocations made through this handle (the step loop must make none) */
+} tt_dev;
+
+tt_status tt_dev_init(tt_dev *dev, const tt_dev_ops *ops, int ordinal, tt_error *err);
+void tt_dev_free(tt_dev *dev); /* accepts a zeroed or half-built handle; safe to call twice */
+
+void tt_dev_bind(tt_dev *dev);
+void *tt_dev_alloc(tt_dev *dev, size_t bytes);       /* NULL on failure */
+float *tt_dev_alloc_f32(tt_dev *dev, size_t n);       /* NULL on failure or overflow */
+void tt_dev_dfree(tt_dev *dev, void *d);
+void *tt_dev_host_alloc(tt_dev *dev, size_t bytes);  /* NULL on failure */
+void tt_dev_host_free(tt_dev *dev, void *h);
+void tt_dev_h2d(tt_dev *dev, void *d_dst, const void *h_src, size_t bytes);
+void tt_dev_d2h(tt_dev *dev, void *h_dst, const void *d_src, size_t bytes);
+void tt_dev_d2d(tt_dev *dev, void *d_dst, const void *d_src, size_t bytes);
+void tt_dev_sync(tt_dev *dev);
+void tt_dev_sgemm(tt_dev *dev, int trans_a, int trans_b, size_t M, size_t N, size_t K, float alpha, const float *d_a,
+                  size_t lda, const float *d_b, size_t ldb, float beta, float *d_c, size_t ldc);
+void tt_dev_fill(tt_dev *dev, float *d_x, size_t n, float value);
+void tt_dev_bias_add(tt_dev *dev, float *d_y, const float *d_b, size_t rows, size_t cols);
+void tt_dev_col_sum(tt_dev *dev, float *d_out, const float *d_x, size_t rows, size_t cols);
+void tt_dev_relu_fwd(tt_dev *dev, float *d_y, const float *d_x, size_t n);
+void tt_dev_relu_bwd(tt_dev *dev, float *d_dx, const float *d_dy, const float *d_y, size_t n);
+void tt_dev_softmax_xent(tt_dev *dev, float *d_dlogits, float *d_stats, const float *d_logits,
+                         const int32_t *d_labels, size_t rows, size_t classes, float grad_scale);
+
+/* The CPU backend's table (always built). */
+extern const tt_dev_ops tt_dev_cpu_ops;
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,54 @@
+/* tt_optim.h — the optimizer that lives on the host next to the master variables.
+ *
+ * State (momentum / first and second moments) is flat, in the parameter buffer's layout. Each step the trainer
+ * calls tt_optim_begin_step once (bias corrections and schedules: scalars), then tt_optim_apply on slices of the
+ * buffer from several threads; the per-element formulas are in tt_math.h. Semantics and defaults are Keras's:
+ *   SGD   lr 0.01, momentum 0, nesterov false   https://keras.io/api/optimizers/sgd/
+ *   Adam  lr 0.001, beta_1 0.9, beta_2 0.999, epsilon 1e-7   https://keras.io/api/optimizers/adam/
+ *   Nadam lr 0.001, beta_1 0.9, beta_2 0.999, epsilon 1e-7   https://keras.io/api/optimizers/Nadam/
+ * docs/optimizers.md writes out every formula. */
+#ifndef TT_OPTIM_H
+#define TT_OPTIM_H
+
+#include "tt_common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { TT_OPT_SGD, TT_OPT_ADAM, TT_OPT_NADAM } tt_optim_kind;
+
+typedef struct tt_optim_config {
+    tt_optim_kind kind;
+    float lr;       /* the rate in force (after --lr-scaling) */
+    float momentum; /* SGD */
+    int nesterov;   /* SGD */
+    float beta1, beta2, epsilon; /* Adam, Nadam */
+} tt_optim_config;
+
+typedef struct tt_optim {
+    tt_optim_config cfg;
+    size_t n;
+    float *m; /* SGD velocity, or Adam/Nadam first moment (n) */
+    float *v; /* Adam/Nadam second moment (n); NULL for SGD */
+    uint64_t t;        /* steps applied so far */
+    double u_product;  /* Nadam: prod of the momentum schedule so far */
+    /* this step's scalars, set by tt_optim_begin_step */
+    float alpha, cm, cg, cv;
+} tt_optim;
+
+/* Keras defaults for a kind; returns -1 for an unknown name. */
+int tt_optim_parse_kind(const char *name, tt_optim_kind *kind);
+const char *tt_optim_kind_name(tt_optim_kind kind);
+tt_optim_config tt_optim_defaults(tt_optim_kind kind);
+
+tt_status tt_optim_init(tt_optim *o, const tt_optim_config *cfg, size_t n, tt_error *err);
+void tt_optim_free(tt_optim *o);
+void tt_optim_begin_step(tt_optim *o);
+/* w[i] updated from g[i] for i in [lo, hi). */
+void tt_optim_apply(const tt_optim *o, float *w, const float *g, size_t lo, size_t hi);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

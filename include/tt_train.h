@@ -1,0 +1,69 @@
+/* tt_train.h — a whole training run as the CLI performs it: data, model, towers, epochs, validation, test,
+ * the Keras-style console output and the JSON-lines log. `towertrain train` and `towertrain bench` call this.
+ * Not for: the step itself (tt_trainer.h). */
+#ifndef TT_TRAIN_H
+#define TT_TRAIN_H
+
+#include <stdio.h>
+
+#include "tt_data.h"
+#include "tt_model.h"
+#include "tt_optim.h"
+#include "tt_trainer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { TT_LR_NONE, TT_LR_LINEAR } tt_lr_scaling;
+typedef enum { TT_PROGRESS_AUTO, TT_PROGRESS_BAR, TT_PROGRESS_LINES, TT_PROGRESS_QUIET } tt_progress;
+
+typedef struct tt_run_config {
+    const char *data;     /* "fashion-mnist" or a directory */
+    const char *model;    /* "mlp" or a model file */
+    const char *device;   /* backend name */
+    size_t towers, batch, epochs;
+    tt_optim_config optim; /* lr here is the base rate */
+    int lr_given;          /* --lr was given (else the optimizer's Keras default) */
+    tt_lr_scaling lr_scaling;
+    uint64_t seed;
+    size_t val_samples;   /* from the end of the training files */
+    size_t train_samples; /* 0 = all that remain after the validation split */
+    size_t test_samples;  /* 0 = all */
+    const char *log_json; /* NULL = none */
+    tt_progress progress;
+    int host_threads;     /* 0 = all CPUs */
+} tt_run_config;
+
+void tt_run_config_defaults(tt_run_config *c);
+
+/* Per-epoch figures, for callers that want them (bench, tests). */
+typedef struct tt_epoch_stats {
+    size_t epoch, steps, samples;
+    double seconds; /* training steps only */
+    double loss, accuracy, top5;
+    tt_eval_result val;
+    tt_step_times split; /* summed over the epoch's steps */
+} tt_epoch_stats;
+
+typedef struct tt_run_result {
+    size_t n_epochs;
+    tt_epoch_stats epochs[1024]; /* the first 1024 epochs */
+    tt_eval_result test;
+    uint64_t allocs_after_first_step; /* host + device allocations made by steps 2..end (must be 0) */
+    size_t n_params;
+    float *final_params; /* tt_malloc'd copy of the master weights at the end (caller frees); may be NULL */
+} tt_run_result;
+
+/* Runs the whole job, printing to out (NULL = silent). Errors return a status with a one-line message. */
+tt_status tt_run(const tt_run_config *c, FILE *out, tt_run_result *res, tt_error *err);
+
+/* A data set already loaded (for tests and bench): trains on train, validates on val, tests on test (either may
+ * have n == 0). */
+tt_status tt_run_on(const tt_run_config *c, const tt_dataset *train, const tt_dataset *val, const tt_dataset *test,
+                    FILE *out, tt_run_result *res, tt_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

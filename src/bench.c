@@ -1,0 +1,261 @@
+/* bench.c — `towertrain bench`: seconds per epoch with 1, 2, … towers, next to the epoch's GEMM floor measured in
+ * the same run on the same machine.
+ *
+ * The GEMM floor of a step with N towers is the time N threads take to run, concurrently, exactly the GEMMs of one
+ * tower's step (forward, weight gradient, input gradient of every dense layer, at the largest shard's rows),
+ * through the same device seam. An epoch's floor is that times the number of steps. Everything a step does beyond
+ * its GEMMs (copies, elementwise layers, the sum, the optimizer, waking threads) is the distance to the floor. */
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tt_backend.h"
+#include "tt_blas.h"
+#include "tt_cli.h"
+
+typedef struct bench_opts {
+    size_t towers[16];
+    size_t n_towers;
+    size_t reps;
+} bench_opts;
+
+static int bench_extra(const char *opt, const char *value, void *ctx, tt_error *err, tt_status *st)
+{
+    bench_opts *b = (bench_opts *)ctx;
+    if (strcmp(opt, "--towers") == 0) {
+        if (!value) {
+            *st = tt_fail(err, TT_ERR_ARG, "--towers: missing value");
+            return 0;
+        }
+        b->n_towers = 0;
+        const char *p = value;
+        while (*p) {
+            char num[24];
+            size_t len = strcspn(p, ",");
+            if (len == 0 || len >= sizeof num || b->n_towers == 16) {
+                *st = tt_fail(err, TT_ERR_ARG, "--towers: '%s' is not a list like 1,2,4 (at most 16 entries)", value);
+                return 0;
+            }
+            memcpy(num, p, len);
+            num[len] = '\0';
+            *st = tt_cli_size("--towers", num, 1, 1024, &b->towers[b->n_towers++], err);
+            if (*st) return 0;
+            p += len;
+            if (*p == ',') p++;
+        }
+        return 1;
+    }
+    if (strcmp(opt, "--gemm-reps") == 0) {
+        *st = value ? tt_cli_size(opt, value, 1, 100000, &b->reps, err) : tt_fail(err, TT_ERR_ARG, "%s: missing value", opt);
+        return 1;
+    }
+    return 0;
+}
+
+/* ---- GEMM floor -------------------------------------------------------------------------------------------- */
+
+typedef struct gemm_thread {
+    const tt_model *m;
+    const tt_dev_ops *ops;
+    size_t rows, reps;
+    pthread_barrier_t *barrier;
+    double seconds;
+    tt_status status;
+    tt_error err;
+} gemm_thread;
+
+static void *gemm_thread_main(void *arg)
+{
+    gemm_thread *g = (gemm_thread *)arg;
+    const tt_model *m = g->m;
+    tt_dev dev;
+    g->status = tt_dev_init(&dev, g->ops, 0, &g->err);
+    float *buf[TT_MAX_LAYERS][5];
+    memset(buf, 0, sizeof buf);
+    size_t maxw = m->max_width, R = g->rows;
+    float *h = (float *)tt_malloc(maxw * maxw * sizeof(float) + R * maxw * sizeof(float));
+    if (g->status == TT_OK && !h) g->status = tt_fail(&g->err, TT_ERR_NOMEM, "out of memory");
+    if (g->status == TT_OK) {
+        tt_dev_bind(&dev);
+        for (size_t i = 0; i < maxw * maxw + R * maxw; i++) h[i] = 0.01f * (float)(i % 97) - 0.48f;
+        for (size_t l = 0; l < m->n_layers && g->status == TT_OK; l++) {
+            if (m->layers[l].kind != &tt_layer_dense) continue;
+            size_t I = m->layers[l].in, O = m->layers[l].out;
+            size_t sizes[5] = {R * I, I * O, R * O, I * O, R * I}; /* X, W, Y, dW, dX */
+            for (int k = 0; k < 5; k++) {
+                buf[l][k] = tt_dev_alloc_f32(&dev, sizes[k]);
+                if (!buf[l][k]) {
+                    g->status = tt_fail(&g->err, TT_ERR_NOMEM, "out of device memory");
+                    break;
+                }
+                tt_dev_h2d(&dev, buf[l][k], h, sizes[k] * sizeof(float));
+            }
+        }
+    }
+    double t0 = 0;
+    for (size_t rep = 0; rep < g->reps + 2; rep++) {
+        if (rep == 2) {
+            if (g->status == TT_OK) tt_dev_sync(&dev);
+            pthread_barrier_wait(g->barrier); /* everyone starts timing together */
+            t0 = tt_now();
+        }
+        if (g->status != TT_OK) continue;
+        for (size_t l = 0; l < m->n_layers; l++) {
+            if (m->layers[l].kind != &tt_layer_dense) continue;
+            size_t I = m->layers[l].in, O = m->layers[l].out;
+            float **b = buf[l];
+            tt_dev_sgemm(&dev, 0, 0, R, O, I, 1.0f, b[0], I, b[1], O, 0.0f, b[2], O);
+        }
+        for (size_t l = m->n_layers; l-- > 0;) {
+            if (m->layers[l].kind != &tt_layer_dense) continue;
+            size_t I = m->layers[l].in, O = m->layers[l].out;
+            float **b = buf[l];
+            tt_dev_sgemm(&dev, 1, 0, I, O, R, 1.0f, b[0], I, b[2], O, 0.0f, b[3], O);
+            if (l > 0) tt_dev_sgemm(&dev, 0, 1, R, I, O, 1.0f, b[2], O, b[1], O, 0.0f, b[4], I);
+        }
+    }
+    if (g->status == TT_OK) tt_dev_sync(&dev);
+    g->seconds = tt_now() - t0;
+    for (size_t l = 0; l < TT_MAX_LAYERS; l++)
+        for (int k = 0; k < 5; k++)
+            if (buf[l][k]) tt_dev_dfree(&dev, buf[l][k]);
+    tt_free(h);
+    tt_dev_free(&dev);
+    return NULL;
+}
+
+/* Seconds per step of the GEMMs alone, N threads concurrently (the slowest thread's time). */
+static tt_status gemm_step_floor(const tt_model *m, const tt_dev_ops *ops, size_t rows, size_t threads, size_t reps,
+                                 double *seconds, tt_error *err)
+{
+    gemm_thread g[1024];
+    pthread_t th[1024];
+    pthread_barrier_t barrier;
+    pthread_barrier_init(&barrier, NULL, (unsigned)threads);
+    for (size_t t = 0; t < threads; t++) {
+        memset(&g[t], 0, sizeof g[t]);
+        g[t].m = m;
+        g[t].ops = ops;
+        g[t].rows = rows;
+        g[t].reps = reps;
+        g[t].barrier = &barrier;
+        if (pthread_create(&th[t], NULL, gemm_thread_main, &g[t]) != 0) {
+            fprintf(stderr, "towertrain bench: cannot start a thread\n");
+            abort();
+        }
+    }
+    double worst = 0;
+    tt_status s = TT_OK;
+    for (size_t t = 0; t < threads; t++) {
+        pthread_join(th[t], NULL);
+        if (g[t].status && !s) s = tt_fail(err, g[t].status, "gemm floor: %s", g[t].err.msg);
+        if (g[t].seconds > worst) worst = g[t].seconds;
+    }
+    pthread_barrier_destroy(&barrier);
+    *seconds = worst / (double)reps;
+    return s;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, size_t n)
+{
+    qsort(v, n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+int tt_cmd_bench(int argc, char **argv)
+{
+    tt_run_config c;
+    tt_run_config_defaults(&c);
+    c.epochs = 3;
+    c.progress = TT_PROGRESS_QUIET;
+    bench_opts b = {{1, 2}, 2, 200};
+    tt_error err = {{0}};
+    int help;
+    tt_status s = tt_cli_parse_train(argc, argv, 2, &c, "bench", bench_extra, &b, &help, &err);
+    if (help) {
+        printf("usage: towertrain bench [--towers 1,2] [--gemm-reps N] [train options]\n\n"
+               "Trains --epochs epochs (default 3) for each tower count and prints the median seconds per epoch next\n"
+               "to the epoch's GEMM floor: the time the step's GEMMs alone take on as many threads, measured now.\n\n"
+               "train options:\n");
+        tt_cli_train_help(stdout);
+        return 0;
+    }
+    for (size_t i = 0; !s && i < b.n_towers; i++)
+        if (b.towers[i] > c.batch)
+            s = tt_fail(&err, TT_ERR_ARG, "--towers %zu is more than --batch %zu", b.towers[i], c.batch);
+    if (s) {
+        fprintf(stderr, "towertrain: %s\n", err.msg);
+        return tt_status_exit_code(s);
+    }
+
+    const tt_dev_ops *ops;
+    int n_devices;
+    tt_dataset train, val, test;
+    tt_model *model = (tt_model *)tt_calloc(1, sizeof *model);
+    tt_run_result *res = (tt_run_result *)tt_calloc(1, sizeof *res);
+    memset(&val, 0, sizeof val);
+    if (!model || !res) s = tt_fail(&err, TT_ERR_NOMEM, "out of memory");
+    if (!s) s = tt_backend_find(c.device, &ops, &n_devices, &err);
+    if (!s) s = tt_dataset_load_dir(c.data, &train, &test, &err);
+    if (!s) s = tt_dataset_split_tail(&train, c.val_samples, &val, &err);
+    if (!s && c.train_samples) tt_dataset_truncate(&train, c.train_samples);
+    if (!s && c.test_samples) tt_dataset_truncate(&test, c.test_samples);
+    if (!s)
+        s = strcmp(c.model, "mlp") == 0 ? tt_model_mlp(model, train.dim, train.n_classes, &err)
+                                        : tt_model_load(model, c.model, train.dim, train.n_classes, &err);
+    if (s) {
+        fprintf(stderr, "towertrain: %s\n", err.msg);
+        return tt_status_exit_code(s);
+    }
+
+    const size_t steps = (train.n + c.batch - 1) / c.batch;
+    printf("towertrain bench | backend %s | %d CPUs | BLAS: %s\n", ops->name, tt_cpu_count(), tt_blas_describe());
+    printf("model %s (%zu params) | %zu training samples, batch %zu -> %zu steps/epoch | %zu epochs, median\n",
+           model->source, model->n_params, train.n, c.batch, steps, c.epochs);
+    printf("train GFLOP per epoch (GEMMs): %.2f\n\n", tt_model_train_flops(model) * (double)train.n / 1e9);
+    printf("%6s %6s %10s %9s %13s %14s %8s %9s\n", "towers", "batch", "s/epoch", "ms/step", "gemm GFLOP/s",
+           "floor s/epoch", "ratio", "val_acc");
+    for (size_t i = 0; i < b.n_towers; i++) {
+        size_t N = b.towers[i], rows = (c.batch + N - 1) / N;
+        double floor_step;
+        s = gemm_step_floor(model, ops, rows, N, b.reps, &floor_step, &err);
+        if (s) break;
+        c.towers = N;
+        s = tt_run_on(&c, &train, &val, &test, NULL, res, &err);
+        if (s) break;
+        tt_free(res->final_params);
+        double secs[1024];
+        size_t ne = res->n_epochs < 1024 ? res->n_epochs : 1024;
+        for (size_t e = 0; e < ne; e++) secs[e] = res->epochs[e].seconds;
+        double med = median(secs, ne);
+        double floor_epoch = floor_step * (double)steps;
+        double gflops = tt_model_train_flops(model) * (double)rows * (double)N / floor_step / 1e9;
+        printf("%6zu %6zu %10.3f %9.2f %13.1f %14.3f %8.2f %9.4f\n", N, c.batch, med, 1e3 * med / (double)steps, gflops,
+               floor_epoch, med / floor_epoch, res->epochs[ne - 1].val.accuracy);
+        const tt_step_times *sp = &res->epochs[ne - 1].split;
+        printf("       last epoch per step (ms): pull %.3f data %.3f compute %.3f push %.3f wait %.3f reduce %.3f "
+               "update %.3f total %.3f\n",
+               1e3 * sp->tower.pull / (double)steps, 1e3 * sp->tower.data / (double)steps,
+               1e3 * sp->tower.compute / (double)steps, 1e3 * sp->tower.push / (double)steps,
+               1e3 * sp->wait / (double)steps, 1e3 * sp->reduce / (double)steps, 1e3 * sp->update / (double)steps,
+               1e3 * sp->total / (double)steps);
+        fflush(stdout);
+    }
+    tt_dataset_free(&train);
+    tt_dataset_free(&val);
+    tt_dataset_free(&test);
+    tt_free(model);
+    tt_free(res);
+    if (s) {
+        fprintf(stderr, "towertrain: %s\n", err.msg);
+        return tt_status_exit_code(s);
+    }
+    return 0;
+}

@@ -1,0 +1,210 @@
+/* cli.c — option parsing for the towertrain subcommands (strict: a bad value or an unknown option is one line
+ * and exit code 2) and the `train` subcommand. */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tt_backend.h"
+#include "tt_cli.h"
+
+tt_status tt_cli_size(const char *opt, const char *v, size_t lo, size_t hi, size_t *out, tt_error *err)
+{
+    char *end;
+    errno = 0;
+    if (!v || !*v || *v == '-' || *v == '+' || *v == ' ')
+        return tt_fail(err, TT_ERR_ARG, "%s: '%s' is not an integer in %zu..%zu", opt, v ? v : "", lo, hi);
+    unsigned long long x = strtoull(v, &end, 10);
+    if (errno || *end || x < lo || x > hi)
+        return tt_fail(err, TT_ERR_ARG, "%s: '%s' is not an integer in %zu..%zu", opt, v, lo, hi);
+    *out = (size_t)x;
+    return TT_OK;
+}
+
+tt_status tt_cli_float(const char *opt, const char *v, double lo, double hi, int lo_open, float *out, tt_error *err)
+{
+    char *end;
+    errno = 0;
+    double x = v && *v ? strtod(v, &end) : NAN;
+    if (!v || !*v || errno || *end || !isfinite(x) || x < lo || (lo_open && x == lo) || x > hi)
+        return tt_fail(err, TT_ERR_ARG, "%s: '%s' is not a number in %s%g, %g]", opt, v ? v : "", lo_open ? "(" : "[",
+                       lo, hi);
+    *out = (float)x;
+    return TT_OK;
+}
+
+void tt_cli_train_help(FILE *f)
+{
+    fprintf(f,
+            "  --data DIR            MNIST-format directory, or 'fashion-mnist' (Debian's dataset-fashion-mnist)\n"
+            "                        [fashion-mnist]\n"
+            "  --model mlp|FILE      built-in 784-256-relu-256-relu-10 MLP, or a model file (docs/model-file.md) [mlp]\n"
+            "  --device NAME         backend: %s [cpu]\n"
+            "  --towers N            data-parallel towers, one thread each [1]\n"
+            "  --batch N             global batch, split across the towers (sizes differ by at most 1) [256]\n"
+            "  --epochs N            [10]\n"
+            "  --optimizer NAME      sgd | adam | nadam, Keras semantics and defaults [adam]\n"
+            "  --lr X                base learning rate [Keras default: sgd 0.01, adam/nadam 0.001]\n"
+            "  --lr-scaling RULE     none: lr as given; linear: lr x towers (Goyal et al. 2017) [none]\n"
+            "  --momentum X          sgd momentum in [0,1) [0]\n"
+            "  --nesterov            sgd Nesterov momentum\n"
+            "  --seed N              initialisation and shuffling; same seed + towers = bit-identical run [1]\n"
+            "  --val-samples N       validation = the last N training samples, 0 for none [10000]\n"
+            "  --train-samples N     train on the first N remaining training samples only [all]\n"
+            "  --test-samples N      test on the first N test samples only [all]\n"
+            "  --log-json FILE       JSON lines: a start object, one per epoch, one for the test set\n"
+            "  --progress MODE       auto | bar | lines | quiet [auto: a bar on a terminal]\n"
+            "  --host-threads N      host threads for the gradient sum and the optimizer [CPUs]\n",
+            tt_backend_list());
+}
+
+static int takes_value(const char *opt)
+{
+    static const char *valued[] = {"--data", "--model", "--device", "--towers", "--batch", "--epochs",
+                                   "--optimizer", "--lr", "--lr-scaling", "--momentum", "--seed", "--val-samples",
+                                   "--train-samples", "--test-samples", "--log-json", "--progress",
+                                   "--host-threads", NULL};
+    for (const char **v = valued; *v; v++)
+        if (strcmp(opt, *v) == 0) return 1;
+    return 0;
+}
+
+tt_status tt_cli_parse_train(int argc, char **argv, int first, tt_run_config *c, const char *cmd,
+                             tt_cli_extra_fn extra, void *ctx, int *help, tt_error *err)
+{
+    const char *optimizer = NULL;
+    int have_lr = 0, have_momentum = 0, nesterov = 0;
+    float lr = 0, momentum = 0;
+    *help = 0;
+    for (int i = first; i < argc; i++) {
+        char name[64];
+        const char *arg = argv[i], *value = NULL;
+        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+            *help = 1;
+            return TT_OK;
+        }
+        if (strncmp(arg, "--", 2) != 0)
+            return tt_fail(err, TT_ERR_ARG, "%s: unexpected argument '%s' (options start with --)", cmd, arg);
+        const char *eq = strchr(arg, '=');
+        size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
+        if (len >= sizeof name) return tt_fail(err, TT_ERR_ARG, "%s: unknown option '%.40s...'", cmd, arg);
+        memcpy(name, arg, len);
+        name[len] = '\0';
+        if (eq) value = eq + 1;
+        if (extra) {
+            /* the subcommand's own options first: 1 = consumed a value, 2 = a flag, 0 = not its option */
+            tt_status st = TT_OK;
+            const char *v = value ? value : (i + 1 < argc ? argv[i + 1] : NULL);
+            int used = extra(name, v, ctx, err, &st);
+            if (st) return st;
+            if (used == 1) {
+                if (!value) i++;
+                continue;
+            }
+            if (used == 2) continue;
+        }
+        int valued = takes_value(name);
+        if (valued && !value) {
+            if (i + 1 >= argc) return tt_fail(err, TT_ERR_ARG, "%s: missing value", name);
+            value = argv[++i];
+        }
+        tt_status s = TT_OK;
+        if (strcmp(name, "--data") == 0) c->data = value;
+        else if (strcmp(name, "--model") == 0) c->model = value;
+        else if (strcmp(name, "--device") == 0) c->device = value;
+        else if (strcmp(name, "--towers") == 0) s = tt_cli_size(name, value, 1, 1024, &c->towers, err);
+        else if (strcmp(name, "--batch") == 0) s = tt_cli_size(name, value, 1, 1 << 20, &c->batch, err);
+        else if (strcmp(name, "--epochs") == 0) s = tt_cli_size(name, value, 1, 100000, &c->epochs, err);
+        else if (strcmp(name, "--optimizer") == 0) optimizer = value;
+        else if (strcmp(name, "--lr") == 0) {
+            s = tt_cli_float(name, value, 0, 1e3, 1, &lr, err);
+            have_lr = 1;
+        } else if (strcmp(name, "--lr-scaling") == 0) {
+            if (strcmp(value, "none") == 0) c->lr_scaling = TT_LR_NONE;
+            else if (strcmp(value, "linear") == 0) c->lr_scaling = TT_LR_LINEAR;
+            else s = tt_fail(err, TT_ERR_ARG, "--lr-scaling: '%s' is not none or linear", value);
+        } else if (strcmp(name, "--momentum") == 0) {
+            s = tt_cli_float(name, value, 0, 0.999999, 0, &momentum, err);
+            have_momentum = 1;
+        } else if (strcmp(name, "--nesterov") == 0) {
+            if (value) return tt_fail(err, TT_ERR_ARG, "--nesterov: takes no value");
+            nesterov = 1;
+        } else if (strcmp(name, "--seed") == 0) {
+            size_t seed;
+            s = tt_cli_size(name, value, 0, SIZE_MAX, &seed, err);
+            c->seed = seed;
+        } else if (strcmp(name, "--val-samples") == 0) s = tt_cli_size(name, value, 0, 100000000, &c->val_samples, err);
+        else if (strcmp(name, "--train-samples") == 0) s = tt_cli_size(name, value, 1, 100000000, &c->train_samples, err);
+        else if (strcmp(name, "--test-samples") == 0) s = tt_cli_size(name, value, 1, 100000000, &c->test_samples, err);
+        else if (strcmp(name, "--log-json") == 0) {
+            if (!*value) s = tt_fail(err, TT_ERR_ARG, "--log-json: empty file name");
+            c->log_json = value;
+        } else if (strcmp(name, "--progress") == 0) {
+            if (strcmp(value, "auto") == 0) c->progress = TT_PROGRESS_AUTO;
+            else if (strcmp(value, "bar") == 0) c->progress = TT_PROGRESS_BAR;
+            else if (strcmp(value, "lines") == 0) c->progress = TT_PROGRESS_LINES;
+            else if (strcmp(value, "quiet") == 0) c->progress = TT_PROGRESS_QUIET;
+            else s = tt_fail(err, TT_ERR_ARG, "--progress: '%s' is not auto, bar, lines or quiet", value);
+        } else if (strcmp(name, "--host-threads") == 0) {
+            size_t n;
+            s = tt_cli_size(name, value, 1, 256, &n, err);
+            c->host_threads = (int)n;
+        } else
+            return tt_fail(err, TT_ERR_ARG, "%s: unknown option '%s' (see towertrain %s --help)", cmd, name, cmd);
+        if (s) return s;
+        if (value && !*value && strcmp(name, "--log-json") != 0)
+            return tt_fail(err, TT_ERR_ARG, "%s: empty value", name);
+    }
+    if (optimizer) {
+        tt_optim_kind kind;
+        if (tt_optim_parse_kind(optimizer, &kind))
+            return tt_fail(err, TT_ERR_ARG, "--optimizer: '%s' is not sgd, adam or nadam", optimizer);
+        c->optim = tt_optim_defaults(kind);
+    }
+    if ((have_momentum || nesterov) && c->optim.kind != TT_OPT_SGD)
+        return tt_fail(err, TT_ERR_ARG, "%s: applies to --optimizer sgd only",
+                       have_momentum ? "--momentum" : "--nesterov");
+    if (nesterov && (!have_momentum || momentum == 0))
+        return tt_fail(err, TT_ERR_ARG, "--nesterov: needs --momentum greater than 0");
+    if (have_lr) c->optim.lr = lr;
+    c->lr_given = have_lr;
+    if (have_momentum) c->optim.momentum = momentum;
+    c->optim.nesterov = nesterov;
+    if (c->towers > c->batch)
+        return tt_fail(err, TT_ERR_ARG, "--towers %zu is more than --batch %zu: every tower needs at least one sample",
+                       c->towers, c->batch);
+    return TT_OK;
+}
+
+int tt_cmd_train(int argc, char **argv)
+{
+    tt_run_config c;
+    tt_run_config_defaults(&c);
+    tt_error err = {{0}};
+    int help;
+    tt_status s = tt_cli_parse_train(argc, argv, 2, &c, "train", NULL, NULL, &help, &err);
+    if (s) {
+        fprintf(stderr, "towertrain: %s\n", err.msg);
+        return tt_status_exit_code(s);
+    }
+    if (help) {
+        printf("usage: towertrain train [options]\n\nTrains a model with N data-parallel towers; the master weights "
+               "and the optimizer live on the host.\n\noptions:\n");
+        tt_cli_train_help(stdout);
+        return 0;
+    }
+    tt_run_result *res = (tt_run_result *)tt_calloc(1, sizeof *res);
+    if (!res) {
+        fprintf(stderr, "towertrain: out of memory\n");
+        return 1;
+    }
+    s = tt_run(&c, stdout, res, &err);
+    tt_free(res->final_params);
+    tt_free(res);
+    if (s) {
+        fflush(stdout);
+        fprintf(stderr, "towertrain: %s\n", err.msg);
+        return tt_status_exit_code(s);
+    }
+    return 0;
+}

@@ -1,0 +1,71 @@
+/* common.c — the small utilities of tt_common.h: error formatting, abort, clock, counted allocation. */
+#include "tt_common.h"
+
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+tt_status tt_fail(tt_error *err, tt_status s, const char *fmt, ...)
+{
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        va_end(ap);
+    }
+    return s;
+}
+
+int tt_status_exit_code(tt_status s)
+{
+    if (s == TT_OK) return 0;
+    return s == TT_ERR_ARG ? 2 : 1;
+}
+
+void tt_abort_at(const char *what, const char *func, const char *file, int line)
+{
+    fprintf(stderr, "towertrain: internal error: %s failed in %s at %s:%d\n", what, func, file, line);
+    abort();
+}
+
+double tt_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static atomic_uint_fast64_t g_allocs;
+
+void *tt_malloc(size_t bytes)
+{
+    if (bytes == 0) bytes = 1;
+    size_t rounded = (bytes + 63) & ~(size_t)63;
+    if (rounded < bytes) return NULL;
+    void *p = aligned_alloc(64, rounded);
+    if (p) atomic_fetch_add(&g_allocs, 1);
+    return p;
+}
+
+void *tt_calloc(size_t n, size_t size)
+{
+    size_t bytes;
+    if (tt_mul_size(n, size, &bytes)) return NULL;
+    void *p = tt_malloc(bytes);
+    if (p) memset(p, 0, bytes);
+    return p;
+}
+
+void tt_free(void *p) { free(p); }
+
+uint64_t tt_alloc_count(void) { return (uint64_t)atomic_load(&g_allocs); }
+
+int tt_mul_size(size_t a, size_t b, size_t *out)
+{
+    if (a != 0 && b > SIZE_MAX / a) return -1;
+    *out = a * b;
+    return 0;
+}

@@ -1,0 +1,132 @@
+/* dataset.c — turning IDX files into a float data set, finding the files of an MNIST-format directory, and the
+ * train / validation split (the last n_val training samples, as the Keras seed does with validation_split). */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tt_data.h"
+
+void tt_dataset_free(tt_dataset *ds)
+{
+    tt_free(ds->x);
+    tt_free(ds->y);
+    memset(ds, 0, sizeof *ds);
+}
+
+tt_status tt_dataset_load_idx(tt_dataset *ds, const char *images_path, const char *labels_path, size_t n_classes,
+                              tt_error *err)
+{
+    memset(ds, 0, sizeof *ds);
+    size_t n_img, rows, cols, n_lab;
+    uint8_t *pix = NULL, *lab = NULL;
+    tt_status s = tt_idx_read_images(images_path, &n_img, &rows, &cols, &pix, err);
+    if (s) return s;
+    s = tt_idx_read_labels(labels_path, n_classes, &n_lab, &lab, err);
+    if (s) {
+        tt_free(pix);
+        return s;
+    }
+    if (n_img != n_lab) {
+        s = tt_fail(err, TT_ERR_FORMAT, "%s: %zu labels but %s has %zu images", labels_path, n_lab, images_path,
+                    n_img);
+        goto done;
+    }
+    ds->n = n_img;
+    ds->rows = rows;
+    ds->cols = cols;
+    ds->dim = rows * cols;
+    ds->n_classes = n_classes;
+    ds->x = (float *)tt_calloc(n_img * ds->dim, sizeof(float));
+    ds->y = (int32_t *)tt_calloc(n_img, sizeof(int32_t));
+    if (!ds->x || !ds->y) {
+        tt_dataset_free(ds);
+        s = tt_fail(err, TT_ERR_NOMEM, "%s: out of memory for %zu float images", images_path, n_img);
+        goto done;
+    }
+    for (size_t i = 0; i < n_img * ds->dim; i++) ds->x[i] = (float)pix[i] * (1.0f / 255.0f);
+    for (size_t i = 0; i < n_img; i++) ds->y[i] = lab[i];
+done:
+    tt_free(pix);
+    tt_free(lab);
+    return s;
+}
+
+/* Finds `<dir>/<stem>` among the usual spellings of MNIST file names. */
+static tt_status find_file(const char *dir, const char *stem, const char *alt, char *out, size_t outlen,
+                           tt_error *err)
+{
+    const char *names[4] = {stem, alt, NULL, NULL};
+    char gz0[96], gz1[96];
+    snprintf(gz0, sizeof gz0, "%s.gz", stem);
+    snprintf(gz1, sizeof gz1, "%s.gz", alt);
+    const char *all[4] = {gz0, names[0], gz1, names[1]};
+    for (int i = 0; i < 4; i++) {
+        int len = snprintf(out, outlen, "%s/%s", dir, all[i]);
+        if (len < 0 || (size_t)len >= outlen) return tt_fail(err, TT_ERR_ARG, "--data: path too long: %s", dir);
+        if (access(out, F_OK) == 0) return TT_OK;
+    }
+    return tt_fail(err, TT_ERR_IO, "%s: no %s[.gz] (or %s[.gz]) in this directory", dir, stem, alt);
+}
+
+tt_status tt_dataset_load_dir(const char *dir, tt_dataset *train, tt_dataset *test, tt_error *err)
+{
+    memset(train, 0, sizeof *train);
+    memset(test, 0, sizeof *test);
+    if (strcmp(dir, "fashion-mnist") == 0) {
+        struct stat st;
+        if (stat(TT_FASHION_MNIST_DIR, &st) != 0)
+            return tt_fail(err, TT_ERR_IO,
+                           "--data fashion-mnist: %s not found (install it: apt-get install dataset-fashion-mnist)",
+                           TT_FASHION_MNIST_DIR);
+        dir = TT_FASHION_MNIST_DIR;
+    }
+    struct stat st;
+    if (stat(dir, &st) != 0) return tt_fail(err, TT_ERR_IO, "--data %s: %s", dir, strerror(errno));
+    if (!S_ISDIR(st.st_mode)) return tt_fail(err, TT_ERR_IO, "--data %s: not a directory", dir);
+    char ti[4200], tl[4200], ei[4200], el[4200];
+    tt_status s = find_file(dir, "train-images-idx3-ubyte", "train-images.idx3-ubyte", ti, sizeof ti, err);
+    if (!s) s = find_file(dir, "train-labels-idx1-ubyte", "train-labels.idx1-ubyte", tl, sizeof tl, err);
+    if (!s) s = find_file(dir, "t10k-images-idx3-ubyte", "t10k-images.idx3-ubyte", ei, sizeof ei, err);
+    if (!s) s = find_file(dir, "t10k-labels-idx1-ubyte", "t10k-labels.idx1-ubyte", el, sizeof el, err);
+    if (!s) s = tt_dataset_load_idx(train, ti, tl, 10, err);
+    if (!s) s = tt_dataset_load_idx(test, ei, el, 10, err);
+    if (!s && (train->rows != test->rows || train->cols != test->cols))
+        s = tt_fail(err, TT_ERR_FORMAT, "%s: test images are %zux%zu but training images are %zux%zu", ei, test->rows,
+                    test->cols, train->rows, train->cols);
+    if (s) {
+        tt_dataset_free(train);
+        tt_dataset_free(test);
+    }
+    return s;
+}
+
+tt_status tt_dataset_split_tail(tt_dataset *src, size_t n_val, tt_dataset *val, tt_error *err)
+{
+    memset(val, 0, sizeof *val);
+    if (n_val >= src->n)
+        return tt_fail(err, TT_ERR_ARG, "--val-samples %zu: must be smaller than the %zu training samples", n_val,
+                       src->n);
+    *val = *src;
+    val->n = n_val;
+    val->x = NULL;
+    val->y = NULL;
+    if (n_val == 0) return TT_OK;
+    size_t first = src->n - n_val;
+    val->x = (float *)tt_calloc(n_val * src->dim, sizeof(float));
+    val->y = (int32_t *)tt_calloc(n_val, sizeof(int32_t));
+    if (!val->x || !val->y) {
+        tt_dataset_free(val);
+        return tt_fail(err, TT_ERR_NOMEM, "out of memory for %zu validation samples", n_val);
+    }
+    memcpy(val->x, src->x + first * src->dim, n_val * src->dim * sizeof(float));
+    memcpy(val->y, src->y + first, n_val * sizeof(int32_t));
+    src->n = first;
+    return TT_OK;
+}
+
+void tt_dataset_truncate(tt_dataset *ds, size_t n)
+{
+    if (n < ds->n) ds->n = n;
+}

@@ -1,0 +1,137 @@
+/* dev.c — the thin tt_dev_* wrappers around a backend's table: argument checks, allocation counting, and the
+ * fallbacks for optional members. Tower code calls these, never the table directly. */
+#include "tt_dev.h"
+
+#include <string.h>
+
+tt_status tt_dev_init(tt_dev *dev, const tt_dev_ops *ops, int ordinal, tt_error *err)
+{
+    memset(dev, 0, sizeof *dev);
+    TT_ASSERT(ops != NULL && ops->init != NULL);
+    dev->ops = ops;
+    dev->ordinal = ordinal;
+    tt_status s = ops->init(&dev->ctx, ordinal, err);
+    if (s != TT_OK) dev->ops = NULL;
+    return s;
+}
+
+void tt_dev_free(tt_dev *dev)
+{
+    if (dev->ops && dev->ctx) dev->ops->destroy(dev->ctx);
+    dev->ops = NULL;
+    dev->ctx = NULL;
+}
+
+void tt_dev_bind(tt_dev *dev)
+{
+    if (dev->ops->bind) dev->ops->bind(dev->ctx);
+}
+
+void *tt_dev_alloc(tt_dev *dev, size_t bytes)
+{
+    void *d = dev->ops->alloc(dev->ctx, bytes ? bytes : 4);
+    if (d) dev->n_alloc++;
+    return d;
+}
+
+float *tt_dev_alloc_f32(tt_dev *dev, size_t n)
+{
+    size_t bytes;
+    if (tt_mul_size(n, sizeof(float), &bytes)) return NULL;
+    return (float *)tt_dev_alloc(dev, bytes);
+}
+
+void tt_dev_dfree(tt_dev *dev, void *d)
+{
+    if (d && dev->ops) dev->ops->dfree(dev->ctx, d);
+}
+
+void *tt_dev_host_alloc(tt_dev *dev, size_t bytes)
+{
+    if (dev->ops->host_alloc) return dev->ops->host_alloc(dev->ctx, bytes ? bytes : 4);
+    return tt_malloc(bytes);
+}
+
+void tt_dev_host_free(tt_dev *dev, void *h)
+{
+    if (!h) return;
+    if (dev->ops && dev->ops->host_free)
+        dev->ops->host_free(dev->ctx, h);
+    else
+        tt_free(h);
+}
+
+void tt_dev_h2d(tt_dev *dev, void *d_dst, const void *h_src, size_t bytes)
+{
+    if (bytes == 0) return;
+    TT_ASSERT(d_dst && h_src);
+    dev->ops->h2d(dev->ctx, d_dst, h_src, bytes);
+}
+
+void tt_dev_d2h(tt_dev *dev, void *h_dst, const void *d_src, size_t bytes)
+{
+    if (bytes == 0) return;
+    TT_ASSERT(h_dst && d_src);
+    dev->ops->d2h(dev->ctx, h_dst, d_src, bytes);
+}
+
+void tt_dev_d2d(tt_dev *dev, void *d_dst, const void *d_src, size_t bytes)
+{
+    if (bytes == 0 || d_dst == d_src) return;
+    TT_ASSERT(d_dst && d_src);
+    dev->ops->d2d(dev->ctx, d_dst, d_src, bytes);
+}
+
+void tt_dev_sync(tt_dev *dev) { dev->ops->sync(dev->ctx); }
+
+void tt_dev_sgemm(tt_dev *dev, int trans_a, int trans_b, size_t M, size_t N, size_t K, float alpha, const float *d_a,
+                  size_t lda, const float *d_b, size_t ldb, float beta, float *d_c, size_t ldc)
+{
+    if (M == 0 || N == 0) return;
+    TT_ASSERT(d_a && d_b && d_c);
+    TT_ASSERT(lda >= (trans_a ? M : K) && ldb >= (trans_b ? K : N) && ldc >= N);
+    dev->ops->sgemm(dev->ctx, trans_a, trans_b, M, N, K, alpha, d_a, lda, d_b, ldb, beta, d_c, ldc);
+}
+
+void tt_dev_fill(tt_dev *dev, float *d_x, size_t n, float value)
+{
+    if (n == 0) return;
+    TT_ASSERT(d_x);
+    dev->ops->fill(dev->ctx, d_x, n, value);
+}
+
+void tt_dev_bias_add(tt_dev *dev, float *d_y, const float *d_b, size_t rows, size_t cols)
+{
+    if (rows == 0 || cols == 0) return;
+    TT_ASSERT(d_y && d_b);
+    dev->ops->bias_add(dev->ctx, d_y, d_b, rows, cols);
+}
+
+void tt_dev_col_sum(tt_dev *dev, float *d_out, const float *d_x, size_t rows, size_t cols)
+{
+    if (cols == 0) return;
+    TT_ASSERT(d_out && (rows == 0 || d_x));
+    dev->ops->col_sum(dev->ctx, d_out, d_x, rows, cols);
+}
+
+void tt_dev_relu_fwd(tt_dev *dev, float *d_y, const float *d_x, size_t n)
+{
+    if (n == 0) return;
+    TT_ASSERT(d_y && d_x);
+    dev->ops->relu_fwd(dev->ctx, d_y, d_x, n);
+}
+
+void tt_dev_relu_bwd(tt_dev *dev, float *d_dx, const float *d_dy, const float *d_y, size_t n)
+{
+    if (n == 0) return;
+    TT_ASSERT(d_dx && d_dy && d_y);
+    dev->ops->relu_bwd(dev->ctx, d_dx, d_dy, d_y, n);
+}
+
+void tt_dev_softmax_xent(tt_dev *dev, float *d_dlogits, float *d_stats, const float *d_logits,
+                         const int32_t *d_labels, size_t rows, size_t classes, float grad_scale)
+{
+    if (rows == 0) return;
+    TT_ASSERT(d_stats && d_logits && d_labels && classes >= 1);
+    dev->ops->softmax_xent(dev->ctx, d_dlogits, d_stats, d_logits, d_labels, rows, classes, grad_scale);
+}

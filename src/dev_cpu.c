@@ -1,0 +1,130 @@
+/* dev_cpu.c — the CPU backend: a "device" is ordinary RAM owned by one tower, copies are memcpy, sgemm is CBLAS
+ * (OpenBLAS, single-threaded inside each tower: the towers are the parallelism), and every other op is a loop
+ * over a tt_math.h function. New device memory is poisoned with NaN so a missing zeroing shows up at once.
+ * This is the reference every other backend is tested against; keep it plain. */
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tt_dev.h"
+#include "tt_math.h"
+
+typedef struct cpu_ctx {
+    int ordinal;
+} cpu_ctx;
+
+static tt_status cpu_init(void **ctx, int ordinal, tt_error *err)
+{
+    cpu_ctx *c = (cpu_ctx *)tt_calloc(1, sizeof *c);
+    if (!c) return tt_fail(err, TT_ERR_NOMEM, "cpu backend: out of memory for tower context");
+    c->ordinal = ordinal;
+    *ctx = c;
+    return TT_OK;
+}
+
+static void cpu_destroy(void *ctx) { tt_free(ctx); }
+
+static void *cpu_alloc(void *ctx, size_t bytes)
+{
+    (void)ctx;
+    float *p = (float *)tt_malloc(bytes);
+    if (p) {
+        size_t n = bytes / sizeof(float);
+        for (size_t i = 0; i < n; i++) p[i] = NAN;
+    }
+    return p;
+}
+
+static void cpu_dfree(void *ctx, void *d)
+{
+    (void)ctx;
+    tt_free(d);
+}
+
+static void cpu_copy(void *ctx, void *dst, const void *src, size_t bytes)
+{
+    (void)ctx;
+    memcpy(dst, src, bytes);
+}
+
+static void cpu_sync(void *ctx) { (void)ctx; }
+
+static void cpu_sgemm(void *ctx, int ta, int tb, size_t M, size_t N, size_t K, float alpha, const float *a,
+                      size_t lda, const float *b, size_t ldb, float beta, float *c, size_t ldc)
+{
+    (void)ctx;
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)M, (int)N,
+                (int)K, alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
+}
+
+static void cpu_fill(void *ctx, float *x, size_t n, float v)
+{
+    (void)ctx;
+    for (size_t i = 0; i < n; i++) x[i] = v;
+}
+
+static void cpu_bias_add(void *ctx, float *y, const float *b, size_t rows, size_t cols)
+{
+    (void)ctx;
+    for (size_t r = 0; r < rows; r++) {
+        float *yr = y + r * cols;
+        for (size_t c = 0; c < cols; c++) yr[c] += b[c];
+    }
+}
+
+static void cpu_col_sum(void *ctx, float *out, const float *x, size_t rows, size_t cols)
+{
+    (void)ctx;
+    for (size_t c = 0; c < cols; c++) out[c] = 0.0f;
+    for (size_t r = 0; r < rows; r++) {
+        const float *xr = x + r * cols;
+        for (size_t c = 0; c < cols; c++) out[c] += xr[c];
+    }
+}
+
+static void cpu_relu_fwd(void *ctx, float *y, const float *x, size_t n)
+{
+    (void)ctx;
+    for (size_t i = 0; i < n; i++) y[i] = tt_relu(x[i]);
+}
+
+static void cpu_relu_bwd(void *ctx, float *dx, const float *dy, const float *y, size_t n)
+{
+    (void)ctx;
+    for (size_t i = 0; i < n; i++) dx[i] = tt_relu_grad(dy[i], y[i]);
+}
+
+static void cpu_softmax_xent(void *ctx, float *dlogits, float *stats, const float *logits, const int32_t *labels,
+                             size_t rows, size_t classes, float scale)
+{
+    (void)ctx;
+    for (size_t r = 0; r < rows; r++) {
+        int rank;
+        float *dz = dlogits ? dlogits + r * classes : NULL;
+        stats[2 * r] = tt_softmax_xent_row(logits + r * classes, (int)classes, labels[r], scale, dz, &rank);
+        stats[2 * r + 1] = (float)rank;
+    }
+}
+
+const tt_dev_ops tt_dev_cpu_ops = {
+    .name = "cpu",
+    .init = cpu_init,
+    .destroy = cpu_destroy,
+    .bind = NULL,
+    .alloc = cpu_alloc,
+    .dfree = cpu_dfree,
+    .host_alloc = NULL,
+    .host_free = NULL,
+    .h2d = cpu_copy,
+    .d2h = cpu_copy,
+    .d2d = cpu_copy,
+    .sync = cpu_sync,
+    .sgemm = cpu_sgemm,
+    .fill = cpu_fill,
+    .bias_add = cpu_bias_add,
+    .col_sum = cpu_col_sum,
+    .relu_fwd = cpu_relu_fwd,
+    .relu_bwd = cpu_relu_bwd,
+    .softmax_xent = cpu_softmax_xent,
+};

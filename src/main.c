@@ -1,0 +1,43 @@
+/* main.c — the towertrain executable: picks fast BLAS kernels, then dispatches to a subcommand. */
+#include <stdio.h>
+#include <string.h>
+
+#include "tt_backend.h"
+#include "tt_blas.h"
+#include "tt_cli.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: towertrain <command> [options]\n\n"
+               "Data-parallel training with towers: the master weights and the optimizer live on the host; each\n"
+               "tower (a thread bound to a device) pulls the weights, computes its shard's gradient and pushes it\n"
+               "back; the host sums the gradients and applies the optimizer.\n\n"
+               "commands:\n"
+               "  train     train a model (towertrain train --help)\n"
+               "  bench     seconds per epoch for 1, 2, ... towers next to the GEMM floor (towertrain bench --help)\n"
+               "  --help    this text\n"
+               "  --version version, backends and BLAS\n");
+}
+
+int main(int argc, char **argv)
+{
+    tt_blas_autoselect(argv);
+    tt_blas_single_thread();
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {
+        printf("towertrain %s\nbackends: %s\nBLAS: %s\n", TT_VERSION, tt_backend_list(), tt_blas_describe());
+        return 0;
+    }
+    if (strcmp(cmd, "train") == 0) return tt_cmd_train(argc, argv);
+    if (strcmp(cmd, "bench") == 0) return tt_cmd_bench(argc, argv);
+    fprintf(stderr, "towertrain: unknown command '%s' (try towertrain --help)\n", cmd);
+    return 2;
+}
