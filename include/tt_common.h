@@ -57,6 +57,9 @@ void *tt_calloc(size_t n, size_t size);
 void tt_free(void *p);
 uint64_t tt_alloc_count(void); /* number of successful tt_malloc/tt_calloc calls so far (all threads) */
 
+/* Median of v[0..n) (sorts v in place); 0 for n == 0. */
+double tt_median(double *v, size_t n);
+
 /* n * size with overflow check: returns 0 and sets *out on success, -1 on overflow. */
 int tt_mul_size(size_t a, size_t b, size_t *out);
 

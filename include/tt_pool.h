@@ -1,32 +1,38 @@
-/* tt_pool.h — a small persistent thread crew for the host's own work (summing the towers' gradient slots and
- * applying the optimizer). tt_pool_run(fn) runs fn(arg, i, n) for i = 0..n-1, with i = 0 on the calling thread,
- * and returns when all are done. Not for: towers (each tower has its own thread, bound to its device). */
+/* tt_pool.h — a crew of persistent threads that run one function together and meet again when all are done.
+ *
+ * Two crews use it: the towers (one thread per tower; the caller only dispatches and waits) and the host's
+ * reducer (the caller works as participant 0, helpers take the other slices). Each worker sleeps on its own
+ * semaphore between jobs and the last one to finish posts the caller's: two futex operations per thread per job,
+ * no shared lock to queue on. Not for: work queues or nested jobs. */
 #ifndef TT_POOL_H
 #define TT_POOL_H
 
 #include <pthread.h>
+#include <semaphore.h>
+#include <stdatomic.h>
 
 #include "tt_common.h"
 
 typedef void (*tt_pool_fn)(void *arg, int i, int n);
 
 typedef struct tt_pool {
-    int n; /* participants, caller included */
-    pthread_t *threads;
+    int n;           /* participants */
+    int caller_joins; /* 1: the caller is participant 0 and n-1 threads were started; 0: n threads */
     int n_started;
-    pthread_mutex_t mu;
-    pthread_cond_t start, done;
-    uint64_t gen;
-    int pending;
+    pthread_t *threads;
+    sem_t *go;       /* one per thread */
+    sem_t done;
+    atomic_int pending;
     int quit;
     tt_pool_fn fn;
     void *arg;
-    int use; /* participants of the current job */
+    int use;         /* participants of the current job */
 } tt_pool;
 
-tt_status tt_pool_init(tt_pool *p, int n, tt_error *err);
-void tt_pool_free(tt_pool *p);
-/* Runs fn on `use` participants (1 <= use <= p->n). */
+/* n participants; with caller_joins the calling thread is participant 0 of every job. */
+tt_status tt_pool_init(tt_pool *p, int n, int caller_joins, tt_error *err);
+void tt_pool_free(tt_pool *p); /* accepts a zeroed or half-built pool; safe to call twice */
+/* Runs fn(arg, i, use) for i = 0..use-1 (1 <= use <= n) and returns when all have returned. */
 void tt_pool_run(tt_pool *p, int use, tt_pool_fn fn, void *arg);
 
 /* Number of online CPUs (at least 1). */

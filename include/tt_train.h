@@ -33,6 +33,9 @@ typedef struct tt_run_config {
     const char *log_json; /* NULL = none */
     tt_progress progress;
     int host_threads;     /* 0 = all CPUs */
+    /* optional: called before every epoch (bench measures its GEMM floor there, interleaved with training) */
+    tt_status (*before_epoch)(void *ctx, size_t epoch, tt_error *err);
+    void *before_epoch_ctx;
 } tt_run_config;
 
 void tt_run_config_defaults(tt_run_config *c);
@@ -41,6 +44,7 @@ void tt_run_config_defaults(tt_run_config *c);
 typedef struct tt_epoch_stats {
     size_t epoch, steps, samples;
     double seconds; /* training steps only */
+    double step_median; /* median step time (robust to a noisy machine) */
     double loss, accuracy, top5;
     tt_eval_result val;
     tt_step_times split; /* summed over the epoch's steps */

@@ -13,8 +13,6 @@
 #ifndef TT_TRAINER_H
 #define TT_TRAINER_H
 
-#include <pthread.h>
-
 #include "tt_data.h"
 #include "tt_dev.h"
 #include "tt_model.h"
@@ -45,8 +43,10 @@ typedef struct tt_tower_times {
 /* Where one step's time went, seen from the host. Tower phases are means over towers. */
 typedef struct tt_step_times {
     tt_tower_times tower; /* mean over towers */
-    double wait;          /* mean time a tower sat at the barrier waiting for the slowest */
-    double towers;        /* wall time from waking the towers to the last push */
+    double launch;        /* mean time from the host's wake-up call to a tower starting work */
+    double wait;          /* mean time a finished tower sat at the barrier waiting for the slowest one */
+    double towers;        /* wall time from waking the towers to the host seeing the last push */
+    double notice;        /* from the last tower's push to the host running again (thread wake-up) */
     double reduce;        /* summing the slots */
     double update;        /* optimizer */
     double total;
@@ -77,13 +77,9 @@ typedef struct tt_trainer {
     tt_optim opt;
     tt_pool pool;
     tt_tower *towers;
-    size_t n_started;
-    /* job dispatch */
-    pthread_mutex_t mu;
-    pthread_cond_t start, done;
-    uint64_t gen;
-    size_t pending;
-    int job;
+    tt_pool crew;     /* the tower threads: worker t is tower t */
+    int crew_up;
+    int job;          /* what the towers do when woken */
     const tt_dataset *ds;
     const uint32_t *idx; /* step: the batch's sample indices */
     size_t n;            /* step: samples; eval: data set size */

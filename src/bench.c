@@ -55,26 +55,40 @@ static int bench_extra(const char *opt, const char *value, void *ctx, tt_error *
 
 /* ---- GEMM floor -------------------------------------------------------------------------------------------- */
 
+#define FLOOR_MAX_THREADS 64
+#define FLOOR_MAX_REPS 1000
+
+typedef struct gemm_floor gemm_floor;
+
 typedef struct gemm_thread {
-    const tt_model *m;
-    const tt_dev_ops *ops;
-    size_t rows, reps;
-    pthread_barrier_t *barrier;
-    double seconds;
+    gemm_floor *f;
+    int id;
     tt_status status;
     tt_error err;
 } gemm_thread;
 
+struct gemm_floor {
+    const tt_model *m;
+    const tt_dev_ops *ops;
+    size_t rows, threads, reps;
+    pthread_barrier_t barrier;
+    double rep_secs[FLOOR_MAX_THREADS][FLOOR_MAX_REPS];
+};
+
+/* One thread of the floor: the GEMMs of one tower's step, reps times, each rep started together with the other
+ * threads (as the towers start a step together). */
 static void *gemm_thread_main(void *arg)
 {
     gemm_thread *g = (gemm_thread *)arg;
-    const tt_model *m = g->m;
+    gemm_floor *f = g->f;
+    const tt_model *m = f->m;
+    const size_t R = f->rows;
     tt_dev dev;
-    g->status = tt_dev_init(&dev, g->ops, 0, &g->err);
+    g->status = tt_dev_init(&dev, f->ops, 0, &g->err);
     float *buf[TT_MAX_LAYERS][5];
     memset(buf, 0, sizeof buf);
-    size_t maxw = m->max_width, R = g->rows;
-    float *h = (float *)tt_malloc(maxw * maxw * sizeof(float) + R * maxw * sizeof(float));
+    size_t maxw = m->max_width;
+    float *h = (float *)tt_malloc((maxw * maxw + R * maxw) * sizeof(float));
     if (g->status == TT_OK && !h) g->status = tt_fail(&g->err, TT_ERR_NOMEM, "out of memory");
     if (g->status == TT_OK) {
         tt_dev_bind(&dev);
@@ -93,13 +107,9 @@ static void *gemm_thread_main(void *arg)
             }
         }
     }
-    double t0 = 0;
-    for (size_t rep = 0; rep < g->reps + 2; rep++) {
-        if (rep == 2) {
-            if (g->status == TT_OK) tt_dev_sync(&dev);
-            pthread_barrier_wait(g->barrier); /* everyone starts timing together */
-            t0 = tt_now();
-        }
+    for (size_t rep = 0; rep < f->reps + 1; rep++) { /* rep 0 warms up */
+        pthread_barrier_wait(&f->barrier);
+        double t0 = tt_now();
         if (g->status != TT_OK) continue;
         for (size_t l = 0; l < m->n_layers; l++) {
             if (m->layers[l].kind != &tt_layer_dense) continue;
@@ -114,9 +124,9 @@ static void *gemm_thread_main(void *arg)
             tt_dev_sgemm(&dev, 1, 0, I, O, R, 1.0f, b[0], I, b[2], O, 0.0f, b[3], O);
             if (l > 0) tt_dev_sgemm(&dev, 0, 1, R, I, O, 1.0f, b[2], O, b[1], O, 0.0f, b[4], I);
         }
+        tt_dev_sync(&dev);
+        if (rep > 0) f->rep_secs[g->id][rep - 1] = tt_now() - t0;
     }
-    if (g->status == TT_OK) tt_dev_sync(&dev);
-    g->seconds = tt_now() - t0;
     for (size_t l = 0; l < TT_MAX_LAYERS; l++)
         for (int k = 0; k < 5; k++)
             if (buf[l][k]) tt_dev_dfree(&dev, buf[l][k]);
@@ -125,63 +135,64 @@ static void *gemm_thread_main(void *arg)
     return NULL;
 }
 
-/* Seconds per step of the GEMMs alone, N threads concurrently (the slowest thread's time). */
-static tt_status gemm_step_floor(const tt_model *m, const tt_dev_ops *ops, size_t rows, size_t threads, size_t reps,
-                                 double *seconds, tt_error *err)
+/* Median over reps of the slowest thread's time: the GEMM-only step time with `threads` towers. */
+static tt_status gemm_floor_measure(gemm_floor *f, double *step_secs, tt_error *err)
 {
-    gemm_thread g[1024];
-    pthread_t th[1024];
-    pthread_barrier_t barrier;
-    pthread_barrier_init(&barrier, NULL, (unsigned)threads);
-    for (size_t t = 0; t < threads; t++) {
+    gemm_thread g[FLOOR_MAX_THREADS];
+    pthread_t th[FLOOR_MAX_THREADS];
+    pthread_barrier_init(&f->barrier, NULL, (unsigned)f->threads);
+    size_t started = 0;
+    tt_status s = TT_OK;
+    for (size_t t = 0; t < f->threads; t++) {
         memset(&g[t], 0, sizeof g[t]);
-        g[t].m = m;
-        g[t].ops = ops;
-        g[t].rows = rows;
-        g[t].reps = reps;
-        g[t].barrier = &barrier;
+        g[t].f = f;
+        g[t].id = (int)t;
         if (pthread_create(&th[t], NULL, gemm_thread_main, &g[t]) != 0) {
             fprintf(stderr, "towertrain bench: cannot start a thread\n");
-            abort();
+            abort(); /* the others would wait at the barrier forever */
         }
+        started++;
     }
-    double worst = 0;
-    tt_status s = TT_OK;
-    for (size_t t = 0; t < threads; t++) {
+    for (size_t t = 0; t < started; t++) {
         pthread_join(th[t], NULL);
         if (g[t].status && !s) s = tt_fail(err, g[t].status, "gemm floor: %s", g[t].err.msg);
-        if (g[t].seconds > worst) worst = g[t].seconds;
     }
-    pthread_barrier_destroy(&barrier);
-    *seconds = worst / (double)reps;
+    pthread_barrier_destroy(&f->barrier);
+    double worst[FLOOR_MAX_REPS];
+    for (size_t r = 0; r < f->reps; r++) {
+        worst[r] = 0;
+        for (size_t t = 0; t < f->threads; t++)
+            if (f->rep_secs[t][r] > worst[r]) worst[r] = f->rep_secs[t][r];
+    }
+    *step_secs = tt_median(worst, f->reps);
     return s;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
+/* Bench state: the floor is measured before every epoch, so floor and training see the same machine. */
+typedef struct bench_run {
+    gemm_floor *floor;
+    double floor_step[1024]; /* per epoch */
+} bench_run;
 
-static double median(double *v, size_t n)
+static tt_status bench_before_epoch(void *ctx, size_t epoch, tt_error *err)
 {
-    qsort(v, n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    bench_run *br = (bench_run *)ctx;
+    return epoch <= 1024 ? gemm_floor_measure(br->floor, &br->floor_step[epoch - 1], err) : TT_OK;
 }
 
 int tt_cmd_bench(int argc, char **argv)
 {
     tt_run_config c;
     tt_run_config_defaults(&c);
-    c.epochs = 3;
+    c.epochs = 5;
     c.progress = TT_PROGRESS_QUIET;
-    bench_opts b = {{1, 2}, 2, 200};
+    bench_opts b = {{1, 2}, 2, 60};
     tt_error err = {{0}};
     int help;
     tt_status s = tt_cli_parse_train(argc, argv, 2, &c, "bench", bench_extra, &b, &help, &err);
     if (help) {
         printf("usage: towertrain bench [--towers 1,2] [--gemm-reps N] [train options]\n\n"
-               "Trains --epochs epochs (default 3) for each tower count and prints the median seconds per epoch next\n"
+               "Trains --epochs epochs (default 5) for each tower count and prints the median seconds per epoch next\n"
                "to the epoch's GEMM floor: the time the step's GEMMs alone take on as many threads, measured now.\n\n"
                "train options:\n");
         tt_cli_train_help(stdout);
@@ -216,38 +227,60 @@ int tt_cmd_bench(int argc, char **argv)
     }
 
     const size_t steps = (train.n + c.batch - 1) / c.batch;
+    const double flops = tt_model_train_flops(model);
     printf("towertrain bench | backend %s | %d CPUs | BLAS: %s\n", ops->name, tt_cpu_count(), tt_blas_describe());
-    printf("model %s (%zu params) | %zu training samples, batch %zu -> %zu steps/epoch | %zu epochs, median\n",
+    printf("model %s (%zu params) | %zu training samples, batch %zu -> %zu steps/epoch | %zu epochs per row\n",
            model->source, model->n_params, train.n, c.batch, steps, c.epochs);
-    printf("train GFLOP per epoch (GEMMs): %.2f\n\n", tt_model_train_flops(model) * (double)train.n / 1e9);
-    printf("%6s %6s %10s %9s %13s %14s %8s %9s\n", "towers", "batch", "s/epoch", "ms/step", "gemm GFLOP/s",
-           "floor s/epoch", "ratio", "val_acc");
-    for (size_t i = 0; i < b.n_towers; i++) {
-        size_t N = b.towers[i], rows = (c.batch + N - 1) / N;
-        double floor_step;
-        s = gemm_step_floor(model, ops, rows, N, b.reps, &floor_step, &err);
-        if (s) break;
+    printf("GEMM work per epoch: %.2f GFLOP. floor = the step's GEMMs alone on as many threads as towers, measured\n"
+           "before every epoch; ratio = median over epochs of (median step / floor step).\n\n",
+           flops * (double)train.n / 1e9);
+    printf("%6s %6s %9s %9s %10s %11s %10s %7s %10s %8s\n", "towers", "batch", "s/epoch", "ms/step", "floor ms",
+           "floor s/ep", "GEMM GF/s", "ratio", "wall ratio", "val_acc");
+    gemm_floor *floor = (gemm_floor *)tt_calloc(1, sizeof *floor);
+    bench_run *br = (bench_run *)tt_calloc(1, sizeof *br);
+    if (!floor || !br) s = tt_fail(&err, TT_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; !s && i < b.n_towers; i++) {
+        size_t N = b.towers[i];
+        if (N > FLOOR_MAX_THREADS) {
+            s = tt_fail(&err, TT_ERR_ARG, "--towers %zu: bench measures at most %d towers", N, FLOOR_MAX_THREADS);
+            break;
+        }
+        floor->m = model;
+        floor->ops = ops;
+        floor->rows = (c.batch + N - 1) / N;
+        floor->threads = N;
+        floor->reps = b.reps < FLOOR_MAX_REPS ? b.reps : FLOOR_MAX_REPS;
+        br->floor = floor;
         c.towers = N;
+        c.before_epoch = bench_before_epoch;
+        c.before_epoch_ctx = br;
         s = tt_run_on(&c, &train, &val, &test, NULL, res, &err);
         if (s) break;
         tt_free(res->final_params);
-        double secs[1024];
         size_t ne = res->n_epochs < 1024 ? res->n_epochs : 1024;
-        for (size_t e = 0; e < ne; e++) secs[e] = res->epochs[e].seconds;
-        double med = median(secs, ne);
-        double floor_epoch = floor_step * (double)steps;
-        double gflops = tt_model_train_flops(model) * (double)rows * (double)N / floor_step / 1e9;
-        printf("%6zu %6zu %10.3f %9.2f %13.1f %14.3f %8.2f %9.4f\n", N, c.batch, med, 1e3 * med / (double)steps, gflops,
-               floor_epoch, med / floor_epoch, res->epochs[ne - 1].val.accuracy);
+        double secs[1024], step_ms[1024], floor_ms[1024], ratio[1024], wall[1024];
+        for (size_t e = 0; e < ne; e++) {
+            secs[e] = res->epochs[e].seconds;
+            step_ms[e] = 1e3 * res->epochs[e].step_median;
+            floor_ms[e] = 1e3 * br->floor_step[e];
+            ratio[e] = res->epochs[e].step_median / br->floor_step[e];
+            wall[e] = res->epochs[e].seconds / (br->floor_step[e] * (double)steps);
+        }
+        double acc = res->epochs[ne - 1].val.accuracy;
         const tt_step_times *sp = &res->epochs[ne - 1].split;
-        printf("       last epoch per step (ms): pull %.3f data %.3f compute %.3f push %.3f wait %.3f reduce %.3f "
-               "update %.3f total %.3f\n",
-               1e3 * sp->tower.pull / (double)steps, 1e3 * sp->tower.data / (double)steps,
-               1e3 * sp->tower.compute / (double)steps, 1e3 * sp->tower.push / (double)steps,
-               1e3 * sp->wait / (double)steps, 1e3 * sp->reduce / (double)steps, 1e3 * sp->update / (double)steps,
-               1e3 * sp->total / (double)steps);
+        double fl = tt_median(floor_ms, ne);
+        printf("%6zu %6zu %9.3f %9.3f %10.3f %11.3f %10.1f %7.2f %10.2f %8.4f\n", N, c.batch, tt_median(secs, ne),
+               tt_median(step_ms, ne), fl, fl * 1e-3 * (double)steps, flops * (double)(floor->rows * N) / (fl * 1e6),
+               tt_median(ratio, ne), tt_median(wall, ne), acc);
+        double k = 1e3 / (double)steps;
+        printf("       last epoch, ms per step: launch %.3f pull %.3f data %.3f compute %.3f push %.3f wait %.3f "
+               "notice %.3f reduce %.3f update %.3f total %.3f\n",
+               k * sp->launch, k * sp->tower.pull, k * sp->tower.data, k * sp->tower.compute, k * sp->tower.push,
+               k * sp->wait, k * sp->notice, k * sp->reduce, k * sp->update, k * sp->total);
         fflush(stdout);
     }
+    tt_free(floor);
+    tt_free(br);
     tt_dataset_free(&train);
     tt_dataset_free(&val);
     tt_dataset_free(&test);

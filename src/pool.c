@@ -1,4 +1,4 @@
-/* pool.c — the host's thread crew (see tt_pool.h). Workers sleep on a condition variable between jobs. */
+/* pool.c — the thread crew of tt_pool.h. */
 #include <string.h>
 #include <unistd.h>
 
@@ -6,7 +6,7 @@
 
 typedef struct worker_arg {
     tt_pool *p;
-    int i;
+    int slot; /* index into threads/go */
 } worker_arg;
 
 static void *pool_worker(void *argp)
@@ -14,25 +14,13 @@ static void *pool_worker(void *argp)
     worker_arg wa = *(worker_arg *)argp;
     tt_free(argp);
     tt_pool *p = wa.p;
-    uint64_t seen = 0;
+    const int i = wa.slot + p->caller_joins; /* participant number */
     for (;;) {
-        pthread_mutex_lock(&p->mu);
-        while (p->gen == seen && !p->quit) pthread_cond_wait(&p->start, &p->mu);
-        if (p->quit) {
-            pthread_mutex_unlock(&p->mu);
-            return NULL;
+        while (sem_wait(&p->go[wa.slot]) != 0) { /* EINTR: wait again */
         }
-        seen = p->gen;
-        int use = p->use;
-        tt_pool_fn fn = p->fn;
-        void *arg = p->arg;
-        pthread_mutex_unlock(&p->mu);
-        if (wa.i < use) {
-            fn(arg, wa.i, use);
-            pthread_mutex_lock(&p->mu);
-            if (--p->pending == 0) pthread_cond_signal(&p->done);
-            pthread_mutex_unlock(&p->mu);
-        }
+        if (p->quit) return NULL;
+        p->fn(p->arg, i, p->use);
+        if (atomic_fetch_sub(&p->pending, 1) == 1) sem_post(&p->done);
     }
 }
 
@@ -42,31 +30,36 @@ int tt_cpu_count(void)
     return n < 1 ? 1 : (int)n;
 }
 
-tt_status tt_pool_init(tt_pool *p, int n, tt_error *err)
+tt_status tt_pool_init(tt_pool *p, int n, int caller_joins, tt_error *err)
 {
     memset(p, 0, sizeof *p);
     if (n < 1) n = 1;
     p->n = n;
-    pthread_mutex_init(&p->mu, NULL);
-    pthread_cond_init(&p->start, NULL);
-    pthread_cond_init(&p->done, NULL);
-    if (n == 1) return TT_OK;
-    p->threads = (pthread_t *)tt_calloc((size_t)n, sizeof(pthread_t));
-    if (!p->threads) return tt_fail(err, TT_ERR_NOMEM, "host pool: out of memory");
-    for (int i = 1; i < n; i++) {
+    p->caller_joins = caller_joins ? 1 : 0;
+    sem_init(&p->done, 0, 0);
+    int threads = n - p->caller_joins;
+    if (threads == 0) return TT_OK;
+    p->threads = (pthread_t *)tt_calloc((size_t)threads, sizeof(pthread_t));
+    p->go = (sem_t *)tt_calloc((size_t)threads, sizeof(sem_t));
+    if (!p->threads || !p->go) {
+        tt_pool_free(p);
+        return tt_fail(err, TT_ERR_NOMEM, "thread crew: out of memory");
+    }
+    for (int t = 0; t < threads; t++) {
+        sem_init(&p->go[t], 0, 0);
         worker_arg *wa = (worker_arg *)tt_malloc(sizeof *wa);
         if (!wa) {
             tt_pool_free(p);
-            return tt_fail(err, TT_ERR_NOMEM, "host pool: out of memory");
+            return tt_fail(err, TT_ERR_NOMEM, "thread crew: out of memory");
         }
         wa->p = p;
-        wa->i = i;
-        if (pthread_create(&p->threads[i], NULL, pool_worker, wa) != 0) {
+        wa->slot = t;
+        if (pthread_create(&p->threads[t], NULL, pool_worker, wa) != 0) {
             tt_free(wa);
             tt_pool_free(p);
-            return tt_fail(err, TT_ERR_NOMEM, "host pool: cannot start thread %d", i);
+            return tt_fail(err, TT_ERR_NOMEM, "thread crew: cannot start thread %d of %d", t + 1, threads);
         }
-        p->n_started = i;
+        p->n_started = t + 1;
     }
     return TT_OK;
 }
@@ -74,35 +67,32 @@ tt_status tt_pool_init(tt_pool *p, int n, tt_error *err)
 void tt_pool_free(tt_pool *p)
 {
     if (p->n == 0) return;
-    pthread_mutex_lock(&p->mu);
     p->quit = 1;
-    pthread_cond_broadcast(&p->start);
-    pthread_mutex_unlock(&p->mu);
-    for (int i = 1; i <= p->n_started; i++) pthread_join(p->threads[i], NULL);
+    for (int t = 0; t < p->n_started; t++) sem_post(&p->go[t]);
+    for (int t = 0; t < p->n_started; t++) pthread_join(p->threads[t], NULL);
+    int threads = p->n - p->caller_joins;
+    for (int t = 0; p->go && t < threads; t++) sem_destroy(&p->go[t]);
+    sem_destroy(&p->done);
     tt_free(p->threads);
-    pthread_mutex_destroy(&p->mu);
-    pthread_cond_destroy(&p->start);
-    pthread_cond_destroy(&p->done);
+    tt_free(p->go);
     memset(p, 0, sizeof *p);
 }
 
 void tt_pool_run(tt_pool *p, int use, tt_pool_fn fn, void *arg)
 {
+    TT_ASSERT(use >= 1);
     if (use > p->n) use = p->n;
-    if (use <= 1) {
-        fn(arg, 0, 1);
+    int helpers = use - p->caller_joins;
+    if (helpers == 0) {
+        fn(arg, 0, use);
         return;
     }
-    pthread_mutex_lock(&p->mu);
     p->fn = fn;
     p->arg = arg;
     p->use = use;
-    p->pending = use - 1;
-    p->gen++;
-    pthread_cond_broadcast(&p->start);
-    pthread_mutex_unlock(&p->mu);
-    fn(arg, 0, use);
-    pthread_mutex_lock(&p->mu);
-    while (p->pending > 0) pthread_cond_wait(&p->done, &p->mu);
-    pthread_mutex_unlock(&p->mu);
+    atomic_store(&p->pending, helpers);
+    for (int t = 0; t < helpers; t++) sem_post(&p->go[t]); /* sem_post publishes fn/arg/use to the worker */
+    if (p->caller_joins) fn(arg, 0, use);
+    while (sem_wait(&p->done) != 0) {
+    }
 }

@@ -42,6 +42,7 @@ static void json_split(FILE *f, const tt_step_times *s)
     json_num(f, "data", s->tower.data, 1);
     json_num(f, "compute", s->tower.compute, 1);
     json_num(f, "push", s->tower.push, 1);
+    json_num(f, "launch", s->launch, 1);
     json_num(f, "wait", s->wait, 1);
     json_num(f, "reduce", s->reduce, 1);
     json_num(f, "update", s->update, 1);
@@ -71,10 +72,10 @@ static void print_bar(FILE *out, size_t step, size_t steps, double elapsed, doub
 static void split_percent(FILE *out, const tt_step_times *s)
 {
     double total = s->total > 0 ? s->total : 1;
-    fprintf(out, "  step split: pull %.0f%% | data %.0f%% | compute %.0f%% | push %.0f%% | wait %.0f%% | reduce %.0f%% | "
-                 "update %.0f%% | other %.0f%%\n",
-            100 * s->tower.pull / total, 100 * s->tower.data / total, 100 * s->tower.compute / total,
-            100 * s->tower.push / total, 100 * s->wait / total, 100 * s->reduce / total, 100 * s->update / total,
+    fprintf(out, "  step split: launch %.0f%% | pull %.0f%% | data %.0f%% | compute %.0f%% | push %.0f%% | wait %.0f%% | "
+                 "reduce %.0f%% | update %.0f%% | other %.0f%%\n",
+            100 * s->launch / total, 100 * s->tower.pull / total, 100 * s->tower.data / total,
+            100 * s->tower.compute / total, 100 * s->tower.push / total, 100 * s->wait / total, 100 * s->reduce / total, 100 * s->update / total,
             100 * fmax(0.0, total - s->towers - s->reduce - s->update) / total);
 }
 
@@ -84,8 +85,10 @@ static void add_times(tt_step_times *a, const tt_step_times *b)
     a->tower.data += b->tower.data;
     a->tower.compute += b->tower.compute;
     a->tower.push += b->tower.push;
+    a->launch += b->launch;
     a->wait += b->wait;
     a->towers += b->towers;
+    a->notice += b->notice;
     a->reduce += b->reduce;
     a->update += b->update;
     a->total += b->total;
@@ -129,10 +132,12 @@ tt_status tt_run_on(const tt_run_config *c, const tt_dataset *train, const tt_da
 
     float *h_init = (float *)tt_malloc(model->n_params * sizeof(float));
     uint32_t *idx = (uint32_t *)tt_malloc(train->n * sizeof(uint32_t));
+    const size_t steps = (train->n + c->batch - 1) / c->batch;
+    double *step_secs = (double *)tt_malloc(steps * sizeof(double));
     tt_trainer tr;
     memset(&tr, 0, sizeof tr);
     FILE *log = NULL;
-    if (!h_init || !idx) {
+    if (!h_init || !idx || !step_secs) {
         s = tt_fail(err, TT_ERR_NOMEM, "out of memory");
         goto done;
     }
@@ -184,11 +189,11 @@ tt_status tt_run_on(const tt_run_config *c, const tt_dataset *train, const tt_da
 
     int bar = c->progress == TT_PROGRESS_BAR || (c->progress == TT_PROGRESS_AUTO && out && isatty(fileno(out)));
     if (c->progress == TT_PROGRESS_QUIET) out = NULL;
-    const size_t steps = (train->n + c->batch - 1) / c->batch;
     uint64_t allocs_mark = 0;
     for (size_t i = 0; i < train->n; i++) idx[i] = (uint32_t)i;
 
     for (size_t epoch = 1; epoch <= c->epochs; epoch++) {
+        if (c->before_epoch && (s = c->before_epoch(c->before_epoch_ctx, epoch, err)) != TT_OK) goto done;
         tt_rng rng;
         tt_rng_seed(&rng, c->seed, epoch); /* reshuffled every epoch, from the seed */
         tt_rng_shuffle(&rng, idx, train->n);
@@ -210,6 +215,7 @@ tt_status tt_run_on(const tt_run_config *c, const tt_dataset *train, const tt_da
             top5 += r.top5;
             seen += r.n;
             add_times(&es.split, &r.t);
+            step_secs[st] = r.t.total;
             if (bar) {
                 double now = tt_now();
                 if (now - last_draw > 0.1 && st + 1 < steps) {
@@ -220,6 +226,7 @@ tt_status tt_run_on(const tt_run_config *c, const tt_dataset *train, const tt_da
         }
         es.seconds = tt_now() - e0;
         es.steps = steps;
+        es.step_median = tt_median(step_secs, steps);
         es.samples = seen;
         es.loss = loss_sum / (double)seen;
         es.accuracy = (double)top1 / (double)seen;
@@ -278,6 +285,7 @@ done:
     if (log && fclose(log) != 0 && s == TT_OK) s = tt_fail(err, TT_ERR_IO, "--log-json %s: write failed", c->log_json);
     tt_trainer_free(&tr);
     tt_free(idx);
+    tt_free(step_secs);
     tt_free(h_init);
     tt_free(model);
     return s;

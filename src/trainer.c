@@ -10,12 +10,11 @@
 
 #include "tt_trainer.h"
 
-enum { JOB_INIT, JOB_STEP, JOB_EVAL, JOB_QUIT };
+enum { JOB_INIT, JOB_STEP, JOB_EVAL, JOB_FREE };
 
 struct tt_tower {
     int id;
     tt_trainer *tr;
-    pthread_t thread;
     tt_dev dev;
     /* device memory */
     float *d_params;    /* (P) this tower's copy of the weights */
@@ -35,6 +34,7 @@ struct tt_tower {
     size_t top1, top5;
     tt_tower_times t;
     double busy;         /* seconds of work in this job */
+    double t_start, t_end; /* clock at the start and end of this job's work */
     tt_status status;
     tt_error err;
 };
@@ -155,6 +155,8 @@ static void tower_step(tt_tower *tw)
     tw->t.compute = t3 - t2;
     tw->t.push = t4 - t3;
     tw->busy = t4 - t0;
+    tw->t_start = t0;
+    tw->t_end = t4;
 }
 
 static void tower_eval(tt_tower *tw)
@@ -179,48 +181,38 @@ static void tower_eval(tt_tower *tw)
     tw->busy = tt_now() - t0;
 }
 
-static void *tower_main(void *arg)
+/* The body of tower thread i (crew worker i): one job, then back to sleep. */
+static void tower_job(void *arg, int i, int n)
 {
-    tt_tower *tw = (tt_tower *)arg;
-    tt_trainer *tr = tw->tr;
-    uint64_t seen = 0;
-    for (;;) {
-        pthread_mutex_lock(&tr->mu);
-        while (tr->gen == seen) pthread_cond_wait(&tr->start, &tr->mu);
-        seen = tr->gen;
-        int job = tr->job;
-        pthread_mutex_unlock(&tr->mu);
-        if (job == JOB_QUIT) break;
-        if (tw->status == TT_OK) {
-            if (job == JOB_INIT) tw->status = tower_alloc(tw);
-            else if (job == JOB_STEP) tower_step(tw);
-            else tower_eval(tw);
-        }
-        pthread_mutex_lock(&tr->mu);
-        if (--tr->pending == 0) pthread_cond_signal(&tr->done);
-        pthread_mutex_unlock(&tr->mu);
+    (void)n;
+    tt_trainer *tr = (tt_trainer *)arg;
+    tt_tower *tw = &tr->towers[i];
+    switch (tr->job) {
+    case JOB_INIT:
+        tw->status = tower_alloc(tw);
+        break;
+    case JOB_STEP:
+        if (tw->status == TT_OK) tower_step(tw);
+        break;
+    case JOB_EVAL:
+        if (tw->status == TT_OK) tower_eval(tw);
+        break;
+    case JOB_FREE:
+        tower_release(tw);
+        break;
     }
-    tower_release(tw);
-    return NULL;
 }
-
-/* ---- host side --------------------------------------------------------------------------------------------- */
 
 /* Wakes every tower with `job` and waits until all of them report done. */
 static void run_towers(tt_trainer *tr, int job)
 {
-    pthread_mutex_lock(&tr->mu);
     tr->job = job;
-    tr->pending = tr->n_started;
-    tr->gen++;
-    pthread_cond_broadcast(&tr->start);
-    while (tr->pending > 0) pthread_cond_wait(&tr->done, &tr->mu);
-    pthread_mutex_unlock(&tr->mu);
+    tt_pool_run(&tr->crew, (int)tr->cfg.n_towers, tower_job, tr);
 }
 
 static tt_status towers_status(tt_trainer *tr, tt_error *err)
 {
-    for (size_t t = 0; t < tr->n_started; t++)
+    for (size_t t = 0; t < tr->cfg.n_towers; t++)
         if (tr->towers[t].status != TT_OK)
             return tt_fail(err, tr->towers[t].status, "tower %zu (%s device %d): %s", t, tr->cfg.ops->name,
                            tr->towers[t].dev.ordinal, tr->towers[t].err.msg);
@@ -243,9 +235,6 @@ tt_status tt_trainer_init(tt_trainer *tr, const tt_model *m, const tt_trainer_co
                           const float *h_init_params, tt_error *err)
 {
     memset(tr, 0, sizeof *tr);
-    pthread_mutex_init(&tr->mu, NULL);
-    pthread_cond_init(&tr->start, NULL);
-    pthread_cond_init(&tr->done, NULL);
     tr->cfg = *cfg;
     tr->model = m;
     const size_t N = cfg->n_towers, P = m->n_params;
@@ -264,38 +253,25 @@ tt_status tt_trainer_init(tt_trainer *tr, const tt_model *m, const tt_trainer_co
     tt_status s = tt_optim_init(&tr->opt, &cfg->optim, P, err);
     if (s) return s;
     int threads = cfg->host_threads > 0 ? cfg->host_threads : tt_cpu_count();
-    s = tt_pool_init(&tr->pool, threads, err);
+    s = tt_pool_init(&tr->pool, threads, 1, err);
     if (s) return s;
     for (size_t t = 0; t < N; t++) {
-        tt_tower *tw = &tr->towers[t];
-        tw->id = (int)t;
-        tw->tr = tr;
-        if (pthread_create(&tw->thread, NULL, tower_main, tw) != 0)
-            return tt_fail(err, TT_ERR_NOMEM, "cannot start the thread of tower %zu", t);
-        tr->n_started = t + 1;
+        tr->towers[t].id = (int)t;
+        tr->towers[t].tr = tr;
     }
+    s = tt_pool_init(&tr->crew, (int)N, 0, err);
+    if (s) return s;
+    tr->crew_up = 1;
     run_towers(tr, JOB_INIT);
     return towers_status(tr, err);
 }
 
 void tt_trainer_free(tt_trainer *tr)
 {
-    if (tr->n_started) {
-        pthread_mutex_lock(&tr->mu);
-        tr->job = JOB_QUIT;
-        tr->gen++;
-        pthread_cond_broadcast(&tr->start);
-        pthread_mutex_unlock(&tr->mu);
-        for (size_t t = 0; t < tr->n_started; t++) pthread_join(tr->towers[t].thread, NULL);
-        tr->n_started = 0;
-    }
-    if (tr->model) {
-        tt_pool_free(&tr->pool);
-        tt_optim_free(&tr->opt);
-        pthread_mutex_destroy(&tr->mu);
-        pthread_cond_destroy(&tr->start);
-        pthread_cond_destroy(&tr->done);
-    }
+    if (tr->crew_up) run_towers(tr, JOB_FREE); /* device memory is released on each tower's own thread */
+    tt_pool_free(&tr->crew);
+    tt_pool_free(&tr->pool);
+    if (tr->model) tt_optim_free(&tr->opt);
     tt_free(tr->h_params);
     tt_free(tr->h_grad);
     tt_free(tr->h_slots);
@@ -303,12 +279,15 @@ void tt_trainer_free(tt_trainer *tr)
     memset(tr, 0, sizeof *tr);
 }
 
-/* Host crew job: worker i sums its slice of the slots in tower order, then applies the optimizer to it. */
+/* Host crew job: worker i takes one slice of the buffer and, block by block (a block stays in L1), sums the
+ * towers' slots in tower order into h_grad and applies the optimizer to the block. Summing in a fixed order makes
+ * the result independent of which tower finished first and of how many host threads there are. */
 typedef struct reduce_job {
     tt_trainer *tr;
-    const float *grad; /* the summed gradient (slot 0 itself when N == 1) */
     double t_reduce, t_update; /* measured by worker 0 */
 } reduce_job;
+
+enum { REDUCE_BLOCK = 2048 }; /* floats: 8 KiB per operand */
 
 static void reduce_update_slice(void *arg, int i, int n)
 {
@@ -319,22 +298,30 @@ static void reduce_update_slice(void *arg, int i, int n)
     size_t lo = (size_t)i * chunk, hi = lo + chunk;
     if (lo > P) lo = P;
     if (hi > P) hi = P;
-    double t0 = tt_now();
-    if (N > 1) {
-        float *restrict g = tr->h_grad;
-        const float *restrict s0 = tr->h_slots[0];
-        const float *restrict s1 = tr->h_slots[1];
-        for (size_t k = lo; k < hi; k++) g[k] = s0[k] + s1[k];
-        for (size_t t = 2; t < N; t++) {
-            const float *restrict st = tr->h_slots[t];
-            for (size_t k = lo; k < hi; k++) g[k] += st[k];
+    const float *grad = N > 1 ? tr->h_grad : tr->h_slots[0]; /* one tower: its slot is the sum */
+    double t_reduce = 0, t_update = 0, t = tt_now();
+    for (size_t b = lo; b < hi; b += REDUCE_BLOCK) {
+        size_t e = b + REDUCE_BLOCK < hi ? b + REDUCE_BLOCK : hi;
+        if (N > 1) {
+            float *restrict g = tr->h_grad;
+            const float *restrict s0 = tr->h_slots[0];
+            const float *restrict s1 = tr->h_slots[1];
+            for (size_t k = b; k < e; k++) g[k] = s0[k] + s1[k];
+            for (size_t w = 2; w < N; w++) {
+                const float *restrict sw = tr->h_slots[w];
+                for (size_t k = b; k < e; k++) g[k] += sw[k];
+            }
         }
+        double t1 = tt_now();
+        tt_optim_apply(&tr->opt, tr->h_params, grad, b, e);
+        double t2 = tt_now();
+        t_reduce += t1 - t;
+        t_update += t2 - t1;
+        t = t2;
     }
-    double t1 = tt_now();
-    tt_optim_apply(&tr->opt, tr->h_params, job->grad, lo, hi);
     if (i == 0) {
-        job->t_reduce = t1 - t0;
-        job->t_update = tt_now() - t1;
+        job->t_reduce = t_reduce;
+        job->t_update = t_update;
     }
 }
 
@@ -355,8 +342,11 @@ tt_status tt_trainer_step(tt_trainer *tr, const tt_dataset *ds, const uint32_t *
     double t1 = tt_now();
     tt_status s = towers_status(tr, err);
     if (s) return s;
+    double last_end = t0;
+    for (size_t t = 0; t < N; t++)
+        if (tr->towers[t].t_end > last_end) last_end = tr->towers[t].t_end;
 
-    reduce_job job = {tr, N > 1 ? tr->h_grad : tr->h_slots[0], 0, 0};
+    reduce_job job = {tr, 0, 0};
     tt_optim_begin_step(&tr->opt);
     int use = tr->model->n_params >= 65536 ? tr->pool.n : 1; /* small buffers: threads cost more than they save */
     tt_pool_run(&tr->pool, use, reduce_update_slice, &job);
@@ -374,10 +364,11 @@ tt_status tt_trainer_step(tt_trainer *tr, const tt_dataset *ds, const uint32_t *
         res->t.tower.data += tw->t.data / (double)N;
         res->t.tower.compute += tw->t.compute / (double)N;
         res->t.tower.push += tw->t.push / (double)N;
-        double w = (t1 - t0) - tw->busy;
-        res->t.wait += (w > 0 ? w : 0) / (double)N;
+        res->t.launch += (tw->t_start - t0) / (double)N;
+        res->t.wait += (last_end - tw->t_end) / (double)N;
     }
     res->t.towers = t1 - t0;
+    res->t.notice = t1 - last_end;
     res->t.reduce = job.t_reduce;
     res->t.update = job.t_update;
     res->t.total = t2 - t0;
@@ -414,6 +405,6 @@ tt_status tt_trainer_evaluate(tt_trainer *tr, const tt_dataset *ds, tt_eval_resu
 uint64_t tt_trainer_device_allocs(const tt_trainer *tr)
 {
     uint64_t n = 0;
-    for (size_t t = 0; t < tr->n_started; t++) n += tr->towers[t].dev.n_alloc;
+    for (size_t t = 0; tr->towers && t < tr->cfg.n_towers; t++) n += tr->towers[t].dev.n_alloc;
     return n;
 }
