@@ -35,6 +35,27 @@ void tt_pool_free(tt_pool *p); /* accepts a zeroed or half-built pool; safe to c
 /* Runs fn(arg, i, use) for i = 0..use-1 (1 <= use <= n) and returns when all have returned. */
 void tt_pool_run(tt_pool *p, int use, tt_pool_fn fn, void *arg);
 
+/* The same in two halves, for a crew the caller does not join: start returns at once; wait returns 1 when the
+ * job is done, 0 if timeout_s passed first (timeout_s < 0: wait for good). */
+void tt_pool_start(tt_pool *p, int use, tt_pool_fn fn, void *arg);
+int tt_pool_wait(tt_pool *p, double timeout_s);
+
+/* A barrier for the threads of one job. The last thread to arrive runs serial(ctx) before anyone leaves, so the
+ * serial section sees everything the others did before arriving and they see everything it did. Waiters spin for
+ * up to spin_s seconds (worth it only when every thread has a core of its own) and then sleep. */
+typedef struct tt_barrier {
+    int n;
+    double spin_s;
+    atomic_int count;
+    atomic_uint gen;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+} tt_barrier;
+
+void tt_barrier_init(tt_barrier *b, int n, double spin_s);
+void tt_barrier_destroy(tt_barrier *b);
+void tt_barrier_wait(tt_barrier *b, void (*serial)(void *ctx), void *ctx);
+
 /* Number of online CPUs (at least 1). */
 int tt_cpu_count(void);
 

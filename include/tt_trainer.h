@@ -19,6 +19,8 @@
 #include "tt_optim.h"
 #include "tt_pool.h"
 
+#include <stdatomic.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -43,10 +45,9 @@ typedef struct tt_tower_times {
 /* Where one step's time went, seen from the host. Tower phases are means over towers. */
 typedef struct tt_step_times {
     tt_tower_times tower; /* mean over towers */
-    double launch;        /* mean time from the host's wake-up call to a tower starting work */
+    double launch;        /* mean time from the start of the step to a tower starting work */
     double wait;          /* mean time a finished tower sat at the barrier waiting for the slowest one */
-    double towers;        /* wall time from waking the towers to the host seeing the last push */
-    double notice;        /* from the last tower's push to the host running again (thread wake-up) */
+    double towers;        /* wall time from the start of the step to the last push (barrier A) */
     double reduce;        /* summing the slots */
     double update;        /* optimizer */
     double total;
@@ -75,20 +76,35 @@ typedef struct tt_trainer {
     float *h_grad;    /* the summed gradient (P) */
     float **h_slots;  /* N gradient slots (P each), slot t written only by tower t */
     tt_optim opt;
-    tt_pool pool;
     tt_tower *towers;
-    tt_pool crew;     /* the tower threads: worker t is tower t */
-    int crew_up;
-    int job;          /* what the towers do when woken */
+    tt_pool crew;     /* max(N, host threads) threads; thread t < N is tower t */
+    tt_barrier bar_push, bar_update;
+    int crew_up, bars_up;
+    int job;          /* what the crew does when woken */
+    /* the current job */
     const tt_dataset *ds;
-    const uint32_t *idx; /* step: the batch's sample indices */
-    size_t n;            /* step: samples; eval: data set size */
-    uint64_t steps;
+    const uint32_t *idx;     /* steps: sample indices, batch after batch */
+    size_t n;                /* steps: samples in the run; eval: data set size */
+    tt_step_result *results; /* steps: one per step */
+    size_t cur_step;
+    atomic_size_t steps_done;
+    double t_step;           /* clock at the start of the current step */
+    double t_reduce, t_update; /* this step's host slice 0 */
+    uint64_t steps;          /* steps applied since init */
 } tt_trainer;
 
 tt_status tt_trainer_init(tt_trainer *tr, const tt_model *m, const tt_trainer_config *cfg,
                           const float *h_init_params, tt_error *err);
 void tt_trainer_free(tt_trainer *tr); /* accepts a half-built trainer */
+
+/* Starts ceil(n / B) synchronous steps over samples idx[0..n) of ds, batch after batch (the last may be
+ * partial), and returns at once; results[k] describes step k once tt_trainer_wait has reported it done. */
+tt_status tt_trainer_start_steps(tt_trainer *tr, const tt_dataset *ds, const uint32_t *idx, size_t n,
+                                 tt_step_result *results, size_t n_results, tt_error *err);
+
+/* Waits up to timeout_s (< 0: until done) for the started steps; returns 1 when all are done. *steps_done (may
+ * be NULL) says how many steps have finished so far. */
+int tt_trainer_wait(tt_trainer *tr, double timeout_s, size_t *steps_done);
 
 /* One synchronous step on samples idx[0..n) of ds (1 <= n <= cfg.batch). */
 tt_status tt_trainer_step(tt_trainer *tr, const tt_dataset *ds, const uint32_t *idx, size_t n, tt_step_result *res,

@@ -274,9 +274,9 @@ int tt_cmd_bench(int argc, char **argv)
                tt_median(ratio, ne), tt_median(wall, ne), acc);
         double k = 1e3 / (double)steps;
         printf("       last epoch, ms per step: launch %.3f pull %.3f data %.3f compute %.3f push %.3f wait %.3f "
-               "notice %.3f reduce %.3f update %.3f total %.3f\n",
+               "reduce %.3f update %.3f total %.3f\n",
                k * sp->launch, k * sp->tower.pull, k * sp->tower.data, k * sp->tower.compute, k * sp->tower.push,
-               k * sp->wait, k * sp->notice, k * sp->reduce, k * sp->update, k * sp->total);
+               k * sp->wait, k * sp->reduce, k * sp->update, k * sp->total);
         fflush(stdout);
     }
     tt_free(floor);

@@ -1,5 +1,7 @@
 /* pool.c — the thread crew of tt_pool.h. */
+#include <errno.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "tt_pool.h"
@@ -78,6 +80,34 @@ void tt_pool_free(tt_pool *p)
     memset(p, 0, sizeof *p);
 }
 
+void tt_pool_start(tt_pool *p, int use, tt_pool_fn fn, void *arg)
+{
+    TT_ASSERT(!p->caller_joins && use >= 1 && use <= p->n);
+    p->fn = fn;
+    p->arg = arg;
+    p->use = use;
+    atomic_store(&p->pending, use);
+    for (int t = 0; t < use; t++) sem_post(&p->go[t]);
+}
+
+int tt_pool_wait(tt_pool *p, double timeout_s)
+{
+    if (timeout_s < 0) {
+        while (sem_wait(&p->done) != 0) {
+        }
+        return 1;
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    double end = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec + timeout_s;
+    ts.tv_sec = (time_t)end;
+    ts.tv_nsec = (long)((end - (double)ts.tv_sec) * 1e9);
+    for (;;) {
+        if (sem_timedwait(&p->done, &ts) == 0) return 1;
+        if (errno == ETIMEDOUT) return 0;
+    }
+}
+
 void tt_pool_run(tt_pool *p, int use, tt_pool_fn fn, void *arg)
 {
     TT_ASSERT(use >= 1);
@@ -95,4 +125,54 @@ void tt_pool_run(tt_pool *p, int use, tt_pool_fn fn, void *arg)
     if (p->caller_joins) fn(arg, 0, use);
     while (sem_wait(&p->done) != 0) {
     }
+}
+
+/* ---- barrier ----------------------------------------------------------------------------------------------- */
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+void tt_barrier_init(tt_barrier *b, int n, double spin_s)
+{
+    b->n = n;
+    b->spin_s = spin_s;
+    atomic_init(&b->count, 0);
+    atomic_init(&b->gen, 0);
+    pthread_mutex_init(&b->mu, NULL);
+    pthread_cond_init(&b->cv, NULL);
+}
+
+void tt_barrier_destroy(tt_barrier *b)
+{
+    pthread_mutex_destroy(&b->mu);
+    pthread_cond_destroy(&b->cv);
+}
+
+void tt_barrier_wait(tt_barrier *b, void (*serial)(void *ctx), void *ctx)
+{
+    unsigned g = atomic_load(&b->gen); /* cannot move on before this thread arrives */
+    if (atomic_fetch_add(&b->count, 1) == b->n - 1) {
+        if (serial) serial(ctx);
+        atomic_store(&b->count, 0);
+        pthread_mutex_lock(&b->mu);
+        atomic_store(&b->gen, g + 1);
+        pthread_cond_broadcast(&b->cv);
+        pthread_mutex_unlock(&b->mu);
+        return;
+    }
+    if (b->spin_s > 0) {
+        double until = tt_now() + b->spin_s;
+        for (int k = 0;; k++) {
+            if (atomic_load(&b->gen) != g) return;
+            cpu_relax();
+            if ((k & 63) == 63 && tt_now() > until) break;
+        }
+    }
+    pthread_mutex_lock(&b->mu);
+    while (atomic_load(&b->gen) == g) pthread_cond_wait(&b->cv, &b->mu);
+    pthread_mutex_unlock(&b->mu);
 }

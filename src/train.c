@@ -88,7 +88,6 @@ static void add_times(tt_step_times *a, const tt_step_times *b)
     a->launch += b->launch;
     a->wait += b->wait;
     a->towers += b->towers;
-    a->notice += b->notice;
     a->reduce += b->reduce;
     a->update += b->update;
     a->total += b->total;
@@ -134,10 +133,11 @@ tt_status tt_run_on(const tt_run_config *c, const tt_dataset *train, const tt_da
     uint32_t *idx = (uint32_t *)tt_malloc(train->n * sizeof(uint32_t));
     const size_t steps = (train->n + c->batch - 1) / c->batch;
     double *step_secs = (double *)tt_malloc(steps * sizeof(double));
+    tt_step_result *results = (tt_step_result *)tt_calloc(steps, sizeof(tt_step_result));
     tt_trainer tr;
     memset(&tr, 0, sizeof tr);
     FILE *log = NULL;
-    if (!h_init || !idx || !step_secs) {
+    if (!h_init || !idx || !step_secs || !results) {
         s = tt_fail(err, TT_ERR_NOMEM, "out of memory");
         goto done;
     }
@@ -201,30 +201,35 @@ tt_status tt_run_on(const tt_run_config *c, const tt_dataset *train, const tt_da
         tt_epoch_stats es;
         memset(&es, 0, sizeof es);
         es.epoch = epoch;
-        double loss_sum = 0, last_draw = 0;
+        double loss_sum = 0, e0 = tt_now();
         size_t top1 = 0, top5 = 0, seen = 0;
-        double e0 = tt_now();
-        for (size_t st = 0; st < steps; st++) {
-            size_t lo = st * c->batch, n = train->n - lo < c->batch ? train->n - lo : c->batch;
-            tt_step_result r;
-            s = tt_trainer_step(&tr, train, idx + lo, n, &r, err);
-            if (s) goto done;
-            if (epoch == 1 && st == 0) allocs_mark = tt_alloc_count() + tt_trainer_device_allocs(&tr);
-            loss_sum += r.loss_sum;
-            top1 += r.top1;
-            top5 += r.top5;
-            seen += r.n;
-            add_times(&es.split, &r.t);
-            step_secs[st] = r.t.total;
-            if (bar) {
-                double now = tt_now();
-                if (now - last_draw > 0.1 && st + 1 < steps) {
-                    print_bar(out, st + 1, steps, now - e0, loss_sum / (double)seen, (double)top1 / (double)seen, 0);
-                    last_draw = now;
-                }
+        if (epoch == 1) allocs_mark = tt_alloc_count() + tt_trainer_device_allocs(&tr);
+        s = tt_trainer_start_steps(&tr, train, idx, train->n, results, steps, err);
+        if (s) goto done;
+        size_t drawn = 0, done_steps = 0;
+        while (!tt_trainer_wait(&tr, bar ? 0.1 : -1, &done_steps)) {
+            /* results[0..done_steps) are final: fold them in and redraw the bar */
+            for (; drawn < done_steps; drawn++) {
+                loss_sum += results[drawn].loss_sum;
+                top1 += results[drawn].top1;
+                seen += results[drawn].n;
             }
+            if (seen)
+                print_bar(out, done_steps, steps, tt_now() - e0, loss_sum / (double)seen, (double)top1 / (double)seen, 0);
         }
         es.seconds = tt_now() - e0;
+        loss_sum = 0;
+        top1 = 0;
+        seen = 0;
+        for (size_t st = 0; st < steps; st++) {
+            const tt_step_result *r = &results[st];
+            loss_sum += r->loss_sum;
+            top1 += r->top1;
+            top5 += r->top5;
+            seen += r->n;
+            add_times(&es.split, &r->t);
+            step_secs[st] = r->t.total;
+        }
         es.steps = steps;
         es.step_median = tt_median(step_secs, steps);
         es.samples = seen;
@@ -286,6 +291,7 @@ done:
     tt_trainer_free(&tr);
     tt_free(idx);
     tt_free(step_secs);
+    tt_free(results);
     tt_free(h_init);
     tt_free(model);
     return s;

@@ -1,16 +1,24 @@
 /* trainer.c — towers and the synchronous step (see tt_trainer.h for the picture).
  *
- * Threads: the caller's thread is the host (master variables, reduction, optimizer, with a tt_pool crew); each
- * tower is a persistent pthread that binds its device at its top, allocates everything it will ever need in its
- * INIT job, and then runs STEP and EVAL jobs until QUIT. A tower that fails records the error and still reports
- * done, so the host never waits for a thread that will not come; the host names the tower in the message.
+ * Threads. One crew of T = max(N towers, H host threads) persistent pthreads. Thread t < N is tower t: it binds
+ * its device in the INIT job, allocates everything it will ever need there, and releases it in the FREE job.
+ * A STEPS job runs a run of steps with no help from the caller:
+ *
+ *     towers:   pull -> data -> forward/backward -> push          (threads >= N just arrive)
+ *     barrier A (its last thread aggregates the step's statistics and starts the optimizer's step)
+ *     everyone: sum the slots of one slice of the buffer in tower order, apply the optimizer to that slice
+ *     barrier B (its last thread stamps the step's time)
+ *
+ * The slices are host work on host memory: the tower threads double as the host's cores once their device work
+ * is pushed, as a CPU device's thread pool would in TensorFlow. The barriers spin briefly before sleeping when
+ * every thread has a core, so a step costs no thread wake-ups; the caller is woken once per run of steps.
  * No allocation happens after INIT: buffers are sized for the largest shard (ceil(B/N) rows). */
 #include <math.h>
 #include <string.h>
 
 #include "tt_trainer.h"
 
-enum { JOB_INIT, JOB_STEP, JOB_EVAL, JOB_FREE };
+enum { JOB_INIT, JOB_STEPS, JOB_EVAL, JOB_FREE };
 
 struct tt_tower {
     int id;
@@ -28,16 +36,23 @@ struct tt_tower {
     float *h_x;         /* (rows, D) */
     int32_t *h_labels;  /* (rows) */
     float *h_stats;     /* (rows, 2) */
-    /* this job */
+    /* this step or evaluation */
     size_t lo, rows;     /* step: shard = idx[lo .. lo+rows); eval: samples [lo, lo+rows) */
     double loss_sum;
     size_t top1, top5;
     tt_tower_times t;
-    double busy;         /* seconds of work in this job */
-    double t_start, t_end; /* clock at the start and end of this job's work */
+    double t_start, t_end; /* clock at the start and end of this step's work */
     tt_status status;
     tt_error err;
 };
+
+/* Shard t of n samples over N towers: the first n % N towers take one extra row. */
+static void shard_of(size_t n, size_t N, size_t t, size_t *lo, size_t *rows)
+{
+    const size_t base = n / N, extra = n % N;
+    *rows = base + (t < extra);
+    *lo = t * base + (t < extra ? t : extra);
+}
 
 /* ---- tower side -------------------------------------------------------------------------------------------- */
 
@@ -119,7 +134,8 @@ static void tower_count_stats(tt_tower *tw, size_t rows)
     }
 }
 
-static void tower_step(tt_tower *tw)
+/* One tower's part of a step: idx[lo..lo+rows) of a step of n samples. */
+static void tower_step(tt_tower *tw, const uint32_t *idx, size_t n)
 {
     tt_trainer *tr = tw->tr;
     const tt_model *m = tr->model;
@@ -132,7 +148,7 @@ static void tower_step(tt_tower *tw)
     tt_dev_h2d(dev, tw->d_params, tr->h_params, P * sizeof(float));
     tt_dev_sync(dev);
     double t1 = tt_now();
-    tower_load_rows(tw, tr->ds, tr->idx, tw->lo, B);
+    tower_load_rows(tw, tr->ds, idx, tw->lo, B);
     tt_dev_sync(dev);
     double t2 = tt_now();
     if (B == 0) {
@@ -140,7 +156,7 @@ static void tower_step(tt_tower *tw)
     } else {
         tt_model_forward(dev, m, tw->d_params, tw->d_act, B);
         tt_dev_softmax_xent(dev, tw->d_dlogits, tw->d_stats, tw->d_act[m->n_layers], tw->d_labels, B, m->n_classes,
-                            1.0f / (float)tr->n);
+                            1.0f / (float)n);
         tt_model_backward(dev, m, tw->d_params, tw->d_grads, tw->d_act, tw->d_delta, tw->d_dlogits, B);
     }
     tt_dev_sync(dev);
@@ -154,7 +170,6 @@ static void tower_step(tt_tower *tw)
     tw->t.data = t2 - t1;
     tw->t.compute = t3 - t2;
     tw->t.push = t4 - t3;
-    tw->busy = t4 - t0;
     tw->t_start = t0;
     tw->t_end = t4;
 }
@@ -166,7 +181,6 @@ static void tower_eval(tt_tower *tw)
     tt_dev *dev = &tw->dev;
     tw->loss_sum = 0;
     tw->top1 = tw->top5 = 0;
-    double t0 = tt_now();
     tt_dev_h2d(dev, tw->d_params, tr->h_params, m->n_params * sizeof(float));
     for (size_t done = 0; done < tw->rows;) {
         size_t rows = tw->rows - done < tr->shard_max ? tw->rows - done : tr->shard_max;
@@ -178,123 +192,18 @@ static void tower_eval(tt_tower *tw)
         tower_count_stats(tw, rows);
         done += rows;
     }
-    tw->busy = tt_now() - t0;
 }
 
-/* The body of tower thread i (crew worker i): one job, then back to sleep. */
-static void tower_job(void *arg, int i, int n)
+/* ---- host side: the run of steps ---------------------------------------------------------------------------- */
+
+enum { REDUCE_BLOCK = 2048 }; /* floats: 8 KiB per operand, so a block stays in L1 between the sum and the update */
+
+/* Slice i of T of the buffer: sum the towers' slots in tower order into h_grad, block by block, and apply the
+ * optimizer to each block. A fixed order makes the result independent of which tower finished first and of T. */
+static void host_slice(tt_trainer *tr, int i, int T)
 {
-    (void)n;
-    tt_trainer *tr = (tt_trainer *)arg;
-    tt_tower *tw = &tr->towers[i];
-    switch (tr->job) {
-    case JOB_INIT:
-        tw->status = tower_alloc(tw);
-        break;
-    case JOB_STEP:
-        if (tw->status == TT_OK) tower_step(tw);
-        break;
-    case JOB_EVAL:
-        if (tw->status == TT_OK) tower_eval(tw);
-        break;
-    case JOB_FREE:
-        tower_release(tw);
-        break;
-    }
-}
-
-/* Wakes every tower with `job` and waits until all of them report done. */
-static void run_towers(tt_trainer *tr, int job)
-{
-    tr->job = job;
-    tt_pool_run(&tr->crew, (int)tr->cfg.n_towers, tower_job, tr);
-}
-
-static tt_status towers_status(tt_trainer *tr, tt_error *err)
-{
-    for (size_t t = 0; t < tr->cfg.n_towers; t++)
-        if (tr->towers[t].status != TT_OK)
-            return tt_fail(err, tr->towers[t].status, "tower %zu (%s device %d): %s", t, tr->cfg.ops->name,
-                           tr->towers[t].dev.ordinal, tr->towers[t].err.msg);
-    return TT_OK;
-}
-
-/* Shard t of n samples over N towers: the first n % N towers take one extra row. */
-static void assign_shards(tt_trainer *tr, size_t n)
-{
-    const size_t N = tr->cfg.n_towers, base = n / N, extra = n % N;
-    size_t lo = 0;
-    for (size_t t = 0; t < N; t++) {
-        tr->towers[t].lo = lo;
-        tr->towers[t].rows = base + (t < extra);
-        lo += tr->towers[t].rows;
-    }
-}
-
-tt_status tt_trainer_init(tt_trainer *tr, const tt_model *m, const tt_trainer_config *cfg,
-                          const float *h_init_params, tt_error *err)
-{
-    memset(tr, 0, sizeof *tr);
-    tr->cfg = *cfg;
-    tr->model = m;
-    const size_t N = cfg->n_towers, P = m->n_params;
-    if (N < 1) return tt_fail(err, TT_ERR_ARG, "--towers must be at least 1");
-    if (cfg->batch < N)
-        return tt_fail(err, TT_ERR_ARG, "--towers %zu is more than --batch %zu: every tower needs at least one sample",
-                       N, cfg->batch);
-    tr->shard_max = (cfg->batch + N - 1) / N;
-    tr->h_params = (float *)tt_malloc(P * sizeof(float));
-    tr->h_grad = (float *)tt_malloc(P * sizeof(float));
-    tr->h_slots = (float **)tt_calloc(N, sizeof(float *));
-    tr->towers = (tt_tower *)tt_calloc(N, sizeof(tt_tower));
-    if (!tr->h_params || !tr->h_grad || !tr->h_slots || !tr->towers)
-        return tt_fail(err, TT_ERR_NOMEM, "out of host memory for %zu parameters", P);
-    memcpy(tr->h_params, h_init_params, P * sizeof(float));
-    tt_status s = tt_optim_init(&tr->opt, &cfg->optim, P, err);
-    if (s) return s;
-    int threads = cfg->host_threads > 0 ? cfg->host_threads : tt_cpu_count();
-    s = tt_pool_init(&tr->pool, threads, 1, err);
-    if (s) return s;
-    for (size_t t = 0; t < N; t++) {
-        tr->towers[t].id = (int)t;
-        tr->towers[t].tr = tr;
-    }
-    s = tt_pool_init(&tr->crew, (int)N, 0, err);
-    if (s) return s;
-    tr->crew_up = 1;
-    run_towers(tr, JOB_INIT);
-    return towers_status(tr, err);
-}
-
-void tt_trainer_free(tt_trainer *tr)
-{
-    if (tr->crew_up) run_towers(tr, JOB_FREE); /* device memory is released on each tower's own thread */
-    tt_pool_free(&tr->crew);
-    tt_pool_free(&tr->pool);
-    if (tr->model) tt_optim_free(&tr->opt);
-    tt_free(tr->h_params);
-    tt_free(tr->h_grad);
-    tt_free(tr->h_slots);
-    tt_free(tr->towers);
-    memset(tr, 0, sizeof *tr);
-}
-
-/* Host crew job: worker i takes one slice of the buffer and, block by block (a block stays in L1), sums the
- * towers' slots in tower order into h_grad and applies the optimizer to the block. Summing in a fixed order makes
- * the result independent of which tower finished first and of how many host threads there are. */
-typedef struct reduce_job {
-    tt_trainer *tr;
-    double t_reduce, t_update; /* measured by worker 0 */
-} reduce_job;
-
-enum { REDUCE_BLOCK = 2048 }; /* floats: 8 KiB per operand */
-
-static void reduce_update_slice(void *arg, int i, int n)
-{
-    reduce_job *job = (reduce_job *)arg;
-    tt_trainer *tr = job->tr;
     const size_t P = tr->model->n_params, N = tr->cfg.n_towers;
-    size_t chunk = ((P + (size_t)n - 1) / (size_t)n + 15) & ~(size_t)15; /* 64-byte aligned slices */
+    size_t chunk = ((P + (size_t)T - 1) / (size_t)T + 15) & ~(size_t)15; /* 64-byte aligned slices */
     size_t lo = (size_t)i * chunk, hi = lo + chunk;
     if (lo > P) lo = P;
     if (hi > P) hi = P;
@@ -320,43 +229,25 @@ static void reduce_update_slice(void *arg, int i, int n)
         t = t2;
     }
     if (i == 0) {
-        job->t_reduce = t_reduce;
-        job->t_update = t_update;
+        tr->t_reduce = t_reduce;
+        tr->t_update = t_update;
     }
 }
 
-tt_status tt_trainer_step(tt_trainer *tr, const tt_dataset *ds, const uint32_t *idx, size_t n, tt_step_result *res,
-                          tt_error *err)
+/* Serial section of barrier A: every tower has pushed. Aggregate the step's statistics, start the optimizer's
+ * step (its per-step scalars) before any slice applies it. */
+static void after_push(void *arg)
 {
+    tt_trainer *tr = (tt_trainer *)arg;
     const size_t N = tr->cfg.n_towers;
-    if (n == 0 || n > tr->cfg.batch)
-        return tt_fail(err, TT_ERR_ARG, "step of %zu samples: must be 1..%zu", n, tr->cfg.batch);
-    if (ds->dim != tr->model->input_dim)
-        return tt_fail(err, TT_ERR_ARG, "data has %zu features, the model expects %zu", ds->dim, tr->model->input_dim);
-    double t0 = tt_now();
-    tr->ds = ds;
-    tr->idx = idx;
-    tr->n = n;
-    assign_shards(tr, n);
-    run_towers(tr, JOB_STEP);
-    double t1 = tt_now();
-    tt_status s = towers_status(tr, err);
-    if (s) return s;
-    double last_end = t0;
+    tt_step_result *res = &tr->results[tr->cur_step];
+    double now = tt_now(), last_end = tr->t_step;
     for (size_t t = 0; t < N; t++)
         if (tr->towers[t].t_end > last_end) last_end = tr->towers[t].t_end;
-
-    reduce_job job = {tr, 0, 0};
-    tt_optim_begin_step(&tr->opt);
-    int use = tr->model->n_params >= 65536 ? tr->pool.n : 1; /* small buffers: threads cost more than they save */
-    tt_pool_run(&tr->pool, use, reduce_update_slice, &job);
-    double t2 = tt_now();
-    tr->steps++;
-
     memset(res, 0, sizeof *res);
-    res->n = n;
     for (size_t t = 0; t < N; t++) {
         const tt_tower *tw = &tr->towers[t];
+        res->n += tw->rows;
         res->loss_sum += tw->loss_sum;
         res->top1 += tw->top1;
         res->top5 += tw->top5;
@@ -364,14 +255,174 @@ tt_status tt_trainer_step(tt_trainer *tr, const tt_dataset *ds, const uint32_t *
         res->t.tower.data += tw->t.data / (double)N;
         res->t.tower.compute += tw->t.compute / (double)N;
         res->t.tower.push += tw->t.push / (double)N;
-        res->t.launch += (tw->t_start - t0) / (double)N;
+        res->t.launch += (tw->t_start - tr->t_step) / (double)N;
         res->t.wait += (last_end - tw->t_end) / (double)N;
     }
-    res->t.towers = t1 - t0;
-    res->t.notice = t1 - last_end;
-    res->t.reduce = job.t_reduce;
-    res->t.update = job.t_update;
-    res->t.total = t2 - t0;
+    res->t.towers = now - tr->t_step;
+    tt_optim_begin_step(&tr->opt);
+}
+
+/* Serial section of barrier B: the master weights are updated; the step is over. */
+static void after_update(void *arg)
+{
+    tt_trainer *tr = (tt_trainer *)arg;
+    tt_step_result *res = &tr->results[tr->cur_step];
+    double now = tt_now();
+    res->t.reduce = tr->t_reduce;
+    res->t.update = tr->t_update;
+    res->t.total = now - tr->t_step;
+    tr->t_step = now;
+    tr->cur_step++;
+    tr->steps++;
+    atomic_store(&tr->steps_done, tr->cur_step);
+}
+
+static void crew_steps(tt_trainer *tr, int i, int T)
+{
+    const size_t N = tr->cfg.n_towers, B = tr->cfg.batch;
+    const size_t steps = (tr->n + B - 1) / B;
+    for (size_t st = 0; st < steps; st++) {
+        size_t first = st * B, n = tr->n - first < B ? tr->n - first : B;
+        if ((size_t)i < N) {
+            tt_tower *tw = &tr->towers[i];
+            shard_of(n, N, (size_t)i, &tw->lo, &tw->rows);
+            tower_step(tw, tr->idx + first, n);
+        }
+        tt_barrier_wait(&tr->bar_push, after_push, tr);
+        host_slice(tr, i, T);
+        tt_barrier_wait(&tr->bar_update, after_update, tr);
+    }
+}
+
+/* The body of crew thread i: one job, then back to sleep. */
+static void crew_job(void *arg, int i, int T)
+{
+    tt_trainer *tr = (tt_trainer *)arg;
+    tt_tower *tw = (size_t)i < tr->cfg.n_towers ? &tr->towers[i] : NULL;
+    switch (tr->job) {
+    case JOB_INIT:
+        if (tw) tw->status = tower_alloc(tw);
+        break;
+    case JOB_STEPS:
+        crew_steps(tr, i, T);
+        break;
+    case JOB_EVAL:
+        if (tw) tower_eval(tw);
+        break;
+    case JOB_FREE:
+        if (tw) tower_release(tw);
+        break;
+    }
+}
+
+static void run_job(tt_trainer *tr, int job)
+{
+    tr->job = job;
+    tt_pool_run(&tr->crew, tr->crew.n, crew_job, tr);
+}
+
+static tt_status towers_status(tt_trainer *tr, tt_error *err)
+{
+    for (size_t t = 0; t < tr->cfg.n_towers; t++)
+        if (tr->towers[t].status != TT_OK)
+            return tt_fail(err, tr->towers[t].status, "tower %zu (%s device %d): %s", t, tr->cfg.ops->name,
+                           tr->towers[t].dev.ordinal, tr->towers[t].err.msg);
+    return TT_OK;
+}
+
+tt_status tt_trainer_init(tt_trainer *tr, const tt_model *m, const tt_trainer_config *cfg,
+                          const float *h_init_params, tt_error *err)
+{
+    memset(tr, 0, sizeof *tr);
+    tr->cfg = *cfg;
+    tr->model = m;
+    const size_t N = cfg->n_towers, P = m->n_params;
+    if (N < 1) return tt_fail(err, TT_ERR_ARG, "--towers must be at least 1");
+    if (cfg->batch < N)
+        return tt_fail(err, TT_ERR_ARG, "--towers %zu is more than --batch %zu: every tower needs at least one sample",
+                       N, cfg->batch);
+    tr->shard_max = (cfg->batch + N - 1) / N;
+    tr->h_params = (float *)tt_malloc(P * sizeof(float));
+    tr->h_grad = (float *)tt_malloc(P * sizeof(float));
+    tr->h_slots = (float **)tt_calloc(N, sizeof(float *));
+    tr->towers = (tt_tower *)tt_calloc(N, sizeof(tt_tower));
+    if (!tr->h_params || !tr->h_grad || !tr->h_slots || !tr->towers)
+        return tt_fail(err, TT_ERR_NOMEM, "out of host memory for %zu parameters", P);
+    memcpy(tr->h_params, h_init_params, P * sizeof(float));
+    tt_status s = tt_optim_init(&tr->opt, &cfg->optim, P, err);
+    if (s) return s;
+    for (size_t t = 0; t < N; t++) {
+        tr->towers[t].id = (int)t;
+        tr->towers[t].tr = tr;
+    }
+    int cpus = tt_cpu_count();
+    int host = cfg->host_threads > 0 ? cfg->host_threads : cpus;
+    int T = (int)N > host ? (int)N : host;
+    /* spin at the barriers only when every crew thread has a core; otherwise spinning steals from the workers */
+    double spin = T <= cpus ? 200e-6 : 0.0;
+    tt_barrier_init(&tr->bar_push, T, spin);
+    tt_barrier_init(&tr->bar_update, T, spin);
+    tr->bars_up = 1;
+    s = tt_pool_init(&tr->crew, T, 0, err);
+    if (s) return s;
+    tr->crew_up = 1;
+    run_job(tr, JOB_INIT);
+    return towers_status(tr, err);
+}
+
+void tt_trainer_free(tt_trainer *tr)
+{
+    if (tr->crew_up) run_job(tr, JOB_FREE); /* device memory is released on each tower's own thread */
+    tt_pool_free(&tr->crew);
+    if (tr->bars_up) {
+        tt_barrier_destroy(&tr->bar_push);
+        tt_barrier_destroy(&tr->bar_update);
+    }
+    if (tr->model) tt_optim_free(&tr->opt);
+    tt_free(tr->h_params);
+    tt_free(tr->h_grad);
+    tt_free(tr->h_slots);
+    tt_free(tr->towers);
+    memset(tr, 0, sizeof *tr);
+}
+
+tt_status tt_trainer_start_steps(tt_trainer *tr, const tt_dataset *ds, const uint32_t *idx, size_t n,
+                                 tt_step_result *results, size_t n_results, tt_error *err)
+{
+    const size_t B = tr->cfg.batch;
+    if (n == 0) return tt_fail(err, TT_ERR_ARG, "a run of steps needs at least one sample");
+    if ((n + B - 1) / B > n_results)
+        return tt_fail(err, TT_ERR_ARG, "%zu samples make %zu steps but there is room for %zu results", n,
+                       (n + B - 1) / B, n_results);
+    if (ds->dim != tr->model->input_dim)
+        return tt_fail(err, TT_ERR_ARG, "data has %zu features, the model expects %zu", ds->dim, tr->model->input_dim);
+    tr->ds = ds;
+    tr->idx = idx;
+    tr->n = n;
+    tr->results = results;
+    tr->cur_step = 0;
+    atomic_store(&tr->steps_done, 0);
+    tr->job = JOB_STEPS;
+    tr->t_step = tt_now();
+    tt_pool_start(&tr->crew, tr->crew.n, crew_job, tr);
+    return TT_OK;
+}
+
+int tt_trainer_wait(tt_trainer *tr, double timeout_s, size_t *steps_done)
+{
+    int done = tt_pool_wait(&tr->crew, timeout_s);
+    if (steps_done) *steps_done = (size_t)atomic_load(&tr->steps_done);
+    return done;
+}
+
+tt_status tt_trainer_step(tt_trainer *tr, const tt_dataset *ds, const uint32_t *idx, size_t n, tt_step_result *res,
+                          tt_error *err)
+{
+    if (n == 0 || n > tr->cfg.batch)
+        return tt_fail(err, TT_ERR_ARG, "step of %zu samples: must be 1..%zu", n, tr->cfg.batch);
+    tt_status s = tt_trainer_start_steps(tr, ds, idx, n, res, 1, err);
+    if (s) return s;
+    tt_trainer_wait(tr, -1, NULL);
     return TT_OK;
 }
 
@@ -384,10 +435,9 @@ tt_status tt_trainer_evaluate(tt_trainer *tr, const tt_dataset *ds, tt_eval_resu
     tr->ds = ds;
     tr->idx = NULL;
     tr->n = ds->n;
-    assign_shards(tr, ds->n);
-    run_towers(tr, JOB_EVAL);
-    tt_status s = towers_status(tr, err);
-    if (s) return s;
+    for (size_t t = 0; t < tr->cfg.n_towers; t++)
+        shard_of(ds->n, tr->cfg.n_towers, t, &tr->towers[t].lo, &tr->towers[t].rows);
+    run_job(tr, JOB_EVAL);
     double loss = 0;
     size_t top1 = 0, top5 = 0;
     for (size_t t = 0; t < tr->cfg.n_towers; t++) {
