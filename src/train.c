@@ -301,7 +301,11 @@ tt_status tt_run(const tt_run_config *c, FILE *out, tt_run_result *res, tt_error
 {
     tt_dataset train, test, val;
     memset(&val, 0, sizeof val);
-    tt_status s = tt_dataset_load_dir(c->data, &train, &test, err);
+    const tt_dev_ops *ops;
+    int n_devices;
+    tt_status s = tt_backend_find(c->device, &ops, &n_devices, err); /* before spending seconds on the data */
+    if (s) return s;
+    s = tt_dataset_load_dir(c->data, &train, &test, err);
     if (s) return s;
     s = tt_dataset_split_tail(&train, c->val_samples, &val, err);
     if (!s && c->train_samples) {

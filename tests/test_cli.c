@@ -1,0 +1,206 @@
+/* test_cli.c — the towertrain executable as a user meets it: help and version, every kind of bad flag (exit 2, one
+ * line naming the flag), bad data and model files (exit 1, one line naming the file), and a small successful run
+ * whose JSON log has the promised fields. */
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <zlib.h>
+
+#include "tt_test.h"
+
+static char dir[64];
+static char out_path[128], err_path[128];
+
+/* Runs `towertrain ARGS`, returns the exit code; stdout and stderr land in out_path / err_path. */
+static int run(const char *args)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "'%s' %s >'%s' 2>'%s' </dev/null", TT_BIN, args, out_path, err_path);
+    int st = system(cmd);
+    ck_assert(WIFEXITED(st));
+    return WEXITSTATUS(st);
+}
+
+static char *slurp(const char *p)
+{
+    static char buf[1 << 16];
+    FILE *f = fopen(p, "rb");
+    ck_assert_ptr_nonnull(f);
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return buf;
+}
+
+static void expect(const char *args, int code, const char *fragment)
+{
+    int rc = run(args);
+    char *e = slurp(err_path);
+    ck_assert_msg(rc == code, "towertrain %s: exit %d want %d (stderr: %s)", args, rc, code, e);
+    if (code != 0) {
+        ck_assert_msg(strstr(e, fragment) != NULL, "towertrain %s: stderr '%s' lacks '%s'", args, e, fragment);
+        size_t lines = 0;
+        for (char *p = e; *p; p++) lines += *p == '\n';
+        ck_assert_msg(lines == 1, "towertrain %s: %zu lines on stderr, want one: %s", args, lines, e);
+        ck_assert_msg(strstr(e, "internal error") == NULL && strstr(e, "Sanitizer") == NULL, "%s", e);
+    }
+}
+
+static void write_idx(const char *name, int ndim, const uint32_t *dims, const unsigned char *data, size_t n)
+{
+    char p[256];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    gzFile f = gzopen(p, "wb");
+    ck_assert_ptr_nonnull(f);
+    unsigned char h[16] = {0, 0, 8, (unsigned char)ndim};
+    for (int i = 0; i < ndim; i++) {
+        h[4 + 4 * i] = (unsigned char)(dims[i] >> 24);
+        h[5 + 4 * i] = (unsigned char)(dims[i] >> 16);
+        h[6 + 4 * i] = (unsigned char)(dims[i] >> 8);
+        h[7 + 4 * i] = (unsigned char)dims[i];
+    }
+    gzwrite(f, h, 4 + 4 * (unsigned)ndim);
+    if (n) gzwrite(f, data, (unsigned)n);
+    gzclose(f);
+}
+
+/* A tiny MNIST-format directory: 4x4 images whose class is the brightest quadrant... of 10 classes. */
+static void make_data(void)
+{
+    enum { NTR = 300, NTE = 60, D = 16 };
+    static unsigned char img[NTR * D], lab[NTR];
+    tt_rng r;
+    tt_rng_seed(&r, 1, 1);
+    for (int i = 0; i < NTR; i++) {
+        lab[i] = (unsigned char)(i % 10);
+        for (int j = 0; j < D; j++) img[i * D + j] = (unsigned char)(tt_rng_below(&r, 60) + (j == lab[i] ? 190 : 0));
+    }
+    uint32_t tri[3] = {NTR, 4, 4}, trl[1] = {NTR}, tei[3] = {NTE, 4, 4}, tel[1] = {NTE};
+    write_idx("train-images-idx3-ubyte.gz", 3, tri, img, sizeof img);
+    write_idx("train-labels-idx1-ubyte.gz", 1, trl, lab, sizeof lab);
+    write_idx("t10k-images-idx3-ubyte.gz", 3, tei, img, NTE * D);
+    write_idx("t10k-labels-idx1-ubyte.gz", 1, tel, lab, NTE);
+}
+
+static void setup(void)
+{
+    tt_test_tmpdir(dir, sizeof dir);
+    snprintf(out_path, sizeof out_path, "%s/stdout", dir);
+    snprintf(err_path, sizeof err_path, "%s/stderr", dir);
+    make_data();
+}
+
+START_TEST(test_help_and_version)
+{
+    expect("--help", 0, "");
+    ck_assert(strstr(slurp(out_path), "train") != NULL);
+    expect("train --help", 0, "");
+    ck_assert(strstr(slurp(out_path), "--lr-scaling") != NULL);
+    expect("bench --help", 0, "");
+    expect("--version", 0, "");
+    ck_assert(strstr(slurp(out_path), "BLAS") != NULL);
+    ck_assert_int_eq(run(""), 2);
+}
+END_TEST
+
+START_TEST(test_bad_flags)
+{
+    expect("frobnicate", 2, "unknown command");
+    expect("train --bogus", 2, "--bogus");
+    expect("train --batch", 2, "--batch: missing value");
+    expect("train --batch abc", 2, "--batch");
+    expect("train --batch 0", 2, "--batch");
+    expect("train --batch -5", 2, "--batch");
+    expect("train --batch 12x", 2, "--batch");
+    expect("train --epochs 99999999999999999999999", 2, "--epochs");
+    expect("train --towers 5 --batch 4", 2, "--towers 5");
+    expect("train --lr -1", 2, "--lr");
+    expect("train --lr nan", 2, "--lr");
+    expect("train --lr=", 2, "--lr");
+    expect("train --optimizer rmsprop", 2, "rmsprop");
+    expect("train --momentum 0.9", 2, "--momentum");
+    expect("train --optimizer sgd --momentum 1.5", 2, "--momentum");
+    expect("train --optimizer sgd --nesterov", 2, "--nesterov");
+    expect("train --lr-scaling sqrt", 2, "--lr-scaling");
+    expect("train --progress loud", 2, "--progress");
+    expect("train --device tpu", 2, "tpu");
+    expect("train extra", 2, "extra");
+    expect("bench --towers 1,,2", 2, "--towers");
+}
+END_TEST
+
+START_TEST(test_bad_files)
+{
+    char args[1024];
+    expect("train --data /nonexistent/dir", 1, "/nonexistent/dir");
+    snprintf(args, sizeof args, "train --data %s/train-images-idx3-ubyte.gz", dir);
+    expect(args, 1, "not a directory");
+    /* truncate the training labels: the message names the file */
+    char p[256];
+    snprintf(p, sizeof p, "%s/train-labels-idx1-ubyte.gz", dir);
+    uint32_t dims[1] = {300};
+    unsigned char few[10] = {0};
+    write_idx("train-labels-idx1-ubyte.gz", 1, dims, few, sizeof few);
+    snprintf(args, sizeof args, "train --data %s --val-samples 50", dir);
+    expect(args, 1, "train-labels-idx1-ubyte.gz: truncated");
+    make_data();
+    /* a model file with a bad line */
+    snprintf(p, sizeof p, "%s/model.txt", dir);
+    tt_test_write_str(p, "dense units=8 activation=relu\ndense unitz=10\n");
+    snprintf(args, sizeof args, "train --data %s --val-samples 50 --model %s", dir, p);
+    expect(args, 1, "model.txt:2: dense: unknown key 'unitz'");
+    tt_test_write_str(p, "dense units=8\nconv filters=3\n");
+    expect(args, 1, "model.txt:2: unknown layer 'conv'");
+    tt_test_write_str(p, "dense units=eight\n");
+    expect(args, 1, "model.txt:1:");
+    tt_test_write_str(p, "dense units=8\n");
+    expect(args, 1, "10 classes");
+    snprintf(args, sizeof args, "train --data %s --val-samples 50 --model /nonexistent/model.txt", dir);
+    expect(args, 1, "/nonexistent/model.txt");
+    snprintf(args, sizeof args, "train --data %s --val-samples 300", dir);
+    expect(args, 2, "--val-samples 300");
+    snprintf(args, sizeof args, "train --data %s --val-samples 50 --log-json /nonexistent/dir/log.json", dir);
+    expect(args, 1, "--log-json");
+    expect("train --device cuda --data /nonexistent", 1, "cuda");
+}
+END_TEST
+
+START_TEST(test_small_run_and_json_log)
+{
+    char args[1024], log[256], model[256];
+    snprintf(log, sizeof log, "%s/log.json", dir);
+    snprintf(model, sizeof model, "%s/m.txt", dir);
+    tt_test_write_str(model, "# a comment\ninput size=16\ndense units=32 activation=relu\ndense units=10 activation=linear\n");
+    snprintf(args, sizeof args,
+             "train --data %s --val-samples 60 --epochs 3 --towers 3 --batch 32 --optimizer sgd --lr 0.1 "
+             "--momentum 0.9 --nesterov --lr-scaling linear --log-json %s --model %s",
+             dir, log, model);
+    expect(args, 0, "");
+    char *o = slurp(out_path);
+    ck_assert_msg(strstr(o, "lr 0.3 (--lr-scaling linear: base 0.1 x 3 towers)") != NULL, "%s", o);
+    ck_assert_msg(strstr(o, "8/8 - ") != NULL, "%s", o); /* 240 samples / 32 = 7.5 -> 8 steps */
+    ck_assert(strstr(o, "val_accuracy") != NULL);
+    char *j = slurp(log);
+    const char *keys[] = {"\"event\":\"start\"", "\"event\":\"epoch\"", "\"epoch\":3", "\"loss\":", "\"accuracy\":",
+                          "\"val_loss\":", "\"val_accuracy\":", "\"seconds\":", "\"steps\":8", "\"pull\":",
+                          "\"compute\":", "\"push\":", "\"reduce_update\":", "\"event\":\"test\"", "\"top5\":"};
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
+        ck_assert_msg(strstr(j, keys[k]) != NULL, "log lacks %s:\n%s", keys[k], j);
+    size_t lines = 0;
+    for (char *p = j; *p; p++) lines += *p == '\n';
+    ck_assert_uint_eq(lines, 5); /* start, 3 epochs, test */
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("cli");
+    TCase *tc = tcase_create("cli");
+    tcase_set_timeout(tc, 120);
+    tcase_add_checked_fixture(tc, setup, NULL);
+    tcase_add_test(tc, test_help_and_version);
+    tcase_add_test(tc, test_bad_flags);
+    tcase_add_test(tc, test_bad_files);
+    tcase_add_test(tc, test_small_run_and_json_log);
+    suite_add_tcase(s, tc);
+    return tt_test_run_suite(s);
+}

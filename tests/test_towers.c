@@ -1,0 +1,207 @@
+/* test_towers.c — the tower step's semantics: N towers give the weights of 1 tower (uneven shards and empty
+ * shards included), runs are bit-identical for the same seed and towers, every sample of an epoch is trained (the
+ * last partial batch too), and the step loop allocates nothing.
+ *
+ * N vs 1 tolerance: the towers' partial sums are added in a different grouping than one tower's GEMM, so each
+ * gradient element differs by a few float32 ulps per step. After 20 steps (SGD with momentum, or Adam) on weights
+ * of magnitude ~0.5 we measured max |w_N - w_1| <= 1.8e-7 (a couple of ulps) for N = 2, 3, 4; we assert
+ * |dw| <= 2e-6 + 1e-5 |w|, ten times that. A wrong shard scale (the mean per tower instead of over the global
+ * batch) is off by ~1e-2 to 1e-1 and fails at once. */
+#include "tt_test.h"
+#include "tt_train.h"
+#include "tt_trainer.h"
+
+static const char *MODEL = "dense units=16 activation=relu\ndense units=12 activation=relu\ndense units=5\n";
+
+/* Trains `steps` steps of a fixed index sequence; returns the final master weights (caller frees). */
+static float *train_steps(size_t towers, size_t batch, tt_optim_config oc, size_t steps, const tt_dataset *ds,
+                          size_t last_n, size_t *P)
+{
+    tt_model m;
+    tt_error err;
+    ck_assert_int_eq(tt_model_parse(&m, MODEL, "t", ds->dim, ds->n_classes, &err), TT_OK);
+    float *init = (float *)tt_malloc(m.n_params * sizeof(float));
+    tt_model_init_params(&m, init, 42);
+    tt_trainer_config tc;
+    memset(&tc, 0, sizeof tc);
+    tc.ops = &tt_dev_cpu_ops;
+    tc.n_devices = 1;
+    tc.n_towers = towers;
+    tc.batch = batch;
+    tc.optim = oc;
+    tt_trainer tr;
+    ck_assert_msg(tt_trainer_init(&tr, &m, &tc, init, &err) == TT_OK, "%s", err.msg);
+    uint32_t *idx = (uint32_t *)tt_malloc(ds->n * sizeof(uint32_t));
+    tt_rng r;
+    tt_rng_seed(&r, 9, 0);
+    for (size_t i = 0; i < ds->n; i++) idx[i] = (uint32_t)i;
+    tt_rng_shuffle(&r, idx, ds->n);
+    for (size_t s = 0; s < steps; s++) {
+        size_t n = s + 1 == steps && last_n ? last_n : batch;
+        size_t lo = (s * batch) % (ds->n - batch);
+        tt_step_result res;
+        ck_assert_int_eq(tt_trainer_step(&tr, ds, idx + lo, n, &res, &err), TT_OK);
+        ck_assert_uint_eq(res.n, n);
+    }
+    *P = m.n_params;
+    float *out = (float *)tt_malloc(m.n_params * sizeof(float));
+    memcpy(out, tr.h_params, m.n_params * sizeof(float));
+    tt_trainer_free(&tr);
+    tt_free(idx);
+    tt_free(init);
+    return out;
+}
+
+static void compare_towers(tt_optim_config oc, size_t batch, size_t last_n)
+{
+    tt_dataset ds;
+    tt_test_dataset(&ds, 600, 20, 5, 1);
+    size_t P;
+    float *ref = train_steps(1, batch, oc, 20, &ds, last_n, &P);
+    for (size_t N = 2; N <= 4; N++) {
+        float *w = train_steps(N, batch, oc, 20, &ds, last_n, &P);
+        double worst = 0, moved = 0;
+        for (size_t i = 0; i < P; i++) {
+            double d = fabs((double)w[i] - ref[i]);
+            if (d > worst) worst = d;
+            ck_assert_msg(tt_close(w[i], ref[i], 2e-6, 1e-5), "N=%zu batch %zu: w[%zu] %.9g vs 1 tower %.9g", N, batch,
+                          i, w[i], ref[i]);
+        }
+        float *init = train_steps(1, batch, oc, 0, &ds, 0, &P);
+        for (size_t i = 0; i < P; i++) moved = fmax(moved, fabs((double)ref[i] - init[i]));
+        printf("N=%zu batch=%zu: max |w_N - w_1| = %.3g (weights moved %.3g)\n", N, batch, worst, moved);
+        ck_assert_msg(moved > 1e-2, "training did not move the weights (%g)", moved); /* the comparison means something */
+        tt_free(init);
+        tt_free(w);
+    }
+    tt_free(ref);
+    tt_dataset_free(&ds);
+}
+
+START_TEST(test_n_towers_equal_one_sgd)
+{
+    tt_optim_config oc = tt_optim_defaults(TT_OPT_SGD);
+    oc.lr = 0.1f;
+    oc.momentum = 0.9f;
+    compare_towers(oc, 50, 0); /* 50 = 25+25 = 17+17+16 = 13+13+12+12 */
+}
+END_TEST
+
+START_TEST(test_n_towers_equal_one_adam)
+{
+    compare_towers(tt_optim_defaults(TT_OPT_ADAM), 47, 0); /* 47: uneven for 2, 3 and 4 */
+}
+END_TEST
+
+/* A last partial step smaller than the tower count leaves some towers with empty shards. */
+START_TEST(test_empty_shards)
+{
+    tt_optim_config oc = tt_optim_defaults(TT_OPT_SGD);
+    oc.lr = 0.1f;
+    compare_towers(oc, 8, 2);
+}
+END_TEST
+
+static void run_full(size_t towers, uint64_t seed, tt_run_result *res)
+{
+    static tt_dataset train, val, test;
+    static int made;
+    if (!made) {
+        tt_test_dataset(&train, 1003, 20, 5, 2); /* 1003 = 15 full batches of 64 + 43 */
+        tt_test_dataset(&val, 200, 20, 5, 3);
+        tt_test_dataset(&test, 100, 20, 5, 4);
+        made = 1;
+    }
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/tt_model_%d.txt", (int)getpid());
+    tt_test_write(path, MODEL, strlen(MODEL));
+    tt_run_config c;
+    tt_run_config_defaults(&c);
+    c.model = path;
+    c.towers = towers;
+    c.batch = 64;
+    c.epochs = 3;
+    c.seed = seed;
+    c.progress = TT_PROGRESS_QUIET;
+    tt_error err;
+    ck_assert_msg(tt_run_on(&c, &train, &val, &test, NULL, res, &err) == TT_OK, "%s", err.msg);
+    unlink(path);
+}
+
+START_TEST(test_same_seed_bit_identical)
+{
+    for (size_t towers = 1; towers <= 3; towers += 2) {
+        tt_run_result *a = (tt_run_result *)tt_calloc(1, sizeof *a), *b = (tt_run_result *)tt_calloc(1, sizeof *b);
+        run_full(towers, 7, a);
+        run_full(towers, 7, b);
+        ck_assert_uint_eq(a->n_params, b->n_params);
+        ck_assert_msg(memcmp(a->final_params, b->final_params, a->n_params * sizeof(float)) == 0,
+                      "%zu towers: same seed, different weights", towers);
+        for (size_t e = 0; e < a->n_epochs; e++) ck_assert(a->epochs[e].loss == b->epochs[e].loss);
+        ck_assert(a->test.loss == b->test.loss);
+        /* a different seed gives different weights */
+        tt_run_result *c = (tt_run_result *)tt_calloc(1, sizeof *c);
+        run_full(towers, 8, c);
+        ck_assert(memcmp(a->final_params, c->final_params, a->n_params * sizeof(float)) != 0);
+        tt_free(a->final_params);
+        tt_free(b->final_params);
+        tt_free(c->final_params);
+        tt_free(a);
+        tt_free(b);
+        tt_free(c);
+    }
+}
+END_TEST
+
+START_TEST(test_epoch_trains_every_sample_and_allocates_nothing)
+{
+    tt_run_result *r = (tt_run_result *)tt_calloc(1, sizeof *r);
+    run_full(3, 1, r);
+    ck_assert_uint_eq(r->n_epochs, 3);
+    for (size_t e = 0; e < 3; e++) {
+        ck_assert_uint_eq(r->epochs[e].samples, 1003); /* the partial batch of 43 is trained, not dropped */
+        ck_assert_uint_eq(r->epochs[e].steps, 16);
+    }
+    ck_assert_uint_eq(r->allocs_after_first_step, 0);
+    ck_assert(r->epochs[2].loss < r->epochs[0].loss);
+    ck_assert_uint_eq(r->test.n, 100);
+    tt_free(r->final_params);
+    tt_free(r);
+}
+END_TEST
+
+START_TEST(test_more_towers_than_batch_is_an_error)
+{
+    tt_model m;
+    tt_error err;
+    ck_assert_int_eq(tt_model_parse(&m, MODEL, "t", 20, 5, &err), TT_OK);
+    float *init = (float *)tt_calloc(m.n_params, sizeof(float));
+    tt_trainer_config tc;
+    memset(&tc, 0, sizeof tc);
+    tc.ops = &tt_dev_cpu_ops;
+    tc.n_devices = 1;
+    tc.n_towers = 5;
+    tc.batch = 4;
+    tc.optim = tt_optim_defaults(TT_OPT_SGD);
+    tt_trainer tr;
+    ck_assert_int_eq(tt_trainer_init(&tr, &m, &tc, init, &err), TT_ERR_ARG);
+    ck_assert(strstr(err.msg, "--towers 5") != NULL);
+    tt_trainer_free(&tr);
+    tt_free(init);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("towers");
+    TCase *tc = tcase_create("semantics");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_n_towers_equal_one_sgd);
+    tcase_add_test(tc, test_n_towers_equal_one_adam);
+    tcase_add_test(tc, test_empty_shards);
+    tcase_add_test(tc, test_same_seed_bit_identical);
+    tcase_add_test(tc, test_epoch_trains_every_sample_and_allocates_nothing);
+    tcase_add_test(tc, test_more_towers_than_batch_is_an_error);
+    suite_add_tcase(s, tc);
+    return tt_test_run_suite(s);
+}

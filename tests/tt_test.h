@@ -1,0 +1,78 @@
+/* tt_test.h — helpers shared by the Check suites: synthetic data sets, temporary files, tolerances.
+ * Tolerance convention (as in llm.c's test_gpt2): |a - r| <= atol + rtol * |r|, stated where used. */
+#ifndef TT_TEST_H
+#define TT_TEST_H
+
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tt_data.h"
+#include "tt_rng.h"
+
+static inline int tt_close(double a, double r, double atol, double rtol)
+{
+    return fabs(a - r) <= atol + rtol * fabs(r);
+}
+
+/* n samples of dim features in [0,1]; the label is the argmax of a fixed random linear map, so it is learnable. */
+static inline void tt_test_dataset(tt_dataset *ds, size_t n, size_t dim, size_t classes, uint64_t seed)
+{
+    memset(ds, 0, sizeof *ds);
+    ds->n = n;
+    ds->dim = dim;
+    ds->rows = 1;
+    ds->cols = dim;
+    ds->n_classes = classes;
+    ds->x = (float *)tt_calloc(n * dim, sizeof(float));
+    ds->y = (int32_t *)tt_calloc(n, sizeof(int32_t));
+    ck_assert(ds->x && ds->y);
+    tt_rng r;
+    tt_rng_seed(&r, seed, 7);
+    float *teacher = (float *)tt_calloc(dim * classes, sizeof(float));
+    for (size_t i = 0; i < dim * classes; i++) teacher[i] = 2.0f * tt_rng_uniform(&r) - 1.0f;
+    for (size_t s = 0; s < n; s++) {
+        for (size_t j = 0; j < dim; j++) ds->x[s * dim + j] = tt_rng_uniform(&r);
+        float best = -1e30f;
+        for (size_t c = 0; c < classes; c++) {
+            float z = 0;
+            for (size_t j = 0; j < dim; j++) z += ds->x[s * dim + j] * teacher[j * classes + c];
+            if (z > best) {
+                best = z;
+                ds->y[s] = (int32_t)c;
+            }
+        }
+    }
+    tt_free(teacher);
+}
+
+/* A fresh temporary directory (removed by the OS's tmp cleaning; tests write only small files). */
+static inline void tt_test_tmpdir(char *out, size_t len)
+{
+    snprintf(out, len, "/tmp/tt_test_XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(out));
+}
+
+static inline void tt_test_write(const char *path, const void *data, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(data, 1, n, f), n);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+static inline void tt_test_write_str(const char *path, const char *text) { tt_test_write(path, text, strlen(text)); }
+
+static inline int tt_test_run_suite(Suite *s)
+{
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_ENV);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? 0 : 1;
+}
+
+#endif
