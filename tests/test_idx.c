@@ -30,7 +30,7 @@ static size_t make_idx(unsigned char *buf, int ndim, const uint32_t *dims, const
         buf[k++] = (unsigned char)(dims[i] >> 8);
         buf[k++] = (unsigned char)dims[i];
     }
-    memcpy(buf + k, data, n);
+    if (n) memcpy(buf + k, data, n);
     return k + n;
 }
 
@@ -175,6 +175,7 @@ START_TEST(test_load_dir)
     ck_assert_uint_eq(tr.n, 2);
     ck_assert_uint_eq(val.n, 1);
     ck_assert_int_eq(val.y[0], 4); /* the last training sample */
+    tt_dataset_free(&val);
     ck_assert_int_eq(tt_dataset_split_tail(&tr, 2, &val, &err), TT_ERR_ARG);
     tt_dataset_free(&tr);
     tt_dataset_free(&te);

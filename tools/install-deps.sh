@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# install-deps.sh — the Debian packages towertrain needs to build, test and train (idempotent).
+# The CUDA toolkit is not a Debian package here: if /usr/local/cuda/bin/nvcc exists, the CUDA backend is built too.
+set -euo pipefail
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+PKGS="build-essential cmake pkg-config check libopenblas-dev zlib1g-dev dataset-fashion-mnist gnuplot-nox"
+missing=""
+for p in $PKGS; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  echo "install-deps: installing$missing"
+  $SUDO apt-get update
+  # shellcheck disable=SC2086
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -o DPkg::Lock::Timeout=300 $missing
+else
+  echo "install-deps: all packages present"
+fi
