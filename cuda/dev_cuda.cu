@@ -58,6 +58,12 @@ __global__ void k_fill(float *x, size_t n, float v)
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) x[i] = v;
 }
 
+__global__ void k_u8_to_f32(float *y, const uint8_t *x, size_t n, float scale)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        y[i] = tt_pixel(x[i], scale);
+}
+
 __global__ void k_bias_add(float *y, const float *b, size_t rows, size_t cols)
 {
     size_t n = rows * cols;
@@ -224,6 +230,13 @@ static void cu_fill(void *ctx, float *x, size_t n, float v)
     LAUNCH_CHECK(c);
 }
 
+static void cu_u8_to_f32(void *ctx, float *y, const uint8_t *x, size_t n, float scale)
+{
+    cuda_ctx *c = (cuda_ctx *)ctx;
+    k_u8_to_f32<<<blocks_for(n), kThreads, 0, c->stream>>>(y, x, n, scale);
+    LAUNCH_CHECK(c);
+}
+
 static void cu_bias_add(void *ctx, float *y, const float *b, size_t rows, size_t cols)
 {
     cuda_ctx *c = (cuda_ctx *)ctx;
@@ -277,10 +290,28 @@ int tt_cuda_device_count(tt_error *err)
 }
 
 extern const tt_dev_ops tt_dev_cuda_ops;
+/* In tt_dev_ops member order (C++17 has no designated initializers). */
 const tt_dev_ops tt_dev_cuda_ops = {
-    "cuda",        cu_init,     cu_destroy,  cu_bind,     cu_alloc,    cu_dfree,       cu_host_alloc,
-    cu_host_free,  cu_h2d,      cu_d2h,      cu_d2d,      cu_sync,     cu_sgemm,       cu_fill,
-    cu_bias_add,   cu_col_sum,  cu_relu_fwd, cu_relu_bwd, cu_softmax_xent,
+    "cuda",          /* name */
+    cu_init,         /* init */
+    cu_destroy,      /* destroy */
+    cu_bind,         /* bind */
+    cu_alloc,        /* alloc */
+    cu_dfree,        /* dfree */
+    cu_host_alloc,   /* host_alloc */
+    cu_host_free,    /* host_free */
+    cu_h2d,          /* h2d */
+    cu_d2h,          /* d2h */
+    cu_d2d,          /* d2d */
+    cu_sync,         /* sync */
+    cu_sgemm,        /* sgemm */
+    cu_fill,         /* fill */
+    cu_u8_to_f32,    /* u8_to_f32 */
+    cu_bias_add,     /* bias_add */
+    cu_col_sum,      /* col_sum */
+    cu_relu_fwd,     /* relu_fwd */
+    cu_relu_bwd,     /* relu_bwd */
+    cu_softmax_xent, /* softmax_xent */
 };
 
 } /* extern "C" */

@@ -2,7 +2,8 @@
  *
  * The IDX reader accepts gzip-compressed and plain files (zlib reads both) and treats every file as hostile:
  * magic, dimensions and sizes are checked before anything is allocated, every read is checked, and trailing bytes
- * are an error. A data set is float pixels scaled to [0,1] plus int32 labels.
+ * are an error. A data set keeps the raw unsigned-byte pixels (4x less memory and 4x fewer bytes to copy to a
+ * device than floats) plus int32 labels; towers scale pixels to [0,1] on their device (tt_dev_u8_to_f32).
  * Not for: shuffling or batching (the trainer does that with an index permutation). */
 #ifndef TT_DATA_H
 #define TT_DATA_H
@@ -21,7 +22,8 @@ typedef struct tt_dataset {
     size_t dim;       /* features per sample (rows * cols) */
     size_t rows, cols;
     size_t n_classes; /* labels are in [0, n_classes) */
-    float *x;         /* (n, dim), [0,1] */
+    uint8_t *x;       /* (n, dim) raw pixels; the model sees x * scale */
+    float scale;      /* 1/255: pixels to [0,1] */
     int32_t *y;       /* (n) */
 } tt_dataset;
 

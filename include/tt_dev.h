@@ -39,6 +39,8 @@ typedef struct tt_dev_ops {
     void (*sgemm)(void *ctx, int trans_a, int trans_b, size_t M, size_t N, size_t K, float alpha, const float *d_a,
                   size_t lda, const float *d_b, size_t ldb, float beta, float *d_c, size_t ldc);
     void (*fill)(void *ctx, float *d_x, size_t n, float value);
+    /* y[i] = x[i] * scale for raw bytes x (tt_pixel). */
+    void (*u8_to_f32)(void *ctx, float *d_y, const uint8_t *d_x, size_t n, float scale);
     /* y[r,c] += b[c] for a (rows, cols) matrix. */
     void (*bias_add)(void *ctx, float *d_y, const float *d_b, size_t rows, size_t cols);
     /* out[c] = sum_r x[r,c] for a (rows, cols) matrix. */
@@ -75,6 +77,7 @@ void tt_dev_sync(tt_dev *dev);
 void tt_dev_sgemm(tt_dev *dev, int trans_a, int trans_b, size_t M, size_t N, size_t K, float alpha, const float *d_a,
                   size_t lda, const float *d_b, size_t ldb, float beta, float *d_c, size_t ldc);
 void tt_dev_fill(tt_dev *dev, float *d_x, size_t n, float value);
+void tt_dev_u8_to_f32(tt_dev *dev, float *d_y, const uint8_t *d_x, size_t n, float scale);
 void tt_dev_bias_add(tt_dev *dev, float *d_y, const float *d_b, size_t rows, size_t cols);
 void tt_dev_col_sum(tt_dev *dev, float *d_out, const float *d_x, size_t rows, size_t cols);
 void tt_dev_relu_fwd(tt_dev *dev, float *d_y, const float *d_x, size_t n);

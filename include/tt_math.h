@@ -17,6 +17,11 @@
 #define TT_HD static inline
 #endif
 
+/* ---- input ------------------------------------------------------------------------------------------------ */
+
+/* A raw unsigned-byte pixel to the model's input range ([0,1] with scale = 1/255). */
+TT_HD float tt_pixel(uint8_t p, float scale) { return (float)p * scale; }
+
 /* ---- activations ------------------------------------------------------------------------------------------- */
 
 TT_HD float tt_relu(float x) { return x > 0.0f ? x : 0.0f; }

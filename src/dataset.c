@@ -38,14 +38,15 @@ tt_status tt_dataset_load_idx(tt_dataset *ds, const char *images_path, const cha
     ds->cols = cols;
     ds->dim = rows * cols;
     ds->n_classes = n_classes;
-    ds->x = (float *)tt_calloc(n_img * ds->dim, sizeof(float));
+    ds->scale = 1.0f / 255.0f;
+    ds->x = pix; /* the data set takes the pixel buffer */
+    pix = NULL;
     ds->y = (int32_t *)tt_calloc(n_img, sizeof(int32_t));
-    if (!ds->x || !ds->y) {
+    if (!ds->y) {
         tt_dataset_free(ds);
-        s = tt_fail(err, TT_ERR_NOMEM, "%s: out of memory for %zu float images", images_path, n_img);
+        s = tt_fail(err, TT_ERR_NOMEM, "%s: out of memory for %zu labels", labels_path, n_img);
         goto done;
     }
-    for (size_t i = 0; i < n_img * ds->dim; i++) ds->x[i] = (float)pix[i] * (1.0f / 255.0f);
     for (size_t i = 0; i < n_img; i++) ds->y[i] = lab[i];
 done:
     tt_free(pix);
@@ -114,13 +115,13 @@ tt_status tt_dataset_split_tail(tt_dataset *src, size_t n_val, tt_dataset *val, 
     val->y = NULL;
     if (n_val == 0) return TT_OK;
     size_t first = src->n - n_val;
-    val->x = (float *)tt_calloc(n_val * src->dim, sizeof(float));
+    val->x = (uint8_t *)tt_malloc(n_val * src->dim);
     val->y = (int32_t *)tt_calloc(n_val, sizeof(int32_t));
     if (!val->x || !val->y) {
         tt_dataset_free(val);
         return tt_fail(err, TT_ERR_NOMEM, "out of memory for %zu validation samples", n_val);
     }
-    memcpy(val->x, src->x + first * src->dim, n_val * src->dim * sizeof(float));
+    memcpy(val->x, src->x + first * src->dim, n_val * src->dim);
     memcpy(val->y, src->y + first, n_val * sizeof(int32_t));
     src->n = first;
     return TT_OK;

@@ -100,6 +100,13 @@ void tt_dev_fill(tt_dev *dev, float *d_x, size_t n, float value)
     dev->ops->fill(dev->ctx, d_x, n, value);
 }
 
+void tt_dev_u8_to_f32(tt_dev *dev, float *d_y, const uint8_t *d_x, size_t n, float scale)
+{
+    if (n == 0) return;
+    TT_ASSERT(d_y && d_x);
+    dev->ops->u8_to_f32(dev->ctx, d_y, d_x, n, scale);
+}
+
 void tt_dev_bias_add(tt_dev *dev, float *d_y, const float *d_b, size_t rows, size_t cols)
 {
     if (rows == 0 || cols == 0) return;

@@ -64,6 +64,12 @@ static void cpu_fill(void *ctx, float *x, size_t n, float v)
     for (size_t i = 0; i < n; i++) x[i] = v;
 }
 
+static void cpu_u8_to_f32(void *ctx, float *y, const uint8_t *x, size_t n, float scale)
+{
+    (void)ctx;
+    for (size_t i = 0; i < n; i++) y[i] = tt_pixel(x[i], scale);
+}
+
 static void cpu_bias_add(void *ctx, float *y, const float *b, size_t rows, size_t cols)
 {
     (void)ctx;
@@ -122,6 +128,7 @@ const tt_dev_ops tt_dev_cpu_ops = {
     .sync = cpu_sync,
     .sgemm = cpu_sgemm,
     .fill = cpu_fill,
+    .u8_to_f32 = cpu_u8_to_f32,
     .bias_add = cpu_bias_add,
     .col_sum = cpu_col_sum,
     .relu_fwd = cpu_relu_fwd,

@@ -32,8 +32,9 @@ struct tt_tower {
     float *d_dlogits;   /* (rows, C) */
     int32_t *d_labels;  /* (rows) */
     float *d_stats;     /* (rows, 2): loss, rank */
+    uint8_t *d_x8;      /* (rows, D) raw pixels, scaled into d_act[0] on the device */
     /* host staging (pinned on a GPU backend) */
-    float *h_x;         /* (rows, D) */
+    uint8_t *h_x;       /* (rows, D) raw pixels */
     int32_t *h_labels;  /* (rows) */
     float *h_stats;     /* (rows, 2) */
     /* this step or evaluation */
@@ -77,7 +78,8 @@ static tt_status tower_alloc(tt_tower *tw)
     ok = ok && (tw->d_dlogits = tt_dev_alloc_f32(&tw->dev, R * m->n_classes));
     ok = ok && (tw->d_labels = (int32_t *)tt_dev_alloc(&tw->dev, R * sizeof(int32_t)));
     ok = ok && (tw->d_stats = tt_dev_alloc_f32(&tw->dev, 2 * R));
-    ok = ok && (tw->h_x = (float *)tt_dev_host_alloc(&tw->dev, R * m->input_dim * sizeof(float)));
+    ok = ok && (tw->d_x8 = (uint8_t *)tt_dev_alloc(&tw->dev, R * m->input_dim));
+    ok = ok && (tw->h_x = (uint8_t *)tt_dev_host_alloc(&tw->dev, R * m->input_dim));
     ok = ok && (tw->h_labels = (int32_t *)tt_dev_host_alloc(&tw->dev, R * sizeof(int32_t)));
     ok = ok && (tw->h_stats = (float *)tt_dev_host_alloc(&tw->dev, 2 * R * sizeof(float)));
     ok = ok && (tr->h_slots[tw->id] = (float *)tt_dev_host_alloc(&tw->dev, P * sizeof(float)));
@@ -103,6 +105,7 @@ static void tower_release(tt_tower *tw)
     tt_dev_dfree(&tw->dev, tw->d_dlogits);
     tt_dev_dfree(&tw->dev, tw->d_labels);
     tt_dev_dfree(&tw->dev, tw->d_stats);
+    tt_dev_dfree(&tw->dev, tw->d_x8);
     tt_dev_host_free(&tw->dev, tw->h_x);
     tt_dev_host_free(&tw->dev, tw->h_labels);
     tt_dev_host_free(&tw->dev, tw->h_stats);
@@ -117,10 +120,11 @@ static void tower_load_rows(tt_tower *tw, const tt_dataset *ds, const uint32_t *
     const size_t D = ds->dim;
     for (size_t r = 0; r < rows; r++) {
         size_t s = idx ? idx[first + r] : first + r;
-        memcpy(tw->h_x + r * D, ds->x + s * D, D * sizeof(float));
+        memcpy(tw->h_x + r * D, ds->x + s * D, D);
         tw->h_labels[r] = ds->y[s];
     }
-    tt_dev_h2d(&tw->dev, tw->d_act[0], tw->h_x, rows * D * sizeof(float));
+    tt_dev_h2d(&tw->dev, tw->d_x8, tw->h_x, rows * D);
+    tt_dev_u8_to_f32(&tw->dev, tw->d_act[0], tw->d_x8, rows * D, ds->scale);
     tt_dev_h2d(&tw->dev, tw->d_labels, tw->h_labels, rows * sizeof(int32_t));
 }
 

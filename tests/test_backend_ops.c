@@ -24,6 +24,12 @@ static void pair_init(pair *p)
     tt_dev_bind(&p->dev);
 }
 
+static void pair_free(pair *p)
+{
+    tt_dev_free(&p->cpu);
+    tt_dev_free(&p->dev);
+}
+
 /* Uploads host data to both backends, with guards after it. */
 static void upload(pair *p, const float *h, size_t n, float **d_cpu, float **d_dev)
 {
@@ -90,6 +96,7 @@ START_TEST(test_sgemm)
                 tt_free(hb);
                 tt_free(hc);
             }
+    pair_free(&p);
 }
 END_TEST
 
@@ -120,13 +127,23 @@ START_TEST(test_elementwise_and_rows)
         compare(&p, "relu_fwd", y0, y1, n, 0, 0);
         upload(&p, hy, n, &y0, &y1);
         float *d0, *d1;
-        upload(&p, hb, 1, &d0, &d1); /* placeholder to exercise free of tiny buffers */
-        tt_dev_dfree(&p.cpu, d0);
-        tt_dev_dfree(&p.dev, d1);
         upload(&p, hy, n, &d0, &d1);
         tt_dev_relu_bwd(&p.cpu, d0, x0, y0, n);
         tt_dev_relu_bwd(&p.dev, d1, x1, y1, n);
         compare(&p, "relu_bwd", d0, d1, n, 0, 0);
+        /* raw pixels to floats */
+        uint8_t *px = (uint8_t *)tt_malloc(n), *p0 = (uint8_t *)tt_dev_alloc(&p.cpu, n),
+                *p1 = (uint8_t *)tt_dev_alloc(&p.dev, n);
+        for (size_t i = 0; i < n; i++) px[i] = (uint8_t)(i * 37);
+        tt_dev_h2d(&p.cpu, p0, px, n);
+        tt_dev_h2d(&p.dev, p1, px, n);
+        tt_dev_u8_to_f32(&p.cpu, y0, p0, n, 1.0f / 255.0f);
+        tt_dev_u8_to_f32(&p.dev, y1, p1, n, 1.0f / 255.0f);
+        compare(&p, "u8_to_f32", y0, y1, n, 0, 0);
+        upload(&p, hy, n, &y0, &y1);
+        tt_dev_dfree(&p.cpu, p0);
+        tt_dev_dfree(&p.dev, p1);
+        tt_free(px);
         /* fill, d2d */
         tt_dev_fill(&p.cpu, y0, n, 0.5f);
         tt_dev_fill(&p.dev, y1, n, 0.5f);
@@ -139,6 +156,7 @@ START_TEST(test_elementwise_and_rows)
         tt_free(hb);
         tt_free(hy);
     }
+    pair_free(&p);
 }
 END_TEST
 
@@ -174,13 +192,19 @@ START_TEST(test_softmax_xent)
         tt_free(lab);
         tt_free(hz);
     }
+    pair_free(&p);
 }
 END_TEST
 
-int main(void)
+/* Usage: test_backend_ops [BACKEND...] (default: cuda). `test_backend_ops cpu` runs the harness against the CPU
+ * backend itself, which checks the harness (guards, shapes, frees) on every machine. */
+int main(int argc, char **argv)
 {
-    const char *names[] = {"cuda"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    const char *def[] = {"cuda"};
+    const char **names = argc > 1 ? (const char **)argv + 1 : def;
+    size_t count = argc > 1 ? (size_t)argc - 1 : 1;
+    int ran = 0, failed = 0;
+    for (size_t i = 0; i < count; i++) {
         int n;
         tt_error err;
         if (tt_backend_find(names[i], &ops, &n, &err) != TT_OK) {
@@ -194,7 +218,8 @@ int main(void)
         tcase_add_test(tc, test_elementwise_and_rows);
         tcase_add_test(tc, test_softmax_xent);
         suite_add_tcase(s, tc);
-        return tt_test_run_suite(s);
+        failed |= tt_test_run_suite(s);
+        ran++;
     }
-    return 77;
+    return ran ? failed : 77;
 }

@@ -87,9 +87,10 @@ START_TEST(test_good_plain_and_gzip)
         ck_assert_int_eq(tt_dataset_load_idx(&ds, ip, lp, 10, &err), TT_OK);
         ck_assert_uint_eq(ds.n, 3);
         ck_assert_uint_eq(ds.dim, 4);
-        ck_assert_float_eq(ds.x[0], 0.0f);
-        ck_assert_float_eq(ds.x[1], 1.0f);
-        ck_assert(tt_close(ds.x[2], 128.0 / 255.0, 1e-7, 0));
+        ck_assert_uint_eq(ds.x[0], 0);
+        ck_assert_uint_eq(ds.x[1], 255);
+        ck_assert_uint_eq(ds.x[2], 128);
+        ck_assert(tt_close(ds.x[2] * ds.scale, 128.0 / 255.0, 1e-7, 0));
         ck_assert_int_eq(ds.y[1], 9);
         tt_dataset_free(&ds);
     }

@@ -44,6 +44,13 @@ START_TEST(test_softmax_xent_stable)
 }
 END_TEST
 
+START_TEST(test_pixel)
+{
+    ck_assert_float_eq(tt_pixel(0, 1.0f / 255.0f), 0.0f);
+    ck_assert_float_eq(tt_pixel(255, 1.0f / 255.0f), 1.0f);
+}
+END_TEST
+
 START_TEST(test_relu)
 {
     ck_assert_float_eq(tt_relu(-2.0f), 0.0f);
@@ -87,6 +94,7 @@ int main(void)
     tcase_add_test(tc, test_softmax_xent_closed_form);
     tcase_add_test(tc, test_softmax_xent_stable);
     tcase_add_test(tc, test_relu);
+    tcase_add_test(tc, test_pixel);
     tcase_add_test(tc, test_cpu_row_ops);
     suite_add_tcase(s, tc);
     return tt_test_run_suite(s);

@@ -18,7 +18,7 @@ static inline int tt_close(double a, double r, double atol, double rtol)
     return fabs(a - r) <= atol + rtol * fabs(r);
 }
 
-/* n samples of dim features in [0,1]; the label is the argmax of a fixed random linear map, so it is learnable. */
+/* n samples of dim byte features (model inputs in [0,1]); the label is the argmax of a fixed random linear map, so it is learnable. */
 static inline void tt_test_dataset(tt_dataset *ds, size_t n, size_t dim, size_t classes, uint64_t seed)
 {
     memset(ds, 0, sizeof *ds);
@@ -27,7 +27,8 @@ static inline void tt_test_dataset(tt_dataset *ds, size_t n, size_t dim, size_t 
     ds->rows = 1;
     ds->cols = dim;
     ds->n_classes = classes;
-    ds->x = (float *)tt_calloc(n * dim, sizeof(float));
+    ds->scale = 1.0f / 255.0f;
+    ds->x = (uint8_t *)tt_calloc(n * dim, 1);
     ds->y = (int32_t *)tt_calloc(n, sizeof(int32_t));
     ck_assert(ds->x && ds->y);
     tt_rng r;
@@ -35,11 +36,11 @@ static inline void tt_test_dataset(tt_dataset *ds, size_t n, size_t dim, size_t 
     float *teacher = (float *)tt_calloc(dim * classes, sizeof(float));
     for (size_t i = 0; i < dim * classes; i++) teacher[i] = 2.0f * tt_rng_uniform(&r) - 1.0f;
     for (size_t s = 0; s < n; s++) {
-        for (size_t j = 0; j < dim; j++) ds->x[s * dim + j] = tt_rng_uniform(&r);
+        for (size_t j = 0; j < dim; j++) ds->x[s * dim + j] = (uint8_t)tt_rng_below(&r, 256);
         float best = -1e30f;
         for (size_t c = 0; c < classes; c++) {
             float z = 0;
-            for (size_t j = 0; j < dim; j++) z += ds->x[s * dim + j] * teacher[j * classes + c];
+            for (size_t j = 0; j < dim; j++) z += ds->x[s * dim + j] * ds->scale * teacher[j * classes + c];
             if (z > best) {
                 best = z;
                 ds->y[s] = (int32_t)c;
