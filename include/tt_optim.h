@@ -45,7 +45,8 @@ tt_optim_config tt_optim_defaults(tt_optim_kind kind);
 tt_status tt_optim_init(tt_optim *o, const tt_optim_config *cfg, size_t n, tt_error *err);
 void tt_optim_free(tt_optim *o);
 void tt_optim_begin_step(tt_optim *o);
-/* w[i] updated from g[i] for i in [lo, hi). */
+/* Updates parameters lo..hi-1 of the buffer: w[k] and g[k] (k = 0..hi-lo-1) are parameter lo+k and its gradient
+ * (w and g point at the slice; the optimizer's state is indexed by the absolute position). */
 void tt_optim_apply(const tt_optim *o, float *w, const float *g, size_t lo, size_t hi);
 
 #ifdef __cplusplus

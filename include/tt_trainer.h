@@ -73,7 +73,6 @@ typedef struct tt_trainer {
     const tt_model *model;
     size_t shard_max; /* ceil(B / N): rows a tower must hold */
     float *h_params;  /* master variables (P) */
-    float *h_grad;    /* the summed gradient (P) */
     float **h_slots;  /* N gradient slots (P each), slot t written only by tower t */
     tt_optim opt;
     tt_tower *towers;

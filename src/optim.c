@@ -84,19 +84,20 @@ void tt_optim_begin_step(tt_optim *o)
 void tt_optim_apply(const tt_optim *o, float *restrict w, const float *restrict g, size_t lo, size_t hi)
 {
     const tt_optim_config *c = &o->cfg;
-    float *restrict m = o->m, *restrict v = o->v;
+    float *restrict m = o->m + lo, *restrict v = o->v ? o->v + lo : NULL;
+    const size_t n = hi - lo;
     switch (c->kind) {
     case TT_OPT_SGD:
         if (c->nesterov)
-            for (size_t i = lo; i < hi; i++) tt_sgd_elem(&w[i], &m[i], g[i], c->lr, c->momentum, 1);
+            for (size_t i = 0; i < n; i++) tt_sgd_elem(&w[i], &m[i], g[i], c->lr, c->momentum, 1);
         else
-            for (size_t i = lo; i < hi; i++) tt_sgd_elem(&w[i], &m[i], g[i], c->lr, c->momentum, 0);
+            for (size_t i = 0; i < n; i++) tt_sgd_elem(&w[i], &m[i], g[i], c->lr, c->momentum, 0);
         break;
     case TT_OPT_ADAM:
-        for (size_t i = lo; i < hi; i++) tt_adam_elem(&w[i], &m[i], &v[i], g[i], o->alpha, c->beta1, c->beta2, c->epsilon);
+        for (size_t i = 0; i < n; i++) tt_adam_elem(&w[i], &m[i], &v[i], g[i], o->alpha, c->beta1, c->beta2, c->epsilon);
         break;
     case TT_OPT_NADAM:
-        for (size_t i = lo; i < hi; i++)
+        for (size_t i = 0; i < n; i++)
             tt_nadam_elem(&w[i], &m[i], &v[i], g[i], c->lr, c->beta1, c->beta2, c->epsilon, o->cm, o->cg, o->cv);
         break;
     }

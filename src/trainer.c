@@ -200,10 +200,11 @@ static void tower_eval(tt_tower *tw)
 
 /* ---- host side: the run of steps ---------------------------------------------------------------------------- */
 
-enum { REDUCE_BLOCK = 2048 }; /* floats: 8 KiB per operand, so a block stays in L1 between the sum and the update */
+enum { REDUCE_BLOCK = 2048 }; /* floats: the summed block (8 KiB) lives in L1 between the sum and the update */
 
-/* Slice i of T of the buffer: sum the towers' slots in tower order into h_grad, block by block, and apply the
- * optimizer to each block. A fixed order makes the result independent of which tower finished first and of T. */
+/* Slice i of T of the buffer, block by block: sum the towers' slots in tower order into a block buffer on this
+ * thread's stack, then apply the optimizer to the block. The summed gradient never exists as a whole buffer, so
+ * it costs no memory traffic. A fixed order makes the result independent of which tower finished first and of T. */
 static void host_slice(tt_trainer *tr, int i, int T)
 {
     const size_t P = tr->model->n_params, N = tr->cfg.n_towers;
@@ -211,22 +212,24 @@ static void host_slice(tt_trainer *tr, int i, int T)
     size_t lo = (size_t)i * chunk, hi = lo + chunk;
     if (lo > P) lo = P;
     if (hi > P) hi = P;
-    const float *grad = N > 1 ? tr->h_grad : tr->h_slots[0]; /* one tower: its slot is the sum */
+    _Alignas(64) float block[REDUCE_BLOCK];
     double t_reduce = 0, t_update = 0, t = tt_now();
     for (size_t b = lo; b < hi; b += REDUCE_BLOCK) {
-        size_t e = b + REDUCE_BLOCK < hi ? b + REDUCE_BLOCK : hi;
+        size_t e = b + REDUCE_BLOCK < hi ? b + REDUCE_BLOCK : hi, len = e - b;
+        const float *grad = tr->h_slots[0] + b; /* one tower: its slot is the sum */
         if (N > 1) {
-            float *restrict g = tr->h_grad;
-            const float *restrict s0 = tr->h_slots[0];
-            const float *restrict s1 = tr->h_slots[1];
-            for (size_t k = b; k < e; k++) g[k] = s0[k] + s1[k];
+            float *restrict g = block;
+            const float *restrict s0 = tr->h_slots[0] + b;
+            const float *restrict s1 = tr->h_slots[1] + b;
+            for (size_t k = 0; k < len; k++) g[k] = s0[k] + s1[k];
             for (size_t w = 2; w < N; w++) {
-                const float *restrict sw = tr->h_slots[w];
-                for (size_t k = b; k < e; k++) g[k] += sw[k];
+                const float *restrict sw = tr->h_slots[w] + b;
+                for (size_t k = 0; k < len; k++) g[k] += sw[k];
             }
+            grad = block;
         }
         double t1 = tt_now();
-        tt_optim_apply(&tr->opt, tr->h_params, grad, b, e);
+        tt_optim_apply(&tr->opt, tr->h_params + b, grad, b, e);
         double t2 = tt_now();
         t_reduce += t1 - t;
         t_update += t2 - t1;
@@ -347,10 +350,9 @@ tt_status tt_trainer_init(tt_trainer *tr, const tt_model *m, const tt_trainer_co
                        N, cfg->batch);
     tr->shard_max = (cfg->batch + N - 1) / N;
     tr->h_params = (float *)tt_malloc(P * sizeof(float));
-    tr->h_grad = (float *)tt_malloc(P * sizeof(float));
     tr->h_slots = (float **)tt_calloc(N, sizeof(float *));
     tr->towers = (tt_tower *)tt_calloc(N, sizeof(tt_tower));
-    if (!tr->h_params || !tr->h_grad || !tr->h_slots || !tr->towers)
+    if (!tr->h_params || !tr->h_slots || !tr->towers)
         return tt_fail(err, TT_ERR_NOMEM, "out of host memory for %zu parameters", P);
     memcpy(tr->h_params, h_init_params, P * sizeof(float));
     tt_status s = tt_optim_init(&tr->opt, &cfg->optim, P, err);
@@ -384,7 +386,6 @@ void tt_trainer_free(tt_trainer *tr)
     }
     if (tr->model) tt_optim_free(&tr->opt);
     tt_free(tr->h_params);
-    tt_free(tr->h_grad);
     tt_free(tr->h_slots);
     tt_free(tr->towers);
     memset(tr, 0, sizeof *tr);
