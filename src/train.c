@@ -174,7 +174,7 @@ tt_status tt_run_on(const tt_run_config *c, const tt_dataset *train, const tt_da
     if (log) {
         fprintf(log,
                 "{\"event\":\"start\",\"version\":\"%s\",\"backend\":\"%s\",\"towers\":%zu,\"batch\":%zu,"
-                "\"epochs\":%zu,\"optimizer\":\"%s\",\"lr\":%.9g,\"base_lr\":%.9g,\"lr_scaling\":\"%s\","
+                "\"epochs\":%zu,\"optimizer\":\"%s\",\"lr\":%.7g,\"base_lr\":%.7g,\"lr_scaling\":\"%s\","
                 "\"seed\":%llu,\"train_samples\":%zu,\"val_samples\":%zu,\"test_samples\":%zu,\"params\":%zu,"
                 "\"model\":\"%s\"}\n",
                 TT_VERSION, ops->name, c->towers, c->batch, c->epochs, tt_optim_kind_name(tc.optim.kind),
