@@ -58,6 +58,12 @@ __global__ void k_fill(float *x, size_t n, float v)
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) x[i] = v;
 }
 
+__global__ void k_add(float *y, const float *x, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        y[i] = tt_add(y[i], x[i]);
+}
+
 __global__ void k_u8_to_f32(float *y, const uint8_t *x, size_t n, float scale)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
@@ -214,6 +220,23 @@ static void cu_sync(void *ctx)
     CUDA_CHECK(c, cudaStreamSynchronize(c->stream));
 }
 
+/* Peer copy on the destination's stream; cudaMemcpyPeerAsync stages through the host when peer access is off. */
+static void cu_peer_copy(void *ctx, void *d_dst, void *src_ctx, const void *d_src, size_t bytes)
+{
+    cuda_ctx *c = (cuda_ctx *)ctx, *s = (cuda_ctx *)src_ctx;
+    if (c->device == s->device)
+        CUDA_CHECK(c, cudaMemcpyAsync(d_dst, d_src, bytes, cudaMemcpyDeviceToDevice, c->stream));
+    else
+        CUDA_CHECK(c, cudaMemcpyPeerAsync(d_dst, c->device, d_src, s->device, bytes, c->stream));
+}
+
+static void cu_add(void *ctx, float *y, const float *x, size_t n)
+{
+    cuda_ctx *c = (cuda_ctx *)ctx;
+    k_add<<<blocks_for(n), kThreads, 0, c->stream>>>(y, x, n);
+    LAUNCH_CHECK(c);
+}
+
 /* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands, keep the leading dims. */
 static void cu_sgemm(void *ctx, int ta, int tb, size_t M, size_t N, size_t K, float alpha, const float *a, size_t lda,
                      const float *b, size_t ldb, float beta, float *cm, size_t ldc)
@@ -304,8 +327,10 @@ const tt_dev_ops tt_dev_cuda_ops = {
     cu_d2h,          /* d2h */
     cu_d2d,          /* d2d */
     cu_sync,         /* sync */
+    cu_peer_copy,    /* peer_copy */
     cu_sgemm,        /* sgemm */
     cu_fill,         /* fill */
+    cu_add,          /* add */
     cu_u8_to_f32,    /* u8_to_f32 */
     cu_bias_add,     /* bias_add */
     cu_col_sum,      /* col_sum */

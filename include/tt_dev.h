@@ -35,10 +35,15 @@ typedef struct tt_dev_ops {
     void (*d2h)(void *ctx, void *h_dst, const void *d_src, size_t bytes);
     void (*d2d)(void *ctx, void *d_dst, const void *d_src, size_t bytes);
     void (*sync)(void *ctx);
+    /* Copy from another tower's device memory (same backend) into this tower's, on this tower's stream. The source
+     * must be complete (its tower synced) before the call. CPU: memcpy between the towers' RAM; CUDA: peer copy. */
+    void (*peer_copy)(void *ctx, void *d_dst, void *src_ctx, const void *d_src, size_t bytes);
     /* C = alpha * op(A) * op(B) + beta * C, row-major; op(A) is M x K, op(B) is K x N. */
     void (*sgemm)(void *ctx, int trans_a, int trans_b, size_t M, size_t N, size_t K, float alpha, const float *d_a,
                   size_t lda, const float *d_b, size_t ldb, float beta, float *d_c, size_t ldc);
     void (*fill)(void *ctx, float *d_x, size_t n, float value);
+    /* y[i] = tt_add(y[i], x[i]). */
+    void (*add)(void *ctx, float *d_y, const float *d_x, size_t n);
     /* y[i] = x[i] * scale for raw bytes x (tt_pixel). */
     void (*u8_to_f32)(void *ctx, float *d_y, const uint8_t *d_x, size_t n, float scale);
     /* y[r,c] += b[c] for a (rows, cols) matrix. */
@@ -74,6 +79,8 @@ void tt_dev_h2d(tt_dev *dev, void *d_dst, const void *h_src, size_t bytes);
 void tt_dev_d2h(tt_dev *dev, void *h_dst, const void *d_src, size_t bytes);
 void tt_dev_d2d(tt_dev *dev, void *d_dst, const void *d_src, size_t bytes);
 void tt_dev_sync(tt_dev *dev);
+void tt_dev_peer_copy(tt_dev *dst, void *d_dst, tt_dev *src, const void *d_src, size_t bytes);
+void tt_dev_add(tt_dev *dev, float *d_y, const float *d_x, size_t n);
 void tt_dev_sgemm(tt_dev *dev, int trans_a, int trans_b, size_t M, size_t N, size_t K, float alpha, const float *d_a,
                   size_t lda, const float *d_b, size_t ldb, float beta, float *d_c, size_t ldc);
 void tt_dev_fill(tt_dev *dev, float *d_x, size_t n, float value);

@@ -22,6 +22,12 @@
 /* A raw unsigned-byte pixel to the model's input range ([0,1] with scale = 1/255). */
 TT_HD float tt_pixel(uint8_t p, float scale) { return (float)p * scale; }
 
+/* ---- reduction --------------------------------------------------------------------------------------------- */
+
+/* One addend of a gradient sum. Every placement (host, one device, all devices) adds the towers' gradients with this
+ * function in tower order, so they agree to the last bit. */
+TT_HD float tt_add(float acc, float x) { return acc + x; }
+
 /* ---- activations ------------------------------------------------------------------------------------------- */
 
 TT_HD float tt_relu(float x) { return x > 0.0f ? x : 0.0f; }

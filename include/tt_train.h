@@ -33,6 +33,8 @@ typedef struct tt_run_config {
     const char *log_json; /* NULL = none */
     tt_progress progress;
     int host_threads;     /* 0 = all CPUs */
+    tt_reduce reduce;     /* where the gradients are summed */
+    const char *trace;    /* Chrome trace-event file, or NULL */
     /* optional: called before every epoch (bench measures its GEMM floor there, interleaved with training) */
     tt_status (*before_epoch)(void *ctx, size_t epoch, tt_error *err);
     void *before_epoch_ctx;

@@ -1,14 +1,19 @@
 /* tt_trainer.h — the tower step: master variables and optimizer on the host, one persistent pthread per tower.
  *
  * One synchronous step over a global batch of B samples with N towers:
- *   1. the host splits the batch into N contiguous shards (sizes differ by at most 1) and wakes the towers;
- *   2. each tower pulls the master weights into its device memory (one copy), copies its shard's inputs in,
- *      runs forward and backward with the loss gradient scaled by 1/B, and pushes its gradient (one copy) into
- *      its own host slot;
- *   3. the host sums the slots in fixed tower order (so results do not depend on timing) and applies the
- *      optimizer to the master weights, both split across the host's cores.
+ *   1. the batch is split into N contiguous shards (sizes differ by at most 1);
+ *   2. each tower pulls the master weights into its device memory (one copy), copies its shard's inputs in, and
+ *      runs forward and backward with the loss gradient scaled by 1/B;
+ *   3. the gradients are summed in fixed tower order, where the reduction placement says:
+ *        cpu        each tower pushes its gradient into its own host slot; the host sums the slots;
+ *        device     tower 0 gathers the others' gradients into its device memory, sums them there and pushes the
+ *                   sum (TF's ReductionToOneDevice, MXNet's kvstore 'device');
+ *        allreduce  tower t gathers slice t of every tower's gradient, sums it and pushes that slice
+ *                   (reduce-scatter, then gather to the host): the work is spread instead of piled on one place;
+ *   4. the host applies the optimizer to the master weights, split across the host's cores.
  * Because every tower scales by the global 1/B, the sum is the gradient of the mean loss over the global batch:
- * N towers give the same weights as 1 tower, up to float rounding.
+ * N towers give the same weights as 1 tower, up to float rounding; and because every placement adds in the same
+ * tower order, all placements give bit-identical weights.
  * Not for: epochs, shuffling or printing (train.c). */
 #ifndef TT_TRAINER_H
 #define TT_TRAINER_H
@@ -25,32 +30,45 @@
 extern "C" {
 #endif
 
+typedef enum { TT_REDUCE_CPU, TT_REDUCE_DEVICE, TT_REDUCE_ALLREDUCE } tt_reduce;
+
+int tt_reduce_parse(const char *name, tt_reduce *r); /* -1 for an unknown name */
+const char *tt_reduce_name(tt_reduce r);
+
 typedef struct tt_trainer_config {
     const tt_dev_ops *ops; /* backend */
     int n_devices;         /* devices the backend sees; tower t uses device t % n_devices */
     size_t n_towers;       /* N */
     size_t batch;          /* B: global batch (the largest step this trainer will be given) */
     tt_optim_config optim;
+    tt_reduce reduce;      /* where the gradients are summed */
     int host_threads;      /* host crew for reduce + update; 0 = number of CPUs */
 } tt_trainer_config;
 
-/* Where one tower's step time went (seconds). */
-typedef struct tt_tower_times {
-    double pull;    /* master weights host -> device */
-    double data;    /* gather the shard's rows + copy them host -> device */
-    double compute; /* forward + loss + backward */
-    double push;    /* gradient (and per-row stats) device -> host slot */
-} tt_tower_times;
+/* One tower's step in absolute clock times (tt_now seconds) and bytes: the ledger and the trace read these.
+ * A phase that did not happen has equal start and end. */
+typedef struct tt_tower_ledger {
+    double pull0, pull1;     /* master weights host -> device */
+    double data1;            /* shard's rows gathered and copied in (from pull1) */
+    double compute1;         /* forward + loss + backward (from data1) */
+    double push0, push1;     /* gradient (or its reduced slice) device -> host */
+    double reduce0, reduce1; /* device-side reduction: peer copies + adds (device, allreduce) */
+    double wait;             /* seconds spent at barriers waiting for other towers */
+    size_t rows;
+    uint64_t bytes_pull, bytes_data, bytes_push, bytes_reduce;
+} tt_tower_ledger;
 
-/* Where one step's time went, seen from the host. Tower phases are means over towers. */
+/* Where one step's time went: a partition of the step's wall time. Tower phases are means over towers. */
 typedef struct tt_step_times {
-    tt_tower_times tower; /* mean over towers */
-    double launch;        /* mean time from the start of the step to a tower starting work */
-    double wait;          /* mean time a finished tower sat at the barrier waiting for the slowest one */
-    double towers;        /* wall time from the start of the step to the last push (barrier A) */
-    double reduce;        /* summing the slots */
-    double update;        /* optimizer */
+    double launch;  /* step start -> tower starts work */
+    double pull, data, compute, push;
+    double wait;    /* a finished tower waiting for the slowest at the barrier after the tower phase */
+    double towers;  /* wall: step start -> every tower done (launch+pull+data+compute+push+wait) */
+    double reduce;  /* wall: the reduction (host sum for cpu; device gather+sum+push otherwise) */
+    double update;  /* wall: the optimizer on the host */
     double total;
+    /* host-side timestamps of the reduction and the update (crew thread 0), for the trace */
+    double reduce0, reduce1, update0, update1, step0, step1;
 } tt_step_times;
 
 typedef struct tt_step_result {
@@ -77,7 +95,7 @@ typedef struct tt_trainer {
     tt_optim opt;
     tt_tower *towers;
     tt_pool crew;     /* max(N, host threads) threads; thread t < N is tower t */
-    tt_barrier bar_push, bar_update;
+    tt_barrier bar_push, bar_reduce, bar_update;
     int crew_up, bars_up;
     int job;          /* what the crew does when woken */
     /* the current job */
@@ -87,8 +105,11 @@ typedef struct tt_trainer {
     tt_step_result *results; /* steps: one per step */
     size_t cur_step;
     atomic_size_t steps_done;
+    tt_tower_ledger *ledger; /* steps: N per step, may be NULL */
     double t_step;           /* clock at the start of the current step */
-    double t_reduce, t_update; /* this step's host slice 0 */
+    double t_reduce0, t_reduce1, t_update0, t_update1; /* this step's host slice 0 */
+    double t_towers_done;    /* release of the barrier after the tower phase */
+    float *h_grad;           /* device / allreduce: the reduced gradient pushed by the towers (P) */
     uint64_t steps;          /* steps applied since init */
 } tt_trainer;
 
@@ -97,9 +118,10 @@ tt_status tt_trainer_init(tt_trainer *tr, const tt_model *m, const tt_trainer_co
 void tt_trainer_free(tt_trainer *tr); /* accepts a half-built trainer */
 
 /* Starts ceil(n / B) synchronous steps over samples idx[0..n) of ds, batch after batch (the last may be
- * partial), and returns at once; results[k] describes step k once tt_trainer_wait has reported it done. */
+ * partial), and returns at once; results[k] describes step k once tt_trainer_wait has reported it done, and
+ * ledger[k * N + t] (if ledger is not NULL) tower t's part of it. */
 tt_status tt_trainer_start_steps(tt_trainer *tr, const tt_dataset *ds, const uint32_t *idx, size_t n,
-                                 tt_step_result *results, size_t n_results, tt_error *err);
+                                 tt_step_result *results, size_t n_results, tt_tower_ledger *ledger, tt_error *err);
 
 /* Waits up to timeout_s (< 0: until done) for the started steps; returns 1 when all are done. *steps_done (may
  * be NULL) says how many steps have finished so far. */

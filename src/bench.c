@@ -282,7 +282,7 @@ int tt_cmd_bench(int argc, char **argv)
         double k = 1e3 / (double)steps;
         printf("       last epoch, ms per step: launch %.3f pull %.3f data %.3f compute %.3f push %.3f wait %.3f "
                "reduce %.3f update %.3f total %.3f\n",
-               k * sp->launch, k * sp->tower.pull, k * sp->tower.data, k * sp->tower.compute, k * sp->tower.push,
+               k * sp->launch, k * sp->pull, k * sp->data, k * sp->compute, k * sp->push,
                k * sp->wait, k * sp->reduce, k * sp->update, k * sp->total);
         fflush(stdout);
     }

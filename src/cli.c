@@ -54,7 +54,11 @@ void tt_cli_train_help(FILE *f)
             "  --test-samples N      test on the first N test samples only [all]\n"
             "  --log-json FILE       JSON lines: a start object, one per epoch, one for the test set\n"
             "  --progress MODE       auto | bar | lines | quiet [auto: a bar on a terminal]\n"
-            "  --host-threads N      host threads for the gradient sum and the optimizer [CPUs]\n",
+            "  --host-threads N      host threads for the gradient sum and the optimizer [CPUs]\n"
+            "  --reduce PLACE        where gradients are summed: cpu (host sums the towers' slots), device (tower 0\n"
+            "                        gathers and sums, like ReductionToOneDevice), allreduce (each tower sums one\n"
+            "                        slice: reduce-scatter, then gather to the host) [cpu]\n"
+            "  --trace FILE          Chrome trace-event JSON of every step (open in Perfetto or chrome://tracing)\n",
             tt_backend_list());
 }
 
@@ -63,7 +67,7 @@ static int takes_value(const char *opt)
     static const char *valued[] = {"--data", "--model", "--device", "--towers", "--batch", "--epochs",
                                    "--optimizer", "--lr", "--lr-scaling", "--momentum", "--seed", "--val-samples",
                                    "--train-samples", "--test-samples", "--log-json", "--progress",
-                                   "--host-threads", NULL};
+                                   "--host-threads", "--reduce", "--trace", NULL};
     for (const char **v = valued; *v; v++)
         if (strcmp(opt, *v) == 0) return 1;
     return 0;
@@ -145,6 +149,12 @@ tt_status tt_cli_parse_train(int argc, char **argv, int first, tt_run_config *c,
             else if (strcmp(value, "lines") == 0) c->progress = TT_PROGRESS_LINES;
             else if (strcmp(value, "quiet") == 0) c->progress = TT_PROGRESS_QUIET;
             else s = tt_fail(err, TT_ERR_ARG, "--progress: '%s' is not auto, bar, lines or quiet", value);
+        } else if (strcmp(name, "--reduce") == 0) {
+            if (tt_reduce_parse(value, &c->reduce))
+                s = tt_fail(err, TT_ERR_ARG, "--reduce: '%s' is not cpu, device or allreduce", value);
+        } else if (strcmp(name, "--trace") == 0) {
+            if (!*value) s = tt_fail(err, TT_ERR_ARG, "--trace: empty file name");
+            c->trace = value;
         } else if (strcmp(name, "--host-threads") == 0) {
             size_t n;
             s = tt_cli_size(name, value, 1, 256, &n, err);

@@ -84,6 +84,24 @@ void tt_dev_d2d(tt_dev *dev, void *d_dst, const void *d_src, size_t bytes)
 
 void tt_dev_sync(tt_dev *dev) { dev->ops->sync(dev->ctx); }
 
+void tt_dev_peer_copy(tt_dev *dst, void *d_dst, tt_dev *src, const void *d_src, size_t bytes)
+{
+    if (bytes == 0) return;
+    TT_ASSERT(d_dst && d_src && dst->ops == src->ops);
+    if (dst == src) {
+        tt_dev_d2d(dst, d_dst, d_src, bytes);
+        return;
+    }
+    dst->ops->peer_copy(dst->ctx, d_dst, src->ctx, d_src, bytes);
+}
+
+void tt_dev_add(tt_dev *dev, float *d_y, const float *d_x, size_t n)
+{
+    if (n == 0) return;
+    TT_ASSERT(d_y && d_x);
+    dev->ops->add(dev->ctx, d_y, d_x, n);
+}
+
 void tt_dev_sgemm(tt_dev *dev, int trans_a, int trans_b, size_t M, size_t N, size_t K, float alpha, const float *d_a,
                   size_t lda, const float *d_b, size_t ldb, float beta, float *d_c, size_t ldc)
 {

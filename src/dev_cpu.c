@@ -50,6 +50,19 @@ static void cpu_copy(void *ctx, void *dst, const void *src, size_t bytes)
 
 static void cpu_sync(void *ctx) { (void)ctx; }
 
+static void cpu_peer_copy(void *ctx, void *dst, void *src_ctx, const void *src, size_t bytes)
+{
+    (void)ctx;
+    (void)src_ctx;
+    memcpy(dst, src, bytes);
+}
+
+static void cpu_add(void *ctx, float *restrict y, const float *restrict x, size_t n)
+{
+    (void)ctx;
+    for (size_t i = 0; i < n; i++) y[i] = tt_add(y[i], x[i]);
+}
+
 static void cpu_sgemm(void *ctx, int ta, int tb, size_t M, size_t N, size_t K, float alpha, const float *a,
                       size_t lda, const float *b, size_t ldb, float beta, float *c, size_t ldc)
 {
@@ -126,8 +139,10 @@ const tt_dev_ops tt_dev_cpu_ops = {
     .d2h = cpu_copy,
     .d2d = cpu_copy,
     .sync = cpu_sync,
+    .peer_copy = cpu_peer_copy,
     .sgemm = cpu_sgemm,
     .fill = cpu_fill,
+    .add = cpu_add,
     .u8_to_f32 = cpu_u8_to_f32,
     .bias_add = cpu_bias_add,
     .col_sum = cpu_col_sum,

@@ -6,6 +6,7 @@
 
 #include "tt_backend.h"
 #include "tt_blas.h"
+#include "tt_ledger.h"
 #include "tt_rng.h"
 #include "tt_train.h"
 
@@ -23,31 +24,7 @@ void tt_run_config_defaults(tt_run_config *c)
     c->seed = 1;
     c->val_samples = 10000;
     c->progress = TT_PROGRESS_AUTO;
-}
-
-/* ---- JSON output ------------------------------------------------------------------------------------------- */
-
-static void json_num(FILE *f, const char *key, double v, int comma)
-{
-    if (isfinite(v))
-        fprintf(f, "\"%s\":%.9g%s", key, v, comma ? "," : "");
-    else
-        fprintf(f, "\"%s\":null%s", key, comma ? "," : "");
-}
-
-static void json_split(FILE *f, const tt_step_times *s)
-{
-    fprintf(f, "\"split\":{");
-    json_num(f, "pull", s->tower.pull, 1);
-    json_num(f, "data", s->tower.data, 1);
-    json_num(f, "compute", s->tower.compute, 1);
-    json_num(f, "push", s->tower.push, 1);
-    json_num(f, "launch", s->launch, 1);
-    json_num(f, "wait", s->wait, 1);
-    json_num(f, "reduce", s->reduce, 1);
-    json_num(f, "update", s->update, 1);
-    json_num(f, "reduce_update", s->reduce + s->update, 0);
-    fprintf(f, "}");
+    c->reduce = TT_REDUCE_CPU;
 }
 
 /* ---- console ----------------------------------------------------------------------------------------------- */
@@ -69,23 +46,13 @@ static void print_bar(FILE *out, size_t step, size_t steps, double elapsed, doub
     }
 }
 
-static void split_percent(FILE *out, const tt_step_times *s)
-{
-    double total = s->total > 0 ? s->total : 1;
-    fprintf(out, "  step split: launch %.0f%% | pull %.0f%% | data %.0f%% | compute %.0f%% | push %.0f%% | wait %.0f%% | "
-                 "reduce %.0f%% | update %.0f%% | other %.0f%%\n",
-            100 * s->launch / total, 100 * s->tower.pull / total, 100 * s->tower.data / total,
-            100 * s->tower.compute / total, 100 * s->tower.push / total, 100 * s->wait / total, 100 * s->reduce / total, 100 * s->update / total,
-            100 * fmax(0.0, total - s->towers - s->reduce - s->update) / total);
-}
-
 static void add_times(tt_step_times *a, const tt_step_times *b)
 {
-    a->tower.pull += b->tower.pull;
-    a->tower.data += b->tower.data;
-    a->tower.compute += b->tower.compute;
-    a->tower.push += b->tower.push;
     a->launch += b->launch;
+    a->pull += b->pull;
+    a->data += b->data;
+    a->compute += b->compute;
+    a->push += b->push;
     a->wait += b->wait;
     a->towers += b->towers;
     a->reduce += b->reduce;
@@ -127,6 +94,7 @@ tt_status tt_run_on(const tt_run_config *c, const tt_dataset *train, const tt_da
     tc.batch = c->batch;
     tc.optim = c->optim;
     tc.host_threads = c->host_threads;
+    tc.reduce = c->reduce;
     if (c->lr_scaling == TT_LR_LINEAR) tc.optim.lr = c->optim.lr * (float)c->towers;
 
     float *h_init = (float *)tt_malloc(model->n_params * sizeof(float));
@@ -134,10 +102,13 @@ tt_status tt_run_on(const tt_run_config *c, const tt_dataset *train, const tt_da
     const size_t steps = (train->n + c->batch - 1) / c->batch;
     double *step_secs = (double *)tt_malloc(steps * sizeof(double));
     tt_step_result *results = (tt_step_result *)tt_calloc(steps, sizeof(tt_step_result));
+    tt_tower_ledger *ledger = (tt_tower_ledger *)tt_calloc(steps * c->towers, sizeof(tt_tower_ledger));
+    tt_trace trace;
+    memset(&trace, 0, sizeof trace);
     tt_trainer tr;
     memset(&tr, 0, sizeof tr);
     FILE *log = NULL;
-    if (!h_init || !idx || !step_secs || !results) {
+    if (!h_init || !idx || !step_secs || !results || !ledger) {
         s = tt_fail(err, TT_ERR_NOMEM, "out of memory");
         goto done;
     }
@@ -151,9 +122,11 @@ tt_status tt_run_on(const tt_run_config *c, const tt_dataset *train, const tt_da
     }
 
     if (out) {
-        fprintf(out, "towertrain %s | backend %s (%d device%s) | %zu tower%s | batch %zu (shards of %zu..%zu)\n",
+        fprintf(out,
+                "towertrain %s | backend %s (%d device%s) | %zu tower%s | batch %zu (shards of %zu..%zu) | "
+                "--reduce %s\n",
                 TT_VERSION, ops->name, n_devices, n_devices == 1 ? "" : "s", c->towers, c->towers == 1 ? "" : "s",
-                c->batch, c->batch / c->towers, (c->batch + c->towers - 1) / c->towers);
+                c->batch, c->batch / c->towers, (c->batch + c->towers - 1) / c->towers, tt_reduce_name(c->reduce));
         fprintf(out, "BLAS: %s\n", tt_blas_describe());
         fprintf(out, "data: %s | %zu train, %zu validation, %zu test | %zux%zu, %zu classes\n", c->data, train->n,
                 val->n, test->n, train->rows, train->cols, train->n_classes);
@@ -176,16 +149,18 @@ tt_status tt_run_on(const tt_run_config *c, const tt_dataset *train, const tt_da
                 "{\"event\":\"start\",\"version\":\"%s\",\"backend\":\"%s\",\"towers\":%zu,\"batch\":%zu,"
                 "\"epochs\":%zu,\"optimizer\":\"%s\",\"lr\":%.7g,\"base_lr\":%.7g,\"lr_scaling\":\"%s\","
                 "\"seed\":%llu,\"train_samples\":%zu,\"val_samples\":%zu,\"test_samples\":%zu,\"params\":%zu,"
-                "\"model\":\"%s\"}\n",
+                "\"model\":\"%s\",\"reduce\":\"%s\"}\n",
                 TT_VERSION, ops->name, c->towers, c->batch, c->epochs, tt_optim_kind_name(tc.optim.kind),
                 (double)tc.optim.lr, (double)c->optim.lr, c->lr_scaling == TT_LR_LINEAR ? "linear" : "none",
                 (unsigned long long)c->seed, train->n, val->n, test->n, model->n_params,
-                strcmp(c->model, "mlp") == 0 ? "mlp" : "file");
+                strcmp(c->model, "mlp") == 0 ? "mlp" : "file", tt_reduce_name(c->reduce));
         fflush(log);
     }
 
     s = tt_trainer_init(&tr, model, &tc, h_init, err);
     if (s) goto done;
+    if (c->trace && (s = tt_trace_open(&trace, c->trace, c->towers, ops->name, tt_reduce_name(c->reduce), err)))
+        goto done;
 
     int bar = c->progress == TT_PROGRESS_BAR || (c->progress == TT_PROGRESS_AUTO && out && isatty(fileno(out)));
     if (c->progress == TT_PROGRESS_QUIET) out = NULL;
@@ -204,7 +179,7 @@ tt_status tt_run_on(const tt_run_config *c, const tt_dataset *train, const tt_da
         double loss_sum = 0, e0 = tt_now();
         size_t top1 = 0, top5 = 0, seen = 0;
         if (epoch == 1) allocs_mark = tt_alloc_count() + tt_trainer_device_allocs(&tr);
-        s = tt_trainer_start_steps(&tr, train, idx, train->n, results, steps, err);
+        s = tt_trainer_start_steps(&tr, train, idx, train->n, results, steps, ledger, err);
         if (s) goto done;
         size_t drawn = 0, done_steps = 0;
         while (!tt_trainer_wait(&tr, bar ? 0.1 : -1, &done_steps)) {
@@ -236,8 +211,16 @@ tt_status tt_run_on(const tt_run_config *c, const tt_dataset *train, const tt_da
         es.loss = loss_sum / (double)seen;
         es.accuracy = (double)top1 / (double)seen;
         es.top5 = (double)top5 / (double)seen;
+        double v0 = tt_now();
         s = tt_trainer_evaluate(&tr, val, &es.val, err);
         if (s) goto done;
+        if (trace.f) {
+            char name[32];
+            snprintf(name, sizeof name, "epoch %zu", epoch);
+            tt_trace_span(&trace, name, e0, e0 + es.seconds);
+            tt_trace_span(&trace, "validation", v0, tt_now());
+            tt_trace_steps(&trace, results, ledger, steps);
+        }
         if (out) {
             if (bar)
                 print_bar(out, steps, steps, es.seconds, 0, 0, 1);
@@ -249,20 +232,25 @@ tt_status tt_run_on(const tt_run_config *c, const tt_dataset *train, const tt_da
                 fprintf(out, " - val_loss: %.4f - val_accuracy: %.4f - val_top5: %.4f", es.val.loss, es.val.accuracy,
                         es.val.top5);
             fprintf(out, "%s\n", bar ? "\033[K" : "");
-            split_percent(out, &es.split);
+            tt_ledger_split_line(out, &es.split);
             fflush(out);
         }
         if (log) {
             fprintf(log, "{\"event\":\"epoch\",\"epoch\":%zu,\"steps\":%zu,\"samples\":%zu,", epoch, steps, seen);
-            json_num(log, "seconds", es.seconds, 1);
-            json_num(log, "loss", es.loss, 1);
-            json_num(log, "accuracy", es.accuracy, 1);
-            json_num(log, "top5", es.top5, 1);
-            json_num(log, "val_loss", val->n ? es.val.loss : NAN, 1);
-            json_num(log, "val_accuracy", val->n ? es.val.accuracy : NAN, 1);
-            json_num(log, "val_top5", val->n ? es.val.top5 : NAN, 1);
-            json_split(log, &es.split);
-            fprintf(log, "}\n");
+            tt_json_num(log, "seconds", es.seconds, 1);
+            tt_json_num(log, "loss", es.loss, 1);
+            tt_json_num(log, "accuracy", es.accuracy, 1);
+            tt_json_num(log, "top5", es.top5, 1);
+            tt_json_num(log, "val_loss", val->n ? es.val.loss : NAN, 1);
+            tt_json_num(log, "val_accuracy", val->n ? es.val.accuracy : NAN, 1);
+            tt_json_num(log, "val_top5", val->n ? es.val.top5 : NAN, 1);
+            tt_json_num(log, "step_median", es.step_median, 1);
+            char verdict[128];
+            tt_ledger_verdict(&es.split, verdict, sizeof verdict);
+            fprintf(log, "\"verdict\":\"%s\",\"split\":{", verdict);
+            tt_ledger_json_split(log, &es.split);
+            fprintf(log, "}}\n");
+            tt_ledger_json_steps(log, epoch, results, ledger, steps, c->towers);
             fflush(log);
         }
         if (epoch <= sizeof res->epochs / sizeof res->epochs[0]) res->epochs[epoch - 1] = es;
@@ -277,9 +265,9 @@ tt_status tt_run_on(const tt_run_config *c, const tt_dataset *train, const tt_da
                 res->test.accuracy, res->test.top5);
     if (log && test->n) {
         fprintf(log, "{\"event\":\"test\",\"samples\":%zu,", res->test.n);
-        json_num(log, "loss", res->test.loss, 1);
-        json_num(log, "accuracy", res->test.accuracy, 1);
-        json_num(log, "top5", res->test.top5, 0);
+        tt_json_num(log, "loss", res->test.loss, 1);
+        tt_json_num(log, "accuracy", res->test.accuracy, 1);
+        tt_json_num(log, "top5", res->test.top5, 0);
         fprintf(log, "}\n");
     }
     res->n_params = model->n_params;
@@ -287,11 +275,16 @@ tt_status tt_run_on(const tt_run_config *c, const tt_dataset *train, const tt_da
     if (res->final_params) memcpy(res->final_params, tr.h_params, model->n_params * sizeof(float));
 
 done:
+    if (trace.f) {
+        tt_status ts = tt_trace_close(&trace, c->trace, s ? NULL : err);
+        if (!s) s = ts;
+    }
     if (log && fclose(log) != 0 && s == TT_OK) s = tt_fail(err, TT_ERR_IO, "--log-json %s: write failed", c->log_json);
     tt_trainer_free(&tr);
     tt_free(idx);
     tt_free(step_secs);
     tt_free(results);
+    tt_free(ledger);
     tt_free(h_init);
     tt_free(model);
     return s;

@@ -4,21 +4,38 @@
  * its device in the INIT job, allocates everything it will ever need there, and releases it in the FREE job.
  * A STEPS job runs a run of steps with no help from the caller:
  *
- *     towers:   pull -> data -> forward/backward -> push          (threads >= N just arrive)
- *     barrier A (its last thread aggregates the step's statistics and starts the optimizer's step)
- *     everyone: sum the slots of one slice of the buffer in tower order, apply the optimizer to that slice
+ *     towers:   pull -> data -> forward/backward [-> push to own slot: cpu]      (threads >= N just arrive)
+ *     barrier A (its last thread aggregates the tower phase and starts the optimizer's step)
+ *     towers:   device: tower 0 gathers + sums + pushes; allreduce: tower t does slice t     (not for cpu)
+ *     barrier R (device, allreduce only)
+ *     everyone: one slice of the buffer: [sum the slots in tower order: cpu] + the optimizer
  *     barrier B (its last thread stamps the step's time)
  *
  * The slices are host work on host memory: the tower threads double as the host's cores once their device work
- * is pushed, as a CPU device's thread pool would in TensorFlow. The barriers spin briefly before sleeping when
- * every thread has a core, so a step costs no thread wake-ups; the caller is woken once per run of steps.
+ * is done, as a CPU device's thread pool would in TensorFlow. The barriers spin briefly before sleeping when every
+ * thread has a core, so a step costs no thread wake-ups; the caller is woken once per run of steps.
  * No allocation happens after INIT: buffers are sized for the largest shard (ceil(B/N) rows). */
 #include <math.h>
 #include <string.h>
 
+#include "tt_math.h"
 #include "tt_trainer.h"
 
 enum { JOB_INIT, JOB_STEPS, JOB_EVAL, JOB_FREE };
+
+int tt_reduce_parse(const char *name, tt_reduce *r)
+{
+    if (strcmp(name, "cpu") == 0) *r = TT_REDUCE_CPU;
+    else if (strcmp(name, "device") == 0) *r = TT_REDUCE_DEVICE;
+    else if (strcmp(name, "allreduce") == 0) *r = TT_REDUCE_ALLREDUCE;
+    else return -1;
+    return 0;
+}
+
+const char *tt_reduce_name(tt_reduce r)
+{
+    return r == TT_REDUCE_CPU ? "cpu" : r == TT_REDUCE_DEVICE ? "device" : "allreduce";
+}
 
 struct tt_tower {
     int id;
@@ -33,6 +50,9 @@ struct tt_tower {
     int32_t *d_labels;  /* (rows) */
     float *d_stats;     /* (rows, 2): loss, rank */
     uint8_t *d_x8;      /* (rows, D) raw pixels, scaled into d_act[0] on the device */
+    float *d_recv;      /* device: tower 0, (P); allreduce: every tower, (S) — a peer's gradient (slice) */
+    float *d_acc;       /* allreduce: (S) this tower's slice of the sum */
+    size_t slice_lo, slice_n; /* allreduce: this tower's slice [slice_lo, slice_lo + slice_n) of the buffer */
     /* host staging (pinned on a GPU backend) */
     uint8_t *h_x;       /* (rows, D) raw pixels */
     int32_t *h_labels;  /* (rows) */
@@ -41,8 +61,7 @@ struct tt_tower {
     size_t lo, rows;     /* step: shard = idx[lo .. lo+rows); eval: samples [lo, lo+rows) */
     double loss_sum;
     size_t top1, top5;
-    tt_tower_times t;
-    double t_start, t_end; /* clock at the start and end of this step's work */
+    tt_tower_ledger led; /* this step */
     tt_status status;
     tt_error err;
 };
@@ -82,7 +101,24 @@ static tt_status tower_alloc(tt_tower *tw)
     ok = ok && (tw->h_x = (uint8_t *)tt_dev_host_alloc(&tw->dev, R * m->input_dim));
     ok = ok && (tw->h_labels = (int32_t *)tt_dev_host_alloc(&tw->dev, R * sizeof(int32_t)));
     ok = ok && (tw->h_stats = (float *)tt_dev_host_alloc(&tw->dev, 2 * R * sizeof(float)));
-    ok = ok && (tr->h_slots[tw->id] = (float *)tt_dev_host_alloc(&tw->dev, P * sizeof(float)));
+    switch (tr->cfg.reduce) {
+    case TT_REDUCE_CPU:
+        ok = ok && (tr->h_slots[tw->id] = (float *)tt_dev_host_alloc(&tw->dev, P * sizeof(float)));
+        break;
+    case TT_REDUCE_DEVICE:
+        if (tw->id == 0) ok = ok && (tw->d_recv = tt_dev_alloc_f32(&tw->dev, P));
+        break;
+    case TT_REDUCE_ALLREDUCE: {
+        /* slices of 16-float multiples so every slice starts 64-byte aligned */
+        const size_t N = tr->cfg.n_towers, S = ((P + N - 1) / N + 15) & ~(size_t)15;
+        tw->slice_lo = (size_t)tw->id * S < P ? (size_t)tw->id * S : P;
+        tw->slice_n = tw->slice_lo + S < P ? S : P - tw->slice_lo;
+        ok = ok && (tw->d_recv = tt_dev_alloc_f32(&tw->dev, S)) && (tw->d_acc = tt_dev_alloc_f32(&tw->dev, S));
+        break;
+    }
+    }
+    if (tw->id == 0 && tr->cfg.reduce != TT_REDUCE_CPU)
+        ok = ok && (tr->h_grad = (float *)tt_dev_host_alloc(&tw->dev, P * sizeof(float)));
     if (!ok)
         return tt_fail(&tw->err, TT_ERR_NOMEM, "out of device memory for a %zu-row shard of a %zu-parameter model",
                        R, P);
@@ -111,6 +147,12 @@ static void tower_release(tt_tower *tw)
     tt_dev_host_free(&tw->dev, tw->h_stats);
     tt_dev_host_free(&tw->dev, tr->h_slots[tw->id]);
     tr->h_slots[tw->id] = NULL;
+    tt_dev_dfree(&tw->dev, tw->d_recv);
+    tt_dev_dfree(&tw->dev, tw->d_acc);
+    if (tw->id == 0) {
+        tt_dev_host_free(&tw->dev, tr->h_grad);
+        tr->h_grad = NULL;
+    }
     tt_dev_free(&tw->dev);
 }
 
@@ -165,17 +207,75 @@ static void tower_step(tt_tower *tw, const uint32_t *idx, size_t n)
     }
     tt_dev_sync(dev);
     double t3 = tt_now();
-    tt_dev_d2h(dev, tr->h_slots[tw->id], tw->d_grads, P * sizeof(float));
+    const int push_grad = tr->cfg.reduce == TT_REDUCE_CPU;
+    if (push_grad) tt_dev_d2h(dev, tr->h_slots[tw->id], tw->d_grads, P * sizeof(float));
     tt_dev_d2h(dev, tw->h_stats, tw->d_stats, 2 * B * sizeof(float));
     tt_dev_sync(dev);
     double t4 = tt_now();
     tower_count_stats(tw, B);
-    tw->t.pull = t1 - t0;
-    tw->t.data = t2 - t1;
-    tw->t.compute = t3 - t2;
-    tw->t.push = t4 - t3;
-    tw->t_start = t0;
-    tw->t_end = t4;
+    tt_tower_ledger *l = &tw->led;
+    memset(l, 0, sizeof *l);
+    l->pull0 = t0;
+    l->pull1 = t1;
+    l->data1 = t2;
+    l->compute1 = t3;
+    l->push0 = t3;
+    l->push1 = t4;
+    l->reduce0 = l->reduce1 = t4;
+    l->rows = B;
+    l->bytes_pull = P * sizeof(float);
+    l->bytes_data = B * (m->input_dim + sizeof(int32_t));
+    l->bytes_push = (push_grad ? P * sizeof(float) : 0) + 2 * B * sizeof(float);
+}
+
+/* Device-side reduction after every tower has finished its backward pass (barrier A).
+ * device:    tower 0 copies each other tower's gradient into d_recv and adds it to its own, in tower order, then
+ *            pushes the sum to the host (TF's ReductionToOneDevice).
+ * allreduce: tower t takes slice t: it starts from tower 0's slice and adds towers 1..N-1 in order (peer copies
+ *            for the others' slices, its own read in place), then pushes its slice of the sum (reduce-scatter, then
+ *            gather to the host). Same additions in the same order as the host's sum: the results are identical. */
+static void tower_reduce(tt_tower *tw)
+{
+    tt_trainer *tr = tw->tr;
+    const size_t N = tr->cfg.n_towers, P = tr->model->n_params;
+    tt_tower_ledger *l = &tw->led;
+    double t0 = tt_now();
+    if (tr->cfg.reduce == TT_REDUCE_DEVICE) {
+        if (tw->id != 0) return;
+        for (size_t u = 1; u < N; u++) {
+            tt_dev_peer_copy(&tw->dev, tw->d_recv, &tr->towers[u].dev, tr->towers[u].d_grads, P * sizeof(float));
+            tt_dev_add(&tw->dev, tw->d_grads, tw->d_recv, P);
+        }
+        tt_dev_sync(&tw->dev);
+        double t1 = tt_now();
+        tt_dev_d2h(&tw->dev, tr->h_grad, tw->d_grads, P * sizeof(float));
+        tt_dev_sync(&tw->dev);
+        l->bytes_reduce = (N - 1) * P * sizeof(float);
+        l->bytes_push += P * sizeof(float);
+        l->reduce0 = t0;
+        l->reduce1 = l->push0 = t1;
+        l->push1 = tt_now();
+        return;
+    }
+    const size_t lo = tw->slice_lo, n = tw->slice_n, bytes = n * sizeof(float);
+    tt_dev_peer_copy(&tw->dev, tw->d_acc, &tr->towers[0].dev, tr->towers[0].d_grads + lo, bytes);
+    for (size_t u = 1; u < N; u++) {
+        const float *d_src = tr->towers[u].d_grads + lo;
+        if (u != (size_t)tw->id) {
+            tt_dev_peer_copy(&tw->dev, tw->d_recv, &tr->towers[u].dev, d_src, bytes);
+            d_src = tw->d_recv;
+        }
+        tt_dev_add(&tw->dev, tw->d_acc, d_src, n);
+    }
+    tt_dev_sync(&tw->dev);
+    double t1 = tt_now();
+    tt_dev_d2h(&tw->dev, tr->h_grad + lo, tw->d_acc, bytes);
+    tt_dev_sync(&tw->dev);
+    l->bytes_reduce = (N - 1) * bytes; /* slices of the N - 1 other towers crossed into this tower's memory */
+    l->bytes_push += bytes;
+    l->reduce0 = t0;
+    l->reduce1 = l->push0 = t1;
+    l->push1 = tt_now();
 }
 
 static void tower_eval(tt_tower *tw)
@@ -202,9 +302,10 @@ static void tower_eval(tt_tower *tw)
 
 enum { REDUCE_BLOCK = 2048 }; /* floats: the summed block (8 KiB) lives in L1 between the sum and the update */
 
-/* Slice i of T of the buffer, block by block: sum the towers' slots in tower order into a block buffer on this
- * thread's stack, then apply the optimizer to the block. The summed gradient never exists as a whole buffer, so
- * it costs no memory traffic. A fixed order makes the result independent of which tower finished first and of T. */
+/* Slice i of T of the buffer, block by block. cpu placement: sum the towers' slots in tower order into a block
+ * buffer on this thread's stack, then apply the optimizer to the block — the summed gradient never exists as a
+ * whole buffer, so it costs no memory traffic. Other placements: the towers already pushed the sum into h_grad.
+ * A fixed order makes the result independent of which tower finished first and of T. */
 static void host_slice(tt_trainer *tr, int i, int T)
 {
     const size_t P = tr->model->n_params, N = tr->cfg.n_towers;
@@ -213,18 +314,18 @@ static void host_slice(tt_trainer *tr, int i, int T)
     if (lo > P) lo = P;
     if (hi > P) hi = P;
     _Alignas(64) float block[REDUCE_BLOCK];
-    double t_reduce = 0, t_update = 0, t = tt_now();
+    const int host_sum = tr->cfg.reduce == TT_REDUCE_CPU;
+    double t_reduce = 0, t_update = 0, t_begin = tt_now(), t = t_begin;
     for (size_t b = lo; b < hi; b += REDUCE_BLOCK) {
         size_t e = b + REDUCE_BLOCK < hi ? b + REDUCE_BLOCK : hi, len = e - b;
-        const float *grad = tr->h_slots[0] + b; /* one tower: its slot is the sum */
-        if (N > 1) {
+        const float *grad = host_sum ? tr->h_slots[0] + b : tr->h_grad + b; /* one tower: its slot is the sum */
+        if (host_sum && N > 1) {
             float *restrict g = block;
             const float *restrict s0 = tr->h_slots[0] + b;
-            const float *restrict s1 = tr->h_slots[1] + b;
-            for (size_t k = 0; k < len; k++) g[k] = s0[k] + s1[k];
-            for (size_t w = 2; w < N; w++) {
+            for (size_t k = 0; k < len; k++) g[k] = s0[k];
+            for (size_t w = 1; w < N; w++) {
                 const float *restrict sw = tr->h_slots[w] + b;
-                for (size_t k = 0; k < len; k++) g[k] += sw[k];
+                for (size_t k = 0; k < len; k++) g[k] = tt_add(g[k], sw[k]);
             }
             grad = block;
         }
@@ -235,67 +336,101 @@ static void host_slice(tt_trainer *tr, int i, int T)
         t_update += t2 - t1;
         t = t2;
     }
-    if (i == 0) {
-        tr->t_reduce = t_reduce;
-        tr->t_update = t_update;
+    if (i == 0) { /* thread 0's slice stands for the host in the trace: the reduction, then the update */
+        tr->t_reduce0 = t_begin;
+        tr->t_reduce1 = t_begin + (host_sum ? t_reduce : 0);
+        tr->t_update0 = tr->t_reduce1;
+        tr->t_update1 = tr->t_update0 + t_update + (host_sum ? 0 : t_reduce);
     }
 }
 
-/* Serial section of barrier A: every tower has pushed. Aggregate the step's statistics, start the optimizer's
- * step (its per-step scalars) before any slice applies it. */
-static void after_push(void *arg)
+/* Serial section of barrier A: every tower has finished its tower phase. Aggregate the step's statistics and
+ * start the optimizer's step (its per-step scalars) before any slice applies it. */
+static void after_towers(void *arg)
 {
     tt_trainer *tr = (tt_trainer *)arg;
     const size_t N = tr->cfg.n_towers;
     tt_step_result *res = &tr->results[tr->cur_step];
-    double now = tt_now(), last_end = tr->t_step;
-    for (size_t t = 0; t < N; t++)
-        if (tr->towers[t].t_end > last_end) last_end = tr->towers[t].t_end;
+    double now = tt_now();
     memset(res, 0, sizeof *res);
     for (size_t t = 0; t < N; t++) {
         const tt_tower *tw = &tr->towers[t];
+        const tt_tower_ledger *l = &tw->led;
         res->n += tw->rows;
         res->loss_sum += tw->loss_sum;
         res->top1 += tw->top1;
         res->top5 += tw->top5;
-        res->t.tower.pull += tw->t.pull / (double)N;
-        res->t.tower.data += tw->t.data / (double)N;
-        res->t.tower.compute += tw->t.compute / (double)N;
-        res->t.tower.push += tw->t.push / (double)N;
-        res->t.launch += (tw->t_start - tr->t_step) / (double)N;
-        res->t.wait += (last_end - tw->t_end) / (double)N;
+        res->t.launch += (l->pull0 - tr->t_step) / (double)N;
+        res->t.pull += (l->pull1 - l->pull0) / (double)N;
+        res->t.data += (l->data1 - l->pull1) / (double)N;
+        res->t.compute += (l->compute1 - l->data1) / (double)N;
+        res->t.push += (l->push1 - l->compute1) / (double)N;
+        res->t.wait += (now - l->push1) / (double)N;
     }
+    res->t.step0 = tr->t_step;
     res->t.towers = now - tr->t_step;
+    tr->t_towers_done = now;
     tt_optim_begin_step(&tr->opt);
+}
+
+/* Serial section of barrier R (device, allreduce): the reduced gradient is on the host. */
+static void after_reduce(void *arg)
+{
+    tt_trainer *tr = (tt_trainer *)arg;
+    tt_step_result *res = &tr->results[tr->cur_step];
+    double now = tt_now();
+    res->t.reduce = now - tr->t_towers_done; /* the towers' reduce spans are in their ledgers */
 }
 
 /* Serial section of barrier B: the master weights are updated; the step is over. */
 static void after_update(void *arg)
 {
     tt_trainer *tr = (tt_trainer *)arg;
+    const size_t N = tr->cfg.n_towers;
     tt_step_result *res = &tr->results[tr->cur_step];
     double now = tt_now();
-    res->t.reduce = tr->t_reduce;
-    res->t.update = tr->t_update;
+    if (tr->cfg.reduce == TT_REDUCE_CPU) {
+        res->t.reduce = tr->t_reduce1 - tr->t_reduce0;
+        res->t.reduce0 = tr->t_reduce0;
+        res->t.reduce1 = tr->t_reduce1;
+    }
+    res->t.update0 = tr->t_update0;
+    res->t.update1 = tr->t_update1;
+    res->t.update = now - tr->t_step - res->t.towers - res->t.reduce; /* the rest of the step: the host's update */
     res->t.total = now - tr->t_step;
+    res->t.step1 = now;
+    if (tr->ledger)
+        for (size_t t = 0; t < N; t++) tr->ledger[tr->cur_step * N + t] = tr->towers[t].led;
     tr->t_step = now;
     tr->cur_step++;
     tr->steps++;
     atomic_store(&tr->steps_done, tr->cur_step);
 }
 
+/* Waits at a barrier, charging the time to the tower's ledger (crew threads beyond the towers are not charged). */
+static void tower_barrier(tt_trainer *tr, tt_barrier *b, int i, void (*serial)(void *), void *arg)
+{
+    double t0 = tt_now();
+    tt_barrier_wait(b, serial, arg);
+    if ((size_t)i < tr->cfg.n_towers) tr->towers[i].led.wait += tt_now() - t0;
+}
+
 static void crew_steps(tt_trainer *tr, int i, int T)
 {
     const size_t N = tr->cfg.n_towers, B = tr->cfg.batch;
     const size_t steps = (tr->n + B - 1) / B;
+    tt_tower *tw = (size_t)i < N ? &tr->towers[i] : NULL;
     for (size_t st = 0; st < steps; st++) {
         size_t first = st * B, n = tr->n - first < B ? tr->n - first : B;
-        if ((size_t)i < N) {
-            tt_tower *tw = &tr->towers[i];
+        if (tw) {
             shard_of(n, N, (size_t)i, &tw->lo, &tw->rows);
             tower_step(tw, tr->idx + first, n);
         }
-        tt_barrier_wait(&tr->bar_push, after_push, tr);
+        tower_barrier(tr, &tr->bar_push, i, after_towers, tr);
+        if (tr->cfg.reduce != TT_REDUCE_CPU) {
+            if (tw) tower_reduce(tw);
+            tower_barrier(tr, &tr->bar_reduce, i, after_reduce, tr);
+        }
         host_slice(tr, i, T);
         tt_barrier_wait(&tr->bar_update, after_update, tr);
     }
@@ -367,6 +502,7 @@ tt_status tt_trainer_init(tt_trainer *tr, const tt_model *m, const tt_trainer_co
     /* spin at the barriers only when every crew thread has a core; otherwise spinning steals from the workers */
     double spin = T <= cpus ? 200e-6 : 0.0;
     tt_barrier_init(&tr->bar_push, T, spin);
+    tt_barrier_init(&tr->bar_reduce, T, spin);
     tt_barrier_init(&tr->bar_update, T, spin);
     tr->bars_up = 1;
     s = tt_pool_init(&tr->crew, T, 0, err);
@@ -382,6 +518,7 @@ void tt_trainer_free(tt_trainer *tr)
     tt_pool_free(&tr->crew);
     if (tr->bars_up) {
         tt_barrier_destroy(&tr->bar_push);
+        tt_barrier_destroy(&tr->bar_reduce);
         tt_barrier_destroy(&tr->bar_update);
     }
     if (tr->model) tt_optim_free(&tr->opt);
@@ -392,7 +529,7 @@ void tt_trainer_free(tt_trainer *tr)
 }
 
 tt_status tt_trainer_start_steps(tt_trainer *tr, const tt_dataset *ds, const uint32_t *idx, size_t n,
-                                 tt_step_result *results, size_t n_results, tt_error *err)
+                                 tt_step_result *results, size_t n_results, tt_tower_ledger *ledger, tt_error *err)
 {
     const size_t B = tr->cfg.batch;
     if (n == 0) return tt_fail(err, TT_ERR_ARG, "a run of steps needs at least one sample");
@@ -405,6 +542,7 @@ tt_status tt_trainer_start_steps(tt_trainer *tr, const tt_dataset *ds, const uin
     tr->idx = idx;
     tr->n = n;
     tr->results = results;
+    tr->ledger = ledger;
     tr->cur_step = 0;
     atomic_store(&tr->steps_done, 0);
     tr->job = JOB_STEPS;
@@ -425,7 +563,7 @@ tt_status tt_trainer_step(tt_trainer *tr, const tt_dataset *ds, const uint32_t *
 {
     if (n == 0 || n > tr->cfg.batch)
         return tt_fail(err, TT_ERR_ARG, "step of %zu samples: must be 1..%zu", n, tr->cfg.batch);
-    tt_status s = tt_trainer_start_steps(tr, ds, idx, n, res, 1, err);
+    tt_status s = tt_trainer_start_steps(tr, ds, idx, n, res, 1, NULL, err);
     if (s) return s;
     tt_trainer_wait(tr, -1, NULL);
     return TT_OK;

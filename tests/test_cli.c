@@ -5,6 +5,8 @@
 #include <sys/wait.h>
 #include <zlib.h>
 
+#include <json-c/json.h>
+
 #include "tt_test.h"
 
 static char dir[64];
@@ -123,6 +125,7 @@ START_TEST(test_bad_flags)
     expect("train --lr-scaling sqrt", 2, "--lr-scaling");
     expect("train --progress loud", 2, "--progress");
     expect("train --device tpu", 2, "tpu");
+    expect("train --reduce nccl", 2, "--reduce: 'nccl'");
     expect("train extra", 2, "extra");
     expect("bench --towers 1,,2", 2, "--towers");
 }
@@ -179,15 +182,86 @@ START_TEST(test_small_run_and_json_log)
     ck_assert_msg(strstr(o, "lr 0.3 (--lr-scaling linear: base 0.1 x 3 towers)") != NULL, "%s", o);
     ck_assert_msg(strstr(o, "8/8 - ") != NULL, "%s", o); /* 240 samples / 32 = 7.5 -> 8 steps */
     ck_assert(strstr(o, "val_accuracy") != NULL);
-    char *j = slurp(log);
-    const char *keys[] = {"\"event\":\"start\"", "\"event\":\"epoch\"", "\"epoch\":3", "\"loss\":", "\"accuracy\":",
-                          "\"val_loss\":", "\"val_accuracy\":", "\"seconds\":", "\"steps\":8", "\"pull\":",
-                          "\"compute\":", "\"push\":", "\"reduce_update\":", "\"event\":\"test\"", "\"top5\":"};
-    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
-        ck_assert_msg(strstr(j, keys[k]) != NULL, "log lacks %s:\n%s", keys[k], j);
-    size_t lines = 0;
-    for (char *p = j; *p; p++) lines += *p == '\n';
-    ck_assert_uint_eq(lines, 5); /* start, 3 epochs, test */
+    /* every line is a JSON object (parsed with json-c); count the events and check the promised fields */
+    FILE *f = fopen(log, "r");
+    ck_assert_ptr_nonnull(f);
+    char line[1 << 14];
+    size_t n_start = 0, n_epoch = 0, n_step = 0, n_test = 0;
+    while (fgets(line, sizeof line, f)) {
+        json_object *o = json_tokener_parse(line);
+        ck_assert_msg(o != NULL, "not JSON: %s", line);
+        json_object *ev, *v;
+        ck_assert(json_object_object_get_ex(o, "event", &ev));
+        const char *e = json_object_get_string(ev);
+        if (strcmp(e, "start") == 0) {
+            n_start++;
+            ck_assert(json_object_object_get_ex(o, "reduce", &v));
+        } else if (strcmp(e, "epoch") == 0) {
+            n_epoch++;
+            const char *keys[] = {"epoch", "loss", "accuracy", "val_loss", "val_accuracy", "seconds", "steps",
+                                  "verdict", "split"};
+            for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
+                ck_assert_msg(json_object_object_get_ex(o, keys[k], &v), "epoch lacks %s", keys[k]);
+            json_object *split;
+            json_object_object_get_ex(o, "split", &split);
+            const char *parts[] = {"pull", "compute", "push", "wait", "reduce", "update", "reduce_update"};
+            for (size_t k = 0; k < sizeof parts / sizeof parts[0]; k++)
+                ck_assert_msg(json_object_object_get_ex(split, parts[k], &v), "split lacks %s", parts[k]);
+            json_object_object_get_ex(o, "steps", &v);
+            ck_assert_int_eq(json_object_get_int(v), 8); /* 240 samples / 32 = 7.5 -> 8 steps */
+        } else if (strcmp(e, "step") == 0) {
+            n_step++;
+            json_object *towers;
+            ck_assert(json_object_object_get_ex(o, "towers", &towers));
+            ck_assert_int_eq((int)json_object_array_length(towers), 3);
+        } else if (strcmp(e, "test") == 0) {
+            n_test++;
+            ck_assert(json_object_object_get_ex(o, "top5", &v));
+        }
+        json_object_put(o);
+    }
+    fclose(f);
+    ck_assert_uint_eq(n_start, 1);
+    ck_assert_uint_eq(n_epoch, 3);
+    ck_assert_uint_eq(n_step, 24);
+    ck_assert_uint_eq(n_test, 1);
+}
+END_TEST
+
+/* --trace writes a Chrome trace: one lane per tower plus host lanes, copy spans carry bytes. */
+START_TEST(test_trace_file)
+{
+    char args[1024], trace[256];
+    snprintf(trace, sizeof trace, "%s/trace.json", dir);
+    snprintf(args, sizeof args, "train --data %s --val-samples 60 --epochs 2 --towers 2 --batch 32 --reduce device "
+             "--trace %s --progress quiet", dir, trace);
+    expect(args, 0, "");
+    json_object *o = json_object_from_file(trace);
+    ck_assert_msg(o != NULL, "trace is not JSON");
+    json_object *events;
+    ck_assert(json_object_object_get_ex(o, "traceEvents", &events));
+    size_t n = json_object_array_length(events), pulls = 0, reduces = 0, lanes = 0;
+    for (size_t i = 0; i < n; i++) {
+        json_object *e = json_object_array_get_idx(events, i), *name, *args_o, *bytes, *ph;
+        json_object_object_get_ex(e, "name", &name);
+        json_object_object_get_ex(e, "ph", &ph);
+        const char *nm = json_object_get_string(name);
+        if (strcmp(nm, "thread_name") == 0) lanes++;
+        if (strcmp(nm, "pull") == 0 || strcmp(nm, "reduce") == 0) {
+            ck_assert_str_eq(json_object_get_string(ph), "X");
+            ck_assert(json_object_object_get_ex(e, "args", &args_o));
+            ck_assert(json_object_object_get_ex(args_o, "bytes", &bytes));
+            ck_assert(json_object_get_int64(bytes) > 0);
+            pulls += nm[0] == 'p';
+            reduces += nm[0] == 'r';
+        }
+    }
+    ck_assert_uint_eq(lanes, 2 + 3);   /* 2 towers, host reducer, optimizer, run */
+    ck_assert_uint_eq(pulls, 2 * 16); /* 2 towers x 8 steps x 2 epochs */
+    ck_assert_uint_eq(reduces, 16);   /* tower 0 gathers, once per step */
+    json_object_put(o);
+    snprintf(args, sizeof args, "train --data %s --val-samples 60 --trace /nonexistent/dir/t.json", dir);
+    expect(args, 1, "--trace");
 }
 END_TEST
 
@@ -201,6 +275,7 @@ int main(void)
     tcase_add_test(tc, test_bad_flags);
     tcase_add_test(tc, test_bad_files);
     tcase_add_test(tc, test_small_run_and_json_log);
+    tcase_add_test(tc, test_trace_file);
     suite_add_tcase(s, tc);
     return tt_test_run_suite(s);
 }

@@ -14,6 +14,8 @@
 static const char *MODEL = "dense units=16 activation=relu\ndense units=12 activation=relu\ndense units=5\n";
 
 /* Trains `steps` steps of a fixed index sequence; returns the final master weights (caller frees). */
+static tt_reduce g_reduce = TT_REDUCE_CPU; /* placement used by train_steps */
+
 static float *train_steps(size_t towers, size_t batch, tt_optim_config oc, size_t steps, const tt_dataset *ds,
                           size_t last_n, size_t *P)
 {
@@ -29,6 +31,7 @@ static float *train_steps(size_t towers, size_t batch, tt_optim_config oc, size_
     tc.n_towers = towers;
     tc.batch = batch;
     tc.optim = oc;
+    tc.reduce = g_reduce;
     tt_trainer tr;
     ck_assert_msg(tt_trainer_init(&tr, &m, &tc, init, &err) == TT_OK, "%s", err.msg);
     uint32_t *idx = (uint32_t *)tt_malloc(ds->n * sizeof(uint32_t));
@@ -102,6 +105,33 @@ START_TEST(test_empty_shards)
 }
 END_TEST
 
+/* Every placement adds the towers' gradients with the same tt_add in the same tower order, so the weights after
+ * 50 steps must be identical to the bit (bound: 0 ulp) for N = 1..4, with uneven shards and a partial last step. */
+START_TEST(test_placements_agree)
+{
+    tt_dataset ds;
+    tt_test_dataset(&ds, 600, 20, 5, 5);
+    tt_optim_config oc = tt_optim_defaults(TT_OPT_ADAM);
+    for (size_t N = 1; N <= 4; N++) {
+        size_t P;
+        g_reduce = TT_REDUCE_CPU;
+        float *ref = train_steps(N, 47, oc, 50, &ds, 13, &P);
+        for (int r = TT_REDUCE_DEVICE; r <= TT_REDUCE_ALLREDUCE; r++) {
+            g_reduce = (tt_reduce)r;
+            float *w = train_steps(N, 47, oc, 50, &ds, 13, &P);
+            double worst = 0;
+            for (size_t i = 0; i < P; i++) worst = fmax(worst, fabs((double)w[i] - ref[i]));
+            ck_assert_msg(memcmp(w, ref, P * sizeof(float)) == 0, "N=%zu --reduce %s: max |dw| %g vs cpu", N,
+                          tt_reduce_name(g_reduce), worst);
+            tt_free(w);
+        }
+        tt_free(ref);
+    }
+    g_reduce = TT_REDUCE_CPU;
+    tt_dataset_free(&ds);
+}
+END_TEST
+
 static void run_full(size_t towers, uint64_t seed, tt_run_result *res)
 {
     static tt_dataset train, val, test;
@@ -123,6 +153,7 @@ static void run_full(size_t towers, uint64_t seed, tt_run_result *res)
     c.epochs = 3;
     c.seed = seed;
     c.progress = TT_PROGRESS_QUIET;
+    c.reduce = g_reduce;
     tt_error err;
     ck_assert_msg(tt_run_on(&c, &train, &val, &test, NULL, res, &err) == TT_OK, "%s", err.msg);
     unlink(path);
@@ -155,18 +186,22 @@ END_TEST
 
 START_TEST(test_epoch_trains_every_sample_and_allocates_nothing)
 {
-    tt_run_result *r = (tt_run_result *)tt_calloc(1, sizeof *r);
-    run_full(3, 1, r);
-    ck_assert_uint_eq(r->n_epochs, 3);
-    for (size_t e = 0; e < 3; e++) {
-        ck_assert_uint_eq(r->epochs[e].samples, 1003); /* the partial batch of 43 is trained, not dropped */
-        ck_assert_uint_eq(r->epochs[e].steps, 16);
+    for (int red = TT_REDUCE_CPU; red <= TT_REDUCE_ALLREDUCE; red++) {
+        g_reduce = (tt_reduce)red;
+        tt_run_result *r = (tt_run_result *)tt_calloc(1, sizeof *r);
+        run_full(3, 1, r);
+        ck_assert_uint_eq(r->n_epochs, 3);
+        for (size_t e = 0; e < 3; e++) {
+            ck_assert_uint_eq(r->epochs[e].samples, 1003); /* the partial batch of 43 is trained, not dropped */
+            ck_assert_uint_eq(r->epochs[e].steps, 16);
+        }
+        ck_assert_msg(r->allocs_after_first_step == 0, "--reduce %s allocated in the step loop", tt_reduce_name(red));
+        ck_assert(r->epochs[2].loss < r->epochs[0].loss);
+        ck_assert_uint_eq(r->test.n, 100);
+        tt_free(r->final_params);
+        tt_free(r);
     }
-    ck_assert_uint_eq(r->allocs_after_first_step, 0);
-    ck_assert(r->epochs[2].loss < r->epochs[0].loss);
-    ck_assert_uint_eq(r->test.n, 100);
-    tt_free(r->final_params);
-    tt_free(r);
+    g_reduce = TT_REDUCE_CPU;
 }
 END_TEST
 
@@ -199,6 +234,7 @@ int main(void)
     tcase_add_test(tc, test_n_towers_equal_one_sgd);
     tcase_add_test(tc, test_n_towers_equal_one_adam);
     tcase_add_test(tc, test_empty_shards);
+    tcase_add_test(tc, test_placements_agree);
     tcase_add_test(tc, test_same_seed_bit_identical);
     tcase_add_test(tc, test_epoch_trains_every_sample_and_allocates_nothing);
     tcase_add_test(tc, test_more_towers_than_batch_is_an_error);

@@ -4,7 +4,7 @@
 set -euo pipefail
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-PKGS="build-essential cmake pkg-config check libopenblas-dev zlib1g-dev dataset-fashion-mnist gnuplot-nox"
+PKGS="build-essential cmake pkg-config check libopenblas-dev zlib1g-dev libjson-c-dev dataset-fashion-mnist gnuplot-nox jq"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -1,0 +1,50 @@
+/* tt_ledger.h — the step ledger: where each step's time went, per tower and for the host, as a per-epoch summary
+ * with a one-line verdict, JSON-lines step records, and a Chrome trace-event file (Perfetto, chrome://tracing).
+ * Reads what the trainer records (tt_step_result, tt_tower_ledger); changes nothing. */
+#ifndef TT_LEDGER_H
+#define TT_LEDGER_H
+
+#include <stdio.h>
+
+#include "tt_trainer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The dominant cost of a step split as one line: "compute-bound: forward+backward 78% of the step". */
+void tt_ledger_verdict(const tt_step_times *sum, char *out, size_t len);
+
+/* "step split: launch 0% | pull 2% | ..." for the console. */
+void tt_ledger_split_line(FILE *f, const tt_step_times *sum);
+
+/* JSON object body (no braces) of a split summed over steps: "pull":…,"data":…,… */
+void tt_ledger_json_split(FILE *f, const tt_step_times *sum);
+
+/* One JSON line per step: {"event":"step","epoch":E,"step":K,"total":…,"reduce":…,"update":…,"towers":[{…}]}. */
+void tt_ledger_json_steps(FILE *f, size_t epoch, const tt_step_result *res, const tt_tower_ledger *led, size_t steps,
+                          size_t n_towers);
+
+/* A number, or null when not finite (JSON has no NaN). */
+void tt_json_num(FILE *f, const char *key, double v, int comma);
+
+/* Chrome trace-event JSON: one lane per tower, one for the host reducer, one for the optimizer, one for the run. */
+typedef struct tt_trace {
+    FILE *f;
+    double origin; /* tt_now() at open: trace time 0 */
+    int first;     /* no event written yet */
+    size_t n_towers;
+} tt_trace;
+
+tt_status tt_trace_open(tt_trace *t, const char *path, size_t n_towers, const char *backend, const char *reduce,
+                        tt_error *err);
+/* Writes the spans of `steps` steps (copies carry their bytes). */
+void tt_trace_steps(tt_trace *t, const tt_step_result *res, const tt_tower_ledger *led, size_t steps);
+/* A span on the run lane (epochs, validation). */
+void tt_trace_span(tt_trace *t, const char *name, double t0, double t1);
+tt_status tt_trace_close(tt_trace *t, const char *path, tt_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
