@@ -23,6 +23,8 @@ void tt_cli_train_help(FILE *f);
 
 int tt_cmd_train(int argc, char **argv);
 int tt_cmd_bench(int argc, char **argv);
+int tt_cmd_probe(int argc, char **argv);
+int tt_cmd_compare(int argc, char **argv);
 
 #ifdef __cplusplus
 }

@@ -134,6 +134,13 @@ tt_status tt_trainer_step(tt_trainer *tr, const tt_dataset *ds, const uint32_t *
 /* Loss, accuracy and top-5 of the master weights over all of ds, the samples split across the towers. */
 tt_status tt_trainer_evaluate(tt_trainer *tr, const tt_dataset *ds, tt_eval_result *res, tt_error *err);
 
+/* The host reduces and updates in blocks of this many floats (8 KiB): a block stays in L1 between the sum and the
+ * optimizer, so the summed gradient never travels through memory. */
+#define TT_REDUCE_BLOCK 2048
+
+/* out[k] = slot_0[offset+k] + slot_1[offset+k] + ... in slot order (tt_add), k < len: the host's reduction. */
+void tt_sum_slots(float *out, float *const *slots, size_t n_slots, size_t offset, size_t len);
+
 /* Device allocations made by all towers so far (the step loop must add none after the first step). */
 uint64_t tt_trainer_device_allocs(const tt_trainer *tr);
 

@@ -1,301 +1,423 @@
-/* bench.c — `towertrain bench`: seconds per epoch with 1, 2, … towers, next to the epoch's GEMM floor measured in
- * the same run on the same machine.
- *
- * The GEMM floor of a step with N towers is the time N threads take to run, concurrently, exactly the GEMMs of one
- * tower's step (forward, weight gradient, input gradient of every dense layer, at the largest shard's rows),
- * through the same device seam. An epoch's floor is that times the number of steps. Everything a step does beyond
- * its GEMMs (copies, elementwise layers, the sum, the optimizer, waking threads) is the distance to the floor. */
+/* bench.c — the measuring subcommands:
+ *   towertrain bench    sweeps towers x batch x placement: s/epoch, ms/step, accuracy, the step split, the cost
+ *                       model's prediction and the GEMM floor (re-measured before every epoch), table + CSV;
+ *   towertrain probe    measures what the cost model needs and predicts each placement's step time;
+ *   towertrain compare  trains the same steps under every placement from the same seed: max |dw| and times.
+ * Not for: training itself (tt_train.h) or the measurements (tt_probe.h). */
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "tt_backend.h"
 #include "tt_blas.h"
 #include "tt_cli.h"
+#include "tt_ledger.h"
+#include "tt_probe.h"
+
+#define MAX_LIST 16
 
 typedef struct bench_opts {
-    size_t towers[16];
-    size_t n_towers;
-    size_t reps;
+    size_t towers[MAX_LIST], n_towers;
+    size_t batches[MAX_LIST], n_batches;
+    tt_reduce reduces[3];
+    size_t n_reduces;
+    int weak;           /* --scaling weak: the batch list is per tower */
+    size_t reps;        /* probe and floor reps */
+    const char *csv;
 } bench_opts;
+
+/* "1,2,4" into v (values lo..hi). */
+static tt_status parse_list(const char *opt, const char *value, size_t lo, size_t hi, size_t *v, size_t *n,
+                            tt_error *err)
+{
+    if (!value) return tt_fail(err, TT_ERR_ARG, "%s: missing value", opt);
+    *n = 0;
+    for (const char *p = value; *p;) {
+        char num[24];
+        size_t len = strcspn(p, ",");
+        if (len == 0 || len >= sizeof num || *n == MAX_LIST)
+            return tt_fail(err, TT_ERR_ARG, "%s: '%s' is not a list like 1,2,4 (at most %d entries)", opt, value,
+                           MAX_LIST);
+        memcpy(num, p, len);
+        num[len] = '\0';
+        tt_status s = tt_cli_size(opt, num, lo, hi, &v[(*n)++], err);
+        if (s) return s;
+        p += len;
+        if (*p == ',' && !*++p) return tt_fail(err, TT_ERR_ARG, "%s: '%s' ends with a comma", opt, value);
+    }
+    return *n ? TT_OK : tt_fail(err, TT_ERR_ARG, "%s: empty list", opt);
+}
 
 static int bench_extra(const char *opt, const char *value, void *ctx, tt_error *err, tt_status *st)
 {
     bench_opts *b = (bench_opts *)ctx;
     if (strcmp(opt, "--towers") == 0) {
+        *st = parse_list(opt, value, 1, 64, b->towers, &b->n_towers, err);
+        return 1;
+    }
+    if (strcmp(opt, "--batch") == 0) {
+        *st = parse_list(opt, value, 1, 1 << 20, b->batches, &b->n_batches, err);
+        return 1;
+    }
+    if (strcmp(opt, "--reduce") == 0) {
         if (!value) {
-            *st = tt_fail(err, TT_ERR_ARG, "--towers: missing value");
-            return 0;
+            *st = tt_fail(err, TT_ERR_ARG, "%s: missing value", opt);
+            return 1;
         }
-        b->n_towers = 0;
-        const char *p = value;
-        while (*p) {
-            char num[24];
+        b->n_reduces = 0;
+        for (const char *p = value; *p;) {
+            char name[16];
             size_t len = strcspn(p, ",");
-            if (len == 0 || len >= sizeof num || b->n_towers == 16) {
-                *st = tt_fail(err, TT_ERR_ARG, "--towers: '%s' is not a list like 1,2,4 (at most 16 entries)", value);
-                return 0;
+            tt_reduce r;
+            if (len == 0 || len >= sizeof name || b->n_reduces == 3) {
+                *st = tt_fail(err, TT_ERR_ARG, "--reduce: '%s' is not a list like cpu,device,allreduce", value);
+                return 1;
             }
-            memcpy(num, p, len);
-            num[len] = '\0';
-            *st = tt_cli_size("--towers", num, 1, 1024, &b->towers[b->n_towers++], err);
-            if (*st) return 0;
+            memcpy(name, p, len);
+            name[len] = '\0';
+            if (tt_reduce_parse(name, &r)) {
+                *st = tt_fail(err, TT_ERR_ARG, "--reduce: '%s' is not cpu, device or allreduce", name);
+                return 1;
+            }
+            b->reduces[b->n_reduces++] = r;
             p += len;
             if (*p == ',') p++;
         }
         return 1;
     }
-    if (strcmp(opt, "--gemm-reps") == 0) {
-        *st = value ? tt_cli_size(opt, value, 1, 100000, &b->reps, err) : tt_fail(err, TT_ERR_ARG, "%s: missing value", opt);
+    if (strcmp(opt, "--scaling") == 0) {
+        if (value && strcmp(value, "strong") == 0)
+            b->weak = 0;
+        else if (value && strcmp(value, "weak") == 0)
+            b->weak = 1;
+        else
+            *st = tt_fail(err, TT_ERR_ARG, "--scaling: '%s' is not strong or weak", value ? value : "");
+        return 1;
+    }
+    if (strcmp(opt, "--reps") == 0) {
+        *st = value ? tt_cli_size(opt, value, 1, 256, &b->reps, err) : tt_fail(err, TT_ERR_ARG, "%s: missing value", opt);
+        return 1;
+    }
+    if (strcmp(opt, "--csv") == 0) {
+        if (!value || !*value) *st = tt_fail(err, TT_ERR_ARG, "--csv: missing file name");
+        b->csv = value;
         return 1;
     }
     return 0;
 }
 
-/* ---- GEMM floor -------------------------------------------------------------------------------------------- */
-
-#define FLOOR_MAX_THREADS 64
-#define FLOOR_MAX_REPS 1000
-
-typedef struct gemm_floor gemm_floor;
-
-typedef struct gemm_thread {
-    gemm_floor *f;
-    int id;
-    tt_status status;
-    tt_error err;
-} gemm_thread;
-
-struct gemm_floor {
-    const tt_model *m;
-    const tt_dev_ops *ops;
-    size_t rows, threads, reps;
-    pthread_barrier_t barrier;
-    double rep_start[FLOOR_MAX_THREADS][FLOOR_MAX_REPS], rep_end[FLOOR_MAX_THREADS][FLOOR_MAX_REPS];
-};
-
-/* One thread of the floor: the GEMMs of one tower's step, reps times, each rep started together with the other
- * threads (as the towers start a step together). */
-static void *gemm_thread_main(void *arg)
+/* Loads the data and builds the model the way tt_run does. */
+static tt_status load_for(const tt_run_config *c, tt_dataset *train, tt_dataset *val, tt_dataset *test,
+                          tt_model *model, tt_error *err)
 {
-    gemm_thread *g = (gemm_thread *)arg;
-    gemm_floor *f = g->f;
-    const tt_model *m = f->m;
-    const size_t R = f->rows;
-    tt_dev dev;
-    g->status = tt_dev_init(&dev, f->ops, 0, &g->err);
-    float *buf[TT_MAX_LAYERS][5];
-    memset(buf, 0, sizeof buf);
-    size_t maxw = m->max_width;
-    float *h = (float *)tt_malloc((maxw * maxw + R * maxw) * sizeof(float));
-    if (g->status == TT_OK && !h) g->status = tt_fail(&g->err, TT_ERR_NOMEM, "out of memory");
-    if (g->status == TT_OK) {
-        tt_dev_bind(&dev);
-        for (size_t i = 0; i < maxw * maxw + R * maxw; i++) h[i] = 0.01f * (float)(i % 97) - 0.48f;
-        for (size_t l = 0; l < m->n_layers && g->status == TT_OK; l++) {
-            if (m->layers[l].kind != &tt_layer_dense) continue;
-            size_t I = m->layers[l].in, O = m->layers[l].out;
-            size_t sizes[5] = {R * I, I * O, R * O, I * O, R * I}; /* X, W, Y, dW, dX */
-            for (int k = 0; k < 5; k++) {
-                buf[l][k] = tt_dev_alloc_f32(&dev, sizes[k]);
-                if (!buf[l][k]) {
-                    g->status = tt_fail(&g->err, TT_ERR_NOMEM, "out of device memory");
-                    break;
-                }
-                tt_dev_h2d(&dev, buf[l][k], h, sizes[k] * sizeof(float));
-            }
-        }
+    memset(val, 0, sizeof *val);
+    tt_status s = tt_dataset_load_dir(c->data, train, test, err);
+    if (s) return s;
+    s = tt_dataset_split_tail(train, c->val_samples, val, err);
+    if (!s && c->train_samples) {
+        if (c->train_samples > train->n)
+            s = tt_fail(err, TT_ERR_ARG, "--train-samples %zu: only %zu training samples after the validation split",
+                        c->train_samples, train->n);
+        else
+            tt_dataset_truncate(train, c->train_samples);
     }
-    for (size_t rep = 0; rep < f->reps + 1; rep++) { /* rep 0 warms up */
-        pthread_barrier_wait(&f->barrier);
-        double t0 = tt_now();
-        if (g->status != TT_OK) continue;
-        for (size_t l = 0; l < m->n_layers; l++) {
-            if (m->layers[l].kind != &tt_layer_dense) continue;
-            size_t I = m->layers[l].in, O = m->layers[l].out;
-            float **b = buf[l];
-            tt_dev_sgemm(&dev, 0, 0, R, O, I, 1.0f, b[0], I, b[1], O, 0.0f, b[2], O);
-        }
-        for (size_t l = m->n_layers; l-- > 0;) {
-            if (m->layers[l].kind != &tt_layer_dense) continue;
-            size_t I = m->layers[l].in, O = m->layers[l].out;
-            float **b = buf[l];
-            tt_dev_sgemm(&dev, 1, 0, I, O, R, 1.0f, b[0], I, b[2], O, 0.0f, b[3], O);
-            if (l > 0) tt_dev_sgemm(&dev, 0, 1, R, I, O, 1.0f, b[2], O, b[1], O, 0.0f, b[4], I);
-        }
-        tt_dev_sync(&dev);
-        if (rep > 0) {
-            f->rep_start[g->id][rep - 1] = t0;
-            f->rep_end[g->id][rep - 1] = tt_now();
-        }
-    }
-    for (size_t l = 0; l < TT_MAX_LAYERS; l++)
-        for (int k = 0; k < 5; k++)
-            if (buf[l][k]) tt_dev_dfree(&dev, buf[l][k]);
-    tt_free(h);
-    tt_dev_free(&dev);
-    return NULL;
-}
-
-/* Median over reps of the rep's wall time (first start to last end, so that threads sharing a core count fully):
- * the GEMM-only step time with `threads` towers. */
-static tt_status gemm_floor_measure(gemm_floor *f, double *step_secs, tt_error *err)
-{
-    gemm_thread g[FLOOR_MAX_THREADS];
-    pthread_t th[FLOOR_MAX_THREADS];
-    pthread_barrier_init(&f->barrier, NULL, (unsigned)f->threads);
-    size_t started = 0;
-    tt_status s = TT_OK;
-    for (size_t t = 0; t < f->threads; t++) {
-        memset(&g[t], 0, sizeof g[t]);
-        g[t].f = f;
-        g[t].id = (int)t;
-        if (pthread_create(&th[t], NULL, gemm_thread_main, &g[t]) != 0) {
-            fprintf(stderr, "towertrain bench: cannot start a thread\n");
-            abort(); /* the others would wait at the barrier forever */
-        }
-        started++;
-    }
-    for (size_t t = 0; t < started; t++) {
-        pthread_join(th[t], NULL);
-        if (g[t].status && !s) s = tt_fail(err, g[t].status, "gemm floor: %s", g[t].err.msg);
-    }
-    pthread_barrier_destroy(&f->barrier);
-    double wall[FLOOR_MAX_REPS];
-    for (size_t r = 0; r < f->reps; r++) {
-        double first = f->rep_start[0][r], last = f->rep_end[0][r];
-        for (size_t t = 1; t < f->threads; t++) {
-            if (f->rep_start[t][r] < first) first = f->rep_start[t][r];
-            if (f->rep_end[t][r] > last) last = f->rep_end[t][r];
-        }
-        wall[r] = last - first;
-    }
-    *step_secs = tt_median(wall, f->reps);
+    if (!s && c->test_samples) tt_dataset_truncate(test, c->test_samples);
+    if (!s)
+        s = strcmp(c->model, "mlp") == 0 ? tt_model_mlp(model, train->dim, train->n_classes, err)
+                                         : tt_model_load(model, c->model, train->dim, train->n_classes, err);
     return s;
 }
 
-/* Bench state: the floor is measured before every epoch, so floor and training see the same machine. */
+static int fail(tt_status s, const tt_error *err)
+{
+    fprintf(stderr, "towertrain: %s\n", err->msg);
+    return tt_status_exit_code(s);
+}
+
+/* ---- bench --------------------------------------------------------------------------------------------------- */
+
 typedef struct bench_run {
-    gemm_floor *floor;
-    double floor_step[1024]; /* per epoch */
+    tt_probe_config pc;
+    double floor_step[1024]; /* GEMM floor per epoch, measured just before it */
 } bench_run;
 
 static tt_status bench_before_epoch(void *ctx, size_t epoch, tt_error *err)
 {
     bench_run *br = (bench_run *)ctx;
-    return epoch <= 1024 ? gemm_floor_measure(br->floor, &br->floor_step[epoch - 1], err) : TT_OK;
+    return epoch <= 1024 ? tt_probe_gemm_floor(&br->pc, &br->floor_step[epoch - 1], err) : TT_OK;
+}
+
+static void bench_help(void)
+{
+    printf("usage: towertrain bench [--towers 1,2] [--batch 256] [--reduce cpu] [--scaling strong|weak]\n"
+           "                        [--csv FILE] [--reps N] [train options]\n\n"
+           "Trains --epochs epochs (default 3) for every combination of the lists and prints, per row, the median\n"
+           "seconds per epoch and step, validation accuracy, the cost model's predicted step (towertrain probe,\n"
+           "measured just before the row), and the GEMM floor (the step's GEMMs alone, re-measured before every\n"
+           "epoch) with the ratio of the median step to it.\n\n"
+           "  --towers LIST    tower counts [1,2]\n"
+           "  --batch LIST     batch sizes [256]\n"
+           "  --reduce LIST    placements: cpu, device, allreduce [cpu]\n"
+           "  --scaling strong the global batch stays as given while towers grow: each tower gets less work\n"
+           "  --scaling weak   each tower keeps the batch as given: the global batch grows with the towers\n"
+           "  --csv FILE       also write the rows as CSV (for tools/plot)\n"
+           "  --reps N         reps of every probe and floor measurement [30]\n\ntrain options:\n");
+    tt_cli_train_help(stdout);
 }
 
 int tt_cmd_bench(int argc, char **argv)
 {
     tt_run_config c;
     tt_run_config_defaults(&c);
-    c.epochs = 5;
+    c.epochs = 3;
     c.progress = TT_PROGRESS_QUIET;
-    bench_opts b = {{1, 2}, 2, 60};
+    bench_opts b = {{1, 2}, 2, {256}, 1, {TT_REDUCE_CPU}, 1, 0, 30, NULL};
     tt_error err = {{0}};
     int help;
     tt_status s = tt_cli_parse_train(argc, argv, 2, &c, "bench", bench_extra, &b, &help, &err);
     if (help) {
-        printf("usage: towertrain bench [--towers 1,2] [--gemm-reps N] [train options]\n\n"
-               "Trains --epochs epochs (default 5) for each tower count and prints the median seconds per epoch next\n"
-               "to the epoch's GEMM floor: the time the step's GEMMs alone take on as many threads, measured now.\n\n"
-               "train options:\n");
-        tt_cli_train_help(stdout);
+        bench_help();
         return 0;
     }
-    for (size_t i = 0; !s && i < b.n_towers; i++)
-        if (b.towers[i] > c.batch)
-            s = tt_fail(&err, TT_ERR_ARG, "--towers %zu is more than --batch %zu", b.towers[i], c.batch);
-    if (s) {
-        fprintf(stderr, "towertrain: %s\n", err.msg);
-        return tt_status_exit_code(s);
-    }
-
+    if (s) return fail(s, &err);
     const tt_dev_ops *ops;
     int n_devices;
+    s = tt_backend_find(c.device, &ops, &n_devices, &err);
+    if (s) return fail(s, &err);
+
     tt_dataset train, val, test;
     tt_model *model = (tt_model *)tt_calloc(1, sizeof *model);
     tt_run_result *res = (tt_run_result *)tt_calloc(1, sizeof *res);
-    memset(&val, 0, sizeof val);
-    if (!model || !res) s = tt_fail(&err, TT_ERR_NOMEM, "out of memory");
-    if (!s) s = tt_backend_find(c.device, &ops, &n_devices, &err);
-    if (!s) s = tt_dataset_load_dir(c.data, &train, &test, &err);
-    if (!s) s = tt_dataset_split_tail(&train, c.val_samples, &val, &err);
-    if (!s && c.train_samples) tt_dataset_truncate(&train, c.train_samples);
-    if (!s && c.test_samples) tt_dataset_truncate(&test, c.test_samples);
-    if (!s)
-        s = strcmp(c.model, "mlp") == 0 ? tt_model_mlp(model, train.dim, train.n_classes, &err)
-                                        : tt_model_load(model, c.model, train.dim, train.n_classes, &err);
-    if (s) {
-        fprintf(stderr, "towertrain: %s\n", err.msg);
-        return tt_status_exit_code(s);
-    }
-
-    const size_t steps = (train.n + c.batch - 1) / c.batch;
-    const double flops = tt_model_train_flops(model);
-    printf("towertrain bench | backend %s | %d CPUs | BLAS: %s\n", ops->name, tt_cpu_count(), tt_blas_describe());
-    printf("model %s (%zu params) | %zu training samples, batch %zu -> %zu steps/epoch | %zu epochs per row\n",
-           model->source, model->n_params, train.n, c.batch, steps, c.epochs);
-    printf("GEMM work per epoch: %.2f GFLOP. floor = the step's GEMMs alone on as many threads as towers, measured\n"
-           "before every epoch; ratio = median over epochs of (median step / floor step).\n\n",
-           flops * (double)train.n / 1e9);
-    printf("%6s %6s %9s %9s %10s %11s %10s %7s %10s %8s\n", "towers", "batch", "s/epoch", "ms/step", "floor ms",
-           "floor s/ep", "GEMM GF/s", "ratio", "wall ratio", "val_acc");
-    gemm_floor *floor = (gemm_floor *)tt_calloc(1, sizeof *floor);
     bench_run *br = (bench_run *)tt_calloc(1, sizeof *br);
-    if (!floor || !br) s = tt_fail(&err, TT_ERR_NOMEM, "out of memory");
-    for (size_t i = 0; !s && i < b.n_towers; i++) {
-        size_t N = b.towers[i];
-        if (N > FLOOR_MAX_THREADS) {
-            s = tt_fail(&err, TT_ERR_ARG, "--towers %zu: bench measures at most %d towers", N, FLOOR_MAX_THREADS);
-            break;
-        }
-        floor->m = model;
-        floor->ops = ops;
-        floor->rows = (c.batch + N - 1) / N;
-        floor->threads = N;
-        floor->reps = b.reps < FLOOR_MAX_REPS ? b.reps : FLOOR_MAX_REPS;
-        br->floor = floor;
-        c.towers = N;
-        c.before_epoch = bench_before_epoch;
-        c.before_epoch_ctx = br;
-        s = tt_run_on(&c, &train, &val, &test, NULL, res, &err);
-        if (s) break;
-        tt_free(res->final_params);
-        size_t ne = res->n_epochs < 1024 ? res->n_epochs : 1024;
-        double secs[1024], step_ms[1024], floor_ms[1024], ratio[1024], wall[1024];
-        for (size_t e = 0; e < ne; e++) {
-            secs[e] = res->epochs[e].seconds;
-            step_ms[e] = 1e3 * res->epochs[e].step_median;
-            floor_ms[e] = 1e3 * br->floor_step[e];
-            ratio[e] = res->epochs[e].step_median / br->floor_step[e];
-            wall[e] = res->epochs[e].seconds / (br->floor_step[e] * (double)steps);
-        }
-        double acc = res->epochs[ne - 1].val.accuracy;
-        const tt_step_times *sp = &res->epochs[ne - 1].split;
-        double fl = tt_median(floor_ms, ne);
-        printf("%6zu %6zu %9.3f %9.3f %10.3f %11.3f %10.1f %7.2f %10.2f %8.4f\n", N, c.batch, tt_median(secs, ne),
-               tt_median(step_ms, ne), fl, fl * 1e-3 * (double)steps, flops * (double)(floor->rows * N) / (fl * 1e6),
-               tt_median(ratio, ne), tt_median(wall, ne), acc);
-        double k = 1e3 / (double)steps;
-        printf("       last epoch, ms per step: launch %.3f pull %.3f data %.3f compute %.3f push %.3f wait %.3f "
-               "reduce %.3f update %.3f total %.3f\n",
-               k * sp->launch, k * sp->pull, k * sp->data, k * sp->compute, k * sp->push,
-               k * sp->wait, k * sp->reduce, k * sp->update, k * sp->total);
-        fflush(stdout);
-    }
-    tt_free(floor);
-    tt_free(br);
+    if (!model || !res || !br) return fail(tt_fail(&err, TT_ERR_NOMEM, "out of memory"), &err);
+    s = load_for(&c, &train, &val, &test, model, &err);
+    if (s) return fail(s, &err);
+    FILE *csv = NULL;
+    if (b.csv && !(csv = fopen(b.csv, "w"))) return fail(tt_fail(&err, TT_ERR_IO, "--csv %s: cannot open", b.csv), &err);
+    if (csv)
+        fprintf(csv, "towers,batch,per_tower_batch,reduce,scaling,epochs,s_per_epoch,ms_per_step,pred_ms_per_step,"
+                     "pred_error,floor_ms_per_step,ratio,val_accuracy,launch_ms,pull_ms,data_ms,compute_ms,push_ms,"
+                     "wait_ms,reduce_ms,update_ms,pred_pull_ms,pred_data_ms,pred_compute_ms,pred_push_ms,"
+                     "pred_wait_ms,pred_reduce_ms,pred_update_ms,verdict\n");
+
+    printf("towertrain bench | backend %s | %d CPUs | BLAS: %s\n", ops->name, tt_cpu_count(), tt_blas_describe());
+    printf("model %s (%zu params, %.2f MFLOP of GEMMs per training sample) | %zu training samples | %s scaling | "
+           "%zu epochs per row, medians\n\n",
+           model->source, model->n_params, tt_model_train_flops(model) / 1e6, train.n, b.weak ? "weak" : "strong",
+           c.epochs);
+    printf("%6s %6s %9s %9s %9s %9s %7s %9s %6s %8s\n", "towers", "batch", "reduce", "s/epoch", "ms/step", "pred ms",
+           "pred", "floor ms", "ratio", "val_acc");
+    for (size_t bi = 0; !s && bi < b.n_batches; bi++)
+        for (size_t ti = 0; !s && ti < b.n_towers; ti++)
+            for (size_t ri = 0; !s && ri < b.n_reduces; ri++) {
+                size_t N = b.towers[ti], B = b.weak ? b.batches[bi] * N : b.batches[bi];
+                if (N > B) {
+                    printf("%6zu %6zu %9s   (skipped: more towers than samples in the batch)\n", N, B,
+                           tt_reduce_name(b.reduces[ri]));
+                    continue;
+                }
+                c.towers = N;
+                c.batch = B;
+                c.reduce = b.reduces[ri];
+                memset(&br->pc, 0, sizeof br->pc);
+                br->pc.model = model;
+                br->pc.ops = ops;
+                br->pc.n_devices = n_devices;
+                br->pc.towers = N;
+                br->pc.batch = B;
+                br->pc.optim = c.optim;
+                br->pc.host_threads = c.host_threads;
+                br->pc.reps = b.reps;
+                tt_probe probe;
+                s = tt_probe_run(&br->pc, &probe, &err);
+                if (s) break;
+                tt_step_times pred;
+                tt_probe_predict(&probe, c.reduce, &pred);
+                c.before_epoch = bench_before_epoch;
+                c.before_epoch_ctx = br;
+                s = tt_run_on(&c, &train, &val, &test, NULL, res, &err);
+                if (s) break;
+                tt_free(res->final_params);
+                size_t ne = res->n_epochs < 1024 ? res->n_epochs : 1024, steps = res->epochs[0].steps;
+                double secs[1024], step_ms[1024], floor_ms[1024], ratio[1024];
+                tt_step_times split;
+                memset(&split, 0, sizeof split);
+                for (size_t e = 0; e < ne; e++) {
+                    secs[e] = res->epochs[e].seconds;
+                    step_ms[e] = 1e3 * res->epochs[e].step_median;
+                    floor_ms[e] = 1e3 * br->floor_step[e];
+                    ratio[e] = res->epochs[e].step_median / br->floor_step[e];
+                }
+                split = res->epochs[ne - 1].split;
+                double ms = tt_median(step_ms, ne), pred_ms = 1e3 * pred.total, err_pc = 100 * (pred_ms - ms) / ms;
+                double fl = tt_median(floor_ms, ne), rt = tt_median(ratio, ne), acc = res->epochs[ne - 1].val.accuracy;
+                char verdict[128];
+                tt_ledger_verdict(&split, verdict, sizeof verdict);
+                printf("%6zu %6zu %9s %9.3f %9.3f %9.3f %+6.0f%% %9.3f %6.2f %8.4f\n", N, B, tt_reduce_name(c.reduce),
+                       tt_median(secs, ne), ms, pred_ms, err_pc, fl, rt, acc);
+                double k = 1e3 / (double)steps;
+                printf("       measured ms/step: pull %.3f data %.3f compute %.3f push %.3f wait %.3f reduce %.3f "
+                       "update %.3f | %s\n",
+                       k * split.pull, k * split.data, k * split.compute, k * split.push, k * (split.wait + split.launch),
+                       k * split.reduce, k * split.update, verdict);
+                printf("       predicted:        pull %.3f data %.3f compute %.3f push %.3f wait %.3f reduce %.3f "
+                       "update %.3f\n",
+                       1e3 * pred.pull, 1e3 * pred.data, 1e3 * pred.compute, 1e3 * pred.push, 1e3 * pred.wait,
+                       1e3 * pred.reduce, 1e3 * pred.update);
+                fflush(stdout);
+                if (csv)
+                    fprintf(csv,
+                            "%zu,%zu,%.6g,%s,%s,%zu,%.6g,%.6g,%.6g,%.4g,%.6g,%.4g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,"
+                            "%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,\"%s\"\n",
+                            N, B, (double)B / (double)N, tt_reduce_name(c.reduce), b.weak ? "weak" : "strong", ne,
+                            tt_median(secs, ne), ms, pred_ms, err_pc / 100, fl, rt, acc, k * split.launch,
+                            k * split.pull, k * split.data, k * split.compute, k * split.push, k * split.wait,
+                            k * split.reduce, k * split.update, 1e3 * pred.pull, 1e3 * pred.data, 1e3 * pred.compute,
+                            1e3 * pred.push, 1e3 * pred.wait, 1e3 * pred.reduce, 1e3 * pred.update, verdict);
+            }
+    if (csv && fclose(csv) != 0 && !s) s = tt_fail(&err, TT_ERR_IO, "--csv %s: write failed", b.csv);
     tt_dataset_free(&train);
     tt_dataset_free(&val);
     tt_dataset_free(&test);
     tt_free(model);
     tt_free(res);
-    if (s) {
-        fprintf(stderr, "towertrain: %s\n", err.msg);
-        return tt_status_exit_code(s);
+    tt_free(br);
+    return s ? fail(s, &err) : 0;
+}
+
+/* ---- probe --------------------------------------------------------------------------------------------------- */
+
+static int probe_extra(const char *opt, const char *value, void *ctx, tt_error *err, tt_status *st)
+{
+    size_t *reps = (size_t *)ctx;
+    if (strcmp(opt, "--reps") == 0) {
+        *st = value ? tt_cli_size(opt, value, 1, 256, reps, err) : tt_fail(err, TT_ERR_ARG, "%s: missing value", opt);
+        return 1;
     }
     return 0;
+}
+
+int tt_cmd_probe(int argc, char **argv)
+{
+    tt_run_config c;
+    tt_run_config_defaults(&c);
+    size_t reps = 30;
+    tt_error err = {{0}};
+    int help;
+    tt_status s = tt_cli_parse_train(argc, argv, 2, &c, "probe", probe_extra, &reps, &help, &err);
+    if (help) {
+        printf("usage: towertrain probe [--model M] [--towers N] [--batch B] [--optimizer O] [--device D] "
+               "[--reps N]\n\n"
+               "Measures on this machine and backend what the step's cost model needs — copy bandwidth host->device\n"
+               "and device->host (pinned and pageable), device->device, host memcpy and summation, sgemm at the\n"
+               "model's shapes, every phase of a step — and predicts the step time of each reduction placement\n"
+               "before any training. Needs no data set (inputs are synthetic; the model's input size is 784).\n\n"
+               "options: the train options --model --towers --batch --optimizer --device --host-threads, and\n"
+               "  --reps N   reps per measurement, median [30]\n");
+        return 0;
+    }
+    if (s) return fail(s, &err);
+    const tt_dev_ops *ops;
+    int n_devices;
+    s = tt_backend_find(c.device, &ops, &n_devices, &err);
+    if (s) return fail(s, &err);
+    tt_model *model = (tt_model *)tt_calloc(1, sizeof *model);
+    if (!model) return fail(tt_fail(&err, TT_ERR_NOMEM, "out of memory"), &err);
+    s = strcmp(c.model, "mlp") == 0 ? tt_model_mlp(model, 784, 10, &err) : tt_model_load(model, c.model, 784, 10, &err);
+    if (s) {
+        tt_free(model);
+        return fail(s, &err);
+    }
+    tt_probe_config pc = {model, ops, n_devices, c.towers, c.batch, c.optim, c.host_threads, reps};
+    tt_probe p;
+    s = tt_probe_run(&pc, &p, &err);
+    if (!s) {
+        printf("BLAS: %s\n", tt_blas_describe());
+        tt_probe_print(stdout, &p, &pc);
+        printf("\npredicted step (ms):\n%10s %8s %8s %8s %8s %8s %8s %8s %9s\n", "reduce", "pull", "data", "compute",
+               "push", "wait", "reduce", "update", "total");
+        for (int r = TT_REDUCE_CPU; r <= TT_REDUCE_ALLREDUCE; r++) {
+            tt_step_times t;
+            tt_probe_predict(&p, (tt_reduce)r, &t);
+            printf("%10s %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %9.3f\n", tt_reduce_name((tt_reduce)r), 1e3 * t.pull,
+                   1e3 * t.data, 1e3 * t.compute, 1e3 * t.push, 1e3 * t.wait, 1e3 * t.reduce, 1e3 * t.update,
+                   1e3 * t.total);
+        }
+    }
+    tt_free(model);
+    return s ? fail(s, &err) : 0;
+}
+
+/* ---- compare ------------------------------------------------------------------------------------------------- */
+
+int tt_cmd_compare(int argc, char **argv)
+{
+    tt_run_config c;
+    tt_run_config_defaults(&c);
+    c.epochs = 1;
+    c.towers = 2;
+    c.progress = TT_PROGRESS_QUIET;
+    tt_error err = {{0}};
+    int help;
+    tt_status s = tt_cli_parse_train(argc, argv, 2, &c, "compare", NULL, NULL, &help, &err);
+    if (help) {
+        printf("usage: towertrain compare [train options]\n\n"
+               "Trains the same steps (same seed, data order, towers and batch; default 1 epoch, 2 towers) once per\n"
+               "reduction placement — cpu, device, allreduce — and prints each one's time and the largest weight\n"
+               "difference between the placements. All three add the towers' gradients in the same order, so the\n"
+               "difference should be exactly 0.\n\ntrain options:\n");
+        tt_cli_train_help(stdout);
+        return 0;
+    }
+    if (s) return fail(s, &err);
+    const tt_dev_ops *ops;
+    int n_devices;
+    s = tt_backend_find(c.device, &ops, &n_devices, &err);
+    if (s) return fail(s, &err);
+    tt_dataset train, val, test;
+    tt_model *model = (tt_model *)tt_calloc(1, sizeof *model);
+    tt_run_result *res = (tt_run_result *)tt_calloc(1, sizeof *res);
+    float *w[3] = {NULL, NULL, NULL};
+    if (!model || !res) return fail(tt_fail(&err, TT_ERR_NOMEM, "out of memory"), &err);
+    s = load_for(&c, &train, &val, &test, model, &err);
+    if (s) return fail(s, &err);
+    printf("towertrain compare | backend %s | %zu towers | batch %zu | %zu epoch%s of %zu samples | seed %llu\n",
+           ops->name, c.towers, c.batch, c.epochs, c.epochs == 1 ? "" : "s", train.n, (unsigned long long)c.seed);
+    printf("%10s %9s %9s %11s %9s  %s\n", "reduce", "s/epoch", "ms/step", "max|dw| cpu", "test_acc", "verdict");
+    size_t P = 0;
+    for (int r = TT_REDUCE_CPU; !s && r <= TT_REDUCE_ALLREDUCE; r++) {
+        c.reduce = (tt_reduce)r;
+        s = tt_run_on(&c, &train, &val, &test, NULL, res, &err);
+        if (s) break;
+        w[r] = res->final_params;
+        P = res->n_params;
+        double secs[1024], steps_ms[1024];
+        size_t ne = res->n_epochs < 1024 ? res->n_epochs : 1024;
+        for (size_t e = 0; e < ne; e++) {
+            secs[e] = res->epochs[e].seconds;
+            steps_ms[e] = 1e3 * res->epochs[e].step_median;
+        }
+        double dw = 0;
+        for (size_t i = 0; w[0] && i < P; i++) dw = fmax(dw, fabs((double)w[r][i] - w[0][i]));
+        char verdict[128];
+        tt_ledger_verdict(&res->epochs[ne - 1].split, verdict, sizeof verdict);
+        printf("%10s %9.3f %9.3f %11.3g %9.4f  %s\n", tt_reduce_name((tt_reduce)r), tt_median(secs, ne),
+               tt_median(steps_ms, ne), dw, res->test.accuracy, verdict);
+    }
+    if (!s) {
+        double worst = 0, wmax = 0;
+        for (int a = 0; a < 3; a++)
+            for (int b2 = a + 1; b2 < 3; b2++)
+                for (size_t i = 0; i < P; i++) worst = fmax(worst, fabs((double)w[a][i] - w[b2][i]));
+        for (size_t i = 0; i < P; i++) wmax = fmax(wmax, fabs((double)w[0][i]));
+        printf("max |dw| between any two placements: %.3g (largest weight %.3g; one float32 ulp there is %.3g)\n",
+               worst, wmax, wmax * 1.1920929e-7);
+    }
+    for (int r = 0; r < 3; r++) tt_free(w[r]);
+    tt_dataset_free(&train);
+    tt_dataset_free(&val);
+    tt_dataset_free(&test);
+    tt_free(model);
+    tt_free(res);
+    return s ? fail(s, &err) : 0;
 }

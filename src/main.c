@@ -14,7 +14,9 @@ static void usage(FILE *f)
                "back; the host sums the gradients and applies the optimizer.\n\n"
                "commands:\n"
                "  train     train a model (towertrain train --help)\n"
-               "  bench     seconds per epoch for 1, 2, ... towers next to the GEMM floor (towertrain bench --help)\n"
+               "  bench     sweep towers x batch x placement: s/epoch, step split, prediction, GEMM floor, CSV\n"
+               "  probe     measure copy, sum and sgemm speeds and predict each placement's step time\n"
+               "  compare   train the same steps under each reduction placement: times and max |dw|\n"
                "  --help    this text\n"
                "  --version version, backends and BLAS\n");
 }
@@ -38,6 +40,8 @@ int main(int argc, char **argv)
     }
     if (strcmp(cmd, "train") == 0) return tt_cmd_train(argc, argv);
     if (strcmp(cmd, "bench") == 0) return tt_cmd_bench(argc, argv);
+    if (strcmp(cmd, "probe") == 0) return tt_cmd_probe(argc, argv);
+    if (strcmp(cmd, "compare") == 0) return tt_cmd_compare(argc, argv);
     fprintf(stderr, "towertrain: unknown command '%s' (try towertrain --help)\n", cmd);
     return 2;
 }

@@ -117,6 +117,8 @@ static tt_status tower_alloc(tt_tower *tw)
         break;
     }
     }
+    /* the master variables live in pinned host memory, so every tower's pull is a fast async copy */
+    if (tw->id == 0) ok = ok && (tr->h_params = (float *)tt_dev_host_alloc(&tw->dev, P * sizeof(float)));
     if (tw->id == 0 && tr->cfg.reduce != TT_REDUCE_CPU)
         ok = ok && (tr->h_grad = (float *)tt_dev_host_alloc(&tw->dev, P * sizeof(float)));
     if (!ok)
@@ -151,7 +153,8 @@ static void tower_release(tt_tower *tw)
     tt_dev_dfree(&tw->dev, tw->d_acc);
     if (tw->id == 0) {
         tt_dev_host_free(&tw->dev, tr->h_grad);
-        tr->h_grad = NULL;
+        tt_dev_host_free(&tw->dev, tr->h_params);
+        tr->h_grad = tr->h_params = NULL;
     }
     tt_dev_free(&tw->dev);
 }
@@ -300,7 +303,7 @@ static void tower_eval(tt_tower *tw)
 
 /* ---- host side: the run of steps ---------------------------------------------------------------------------- */
 
-enum { REDUCE_BLOCK = 2048 }; /* floats: the summed block (8 KiB) lives in L1 between the sum and the update */
+#define REDUCE_BLOCK TT_REDUCE_BLOCK
 
 /* Slice i of T of the buffer, block by block. cpu placement: sum the towers' slots in tower order into a block
  * buffer on this thread's stack, then apply the optimizer to the block — the summed gradient never exists as a
@@ -320,13 +323,7 @@ static void host_slice(tt_trainer *tr, int i, int T)
         size_t e = b + REDUCE_BLOCK < hi ? b + REDUCE_BLOCK : hi, len = e - b;
         const float *grad = host_sum ? tr->h_slots[0] + b : tr->h_grad + b; /* one tower: its slot is the sum */
         if (host_sum && N > 1) {
-            float *restrict g = block;
-            const float *restrict s0 = tr->h_slots[0] + b;
-            for (size_t k = 0; k < len; k++) g[k] = s0[k];
-            for (size_t w = 1; w < N; w++) {
-                const float *restrict sw = tr->h_slots[w] + b;
-                for (size_t k = 0; k < len; k++) g[k] = tt_add(g[k], sw[k]);
-            }
+            tt_sum_slots(block, tr->h_slots, N, b, len);
             grad = block;
         }
         double t1 = tt_now();
@@ -341,6 +338,21 @@ static void host_slice(tt_trainer *tr, int i, int T)
         tr->t_reduce1 = t_begin + (host_sum ? t_reduce : 0);
         tr->t_update0 = tr->t_reduce1;
         tr->t_update1 = tr->t_update0 + t_update + (host_sum ? 0 : t_reduce);
+    }
+}
+
+void tt_sum_slots(float *restrict out, float *const *slots, size_t n_slots, size_t offset, size_t len)
+{
+    const float *restrict s0 = slots[0] + offset;
+    if (n_slots == 1) {
+        for (size_t k = 0; k < len; k++) out[k] = s0[k];
+        return;
+    }
+    const float *restrict s1 = slots[1] + offset;
+    for (size_t k = 0; k < len; k++) out[k] = tt_add(s0[k], s1[k]);
+    for (size_t w = 2; w < n_slots; w++) {
+        const float *restrict sw = slots[w] + offset;
+        for (size_t k = 0; k < len; k++) out[k] = tt_add(out[k], sw[k]);
     }
 }
 
@@ -484,12 +496,10 @@ tt_status tt_trainer_init(tt_trainer *tr, const tt_model *m, const tt_trainer_co
         return tt_fail(err, TT_ERR_ARG, "--towers %zu is more than --batch %zu: every tower needs at least one sample",
                        N, cfg->batch);
     tr->shard_max = (cfg->batch + N - 1) / N;
-    tr->h_params = (float *)tt_malloc(P * sizeof(float));
     tr->h_slots = (float **)tt_calloc(N, sizeof(float *));
     tr->towers = (tt_tower *)tt_calloc(N, sizeof(tt_tower));
-    if (!tr->h_params || !tr->h_slots || !tr->towers)
+    if (!tr->h_slots || !tr->towers)
         return tt_fail(err, TT_ERR_NOMEM, "out of host memory for %zu parameters", P);
-    memcpy(tr->h_params, h_init_params, P * sizeof(float));
     tt_status s = tt_optim_init(&tr->opt, &cfg->optim, P, err);
     if (s) return s;
     for (size_t t = 0; t < N; t++) {
@@ -509,7 +519,10 @@ tt_status tt_trainer_init(tt_trainer *tr, const tt_model *m, const tt_trainer_co
     if (s) return s;
     tr->crew_up = 1;
     run_job(tr, JOB_INIT);
-    return towers_status(tr, err);
+    s = towers_status(tr, err);
+    if (s) return s;
+    memcpy(tr->h_params, h_init_params, P * sizeof(float));
+    return TT_OK;
 }
 
 void tt_trainer_free(tt_trainer *tr)
@@ -522,7 +535,6 @@ void tt_trainer_free(tt_trainer *tr)
         tt_barrier_destroy(&tr->bar_update);
     }
     if (tr->model) tt_optim_free(&tr->opt);
-    tt_free(tr->h_params);
     tt_free(tr->h_slots);
     tt_free(tr->towers);
     memset(tr, 0, sizeof *tr);

@@ -1,0 +1,62 @@
+/* tt_probe.h — measuring what the step's cost model needs on this machine and backend, and predicting the step
+ * time of each reduction placement before any training.
+ *
+ * Every measurement runs the seam's own operations with as many threads as the step would (N towers, or the
+ * host crew of T = max(N, host threads)), started together; a rep's time is its wall time, first start to last
+ * end, and a figure is the median over reps. The prediction is the sum of the step's phases:
+ *   launch ~ 0 | pull | data | compute | push | barrier | reduce (placement) [+ barrier] | update | barrier.
+ * Not for: training (tt_trainer.h). */
+#ifndef TT_PROBE_H
+#define TT_PROBE_H
+
+#include <stdio.h>
+
+#include "tt_model.h"
+#include "tt_optim.h"
+#include "tt_trainer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tt_probe_config {
+    const tt_model *model;
+    const tt_dev_ops *ops;
+    int n_devices;
+    size_t towers;     /* N */
+    size_t batch;      /* B: global */
+    tt_optim_config optim;
+    int host_threads;  /* 0 = CPUs (as the trainer) */
+    size_t reps;       /* reps per measurement (median) */
+} tt_probe_config;
+
+typedef struct tt_probe {
+    int crew;           /* T: host threads of the step */
+    size_t rows;        /* largest shard: ceil(B / N) */
+    /* bandwidths in GB/s: bytes copied (or, for the sum, bytes of slots summed) per second, N copies at once —
+     * the convention of CUDA's bandwidthTest and of memcpy benchmarks */
+    double h2d_pinned, h2d_pageable, d2h_pinned, d2h_pageable, peer;
+    double host_memcpy; /* T threads copying N slots of P floats */
+    double host_sum;    /* T threads summing N slots of P floats */
+    double gemm_gflops; /* the step's GEMMs, N threads at once */
+    double gemm_step;   /* seconds: the step's GEMMs alone (the GEMM floor of a step) */
+    /* the phases of a step, seconds, N towers at once */
+    double pull, data, compute, push_grad, push_stats, barrier;
+    double straggle;    /* mean time the other towers wait for the slowest one's compute */
+    double reduce_cpu, reduce_device, reduce_allreduce, update;
+} tt_probe;
+
+tt_status tt_probe_run(const tt_probe_config *c, tt_probe *p, tt_error *err);
+
+/* Only the GEMM floor (what bench re-measures before every epoch): seconds per step. */
+tt_status tt_probe_gemm_floor(const tt_probe_config *c, double *step_seconds, tt_error *err);
+
+/* The predicted split of one step under placement r (total = sum of the parts). */
+void tt_probe_predict(const tt_probe *p, tt_reduce r, tt_step_times *out);
+
+void tt_probe_print(FILE *f, const tt_probe *p, const tt_probe_config *c);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
