@@ -265,6 +265,39 @@ START_TEST(test_trace_file)
 }
 END_TEST
 
+/* bench (CSV), compare (placements agree exactly) and probe (a prediction per placement) on the tiny data set. */
+START_TEST(test_measuring_commands)
+{
+    char args[1024], csv[256];
+    snprintf(csv, sizeof csv, "%s/bench.csv", dir);
+    snprintf(args, sizeof args, "bench --data %s --val-samples 60 --epochs 2 --towers 1,2 --batch 16,32 "
+             "--reduce cpu,allreduce --reps 3 --csv %s", dir, csv);
+    expect(args, 0, "");
+    char *o = slurp(out_path);
+    ck_assert_msg(strstr(o, "pred ms") != NULL && strstr(o, "allreduce") != NULL, "%s", o);
+    FILE *f = fopen(csv, "r");
+    ck_assert_ptr_nonnull(f);
+    char line[4096];
+    size_t rows = 0;
+    while (fgets(line, sizeof line, f)) rows++;
+    fclose(f);
+    ck_assert_uint_eq(rows, 1 + 2 * 2 * 2); /* header + towers x batches x placements */
+    snprintf(args, sizeof args, "bench --data %s --val-samples 60 --scaling weak --towers 2 --batch 8 --epochs 1 --reps 2",
+             dir);
+    expect(args, 0, "");
+    ck_assert_msg(strstr(slurp(out_path), "     2     16 ") != NULL, "weak scaling: 2 towers x 8 = batch 16");
+    snprintf(args, sizeof args, "compare --data %s --val-samples 60 --towers 3 --batch 32", dir);
+    expect(args, 0, "");
+    ck_assert_msg(strstr(slurp(out_path), "max |dw| between any two placements: 0 ") != NULL, "%s", slurp(out_path));
+    expect("probe --towers 2 --batch 64 --reps 3", 0, "");
+    o = slurp(out_path);
+    ck_assert_msg(strstr(o, "predicted step") != NULL && strstr(o, "allreduce") != NULL, "%s", o);
+    expect("bench --scaling sideways", 2, "--scaling");
+    expect("bench --reduce cpu,gpu", 2, "gpu");
+    expect("probe --reps 0", 2, "--reps");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cli");
@@ -276,6 +309,7 @@ int main(void)
     tcase_add_test(tc, test_bad_files);
     tcase_add_test(tc, test_small_run_and_json_log);
     tcase_add_test(tc, test_trace_file);
+    tcase_add_test(tc, test_measuring_commands);
     suite_add_tcase(s, tc);
     return tt_test_run_suite(s);
 }
