@@ -32,6 +32,7 @@ typedef struct tt_probe_config {
 
 typedef struct tt_probe {
     int crew;           /* T: host threads of the step */
+    int waves;          /* ceil(N / min(N, CPUs)): towers run in waves when they outnumber the cores */
     size_t rows;        /* largest shard: ceil(B / N) */
     /* bandwidths in GB/s: bytes copied (or, for the sum, bytes of slots summed) per second, N copies at once —
      * the convention of CUDA's bandwidthTest and of memcpy benchmarks */
@@ -50,6 +51,10 @@ tt_status tt_probe_run(const tt_probe_config *c, tt_probe *p, tt_error *err);
 
 /* Only the GEMM floor (what bench re-measures before every epoch): seconds per step. */
 tt_status tt_probe_gemm_floor(const tt_probe_config *c, double *step_seconds, tt_error *err);
+
+/* Phase by phase, the median of n probes (1 <= n <= 8) taken at different times: one noisy moment on a shared
+ * machine then moves no phase. Bandwidths and rates are taken from the first probe. */
+void tt_probe_median(const tt_probe *probes, int n, tt_probe *out);
 
 /* The predicted split of one step under placement r (total = sum of the parts). */
 void tt_probe_predict(const tt_probe *p, tt_reduce r, tt_step_times *out);

@@ -139,11 +139,19 @@ static int fail(tt_status s, const tt_error *err)
 typedef struct bench_run {
     tt_probe_config pc;
     double floor_step[1024]; /* GEMM floor per epoch, measured just before it */
+    tt_probe probes[3];      /* before the row, before its middle epoch, after it */
+    int n_probes;
+    size_t epochs;
 } bench_run;
 
 static tt_status bench_before_epoch(void *ctx, size_t epoch, tt_error *err)
 {
     bench_run *br = (bench_run *)ctx;
+    if (epoch > 1 && epoch == br->epochs / 2 + 1 && br->n_probes == 1) { /* before the middle epoch */
+        tt_status s = tt_probe_run(&br->pc, &br->probes[br->n_probes], err);
+        if (s) return s;
+        br->n_probes++;
+    }
     return epoch <= 1024 ? tt_probe_gemm_floor(&br->pc, &br->floor_step[epoch - 1], err) : TT_OK;
 }
 
@@ -154,7 +162,8 @@ static void bench_help(void)
            "Trains --epochs epochs (default 3) for every combination of the lists and prints, per row, the median\n"
            "seconds per epoch and step, validation accuracy, the cost model's predicted step (towertrain probe,\n"
            "measured just before the row), and the GEMM floor (the step's GEMMs alone, re-measured before every\n"
-           "epoch) with the ratio of the median step to it.\n\n"
+           "epoch) with the ratio of the median step to it. The prediction is the phase-by-phase median of three\n"
+           "probes: before the row, before its middle epoch, and after it.\n\n"
            "  --towers LIST    tower counts [1,2]\n"
            "  --batch LIST     batch sizes [256]\n"
            "  --reduce LIST    placements: cpu, device, allreduce [cpu]\n"
@@ -205,8 +214,8 @@ int tt_cmd_bench(int argc, char **argv)
            "%zu epochs per row, medians\n\n",
            model->source, model->n_params, tt_model_train_flops(model) / 1e6, train.n, b.weak ? "weak" : "strong",
            c.epochs);
-    printf("%6s %6s %9s %9s %9s %9s %7s %9s %6s %8s\n", "towers", "batch", "reduce", "s/epoch", "ms/step", "pred ms",
-           "pred", "floor ms", "ratio", "val_acc");
+    printf("%6s %6s %9s %9s %11s %9s %9s %7s %9s %6s %8s\n", "towers", "batch", "reduce", "s/epoch", "floor s/ep",
+           "ms/step", "pred ms", "pred", "floor ms", "ratio", "val_acc");
     for (size_t bi = 0; !s && bi < b.n_batches; bi++)
         for (size_t ti = 0; !s && ti < b.n_towers; ti++)
             for (size_t ri = 0; !s && ri < b.n_reduces; ri++) {
@@ -228,15 +237,21 @@ int tt_cmd_bench(int argc, char **argv)
                 br->pc.optim = c.optim;
                 br->pc.host_threads = c.host_threads;
                 br->pc.reps = b.reps;
-                tt_probe probe;
-                s = tt_probe_run(&br->pc, &probe, &err);
+                /* the prediction is the median of probes before, during and after the row's training */
+                br->epochs = c.epochs;
+                br->n_probes = 0;
+                s = tt_probe_run(&br->pc, &br->probes[br->n_probes++], &err);
                 if (s) break;
-                tt_step_times pred;
-                tt_probe_predict(&probe, c.reduce, &pred);
                 c.before_epoch = bench_before_epoch;
                 c.before_epoch_ctx = br;
                 s = tt_run_on(&c, &train, &val, &test, NULL, res, &err);
                 if (s) break;
+                s = tt_probe_run(&br->pc, &br->probes[br->n_probes++], &err);
+                if (s) break;
+                tt_probe probe;
+                tt_probe_median(br->probes, br->n_probes, &probe);
+                tt_step_times pred;
+                tt_probe_predict(&probe, c.reduce, &pred);
                 tt_free(res->final_params);
                 size_t ne = res->n_epochs < 1024 ? res->n_epochs : 1024, steps = res->epochs[0].steps;
                 double secs[1024], step_ms[1024], floor_ms[1024], ratio[1024];
@@ -253,8 +268,9 @@ int tt_cmd_bench(int argc, char **argv)
                 double fl = tt_median(floor_ms, ne), rt = tt_median(ratio, ne), acc = res->epochs[ne - 1].val.accuracy;
                 char verdict[128];
                 tt_ledger_verdict(&split, verdict, sizeof verdict);
-                printf("%6zu %6zu %9s %9.3f %9.3f %9.3f %+6.0f%% %9.3f %6.2f %8.4f\n", N, B, tt_reduce_name(c.reduce),
-                       tt_median(secs, ne), ms, pred_ms, err_pc, fl, rt, acc);
+                printf("%6zu %6zu %9s %9.3f %11.3f %9.3f %9.3f %+6.0f%% %9.3f %6.2f %8.4f\n", N, B,
+                       tt_reduce_name(c.reduce), tt_median(secs, ne), fl * 1e-3 * (double)steps, ms, pred_ms, err_pc, fl,
+                       rt, acc);
                 double k = 1e3 / (double)steps;
                 printf("       measured ms/step: pull %.3f data %.3f compute %.3f push %.3f wait %.3f reduce %.3f "
                        "update %.3f | %s\n",

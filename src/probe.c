@@ -2,6 +2,7 @@
  * code probes the CUDA backend. One concurrent runner starts a thread per tower (each with its own tt_dev),
  * lines them up at a barrier before every rep and times the rep from the first start to the last end. */
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -280,32 +281,44 @@ static void body_gemm(probe_run *r, probe_thread *t)
     }
 }
 
-/* Same work as the trainer's tower_reduce for each placement. */
+/* The probe runs min(N, cores) device threads; tower u's gradient lives with thread u % n. */
+static probe_thread *tower_of(probe_run *r, size_t u) { return &r->th[u % (size_t)r->n]; }
+
+/* Same work as the trainer's tower_reduce: tower 0 gathers and adds the N - 1 others, then pushes the sum. */
 static void body_reduce_device(probe_run *r, probe_thread *t)
 {
     if (t->id != 0) return;
-    for (int u = 1; u < r->n; u++) {
-        tt_dev_peer_copy(&t->dev, t->d_recv, &r->th[u].dev, r->th[u].d_grads, r->P * sizeof(float));
+    for (size_t u = 1; u < r->c->towers; u++) {
+        probe_thread *src = tower_of(r, u);
+        tt_dev_peer_copy(&t->dev, t->d_recv, &src->dev, src->d_grads, r->P * sizeof(float));
         tt_dev_add(&t->dev, t->d_grads, t->d_recv, r->P);
     }
     tt_dev_d2h(&t->dev, t->h_pinned, t->d_grads, r->P * sizeof(float));
 }
 
+/* Every slice of the all-reduce: thread i does the slices of towers i, i + n, ... (N slices on n threads). */
 static void body_reduce_allreduce(probe_run *r, probe_thread *t)
 {
-    size_t lo = (size_t)t->id * r->slice < r->P ? (size_t)t->id * r->slice : r->P;
-    size_t n = lo + r->slice < r->P ? r->slice : r->P - lo;
-    tt_dev_peer_copy(&t->dev, t->d_acc, &r->th[0].dev, r->th[0].d_grads + lo, n * sizeof(float));
-    for (int u = 1; u < r->n; u++) {
-        const float *src = r->th[u].d_grads + lo;
-        if (u != t->id) {
-            tt_dev_peer_copy(&t->dev, t->d_recv, &r->th[u].dev, src, n * sizeof(float));
-            src = t->d_recv;
+    const size_t N = r->c->towers;
+    for (size_t me = (size_t)t->id; me < N; me += (size_t)r->n) {
+        size_t lo = me * r->slice < r->P ? me * r->slice : r->P;
+        size_t n = lo + r->slice < r->P ? r->slice : r->P - lo;
+        tt_dev_peer_copy(&t->dev, t->d_acc, &tower_of(r, 0)->dev, tower_of(r, 0)->d_grads + lo, n * sizeof(float));
+        for (size_t u = 1; u < N; u++) {
+            probe_thread *src = tower_of(r, u);
+            const float *d_src = src->d_grads + lo;
+            if (src != t) {
+                tt_dev_peer_copy(&t->dev, t->d_recv, &src->dev, d_src, n * sizeof(float));
+                d_src = t->d_recv;
+            }
+            tt_dev_add(&t->dev, t->d_acc, d_src, n);
         }
-        tt_dev_add(&t->dev, t->d_acc, src, n);
+        tt_dev_d2h(&t->dev, t->h_pinned + lo, t->d_acc, n * sizeof(float));
     }
-    tt_dev_d2h(&t->dev, t->h_pinned + lo, t->d_acc, n * sizeof(float));
 }
+
+/* Before a reduction: the backward pass has just written every gradient. */
+static void prep_grads(probe_run *r, probe_thread *t) { tt_dev_fill(&t->dev, t->d_grads, r->P, 1e-3f); }
 
 /* Host work is sliced over the crew as the trainer slices it. */
 static void host_range(probe_run *r, probe_thread *t, size_t total, size_t *lo, size_t *hi)
@@ -348,13 +361,15 @@ static void body_update(probe_run *r, probe_thread *t)
  * master copy (its pull), so the slices the host threads touch sit dirty or shared in other cores' caches. */
 static void prep_host(probe_run *r, probe_thread *t)
 {
-    if ((size_t)t->id < r->c->towers) {
-        float *slot = r->slots[t->id];
+    float acc = 0;
+    for (size_t u = (size_t)t->id; u < r->c->towers; u += (size_t)r->n) {
+        float *slot = r->slots[u];
         for (size_t k = 0; k < r->P; k++) slot[k] = 1e-4f * (float)(k % 113);
-        float acc = 0;
         for (size_t k = 0; k < r->P; k += 16) acc += r->h_params[k];
-        r->sink = acc;
     }
+    if (t->id == 0) /* tower 0's push of the reduced gradient (device placement) */
+        for (size_t k = 0; k < r->P; k++) ((float *)r->h_grad)[k] = 1e-3f * (float)(k % 7);
+    r->sink = acc;
 }
 
 /* Before compute: the pull and the data phase, as in a step. */
@@ -413,7 +428,9 @@ tt_status tt_probe_gemm_floor(const tt_probe_config *c, double *step_seconds, tt
     run_init(r, c);
     r->gemm_only = 1;
     const probe_body body[1] = {body_gemm};
-    tt_status s = measure(r, (int)c->towers, 1, 1, body, NULL, step_seconds, err);
+    const int cpus = tt_cpu_count(), n = (int)c->towers < cpus ? (int)c->towers : cpus;
+    tt_status s = measure(r, n, 1, 1, body, NULL, step_seconds, err);
+    *step_seconds *= (double)(((int)c->towers + n - 1) / n); /* towers beyond the cores run in waves */
     tt_free(r);
     return s;
 }
@@ -421,13 +438,16 @@ tt_status tt_probe_gemm_floor(const tt_probe_config *c, double *step_seconds, tt
 tt_status tt_probe_run(const tt_probe_config *c, tt_probe *p, tt_error *err)
 {
     memset(p, 0, sizeof *p);
-    const int N = (int)c->towers, T = crew_size(c);
+    const int N = (int)c->towers, T = crew_size(c), cpus = tt_cpu_count();
+    /* one thread per core at most: with more towers than cores, towers run in waves (the prediction multiplies) */
+    const int n_dev = N < cpus ? N : cpus, n_host = T < cpus ? T : cpus;
     if (N > PROBE_MAX_THREADS || T > PROBE_MAX_THREADS)
         return tt_fail(err, TT_ERR_ARG, "probe: at most %d towers and host threads", PROBE_MAX_THREADS);
     probe_run *r = (probe_run *)tt_calloc(1, sizeof *r);
     if (!r) return tt_fail(err, TT_ERR_NOMEM, "probe: out of memory");
     run_init(r, c);
     p->crew = T;
+    p->waves = (N + n_dev - 1) / n_dev;
     p->rows = r->rows;
     const size_t P = r->P, D = c->model->input_dim;
     const double bytes = (double)P * sizeof(float);
@@ -466,15 +486,19 @@ tt_status tt_probe_run(const tt_probe_config *c, tt_probe *p, tt_error *err)
     const probe_body dev_bodies[N_DEV] = {body_h2d_pinned, body_h2d_pageable, body_d2h_pinned, body_d2h_pageable,
                                           body_peer,       body_d2h_stats,    body_data,       body_compute,
                                           body_reduce_device, body_reduce_allreduce};
-    const probe_body dev_preps[N_DEV] = {NULL, NULL, NULL, NULL, NULL, NULL, body_h2d_pinned, prep_compute, NULL, NULL};
+    const probe_body dev_preps[N_DEV] = {NULL, NULL, NULL, NULL, NULL, NULL, body_h2d_pinned, prep_compute,
+                                         prep_grads, prep_grads};
     double dev_t[N_DEV] = {0};
-    if (!s) s = measure(r, N, 1, N_DEV, dev_bodies, dev_preps, dev_t, err);
+    if (!s) s = measure(r, n_dev, 1, N_DEV, dev_bodies, dev_preps, dev_t, err);
     /* the host phase: T threads, after the towers' pushes and pulls as in a step */
     enum { SUM, COPY, UPDATE, BARRIER, N_HOST };
-    const probe_body host_bodies[N_HOST] = {body_host_sum, body_host_memcpy, body_update, body_barrier};
-    const probe_body host_preps[N_HOST] = {prep_host, prep_host, prep_host, NULL};
+    const probe_body host_bodies[N_HOST - 1] = {body_host_sum, body_host_memcpy, body_update};
+    const probe_body host_preps[N_HOST - 1] = {prep_host, prep_host, prep_host};
     double host_t[N_HOST] = {0};
-    if (!s) s = measure(r, T, 0, N_HOST, host_bodies, host_preps, host_t, err);
+    if (!s) s = measure(r, n_host, 0, N_HOST - 1, host_bodies, host_preps, host_t, err);
+    /* the barrier with the trainer's whole crew (it sleeps instead of spinning when threads outnumber cores) */
+    const probe_body bar_body[1] = {body_barrier};
+    if (!s) s = measure(r, T, 0, 1, bar_body, NULL, &host_t[BARRIER], err);
     const double h2d_pin = dev_t[PULL], h2d_page = dev_t[PULL_PAGE], d2h_pin = dev_t[PUSH], d2h_page = dev_t[PUSH_PAGE],
                  peer = dev_t[PEER], sum = host_t[SUM], copy = host_t[COPY], barrier20 = host_t[BARRIER];
     p->push_stats = dev_t[STATS];
@@ -487,15 +511,16 @@ tt_status tt_probe_run(const tt_probe_config *c, tt_probe *p, tt_error *err)
     if (!s) {
         r->gemm_only = 1;
         const probe_body gemm[1] = {body_gemm};
-        s = measure(r, N, 1, 1, gemm, NULL, &p->gemm_step, err);
+        s = measure(r, n_dev, 1, 1, gemm, NULL, &p->gemm_step, err);
+        p->gemm_step *= p->waves;
         r->gemm_only = 0;
     }
     if (!s) {
-        p->h2d_pinned = (double)N * bytes / h2d_pin / 1e9;
-        p->h2d_pageable = (double)N * bytes / h2d_page / 1e9;
-        p->d2h_pinned = (double)N * bytes / d2h_pin / 1e9;
-        p->d2h_pageable = (double)N * bytes / d2h_page / 1e9;
-        p->peer = (double)N * bytes / peer / 1e9;
+        p->h2d_pinned = (double)n_dev * bytes / h2d_pin / 1e9;
+        p->h2d_pageable = (double)n_dev * bytes / h2d_page / 1e9;
+        p->d2h_pinned = (double)n_dev * bytes / d2h_pin / 1e9;
+        p->d2h_pageable = (double)n_dev * bytes / d2h_page / 1e9;
+        p->peer = (double)n_dev * bytes / peer / 1e9;
         p->host_sum = (double)N * bytes / sum / 1e9;
         p->host_memcpy = (double)N * bytes / copy / 1e9;
         p->gemm_gflops = tt_model_train_flops(c->model) * (double)r->rows * (double)N / p->gemm_step / 1e9;
@@ -516,6 +541,27 @@ tt_status tt_probe_run(const tt_probe_config *c, tt_probe *p, tt_error *err)
     return s;
 }
 
+static double median_of(const tt_probe *ps, int n, size_t offset)
+{
+    double v[8];
+    for (int i = 0; i < n; i++) v[i] = *(const double *)((const char *)&ps[i] + offset);
+    return tt_median(v, (size_t)n);
+}
+
+void tt_probe_median(const tt_probe *ps, int n, tt_probe *out)
+{
+    TT_ASSERT(n >= 1 && n <= 8);
+    *out = ps[0];
+    const size_t fields[] = {offsetof(tt_probe, pull),          offsetof(tt_probe, data),
+                             offsetof(tt_probe, compute),       offsetof(tt_probe, push_grad),
+                             offsetof(tt_probe, push_stats),    offsetof(tt_probe, barrier),
+                             offsetof(tt_probe, straggle),      offsetof(tt_probe, reduce_cpu),
+                             offsetof(tt_probe, reduce_device), offsetof(tt_probe, reduce_allreduce),
+                             offsetof(tt_probe, update),        offsetof(tt_probe, gemm_step)};
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+        *(double *)((char *)out + fields[i]) = median_of(ps, n, fields[i]);
+}
+
 void tt_probe_predict(const tt_probe *p, tt_reduce r, tt_step_times *o)
 {
     memset(o, 0, sizeof *o);
@@ -523,8 +569,10 @@ void tt_probe_predict(const tt_probe *p, tt_reduce r, tt_step_times *o)
     o->data = p->data;
     o->compute = p->compute;
     o->push = p->push_stats + (r == TT_REDUCE_CPU ? p->push_grad : 0);
-    o->wait = p->barrier + p->straggle;
-    o->towers = o->pull + o->data + o->compute + o->push + o->wait;
+    /* with more towers than cores the towers run in waves: a tower waits for the other waves */
+    const double work = o->pull + o->data + o->compute + o->push;
+    o->wait = (double)(p->waves - 1) * work + p->straggle + p->barrier;
+    o->towers = work + o->wait;
     switch (r) {
     case TT_REDUCE_CPU: o->reduce = p->reduce_cpu; break;
     case TT_REDUCE_DEVICE: o->reduce = p->reduce_device + p->barrier; break;
@@ -540,10 +588,14 @@ void tt_probe_print(FILE *f, const tt_probe *p, const tt_probe_config *c)
     fprintf(f, "probe: backend %s | %zu tower%s, batch %zu (shards of up to %zu rows) | host crew %d threads | %s\n",
             c->ops->name, c->towers, c->towers == 1 ? "" : "s", c->batch, p->rows, p->crew,
             tt_optim_kind_name(c->optim.kind));
-    fprintf(f, "  copies of the %.2f MB gradient, %zu at once (GB/s):\n", mb, c->towers);
+    const size_t at_once = c->towers < (size_t)tt_cpu_count() ? c->towers : (size_t)tt_cpu_count();
+    fprintf(f, "  copies of the %.2f MB gradient, %zu at once (GB/s):\n", mb, at_once);
     fprintf(f, "    host->device  pinned %7.2f   pageable %7.2f\n", p->h2d_pinned, p->h2d_pageable);
     fprintf(f, "    device->host  pinned %7.2f   pageable %7.2f\n", p->d2h_pinned, p->d2h_pageable);
     fprintf(f, "    device->device (peer) %6.2f\n", p->peer);
+    if (p->waves > 1)
+        fprintf(f, "  %zu towers on %d CPUs: towers run in %d waves; phases below are one tower's, measured %zu at once\n",
+                c->towers, tt_cpu_count(), p->waves, at_once);
     fprintf(f, "  host, %d threads: memcpy %.2f GB/s | summing %zu slots %.2f GB/s = %.0f%% of memcpy (bytes copied or "
                "summed per second)\n",
             p->crew, p->host_memcpy, c->towers, p->host_sum, 100.0 * p->host_sum / p->host_memcpy);

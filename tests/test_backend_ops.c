@@ -144,6 +144,27 @@ START_TEST(test_elementwise_and_rows)
         tt_dev_dfree(&p.cpu, p0);
         tt_dev_dfree(&p.dev, p1);
         tt_free(px);
+        /* add (the gradient sum), and a peer copy from a second context of the same backend */
+        float *a0, *a1;
+        upload(&p, hx, n, &a0, &a1);
+        tt_dev_add(&p.cpu, y0, a0, n);
+        tt_dev_add(&p.dev, y1, a1, n);
+        compare(&p, "add", y0, y1, n, 0, 0);
+        tt_dev_dfree(&p.cpu, a0);
+        tt_dev_dfree(&p.dev, a1);
+        tt_dev peer;
+        tt_error perr;
+        ck_assert_msg(tt_dev_init(&peer, ops, 0, &perr) == TT_OK, "%s", perr.msg);
+        float *d_peer = tt_dev_alloc_f32(&peer, n);
+        tt_dev_h2d(&peer, d_peer, hx, n * sizeof(float));
+        tt_dev_sync(&peer);
+        upload(&p, hy, n, &y0, &y1);
+        tt_dev_h2d(&p.cpu, y0, hx, n * sizeof(float));
+        tt_dev_peer_copy(&p.dev, y1, &peer, d_peer, n * sizeof(float));
+        compare(&p, "peer_copy", y0, y1, n, 0, 0);
+        tt_dev_dfree(&peer, d_peer);
+        tt_dev_free(&peer);
+        upload(&p, hy, n, &y0, &y1);
         /* fill, d2d */
         tt_dev_fill(&p.cpu, y0, n, 0.5f);
         tt_dev_fill(&p.dev, y1, n, 0.5f);
