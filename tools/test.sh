@@ -10,12 +10,12 @@ jobs=$(nproc)
 run() {
   local dir=$1; shift
   echo "=== $dir: cmake $*"
-  cmake -S . -B "$dir" -DTT_WERROR=ON "$@" >"$dir.configure.log" 2>&1 || { cat "$dir.configure.log"; exit 1; }
+  cmake -S . -B "$dir" -DTT_WERROR=ON "$@" >"$dir/configure.log" 2>&1 || { cat "$dir/configure.log"; exit 1; }
   cmake --build "$dir" -j"$jobs"
   (cd "$dir" && ctest --output-on-failure)
 }
 mkdir -p build build-cpu build-asan
-run build -DCMAKE_BUILD_TYPE=Release
+run build -DCMAKE_BUILD_TYPE=Release -DTT_CUDA=AUTO
 run build-cpu -DCMAKE_BUILD_TYPE=Release -DTT_CUDA=OFF
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   run build-asan -DCMAKE_BUILD_TYPE=Debug -DTT_CUDA=OFF -DTT_SANITIZE=ON
