@@ -61,6 +61,13 @@ typedef struct tt_run_result {
     float *final_params; /* tt_malloc'd copy of the master weights at the end (caller frees); may be NULL */
 } tt_run_result;
 
+/* The data sets of a run: --data loaded, the last --val-samples split off, --train-samples / --test-samples
+ * applied. The caller frees all three. */
+tt_status tt_run_load(const tt_run_config *c, tt_dataset *train, tt_dataset *val, tt_dataset *test, tt_error *err);
+
+/* The model of a run (--model mlp or a file) for data shaped like train. */
+tt_status tt_run_model(const tt_run_config *c, const tt_dataset *train, tt_model *m, tt_error *err);
+
 /* Runs the whole job, printing to out (NULL = silent). Errors return a status with a one-line message. */
 tt_status tt_run(const tt_run_config *c, FILE *out, tt_run_result *res, tt_error *err);
 

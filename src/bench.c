@@ -110,22 +110,8 @@ static int bench_extra(const char *opt, const char *value, void *ctx, tt_error *
 static tt_status load_for(const tt_run_config *c, tt_dataset *train, tt_dataset *val, tt_dataset *test,
                           tt_model *model, tt_error *err)
 {
-    memset(val, 0, sizeof *val);
-    tt_status s = tt_dataset_load_dir(c->data, train, test, err);
-    if (s) return s;
-    s = tt_dataset_split_tail(train, c->val_samples, val, err);
-    if (!s && c->train_samples) {
-        if (c->train_samples > train->n)
-            s = tt_fail(err, TT_ERR_ARG, "--train-samples %zu: only %zu training samples after the validation split",
-                        c->train_samples, train->n);
-        else
-            tt_dataset_truncate(train, c->train_samples);
-    }
-    if (!s && c->test_samples) tt_dataset_truncate(test, c->test_samples);
-    if (!s)
-        s = strcmp(c->model, "mlp") == 0 ? tt_model_mlp(model, train->dim, train->n_classes, err)
-                                         : tt_model_load(model, c->model, train->dim, train->n_classes, err);
-    return s;
+    tt_status s = tt_run_load(c, train, val, test, err);
+    return s ? s : tt_run_model(c, train, model, err);
 }
 
 static int fail(tt_status s, const tt_error *err)

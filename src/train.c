@@ -77,10 +77,7 @@ tt_status tt_run_on(const tt_run_config *c, const tt_dataset *train, const tt_da
 
     tt_model *model = (tt_model *)tt_calloc(1, sizeof *model);
     if (!model) return tt_fail(err, TT_ERR_NOMEM, "out of memory");
-    if (strcmp(c->model, "mlp") == 0)
-        s = tt_model_mlp(model, train->dim, train->n_classes, err);
-    else
-        s = tt_model_load(model, c->model, train->dim, train->n_classes, err);
+    s = tt_run_model(c, train, model, err);
     if (s) {
         tt_free(model);
         return s;
@@ -290,26 +287,44 @@ done:
     return s;
 }
 
+tt_status tt_run_load(const tt_run_config *c, tt_dataset *train, tt_dataset *val, tt_dataset *test, tt_error *err)
+{
+    memset(val, 0, sizeof *val);
+    tt_status s = tt_dataset_load_dir(c->data, train, test, err);
+    if (s) return s;
+    s = tt_dataset_split_tail(train, c->val_samples, val, err);
+    if (!s && c->train_samples) {
+        if (c->train_samples > train->n)
+            s = tt_fail(err, TT_ERR_ARG, "--train-samples %zu: only %zu training samples after the validation split",
+                        c->train_samples, train->n);
+        else
+            tt_dataset_truncate(train, c->train_samples);
+    }
+    if (!s && c->test_samples) tt_dataset_truncate(test, c->test_samples);
+    if (s) {
+        tt_dataset_free(train);
+        tt_dataset_free(val);
+        tt_dataset_free(test);
+    }
+    return s;
+}
+
+tt_status tt_run_model(const tt_run_config *c, const tt_dataset *train, tt_model *m, tt_error *err)
+{
+    if (strcmp(c->model, "mlp") == 0) return tt_model_mlp(m, train->dim, train->n_classes, err);
+    return tt_model_load(m, c->model, train->dim, train->n_classes, err);
+}
+
 tt_status tt_run(const tt_run_config *c, FILE *out, tt_run_result *res, tt_error *err)
 {
-    tt_dataset train, test, val;
-    memset(&val, 0, sizeof val);
     const tt_dev_ops *ops;
     int n_devices;
     tt_status s = tt_backend_find(c->device, &ops, &n_devices, err); /* before spending seconds on the data */
     if (s) return s;
-    s = tt_dataset_load_dir(c->data, &train, &test, err);
+    tt_dataset train, val, test;
+    s = tt_run_load(c, &train, &val, &test, err);
     if (s) return s;
-    s = tt_dataset_split_tail(&train, c->val_samples, &val, err);
-    if (!s && c->train_samples) {
-        if (c->train_samples > train.n)
-            s = tt_fail(err, TT_ERR_ARG, "--train-samples %zu: only %zu training samples after the validation split",
-                        c->train_samples, train.n);
-        else
-            tt_dataset_truncate(&train, c->train_samples);
-    }
-    if (!s && c->test_samples) tt_dataset_truncate(&test, c->test_samples);
-    if (!s) s = tt_run_on(c, &train, &val, &test, out, res, err);
+    s = tt_run_on(c, &train, &val, &test, out, res, err);
     tt_dataset_free(&train);
     tt_dataset_free(&val);
     tt_dataset_free(&test);
