@@ -44,6 +44,7 @@ typedef struct tt_probe {
     /* the phases of a step, seconds, N towers at once */
     double pull, data, compute, push_grad, push_stats, barrier;
     double straggle;    /* mean time the other towers wait for the slowest one's compute */
+    double wake;        /* a sleeping thread's wake-up latency */
     double reduce_cpu, reduce_device, reduce_allreduce, update;
 } tt_probe;
 

@@ -57,6 +57,9 @@ struct probe_run {
     float *h_params;
     const float *h_grad;
     tt_barrier *barrier;   /* barrier cost */
+    tt_barrier *sleeper;   /* wake-up latency: a 2-thread barrier that never spins */
+    double wake_release, wake[PROBE_MAX_REPS + 1];
+    int n_wake;
     volatile float sink;   /* keeps summed blocks alive */
 };
 
@@ -379,6 +382,25 @@ static void prep_compute(probe_run *r, probe_thread *t)
     body_data(r, t);
 }
 
+/* Wake-up latency of a sleeping crew thread (what a barrier costs when threads outnumber cores): thread 0 works
+ * ~0.2 ms while thread 1 sleeps at a non-spinning barrier; thread 1 records how long after the release it ran. */
+static void wake_release(void *arg)
+{
+    probe_run *r = (probe_run *)arg;
+    r->wake_release = tt_now();
+}
+
+static void body_wake(probe_run *r, probe_thread *t)
+{
+    if (t->id == 0) {
+        double until = tt_now() + 2e-4;
+        while (tt_now() < until) {
+        }
+    }
+    if (t->id < 2) tt_barrier_wait(r->sleeper, wake_release, r);
+    if (t->id == 1 && r->n_wake < PROBE_MAX_REPS + 1) r->wake[r->n_wake++] = tt_now() - r->wake_release;
+}
+
 static void body_barrier(probe_run *r, probe_thread *t)
 {
     (void)t;
@@ -499,6 +521,15 @@ tt_status tt_probe_run(const tt_probe_config *c, tt_probe *p, tt_error *err)
     /* the barrier with the trainer's whole crew (it sleeps instead of spinning when threads outnumber cores) */
     const probe_body bar_body[1] = {body_barrier};
     if (!s) s = measure(r, T, 0, 1, bar_body, NULL, &host_t[BARRIER], err);
+    tt_barrier sleeper;
+    tt_barrier_init(&sleeper, 2, 0.0);
+    r->sleeper = &sleeper;
+    const probe_body wake_body[1] = {body_wake};
+    double unused;
+    if (!s && cpus >= 2) s = measure(r, 2, 0, 1, wake_body, NULL, &unused, err);
+    tt_barrier_destroy(&sleeper);
+    /* the first sample is the warm-up rep */
+    p->wake = r->n_wake > 1 ? tt_median(r->wake + 1, (size_t)r->n_wake - 1) : 0;
     const double h2d_pin = dev_t[PULL], h2d_page = dev_t[PULL_PAGE], d2h_pin = dev_t[PUSH], d2h_page = dev_t[PUSH_PAGE],
                  peer = dev_t[PEER], sum = host_t[SUM], copy = host_t[COPY], barrier20 = host_t[BARRIER];
     p->push_stats = dev_t[STATS];
@@ -528,6 +559,8 @@ tt_status tt_probe_run(const tt_probe_config *c, tt_probe *p, tt_error *err)
         p->push_grad = d2h_pin;
         p->reduce_cpu = sum;
         p->barrier = barrier20 / 20.0;
+        /* threads outnumber cores: every barrier sleeps, and leaving it costs a wake-up */
+        if (T > cpus && p->wake > p->barrier) p->barrier = p->wake;
     }
     if (r->barrier) tt_barrier_destroy(&barrier);
     tt_optim_free(&opt);
@@ -604,6 +637,8 @@ void tt_probe_print(FILE *f, const tt_probe *p, const tt_probe_config *c)
     fprintf(f, "  step phases (ms): pull %.3f | data %.3f | compute %.3f | push grad %.3f + stats %.3f | barrier %.3f\n",
             1e3 * p->pull, 1e3 * p->data, 1e3 * p->compute, 1e3 * p->push_grad, 1e3 * p->push_stats,
             1e3 * p->barrier);
+    fprintf(f, "                    thread wake-up %.3f (a barrier's cost when towers outnumber cores)\n",
+            1e3 * p->wake);
     fprintf(f, "                    stragglers: the other towers wait %.3f for the slowest one's compute\n",
             1e3 * p->straggle);
     fprintf(f, "                    reduce cpu %.3f | device %.3f | allreduce %.3f | update %.3f\n",
