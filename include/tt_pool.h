@@ -1,9 +1,9 @@
-/* tt_pool.h — a crew of persistent threads that run one function together and meet again when all are done.
+/* tt_pool.h — a crew of persistent threads that run one job together, and the barrier they meet at inside it.
  *
- * Two crews use it: the towers (one thread per tower; the caller only dispatches and waits) and the host's
- * reducer (the caller works as participant 0, helpers take the other slices). Each worker sleeps on its own
- * semaphore between jobs and the last one to finish posts the caller's: two futex operations per thread per job,
- * no shared lock to queue on. Not for: work queues or nested jobs. */
+ * The trainer's crew is one: thread t < N is tower t, the others are extra host cores. tt_pool_run(fn) runs
+ * fn(arg, i, n) on threads i = 0..n-1 and returns when all have returned; the caller only dispatches and waits.
+ * Each worker sleeps on its own semaphore between jobs and the last one to finish posts the caller's: two futex
+ * operations per thread per job, no shared lock to queue on. Not for: work queues or nested jobs. */
 #ifndef TT_POOL_H
 #define TT_POOL_H
 
@@ -16,8 +16,7 @@
 typedef void (*tt_pool_fn)(void *arg, int i, int n);
 
 typedef struct tt_pool {
-    int n;           /* participants */
-    int caller_joins; /* 1: the caller is participant 0 and n-1 threads were started; 0: n threads */
+    int n;           /* threads */
     int n_started;
     pthread_t *threads;
     sem_t *go;       /* one per thread */
@@ -26,17 +25,16 @@ typedef struct tt_pool {
     int quit;
     tt_pool_fn fn;
     void *arg;
-    int use;         /* participants of the current job */
+    int use;         /* threads of the current job */
 } tt_pool;
 
-/* n participants; with caller_joins the calling thread is participant 0 of every job. */
-tt_status tt_pool_init(tt_pool *p, int n, int caller_joins, tt_error *err);
+tt_status tt_pool_init(tt_pool *p, int n, tt_error *err);
 void tt_pool_free(tt_pool *p); /* accepts a zeroed or half-built pool; safe to call twice */
 /* Runs fn(arg, i, use) for i = 0..use-1 (1 <= use <= n) and returns when all have returned. */
 void tt_pool_run(tt_pool *p, int use, tt_pool_fn fn, void *arg);
 
-/* The same in two halves, for a crew the caller does not join: start returns at once; wait returns 1 when the
- * job is done, 0 if timeout_s passed first (timeout_s < 0: wait for good). */
+/* The same in two halves: start returns at once; wait returns 1 when the job is done, 0 if timeout_s passed first
+ * (timeout_s < 0: wait for good). */
 void tt_pool_start(tt_pool *p, int use, tt_pool_fn fn, void *arg);
 int tt_pool_wait(tt_pool *p, double timeout_s);
 

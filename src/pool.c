@@ -1,4 +1,4 @@
-/* pool.c — the thread crew of tt_pool.h. */
+/* pool.c — the thread crew and the barrier of tt_pool.h. */
 #include <errno.h>
 #include <string.h>
 #include <time.h>
@@ -16,7 +16,7 @@ static void *pool_worker(void *argp)
     worker_arg wa = *(worker_arg *)argp;
     tt_free(argp);
     tt_pool *p = wa.p;
-    const int i = wa.slot + p->caller_joins; /* participant number */
+    const int i = wa.slot;
     for (;;) {
         while (sem_wait(&p->go[wa.slot]) != 0) { /* EINTR: wait again */
         }
@@ -32,15 +32,13 @@ int tt_cpu_count(void)
     return n < 1 ? 1 : (int)n;
 }
 
-tt_status tt_pool_init(tt_pool *p, int n, int caller_joins, tt_error *err)
+tt_status tt_pool_init(tt_pool *p, int n, tt_error *err)
 {
     memset(p, 0, sizeof *p);
     if (n < 1) n = 1;
     p->n = n;
-    p->caller_joins = caller_joins ? 1 : 0;
     sem_init(&p->done, 0, 0);
-    int threads = n - p->caller_joins;
-    if (threads == 0) return TT_OK;
+    const int threads = n;
     p->threads = (pthread_t *)tt_calloc((size_t)threads, sizeof(pthread_t));
     p->go = (sem_t *)tt_calloc((size_t)threads, sizeof(sem_t));
     if (!p->threads || !p->go) {
@@ -72,8 +70,7 @@ void tt_pool_free(tt_pool *p)
     p->quit = 1;
     for (int t = 0; t < p->n_started; t++) sem_post(&p->go[t]);
     for (int t = 0; t < p->n_started; t++) pthread_join(p->threads[t], NULL);
-    int threads = p->n - p->caller_joins;
-    for (int t = 0; p->go && t < threads; t++) sem_destroy(&p->go[t]);
+    for (int t = 0; p->go && t < p->n; t++) sem_destroy(&p->go[t]);
     sem_destroy(&p->done);
     tt_free(p->threads);
     tt_free(p->go);
@@ -82,7 +79,7 @@ void tt_pool_free(tt_pool *p)
 
 void tt_pool_start(tt_pool *p, int use, tt_pool_fn fn, void *arg)
 {
-    TT_ASSERT(!p->caller_joins && use >= 1 && use <= p->n);
+    TT_ASSERT(use >= 1 && use <= p->n);
     p->fn = fn;
     p->arg = arg;
     p->use = use;
@@ -110,21 +107,8 @@ int tt_pool_wait(tt_pool *p, double timeout_s)
 
 void tt_pool_run(tt_pool *p, int use, tt_pool_fn fn, void *arg)
 {
-    TT_ASSERT(use >= 1);
-    if (use > p->n) use = p->n;
-    int helpers = use - p->caller_joins;
-    if (helpers == 0) {
-        fn(arg, 0, use);
-        return;
-    }
-    p->fn = fn;
-    p->arg = arg;
-    p->use = use;
-    atomic_store(&p->pending, helpers);
-    for (int t = 0; t < helpers; t++) sem_post(&p->go[t]); /* sem_post publishes fn/arg/use to the worker */
-    if (p->caller_joins) fn(arg, 0, use);
-    while (sem_wait(&p->done) != 0) {
-    }
+    tt_pool_start(p, use, fn, arg);
+    tt_pool_wait(p, -1);
 }
 
 /* ---- barrier ----------------------------------------------------------------------------------------------- */

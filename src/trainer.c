@@ -515,7 +515,7 @@ tt_status tt_trainer_init(tt_trainer *tr, const tt_model *m, const tt_trainer_co
     tt_barrier_init(&tr->bar_reduce, T, spin);
     tt_barrier_init(&tr->bar_update, T, spin);
     tr->bars_up = 1;
-    s = tt_pool_init(&tr->crew, T, 0, err);
+    s = tt_pool_init(&tr->crew, T, err);
     if (s) return s;
     tr->crew_up = 1;
     run_job(tr, JOB_INIT);
