@@ -106,12 +106,34 @@ static int bench_extra(const char *opt, const char *value, void *ctx, tt_error *
     return 0;
 }
 
-/* Loads the data and builds the model the way tt_run does. */
-static tt_status load_for(const tt_run_config *c, tt_dataset *train, tt_dataset *val, tt_dataset *test,
-                          tt_model *model, tt_error *err)
+/* What bench and compare share: the backend, the data sets and the model of a run, as tt_run would have them. */
+typedef struct measure_setup {
+    const tt_dev_ops *ops;
+    int n_devices;
+    tt_dataset train, val, test;
+    tt_model *model;
+    tt_run_result *res;
+} measure_setup;
+
+static tt_status setup_open(const tt_run_config *c, measure_setup *m, tt_error *err)
 {
-    tt_status s = tt_run_load(c, train, val, test, err);
-    return s ? s : tt_run_model(c, train, model, err);
+    memset(m, 0, sizeof *m);
+    tt_status s = tt_backend_find(c->device, &m->ops, &m->n_devices, err);
+    if (s) return s;
+    m->model = (tt_model *)tt_calloc(1, sizeof *m->model);
+    m->res = (tt_run_result *)tt_calloc(1, sizeof *m->res);
+    if (!m->model || !m->res) return tt_fail(err, TT_ERR_NOMEM, "out of memory");
+    s = tt_run_load(c, &m->train, &m->val, &m->test, err);
+    return s ? s : tt_run_model(c, &m->train, m->model, err);
+}
+
+static void setup_close(measure_setup *m)
+{
+    tt_dataset_free(&m->train);
+    tt_dataset_free(&m->val);
+    tt_dataset_free(&m->test);
+    tt_free(m->model);
+    tt_free(m->res);
 }
 
 static int fail(tt_status s, const tt_error *err)
@@ -175,20 +197,24 @@ int tt_cmd_bench(int argc, char **argv)
         return 0;
     }
     if (s) return fail(s, &err);
-    const tt_dev_ops *ops;
-    int n_devices;
-    s = tt_backend_find(c.device, &ops, &n_devices, &err);
-    if (s) return fail(s, &err);
-
-    tt_dataset train, val, test;
-    tt_model *model = (tt_model *)tt_calloc(1, sizeof *model);
-    tt_run_result *res = (tt_run_result *)tt_calloc(1, sizeof *res);
+    measure_setup setup;
+    s = setup_open(&c, &setup, &err);
     bench_run *br = (bench_run *)tt_calloc(1, sizeof *br);
-    if (!model || !res || !br) return fail(tt_fail(&err, TT_ERR_NOMEM, "out of memory"), &err);
-    s = load_for(&c, &train, &val, &test, model, &err);
-    if (s) return fail(s, &err);
+    if (!s && !br) s = tt_fail(&err, TT_ERR_NOMEM, "out of memory");
+    if (s) {
+        setup_close(&setup);
+        tt_free(br);
+        return fail(s, &err);
+    }
+    const tt_dev_ops *ops = setup.ops;
+    const tt_model *model = setup.model;
+    tt_run_result *res = setup.res;
     FILE *csv = NULL;
-    if (b.csv && !(csv = fopen(b.csv, "w"))) return fail(tt_fail(&err, TT_ERR_IO, "--csv %s: cannot open", b.csv), &err);
+    if (b.csv && !(csv = fopen(b.csv, "w"))) {
+        setup_close(&setup);
+        tt_free(br);
+        return fail(tt_fail(&err, TT_ERR_IO, "--csv %s: cannot open for writing", b.csv), &err);
+    }
     if (csv)
         fprintf(csv, "towers,batch,per_tower_batch,reduce,scaling,epochs,s_per_epoch,ms_per_step,pred_ms_per_step,"
                      "pred_error,floor_ms_per_step,ratio,val_accuracy,launch_ms,pull_ms,data_ms,compute_ms,push_ms,"
@@ -198,7 +224,7 @@ int tt_cmd_bench(int argc, char **argv)
     printf("towertrain bench | backend %s | %d CPUs | BLAS: %s\n", ops->name, tt_cpu_count(), tt_blas_describe());
     printf("model %s (%zu params, %.2f MFLOP of GEMMs per training sample) | %zu training samples | %s scaling | "
            "%zu epochs per row, medians\n\n",
-           model->source, model->n_params, tt_model_train_flops(model) / 1e6, train.n, b.weak ? "weak" : "strong",
+           model->source, model->n_params, tt_model_train_flops(model) / 1e6, setup.train.n, b.weak ? "weak" : "strong",
            c.epochs);
     printf("%6s %6s %9s %9s %11s %9s %9s %7s %9s %6s %8s\n", "towers", "batch", "reduce", "s/epoch", "floor s/ep",
            "ms/step", "pred ms", "pred", "floor ms", "ratio", "val_acc");
@@ -217,7 +243,7 @@ int tt_cmd_bench(int argc, char **argv)
                 memset(&br->pc, 0, sizeof br->pc);
                 br->pc.model = model;
                 br->pc.ops = ops;
-                br->pc.n_devices = n_devices;
+                br->pc.n_devices = setup.n_devices;
                 br->pc.towers = N;
                 br->pc.batch = B;
                 br->pc.optim = c.optim;
@@ -230,7 +256,7 @@ int tt_cmd_bench(int argc, char **argv)
                 if (s) break;
                 c.before_epoch = bench_before_epoch;
                 c.before_epoch_ctx = br;
-                s = tt_run_on(&c, &train, &val, &test, NULL, res, &err);
+                s = tt_run_on(&c, &setup.train, &setup.val, &setup.test, NULL, res, &err);
                 if (s) break;
                 s = tt_probe_run(&br->pc, &br->probes[br->n_probes++], &err);
                 if (s) break;
@@ -278,11 +304,7 @@ int tt_cmd_bench(int argc, char **argv)
                             1e3 * pred.push, 1e3 * pred.wait, 1e3 * pred.reduce, 1e3 * pred.update, verdict);
             }
     if (csv && fclose(csv) != 0 && !s) s = tt_fail(&err, TT_ERR_IO, "--csv %s: write failed", b.csv);
-    tt_dataset_free(&train);
-    tt_dataset_free(&val);
-    tt_dataset_free(&test);
-    tt_free(model);
-    tt_free(res);
+    setup_close(&setup);
     tt_free(br);
     return s ? fail(s, &err) : 0;
 }
@@ -372,24 +394,22 @@ int tt_cmd_compare(int argc, char **argv)
         return 0;
     }
     if (s) return fail(s, &err);
-    const tt_dev_ops *ops;
-    int n_devices;
-    s = tt_backend_find(c.device, &ops, &n_devices, &err);
-    if (s) return fail(s, &err);
-    tt_dataset train, val, test;
-    tt_model *model = (tt_model *)tt_calloc(1, sizeof *model);
-    tt_run_result *res = (tt_run_result *)tt_calloc(1, sizeof *res);
+    measure_setup setup;
+    s = setup_open(&c, &setup, &err);
+    if (s) {
+        setup_close(&setup);
+        return fail(s, &err);
+    }
+    const tt_dev_ops *ops = setup.ops;
+    tt_run_result *res = setup.res;
     float *w[3] = {NULL, NULL, NULL};
-    if (!model || !res) return fail(tt_fail(&err, TT_ERR_NOMEM, "out of memory"), &err);
-    s = load_for(&c, &train, &val, &test, model, &err);
-    if (s) return fail(s, &err);
     printf("towertrain compare | backend %s | %zu towers | batch %zu | %zu epoch%s of %zu samples | seed %llu\n",
-           ops->name, c.towers, c.batch, c.epochs, c.epochs == 1 ? "" : "s", train.n, (unsigned long long)c.seed);
+           ops->name, c.towers, c.batch, c.epochs, c.epochs == 1 ? "" : "s", setup.train.n, (unsigned long long)c.seed);
     printf("%10s %9s %9s %11s %9s  %s\n", "reduce", "s/epoch", "ms/step", "max|dw| cpu", "test_acc", "verdict");
     size_t P = 0;
     for (int r = TT_REDUCE_CPU; !s && r <= TT_REDUCE_ALLREDUCE; r++) {
         c.reduce = (tt_reduce)r;
-        s = tt_run_on(&c, &train, &val, &test, NULL, res, &err);
+        s = tt_run_on(&c, &setup.train, &setup.val, &setup.test, NULL, res, &err);
         if (s) break;
         w[r] = res->final_params;
         P = res->n_params;
@@ -416,10 +436,6 @@ int tt_cmd_compare(int argc, char **argv)
                worst, wmax, wmax * 1.1920929e-7);
     }
     for (int r = 0; r < 3; r++) tt_free(w[r]);
-    tt_dataset_free(&train);
-    tt_dataset_free(&val);
-    tt_dataset_free(&test);
-    tt_free(model);
-    tt_free(res);
+    setup_close(&setup);
     return s ? fail(s, &err) : 0;
 }

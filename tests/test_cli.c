@@ -293,6 +293,8 @@ START_TEST(test_measuring_commands)
     o = slurp(out_path);
     ck_assert_msg(strstr(o, "predicted step") != NULL && strstr(o, "allreduce") != NULL, "%s", o);
     expect("bench --scaling sideways", 2, "--scaling");
+    snprintf(args, sizeof args, "bench --data %s --val-samples 60 --csv /nonexistent/dir/b.csv", dir);
+    expect(args, 1, "--csv /nonexistent/dir/b.csv");
     expect("bench --reduce cpu,gpu", 2, "gpu");
     expect("probe --reps 0", 2, "--reps");
 }

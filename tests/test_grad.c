@@ -17,7 +17,41 @@ static void fill_uniform(float *x, size_t n, tt_rng *r, float lo, float hi)
     for (size_t i = 0; i < n; i++) x[i] = lo + (hi - lo) * tt_rng_uniform(r);
 }
 
-/* L = sum_{r,c} R[r,c] * y[r,c] for a single layer; dL/dy = R. Checks dparams and dx. */
+/* Central differences of loss(ctx) with respect to each v[i], compared with analytic[i]. */
+static void check_fd(const char *what, float *v, size_t n, const float *analytic, double h, double (*loss)(void *),
+                     void *ctx)
+{
+    for (size_t i = 0; i < n; i++) {
+        float keep = v[i];
+        v[i] = keep + (float)h;
+        double lp = loss(ctx);
+        v[i] = keep - (float)h;
+        double lm = loss(ctx);
+        v[i] = keep;
+        double num = (lp - lm) / (2 * h);
+        ck_assert_msg(tt_close(analytic[i], num, ATOL, RTOL), "%s %zu: analytic %g numeric %g", what, i, analytic[i],
+                      num);
+    }
+}
+
+/* One layer under the loss L = sum_{r,c} R[r,c] * y[r,c], so dL/dy = R. */
+typedef struct layer_case {
+    tt_dev *dev;
+    const tt_layer *l;
+    float *p, *x, *y, *R;
+    size_t B;
+} layer_case;
+
+static double layer_loss(void *arg)
+{
+    layer_case *c = (layer_case *)arg;
+    c->l->kind->forward(c->dev, c->l, c->p, c->x, c->y, c->B);
+    double acc = 0;
+    for (size_t k = 0; k < c->B * c->l->out; k++) acc += (double)c->R[k] * c->y[k];
+    return acc;
+}
+
+/* Checks a layer's parameter gradient and input gradient. */
 static void check_layer(tt_model *m, size_t li, size_t B, uint64_t seed)
 {
     tt_dev dev;
@@ -39,38 +73,12 @@ static void check_layer(tt_model *m, size_t li, size_t B, uint64_t seed)
 
     l->kind->forward(&dev, l, p, x, y, B);
     l->kind->backward(&dev, l, p, g, x, y, R, dx, B);
-
-#define LOSS(dst)                                                                                                    \
-    do {                                                                                                             \
-        l->kind->forward(&dev, l, p, x, y, B);                                                                       \
-        double acc_ = 0;                                                                                             \
-        for (size_t k = 0; k < B * l->out; k++) acc_ += (double)R[k] * y[k];                                         \
-        dst = acc_;                                                                                                  \
-    } while (0)
-
-    for (size_t i = 0; i < l->n_params; i++) {
-        float keep = p[i];
-        double lp, lm;
-        p[i] = keep + (float)H;
-        LOSS(lp);
-        p[i] = keep - (float)H;
-        LOSS(lm);
-        p[i] = keep;
-        double num = (lp - lm) / (2 * H);
-        ck_assert_msg(tt_close(g[i], num, ATOL, RTOL), "%s param %zu: analytic %g numeric %g", l->name, i, g[i], num);
-    }
-    for (size_t i = 0; i < B * l->in; i++) {
-        float keep = x[i];
-        double lp, lm;
-        x[i] = keep + (float)H;
-        LOSS(lp);
-        x[i] = keep - (float)H;
-        LOSS(lm);
-        x[i] = keep;
-        double num = (lp - lm) / (2 * H);
-        ck_assert_msg(tt_close(dx[i], num, ATOL, RTOL), "%s dx %zu: analytic %g numeric %g", l->name, i, dx[i], num);
-    }
-#undef LOSS
+    layer_case c = {&dev, l, p, x, y, R, B};
+    char what[64];
+    snprintf(what, sizeof what, "%s param", l->name);
+    check_fd(what, p, l->n_params, g, H, layer_loss, &c);
+    snprintf(what, sizeof what, "%s dx", l->name);
+    check_fd(what, x, B * l->in, dx, H, layer_loss, &c);
     tt_dev_dfree(&dev, p);
     tt_dev_dfree(&dev, g);
     tt_dev_dfree(&dev, x);
@@ -98,7 +106,28 @@ START_TEST(test_relu_grad)
 }
 END_TEST
 
-/* Whole model: mean softmax cross-entropy over the batch, gradient of every parameter. */
+/* The whole model under its loss: mean softmax cross-entropy over the batch. */
+typedef struct model_case {
+    tt_dev *dev;
+    const tt_model *m;
+    float *params;
+    float **act;
+    float *stats;
+    const int32_t *labels;
+    size_t B;
+} model_case;
+
+static double model_loss(void *arg)
+{
+    model_case *c = (model_case *)arg;
+    tt_model_forward(c->dev, c->m, c->params, c->act, c->B);
+    tt_dev_softmax_xent(c->dev, NULL, c->stats, c->act[c->m->n_layers], c->labels, c->B, c->m->n_classes, 0.0f);
+    double sum = 0;
+    for (size_t b = 0; b < c->B; b++) sum += c->stats[2 * b];
+    return sum / (double)c->B;
+}
+
+/* Whole model: gradient of every parameter. */
 START_TEST(test_model_grad)
 {
     tt_model m;
@@ -128,21 +157,8 @@ START_TEST(test_model_grad)
     tt_model_backward(&dev, &m, params, grads, act, delta, dlogits, B);
     for (size_t i = 0; i < P; i++) ck_assert(isfinite(grads[i]));
 
-    for (size_t i = 0; i < P; i++) {
-        double l[2];
-        float keep = params[i];
-        for (int k = 0; k < 2; k++) {
-            params[i] = keep + (k ? -(float)H_MODEL : (float)H_MODEL);
-            tt_model_forward(&dev, &m, params, act, B);
-            tt_dev_softmax_xent(&dev, NULL, stats, act[m.n_layers], labels, B, m.n_classes, 0.0f);
-            double sum = 0;
-            for (size_t b = 0; b < B; b++) sum += stats[2 * b];
-            l[k] = sum / (double)B;
-        }
-        params[i] = keep;
-        double num = (l[0] - l[1]) / (2 * H_MODEL);
-        ck_assert_msg(tt_close(grads[i], num, ATOL, RTOL), "param %zu: analytic %g numeric %g", i, grads[i], num);
-    }
+    model_case mc = {&dev, &m, params, act, stats, labels, B};
+    check_fd("param", params, P, grads, H_MODEL, model_loss, &mc);
     for (size_t i = 0; i <= m.n_layers; i++) tt_dev_dfree(&dev, act[i]);
     tt_dev_dfree(&dev, delta[0]);
     tt_dev_dfree(&dev, delta[1]);

@@ -53,7 +53,11 @@ static inline void tt_test_dataset(tt_dataset *ds, size_t n, size_t dim, size_t 
 /* A fresh temporary directory (removed by the OS's tmp cleaning; tests write only small files). */
 static inline void tt_test_tmpdir(char *out, size_t len)
 {
-    snprintf(out, len, "/tmp/tt_test_XXXXXX");
+    /* mkdtemp wants a template ending in six 'X' characters, which it replaces */
+    int n = snprintf(out, len, "/tmp/tt_test_");
+    ck_assert(n > 0 && (size_t)n + 7 <= len);
+    memset(out + n, 'X', 6);
+    out[n + 6] = '\0';
     ck_assert_ptr_nonnull(mkdtemp(out));
 }
 
