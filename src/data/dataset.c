@@ -1,4 +1,4 @@
-/* dataset.c — turning IDX files into a float data set, finding the files of an MNIST-format directory, and the
+/* data/dataset.c — turning IDX files into a float data set, finding the files of an MNIST-format directory, and the
  * train / validation split (the last n_val training samples, as the Keras seed does with validation_split). */
 #include <errno.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* idx.c — the IDX file format (http://yann.lecun.com/exdb/mnist/, "FILE FORMATS"): a big-endian header
+/* data/idx.c — the IDX file format (http://yann.lecun.com/exdb/mnist/, "FILE FORMATS"): a big-endian header
  * 0x00 0x00 <type 0x08 = ubyte> <ndim>, then ndim big-endian uint32 sizes, then the data.
  * Files are read through zlib's gz* functions, which read gzip and plain files alike. Every file is hostile:
  * the header is validated before any allocation, reads are checked, and a short or long file is an error. */

@@ -1,4 +1,4 @@
-/* layer_dense.c — fully connected layer, Keras `Dense` without activation (ReLU is its own layer).
+/* layers/dense.c — fully connected layer, Keras `Dense` without activation (ReLU is its own layer).
  *
  * B = rows in this tower's shard, D = in (features), O = out (units).
  * Parameters, in this order in the flat buffer:

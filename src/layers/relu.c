@@ -1,4 +1,4 @@
-/* layer_relu.c — elementwise ReLU, no parameters. B = rows, N = in = out features.
+/* layers/relu.c — elementwise ReLU, no parameters. B = rows, N = in = out features.
  * forward: y = max(x, 0);  backward: dx = dy · [y > 0]  (tt_relu / tt_relu_grad in tt_math.h). */
 #include "tt_model.h"
 
