@@ -2,7 +2,7 @@
  *
  * All parameters live in one float buffer of n_params elements, carved by a layout table (name, offset, shape);
  * gradients and optimizer state use the same layout. A pull is one copy, a push is one copy, a reduction and an
- * optimizer update are one loop each. Each layer kind lives in its own file (src/layers/*.c) and implements the
+ * optimizer update are one loop each. Each layer kind lives in its own file (src/layers/) and implements the
  * tt_layer_kind table; the loss (softmax cross-entropy from logits) follows the last layer.
  * Not for: threads, optimizers or data. */
 #ifndef TT_MODEL_H

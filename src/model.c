@@ -1,5 +1,5 @@
 /* model.c — building a model (built-in or from a model file), its layout table, initialisation, and the
- * forward / backward walk over the layers. The per-layer math is in src/layers/*.c; this file only chains them. */
+ * forward / backward walk over the layers. The per-layer math is in src/layers/; this file only chains them. */
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
