@@ -155,6 +155,23 @@ static void cu_bind(void *ctx)
     CUDA_CHECK(c, cudaSetDevice(c->device));
 }
 
+/* Free and total memory of a device, for the run's memory budget (called before any tower exists). */
+static tt_status cu_mem_info(int ordinal, size_t *free_bytes, size_t *total_bytes)
+{
+    int prev = 0;
+    if (cudaGetDevice(&prev) != cudaSuccess || cudaSetDevice(ordinal) != cudaSuccess) {
+        cudaGetLastError();
+        return TT_ERR_DEVICE;
+    }
+    cudaError_t e = cudaMemGetInfo(free_bytes, total_bytes);
+    cudaSetDevice(prev);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return TT_ERR_DEVICE;
+    }
+    return TT_OK;
+}
+
 static void *cu_alloc(void *ctx, size_t bytes)
 {
     cuda_ctx *c = (cuda_ctx *)ctx;
@@ -318,6 +335,7 @@ const tt_dev_ops tt_dev_cuda_ops = {
     "cuda",          /* name */
     cu_init,         /* init */
     cu_destroy,      /* destroy */
+    cu_mem_info,     /* mem_info */
     cu_bind,         /* bind */
     cu_alloc,        /* alloc */
     cu_dfree,        /* dfree */

@@ -22,7 +22,9 @@ typedef enum {
     TT_ERR_FORMAT, /* a file is malformed: exit 1 */
     TT_ERR_NOMEM,  /* an allocation failed: exit 1 */
     TT_ERR_DEVICE, /* a backend or device is missing or failed: exit 1 */
-    TT_ERR_MODEL   /* a model description is invalid: exit 1 */
+    TT_ERR_MODEL,  /* a model description is invalid: exit 1 */
+    TT_ERR_NUMERIC, /* training produced a non-finite loss or gradient: exit 3 */
+    TT_ERR_STOPPED  /* SIGINT / SIGTERM asked the run to stop: exit 128 + the signal (130, 143) */
 } tt_status;
 
 /* One line naming the thing and what is wrong with it. */
@@ -37,8 +39,24 @@ tt_status tt_fail(tt_error *err, tt_status s, const char *fmt, ...)
 #endif
     ;
 
-/* Exit code of the CLI for a status: 0, 2 for TT_ERR_ARG, 1 otherwise. */
+/* Exit code of the CLI for a status: 0; 2 for TT_ERR_ARG; 3 for TT_ERR_NUMERIC; 128 + signal for TT_ERR_STOPPED;
+ * 1 otherwise. */
 int tt_status_exit_code(tt_status s);
+
+/* Prints "towertrain: MSG" to stderr as one line in one write, control characters and bytes >= 0x7f shown as
+ * \xHH, so a hostile file name or model-file value cannot drive the terminal. Every error the CLI prints goes
+ * through here. */
+void tt_report_error(const char *msg);
+
+/* Copies s into out (at most len bytes, always terminated) with control characters escaped as in
+ * tt_report_error. */
+void tt_escape(const char *s, char *out, size_t len);
+
+/* Sets flush-to-zero and denormals-are-zero for the calling thread (x86 MXCSR FTZ+DAZ, Arm FPCR.FZ), as
+ * TensorFlow does on its CPU threads: float results and inputs below FLT_MIN become 0 instead of taking the slow
+ * microcoded subnormal path (Adam's moments of always-zero inputs decay into subnormals and made the update 3x
+ * slower). Every thread that runs tower or host math calls it. Returns 1 if the mode is now set. */
+int tt_fpu_flush_denormals(void);
 
 /* Aborts with the failed statement, function, file:line. For invariants, never for user input. */
 void tt_abort_at(const char *what, const char *func, const char *file, int line);

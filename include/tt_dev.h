@@ -22,6 +22,9 @@ typedef struct tt_dev_ops {
     /* Create the per-tower context bound to device `ordinal` (GPU index; ignored by the CPU backend). */
     tt_status (*init)(void **ctx, int ordinal, tt_error *err);
     void (*destroy)(void *ctx);
+    /* Optional: free and total memory of device `ordinal`, for the run's memory budget (CUDA: cudaMemGetInfo).
+     * NULL: the backend's device memory is host RAM (the CPU backend), and the budget counts it there. */
+    tt_status (*mem_info)(int ordinal, size_t *free_bytes, size_t *total_bytes);
     /* Optional: bind the calling thread to the device (called once at the top of a tower thread). */
     void (*bind)(void *ctx);
     /* Device memory. alloc returns NULL on failure. */

@@ -6,6 +6,7 @@
 
 #include <stdio.h>
 
+#include "tt_out.h"
 #include "tt_trainer.h"
 
 #ifdef __cplusplus
@@ -19,18 +20,16 @@ void tt_ledger_verdict(const tt_step_times *sum, char *out, size_t len);
 void tt_ledger_split_line(FILE *f, const tt_step_times *sum);
 
 /* JSON object body (no braces) of a split summed over steps: "pull":…,"data":…,… */
-void tt_ledger_json_split(FILE *f, const tt_step_times *sum);
+void tt_ledger_json_split(tt_out *o, const tt_step_times *sum);
 
-/* One JSON line per step: {"event":"step","epoch":E,"step":K,"total":…,"reduce":…,"update":…,"towers":[{…}]}. */
-void tt_ledger_json_steps(FILE *f, size_t epoch, const tt_step_result *res, const tt_tower_ledger *led, size_t steps,
-                          size_t n_towers);
-
-/* A number, or null when not finite (JSON has no NaN). */
-void tt_json_num(FILE *f, const char *key, double v, int comma);
+/* One JSON line per step, each committed whole: {"event":"step","epoch":E,"step":K,"total":…,"towers":[{…}]}.
+ * first is the number of the first step given (1 for a whole epoch). */
+tt_status tt_ledger_json_steps(tt_out *o, size_t epoch, size_t first, const tt_step_result *res,
+                               const tt_tower_ledger *led, size_t steps, size_t n_towers, tt_error *err);
 
 /* Chrome trace-event JSON: one lane per tower, one for the host reducer, one for the optimizer, one for the run. */
 typedef struct tt_trace {
-    FILE *f;
+    tt_out out;
     double origin; /* tt_now() at open: trace time 0 */
     int first;     /* no event written yet */
     size_t n_towers;
@@ -38,11 +37,13 @@ typedef struct tt_trace {
 
 tt_status tt_trace_open(tt_trace *t, const char *path, size_t n_towers, const char *backend, const char *reduce,
                         tt_error *err);
-/* Writes the spans of `steps` steps (copies carry their bytes). */
-void tt_trace_steps(tt_trace *t, const tt_step_result *res, const tt_tower_ledger *led, size_t steps);
+/* Writes the spans of `steps` steps (copies carry their bytes), committed event by event. */
+tt_status tt_trace_steps(tt_trace *t, const tt_step_result *res, const tt_tower_ledger *led, size_t steps,
+                         tt_error *err);
 /* A span on the run lane (epochs, validation). */
 void tt_trace_span(tt_trace *t, const char *name, double t0, double t1);
-tt_status tt_trace_close(tt_trace *t, const char *path, tt_error *err);
+/* Ends the event array, so the file is valid JSON however the run ended. Accepts a trace never opened. */
+tt_status tt_trace_close(tt_trace *t, tt_error *err);
 
 #ifdef __cplusplus
 }

@@ -42,8 +42,11 @@ TT_HD float tt_relu_grad(float dy, float y) { return y > 0.0f ? dy : 0.0f; }
  *   loss   = -log p_label = log(s) - (z_label - m)
  *   dz_i   = scale * (p_i - [i == label])                                     (d loss / d z, times scale)
  *   rank   = number of classes whose logit is strictly greater than z_label   (top-k correct iff rank < k)
+ *            or TT_RANK_NONFINITE when any logit is NaN or Inf: every comparison with a NaN is false, so a NaN row
+ *            would otherwise have rank 0 and count as correct (a diverged run reporting accuracy 1.0)
  * scale is 1/B_global, so that summing every tower's gradient gives the gradient of the mean loss over the
- * global batch. dz may be NULL (evaluation). Returns the loss; writes the rank to *rank. */
+ * global batch. dz may be NULL (evaluation). Returns the loss (NaN or Inf for such a row); writes *rank. */
+#define TT_RANK_NONFINITE (1 << 24) /* wrong for every top-k; exact as the float the stats buffer holds */
 TT_HD float tt_softmax_xent_row(const float *z, int C, int label, float scale, float *dz, int *rank)
 {
     float m = z[0];
@@ -51,9 +54,12 @@ TT_HD float tt_softmax_xent_row(const float *z, int C, int label, float scale, f
     float s = 0.0f;
     for (int i = 0; i < C; i++) s += expf(z[i] - m);
     float zl = z[label];
-    int r = 0;
-    for (int i = 0; i < C; i++) r += z[i] > zl;
-    *rank = r;
+    int r = 0, finite = 1;
+    for (int i = 0; i < C; i++) {
+        r += z[i] > zl;
+        finite &= isfinite(z[i]) ? 1 : 0;
+    }
+    *rank = finite ? r : TT_RANK_NONFINITE;
     if (dz) {
         float inv = 1.0f / s;
         for (int i = 0; i < C; i++) {

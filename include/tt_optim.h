@@ -42,6 +42,8 @@ int tt_optim_parse_kind(const char *name, tt_optim_kind *kind);
 const char *tt_optim_kind_name(tt_optim_kind kind);
 tt_optim_config tt_optim_defaults(tt_optim_kind kind);
 
+/* Floats of state per parameter: 1 for SGD (velocity), 2 for Adam and Nadam (moments). */
+size_t tt_optim_state_floats(tt_optim_kind kind);
 tt_status tt_optim_init(tt_optim *o, const tt_optim_config *cfg, size_t n, tt_error *err);
 void tt_optim_free(tt_optim *o);
 void tt_optim_begin_step(tt_optim *o);

@@ -17,7 +17,8 @@ typedef void (*tt_pool_fn)(void *arg, int i, int n);
 
 typedef struct tt_pool {
     int n;           /* threads */
-    int n_started;
+    int n_started;   /* threads running */
+    int n_sems;      /* go[0..n_sems) initialised */
     pthread_t *threads;
     sem_t *go;       /* one per thread */
     sem_t done;
@@ -30,7 +31,8 @@ typedef struct tt_pool {
 
 tt_status tt_pool_init(tt_pool *p, int n, tt_error *err);
 void tt_pool_free(tt_pool *p); /* accepts a zeroed or half-built pool; safe to call twice */
-/* Runs fn(arg, i, use) for i = 0..use-1 (1 <= use <= n) and returns when all have returned. */
+/* Every crew thread runs with flush-to-zero and denormals-are-zero set (tt_fpu_flush_denormals).
+ * Runs fn(arg, i, use) for i = 0..use-1 (1 <= use <= n) and returns when all have returned. */
 void tt_pool_run(tt_pool *p, int use, tt_pool_fn fn, void *arg);
 
 /* The same in two halves: start returns at once; wait returns 1 when the job is done, 0 if timeout_s passed first

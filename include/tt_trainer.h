@@ -20,6 +20,7 @@
 
 #include "tt_data.h"
 #include "tt_dev.h"
+#include "tt_mem.h"
 #include "tt_model.h"
 #include "tt_optim.h"
 #include "tt_pool.h"
@@ -43,7 +44,15 @@ typedef struct tt_trainer_config {
     tt_optim_config optim;
     tt_reduce reduce;      /* where the gradients are summed */
     int host_threads;      /* host crew for reduce + update; 0 = number of CPUs */
+    const atomic_int *stop; /* may be NULL; non-zero at the end of a step halts the run there (tt_signal_flag) */
 } tt_trainer_config;
+
+/* Why a run of steps ended before its last step. */
+typedef enum {
+    TT_HALT_NONE,
+    TT_HALT_NONFINITE, /* the step's loss or summed gradient held a NaN or an Inf; its update was not applied */
+    TT_HALT_STOP       /* cfg.stop was raised: the step in flight finished and was applied */
+} tt_halt;
 
 /* One tower's step in absolute clock times (tt_now seconds) and bytes: the ledger and the trace read these.
  * A phase that did not happen has equal start and end. */
@@ -109,6 +118,10 @@ typedef struct tt_trainer {
     double t_step;           /* clock at the start of the current step */
     double t_reduce0, t_reduce1, t_update0, t_update1; /* this step's host slice 0 */
     double t_towers_done;    /* release of the barrier after the tower phase */
+    int loss_nonfinite;      /* this step's loss is not finite (set at barrier A) */
+    atomic_int grad_nonfinite; /* a block of this step's summed gradient is not finite (set by any host slice) */
+    tt_halt halt;            /* set at the end of a step; the crew leaves the run of steps */
+    atomic_int stop_request; /* tt_trainer_request_stop */
     float *h_grad;           /* device / allreduce: the reduced gradient pushed by the towers (P) */
     uint64_t steps;          /* steps applied since init */
 } tt_trainer;
@@ -123,11 +136,28 @@ void tt_trainer_free(tt_trainer *tr); /* accepts a half-built trainer */
 tt_status tt_trainer_start_steps(tt_trainer *tr, const tt_dataset *ds, const uint32_t *idx, size_t n,
                                  tt_step_result *results, size_t n_results, tt_tower_ledger *ledger, tt_error *err);
 
-/* Waits up to timeout_s (< 0: until done) for the started steps; returns 1 when all are done. *steps_done (may
- * be NULL) says how many steps have finished so far. */
+/* Waits up to timeout_s (< 0: until done) for the started steps; returns 1 when the run of steps is over — all
+ * done, or halted (tt_trainer_halted). *steps_done (may be NULL) says how many steps have finished so far; a
+ * halted run's last finished step is the one that halted it. */
 int tt_trainer_wait(tt_trainer *tr, double timeout_s, size_t *steps_done);
 
-/* One synchronous step on samples idx[0..n) of ds (1 <= n <= cfg.batch). */
+/* Asks the run of steps in flight to halt at the end of its current step (TT_HALT_STOP), from any thread. */
+void tt_trainer_request_stop(tt_trainer *tr);
+
+/* After tt_trainer_wait returned 1: TT_HALT_NONE if every step ran, else why the run stopped early. */
+tt_halt tt_trainer_halted(const tt_trainer *tr);
+
+/* After TT_HALT_NONFINITE: for each tower t, loss_bad[t] = its loss in the failing step was not finite, grad_bad[t]
+ * = its own gradient held a NaN or an Inf (-1: could not be read back). Reads every tower's gradient: for the
+ * failure path only. */
+void tt_trainer_nonfinite_towers(tt_trainer *tr, int *loss_bad, int *grad_bad);
+
+/* Adds what tt_trainer_init would allocate for this model and configuration to plan, part by part (the towers'
+ * buffers exactly as allocated, the optimizer's state), before anything is allocated. */
+tt_status tt_trainer_plan(const tt_model *m, const tt_trainer_config *cfg, tt_mem_plan *plan, tt_error *err);
+
+/* One synchronous step on samples idx[0..n) of ds (1 <= n <= cfg.batch). TT_ERR_NUMERIC if its loss or gradient
+ * was not finite (then the update was not applied). */
 tt_status tt_trainer_step(tt_trainer *tr, const tt_dataset *ds, const uint32_t *idx, size_t n, tt_step_result *res,
                           tt_error *err);
 
@@ -138,8 +168,12 @@ tt_status tt_trainer_evaluate(tt_trainer *tr, const tt_dataset *ds, tt_eval_resu
  * optimizer, so the summed gradient never travels through memory. */
 #define TT_REDUCE_BLOCK 2048
 
-/* out[k] = slot_0[offset+k] + slot_1[offset+k] + ... in slot order (tt_add), k < len: the host's reduction. */
-void tt_sum_slots(float *out, float *const *slots, size_t n_slots, size_t offset, size_t len);
+/* out[k] = slot_0[offset+k] + slot_1[offset+k] + ... in slot order (tt_add), k < len: the host's reduction.
+ * Returns 1 if every sum is finite, 0 if any is NaN or Inf (checked in the last addition's own loop). */
+int tt_sum_slots(float *out, float *const *slots, size_t n_slots, size_t offset, size_t len);
+
+/* 1 if x[0..n) holds no NaN and no Inf. */
+int tt_all_finite(const float *x, size_t n);
 
 /* Device allocations made by all towers so far (the step loop must add none after the first step). */
 uint64_t tt_trainer_device_allocs(const tt_trainer *tr);

@@ -4,6 +4,7 @@
  *   towertrain probe    measures what the cost model needs and predicts each placement's step time;
  *   towertrain compare  trains the same steps under every placement from the same seed: max |dw| and times.
  * Not for: training itself (tt_train.h) or the measurements (tt_probe.h). */
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,7 +13,9 @@
 #include "tt_blas.h"
 #include "tt_cli.h"
 #include "tt_ledger.h"
+#include "tt_out.h"
 #include "tt_probe.h"
+#include "tt_signal.h"
 
 #define MAX_LIST 16
 
@@ -36,14 +39,14 @@ static tt_status parse_list(const char *opt, const char *value, size_t lo, size_
         char num[24];
         size_t len = strcspn(p, ",");
         if (len == 0 || len >= sizeof num || *n == MAX_LIST)
-            return tt_fail(err, TT_ERR_ARG, "%s: '%s' is not a list like 1,2,4 (at most %d entries)", opt, value,
+            return tt_fail(err, TT_ERR_ARG, "%s: '%.64s' is not a list like 1,2,4 (at most %d entries)", opt, value,
                            MAX_LIST);
         memcpy(num, p, len);
         num[len] = '\0';
         tt_status s = tt_cli_size(opt, num, lo, hi, &v[(*n)++], err);
         if (s) return s;
         p += len;
-        if (*p == ',' && !*++p) return tt_fail(err, TT_ERR_ARG, "%s: '%s' ends with a comma", opt, value);
+        if (*p == ',' && !*++p) return tt_fail(err, TT_ERR_ARG, "%s: '%.64s' ends with a comma", opt, value);
     }
     return *n ? TT_OK : tt_fail(err, TT_ERR_ARG, "%s: empty list", opt);
 }
@@ -70,13 +73,13 @@ static int bench_extra(const char *opt, const char *value, void *ctx, tt_error *
             size_t len = strcspn(p, ",");
             tt_reduce r;
             if (len == 0 || len >= sizeof name || b->n_reduces == 3) {
-                *st = tt_fail(err, TT_ERR_ARG, "--reduce: '%s' is not a list like cpu,device,allreduce", value);
+                *st = tt_fail(err, TT_ERR_ARG, "--reduce: '%.64s' is not a list like cpu,device,allreduce", value);
                 return 1;
             }
             memcpy(name, p, len);
             name[len] = '\0';
             if (tt_reduce_parse(name, &r)) {
-                *st = tt_fail(err, TT_ERR_ARG, "--reduce: '%s' is not cpu, device or allreduce", name);
+                *st = tt_fail(err, TT_ERR_ARG, "--reduce: '%.64s' is not cpu, device or allreduce", name);
                 return 1;
             }
             b->reduces[b->n_reduces++] = r;
@@ -91,7 +94,7 @@ static int bench_extra(const char *opt, const char *value, void *ctx, tt_error *
         else if (value && strcmp(value, "weak") == 0)
             b->weak = 1;
         else
-            *st = tt_fail(err, TT_ERR_ARG, "--scaling: '%s' is not strong or weak", value ? value : "");
+            *st = tt_fail(err, TT_ERR_ARG, "--scaling: '%.64s' is not strong or weak", value ? value : "");
         return 1;
     }
     if (strcmp(opt, "--reps") == 0) {
@@ -136,9 +139,27 @@ static void setup_close(measure_setup *m)
     tt_free(m->res);
 }
 
+/* The tables go to stdout: a failed write (a full disk, a closed pipe) ends the command when it happens. */
+static tt_status stdout_flush(tt_error *err)
+{
+    errno = 0;
+    if (fflush(stdout) == 0 && !ferror(stdout)) return TT_OK;
+    return tt_fail(err, TT_ERR_IO, "stdout: write failed: %s", errno ? strerror(errno) : "I/O error");
+}
+
+/* Median s/epoch of epochs first..last (1-based, inclusive), NAN when the run has none of them. */
+static double epochs_median(const tt_run_result *res, size_t first, size_t last)
+{
+    double v[1024];
+    size_t n = 0;
+    for (size_t e = first; e <= last && e <= res->n_epochs && e <= 1024; e++) v[n++] = res->epochs[e - 1].seconds;
+    return n ? tt_median(v, n) : NAN;
+}
+
 static int fail(tt_status s, const tt_error *err)
 {
-    fprintf(stderr, "towertrain: %s\n", err->msg);
+    fflush(stdout);
+    tt_report_error(err->msg);
     return tt_status_exit_code(s);
 }
 
@@ -209,17 +230,21 @@ int tt_cmd_bench(int argc, char **argv)
     const tt_dev_ops *ops = setup.ops;
     const tt_model *model = setup.model;
     tt_run_result *res = setup.res;
-    FILE *csv = NULL;
-    if (b.csv && !(csv = fopen(b.csv, "w"))) {
+    tt_out csv;
+    memset(&csv, 0, sizeof csv);
+    char what[200];
+    snprintf(what, sizeof what, "--csv %s", b.csv ? b.csv : "");
+    if (b.csv && (s = tt_out_open(&csv, b.csv, what, 4096, &err)) != TT_OK) {
         setup_close(&setup);
         tt_free(br);
-        return fail(tt_fail(&err, TT_ERR_IO, "--csv %s: cannot open for writing", b.csv), &err);
+        return fail(s, &err);
     }
-    if (csv)
-        fprintf(csv, "towers,batch,per_tower_batch,reduce,scaling,epochs,s_per_epoch,ms_per_step,pred_ms_per_step,"
+    if (b.csv)
+        tt_out_printf(&csv, "towers,batch,per_tower_batch,reduce,scaling,epochs,s_per_epoch,ms_per_step,pred_ms_per_step,"
                      "pred_error,floor_ms_per_step,ratio,val_accuracy,launch_ms,pull_ms,data_ms,compute_ms,push_ms,"
                      "wait_ms,reduce_ms,update_ms,pred_pull_ms,pred_data_ms,pred_compute_ms,pred_push_ms,"
-                     "pred_wait_ms,pred_reduce_ms,pred_update_ms,verdict\n");
+                     "pred_wait_ms,pred_reduce_ms,pred_update_ms,s_per_epoch_2_4,s_per_epoch_5_on,verdict\n");
+    if (b.csv) s = tt_out_commit(&csv, &err);
 
     printf("towertrain bench | backend %s | %d CPUs | BLAS: %s\n", ops->name, tt_cpu_count(), tt_blas_describe());
     printf("model %s (%zu params, %.2f MFLOP of GEMMs per training sample) | %zu training samples | %s scaling | "
@@ -228,6 +253,7 @@ int tt_cmd_bench(int argc, char **argv)
            c.epochs);
     printf("%6s %6s %9s %9s %11s %9s %9s %7s %9s %6s %8s\n", "towers", "batch", "reduce", "s/epoch", "floor s/ep",
            "ms/step", "pred ms", "pred", "floor ms", "ratio", "val_acc");
+    if (!s) s = stdout_flush(&err);
     for (size_t bi = 0; !s && bi < b.n_batches; bi++)
         for (size_t ti = 0; !s && ti < b.n_towers; ti++)
             for (size_t ri = 0; !s && ri < b.n_reduces; ri++) {
@@ -292,18 +318,33 @@ int tt_cmd_bench(int argc, char **argv)
                        "update %.3f\n",
                        1e3 * pred.pull, 1e3 * pred.data, 1e3 * pred.compute, 1e3 * pred.push, 1e3 * pred.wait,
                        1e3 * pred.reduce, 1e3 * pred.update);
-                fflush(stdout);
-                if (csv)
-                    fprintf(csv,
+                /* later epochs must cost what early ones do (subnormals, leaks, growing state would show here) */
+                double early = epochs_median(res, 2, 4), late = epochs_median(res, 5, ne);
+                if (ne >= 5)
+                    printf("       s/epoch, epochs 2-4: %.3f | epochs 5-%zu: %.3f (%+.1f%%)\n", early, ne, late,
+                           100 * (late - early) / early);
+                if (!s) s = stdout_flush(&err);
+                if (b.csv)
+                    tt_out_printf(&csv,
                             "%zu,%zu,%.6g,%s,%s,%zu,%.6g,%.6g,%.6g,%.4g,%.6g,%.4g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,"
-                            "%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,\"%s\"\n",
+                            "%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,\"%s\"\n",
                             N, B, (double)B / (double)N, tt_reduce_name(c.reduce), b.weak ? "weak" : "strong", ne,
                             tt_median(secs, ne), ms, pred_ms, err_pc / 100, fl, rt, acc, k * split.launch,
                             k * split.pull, k * split.data, k * split.compute, k * split.push, k * split.wait,
                             k * split.reduce, k * split.update, 1e3 * pred.pull, 1e3 * pred.data, 1e3 * pred.compute,
-                            1e3 * pred.push, 1e3 * pred.wait, 1e3 * pred.reduce, 1e3 * pred.update, verdict);
+                            1e3 * pred.push, 1e3 * pred.wait, 1e3 * pred.reduce, 1e3 * pred.update, early, late,
+                            verdict);
+                if (!s && b.csv) s = tt_out_commit(&csv, &err);
+                if (!s && tt_signal_caught())
+                    s = tt_fail(&err, TT_ERR_STOPPED, "bench: stopped by %s after the row of %zu towers, batch %zu",
+                                tt_signal_name(tt_signal_caught()), N, B);
             }
-    if (csv && fclose(csv) != 0 && !s) s = tt_fail(&err, TT_ERR_IO, "--csv %s: write failed", b.csv);
+    tt_error cerr;
+    tt_status cs = tt_out_close(&csv, &cerr);
+    if (!s && cs) {
+        s = cs;
+        err = cerr;
+    }
     setup_close(&setup);
     tt_free(br);
     return s ? fail(s, &err) : 0;
@@ -355,6 +396,8 @@ int tt_cmd_probe(int argc, char **argv)
     tt_probe_config pc = {model, ops, n_devices, c.towers, c.batch, c.optim, c.host_threads, reps};
     tt_probe p;
     s = tt_probe_run(&pc, &p, &err);
+    if (!s && tt_signal_caught())
+        s = tt_fail(&err, TT_ERR_STOPPED, "probe: stopped by %s", tt_signal_name(tt_signal_caught()));
     if (!s) {
         printf("BLAS: %s\n", tt_blas_describe());
         tt_probe_print(stdout, &p, &pc);
@@ -425,6 +468,7 @@ int tt_cmd_compare(int argc, char **argv)
         tt_ledger_verdict(&res->epochs[ne - 1].split, verdict, sizeof verdict);
         printf("%10s %9.3f %9.3f %11.3g %9.4f  %s\n", tt_reduce_name((tt_reduce)r), tt_median(secs, ne),
                tt_median(steps_ms, ne), dw, res->test.accuracy, verdict);
+        s = stdout_flush(&err);
     }
     if (!s) {
         double worst = 0, wmax = 0;

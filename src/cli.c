@@ -1,6 +1,8 @@
 /* cli.c — option parsing for the towertrain subcommands (strict: a bad value or an unknown option is one line
  * and exit code 2) and the `train` subcommand. */
+#include <ctype.h>
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,28 +10,39 @@
 #include "tt_backend.h"
 #include "tt_cli.h"
 
+/* Integers are digits only: no sign, no leading or trailing white space (strtoull would skip leading blanks and
+ * accept "-1" as a huge number), no hex. */
 tt_status tt_cli_size(const char *opt, const char *v, size_t lo, size_t hi, size_t *out, tt_error *err)
 {
     char *end;
+    if (!v || !isdigit((unsigned char)v[0]))
+        return tt_fail(err, TT_ERR_ARG, "%s: '%.64s' is not an integer in %zu..%zu", opt, v ? v : "", lo, hi);
     errno = 0;
-    if (!v || !*v || *v == '-' || *v == '+' || *v == ' ')
-        return tt_fail(err, TT_ERR_ARG, "%s: '%s' is not an integer in %zu..%zu", opt, v ? v : "", lo, hi);
     unsigned long long x = strtoull(v, &end, 10);
     if (errno || *end || x < lo || x > hi)
-        return tt_fail(err, TT_ERR_ARG, "%s: '%s' is not an integer in %zu..%zu", opt, v, lo, hi);
+        return tt_fail(err, TT_ERR_ARG, "%s: '%.64s' is not an integer in %zu..%zu", opt, v, lo, hi);
     *out = (size_t)x;
     return TT_OK;
 }
 
+/* A number the model will use as a float32: it must be finite, in range, and survive the conversion — a value
+ * that becomes 0, a subnormal (which the flush-to-zero mode reads as 0) or Inf as a float32 is refused rather than
+ * silently trained with. */
 tt_status tt_cli_float(const char *opt, const char *v, double lo, double hi, int lo_open, float *out, tt_error *err)
 {
     char *end;
     errno = 0;
-    double x = v && *v ? strtod(v, &end) : NAN;
-    if (!v || !*v || errno || *end || !isfinite(x) || x < lo || (lo_open && x == lo) || x > hi)
-        return tt_fail(err, TT_ERR_ARG, "%s: '%s' is not a number in %s%g, %g]", opt, v ? v : "", lo_open ? "(" : "[",
-                       lo, hi);
-    *out = (float)x;
+    int blank = !v || !*v || isspace((unsigned char)v[0]);
+    double x = blank ? NAN : strtod(v, &end);
+    if (blank || errno == ERANGE || *end || !isfinite(x) || x < lo || (lo_open && x == lo) || x > hi)
+        return tt_fail(err, TT_ERR_ARG, "%s: '%.64s' is not a number in %s%g, %g]", opt, v ? v : "",
+                       lo_open ? "(" : "[", lo, hi);
+    float f = (float)x;
+    if (x != 0 && (f == 0 || fabsf(f) < FLT_MIN))
+        return tt_fail(err, TT_ERR_ARG, "%s: '%.64s' is 0 as a float32 (the smallest normal float32 is %g; smaller "
+                       "values are flushed to zero)", opt, v, (double)FLT_MIN);
+    if (!isfinite(f)) return tt_fail(err, TT_ERR_ARG, "%s: '%.64s' overflows a float32", opt, v);
+    *out = f;
     return TT_OK;
 }
 
@@ -80,6 +93,9 @@ tt_status tt_cli_parse_train(int argc, char **argv, int first, tt_run_config *c,
     int have_lr = 0, have_momentum = 0, nesterov = 0;
     float lr = 0, momentum = 0;
     *help = 0;
+    enum { MAX_SEEN = 64 };
+    char seen[MAX_SEEN][64]; /* options given so far: each may appear once, as a repeated key in a model file */
+    int n_seen = 0;
     for (int i = first; i < argc; i++) {
         char name[64];
         const char *arg = argv[i], *value = NULL;
@@ -88,13 +104,16 @@ tt_status tt_cli_parse_train(int argc, char **argv, int first, tt_run_config *c,
             return TT_OK;
         }
         if (strncmp(arg, "--", 2) != 0)
-            return tt_fail(err, TT_ERR_ARG, "%s: unexpected argument '%s' (options start with --)", cmd, arg);
+            return tt_fail(err, TT_ERR_ARG, "%s: unexpected argument '%.64s' (options start with --)", cmd, arg);
         const char *eq = strchr(arg, '=');
         size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
         if (len >= sizeof name) return tt_fail(err, TT_ERR_ARG, "%s: unknown option '%.40s...'", cmd, arg);
         memcpy(name, arg, len);
         name[len] = '\0';
         if (eq) value = eq + 1;
+        for (int k = 0; k < n_seen; k++)
+            if (strcmp(seen[k], name) == 0) return tt_fail(err, TT_ERR_ARG, "%s: given twice", name);
+        if (n_seen < MAX_SEEN) memcpy(seen[n_seen++], name, len + 1);
         if (extra) {
             /* the subcommand's own options first: 1 = consumed a value, 2 = a flag, 0 = not its option */
             tt_status st = TT_OK;
@@ -126,7 +145,7 @@ tt_status tt_cli_parse_train(int argc, char **argv, int first, tt_run_config *c,
         } else if (strcmp(name, "--lr-scaling") == 0) {
             if (strcmp(value, "none") == 0) c->lr_scaling = TT_LR_NONE;
             else if (strcmp(value, "linear") == 0) c->lr_scaling = TT_LR_LINEAR;
-            else s = tt_fail(err, TT_ERR_ARG, "--lr-scaling: '%s' is not none or linear", value);
+            else s = tt_fail(err, TT_ERR_ARG, "--lr-scaling: '%.64s' is not none or linear", value);
         } else if (strcmp(name, "--momentum") == 0) {
             s = tt_cli_float(name, value, 0, 0.999999, 0, &momentum, err);
             have_momentum = 1;
@@ -148,10 +167,10 @@ tt_status tt_cli_parse_train(int argc, char **argv, int first, tt_run_config *c,
             else if (strcmp(value, "bar") == 0) c->progress = TT_PROGRESS_BAR;
             else if (strcmp(value, "lines") == 0) c->progress = TT_PROGRESS_LINES;
             else if (strcmp(value, "quiet") == 0) c->progress = TT_PROGRESS_QUIET;
-            else s = tt_fail(err, TT_ERR_ARG, "--progress: '%s' is not auto, bar, lines or quiet", value);
+            else s = tt_fail(err, TT_ERR_ARG, "--progress: '%.64s' is not auto, bar, lines or quiet", value);
         } else if (strcmp(name, "--reduce") == 0) {
             if (tt_reduce_parse(value, &c->reduce))
-                s = tt_fail(err, TT_ERR_ARG, "--reduce: '%s' is not cpu, device or allreduce", value);
+                s = tt_fail(err, TT_ERR_ARG, "--reduce: '%.64s' is not cpu, device or allreduce", value);
         } else if (strcmp(name, "--trace") == 0) {
             if (!*value) s = tt_fail(err, TT_ERR_ARG, "--trace: empty file name");
             c->trace = value;
@@ -168,7 +187,7 @@ tt_status tt_cli_parse_train(int argc, char **argv, int first, tt_run_config *c,
     if (optimizer) {
         tt_optim_kind kind;
         if (tt_optim_parse_kind(optimizer, &kind))
-            return tt_fail(err, TT_ERR_ARG, "--optimizer: '%s' is not sgd, adam or nadam", optimizer);
+            return tt_fail(err, TT_ERR_ARG, "--optimizer: '%.64s' is not sgd, adam or nadam", optimizer);
         c->optim = tt_optim_defaults(kind);
     }
     if ((have_momentum || nesterov) && c->optim.kind != TT_OPT_SGD)
@@ -194,7 +213,7 @@ int tt_cmd_train(int argc, char **argv)
     int help;
     tt_status s = tt_cli_parse_train(argc, argv, 2, &c, "train", NULL, NULL, &help, &err);
     if (s) {
-        fprintf(stderr, "towertrain: %s\n", err.msg);
+        tt_report_error(err.msg);
         return tt_status_exit_code(s);
     }
     if (help) {
@@ -205,7 +224,7 @@ int tt_cmd_train(int argc, char **argv)
     }
     tt_run_result *res = (tt_run_result *)tt_calloc(1, sizeof *res);
     if (!res) {
-        fprintf(stderr, "towertrain: out of memory\n");
+        tt_report_error("out of memory");
         return 1;
     }
     s = tt_run(&c, stdout, res, &err);
@@ -213,7 +232,7 @@ int tt_cmd_train(int argc, char **argv)
     tt_free(res);
     if (s) {
         fflush(stdout);
-        fprintf(stderr, "towertrain: %s\n", err.msg);
+        tt_report_error(err.msg);
         return tt_status_exit_code(s);
     }
     return 0;

@@ -7,6 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+#if defined(__SSE__)
+#include <xmmintrin.h>
+#endif
+
+#include "tt_signal.h"
 
 tt_status tt_fail(tt_error *err, tt_status s, const char *fmt, ...)
 {
@@ -21,8 +27,62 @@ tt_status tt_fail(tt_error *err, tt_status s, const char *fmt, ...)
 
 int tt_status_exit_code(tt_status s)
 {
-    if (s == TT_OK) return 0;
-    return s == TT_ERR_ARG ? 2 : 1;
+    switch (s) {
+    case TT_OK: return 0;
+    case TT_ERR_ARG: return 2;
+    case TT_ERR_NUMERIC: return 3;
+    case TT_ERR_STOPPED: return 128 + (tt_signal_caught() ? tt_signal_caught() : 2);
+    default: return 1;
+    }
+}
+
+void tt_escape(const char *s, char *out, size_t len)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t k = 0;
+    if (len == 0) return;
+    for (const unsigned char *p = (const unsigned char *)s; *p && k + 1 < len; p++) {
+        if (*p >= 0x20 && *p < 0x7f) {
+            out[k++] = (char)*p;
+        } else { /* \xHH, or stop short rather than cut an escape in half */
+            if (k + 5 > len) break;
+            out[k++] = '\\';
+            out[k++] = 'x';
+            out[k++] = hex[*p >> 4];
+            out[k++] = hex[*p & 15];
+        }
+    }
+    out[k] = '\0';
+}
+
+void tt_report_error(const char *msg)
+{
+    char line[4 * sizeof(((tt_error *)0)->msg) + 16];
+    memcpy(line, "towertrain: ", 12);
+    tt_escape(msg, line + 12, sizeof line - 13);
+    size_t n = strlen(line);
+    line[n++] = '\n';
+    for (size_t off = 0; off < n;) { /* one write; a partial one (a signal) is finished, never repeated */
+        ssize_t w = write(STDERR_FILENO, line + off, n - off);
+        if (w <= 0) break;
+        off += (size_t)w;
+    }
+}
+
+int tt_fpu_flush_denormals(void)
+{
+#if defined(__SSE__)
+    _mm_setcsr(_mm_getcsr() | 0x8040); /* bit 15 FTZ: results; bit 6 DAZ: inputs */
+    return (_mm_getcsr() & 0x8040) == 0x8040;
+#elif defined(__aarch64__)
+    unsigned long fpcr;
+    __asm__ __volatile__("mrs %0, fpcr" : "=r"(fpcr));
+    fpcr |= 1ul << 24; /* FZ */
+    __asm__ __volatile__("msr fpcr, %0" : : "r"(fpcr));
+    return 1;
+#else
+    return 0;
+#endif
 }
 
 void tt_abort_at(const char *what, const char *func, const char *file, int line)

@@ -130,6 +130,7 @@ const tt_dev_ops tt_dev_cpu_ops = {
     .name = "cpu",
     .init = cpu_init,
     .destroy = cpu_destroy,
+    .mem_info = NULL, /* tower memory is host RAM: the budget counts it as host memory */
     .bind = NULL,
     .alloc = cpu_alloc,
     .dfree = cpu_dfree,

@@ -4,14 +4,6 @@
 
 #include "tt_ledger.h"
 
-void tt_json_num(FILE *f, const char *key, double v, int comma)
-{
-    if (isfinite(v))
-        fprintf(f, "\"%s\":%.9g%s", key, v, comma ? "," : "");
-    else
-        fprintf(f, "\"%s\":null%s", key, comma ? "," : "");
-}
-
 void tt_ledger_verdict(const tt_step_times *s, char *out, size_t len)
 {
     struct {
@@ -43,45 +35,48 @@ void tt_ledger_split_line(FILE *f, const tt_step_times *s)
             100 * s->push / total, 100 * s->wait / total, 100 * s->reduce / total, 100 * s->update / total, verdict);
 }
 
-void tt_ledger_json_split(FILE *f, const tt_step_times *s)
+void tt_ledger_json_split(tt_out *f, const tt_step_times *s)
 {
-    tt_json_num(f, "launch", s->launch, 1);
-    tt_json_num(f, "pull", s->pull, 1);
-    tt_json_num(f, "data", s->data, 1);
-    tt_json_num(f, "compute", s->compute, 1);
-    tt_json_num(f, "push", s->push, 1);
-    tt_json_num(f, "wait", s->wait, 1);
-    tt_json_num(f, "reduce", s->reduce, 1);
-    tt_json_num(f, "update", s->update, 1);
-    tt_json_num(f, "reduce_update", s->reduce + s->update, 1);
-    tt_json_num(f, "total", s->total, 0);
+    tt_out_json_num(f, "launch", s->launch, 1);
+    tt_out_json_num(f, "pull", s->pull, 1);
+    tt_out_json_num(f, "data", s->data, 1);
+    tt_out_json_num(f, "compute", s->compute, 1);
+    tt_out_json_num(f, "push", s->push, 1);
+    tt_out_json_num(f, "wait", s->wait, 1);
+    tt_out_json_num(f, "reduce", s->reduce, 1);
+    tt_out_json_num(f, "update", s->update, 1);
+    tt_out_json_num(f, "reduce_update", s->reduce + s->update, 1);
+    tt_out_json_num(f, "total", s->total, 0);
 }
 
-void tt_ledger_json_steps(FILE *f, size_t epoch, const tt_step_result *res, const tt_tower_ledger *led, size_t steps,
-                          size_t N)
+tt_status tt_ledger_json_steps(tt_out *f, size_t epoch, size_t first, const tt_step_result *res,
+                               const tt_tower_ledger *led, size_t steps, size_t N, tt_error *err)
 {
     for (size_t k = 0; k < steps; k++) {
         const tt_step_result *r = &res[k];
-        fprintf(f, "{\"event\":\"step\",\"epoch\":%zu,\"step\":%zu,\"samples\":%zu,", epoch, k + 1, r->n);
-        tt_json_num(f, "total", r->t.total, 1);
-        tt_json_num(f, "reduce", r->t.reduce, 1);
-        tt_json_num(f, "update", r->t.update, 1);
-        fprintf(f, "\"towers\":[");
+        tt_out_printf(f, "{\"event\":\"step\",\"epoch\":%zu,\"step\":%zu,\"samples\":%zu,", epoch, first + k, r->n);
+        tt_out_json_num(f, "total", r->t.total, 1);
+        tt_out_json_num(f, "reduce", r->t.reduce, 1);
+        tt_out_json_num(f, "update", r->t.update, 1);
+        tt_out_printf(f, "\"towers\":[");
         for (size_t t = 0; t < N; t++) {
             const tt_tower_ledger *l = &led[k * N + t];
-            fprintf(f, "%s{\"tower\":%zu,\"rows\":%zu,", t ? "," : "", t, l->rows);
-            tt_json_num(f, "pull", l->pull1 - l->pull0, 1);
-            tt_json_num(f, "data", l->data1 - l->pull1, 1);
-            tt_json_num(f, "compute", l->compute1 - l->data1, 1);
-            tt_json_num(f, "reduce", l->reduce1 - l->reduce0, 1);
-            tt_json_num(f, "push", l->push1 - l->push0, 1);
-            tt_json_num(f, "wait", l->wait, 1);
-            fprintf(f, "\"bytes_pull\":%llu,\"bytes_push\":%llu,\"bytes_reduce\":%llu}",
-                    (unsigned long long)l->bytes_pull, (unsigned long long)l->bytes_push,
-                    (unsigned long long)l->bytes_reduce);
+            tt_out_printf(f, "%s{\"tower\":%zu,\"rows\":%zu,", t ? "," : "", t, l->rows);
+            tt_out_json_num(f, "pull", l->pull1 - l->pull0, 1);
+            tt_out_json_num(f, "data", l->data1 - l->pull1, 1);
+            tt_out_json_num(f, "compute", l->compute1 - l->data1, 1);
+            tt_out_json_num(f, "reduce", l->reduce1 - l->reduce0, 1);
+            tt_out_json_num(f, "push", l->push1 - l->push0, 1);
+            tt_out_json_num(f, "wait", l->wait, 1);
+            tt_out_printf(f, "\"bytes_pull\":%llu,\"bytes_push\":%llu,\"bytes_reduce\":%llu}",
+                          (unsigned long long)l->bytes_pull, (unsigned long long)l->bytes_push,
+                          (unsigned long long)l->bytes_reduce);
         }
-        fprintf(f, "]}\n");
+        tt_out_printf(f, "]}\n");
+        tt_status s = tt_out_commit(f, err);
+        if (s) return s;
     }
+    return TT_OK;
 }
 
 /* ---- Chrome trace events (https://docs.google.com/document/d/1CvAClvFfyA5R-PhYUmn5OOQtYMH4h6I0nSsKchNAySU) ---- */
@@ -90,10 +85,10 @@ enum { LANE_HOST_REDUCE = 1000, LANE_OPTIMIZER = 1001, LANE_RUN = 1002 };
 
 static void lane_name(tt_trace *t, int tid, const char *name)
 {
-    fprintf(t->f, "%s{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":%d,\"args\":{\"name\":\"%s\"}}",
+    tt_out_printf(&t->out, "%s{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":%d,\"args\":{\"name\":\"%s\"}}",
             t->first ? "" : ",\n", tid, name);
     t->first = 0;
-    fprintf(t->f, ",\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":1,\"tid\":%d,\"args\":{\"sort_index\":%d}}",
+    tt_out_printf(&t->out, ",\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":1,\"tid\":%d,\"args\":{\"sort_index\":%d}}",
             tid, tid);
 }
 
@@ -101,14 +96,16 @@ tt_status tt_trace_open(tt_trace *t, const char *path, size_t n_towers, const ch
                         tt_error *err)
 {
     memset(t, 0, sizeof *t);
-    t->f = fopen(path, "w");
-    if (!t->f) return tt_fail(err, TT_ERR_IO, "--trace %s: cannot open for writing", path);
+    char what[180];
+    snprintf(what, sizeof what, "--trace %s", path);
+    tt_status s = tt_out_open(&t->out, path, what, 4096 + 256 * n_towers, err);
+    if (s) return s;
     t->origin = tt_now();
     t->first = 1;
     t->n_towers = n_towers;
-    fprintf(t->f, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"backend\":\"%s\",\"reduce\":\"%s\"},\"traceEvents\":[\n",
+    tt_out_printf(&t->out, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"backend\":\"%s\",\"reduce\":\"%s\"},\"traceEvents\":[\n",
             backend, reduce);
-    fprintf(t->f, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"args\":{\"name\":\"towertrain (%s, --reduce %s)\"}}",
+    tt_out_printf(&t->out, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"args\":{\"name\":\"towertrain (%s, --reduce %s)\"}}",
             backend, reduce);
     t->first = 0;
     for (size_t i = 0; i < n_towers; i++) {
@@ -119,19 +116,20 @@ tt_status tt_trace_open(tt_trace *t, const char *path, size_t n_towers, const ch
     lane_name(t, LANE_HOST_REDUCE, "host reducer");
     lane_name(t, LANE_OPTIMIZER, "optimizer");
     lane_name(t, LANE_RUN, "run");
-    return TT_OK;
+    return tt_out_commit(&t->out, err);
 }
 
 static void span(tt_trace *t, int tid, const char *name, double t0, double t1, const char *arg, uint64_t bytes)
 {
     if (!(t1 > t0)) return;
-    fprintf(t->f, ",\n{\"name\":\"%s\",\"ph\":\"X\",\"pid\":1,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f", name, tid,
+    tt_out_printf(&t->out, ",\n{\"name\":\"%s\",\"ph\":\"X\",\"pid\":1,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f", name, tid,
             1e6 * (t0 - t->origin), 1e6 * (t1 - t0));
-    if (arg) fprintf(t->f, ",\"args\":{\"%s\":%llu}", arg, (unsigned long long)bytes);
-    fputc('}', t->f);
+    if (arg) tt_out_printf(&t->out, ",\"args\":{\"%s\":%llu}", arg, (unsigned long long)bytes);
+    tt_out_printf(&t->out, "}");
 }
 
-void tt_trace_steps(tt_trace *t, const tt_step_result *res, const tt_tower_ledger *led, size_t steps)
+tt_status tt_trace_steps(tt_trace *t, const tt_step_result *res, const tt_tower_ledger *led, size_t steps,
+                         tt_error *err)
 {
     const size_t N = t->n_towers;
     for (size_t k = 0; k < steps; k++) {
@@ -147,17 +145,17 @@ void tt_trace_steps(tt_trace *t, const tt_step_result *res, const tt_tower_ledge
         const tt_step_times *s = &res[k].t;
         span(t, LANE_HOST_REDUCE, "sum slots", s->reduce0, s->reduce1, NULL, 0);
         span(t, LANE_OPTIMIZER, "update", s->update0, s->update1, NULL, 0);
+        tt_status st = tt_out_commit(&t->out, err); /* a step's events at a time: each ends at an event boundary */
+        if (st) return st;
     }
+    return TT_OK;
 }
 
 void tt_trace_span(tt_trace *t, const char *name, double t0, double t1) { span(t, LANE_RUN, name, t0, t1, NULL, 0); }
 
-tt_status tt_trace_close(tt_trace *t, const char *path, tt_error *err)
+tt_status tt_trace_close(tt_trace *t, tt_error *err)
 {
-    if (!t->f) return TT_OK;
-    fprintf(t->f, "\n]}\n");
-    int bad = ferror(t->f);
-    bad |= fclose(t->f) != 0;
-    t->f = NULL;
-    return bad ? tt_fail(err, TT_ERR_IO, "--trace %s: write failed", path) : TT_OK;
+    if (!t->out.buf) return TT_OK;
+    tt_out_printf(&t->out, "\n]}\n");
+    return tt_out_close(&t->out, err);
 }

@@ -1,10 +1,12 @@
 /* main.c — the towertrain executable: picks fast BLAS kernels, then dispatches to a subcommand. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "tt_backend.h"
 #include "tt_blas.h"
 #include "tt_cli.h"
+#include "tt_signal.h"
 
 static void usage(FILE *f)
 {
@@ -21,10 +23,9 @@ static void usage(FILE *f)
                "  --version version, backends and BLAS\n");
 }
 
-int main(int argc, char **argv)
+/* Runs a subcommand and returns its exit code. */
+static int dispatch(int argc, char **argv)
 {
-    tt_blas_autoselect(argv);
-    tt_blas_single_thread();
     if (argc < 2) {
         usage(stderr);
         return 2;
@@ -42,6 +43,26 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "bench") == 0) return tt_cmd_bench(argc, argv);
     if (strcmp(cmd, "probe") == 0) return tt_cmd_probe(argc, argv);
     if (strcmp(cmd, "compare") == 0) return tt_cmd_compare(argc, argv);
-    fprintf(stderr, "towertrain: unknown command '%s' (try towertrain --help)\n", cmd);
+    tt_error err;
+    tt_fail(&err, TT_ERR_ARG, "unknown command '%.100s' (try towertrain --help)", cmd);
+    tt_report_error(err.msg);
     return 2;
+}
+
+int main(int argc, char **argv)
+{
+    tt_blas_autoselect(argv);
+    tt_blas_single_thread();
+    tt_signal_install();
+    tt_fpu_flush_denormals();
+    int rc = dispatch(argc, argv);
+    /* whatever the command printed must have reached stdout: /dev/full or a closed pipe is an error, not a 0 */
+    errno = 0;
+    if ((fflush(stdout) != 0 || ferror(stdout)) && rc == 0) {
+        tt_error err;
+        tt_fail(&err, TT_ERR_IO, "stdout: write failed: %s", errno ? strerror(errno) : "I/O error");
+        tt_report_error(err.msg);
+        rc = 1;
+    }
+    return rc;
 }

@@ -37,6 +37,8 @@ tt_optim_config tt_optim_defaults(tt_optim_kind kind)
     return c;
 }
 
+size_t tt_optim_state_floats(tt_optim_kind kind) { return kind == TT_OPT_SGD ? 1 : 2; }
+
 tt_status tt_optim_init(tt_optim *o, const tt_optim_config *cfg, size_t n, tt_error *err)
 {
     memset(o, 0, sizeof *o);

@@ -17,6 +17,7 @@ static void *pool_worker(void *argp)
     tt_free(argp);
     tt_pool *p = wa.p;
     const int i = wa.slot;
+    tt_fpu_flush_denormals(); /* every crew thread runs tower or host math */
     for (;;) {
         while (sem_wait(&p->go[wa.slot]) != 0) { /* EINTR: wait again */
         }
@@ -45,8 +46,9 @@ tt_status tt_pool_init(tt_pool *p, int n, tt_error *err)
         tt_pool_free(p);
         return tt_fail(err, TT_ERR_NOMEM, "thread crew: out of memory");
     }
+    for (int t = 0; t < threads; t++) sem_init(&p->go[t], 0, 0); /* all of them, before any thread can fail */
+    p->n_sems = threads;
     for (int t = 0; t < threads; t++) {
-        sem_init(&p->go[t], 0, 0);
         worker_arg *wa = (worker_arg *)tt_malloc(sizeof *wa);
         if (!wa) {
             tt_pool_free(p);
@@ -70,7 +72,7 @@ void tt_pool_free(tt_pool *p)
     p->quit = 1;
     for (int t = 0; t < p->n_started; t++) sem_post(&p->go[t]);
     for (int t = 0; t < p->n_started; t++) pthread_join(p->threads[t], NULL);
-    for (int t = 0; p->go && t < p->n; t++) sem_destroy(&p->go[t]);
+    for (int t = 0; t < p->n_sems; t++) sem_destroy(&p->go[t]); /* only those initialised */
     sem_destroy(&p->done);
     tt_free(p->threads);
     tt_free(p->go);

@@ -1,17 +1,18 @@
 /* probe.c — measurements for the step's cost model (see tt_probe.h), through the device seam only, so the same
  * code probes the CUDA backend. One concurrent runner starts a thread per tower (each with its own tt_dev),
  * lines them up at a barrier before every rep and times the rep from the first start to the last end. */
-#include <pthread.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "tt_mem.h"
 #include "tt_probe.h"
 #include "tt_rng.h"
 
 #define PROBE_MAX_THREADS 64
 #define PROBE_MAX_REPS 64
 #define PROBE_MAX_BODIES 16
+#define PROBE_DATA_ROWS 50000 /* synthetic inputs the data phase gathers from */
 
 typedef struct probe_run probe_run;
 
@@ -39,6 +40,7 @@ struct probe_run {
     size_t P, rows, slice; /* parameters, shard rows, allreduce slice */
     int n;                 /* threads */
     int with_devices;      /* threads own a tt_dev and device buffers */
+    int failed;            /* a thread's setup failed: no body runs (set after every setup, at a barrier) */
     int gemm_only;         /* allocate only the GEMM operands */
     size_t reps;
     /* the measurements of one run, taken in turn in every rep (so a noisy minute hits them all alike); prep[k]
@@ -62,6 +64,9 @@ struct probe_run {
     int n_wake;
     volatile float sink;   /* keeps summed blocks alive */
 };
+
+/* h_pinned takes the gradient (P floats) and the step's statistics (2 per row): the larger of the two. */
+static size_t pinned_floats(const probe_run *r) { return r->P > 2 * r->rows ? r->P : 2 * r->rows; }
 
 static tt_status thread_setup(probe_run *r, probe_thread *t)
 {
@@ -92,7 +97,7 @@ static tt_status thread_setup(probe_run *r, probe_thread *t)
              (t->d_labels = (int32_t *)tt_dev_alloc(d, R * sizeof(int32_t))) &&
              (t->h_x = (uint8_t *)tt_dev_host_alloc(d, R * m->input_dim)) &&
              (t->h_labels = (int32_t *)tt_dev_host_alloc(d, R * sizeof(int32_t))) &&
-             (t->h_pinned = (float *)tt_dev_host_alloc(d, P * sizeof(float))) &&
+             (t->h_pinned = (float *)tt_dev_host_alloc(d, pinned_floats(r) * sizeof(float))) &&
              (t->h_pageable = (float *)tt_malloc(P * sizeof(float)));
         for (size_t i = 0; i <= m->n_layers && ok; i++)
             ok = (t->d_act[i] = tt_dev_alloc_f32(d, R * (i ? m->layers[i - 1].out : m->input_dim))) != NULL;
@@ -130,20 +135,31 @@ static void thread_teardown(probe_run *r, probe_thread *t)
     tt_dev_free(d);
 }
 
-static void *probe_thread_main(void *arg)
+/* Serial section after every thread's setup: one failed setup cancels the bodies on every thread, since bodies
+ * read their peers' buffers (peer copies, reductions). */
+static void check_setups(void *arg)
 {
-    probe_thread *t = (probe_thread *)arg;
-    probe_run *r = t->run;
+    probe_run *r = (probe_run *)arg;
+    for (int i = 0; i < r->n; i++) r->failed |= r->th[i].status != TT_OK;
+}
+
+/* The body of crew thread i (a tt_pool thread, so flush-to-zero is set as on the trainer's crew). */
+static void probe_worker(void *arg, int i, int n)
+{
+    probe_run *r = (probe_run *)arg;
+    probe_thread *t = &r->th[i];
+    (void)n;
     if (r->with_devices) t->status = thread_setup(r, t);
+    tt_barrier_wait(&r->bar, check_setups, r);
     for (size_t rep = 0; rep <= r->reps; rep++) /* rep 0 warms up */
         for (int k = 0; k < r->n_bodies; k++) {
-            if (t->status == TT_OK && r->prep[k]) {
+            if (!r->failed && r->prep[k]) {
                 r->prep[k](r, t);
                 if (r->with_devices) tt_dev_sync(&t->dev);
             }
             tt_barrier_wait(&r->bar, NULL, NULL);
             double t0 = tt_now();
-            if (t->status == TT_OK) {
+            if (!r->failed) {
                 r->body[k](r, t);
                 if (r->with_devices) tt_dev_sync(&t->dev);
             }
@@ -156,32 +172,30 @@ static void *probe_thread_main(void *arg)
         tt_barrier_wait(&r->bar, NULL, NULL); /* nobody frees what a peer may still read */
         thread_teardown(r, t);
     }
-    return NULL;
 }
 
 /* Runs the bodies on r->n threads, r->reps times in turn; seconds[k] = median wall time of body k, and
  * r->straggle[k] = median over reps of how long the threads finishing before the last one waited for it (mean). */
 static tt_status run_concurrent(probe_run *r, double *seconds, tt_error *err)
 {
-    pthread_t th[PROBE_MAX_THREADS];
     TT_ASSERT(r->n >= 1 && r->n <= PROBE_MAX_THREADS && r->reps >= 1 && r->reps <= PROBE_MAX_REPS);
-    tt_barrier_init(&r->bar, r->n, r->n <= tt_cpu_count() ? 1e-3 : 0.0);
     for (int i = 0; i < r->n; i++) {
         probe_thread *t = &r->th[i];
         memset(t, 0, sizeof *t);
         t->run = r;
         t->id = i;
-        if (pthread_create(&th[i], NULL, probe_thread_main, t) != 0) {
-            fprintf(stderr, "towertrain: probe: cannot start a thread\n");
-            abort(); /* the others would wait at the barrier forever */
-        }
     }
-    tt_status s = TT_OK;
-    for (int i = 0; i < r->n; i++) {
-        pthread_join(th[i], NULL);
-        if (r->th[i].status && !s) s = tt_fail(err, r->th[i].status, "%s", r->th[i].err.msg);
-    }
+    r->failed = 0;
+    tt_pool crew; /* every thread is started before any reaches a barrier: a thread that cannot start is an error */
+    tt_status s = tt_pool_init(&crew, r->n, err);
+    if (s) return s;
+    tt_barrier_init(&r->bar, r->n, r->n <= tt_cpu_count() ? 1e-3 : 0.0);
+    tt_pool_run(&crew, r->n, probe_worker, r);
+    tt_pool_free(&crew);
     tt_barrier_destroy(&r->bar);
+    for (int i = 0; i < r->n; i++)
+        if (r->th[i].status && !s) s = tt_fail(err, r->th[i].status, "%s", r->th[i].err.msg);
+    if (s) return s;
     for (int k = 0; k < r->n_bodies; k++) {
         double wall[PROBE_MAX_REPS];
         for (size_t j = 0; j < r->reps; j++) {
@@ -426,6 +440,46 @@ static void run_init(probe_run *r, const tt_probe_config *c)
     if (r->reps > PROBE_MAX_REPS) r->reps = PROBE_MAX_REPS;
 }
 
+/* What a probe allocates, before it allocates it: per measuring thread (n_dev of them, or the GEMM operands alone
+ * for a floor), and the host's shared buffers. Mirrors thread_setup and tt_probe_run. */
+static tt_status probe_check_memory(const tt_probe_config *c, const probe_run *r, int n_dev, int gemm_only,
+                                    tt_error *err)
+{
+    const tt_model *m = c->model;
+    const double F = sizeof(float), P = (double)r->P, R = (double)r->rows, D = (double)m->input_dim;
+    double gemm = 0, act = R * D, dev;
+    for (size_t l = 0; l < m->n_layers; l++) {
+        const double I = (double)m->layers[l].in, O = (double)m->layers[l].out;
+        act += R * O;
+        if (m->layers[l].kind == &tt_layer_dense) gemm += 2 * R * I + 2 * I * O + R * O;
+    }
+    tt_mem_plan plan;
+    memset(&plan, 0, sizeof plan);
+    plan.model = strcmp(m->source, "built-in mlp") == 0 ? NULL : m->source;
+    plan.n_params = r->P;
+    plan.towers = (size_t)n_dev;
+    plan.rows = r->rows;
+    for (int t = 0; t < n_dev; t++) {
+        const int d = t % c->n_devices;
+        if (gemm_only) {
+            tt_mem_add(&plan, "GEMM operands", d, gemm * F, TT_MEM_BY_WIDTH);
+            continue;
+        }
+        dev = 3 * P + (double)r->slice + R * (double)m->n_classes + 2 * R + (act + 2 * R * (double)m->max_width);
+        tt_mem_add(&plan, "tower buffers", d, dev * F + R * D + R * sizeof(int32_t), TT_MEM_BY_PARAMS);
+        tt_mem_add(&plan, "staging", TT_MEM_HOST, R * D + R * sizeof(int32_t) + ((double)pinned_floats(r) + P) * F,
+                   TT_MEM_BY_PARAMS);
+    }
+    if (!gemm_only) {
+        const double N = (double)c->towers;
+        tt_mem_add(&plan, "synthetic inputs", TT_MEM_HOST, (double)PROBE_DATA_ROWS * D, TT_MEM_BY_RUN);
+        tt_mem_add(&plan, "gradient slots and copies", TT_MEM_HOST, 2 * N * P * F, TT_MEM_BY_PARAMS);
+        tt_mem_add(&plan, "weights, gradient, optimizer state", TT_MEM_HOST,
+                   (2 + (double)tt_optim_state_floats(c->optim.kind)) * P * F, TT_MEM_BY_PARAMS);
+    }
+    return tt_mem_check(&plan, c->ops, err);
+}
+
 /* One concurrent run of several measurements on n threads. */
 static tt_status measure(probe_run *r, int n, int devices, int count, const probe_body *bodies, const probe_body *preps,
                          double *out, tt_error *err)
@@ -451,7 +505,8 @@ tt_status tt_probe_gemm_floor(const tt_probe_config *c, double *step_seconds, tt
     r->gemm_only = 1;
     const probe_body body[1] = {body_gemm};
     const int cpus = tt_cpu_count(), n = (int)c->towers < cpus ? (int)c->towers : cpus;
-    tt_status s = measure(r, n, 1, 1, body, NULL, step_seconds, err);
+    tt_status s = probe_check_memory(c, r, n, 1, err);
+    if (!s) s = measure(r, n, 1, 1, body, NULL, step_seconds, err);
     *step_seconds *= (double)(((int)c->towers + n - 1) / n); /* towers beyond the cores run in waves */
     tt_free(r);
     return s;
@@ -473,9 +528,14 @@ tt_status tt_probe_run(const tt_probe_config *c, tt_probe *p, tt_error *err)
     p->rows = r->rows;
     const size_t P = r->P, D = c->model->input_dim;
     const double bytes = (double)P * sizeof(float);
+    tt_status s = probe_check_memory(c, r, n_dev, 0, err);
+    if (s) {
+        tt_free(r);
+        return s;
+    }
 
     /* shared host data: synthetic pixels, N slots, a copy target, optimizer state */
-    r->n_rows_data = 50000;
+    r->n_rows_data = PROBE_DATA_ROWS;
     uint8_t *pixels = (uint8_t *)tt_malloc(r->n_rows_data * D);
     float **slots = (float **)tt_calloc((size_t)N, sizeof(float *));
     float *copy_dst = (float *)tt_malloc((size_t)N * P * sizeof(float));
@@ -483,7 +543,6 @@ tt_status tt_probe_run(const tt_probe_config *c, tt_probe *p, tt_error *err)
     tt_optim opt;
     memset(&opt, 0, sizeof opt);
     tt_barrier barrier;
-    tt_status s = TT_OK;
     int ok = pixels && slots && copy_dst && h_params && h_grad;
     for (int i = 0; i < N && ok; i++) ok = (slots[i] = (float *)tt_malloc(P * sizeof(float))) != NULL;
     if (!ok) s = tt_fail(err, TT_ERR_NOMEM, "probe: out of host memory");

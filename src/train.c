@@ -1,5 +1,6 @@
 /* train.c — a training run: load, build, init, then epochs of shuffled steps with validation after each, the
  * test set at the end; Keras-style console lines (a live bar on a terminal) and a JSON-lines log. */
+#include <errno.h>
 #include <math.h>
 #include <string.h>
 #include <unistd.h>
@@ -8,6 +9,7 @@
 #include "tt_blas.h"
 #include "tt_ledger.h"
 #include "tt_rng.h"
+#include "tt_signal.h"
 #include "tt_train.h"
 
 void tt_run_config_defaults(tt_run_config *c)
@@ -62,6 +64,390 @@ static void add_times(tt_step_times *a, const tt_step_times *b)
 
 /* ---- the run ----------------------------------------------------------------------------------------------- */
 
+/* Everything one run holds, so that opening, the epochs, a halt and the ending are separate functions. */
+typedef struct run_state {
+    const tt_run_config *c;
+    const tt_dataset *train, *val, *test;
+    FILE *out; /* console; NULL = silent */
+    int bar;   /* a live progress bar on out */
+    const tt_dev_ops *ops;
+    int n_devices;
+    tt_model *model;
+    tt_trainer_config tc;
+    tt_trainer tr;
+    float *h_init;
+    uint32_t *idx;
+    size_t steps; /* per epoch */
+    double *step_secs;
+    tt_step_result *results;
+    tt_tower_ledger *ledger;
+    tt_out log;
+    tt_trace trace;
+    tt_status console_status; /* a failed console write noticed while the crew ran */
+    tt_error console_err;
+} run_state;
+
+/* The console is a FILE*: a failed write (a full disk, a closed pipe) shows at the flush. */
+static tt_status console_flush(FILE *out, tt_error *err)
+{
+    if (!out) return TT_OK;
+    errno = 0;
+    if (fflush(out) == 0 && !ferror(out)) return TT_OK;
+    return tt_fail(err, TT_ERR_IO, "stdout: write failed: %s", errno ? strerror(errno) : "I/O error");
+}
+
+/* The whole run's memory, before anything large is allocated: the trainer's buffers and the run's own. */
+static tt_status run_check_memory(run_state *rs, tt_error *err)
+{
+    const tt_run_config *c = rs->c;
+    tt_mem_plan plan;
+    memset(&plan, 0, sizeof plan);
+    plan.model = strcmp(c->model, "mlp") == 0 ? NULL : rs->model->source;
+    tt_status s = tt_trainer_plan(rs->model, &rs->tc, &plan, err);
+    if (s) return s;
+    const double P = (double)rs->model->n_params, steps = (double)rs->steps, N = (double)c->towers;
+    tt_mem_add(&plan, "initial and final weights", TT_MEM_HOST, 2 * P * sizeof(float), TT_MEM_BY_PARAMS);
+    tt_mem_add(&plan, "shuffle index", TT_MEM_HOST, (double)rs->train->n * sizeof(uint32_t), TT_MEM_BY_RUN);
+    tt_mem_add(&plan, "step records", TT_MEM_HOST,
+               steps * (sizeof(tt_step_result) + sizeof(double) + N * sizeof(tt_tower_ledger)), TT_MEM_BY_RUN);
+    return tt_mem_check(&plan, rs->ops, err);
+}
+
+static void print_banner(const run_state *rs)
+{
+    const tt_run_config *c = rs->c;
+    FILE *out = rs->out;
+    const size_t N = c->towers, B = rs->tc.batch;
+    fprintf(out, "towertrain %s | backend %s (%d device%s) | %zu tower%s | batch %zu", TT_VERSION, rs->ops->name,
+            rs->n_devices, rs->n_devices == 1 ? "" : "s", N, N == 1 ? "" : "s", c->batch);
+    if (B < c->batch) fprintf(out, " (more than the %zu training samples: shards sized for %zu)", rs->train->n, B);
+    fprintf(out, " (shards of %zu..%zu) | --reduce %s\n", B / N, (B + N - 1) / N, tt_reduce_name(c->reduce));
+    fprintf(out, "BLAS: %s\n", tt_blas_describe());
+    fprintf(out, "float: %s\n", tt_fpu_flush_denormals() ? "subnormals flushed to zero (FTZ+DAZ) on tower and host threads"
+                                                         : "subnormals kept (this CPU has no flush-to-zero mode here)");
+    fprintf(out, "data: %s | %zu train, %zu validation, %zu test | %zux%zu, %zu classes\n", c->data, rs->train->n,
+            rs->val->n, rs->test->n, rs->train->rows, rs->train->cols, rs->train->n_classes);
+    if (rs->model->notes[0]) fputs(rs->model->notes, out);
+    tt_model_summary(rs->model, out);
+    const tt_optim_config *o = &rs->tc.optim;
+    fprintf(out, "optimizer: %s, lr %g", tt_optim_kind_name(o->kind), (double)o->lr);
+    if (c->lr_scaling == TT_LR_LINEAR)
+        fprintf(out, " (--lr-scaling linear: base %g x %zu towers)", (double)c->optim.lr, N);
+    else
+        fprintf(out, " (--lr-scaling none: the base rate%s)", c->lr_given ? "" : ", Keras default");
+    if (o->kind == TT_OPT_SGD)
+        fprintf(out, ", momentum %g%s\n", (double)o->momentum, o->nesterov ? ", nesterov" : "");
+    else
+        fprintf(out, ", beta_1 %g, beta_2 %g, epsilon %g\n", (double)o->beta1, (double)o->beta2, (double)o->epsilon);
+}
+
+static tt_status log_start(run_state *rs, tt_error *err)
+{
+    const tt_run_config *c = rs->c;
+    tt_out *log = &rs->log;
+    tt_out_printf(log,
+                  "{\"event\":\"start\",\"version\":\"%s\",\"backend\":\"%s\",\"towers\":%zu,\"batch\":%zu,"
+                  "\"epochs\":%zu,\"optimizer\":\"%s\",\"lr\":%.7g,\"base_lr\":%.7g,\"lr_scaling\":\"%s\","
+                  "\"seed\":%llu,\"train_samples\":%zu,\"val_samples\":%zu,\"test_samples\":%zu,\"params\":%zu,"
+                  "\"model\":\"%s\",\"reduce\":\"%s\",\"flush_denormals\":%s}\n",
+                  TT_VERSION, rs->ops->name, c->towers, c->batch, c->epochs, tt_optim_kind_name(rs->tc.optim.kind),
+                  (double)rs->tc.optim.lr, (double)c->optim.lr, c->lr_scaling == TT_LR_LINEAR ? "linear" : "none",
+                  (unsigned long long)c->seed, rs->train->n, rs->val->n, rs->test->n, rs->model->n_params,
+                  strcmp(c->model, "mlp") == 0 ? "mlp" : "file", tt_reduce_name(c->reduce),
+                  tt_fpu_flush_denormals() ? "true" : "false");
+    return tt_out_commit(log, err);
+}
+
+/* Model, trainer configuration, memory check, buffers, log, banner, towers, trace — in that order, so nothing large
+ * is allocated before the budget says it fits. */
+static tt_status run_open(run_state *rs, tt_error *err)
+{
+    const tt_run_config *c = rs->c;
+    tt_status s = tt_backend_find(c->device, &rs->ops, &rs->n_devices, err);
+    if (s) return s;
+    rs->model = (tt_model *)tt_calloc(1, sizeof *rs->model);
+    if (!rs->model) return tt_fail(err, TT_ERR_NOMEM, "out of memory");
+    s = tt_run_model(c, rs->train, rs->model, err);
+    if (s) return s;
+    tt_trainer_config *tc = &rs->tc;
+    tc->ops = rs->ops;
+    tc->n_devices = rs->n_devices;
+    tc->n_towers = c->towers;
+    /* buffers are sized by the smaller of the batch and the data: a batch beyond the data is one step of it all */
+    tc->batch = c->batch < rs->train->n ? c->batch : rs->train->n;
+    if (tc->batch < c->towers) tc->batch = c->towers;
+    tc->optim = c->optim;
+    tc->host_threads = c->host_threads;
+    tc->reduce = c->reduce;
+    tc->stop = tt_signal_flag();
+    if (c->lr_scaling == TT_LR_LINEAR) tc->optim.lr = c->optim.lr * (float)c->towers;
+    rs->steps = (rs->train->n + tc->batch - 1) / tc->batch;
+    s = run_check_memory(rs, err);
+    if (s) return s;
+
+    rs->h_init = (float *)tt_malloc(rs->model->n_params * sizeof(float));
+    rs->idx = (uint32_t *)tt_malloc(rs->train->n * sizeof(uint32_t));
+    rs->step_secs = (double *)tt_malloc(rs->steps * sizeof(double));
+    rs->results = (tt_step_result *)tt_calloc(rs->steps, sizeof(tt_step_result));
+    rs->ledger = (tt_tower_ledger *)tt_calloc(rs->steps * c->towers, sizeof(tt_tower_ledger));
+    if (!rs->h_init || !rs->idx || !rs->step_secs || !rs->results || !rs->ledger)
+        return tt_fail(err, TT_ERR_NOMEM, "out of memory");
+    tt_model_init_params(rs->model, rs->h_init, c->seed);
+    for (size_t i = 0; i < rs->train->n; i++) rs->idx[i] = (uint32_t)i;
+    if (c->log_json) {
+        char what[200];
+        snprintf(what, sizeof what, "--log-json %s", c->log_json);
+        s = tt_out_open(&rs->log, c->log_json, what, 4096 + 512 * c->towers, err);
+        if (!s) s = log_start(rs, err);
+        if (s) return s;
+    }
+    if (rs->out) {
+        print_banner(rs);
+        if ((s = console_flush(rs->out, err))) return s;
+    }
+    s = tt_trainer_init(&rs->tr, rs->model, tc, rs->h_init, err);
+    if (s) return s;
+    if (c->trace) s = tt_trace_open(&rs->trace, c->trace, c->towers, rs->ops->name, tt_reduce_name(c->reduce), err);
+    return s;
+}
+
+/* Runs the epoch's steps on the crew; the calling thread only draws the bar (and notices a console that fails). */
+static void run_steps(run_state *rs, double e0, size_t *done_steps)
+{
+    size_t drawn = 0, seen = 0, top1 = 0;
+    double loss_sum = 0;
+    while (!tt_trainer_wait(&rs->tr, rs->bar ? 0.1 : -1, done_steps)) {
+        /* results[0..done_steps) are final: fold them in and redraw the bar */
+        for (; drawn < *done_steps; drawn++) {
+            loss_sum += rs->results[drawn].loss_sum;
+            top1 += rs->results[drawn].top1;
+            seen += rs->results[drawn].n;
+        }
+        if (!seen || rs->console_status) continue;
+        print_bar(rs->out, *done_steps, rs->steps, tt_now() - e0, loss_sum / (double)seen, (double)top1 / (double)seen,
+                  0);
+        rs->console_status = console_flush(rs->out, &rs->console_err);
+        if (rs->console_status) tt_trainer_request_stop(&rs->tr); /* stop now, not after training */
+    }
+}
+
+/* The steps of an epoch that ran (all of them, or those before a halt): stats, console, log, trace. */
+static void epoch_stats(run_state *rs, size_t epoch, size_t steps, tt_epoch_stats *es)
+{
+    memset(es, 0, sizeof *es);
+    es->epoch = epoch;
+    es->steps = steps;
+    double loss_sum = 0;
+    size_t top1 = 0, top5 = 0, seen = 0;
+    for (size_t st = 0; st < steps; st++) {
+        const tt_step_result *r = &rs->results[st];
+        loss_sum += r->loss_sum;
+        top1 += r->top1;
+        top5 += r->top5;
+        seen += r->n;
+        add_times(&es->split, &r->t);
+        rs->step_secs[st] = r->t.total;
+    }
+    es->step_median = tt_median(rs->step_secs, steps);
+    es->samples = seen;
+    es->loss = seen ? loss_sum / (double)seen : NAN;
+    es->accuracy = seen ? (double)top1 / (double)seen : NAN;
+    es->top5 = seen ? (double)top5 / (double)seen : NAN;
+}
+
+static tt_status log_epoch(run_state *rs, const tt_epoch_stats *es, tt_error *err)
+{
+    tt_out *log = &rs->log;
+    const int v = rs->val->n > 0;
+    tt_out_printf(log, "{\"event\":\"epoch\",\"epoch\":%zu,\"steps\":%zu,\"samples\":%zu,", es->epoch, es->steps,
+                  es->samples);
+    tt_out_json_num(log, "seconds", es->seconds, 1);
+    tt_out_json_num(log, "loss", es->loss, 1);
+    tt_out_json_num(log, "accuracy", es->accuracy, 1);
+    tt_out_json_num(log, "top5", es->top5, 1);
+    tt_out_json_num(log, "val_loss", v ? es->val.loss : NAN, 1);
+    tt_out_json_num(log, "val_accuracy", v ? es->val.accuracy : NAN, 1);
+    tt_out_json_num(log, "val_top5", v ? es->val.top5 : NAN, 1);
+    tt_out_json_num(log, "step_median", es->step_median, 1);
+    char verdict[128];
+    tt_ledger_verdict(&es->split, verdict, sizeof verdict);
+    tt_out_printf(log, "\"verdict\":\"%s\",\"split\":{", verdict);
+    tt_ledger_json_split(log, &es->split);
+    tt_out_printf(log, "}}\n");
+    tt_status s = tt_out_commit(log, err);
+    return s ? s : tt_ledger_json_steps(log, es->epoch, 1, rs->results, rs->ledger, es->steps, rs->c->towers, err);
+}
+
+static void print_epoch(run_state *rs, const tt_epoch_stats *es)
+{
+    FILE *out = rs->out;
+    if (rs->bar)
+        print_bar(out, es->steps, es->steps, es->seconds, 0, 0, 1);
+    else
+        fprintf(out, "%zu/%zu", es->steps, es->steps);
+    fprintf(out, " - %.2fs %.1fms/step - loss: %.4f - accuracy: %.4f - top5: %.4f", es->seconds,
+            1e3 * es->seconds / (double)es->steps, es->loss, es->accuracy, es->top5);
+    if (rs->val->n)
+        fprintf(out, " - val_loss: %.4f - val_accuracy: %.4f - val_top5: %.4f", es->val.loss, es->val.accuracy,
+                es->val.top5);
+    fprintf(out, "%s\n", rs->bar ? "\033[K" : "");
+    tt_ledger_split_line(out, &es->split);
+}
+
+/* The last record of a log whose run did not finish: {"event":"error"|"stopped",...,"message":the CLI's line}.
+ * fields is the JSON in between (may be empty). Write errors here are not reported: the run is failing already. */
+static void log_end(run_state *rs, const char *event, const char *fields, const tt_error *why)
+{
+    if (!rs->log.buf) return;
+    tt_error werr;
+    tt_out_printf(&rs->log, "{\"event\":\"%s\",%s", event, fields);
+    tt_out_json_str(&rs->log, "message", why->msg, 0);
+    tt_out_printf(&rs->log, "}\n");
+    tt_out_commit(&rs->log, &werr);
+}
+
+/* A stop request seen between steps (during loading, validation or before the test set). */
+static tt_status run_stopped(run_state *rs, const char *where, size_t epoch, size_t step, tt_error *err)
+{
+    int sig = tt_signal_caught();
+    tt_status s = tt_fail(err, TT_ERR_STOPPED, "stopped by %s %s (the master weights are those after that step)",
+                          tt_signal_name(sig), where);
+    char fields[128];
+    snprintf(fields, sizeof fields, "\"signal\":\"%s\",\"epoch\":%zu,\"step\":%zu,", tt_signal_name(sig), epoch, step);
+    log_end(rs, "stopped", fields, err);
+    return s;
+}
+
+/* After TT_HALT_NONFINITE: which towers, then one line and the "error" record. */
+static tt_status run_nonfinite(run_state *rs, size_t epoch, size_t step, tt_error *err)
+{
+    const size_t N = rs->c->towers;
+    int *bad = (int *)tt_calloc(2 * N, sizeof(int));   /* loss, then gradient, per tower */
+    char *fields = (char *)tt_calloc(8 * N + 160, 1); /* the record's fields: every tower's index fits */
+    double loss = rs->results[step - 1].loss_sum;
+    char *list = fields;
+    size_t len = 0;
+    if (bad && fields) {
+        list += sprintf(fields, "\"kind\":\"nonfinite\",\"epoch\":%zu,\"step\":%zu,\"towers\":[", epoch, step);
+        tt_trainer_nonfinite_towers(&rs->tr, bad, bad + N);
+        for (size_t t = 0; t < N; t++)
+            if (bad[t] || bad[N + t]) len += (size_t)sprintf(list + len, "%s%zu", len ? "," : "", t);
+    }
+    tt_status s = tt_fail(err, TT_ERR_NUMERIC,
+                          "epoch %zu, step %zu/%zu: the %s is not finite (towers with a non-finite gradient or loss: "
+                          "%.200s); training stopped without applying it (try a smaller --lr)",
+                          epoch, step, rs->steps, isfinite(loss) ? "summed gradient" : "loss",
+                          len ? list : "none, the sum overflowed");
+    if (bad && fields) {
+        strcpy(list + len, "],");
+        log_end(rs, "error", fields, err);
+    }
+    tt_free(bad);
+    tt_free(fields);
+    return s;
+}
+
+/* A run that halted after `steps` steps of this epoch: those steps' records, then the reason. */
+static tt_status run_halted(run_state *rs, size_t epoch, size_t steps, tt_error *err)
+{
+    tt_error werr;
+    if (rs->log.buf && steps)
+        tt_ledger_json_steps(&rs->log, epoch, 1, rs->results, rs->ledger, steps, rs->c->towers, &werr);
+    if (rs->trace.out.buf && steps) tt_trace_steps(&rs->trace, rs->results, rs->ledger, steps, &werr);
+    if (rs->out && rs->bar && !rs->console_status) fputc('\n', rs->out);
+    if (tt_trainer_halted(&rs->tr) == TT_HALT_NONFINITE) return run_nonfinite(rs, epoch, steps, err);
+    if (rs->console_status) { /* stdout failed while the crew ran: that is the error */
+        *err = rs->console_err;
+        log_end(rs, "error", "\"kind\":\"output\",", err);
+        return rs->console_status;
+    }
+    char where[96];
+    snprintf(where, sizeof where, "in epoch %zu after step %zu/%zu", epoch, steps, rs->steps);
+    return run_stopped(rs, where, epoch, steps, err);
+}
+
+/* One epoch: shuffle, the steps, validation, then console, log and trace. */
+static tt_status run_epoch(run_state *rs, size_t epoch, tt_run_result *res, tt_error *err)
+{
+    const tt_run_config *c = rs->c;
+    tt_status s;
+    if (c->before_epoch && (s = c->before_epoch(c->before_epoch_ctx, epoch, err)) != TT_OK) return s;
+    tt_rng rng;
+    tt_rng_seed(&rng, c->seed, epoch); /* reshuffled every epoch, from the seed */
+    tt_rng_shuffle(&rng, rs->idx, rs->train->n);
+    if (rs->out) fprintf(rs->out, "Epoch %zu/%zu\n", epoch, c->epochs);
+    double e0 = tt_now();
+    s = tt_trainer_start_steps(&rs->tr, rs->train, rs->idx, rs->train->n, rs->results, rs->steps, rs->ledger, err);
+    if (s) return s;
+    size_t done = 0;
+    run_steps(rs, e0, &done);
+    if (tt_trainer_halted(&rs->tr)) return run_halted(rs, epoch, done, err);
+    tt_epoch_stats es;
+    epoch_stats(rs, epoch, rs->steps, &es);
+    es.seconds = tt_now() - e0;
+    double v0 = tt_now();
+    s = tt_trainer_evaluate(&rs->tr, rs->val, &es.val, err);
+    if (s) return s;
+    if (rs->trace.out.buf) {
+        char name[32];
+        snprintf(name, sizeof name, "epoch %zu", epoch);
+        tt_trace_span(&rs->trace, name, e0, e0 + es.seconds);
+        tt_trace_span(&rs->trace, "validation", v0, tt_now());
+        if ((s = tt_trace_steps(&rs->trace, rs->results, rs->ledger, rs->steps, err))) return s;
+    }
+    if (rs->out) {
+        print_epoch(rs, &es);
+        if ((s = console_flush(rs->out, err))) return s;
+    }
+    if (rs->log.buf && (s = log_epoch(rs, &es, err))) return s;
+    if (epoch <= sizeof res->epochs / sizeof res->epochs[0]) res->epochs[epoch - 1] = es;
+    res->n_epochs = epoch;
+    return TT_OK;
+}
+
+/* The test set, its line and record, and the final weights. */
+static tt_status run_finish(run_state *rs, tt_run_result *res, tt_error *err)
+{
+    tt_status s = tt_trainer_evaluate(&rs->tr, rs->test, &res->test, err);
+    if (s) return s;
+    if (rs->out && rs->test->n) {
+        fprintf(rs->out, "test: %zu samples - loss: %.4f - accuracy: %.4f - top5: %.4f\n", res->test.n,
+                res->test.loss, res->test.accuracy, res->test.top5);
+        if ((s = console_flush(rs->out, err))) return s;
+    }
+    if (rs->log.buf && rs->test->n) {
+        tt_out_printf(&rs->log, "{\"event\":\"test\",\"samples\":%zu,", res->test.n);
+        tt_out_json_num(&rs->log, "loss", res->test.loss, 1);
+        tt_out_json_num(&rs->log, "accuracy", res->test.accuracy, 1);
+        tt_out_json_num(&rs->log, "top5", res->test.top5, 0);
+        tt_out_printf(&rs->log, "}\n");
+        if ((s = tt_out_commit(&rs->log, err))) return s;
+    }
+    res->n_params = rs->model->n_params;
+    res->final_params = (float *)tt_malloc(rs->model->n_params * sizeof(float));
+    if (res->final_params) memcpy(res->final_params, rs->tr.h_params, rs->model->n_params * sizeof(float));
+    return TT_OK;
+}
+
+/* Closes the trace (valid JSON however the run ended) and the log; the first error wins. */
+static tt_status run_close(run_state *rs, tt_status s, tt_error *err)
+{
+    tt_error cerr;
+    tt_status ts = tt_trace_close(&rs->trace, &cerr), ls = tt_out_close(&rs->log, &cerr);
+    if (!s && (ts || ls)) {
+        *err = cerr;
+        s = ts ? ts : ls;
+    }
+    tt_trainer_free(&rs->tr);
+    tt_free(rs->idx);
+    tt_free(rs->step_secs);
+    tt_free(rs->results);
+    tt_free(rs->ledger);
+    tt_free(rs->h_init);
+    tt_free(rs->model);
+    return s;
+}
+
 tt_status tt_run_on(const tt_run_config *c, const tt_dataset *train, const tt_dataset *val, const tt_dataset *test,
                     FILE *out, tt_run_result *res, tt_error *err)
 {
@@ -70,220 +456,30 @@ tt_status tt_run_on(const tt_run_config *c, const tt_dataset *train, const tt_da
     if (c->towers > c->batch)
         return tt_fail(err, TT_ERR_ARG, "--towers %zu is more than --batch %zu: every tower needs at least one sample",
                        c->towers, c->batch);
-    const tt_dev_ops *ops;
-    int n_devices;
-    tt_status s = tt_backend_find(c->device, &ops, &n_devices, err);
-    if (s) return s;
-
-    tt_model *model = (tt_model *)tt_calloc(1, sizeof *model);
-    if (!model) return tt_fail(err, TT_ERR_NOMEM, "out of memory");
-    s = tt_run_model(c, train, model, err);
-    if (s) {
-        tt_free(model);
-        return s;
-    }
-
-    tt_trainer_config tc;
-    memset(&tc, 0, sizeof tc);
-    tc.ops = ops;
-    tc.n_devices = n_devices;
-    tc.n_towers = c->towers;
-    tc.batch = c->batch;
-    tc.optim = c->optim;
-    tc.host_threads = c->host_threads;
-    tc.reduce = c->reduce;
-    if (c->lr_scaling == TT_LR_LINEAR) tc.optim.lr = c->optim.lr * (float)c->towers;
-
-    float *h_init = (float *)tt_malloc(model->n_params * sizeof(float));
-    uint32_t *idx = (uint32_t *)tt_malloc(train->n * sizeof(uint32_t));
-    const size_t steps = (train->n + c->batch - 1) / c->batch;
-    double *step_secs = (double *)tt_malloc(steps * sizeof(double));
-    tt_step_result *results = (tt_step_result *)tt_calloc(steps, sizeof(tt_step_result));
-    tt_tower_ledger *ledger = (tt_tower_ledger *)tt_calloc(steps * c->towers, sizeof(tt_tower_ledger));
-    tt_trace trace;
-    memset(&trace, 0, sizeof trace);
-    tt_trainer tr;
-    memset(&tr, 0, sizeof tr);
-    FILE *log = NULL;
-    if (!h_init || !idx || !step_secs || !results || !ledger) {
-        s = tt_fail(err, TT_ERR_NOMEM, "out of memory");
-        goto done;
-    }
-    tt_model_init_params(model, h_init, c->seed);
-    if (c->log_json) {
-        log = fopen(c->log_json, "w");
-        if (!log) {
-            s = tt_fail(err, TT_ERR_IO, "--log-json %s: cannot open for writing", c->log_json);
-            goto done;
+    run_state *rs = (run_state *)tt_calloc(1, sizeof *rs);
+    if (!rs) return tt_fail(err, TT_ERR_NOMEM, "out of memory");
+    rs->c = c;
+    rs->train = train;
+    rs->val = val;
+    rs->test = test;
+    rs->out = c->progress == TT_PROGRESS_QUIET ? NULL : out;
+    rs->bar = rs->out && (c->progress == TT_PROGRESS_BAR || (c->progress == TT_PROGRESS_AUTO && isatty(fileno(out))));
+    tt_status s = run_open(rs, err);
+    uint64_t allocs_mark = tt_alloc_count() + tt_trainer_device_allocs(&rs->tr);
+    char where[64];
+    for (size_t epoch = 1; !s && epoch <= c->epochs; epoch++) {
+        if (tt_signal_caught()) { /* it came between steps: while loading or validating */
+            snprintf(where, sizeof where, "before epoch %zu", epoch);
+            s = run_stopped(rs, where, epoch - 1, epoch > 1 ? rs->steps : 0, err);
+        } else {
+            s = run_epoch(rs, epoch, res, err);
         }
     }
-
-    if (out) {
-        fprintf(out,
-                "towertrain %s | backend %s (%d device%s) | %zu tower%s | batch %zu (shards of %zu..%zu) | "
-                "--reduce %s\n",
-                TT_VERSION, ops->name, n_devices, n_devices == 1 ? "" : "s", c->towers, c->towers == 1 ? "" : "s",
-                c->batch, c->batch / c->towers, (c->batch + c->towers - 1) / c->towers, tt_reduce_name(c->reduce));
-        fprintf(out, "BLAS: %s\n", tt_blas_describe());
-        fprintf(out, "data: %s | %zu train, %zu validation, %zu test | %zux%zu, %zu classes\n", c->data, train->n,
-                val->n, test->n, train->rows, train->cols, train->n_classes);
-        if (model->notes[0]) fputs(model->notes, out);
-        tt_model_summary(model, out);
-        fprintf(out, "optimizer: %s, lr %g", tt_optim_kind_name(tc.optim.kind), (double)tc.optim.lr);
-        if (c->lr_scaling == TT_LR_LINEAR)
-            fprintf(out, " (--lr-scaling linear: base %g x %zu towers)", (double)c->optim.lr, c->towers);
-        else
-            fprintf(out, " (--lr-scaling none: the base rate%s)", c->lr_given ? "" : ", Keras default");
-        if (tc.optim.kind == TT_OPT_SGD)
-            fprintf(out, ", momentum %g%s\n", (double)tc.optim.momentum, tc.optim.nesterov ? ", nesterov" : "");
-        else
-            fprintf(out, ", beta_1 %g, beta_2 %g, epsilon %g\n", (double)tc.optim.beta1, (double)tc.optim.beta2,
-                    (double)tc.optim.epsilon);
-        fflush(out);
-    }
-    if (log) {
-        fprintf(log,
-                "{\"event\":\"start\",\"version\":\"%s\",\"backend\":\"%s\",\"towers\":%zu,\"batch\":%zu,"
-                "\"epochs\":%zu,\"optimizer\":\"%s\",\"lr\":%.7g,\"base_lr\":%.7g,\"lr_scaling\":\"%s\","
-                "\"seed\":%llu,\"train_samples\":%zu,\"val_samples\":%zu,\"test_samples\":%zu,\"params\":%zu,"
-                "\"model\":\"%s\",\"reduce\":\"%s\"}\n",
-                TT_VERSION, ops->name, c->towers, c->batch, c->epochs, tt_optim_kind_name(tc.optim.kind),
-                (double)tc.optim.lr, (double)c->optim.lr, c->lr_scaling == TT_LR_LINEAR ? "linear" : "none",
-                (unsigned long long)c->seed, train->n, val->n, test->n, model->n_params,
-                strcmp(c->model, "mlp") == 0 ? "mlp" : "file", tt_reduce_name(c->reduce));
-        fflush(log);
-    }
-
-    s = tt_trainer_init(&tr, model, &tc, h_init, err);
-    if (s) goto done;
-    if (c->trace && (s = tt_trace_open(&trace, c->trace, c->towers, ops->name, tt_reduce_name(c->reduce), err)))
-        goto done;
-
-    int bar = c->progress == TT_PROGRESS_BAR || (c->progress == TT_PROGRESS_AUTO && out && isatty(fileno(out)));
-    if (c->progress == TT_PROGRESS_QUIET) out = NULL;
-    uint64_t allocs_mark = 0;
-    for (size_t i = 0; i < train->n; i++) idx[i] = (uint32_t)i;
-
-    for (size_t epoch = 1; epoch <= c->epochs; epoch++) {
-        if (c->before_epoch && (s = c->before_epoch(c->before_epoch_ctx, epoch, err)) != TT_OK) goto done;
-        tt_rng rng;
-        tt_rng_seed(&rng, c->seed, epoch); /* reshuffled every epoch, from the seed */
-        tt_rng_shuffle(&rng, idx, train->n);
-        if (out) fprintf(out, "Epoch %zu/%zu\n", epoch, c->epochs);
-        tt_epoch_stats es;
-        memset(&es, 0, sizeof es);
-        es.epoch = epoch;
-        double loss_sum = 0, e0 = tt_now();
-        size_t top1 = 0, top5 = 0, seen = 0;
-        if (epoch == 1) allocs_mark = tt_alloc_count() + tt_trainer_device_allocs(&tr);
-        s = tt_trainer_start_steps(&tr, train, idx, train->n, results, steps, ledger, err);
-        if (s) goto done;
-        size_t drawn = 0, done_steps = 0;
-        while (!tt_trainer_wait(&tr, bar ? 0.1 : -1, &done_steps)) {
-            /* results[0..done_steps) are final: fold them in and redraw the bar */
-            for (; drawn < done_steps; drawn++) {
-                loss_sum += results[drawn].loss_sum;
-                top1 += results[drawn].top1;
-                seen += results[drawn].n;
-            }
-            if (seen)
-                print_bar(out, done_steps, steps, tt_now() - e0, loss_sum / (double)seen, (double)top1 / (double)seen, 0);
-        }
-        es.seconds = tt_now() - e0;
-        loss_sum = 0;
-        top1 = 0;
-        seen = 0;
-        for (size_t st = 0; st < steps; st++) {
-            const tt_step_result *r = &results[st];
-            loss_sum += r->loss_sum;
-            top1 += r->top1;
-            top5 += r->top5;
-            seen += r->n;
-            add_times(&es.split, &r->t);
-            step_secs[st] = r->t.total;
-        }
-        es.steps = steps;
-        es.step_median = tt_median(step_secs, steps);
-        es.samples = seen;
-        es.loss = loss_sum / (double)seen;
-        es.accuracy = (double)top1 / (double)seen;
-        es.top5 = (double)top5 / (double)seen;
-        double v0 = tt_now();
-        s = tt_trainer_evaluate(&tr, val, &es.val, err);
-        if (s) goto done;
-        if (trace.f) {
-            char name[32];
-            snprintf(name, sizeof name, "epoch %zu", epoch);
-            tt_trace_span(&trace, name, e0, e0 + es.seconds);
-            tt_trace_span(&trace, "validation", v0, tt_now());
-            tt_trace_steps(&trace, results, ledger, steps);
-        }
-        if (out) {
-            if (bar)
-                print_bar(out, steps, steps, es.seconds, 0, 0, 1);
-            else
-                fprintf(out, "%zu/%zu", steps, steps);
-            fprintf(out, " - %.2fs %.1fms/step - loss: %.4f - accuracy: %.4f - top5: %.4f", es.seconds,
-                    1e3 * es.seconds / (double)steps, es.loss, es.accuracy, es.top5);
-            if (val->n)
-                fprintf(out, " - val_loss: %.4f - val_accuracy: %.4f - val_top5: %.4f", es.val.loss, es.val.accuracy,
-                        es.val.top5);
-            fprintf(out, "%s\n", bar ? "\033[K" : "");
-            tt_ledger_split_line(out, &es.split);
-            fflush(out);
-        }
-        if (log) {
-            fprintf(log, "{\"event\":\"epoch\",\"epoch\":%zu,\"steps\":%zu,\"samples\":%zu,", epoch, steps, seen);
-            tt_json_num(log, "seconds", es.seconds, 1);
-            tt_json_num(log, "loss", es.loss, 1);
-            tt_json_num(log, "accuracy", es.accuracy, 1);
-            tt_json_num(log, "top5", es.top5, 1);
-            tt_json_num(log, "val_loss", val->n ? es.val.loss : NAN, 1);
-            tt_json_num(log, "val_accuracy", val->n ? es.val.accuracy : NAN, 1);
-            tt_json_num(log, "val_top5", val->n ? es.val.top5 : NAN, 1);
-            tt_json_num(log, "step_median", es.step_median, 1);
-            char verdict[128];
-            tt_ledger_verdict(&es.split, verdict, sizeof verdict);
-            fprintf(log, "\"verdict\":\"%s\",\"split\":{", verdict);
-            tt_ledger_json_split(log, &es.split);
-            fprintf(log, "}}\n");
-            tt_ledger_json_steps(log, epoch, results, ledger, steps, c->towers);
-            fflush(log);
-        }
-        if (epoch <= sizeof res->epochs / sizeof res->epochs[0]) res->epochs[epoch - 1] = es;
-        res->n_epochs = epoch;
-    }
-    res->allocs_after_first_step = tt_alloc_count() + tt_trainer_device_allocs(&tr) - allocs_mark;
-
-    s = tt_trainer_evaluate(&tr, test, &res->test, err);
-    if (s) goto done;
-    if (out && test->n)
-        fprintf(out, "test: %zu samples - loss: %.4f - accuracy: %.4f - top5: %.4f\n", res->test.n, res->test.loss,
-                res->test.accuracy, res->test.top5);
-    if (log && test->n) {
-        fprintf(log, "{\"event\":\"test\",\"samples\":%zu,", res->test.n);
-        tt_json_num(log, "loss", res->test.loss, 1);
-        tt_json_num(log, "accuracy", res->test.accuracy, 1);
-        tt_json_num(log, "top5", res->test.top5, 0);
-        fprintf(log, "}\n");
-    }
-    res->n_params = model->n_params;
-    res->final_params = (float *)tt_malloc(model->n_params * sizeof(float));
-    if (res->final_params) memcpy(res->final_params, tr.h_params, model->n_params * sizeof(float));
-
-done:
-    if (trace.f) {
-        tt_status ts = tt_trace_close(&trace, c->trace, s ? NULL : err);
-        if (!s) s = ts;
-    }
-    if (log && fclose(log) != 0 && s == TT_OK) s = tt_fail(err, TT_ERR_IO, "--log-json %s: write failed", c->log_json);
-    tt_trainer_free(&tr);
-    tt_free(idx);
-    tt_free(step_secs);
-    tt_free(results);
-    tt_free(ledger);
-    tt_free(h_init);
-    tt_free(model);
+    res->allocs_after_first_step = tt_alloc_count() + tt_trainer_device_allocs(&rs->tr) - allocs_mark;
+    if (!s && tt_signal_caught()) s = run_stopped(rs, "before the test set", c->epochs, rs->steps, err);
+    if (!s) s = run_finish(rs, res, err);
+    s = run_close(rs, s, err);
+    tt_free(rs);
     return s;
 }
 

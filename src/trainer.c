@@ -19,9 +19,10 @@
 #include <string.h>
 
 #include "tt_math.h"
+#include "tt_mem.h"
 #include "tt_trainer.h"
 
-enum { JOB_INIT, JOB_STEPS, JOB_EVAL, JOB_FREE };
+enum { JOB_INIT, JOB_STEPS, JOB_EVAL, JOB_DIAGNOSE, JOB_FREE };
 
 int tt_reduce_parse(const char *name, tt_reduce *r)
 {
@@ -44,14 +45,14 @@ struct tt_tower {
     /* device memory */
     float *d_params;    /* (P) this tower's copy of the weights */
     float *d_grads;     /* (P) */
-    float **d_act;      /* n_layers + 1 activations, (rows, width) each; d_act[0] is the input */
+    float *d_act[TT_MAX_LAYERS + 1]; /* n_layers + 1 activations, (rows, width) each; d_act[0] is the input */
     float *d_delta[2];  /* (rows, max_width) ping-pong back-propagation buffers */
     float *d_dlogits;   /* (rows, C) */
     int32_t *d_labels;  /* (rows) */
     float *d_stats;     /* (rows, 2): loss, rank */
     uint8_t *d_x8;      /* (rows, D) raw pixels, scaled into d_act[0] on the device */
     float *d_recv;      /* device: tower 0, (P); allreduce: every tower, (S) — a peer's gradient (slice) */
-    float *d_acc;       /* allreduce: (S) this tower's slice of the sum */
+    float *d_acc;       /* device: tower 0, (P) the sum; allreduce: (S) this tower's slice of the sum */
     size_t slice_lo, slice_n; /* allreduce: this tower's slice [slice_lo, slice_lo + slice_n) of the buffer */
     /* host staging (pinned on a GPU backend) */
     uint8_t *h_x;       /* (rows, D) raw pixels */
@@ -62,6 +63,7 @@ struct tt_tower {
     double loss_sum;
     size_t top1, top5;
     tt_tower_ledger led; /* this step */
+    int grad_nonfinite;  /* set by the diagnosis after a non-finite step */
     tt_status status;
     tt_error err;
 };
@@ -76,85 +78,94 @@ static void shard_of(size_t n, size_t N, size_t t, size_t *lo, size_t *rows)
 
 /* ---- tower side -------------------------------------------------------------------------------------------- */
 
+/* Every buffer a tower allocates: where its pointer goes, its size, whether it is device or (pinned) host memory,
+ * and the part of the memory budget it belongs to. tower_alloc allocates exactly these, tower_release frees them,
+ * and tt_trainer_plan adds them up, so the budget cannot drift from what is allocated. Tower 0 also holds the
+ * host buffers every tower shares (the master weights, the reduced gradient), so they are pinned by its device. */
+typedef struct tower_buf {
+    void **slot;
+    size_t bytes;
+    int on_host;
+    const char *part;
+    tt_mem_driver driver;
+} tower_buf;
+
+enum { MAX_TOWER_BUFS = TT_MAX_LAYERS + 24 };
+
+static int tower_buffers(tt_trainer *tr, tt_tower *tw, tower_buf *b)
+{
+    const tt_model *m = tr->model;
+    const size_t R = tr->shard_max, P = m->n_params, N = tr->cfg.n_towers, F = sizeof(float);
+    int n = 0;
+#define BUF(ptr, size, host, name, drv) (b[n++] = (tower_buf){(void **)(ptr), (size), (host), (name), (drv)})
+    BUF(&tw->d_params, P * F, 0, "tower weights and gradients", TT_MEM_BY_PARAMS);
+    BUF(&tw->d_grads, P * F, 0, "tower weights and gradients", TT_MEM_BY_PARAMS);
+    for (size_t i = 0; i <= m->n_layers; i++)
+        BUF(&tw->d_act[i], R * (i == 0 ? m->input_dim : m->layers[i - 1].out) * F, 0, "activations", TT_MEM_BY_WIDTH);
+    BUF(&tw->d_delta[0], R * m->max_width * F, 0, "activations", TT_MEM_BY_WIDTH);
+    BUF(&tw->d_delta[1], R * m->max_width * F, 0, "activations", TT_MEM_BY_WIDTH);
+    BUF(&tw->d_dlogits, R * m->n_classes * F, 0, "activations", TT_MEM_BY_WIDTH);
+    BUF(&tw->d_labels, R * sizeof(int32_t), 0, "batch staging", TT_MEM_BY_RUN);
+    BUF(&tw->d_stats, 2 * R * F, 0, "batch staging", TT_MEM_BY_RUN);
+    BUF(&tw->d_x8, R * m->input_dim, 0, "batch staging", TT_MEM_BY_RUN);
+    BUF(&tw->h_x, R * m->input_dim, 1, "batch staging", TT_MEM_BY_RUN);
+    BUF(&tw->h_labels, R * sizeof(int32_t), 1, "batch staging", TT_MEM_BY_RUN);
+    BUF(&tw->h_stats, 2 * R * F, 1, "batch staging", TT_MEM_BY_RUN);
+    switch (tr->cfg.reduce) {
+    case TT_REDUCE_CPU: BUF(&tr->h_slots[tw->id], P * F, 1, "gradient slots", TT_MEM_BY_PARAMS); break;
+    case TT_REDUCE_DEVICE:
+        if (tw->id == 0 && N > 1) { /* the others' gradients arrive in d_recv and are summed into d_acc */
+            BUF(&tw->d_recv, P * F, 0, "reduction buffers", TT_MEM_BY_PARAMS);
+            BUF(&tw->d_acc, P * F, 0, "reduction buffers", TT_MEM_BY_PARAMS);
+        }
+        break;
+    case TT_REDUCE_ALLREDUCE: { /* slices of 16-float multiples so every slice starts 64-byte aligned */
+        const size_t S = ((P + N - 1) / N + 15) & ~(size_t)15;
+        tw->slice_lo = (size_t)tw->id * S < P ? (size_t)tw->id * S : P;
+        tw->slice_n = tw->slice_lo + S < P ? S : P - tw->slice_lo;
+        BUF(&tw->d_recv, S * F, 0, "reduction buffers", TT_MEM_BY_PARAMS);
+        BUF(&tw->d_acc, S * F, 0, "reduction buffers", TT_MEM_BY_PARAMS);
+        break;
+    }
+    }
+    if (tw->id == 0) { /* pinned, so every tower's pull is a fast async copy */
+        BUF(&tr->h_params, P * F, 1, "master weights", TT_MEM_BY_PARAMS);
+        if (tr->cfg.reduce != TT_REDUCE_CPU) BUF(&tr->h_grad, P * F, 1, "reduced gradient", TT_MEM_BY_PARAMS);
+    }
+#undef BUF
+    TT_ASSERT(n <= MAX_TOWER_BUFS);
+    return n;
+}
+
 static tt_status tower_alloc(tt_tower *tw)
 {
     tt_trainer *tr = tw->tr;
-    const tt_model *m = tr->model;
-    const size_t R = tr->shard_max, P = m->n_params;
     tt_status s = tt_dev_init(&tw->dev, tr->cfg.ops, tw->id % tr->cfg.n_devices, &tw->err);
     if (s) return s;
     tt_dev_bind(&tw->dev);
-    tw->d_act = (float **)tt_calloc(m->n_layers + 1, sizeof(float *));
-    if (!tw->d_act) return tt_fail(&tw->err, TT_ERR_NOMEM, "out of host memory");
-    tw->d_params = tt_dev_alloc_f32(&tw->dev, P);
-    tw->d_grads = tt_dev_alloc_f32(&tw->dev, P);
-    int ok = tw->d_params && tw->d_grads;
-    for (size_t i = 0; i <= m->n_layers && ok; i++) {
-        size_t width = i == 0 ? m->input_dim : m->layers[i - 1].out;
-        ok = (tw->d_act[i] = tt_dev_alloc_f32(&tw->dev, R * width)) != NULL;
+    tower_buf b[MAX_TOWER_BUFS];
+    int n = tower_buffers(tr, tw, b);
+    for (int i = 0; i < n; i++) {
+        *b[i].slot = b[i].on_host ? tt_dev_host_alloc(&tw->dev, b[i].bytes) : tt_dev_alloc(&tw->dev, b[i].bytes);
+        if (!*b[i].slot)
+            return tt_fail(&tw->err, TT_ERR_NOMEM, "out of %s memory for %s (%zu bytes; a %zu-row shard of a %zu-parameter model)",
+                           b[i].on_host ? "pinned host" : "device", b[i].part, b[i].bytes, tr->shard_max,
+                           tr->model->n_params);
     }
-    for (int k = 0; k < 2 && ok; k++) ok = (tw->d_delta[k] = tt_dev_alloc_f32(&tw->dev, R * m->max_width)) != NULL;
-    ok = ok && (tw->d_dlogits = tt_dev_alloc_f32(&tw->dev, R * m->n_classes));
-    ok = ok && (tw->d_labels = (int32_t *)tt_dev_alloc(&tw->dev, R * sizeof(int32_t)));
-    ok = ok && (tw->d_stats = tt_dev_alloc_f32(&tw->dev, 2 * R));
-    ok = ok && (tw->d_x8 = (uint8_t *)tt_dev_alloc(&tw->dev, R * m->input_dim));
-    ok = ok && (tw->h_x = (uint8_t *)tt_dev_host_alloc(&tw->dev, R * m->input_dim));
-    ok = ok && (tw->h_labels = (int32_t *)tt_dev_host_alloc(&tw->dev, R * sizeof(int32_t)));
-    ok = ok && (tw->h_stats = (float *)tt_dev_host_alloc(&tw->dev, 2 * R * sizeof(float)));
-    switch (tr->cfg.reduce) {
-    case TT_REDUCE_CPU:
-        ok = ok && (tr->h_slots[tw->id] = (float *)tt_dev_host_alloc(&tw->dev, P * sizeof(float)));
-        break;
-    case TT_REDUCE_DEVICE:
-        if (tw->id == 0) ok = ok && (tw->d_recv = tt_dev_alloc_f32(&tw->dev, P));
-        break;
-    case TT_REDUCE_ALLREDUCE: {
-        /* slices of 16-float multiples so every slice starts 64-byte aligned */
-        const size_t N = tr->cfg.n_towers, S = ((P + N - 1) / N + 15) & ~(size_t)15;
-        tw->slice_lo = (size_t)tw->id * S < P ? (size_t)tw->id * S : P;
-        tw->slice_n = tw->slice_lo + S < P ? S : P - tw->slice_lo;
-        ok = ok && (tw->d_recv = tt_dev_alloc_f32(&tw->dev, S)) && (tw->d_acc = tt_dev_alloc_f32(&tw->dev, S));
-        break;
-    }
-    }
-    /* the master variables live in pinned host memory, so every tower's pull is a fast async copy */
-    if (tw->id == 0) ok = ok && (tr->h_params = (float *)tt_dev_host_alloc(&tw->dev, P * sizeof(float)));
-    if (tw->id == 0 && tr->cfg.reduce != TT_REDUCE_CPU)
-        ok = ok && (tr->h_grad = (float *)tt_dev_host_alloc(&tw->dev, P * sizeof(float)));
-    if (!ok)
-        return tt_fail(&tw->err, TT_ERR_NOMEM, "out of device memory for a %zu-row shard of a %zu-parameter model",
-                       R, P);
     return TT_OK;
 }
 
 static void tower_release(tt_tower *tw)
 {
-    if (!tw->dev.ops) {
-        tt_free(tw->d_act);
-        return;
-    }
-    tt_trainer *tr = tw->tr;
-    tt_dev_dfree(&tw->dev, tw->d_params);
-    tt_dev_dfree(&tw->dev, tw->d_grads);
-    for (size_t i = 0; tw->d_act && i <= tr->model->n_layers; i++) tt_dev_dfree(&tw->dev, tw->d_act[i]);
-    tt_free(tw->d_act);
-    tt_dev_dfree(&tw->dev, tw->d_delta[0]);
-    tt_dev_dfree(&tw->dev, tw->d_delta[1]);
-    tt_dev_dfree(&tw->dev, tw->d_dlogits);
-    tt_dev_dfree(&tw->dev, tw->d_labels);
-    tt_dev_dfree(&tw->dev, tw->d_stats);
-    tt_dev_dfree(&tw->dev, tw->d_x8);
-    tt_dev_host_free(&tw->dev, tw->h_x);
-    tt_dev_host_free(&tw->dev, tw->h_labels);
-    tt_dev_host_free(&tw->dev, tw->h_stats);
-    tt_dev_host_free(&tw->dev, tr->h_slots[tw->id]);
-    tr->h_slots[tw->id] = NULL;
-    tt_dev_dfree(&tw->dev, tw->d_recv);
-    tt_dev_dfree(&tw->dev, tw->d_acc);
-    if (tw->id == 0) {
-        tt_dev_host_free(&tw->dev, tr->h_grad);
-        tt_dev_host_free(&tw->dev, tr->h_params);
-        tr->h_grad = tr->h_params = NULL;
+    if (!tw->dev.ops) return;
+    tower_buf b[MAX_TOWER_BUFS];
+    int n = tower_buffers(tw->tr, tw, b);
+    for (int i = 0; i < n; i++) {
+        if (b[i].on_host)
+            tt_dev_host_free(&tw->dev, *b[i].slot);
+        else
+            tt_dev_dfree(&tw->dev, *b[i].slot);
+        *b[i].slot = NULL;
     }
     tt_dev_free(&tw->dev);
 }
@@ -232,8 +243,9 @@ static void tower_step(tt_tower *tw, const uint32_t *idx, size_t n)
 }
 
 /* Device-side reduction after every tower has finished its backward pass (barrier A).
- * device:    tower 0 copies each other tower's gradient into d_recv and adds it to its own, in tower order, then
- *            pushes the sum to the host (TF's ReductionToOneDevice).
+ * device:    tower 0 gathers the others' gradients and sums them into d_acc in tower order — tower 1's copied in
+ *            first, then its own added (a + b == b + a exactly: only the grouping matters), then towers 2.. — and
+ *            pushes the sum to the host (TF's ReductionToOneDevice). Every tower's own gradient stays intact.
  * allreduce: tower t takes slice t: it starts from tower 0's slice and adds towers 1..N-1 in order (peer copies
  *            for the others' slices, its own read in place), then pushes its slice of the sum (reduce-scatter, then
  *            gather to the host). Same additions in the same order as the host's sum: the results are identical. */
@@ -245,13 +257,19 @@ static void tower_reduce(tt_tower *tw)
     double t0 = tt_now();
     if (tr->cfg.reduce == TT_REDUCE_DEVICE) {
         if (tw->id != 0) return;
-        for (size_t u = 1; u < N; u++) {
-            tt_dev_peer_copy(&tw->dev, tw->d_recv, &tr->towers[u].dev, tr->towers[u].d_grads, P * sizeof(float));
-            tt_dev_add(&tw->dev, tw->d_grads, tw->d_recv, P);
+        const float *d_sum = tw->d_grads; /* one tower: its gradient is the sum */
+        if (N > 1) {
+            tt_dev_peer_copy(&tw->dev, tw->d_acc, &tr->towers[1].dev, tr->towers[1].d_grads, P * sizeof(float));
+            tt_dev_add(&tw->dev, tw->d_acc, tw->d_grads, P);
+            for (size_t u = 2; u < N; u++) {
+                tt_dev_peer_copy(&tw->dev, tw->d_recv, &tr->towers[u].dev, tr->towers[u].d_grads, P * sizeof(float));
+                tt_dev_add(&tw->dev, tw->d_acc, tw->d_recv, P);
+            }
+            d_sum = tw->d_acc;
         }
         tt_dev_sync(&tw->dev);
         double t1 = tt_now();
-        tt_dev_d2h(&tw->dev, tr->h_grad, tw->d_grads, P * sizeof(float));
+        tt_dev_d2h(&tw->dev, tr->h_grad, d_sum, P * sizeof(float));
         tt_dev_sync(&tw->dev);
         l->bytes_reduce = (N - 1) * P * sizeof(float);
         l->bytes_push += P * sizeof(float);
@@ -301,6 +319,22 @@ static void tower_eval(tt_tower *tw)
     }
 }
 
+/* After a step whose sum was not finite: does this tower's own gradient hold a NaN or an Inf? Reads the whole
+ * gradient back — the failure path only; a healthy step pays nothing for it. */
+static void tower_diagnose(tt_tower *tw)
+{
+    const size_t P = tw->tr->model->n_params;
+    float *h = (float *)tt_malloc(P * sizeof(float));
+    if (!h) {
+        tw->grad_nonfinite = -1; /* unknown */
+        return;
+    }
+    tt_dev_d2h(&tw->dev, h, tw->d_grads, P * sizeof(float));
+    tt_dev_sync(&tw->dev);
+    tw->grad_nonfinite = !tt_all_finite(h, P);
+    tt_free(h);
+}
+
 /* ---- host side: the run of steps ---------------------------------------------------------------------------- */
 
 #define REDUCE_BLOCK TT_REDUCE_BLOCK
@@ -308,7 +342,11 @@ static void tower_eval(tt_tower *tw)
 /* Slice i of T of the buffer, block by block. cpu placement: sum the towers' slots in tower order into a block
  * buffer on this thread's stack, then apply the optimizer to the block — the summed gradient never exists as a
  * whole buffer, so it costs no memory traffic. Other placements: the towers already pushed the sum into h_grad.
- * A fixed order makes the result independent of which tower finished first and of T. */
+ * A fixed order makes the result independent of which tower finished first and of T.
+ * Every block of the summed gradient is checked for NaN/Inf on its way to the optimizer — by the sum itself, or
+ * by a read that brings the block into L1 for the optimizer — so the check costs no pass over memory. A block that
+ * is not finite is not applied (the master weights stay finite) and the step halts the run; so is every block when
+ * the loss was not finite (barrier A saw it). */
 static void host_slice(tt_trainer *tr, int i, int T)
 {
     const size_t P = tr->model->n_params, N = tr->cfg.n_towers;
@@ -322,12 +360,16 @@ static void host_slice(tt_trainer *tr, int i, int T)
     for (size_t b = lo; b < hi; b += REDUCE_BLOCK) {
         size_t e = b + REDUCE_BLOCK < hi ? b + REDUCE_BLOCK : hi, len = e - b;
         const float *grad = host_sum ? tr->h_slots[0] + b : tr->h_grad + b; /* one tower: its slot is the sum */
+        int finite;
         if (host_sum && N > 1) {
-            tt_sum_slots(block, tr->h_slots, N, b, len);
+            finite = tt_sum_slots(block, tr->h_slots, N, b, len);
             grad = block;
+        } else {
+            finite = tt_all_finite(grad, len);
         }
         double t1 = tt_now();
-        tt_optim_apply(&tr->opt, tr->h_params + b, grad, b, e);
+        if (!finite) atomic_store_explicit(&tr->grad_nonfinite, 1, memory_order_relaxed);
+        else if (!tr->loss_nonfinite) tt_optim_apply(&tr->opt, tr->h_params + b, grad, b, e);
         double t2 = tt_now();
         t_reduce += t1 - t;
         t_update += t2 - t1;
@@ -341,19 +383,55 @@ static void host_slice(tt_trainer *tr, int i, int T)
     }
 }
 
-void tt_sum_slots(float *restrict out, float *const *slots, size_t n_slots, size_t offset, size_t len)
+/* The exponent field of x: all ones exactly for Inf and NaN. Integer work, so the loops below vectorise and no
+ * float comparison is needed that -ffinite-math-only could fold away. */
+static inline uint32_t exponent_bits(float x)
+{
+    uint32_t b;
+    memcpy(&b, &x, sizeof b);
+    return b & 0x7f800000u;
+}
+
+int tt_all_finite(const float *x, size_t n)
+{
+    uint32_t emax = 0;
+    for (size_t k = 0; k < n; k++) {
+        uint32_t e = exponent_bits(x[k]);
+        emax = e > emax ? e : emax;
+    }
+    return emax != 0x7f800000u;
+}
+
+int tt_sum_slots(float *restrict out, float *const *slots, size_t n_slots, size_t offset, size_t len)
 {
     const float *restrict s0 = slots[0] + offset;
     if (n_slots == 1) {
         for (size_t k = 0; k < len; k++) out[k] = s0[k];
-        return;
+        return tt_all_finite(out, len);
     }
+    /* the last addition also checks the sum: a NaN or Inf in any slot reaches it (or the sum overflowed) */
+    uint32_t emax = 0;
     const float *restrict s1 = slots[1] + offset;
+    if (n_slots == 2) {
+        for (size_t k = 0; k < len; k++) {
+            out[k] = tt_add(s0[k], s1[k]);
+            uint32_t e = exponent_bits(out[k]);
+            emax = e > emax ? e : emax;
+        }
+        return emax != 0x7f800000u;
+    }
     for (size_t k = 0; k < len; k++) out[k] = tt_add(s0[k], s1[k]);
-    for (size_t w = 2; w < n_slots; w++) {
+    for (size_t w = 2; w + 1 < n_slots; w++) {
         const float *restrict sw = slots[w] + offset;
         for (size_t k = 0; k < len; k++) out[k] = tt_add(out[k], sw[k]);
     }
+    const float *restrict sl = slots[n_slots - 1] + offset;
+    for (size_t k = 0; k < len; k++) {
+        out[k] = tt_add(out[k], sl[k]);
+        uint32_t e = exponent_bits(out[k]);
+        emax = e > emax ? e : emax;
+    }
+    return emax != 0x7f800000u;
 }
 
 /* Serial section of barrier A: every tower has finished its tower phase. Aggregate the step's statistics and
@@ -382,6 +460,8 @@ static void after_towers(void *arg)
     res->t.step0 = tr->t_step;
     res->t.towers = now - tr->t_step;
     tr->t_towers_done = now;
+    /* a loss that is not finite: no slice applies this step (they still check the gradient, to report it) */
+    tr->loss_nonfinite = !isfinite(res->loss_sum);
     tt_optim_begin_step(&tr->opt);
 }
 
@@ -416,6 +496,11 @@ static void after_update(void *arg)
     tr->t_step = now;
     tr->cur_step++;
     tr->steps++;
+    /* the end of a step is where a run may halt: a non-finite loss or gradient, or a stop request (a signal) */
+    if (tr->loss_nonfinite || atomic_load_explicit(&tr->grad_nonfinite, memory_order_relaxed))
+        tr->halt = TT_HALT_NONFINITE;
+    else if ((tr->cfg.stop && atomic_load(tr->cfg.stop)) || atomic_load(&tr->stop_request))
+        tr->halt = TT_HALT_STOP;
     atomic_store(&tr->steps_done, tr->cur_step);
 }
 
@@ -445,6 +530,7 @@ static void crew_steps(tt_trainer *tr, int i, int T)
         }
         host_slice(tr, i, T);
         tt_barrier_wait(&tr->bar_update, after_update, tr);
+        if (tr->halt) break; /* set in the serial section above: every thread sees the same value */
     }
 }
 
@@ -462,6 +548,9 @@ static void crew_job(void *arg, int i, int T)
         break;
     case JOB_EVAL:
         if (tw) tower_eval(tw);
+        break;
+    case JOB_DIAGNOSE:
+        if (tw) tower_diagnose(tw);
         break;
     case JOB_FREE:
         if (tw) tower_release(tw);
@@ -496,11 +585,16 @@ tt_status tt_trainer_init(tt_trainer *tr, const tt_model *m, const tt_trainer_co
         return tt_fail(err, TT_ERR_ARG, "--towers %zu is more than --batch %zu: every tower needs at least one sample",
                        N, cfg->batch);
     tr->shard_max = (cfg->batch + N - 1) / N;
+    tt_mem_plan plan;
+    memset(&plan, 0, sizeof plan);
+    tt_status s = tt_trainer_plan(m, cfg, &plan, err);
+    if (!s) s = tt_mem_check(&plan, cfg->ops, err);
+    if (s) return s;
     tr->h_slots = (float **)tt_calloc(N, sizeof(float *));
     tr->towers = (tt_tower *)tt_calloc(N, sizeof(tt_tower));
     if (!tr->h_slots || !tr->towers)
         return tt_fail(err, TT_ERR_NOMEM, "out of host memory for %zu parameters", P);
-    tt_status s = tt_optim_init(&tr->opt, &cfg->optim, P, err);
+    s = tt_optim_init(&tr->opt, &cfg->optim, P, err);
     if (s) return s;
     for (size_t t = 0; t < N; t++) {
         tr->towers[t].id = (int)t;
@@ -556,6 +650,10 @@ tt_status tt_trainer_start_steps(tt_trainer *tr, const tt_dataset *ds, const uin
     tr->results = results;
     tr->ledger = ledger;
     tr->cur_step = 0;
+    tr->halt = TT_HALT_NONE;
+    atomic_store(&tr->stop_request, 0);
+    tr->loss_nonfinite = 0;
+    atomic_store(&tr->grad_nonfinite, 0);
     atomic_store(&tr->steps_done, 0);
     tr->job = JOB_STEPS;
     tr->t_step = tt_now();
@@ -578,6 +676,50 @@ tt_status tt_trainer_step(tt_trainer *tr, const tt_dataset *ds, const uint32_t *
     tt_status s = tt_trainer_start_steps(tr, ds, idx, n, res, 1, NULL, err);
     if (s) return s;
     tt_trainer_wait(tr, -1, NULL);
+    if (tr->halt == TT_HALT_NONFINITE)
+        return tt_fail(err, TT_ERR_NUMERIC, "the step's loss or gradient is not finite (the update was not applied)");
+    return TT_OK;
+}
+
+tt_halt tt_trainer_halted(const tt_trainer *tr) { return tr->halt; }
+
+void tt_trainer_request_stop(tt_trainer *tr) { atomic_store(&tr->stop_request, 1); }
+
+void tt_trainer_nonfinite_towers(tt_trainer *tr, int *loss_bad, int *grad_bad)
+{
+    run_job(tr, JOB_DIAGNOSE);
+    for (size_t t = 0; t < tr->cfg.n_towers; t++) {
+        loss_bad[t] = !isfinite(tr->towers[t].loss_sum);
+        grad_bad[t] = tr->towers[t].grad_nonfinite;
+    }
+}
+
+tt_status tt_trainer_plan(const tt_model *m, const tt_trainer_config *cfg, tt_mem_plan *plan, tt_error *err)
+{
+    /* a trainer and towers that are never allocated: tower_buffers only reads the sizes */
+    tt_trainer tr;
+    memset(&tr, 0, sizeof tr);
+    tr.cfg = *cfg;
+    tr.model = m;
+    tr.shard_max = (cfg->batch + cfg->n_towers - 1) / cfg->n_towers;
+    tr.h_slots = (float **)tt_calloc(cfg->n_towers, sizeof(float *));
+    if (!tr.h_slots) return tt_fail(err, TT_ERR_NOMEM, "out of memory");
+    tt_tower tw;
+    tower_buf b[MAX_TOWER_BUFS];
+    for (size_t t = 0; t < cfg->n_towers; t++) {
+        memset(&tw, 0, sizeof tw);
+        tw.id = (int)t;
+        int n = tower_buffers(&tr, &tw, b);
+        for (int i = 0; i < n; i++)
+            tt_mem_add(plan, b[i].part, b[i].on_host ? TT_MEM_HOST : (int)(t % (size_t)cfg->n_devices),
+                       (double)b[i].bytes, b[i].driver);
+    }
+    tt_free(tr.h_slots);
+    tt_mem_add(plan, "optimizer state", TT_MEM_HOST,
+               (double)tt_optim_state_floats(cfg->optim.kind) * (double)m->n_params * sizeof(float), TT_MEM_BY_PARAMS);
+    plan->n_params = m->n_params;
+    plan->towers = cfg->n_towers;
+    plan->rows = tr.shard_max;
     return TT_OK;
 }
 

@@ -1,0 +1,53 @@
+/* tt_out.h — an output file written in whole lines, for the JSON log, the trace and the bench CSV.
+ *
+ * Text is built in memory and handed to write(2) only at a line boundary (tt_out_commit), one write per commit, so
+ * a reader — or a run cut short by a signal — never sees half a line. The first failed write (a full disk,
+ * /dev/full, a closed pipe: SIGPIPE is ignored by the CLI) is reported at that commit, naming the file and the
+ * reason, and every later call is a no-op: the caller stops the run when it happens, not after training.
+ * Not for: the console (stdout stays a FILE*, checked at every flush) or binary files. */
+#ifndef TT_OUT_H
+#define TT_OUT_H
+
+#include <stddef.h>
+
+#include "tt_common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tt_out {
+    int fd;
+    /* open exactly while buf != NULL, so a zeroed tt_out is a closed one */
+    char what[200]; /* "--log-json PATH", for messages */
+    char *buf;      /* text since the last commit */
+    size_t len, cap;
+    int err_no;     /* errno of the first failed write or of a failed allocation; 0 while all is well */
+} tt_out;
+
+/* Creates or truncates path. cap is the longest text expected between two commits (the buffer grows if needed). */
+tt_status tt_out_open(tt_out *o, const char *path, const char *what, size_t cap, tt_error *err);
+
+/* Appends formatted text to the pending line(s). */
+void tt_out_printf(tt_out *o, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* "key":number, or "key":null when v is not finite (JSON has no NaN); a comma after it when comma != 0. */
+void tt_out_json_num(tt_out *o, const char *key, double v, int comma);
+
+/* "key":"string" with ", \\ and control characters escaped (bytes >= 0x80 are passed through). */
+void tt_out_json_str(tt_out *o, const char *key, const char *v, int comma);
+
+/* Writes the pending text (which must end at a line boundary) in one write. */
+tt_status tt_out_commit(tt_out *o, tt_error *err);
+
+/* Commits what is pending and closes; reports a failed write or close. Accepts a closed or zeroed tt_out. */
+tt_status tt_out_close(tt_out *o, tt_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,31 @@
+/* tt_signal.h — SIGINT and SIGTERM as a request to stop cleanly.
+ *
+ * The first SIGINT or SIGTERM only raises a flag: the trainer finishes the step in flight, the run writes a
+ * "stopped" record to its JSON log and closes its trace as valid JSON, says where it stopped, and the CLI exits with
+ * 128 + the signal (130 for SIGINT, 143 for SIGTERM). A second signal ends the process at once with the same code.
+ * SIGPIPE is ignored, so a closed pipe on stdout or a log is a failed write with EPIPE that the writer reports.
+ * Not for: library users who handle signals themselves (they pass their own flag in tt_trainer_config.stop). */
+#ifndef TT_SIGNAL_H
+#define TT_SIGNAL_H
+
+#include <stdatomic.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+void tt_signal_install(void);
+
+/* The first SIGINT/SIGTERM caught so far, or 0. */
+int tt_signal_caught(void);
+
+/* The flag the trainer polls at the end of every step (non-zero once a signal arrived). */
+const atomic_int *tt_signal_flag(void);
+
+/* "SIGINT", "SIGTERM", or "signal N". */
+const char *tt_signal_name(int sig);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

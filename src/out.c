@@ -1,0 +1,107 @@
+/* out.c — whole-line output files (see tt_out.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tt_out.h"
+
+tt_status tt_out_open(tt_out *o, const char *path, const char *what, size_t cap, tt_error *err)
+{
+    memset(o, 0, sizeof *o);
+    o->fd = -1;
+    snprintf(o->what, sizeof o->what, "%s", what);
+    o->cap = cap < 256 ? 256 : cap;
+    o->buf = (char *)tt_malloc(o->cap);
+    if (!o->buf) return tt_fail(err, TT_ERR_NOMEM, "%s: out of memory", o->what);
+    o->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (o->fd < 0) {
+        int e = errno;
+        tt_free(o->buf);
+        o->buf = NULL;
+        return tt_fail(err, TT_ERR_IO, "%s: cannot open for writing: %s", o->what, strerror(e));
+    }
+    return TT_OK;
+}
+
+void tt_out_printf(tt_out *o, const char *fmt, ...)
+{
+    if (!o->buf || o->err_no) return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(o->buf + o->len, o->cap - o->len, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            o->err_no = EINVAL;
+            return;
+        }
+        if ((size_t)n < o->cap - o->len) {
+            o->len += (size_t)n;
+            return;
+        }
+        /* grow: only when a line is longer than the caller's estimate */
+        size_t cap = 2 * (o->cap + (size_t)n);
+        char *b = (char *)tt_malloc(cap);
+        if (!b) {
+            o->err_no = ENOMEM;
+            return;
+        }
+        memcpy(b, o->buf, o->len);
+        tt_free(o->buf);
+        o->buf = b;
+        o->cap = cap;
+    }
+}
+
+void tt_out_json_num(tt_out *o, const char *key, double v, int comma)
+{
+    if (isfinite(v))
+        tt_out_printf(o, "\"%s\":%.9g%s", key, v, comma ? "," : "");
+    else
+        tt_out_printf(o, "\"%s\":null%s", key, comma ? "," : "");
+}
+
+void tt_out_json_str(tt_out *o, const char *key, const char *v, int comma)
+{
+    tt_out_printf(o, "\"%s\":\"", key);
+    for (const unsigned char *p = (const unsigned char *)v; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            tt_out_printf(o, "\\%c", *p);
+        else if (*p < 0x20 || *p == 0x7f)
+            tt_out_printf(o, "\\u%04x", *p);
+        else
+            tt_out_printf(o, "%c", *p);
+    }
+    tt_out_printf(o, "\"%s", comma ? "," : "");
+}
+
+tt_status tt_out_commit(tt_out *o, tt_error *err)
+{
+    if (!o->buf) return TT_OK;
+    for (size_t off = 0; !o->err_no && off < o->len;) {
+        ssize_t w = write(o->fd, o->buf + off, o->len - off);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) o->err_no = w < 0 ? errno : EIO;
+        else off += (size_t)w;
+    }
+    o->len = 0;
+    if (o->err_no)
+        return tt_fail(err, TT_ERR_IO, "%s: write failed: %s", o->what,
+                       o->err_no == ENOMEM ? "out of memory for a line" : strerror(o->err_no));
+    return TT_OK;
+}
+
+tt_status tt_out_close(tt_out *o, tt_error *err)
+{
+    if (!o->buf) return TT_OK;
+    tt_status s = tt_out_commit(o, err);
+    if (close(o->fd) != 0 && s == TT_OK) s = tt_fail(err, TT_ERR_IO, "%s: write failed: %s", o->what, strerror(errno));
+    o->fd = -1;
+    tt_free(o->buf);
+    o->buf = NULL;
+    return s;
+}
