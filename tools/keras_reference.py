@@ -59,9 +59,9 @@ CASES = [
          w0=[1.0, -0.5, 0.25],
          g=[[0.5, -0.3, 1.2], [-0.25, -0.6, 0.9], [0.125, 0.2, -2.0], [0.4, -0.1, 0.3], [-0.8, 0.05, 0.6],
             [0.3, -0.45, -0.7]]),
-    # Adam, small gradients: element 0 near 1e-4 (sqrt(v) ~ 3e-6 at step 1 after (1-beta_2) weighting: a few times
-    # eps), element 1 near 1e-7 (sqrt(v) ~ 3e-9 << eps: eps dominates), element 2 near 3e-6. sqrt(v + eps) would be
-    # ~3e-4 for every element: updates 10 to 100 times too small.
+    # Adam, small gradients. At step 1 sqrt(v) = sqrt(1 - beta_2) |g|: element 0 (g near 1e-4) ~3e-6, 30 eps;
+    # element 1 (near 1e-7) ~3e-9, far below eps, which then sets the update; element 2 (near 3e-6) ~1e-7 = eps.
+    # sqrt(v + eps) would be ~3e-4 for every element: updates 100 to 3000 times too small.
     dict(name="adam_small", kind="TT_OPT_ADAM", args=dict(),
          w0=[0.5, -0.25, 0.125],
          g=[[1e-4, 1e-7, -3e-6], [1.5e-4, 2e-7, -2e-6], [-0.5e-4, -1e-7, 4e-6], [0.8e-4, 1.5e-7, -3e-6],
