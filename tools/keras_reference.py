@@ -11,16 +11,16 @@ What it is not: a test. TensorFlow is never needed to build or test towertrain; 
 constants, by hand, when a case is added or Keras's semantics change.
 
 How to run (from the repository root):
-    python3 -m venv VENV && VENV/bin/pip install tensorflow-cpu    # TensorFlow 2.21 brings Keras 3.15
-    VENV/bin/python tools/keras_reference.py > /tmp/keras_cases.c
+    python3 -m venv VENV && VENV/bin/pip install tensorflow-cpu==2.21.0 keras==3.15.1
+    VENV/bin/python tools/keras_reference.py > /tmp/keras_cases.c      # C on stdout; TensorFlow logs on stderr
 The constants in tests/test_optim.c were produced with TensorFlow 2.21.0, Keras 3.15.1 (TensorFlow backend),
 NumPy 2.4.6, Python 3.11, on x86-64 CPU. The versions are printed in the fragment's first comment.
 
 Why these cases: several steps each, with gradients that change in size and sign and differ per element, so that
 a wrong moment update, a wrong bias correction or a wrong momentum schedule changes the weights; and Adam / Nadam
-with gradients near 1e-4 and 1e-7, where sqrt(v) is comparable to or smaller than epsilon (1e-7), so that epsilon's
-placement (sqrt(v) + eps, not sqrt(v + eps)) decides the update size. With ordinary gradients sqrt(v) >> eps and
-such a bug is invisible.
+with gradients near 1e-4, 3e-6 and 1e-7, where sqrt(v) is 30 times, about equal to, or far below epsilon (1e-7),
+so that epsilon's placement (sqrt(v) + eps, not sqrt(v + eps)) decides the update size. With ordinary gradients
+sqrt(v) >> eps and such a bug is nearly invisible.
 """
 import os
 
