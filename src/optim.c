@@ -69,9 +69,12 @@ void tt_optim_begin_step(tt_optim *o)
     case TT_OPT_SGD: break;
     case TT_OPT_ADAM: o->alpha = (float)(o->cfg.lr * sqrt(1.0 - pow(b2, t)) / (1.0 - pow(b1, t))); break;
     case TT_OPT_NADAM: {
-        /* Keras Nadam's momentum schedule: u_t = beta_1 (1 - 0.5 * 0.96^(0.004 t)) */
-        double u_t = b1 * (1.0 - 0.5 * pow(0.96, 0.004 * t));
-        double u_t1 = b1 * (1.0 - 0.5 * pow(0.96, 0.004 * (t + 1.0)));
+        /* Keras 3 Nadam's momentum schedule (keras/src/optimizers/nadam.py): u_t = beta_1 (1 - 0.5 * 0.96^t).
+         * The running product takes u_t before this step's update, as Keras's _backend_update_step does; the
+         * next step's u_{t+1} enters only this step's m_hat. (TF <= 2.10 / tf.keras legacy Nadam used
+         * 0.96^(0.004 t), a much slower warm-up; see docs/optimizers.md.) */
+        double u_t = b1 * (1.0 - 0.5 * pow(0.96, t));
+        double u_t1 = b1 * (1.0 - 0.5 * pow(0.96, t + 1.0));
         double prod_t = o->u_product * u_t;
         double prod_t1 = prod_t * u_t1;
         o->u_product = prod_t;

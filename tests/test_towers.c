@@ -205,6 +205,140 @@ START_TEST(test_epoch_trains_every_sample_and_allocates_nothing)
 }
 END_TEST
 
+/* ---- the epoch loop, replayed by hand ----------------------------------------------------------------------
+ * tt_run_on shuffles one index array in place at the start of every epoch e with tt_rng_seed(seed, e) (train.c:
+ * identity before epoch 1, then each epoch's shuffle applied to the previous epoch's order) and trains its batches
+ * in order, the last one partial. The replay below does exactly that through tt_trainer_step; the weights must be
+ * equal to the bit (same steps, same additions). A loop that shuffled only in epoch 1, or restarted from the
+ * identity each epoch, trains other batches and gives other weights. */
+enum { REPLAY_N = 203, REPLAY_BATCH = 32, REPLAY_EPOCHS = 3, REPLAY_TOWERS = 2 }; /* 203 = 6 x 32 + 11 */
+
+typedef enum { SHUFFLE_EVERY_EPOCH, SHUFFLE_FIRST_EPOCH_ONLY } replay_mode;
+
+static float *replay_run(const tt_run_config *c, const tt_dataset *train, replay_mode mode, size_t *P)
+{
+    tt_model m;
+    tt_error err;
+    ck_assert_int_eq(tt_model_parse(&m, MODEL, "t", train->dim, train->n_classes, &err), TT_OK);
+    float *init = (float *)tt_malloc(m.n_params * sizeof(float));
+    tt_model_init_params(&m, init, c->seed);
+    tt_trainer_config tc;
+    memset(&tc, 0, sizeof tc);
+    tc.ops = &tt_dev_cpu_ops;
+    tc.n_devices = 1;
+    tc.n_towers = c->towers;
+    tc.batch = c->batch;
+    tc.optim = c->optim; /* --lr-scaling none: the base rate */
+    tc.reduce = c->reduce;
+    tc.host_threads = c->host_threads;
+    tt_trainer tr;
+    ck_assert_msg(tt_trainer_init(&tr, &m, &tc, init, &err) == TT_OK, "%s", err.msg);
+    uint32_t idx[REPLAY_N];
+    for (size_t i = 0; i < train->n; i++) idx[i] = (uint32_t)i;
+    for (size_t e = 1; e <= c->epochs; e++) {
+        if (e == 1 || mode == SHUFFLE_EVERY_EPOCH) {
+            tt_rng rng;
+            tt_rng_seed(&rng, c->seed, e);
+            tt_rng_shuffle(&rng, idx, train->n);
+        }
+        for (size_t first = 0; first < train->n; first += c->batch) {
+            size_t n = train->n - first < c->batch ? train->n - first : c->batch;
+            tt_step_result res;
+            ck_assert_int_eq(tt_trainer_step(&tr, train, idx + first, n, &res, &err), TT_OK);
+        }
+    }
+    *P = m.n_params;
+    float *out = (float *)tt_malloc(m.n_params * sizeof(float));
+    memcpy(out, tr.h_params, m.n_params * sizeof(float));
+    tt_trainer_free(&tr);
+    tt_free(init);
+    return out;
+}
+
+START_TEST(test_run_equals_hand_replay)
+{
+    tt_dataset train, none;
+    tt_test_dataset(&train, REPLAY_N, 20, 5, 6);
+    memset(&none, 0, sizeof none); /* no validation or test samples: they do not touch the weights anyway */
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/tt_model_replay_%d.txt", (int)getpid());
+    tt_test_write_str(path, MODEL);
+    tt_run_config c;
+    tt_run_config_defaults(&c); /* Adam, Keras defaults */
+    c.model = path;
+    c.towers = REPLAY_TOWERS;
+    c.batch = REPLAY_BATCH;
+    c.epochs = REPLAY_EPOCHS;
+    c.seed = 11;
+    c.progress = TT_PROGRESS_QUIET;
+    tt_run_result *res = (tt_run_result *)tt_calloc(1, sizeof *res);
+    tt_error err;
+    ck_assert_msg(tt_run_on(&c, &train, &none, &none, NULL, res, &err) == TT_OK, "%s", err.msg);
+    unlink(path);
+    ck_assert_uint_eq(res->n_epochs, REPLAY_EPOCHS);
+    ck_assert_uint_eq(res->epochs[0].steps, 7);
+
+    size_t P;
+    float *want = replay_run(&c, &train, SHUFFLE_EVERY_EPOCH, &P);
+    ck_assert_uint_eq(res->n_params, P);
+    double worst = 0;
+    for (size_t i = 0; i < P; i++) worst = fmax(worst, fabs((double)res->final_params[i] - want[i]));
+    ck_assert_msg(memcmp(res->final_params, want, P * sizeof(float)) == 0,
+                  "tt_run_on differs from the hand replay (max |dw| %g): not one fresh shuffle per epoch?", worst);
+    /* the test can tell: shuffling only once gives other weights */
+    float *once = replay_run(&c, &train, SHUFFLE_FIRST_EPOCH_ONLY, &P);
+    ck_assert(memcmp(once, want, P * sizeof(float)) != 0);
+    tt_free(once);
+    tt_free(want);
+    tt_free(res->final_params);
+    tt_free(res);
+    tt_dataset_free(&train);
+}
+END_TEST
+
+/* ---- the host's sum of the slots -------------------------------------------------------------------------------
+ * tt_sum_slots must add slot 0 + slot 1, then slot 2, then slot 3 (tower order), nothing else: every placement
+ * relies on that order to agree to the bit. The values are chosen so that float addition in any other order or
+ * grouping gives another result (float32: 1e8 + 1 = 1e8, since ulp(1e8) = 8; 2^24 + 1 = 2^24):
+ *   A = {1e8, 1, -1e8, 1}:      tower order 1e8, 1e8, 0, 1 for 1..4 slots; reversed ((1 - 1e8) + 1) + 1e8 = 0,
+ *                               pairwise (1e8 + 1) + (-1e8 + 1) = 0
+ *   B = {1, 1e8, -1e8, -1}:     1, 1e8, 0, -1; for 3 slots s0 + (s1 + s2) = 1, reversed 3 slots 1
+ *   C = {2^24, 1, 1, -2^24}:    2^24, 2^24, 2^24, 0; s0 + (s1 + s2) = 2^24 + 2, pairwise 1, reversed 2
+ * Element k uses pattern k % 3 scaled by 2^(k % 7) (exact: the roundings scale with it), so a wrong offset reads
+ * another element's values. Offsets and lengths are not multiples of 16 (the host slices' alignment), and the
+ * floats after out[len) are guards that must stay untouched. Bound: exact (0 ulp). */
+START_TEST(test_sum_slots_tower_order)
+{
+    enum { TOTAL = 64 };
+    static const float PAT[3][4] = {{1e8f, 1.0f, -1e8f, 1.0f}, {1.0f, 1e8f, -1e8f, -1.0f},
+                                    {16777216.0f, 1.0f, 1.0f, -16777216.0f}};
+    static const float WANT[3][4] = {{1e8f, 1e8f, 0.0f, 1.0f}, {1.0f, 1e8f, 0.0f, -1.0f},
+                                     {16777216.0f, 16777216.0f, 16777216.0f, 0.0f}};
+    static const size_t RANGES[][2] = {{0, 1}, {3, 37}, {17, 33}, {5, 59}, {0, TOTAL}}; /* offset, len */
+    float *slots[4];
+    for (int w = 0; w < 4; w++) {
+        slots[w] = (float *)tt_malloc(TOTAL * sizeof(float));
+        for (size_t k = 0; k < TOTAL; k++) slots[w][k] = ldexpf(PAT[k % 3][w], (int)(k % 7));
+    }
+    for (size_t n_slots = 1; n_slots <= 4; n_slots++)
+        for (size_t r = 0; r < sizeof RANGES / sizeof RANGES[0]; r++) {
+            const size_t off = RANGES[r][0], len = RANGES[r][1];
+            float out[TOTAL + 4];
+            for (size_t k = 0; k < TOTAL + 4; k++) out[k] = -7.0f; /* guards */
+            tt_sum_slots(out, slots, n_slots, off, len);
+            for (size_t k = 0; k < len; k++) {
+                const size_t e = off + k;
+                const float want = ldexpf(WANT[e % 3][n_slots - 1], (int)(e % 7));
+                ck_assert_msg(out[k] == want, "%zu slots, offset %zu: out[%zu] = %.9g, want %.9g", n_slots, off, k,
+                              out[k], want);
+            }
+            for (size_t k = len; k < TOTAL + 4; k++)
+                ck_assert_msg(out[k] == -7.0f, "%zu slots: wrote out[%zu], past len %zu", n_slots, k, len);
+        }
+    for (int w = 0; w < 4; w++) tt_free(slots[w]);
+}
+END_TEST
+
 START_TEST(test_more_towers_than_batch_is_an_error)
 {
     tt_model m;
@@ -237,6 +371,8 @@ int main(void)
     tcase_add_test(tc, test_placements_agree);
     tcase_add_test(tc, test_same_seed_bit_identical);
     tcase_add_test(tc, test_epoch_trains_every_sample_and_allocates_nothing);
+    tcase_add_test(tc, test_run_equals_hand_replay);
+    tcase_add_test(tc, test_sum_slots_tower_order);
     tcase_add_test(tc, test_more_towers_than_batch_is_an_error);
     suite_add_tcase(s, tc);
     return tt_test_run_suite(s);

@@ -1,0 +1,143 @@
+/* test_dataset.c — the validation split and truncation on a synthetic data set, pixel by pixel.
+ *
+ * Sample s of the synthetic set has pixel j = (s * 16 + j) mod 256 and label (3 s) mod 4, so every sample's bytes
+ * and label say which sample it was. tt_dataset_split_tail must move the last n_val samples (copies, in order) into
+ * val and leave the first n - n_val in the source; tt_dataset_truncate keeps a prefix. The end-to-end test checks
+ * the split on Fashion-MNIST only when that package is installed; these checks run everywhere.
+ * Not for: reading IDX files (test_idx.c). */
+#include "tt_test.h"
+
+enum { N = 7, ROWS = 2, COLS = 3, DIM = ROWS * COLS, CLASSES = 4 };
+
+static uint8_t pixel(size_t s, size_t j) { return (uint8_t)((s * 16 + j) % 256); }
+static int32_t label(size_t s) { return (int32_t)((3 * s) % CLASSES); }
+
+static void make(tt_dataset *ds, size_t n)
+{
+    memset(ds, 0, sizeof *ds);
+    ds->n = n;
+    ds->rows = ROWS;
+    ds->cols = COLS;
+    ds->dim = DIM;
+    ds->n_classes = CLASSES;
+    ds->scale = 1.0f / 255.0f;
+    ds->x = (uint8_t *)tt_malloc(n * DIM);
+    ds->y = (int32_t *)tt_malloc(n * sizeof(int32_t));
+    ck_assert(ds->x && ds->y);
+    for (size_t s = 0; s < n; s++) {
+        for (size_t j = 0; j < DIM; j++) ds->x[s * DIM + j] = pixel(s, j);
+        ds->y[s] = label(s);
+    }
+}
+
+/* ds holds samples first .. first + ds->n - 1 of the synthetic set, with its shape. */
+static void check_samples(const tt_dataset *ds, size_t first, size_t n, const char *what)
+{
+    ck_assert_msg(ds->n == n, "%s: %zu samples, want %zu", what, ds->n, n);
+    ck_assert_uint_eq(ds->dim, DIM);
+    ck_assert_uint_eq(ds->rows, ROWS);
+    ck_assert_uint_eq(ds->cols, COLS);
+    ck_assert_uint_eq(ds->n_classes, CLASSES);
+    ck_assert(ds->scale == 1.0f / 255.0f);
+    for (size_t s = 0; s < n; s++) {
+        for (size_t j = 0; j < DIM; j++)
+            ck_assert_msg(ds->x[s * DIM + j] == pixel(first + s, j), "%s sample %zu pixel %zu: %d, want %d", what, s,
+                          j, ds->x[s * DIM + j], pixel(first + s, j));
+        ck_assert_msg(ds->y[s] == label(first + s), "%s sample %zu: label %d, want %d", what, s, ds->y[s],
+                      label(first + s));
+    }
+}
+
+START_TEST(test_split_tail_pixels)
+{
+    for (size_t n_val = 1; n_val < N; n_val++) { /* n_val = N - 1 leaves one training sample */
+        tt_dataset train, val;
+        tt_error err;
+        make(&train, N);
+        ck_assert_int_eq(tt_dataset_split_tail(&train, n_val, &val, &err), TT_OK);
+        check_samples(&val, N - n_val, n_val, "val");
+        check_samples(&train, 0, N - n_val, "train");
+        ck_assert_ptr_ne(val.x, train.x); /* copies: val outlives changes to train */
+        memset(train.x, 0xAB, N * DIM);
+        check_samples(&val, N - n_val, n_val, "val after train was overwritten");
+        tt_dataset_free(&val);
+        tt_dataset_free(&train);
+    }
+}
+END_TEST
+
+START_TEST(test_split_tail_none)
+{
+    tt_dataset train, val;
+    tt_error err;
+    make(&train, N);
+    ck_assert_int_eq(tt_dataset_split_tail(&train, 0, &val, &err), TT_OK);
+    ck_assert_uint_eq(val.n, 0);
+    ck_assert_ptr_null(val.x);
+    ck_assert_ptr_null(val.y);
+    check_samples(&train, 0, N, "train");
+    tt_dataset_free(&val); /* an empty split is freed like any other */
+    tt_dataset_free(&train);
+}
+END_TEST
+
+/* n_val = n (nothing left to train on) and more are errors that name the flag and leave the source untouched. */
+START_TEST(test_split_tail_too_many)
+{
+    for (size_t n_val = N; n_val <= N + 1; n_val++) {
+        tt_dataset train, val;
+        tt_error err;
+        make(&train, N);
+        ck_assert_int_eq(tt_dataset_split_tail(&train, n_val, &val, &err), TT_ERR_ARG);
+        ck_assert_msg(strstr(err.msg, "--val-samples") != NULL, "message: %s", err.msg);
+        ck_assert_uint_eq(val.n, 0);
+        ck_assert_ptr_null(val.x);
+        check_samples(&train, 0, N, "train after a refused split");
+        tt_dataset_free(&train);
+    }
+}
+END_TEST
+
+START_TEST(test_truncate)
+{
+    tt_dataset ds;
+    make(&ds, N);
+    tt_dataset_truncate(&ds, N + 3); /* more than there are: unchanged */
+    check_samples(&ds, 0, N, "truncate to more");
+    tt_dataset_truncate(&ds, N);
+    check_samples(&ds, 0, N, "truncate to n");
+    tt_dataset_truncate(&ds, 4);
+    check_samples(&ds, 0, 4, "truncate to 4");
+    tt_dataset_truncate(&ds, 1);
+    check_samples(&ds, 0, 1, "truncate to 1");
+    tt_dataset_free(&ds);
+}
+END_TEST
+
+/* What tt_run_load does: split the validation tail off, then keep a prefix of what remains. */
+START_TEST(test_split_then_truncate)
+{
+    tt_dataset train, val;
+    tt_error err;
+    make(&train, N);
+    ck_assert_int_eq(tt_dataset_split_tail(&train, 2, &val, &err), TT_OK);
+    tt_dataset_truncate(&train, 3);
+    check_samples(&train, 0, 3, "train");
+    check_samples(&val, 5, 2, "val"); /* the last two of the file, not of the truncated set */
+    tt_dataset_free(&val);
+    tt_dataset_free(&train);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("dataset");
+    TCase *tc = tcase_create("split");
+    tcase_add_test(tc, test_split_tail_pixels);
+    tcase_add_test(tc, test_split_tail_none);
+    tcase_add_test(tc, test_split_tail_too_many);
+    tcase_add_test(tc, test_truncate);
+    tcase_add_test(tc, test_split_then_truncate);
+    suite_add_tcase(s, tc);
+    return tt_test_run_suite(s);
+}
