@@ -496,7 +496,13 @@ tt_status tt_run_load(const tt_run_config *c, tt_dataset *train, tt_dataset *val
         else
             tt_dataset_truncate(train, c->train_samples);
     }
-    if (!s && c->test_samples) tt_dataset_truncate(test, c->test_samples);
+    if (!s && c->test_samples) {
+        if (c->test_samples > test->n)
+            s = tt_fail(err, TT_ERR_ARG, "--test-samples %zu: the test set has only %zu samples", c->test_samples,
+                        test->n);
+        else
+            tt_dataset_truncate(test, c->test_samples);
+    }
     if (s) {
         tt_dataset_free(train);
         tt_dataset_free(val);
@@ -520,7 +526,10 @@ tt_status tt_run(const tt_run_config *c, FILE *out, tt_run_result *res, tt_error
     tt_dataset train, val, test;
     s = tt_run_load(c, &train, &val, &test, err);
     if (s) return s;
-    s = tt_run_on(c, &train, &val, &test, out, res, err);
+    if (tt_signal_caught()) /* loading takes seconds: a signal then stops the run before it starts */
+        s = tt_fail(err, TT_ERR_STOPPED, "stopped by %s while loading the data", tt_signal_name(tt_signal_caught()));
+    else
+        s = tt_run_on(c, &train, &val, &test, out, res, err);
     tt_dataset_free(&train);
     tt_dataset_free(&val);
     tt_dataset_free(&test);

@@ -1,8 +1,10 @@
 /* test_cli.c — the towertrain executable as a user meets it: help and version, every kind of bad flag (exit 2, one
  * line naming the flag), bad data and model files (exit 1, one line naming the file), and a small successful run
  * whose JSON log has the promised fields. */
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <zlib.h>
 
 #include <json-c/json.h>
@@ -300,6 +302,223 @@ START_TEST(test_measuring_commands)
 }
 END_TEST
 
+
+/* Integers are digits only; floats must survive float32; an option may be given once. */
+START_TEST(test_strict_numbers_and_repeats)
+{
+    expect("train --towers ' 5'", 2, "--towers");
+    expect("train --towers '5 '", 2, "--towers");
+    expect("train --towers '\t5'", 2, "'\\x095'"); /* a raw tab, shown escaped */
+    expect("train --towers +5", 2, "--towers");
+    expect("train --epochs 0x10", 2, "--epochs");
+    expect("train --lr ' 0.1'", 2, "--lr");
+    expect("train --lr '0.1 '", 2, "--lr");
+    expect("train --lr 1e-46", 2, "0 as a float32");
+    expect("train --lr 1e-39", 2, "0 as a float32"); /* a float32 subnormal: flush-to-zero reads it as 0 */
+    expect("train --optimizer sgd --momentum 1e-50", 2, "--momentum");
+    expect("train --lr 1e-3 --lr 1e-2", 2, "--lr: given twice");
+    expect("train --lr=1e-3 --lr 1e-2", 2, "--lr: given twice");
+    expect("train --optimizer sgd --momentum 0.9 --nesterov --nesterov", 2, "--nesterov: given twice");
+    expect("bench --towers 1 --towers 2", 2, "--towers: given twice");
+    expect("probe --reps 2 --reps 3", 2, "--reps: given twice");
+    char args[512];
+    snprintf(args, sizeof args, "train --data %s --val-samples 50 --train-samples 251", dir);
+    expect(args, 2, "--train-samples 251");
+    snprintf(args, sizeof args, "train --data %s --val-samples 50 --test-samples 61", dir);
+    expect(args, 2, "--test-samples 61");
+}
+END_TEST
+
+/* Control characters from files and flags reach the terminal escaped, never raw. */
+START_TEST(test_errors_escape_control_characters)
+{
+    char args[512], p[256];
+    snprintf(p, sizeof p, "%s/esc.txt", dir);
+    tt_test_write_str(p, "dense units=\x1b[31mred\n");
+    snprintf(args, sizeof args, "train --data %s --val-samples 50 --model %s", dir, p);
+    expect(args, 1, "\\x1b[31mred");
+    ck_assert(strchr(slurp(err_path), 0x1b) == NULL);
+    expect("'bogus\x1b]0;title\x07'", 2, "bogus\\x1b]0;title\\x07");
+    ck_assert(strchr(slurp(err_path), 0x1b) == NULL && strchr(slurp(err_path), 0x07) == NULL);
+    expect("train --data 'a\nb'", 1, "a\\x0ab"); /* a newline in a name: still one line */
+}
+END_TEST
+
+/* A diverging run stops at the failing step: exit 3, one line, a final "error" record, never accuracy 1.0. */
+START_TEST(test_divergence_exit_3)
+{
+    char args[768], log[256], model[256];
+    snprintf(log, sizeof log, "%s/nan.json", dir);
+    snprintf(model, sizeof model, "%s/linear3.txt", dir);
+    /* three linear layers: the weights' product grows geometrically at this rate (ReLUs would just die) */
+    tt_test_write_str(model, "dense units=32\ndense units=32\ndense units=10\n");
+    snprintf(args, sizeof args, "train --data %s --val-samples 50 --epochs 5 --batch 16 --optimizer sgd --lr 1000 "
+             "--momentum 0.9 --towers 2 --log-json %s --model %s", dir, log, model);
+    expect(args, 3, "is not finite");
+    ck_assert_msg(strstr(slurp(err_path), "step ") && strstr(slurp(err_path), "towers"), "%s", slurp(err_path));
+    ck_assert_msg(strstr(slurp(out_path), "accuracy: 1.0000") == NULL, "%s", slurp(out_path));
+    FILE *f = fopen(log, "r");
+    ck_assert_ptr_nonnull(f);
+    char line[1 << 14], last[1 << 14] = "";
+    while (fgets(line, sizeof line, f)) {
+        json_object *o = json_tokener_parse(line);
+        ck_assert_msg(o != NULL, "not JSON: %s", line);
+        json_object *v;
+        if (json_object_object_get_ex(o, "accuracy", &v)) ck_assert(json_object_get_double(v) < 1.0);
+        json_object_put(o);
+        snprintf(last, sizeof last, "%s", line);
+    }
+    fclose(f);
+    json_object *o = json_tokener_parse(last), *ev, *towers;
+    ck_assert(json_object_object_get_ex(o, "event", &ev));
+    ck_assert_str_eq(json_object_get_string(ev), "error");
+    ck_assert(json_object_object_get_ex(o, "towers", &towers));
+    ck_assert(json_object_array_length(towers) >= 1);
+    json_object_put(o);
+}
+END_TEST
+
+/* Starts towertrain in the background, waits until its log holds `lines` lines, sends sig and returns the exit
+ * code. */
+static int run_and_signal(const char *args, const char *log, size_t lines, int sig)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "exec '%s' %s >'%s' 2>'%s' </dev/null", TT_BIN, args, out_path, err_path);
+    pid_t pid = fork();
+    ck_assert(pid >= 0);
+    if (pid == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    int st;
+    for (int i = 0; i < 3000; i++) { /* up to 30 s */
+        if (waitpid(pid, &st, WNOHANG) == pid) ck_abort_msg("towertrain ended before the signal: %s", slurp(err_path));
+        FILE *f = fopen(log, "r");
+        size_t n = 0;
+        if (f) {
+            int ch;
+            while ((ch = fgetc(f)) != EOF) n += ch == '\n';
+            fclose(f);
+        }
+        if (n >= lines) break;
+        struct timespec ts = {0, 10000000};
+        nanosleep(&ts, NULL);
+    }
+    kill(pid, sig);
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert_msg(WIFEXITED(st), "killed by signal %d instead of exiting", WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+    return WEXITSTATUS(st);
+}
+
+/* SIGINT mid-epoch: the step in flight finishes, every log line parses, the last is "stopped", the trace parses,
+ * exit 130; SIGTERM the same with 143. Batch 2 over 250 samples: an epoch is 125 steps. */
+START_TEST(test_signals_stop_cleanly)
+{
+    const int sigs[2] = {SIGINT, SIGTERM}, codes[2] = {130, 143};
+    for (int k = 0; k < 2; k++) {
+        char args[1024], log[256], trace[256];
+        snprintf(log, sizeof log, "%s/sig%d.json", dir, k);
+        snprintf(trace, sizeof trace, "%s/sig%d.trace", dir, k);
+        snprintf(args, sizeof args, "train --data %s --val-samples 10 --epochs 1000 --batch 2 --towers 2 "
+                 "--log-json %s --trace %s --progress bar", dir, log, trace);
+        int rc = run_and_signal(args, log, 300, sigs[k]); /* start + one epoch of step records, and more */
+        char *e = slurp(err_path);
+        ck_assert_msg(rc == codes[k], "exit %d want %d: %s", rc, codes[k], e);
+        ck_assert_msg(strstr(e, k ? "stopped by SIGTERM" : "stopped by SIGINT"), "%s", e);
+        size_t nl = 0;
+        for (char *q = e; *q; q++) nl += *q == '\n';
+        ck_assert_uint_eq(nl, 1);
+        FILE *f = fopen(log, "r");
+        ck_assert_ptr_nonnull(f);
+        char line[1 << 14], last[1 << 14] = "";
+        size_t n = 0;
+        while (fgets(line, sizeof line, f)) {
+            ck_assert_msg(strchr(line, '\n') != NULL, "a line cut short: %s", line);
+            json_object *o = json_tokener_parse(line);
+            ck_assert_msg(o != NULL, "line %zu is not JSON: %s", n + 1, line);
+            json_object_put(o);
+            snprintf(last, sizeof last, "%s", line);
+            n++;
+        }
+        fclose(f);
+        ck_assert_msg(strstr(last, "\"event\":\"stopped\""), "last line: %s", last);
+        json_object *t = json_object_from_file(trace);
+        ck_assert_msg(t != NULL, "the trace is not valid JSON after %s", k ? "SIGTERM" : "SIGINT");
+        json_object_put(t);
+    }
+}
+END_TEST
+
+/* A write that fails — /dev/full, a closed pipe — is one line and exit 1 when it happens. */
+START_TEST(test_failed_writes)
+{
+    char args[1024], cmd[2048];
+    snprintf(args, sizeof args, "train --data %s --val-samples 50 --epochs 2 --log-json /dev/full", dir);
+    expect(args, 1, "--log-json /dev/full: write failed: No space left on device");
+    snprintf(args, sizeof args, "train --data %s --val-samples 50 --epochs 2 --trace /dev/full", dir);
+    expect(args, 1, "--trace /dev/full: write failed");
+    snprintf(args, sizeof args, "bench --data %s --val-samples 50 --epochs 1 --towers 1 --reps 2 --csv /dev/full", dir);
+    expect(args, 1, "--csv /dev/full: write failed");
+    /* stdout itself */
+    snprintf(cmd, sizeof cmd, "'%s' train --data %s --val-samples 50 --epochs 2 >/dev/full 2>'%s'", TT_BIN, dir,
+             err_path);
+    int st = system(cmd);
+    ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+    ck_assert_msg(strstr(slurp(err_path), "stdout: write failed"), "%s", slurp(err_path));
+    snprintf(cmd, sizeof cmd, "'%s' --help >/dev/full 2>'%s'", TT_BIN, err_path);
+    st = system(cmd);
+    ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+    /* a pipe whose reader has gone: EPIPE, not death by SIGPIPE and not exit 0 */
+    char rc_path[256];
+    snprintf(rc_path, sizeof rc_path, "%s/rc", dir);
+    snprintf(cmd, sizeof cmd, "{ '%s' train --data %s --val-samples 50 --epochs 200 --batch 8 --progress lines "
+             "2>'%s'; echo $? >'%s'; } | head -c 1 >/dev/null", TT_BIN, dir, err_path, rc_path);
+    st = system(cmd);
+    ck_assert(WIFEXITED(st));
+    ck_assert_msg(atoi(slurp(rc_path)) == 1, "exit %s after its reader left", slurp(rc_path));
+    ck_assert_msg(strstr(slurp(err_path), "stdout: write failed: Broken pipe"), "%s", slurp(err_path));
+}
+END_TEST
+
+/* Crashes found in passing: a progress bar with no console, the probe's staging for large shards. */
+START_TEST(test_crash_regressions)
+{
+    char args[1024], model[256];
+    snprintf(args, sizeof args, "compare --data %s --val-samples 50 --progress bar", dir);
+    expect(args, 0, "");
+    snprintf(model, sizeof model, "%s/small.txt", dir);
+    tt_test_write_str(model, "dense units=10\n");
+    snprintf(args, sizeof args, "probe --batch 4096 --reps 2 --model %s", model);
+    expect(args, 0, ""); /* under ASan a write past the pinned staging buffer fails here */
+}
+END_TEST
+
+/* The memory budget: a model too big for any machine is refused before allocation, naming the model file; a batch
+ * larger than the data is sized by the data. */
+START_TEST(test_memory_budget)
+{
+    char args[1024], model[256], line[64];
+    snprintf(model, sizeof model, "%s/huge.txt", dir);
+    FILE *f = fopen(model, "w");
+    ck_assert_ptr_nonnull(f);
+    for (int i = 0; i < 20; i++) fputs("dense units=65536 activation=relu\n", f);
+    snprintf(line, sizeof line, "dense units=10\n");
+    fputs(line, f);
+    fclose(f);
+    snprintf(args, sizeof args, "train --data %s --val-samples 50 --model %s", dir, model);
+    expect(args, 1, "model file");
+    ck_assert_msg(strstr(slurp(err_path), "largest part") && strstr(slurp(err_path), "huge.txt"), "%s",
+                  slurp(err_path));
+    snprintf(args, sizeof args, "probe --model %s", model);
+    expect(args, 1, "huge.txt");
+    snprintf(args, sizeof args, "bench --data %s --val-samples 50 --model %s", dir, model);
+    expect(args, 1, "huge.txt");
+    snprintf(args, sizeof args, "train --data %s --val-samples 50 --epochs 1 --batch 1048576 --towers 2", dir);
+    expect(args, 0, "");
+    ck_assert_msg(strstr(slurp(out_path), "shards sized for 250"), "%s", slurp(out_path));
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cli");
@@ -312,6 +531,13 @@ int main(void)
     tcase_add_test(tc, test_small_run_and_json_log);
     tcase_add_test(tc, test_trace_file);
     tcase_add_test(tc, test_measuring_commands);
+    tcase_add_test(tc, test_strict_numbers_and_repeats);
+    tcase_add_test(tc, test_errors_escape_control_characters);
+    tcase_add_test(tc, test_divergence_exit_3);
+    tcase_add_test(tc, test_signals_stop_cleanly);
+    tcase_add_test(tc, test_failed_writes);
+    tcase_add_test(tc, test_crash_regressions);
+    tcase_add_test(tc, test_memory_budget);
     suite_add_tcase(s, tc);
     return tt_test_run_suite(s);
 }

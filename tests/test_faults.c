@@ -1,0 +1,322 @@
+/* test_faults.c — how the trainer fails and stops: a non-finite loss or gradient halts a run without applying the
+ * step, under every placement, naming exactly the towers that produced it; a stop request halts at the end of a
+ * step; a NaN logit is never "correct"; every crew thread flushes subnormals; and the memory plan is exactly what
+ * the towers allocate (a counting backend adds up every allocation). */
+#include <float.h>
+
+#include "tt_math.h"
+#include "tt_mem.h"
+#include "tt_pool.h"
+#include "tt_test.h"
+#include "tt_trainer.h"
+
+static const char *MODEL = "dense units=8 activation=relu\ndense units=3\n";
+
+/* n samples of dim features; samples in [bad_lo, bad_hi) have a pixel of 255, all others are zero. With
+ * scale = 1e38 such a pixel is +Inf as a float input, so exactly the towers whose shard holds one go non-finite. */
+static void poisoned_dataset(tt_dataset *ds, size_t n, size_t dim, size_t bad_lo, size_t bad_hi)
+{
+    tt_test_dataset(ds, n, dim, 3, 1);
+    memset(ds->x, 0, n * dim);
+    for (size_t s = bad_lo; s < bad_hi; s++) ds->x[s * dim + 1] = 255;
+    ds->scale = 1e38f;
+}
+
+static void init_trainer(tt_trainer *tr, tt_model *m, size_t towers, size_t batch, tt_reduce reduce,
+                         const atomic_int *stop, float **init)
+{
+    tt_error err;
+    ck_assert_int_eq(tt_model_parse(m, MODEL, "t", 6, 3, &err), TT_OK);
+    *init = (float *)tt_malloc(m->n_params * sizeof(float));
+    tt_model_init_params(m, *init, 3);
+    tt_trainer_config tc;
+    memset(&tc, 0, sizeof tc);
+    tc.ops = &tt_dev_cpu_ops;
+    tc.n_devices = 1;
+    tc.n_towers = towers;
+    tc.batch = batch;
+    tc.optim = tt_optim_defaults(TT_OPT_ADAM);
+    tc.reduce = reduce;
+    tc.stop = stop;
+    ck_assert_msg(tt_trainer_init(tr, m, &tc, *init, &err) == TT_OK, "%s", err.msg);
+}
+
+/* 3 towers, batch 12 (shards of 4): poison the shard of tower `bad` only. */
+START_TEST(test_nonfinite_names_the_tower)
+{
+    for (int red = TT_REDUCE_CPU; red <= TT_REDUCE_ALLREDUCE; red++)
+        for (size_t bad = 0; bad < 3; bad++) {
+            tt_dataset ds;
+            poisoned_dataset(&ds, 12, 6, 4 * bad + 1, 4 * bad + 2);
+            tt_model m;
+            tt_trainer tr;
+            float *init;
+            init_trainer(&tr, &m, 3, 12, (tt_reduce)red, NULL, &init);
+            uint32_t idx[12];
+            for (uint32_t i = 0; i < 12; i++) idx[i] = i;
+            tt_step_result res;
+            tt_error err;
+            ck_assert_int_eq(tt_trainer_step(&tr, &ds, idx, 12, &res, &err), TT_ERR_NUMERIC);
+            ck_assert_int_eq(tt_trainer_halted(&tr), TT_HALT_NONFINITE);
+            int loss_bad[3], grad_bad[3];
+            tt_trainer_nonfinite_towers(&tr, loss_bad, grad_bad);
+            for (size_t t = 0; t < 3; t++) {
+                ck_assert_msg(loss_bad[t] == (t == bad), "--reduce %s, bad tower %zu: loss_bad[%zu] = %d",
+                              tt_reduce_name((tt_reduce)red), bad, t, loss_bad[t]);
+                ck_assert_msg(grad_bad[t] == (t == bad), "--reduce %s, bad tower %zu: grad_bad[%zu] = %d",
+                              tt_reduce_name((tt_reduce)red), bad, t, grad_bad[t]);
+            }
+            /* the step was not applied: the master weights are the initial ones, bit for bit */
+            ck_assert(memcmp(tr.h_params, init, m.n_params * sizeof(float)) == 0);
+            /* and the poisoned sample did not count as correct */
+            ck_assert_uint_le(res.top1, 11);
+            tt_trainer_free(&tr);
+            tt_free(init);
+            tt_dataset_free(&ds);
+        }
+}
+END_TEST
+
+/* A -inf bias on class 0: every sample labelled 0 has an infinite loss, yet the gradient (softmax - onehot, times
+ * finite inputs) is finite — so only the loss check at barrier A can keep the step from being applied. */
+START_TEST(test_infinite_loss_with_finite_gradient)
+{
+    for (int red = TT_REDUCE_CPU; red <= TT_REDUCE_ALLREDUCE; red++) {
+        tt_dataset ds;
+        tt_test_dataset(&ds, 12, 6, 3, 4);
+        for (size_t s = 0; s < 12; s++) ds.y[s] = (int32_t)(s % 3);
+        tt_model m;
+        tt_trainer tr;
+        float *init;
+        init_trainer(&tr, &m, 2, 12, (tt_reduce)red, NULL, &init);
+        const tt_layer *last = &m.layers[m.n_layers - 1];
+        tr.h_params[last->offset + last->in * last->out] = -INFINITY; /* the last layer's bias of class 0 */
+        memcpy(init, tr.h_params, m.n_params * sizeof(float));
+        uint32_t idx[12];
+        for (uint32_t i = 0; i < 12; i++) idx[i] = i;
+        tt_step_result res;
+        tt_error err;
+        ck_assert_int_eq(tt_trainer_step(&tr, &ds, idx, 12, &res, &err), TT_ERR_NUMERIC);
+        ck_assert(!isfinite(res.loss_sum));
+        int loss_bad[2], grad_bad[2];
+        tt_trainer_nonfinite_towers(&tr, loss_bad, grad_bad);
+        ck_assert(loss_bad[0] && loss_bad[1] && !grad_bad[0] && !grad_bad[1]);
+        ck_assert_msg(memcmp(tr.h_params, init, m.n_params * sizeof(float)) == 0, "--reduce %s applied the step",
+                      tt_reduce_name((tt_reduce)red));
+        tt_trainer_free(&tr);
+        tt_free(init);
+        tt_dataset_free(&ds);
+    }
+}
+END_TEST
+
+/* A stop request raised before the run halts it after exactly one step, applied. */
+START_TEST(test_stop_request_halts_after_the_step)
+{
+    tt_dataset ds;
+    tt_test_dataset(&ds, 60, 6, 3, 2);
+    atomic_int stop;
+    atomic_init(&stop, 1);
+    tt_model m;
+    tt_trainer tr;
+    float *init;
+    init_trainer(&tr, &m, 2, 10, TT_REDUCE_CPU, &stop, &init);
+    uint32_t idx[60];
+    for (uint32_t i = 0; i < 60; i++) idx[i] = i;
+    tt_step_result res[6];
+    tt_error err;
+    ck_assert_int_eq(tt_trainer_start_steps(&tr, &ds, idx, 60, res, 6, NULL, &err), TT_OK);
+    size_t done = 0;
+    ck_assert_int_eq(tt_trainer_wait(&tr, -1, &done), 1);
+    ck_assert_uint_eq(done, 1);
+    ck_assert_int_eq(tt_trainer_halted(&tr), TT_HALT_STOP);
+    ck_assert(memcmp(tr.h_params, init, m.n_params * sizeof(float)) != 0); /* step 1 was applied */
+    float *after_one = (float *)tt_malloc(m.n_params * sizeof(float));
+    memcpy(after_one, tr.h_params, m.n_params * sizeof(float));
+    /* the same step in a trainer that was never asked to stop gives the same weights */
+    tt_trainer tr2;
+    tt_model m2;
+    float *init2;
+    init_trainer(&tr2, &m2, 2, 10, TT_REDUCE_CPU, NULL, &init2);
+    ck_assert_int_eq(tt_trainer_step(&tr2, &ds, idx, 10, &res[0], &err), TT_OK);
+    ck_assert(memcmp(tr2.h_params, after_one, m.n_params * sizeof(float)) == 0);
+    /* a request from another thread while steps run: the run ends early and says why */
+    atomic_store(&stop, 0);
+    ck_assert_int_eq(tt_trainer_start_steps(&tr, &ds, idx, 60, res, 6, NULL, &err), TT_OK);
+    tt_trainer_request_stop(&tr);
+    ck_assert_int_eq(tt_trainer_wait(&tr, -1, &done), 1);
+    ck_assert_int_eq(tt_trainer_halted(&tr), TT_HALT_STOP);
+    ck_assert_uint_ge(done, 1);
+    tt_trainer_free(&tr);
+    tt_trainer_free(&tr2);
+    tt_free(init);
+    tt_free(init2);
+    tt_free(after_one);
+    tt_dataset_free(&ds);
+}
+END_TEST
+
+/* Every comparison with a NaN is false: without the check a NaN row has rank 0 and counts as correct. */
+START_TEST(test_nonfinite_logits_are_wrong)
+{
+    const float rows[4][4] = {{NAN, 1, 2, 3}, {1, NAN, 0, 0}, {INFINITY, 0, 0, 0}, {0, -INFINITY, 0, 1}};
+    for (int r = 0; r < 4; r++)
+        for (int label = 0; label < 4; label++) {
+            int rank = -1;
+            float dz[4];
+            float loss = tt_softmax_xent_row(rows[r], 4, label, 1.0f, dz, &rank);
+            ck_assert_msg(rank >= 5, "row %d label %d: rank %d would count as a top-5 hit", r, label, rank);
+            ck_assert_int_eq(rank, TT_RANK_NONFINITE);
+            ck_assert_msg(!isfinite(loss) || r == 3, "row %d: loss %g", r, loss);
+        }
+    const float ok[3] = {0.5f, 2.0f, -1.0f};
+    int rank;
+    tt_softmax_xent_row(ok, 3, 0, 1.0f, NULL, &rank);
+    ck_assert_int_eq(rank, 1);
+}
+END_TEST
+
+/* The sum's own check: NaN, Inf and an overflowing sum are caught for every slot count and position. */
+START_TEST(test_sum_slots_reports_nonfinite)
+{
+    enum { LEN = 37 };
+    float a[LEN], b[LEN], c[LEN], out[LEN];
+    for (int k = 0; k < LEN; k++) a[k] = b[k] = c[k] = 1.0f;
+    float *slots[3] = {a, b, c};
+    for (size_t n = 1; n <= 3; n++) ck_assert_int_eq(tt_sum_slots(out, slots, n, 0, LEN), 1);
+    const float bad[3] = {NAN, INFINITY, -INFINITY};
+    for (size_t n = 1; n <= 3; n++)
+        for (size_t w = 0; w < n; w++)
+            for (int v = 0; v < 3; v++)
+                for (int k = 0; k < LEN; k += 9) {
+                    slots[w][k] = bad[v];
+                    ck_assert_msg(tt_sum_slots(out, slots, n, 0, LEN) == 0, "n=%zu slot %zu k=%d", n, w, k);
+                    ck_assert_int_eq(tt_all_finite(slots[w], LEN), 0);
+                    slots[w][k] = 1.0f;
+                }
+    a[5] = b[5] = FLT_MAX; /* finite terms, infinite sum */
+    ck_assert_int_eq(tt_sum_slots(out, slots, 2, 0, LEN), 0);
+    ck_assert_int_eq(tt_all_finite(a, LEN), 1);
+}
+END_TEST
+
+/* Every crew thread runs with flush-to-zero and denormals-are-zero: a subnormal input reads as 0 and a result
+ * below FLT_MIN becomes 0. */
+static volatile float g_tiny = 1e-40f, g_half = 0.5f;
+static int g_flushed[4];
+
+static void subnormal_job(void *arg, int i, int n)
+{
+    (void)arg;
+    (void)n;
+    float in = g_tiny * 1.0f;              /* DAZ: a subnormal operand is read as 0 */
+    float out = (FLT_MIN * g_half) * 1.0f; /* FTZ: a subnormal result is written as 0 */
+    g_flushed[i] = in == 0.0f && out == 0.0f;
+}
+
+START_TEST(test_crew_flushes_subnormals)
+{
+    tt_pool p;
+    tt_error err;
+    ck_assert_int_eq(tt_pool_init(&p, 4, &err), TT_OK);
+    tt_pool_run(&p, 4, subnormal_job, NULL);
+    for (int i = 0; i < 4; i++) ck_assert_msg(g_flushed[i], "crew thread %d keeps subnormals", i);
+    tt_pool_free(&p);
+    tt_pool_free(&p); /* twice is fine */
+}
+END_TEST
+
+/* ---- the plan is what is allocated ---------------------------------------------------------------------- */
+
+static double g_dev_bytes, g_host_bytes;
+
+static void *count_alloc(void *ctx, size_t bytes)
+{
+    g_dev_bytes += (double)bytes;
+    return tt_dev_cpu_ops.alloc(ctx, bytes);
+}
+
+static void *count_host_alloc(void *ctx, size_t bytes)
+{
+    (void)ctx;
+    g_host_bytes += (double)bytes;
+    return tt_malloc(bytes);
+}
+
+START_TEST(test_plan_matches_allocations)
+{
+    tt_dev_ops ops = tt_dev_cpu_ops;
+    ops.alloc = count_alloc;
+    ops.host_alloc = count_host_alloc;
+    ops.host_free = NULL;
+    for (int red = TT_REDUCE_CPU; red <= TT_REDUCE_ALLREDUCE; red++)
+        for (size_t towers = 1; towers <= 4; towers++) {
+            tt_model m;
+            tt_error err;
+            ck_assert_int_eq(tt_model_parse(&m, MODEL, "t", 6, 3, &err), TT_OK);
+            float *init = (float *)tt_calloc(m.n_params, sizeof(float));
+            tt_trainer_config tc;
+            memset(&tc, 0, sizeof tc);
+            tc.ops = &ops;
+            tc.n_devices = 1;
+            tc.n_towers = towers;
+            tc.batch = 37;
+            tc.optim = tt_optim_defaults(TT_OPT_NADAM);
+            tc.reduce = (tt_reduce)red;
+            tt_mem_plan plan;
+            memset(&plan, 0, sizeof plan);
+            ck_assert_int_eq(tt_trainer_plan(&m, &tc, &plan, &err), TT_OK);
+            g_dev_bytes = g_host_bytes = 0;
+            tt_trainer tr;
+            ck_assert_int_eq(tt_trainer_init(&tr, &m, &tc, init, &err), TT_OK);
+            double optim = 2.0 * (double)m.n_params * sizeof(float);
+            ck_assert_msg(tt_mem_total(&plan, 0) == g_dev_bytes, "--reduce %s, %zu towers: plan %g, allocated %g device",
+                          tt_reduce_name((tt_reduce)red), towers, tt_mem_total(&plan, 0), g_dev_bytes);
+            ck_assert_msg(tt_mem_total(&plan, TT_MEM_HOST) == g_host_bytes + optim,
+                          "--reduce %s, %zu towers: plan %g, allocated %g host + %g optimizer",
+                          tt_reduce_name((tt_reduce)red), towers, tt_mem_total(&plan, TT_MEM_HOST), g_host_bytes, optim);
+            tt_trainer_free(&tr);
+            tt_free(init);
+        }
+}
+END_TEST
+
+/* A plan over what the machine has is refused with the figure, the largest part and the model file. */
+START_TEST(test_over_budget_is_refused)
+{
+    tt_mem_plan plan;
+    memset(&plan, 0, sizeof plan);
+    plan.model = "big.txt";
+    plan.n_params = 1000;
+    tt_mem_add(&plan, "activations", 0, 1e9, TT_MEM_BY_WIDTH);
+    tt_mem_add(&plan, "gradient slots", TT_MEM_HOST, 3e15, TT_MEM_BY_PARAMS);
+    tt_mem_add(&plan, "activations", 0, 1e9, TT_MEM_BY_WIDTH); /* merged with the first */
+    ck_assert_int_eq(plan.n, 2);
+    tt_error err;
+    ck_assert_int_eq(tt_mem_check(&plan, &tt_dev_cpu_ops, &err), TT_ERR_NOMEM);
+    ck_assert_msg(strstr(err.msg, "3.0 PB") || strstr(err.msg, "3000.0 TB"), "%s", err.msg);
+    ck_assert_msg(strstr(err.msg, "largest part: gradient slots") && strstr(err.msg, "model file big.txt"), "%s",
+                  err.msg);
+    tt_mem_plan small;
+    memset(&small, 0, sizeof small);
+    tt_mem_add(&small, "activations", 0, 1e6, TT_MEM_BY_WIDTH);
+    ck_assert_int_eq(tt_mem_check(&small, &tt_dev_cpu_ops, &err), TT_OK);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("faults");
+    TCase *tc = tcase_create("faults");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_nonfinite_names_the_tower);
+    tcase_add_test(tc, test_infinite_loss_with_finite_gradient);
+    tcase_add_test(tc, test_stop_request_halts_after_the_step);
+    tcase_add_test(tc, test_nonfinite_logits_are_wrong);
+    tcase_add_test(tc, test_sum_slots_reports_nonfinite);
+    tcase_add_test(tc, test_crew_flushes_subnormals);
+    tcase_add_test(tc, test_plan_matches_allocations);
+    tcase_add_test(tc, test_over_budget_is_refused);
+    suite_add_tcase(s, tc);
+    return tt_test_run_suite(s);
+}
