@@ -140,13 +140,21 @@ START_TEST(test_stop_request_halts_after_the_step)
     init_trainer(&tr2, &m2, 2, 10, TT_REDUCE_CPU, NULL, &init2);
     ck_assert_int_eq(tt_trainer_step(&tr2, &ds, idx, 10, &res[0], &err), TT_OK);
     ck_assert(memcmp(tr2.h_params, after_one, m.n_params * sizeof(float)) == 0);
-    /* a request from another thread while steps run: the run ends early and says why */
+    /* a request from another thread while steps run: the run ends early and says why. 20,000 steps take far
+     * longer than the request takes to land (microseconds after the start). */
     atomic_store(&stop, 0);
-    ck_assert_int_eq(tt_trainer_start_steps(&tr, &ds, idx, 60, res, 6, NULL, &err), TT_OK);
+    enum { LONG = 200000 };
+    uint32_t *many = (uint32_t *)tt_malloc(LONG * sizeof(uint32_t));
+    tt_step_result *many_res = (tt_step_result *)tt_calloc(LONG / 10, sizeof(tt_step_result));
+    for (uint32_t i = 0; i < LONG; i++) many[i] = i % 60;
+    ck_assert_int_eq(tt_trainer_start_steps(&tr, &ds, many, LONG, many_res, LONG / 10, NULL, &err), TT_OK);
     tt_trainer_request_stop(&tr);
     ck_assert_int_eq(tt_trainer_wait(&tr, -1, &done), 1);
     ck_assert_int_eq(tt_trainer_halted(&tr), TT_HALT_STOP);
     ck_assert_uint_ge(done, 1);
+    ck_assert_uint_lt(done, LONG / 10);
+    tt_free(many);
+    tt_free(many_res);
     tt_trainer_free(&tr);
     tt_trainer_free(&tr2);
     tt_free(init);
@@ -228,18 +236,18 @@ END_TEST
 
 /* ---- the plan is what is allocated ---------------------------------------------------------------------- */
 
-static double g_dev_bytes, g_host_bytes;
+static atomic_ullong g_dev_bytes, g_host_bytes; /* every tower allocates on its own thread */
 
 static void *count_alloc(void *ctx, size_t bytes)
 {
-    g_dev_bytes += (double)bytes;
+    atomic_fetch_add(&g_dev_bytes, bytes);
     return tt_dev_cpu_ops.alloc(ctx, bytes);
 }
 
 static void *count_host_alloc(void *ctx, size_t bytes)
 {
     (void)ctx;
-    g_host_bytes += (double)bytes;
+    atomic_fetch_add(&g_host_bytes, bytes);
     return tt_malloc(bytes);
 }
 
@@ -266,15 +274,17 @@ START_TEST(test_plan_matches_allocations)
             tt_mem_plan plan;
             memset(&plan, 0, sizeof plan);
             ck_assert_int_eq(tt_trainer_plan(&m, &tc, &plan, &err), TT_OK);
-            g_dev_bytes = g_host_bytes = 0;
+            atomic_store(&g_dev_bytes, 0);
+            atomic_store(&g_host_bytes, 0);
             tt_trainer tr;
             ck_assert_int_eq(tt_trainer_init(&tr, &m, &tc, init, &err), TT_OK);
             double optim = 2.0 * (double)m.n_params * sizeof(float);
-            ck_assert_msg(tt_mem_total(&plan, 0) == g_dev_bytes, "--reduce %s, %zu towers: plan %g, allocated %g device",
-                          tt_reduce_name((tt_reduce)red), towers, tt_mem_total(&plan, 0), g_dev_bytes);
-            ck_assert_msg(tt_mem_total(&plan, TT_MEM_HOST) == g_host_bytes + optim,
+            const double dev = (double)atomic_load(&g_dev_bytes), host = (double)atomic_load(&g_host_bytes);
+            ck_assert_msg(tt_mem_total(&plan, 0) == dev, "--reduce %s, %zu towers: plan %g, allocated %g device",
+                          tt_reduce_name((tt_reduce)red), towers, tt_mem_total(&plan, 0), dev);
+            ck_assert_msg(tt_mem_total(&plan, TT_MEM_HOST) == host + optim,
                           "--reduce %s, %zu towers: plan %g, allocated %g host + %g optimizer",
-                          tt_reduce_name((tt_reduce)red), towers, tt_mem_total(&plan, TT_MEM_HOST), g_host_bytes, optim);
+                          tt_reduce_name((tt_reduce)red), towers, tt_mem_total(&plan, TT_MEM_HOST), host, optim);
             tt_trainer_free(&tr);
             tt_free(init);
         }
