@@ -147,12 +147,16 @@ static tt_status stdout_flush(tt_error *err)
     return tt_fail(err, TT_ERR_IO, "stdout: write failed: %s", errno ? strerror(errno) : "I/O error");
 }
 
-/* Median s/epoch of epochs first..last (1-based, inclusive), NAN when the run has none of them. */
-static double epochs_median(const tt_run_result *res, size_t first, size_t last)
+/* Median over epochs first..last (1-based, inclusive) of one per-epoch figure, NAN when the run has none of them:
+ * what = 0 s/epoch, 1 median ms/step, 2 the update's ms/step (what subnormal optimizer state slows down). */
+static double epochs_median(const tt_run_result *res, size_t first, size_t last, int what)
 {
     double v[1024];
     size_t n = 0;
-    for (size_t e = first; e <= last && e <= res->n_epochs && e <= 1024; e++) v[n++] = res->epochs[e - 1].seconds;
+    for (size_t e = first; e <= last && e <= res->n_epochs && e <= 1024; e++) {
+        const tt_epoch_stats *es = &res->epochs[e - 1];
+        v[n++] = what == 0 ? es->seconds : what == 1 ? 1e3 * es->step_median : 1e3 * es->split.update / (double)es->steps;
+    }
     return n ? tt_median(v, n) : NAN;
 }
 
@@ -319,10 +323,15 @@ int tt_cmd_bench(int argc, char **argv)
                        1e3 * pred.pull, 1e3 * pred.data, 1e3 * pred.compute, 1e3 * pred.push, 1e3 * pred.wait,
                        1e3 * pred.reduce, 1e3 * pred.update);
                 /* later epochs must cost what early ones do (subnormals, leaks, growing state would show here) */
-                double early = epochs_median(res, 2, 4), late = epochs_median(res, 5, ne);
-                if (ne >= 5)
-                    printf("       s/epoch, epochs 2-4: %.3f | epochs 5-%zu: %.3f (%+.1f%%)\n", early, ne, late,
-                           100 * (late - early) / early);
+                double early = epochs_median(res, 2, 4, 0), late = epochs_median(res, 5, ne, 0);
+                if (ne >= 5) {
+                    double m2 = epochs_median(res, 2, 4, 1), m5 = epochs_median(res, 5, ne, 1);
+                    double u2 = epochs_median(res, 2, 4, 2), u5 = epochs_median(res, 5, ne, 2);
+                    printf("       epochs 2-4 vs 5-%zu: s/epoch %.3f vs %.3f (%+.1f%%) | ms/step %.3f vs %.3f (%+.1f%%) | "
+                           "update ms/step %.3f vs %.3f (%+.1f%%)\n",
+                           ne, early, late, 100 * (late - early) / early, m2, m5, 100 * (m5 - m2) / m2, u2, u5,
+                           100 * (u5 - u2) / u2);
+                }
                 if (!s) s = stdout_flush(&err);
                 if (b.csv)
                     tt_out_printf(&csv,

@@ -288,6 +288,10 @@ START_TEST(test_measuring_commands)
              dir);
     expect(args, 0, "");
     ck_assert_msg(strstr(slurp(out_path), "     2     16 ") != NULL, "weak scaling: 2 towers x 8 = batch 16");
+    /* with 5 or more epochs a row compares epochs 2-4 with the later ones (subnormals, leaks, growing state) */
+    snprintf(args, sizeof args, "bench --data %s --val-samples 60 --towers 2 --batch 32 --epochs 5 --reps 2", dir);
+    expect(args, 0, "");
+    ck_assert_msg(strstr(slurp(out_path), "epochs 2-4 vs 5-5: s/epoch") != NULL, "%s", slurp(out_path));
     snprintf(args, sizeof args, "compare --data %s --val-samples 60 --towers 3 --batch 32", dir);
     expect(args, 0, "");
     ck_assert_msg(strstr(slurp(out_path), "max |dw| between any two placements: 0 ") != NULL, "%s", slurp(out_path));
