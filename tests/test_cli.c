@@ -348,6 +348,28 @@ START_TEST(test_errors_escape_control_characters)
 }
 END_TEST
 
+/* Every line of a JSON-lines log is whole and parses; returns the last one parsed (caller puts it). A key
+ * `below_one` (may be NULL) must be < 1 wherever it appears. */
+static json_object *check_log_lines(const char *log, const char *below_one)
+{
+    FILE *f = fopen(log, "r");
+    ck_assert_ptr_nonnull(f);
+    static char line[1 << 16];
+    json_object *last = NULL;
+    for (size_t n = 1; fgets(line, sizeof line, f); n++) {
+        ck_assert_msg(strchr(line, '\n') != NULL, "%s: line %zu cut short: %s", log, n, line);
+        json_object *o = json_tokener_parse(line), *v;
+        ck_assert_msg(o != NULL, "%s: line %zu is not JSON: %s", log, n, line);
+        if (below_one && json_object_object_get_ex(o, below_one, &v))
+            ck_assert_msg(json_object_get_double(v) < 1.0, "%s: line %zu: %s", log, n, line);
+        json_object_put(last);
+        last = o;
+    }
+    fclose(f);
+    ck_assert_ptr_nonnull(last);
+    return last;
+}
+
 /* A diverging run stops at the failing step: exit 3, one line, a final "error" record, never accuracy 1.0. */
 START_TEST(test_divergence_exit_3)
 {
@@ -361,19 +383,7 @@ START_TEST(test_divergence_exit_3)
     expect(args, 3, "is not finite");
     ck_assert_msg(strstr(slurp(err_path), "step ") && strstr(slurp(err_path), "towers"), "%s", slurp(err_path));
     ck_assert_msg(strstr(slurp(out_path), "accuracy: 1.0000") == NULL, "%s", slurp(out_path));
-    FILE *f = fopen(log, "r");
-    ck_assert_ptr_nonnull(f);
-    char line[1 << 14], last[1 << 14] = "";
-    while (fgets(line, sizeof line, f)) {
-        json_object *o = json_tokener_parse(line);
-        ck_assert_msg(o != NULL, "not JSON: %s", line);
-        json_object *v;
-        if (json_object_object_get_ex(o, "accuracy", &v)) ck_assert(json_object_get_double(v) < 1.0);
-        json_object_put(o);
-        snprintf(last, sizeof last, "%s", line);
-    }
-    fclose(f);
-    json_object *o = json_tokener_parse(last), *ev, *towers;
+    json_object *o = check_log_lines(log, "accuracy"), *ev, *towers;
     ck_assert(json_object_object_get_ex(o, "event", &ev));
     ck_assert_str_eq(json_object_get_string(ev), "error");
     ck_assert(json_object_object_get_ex(o, "towers", &towers));
@@ -432,20 +442,10 @@ START_TEST(test_signals_stop_cleanly)
         size_t nl = 0;
         for (char *q = e; *q; q++) nl += *q == '\n';
         ck_assert_uint_eq(nl, 1);
-        FILE *f = fopen(log, "r");
-        ck_assert_ptr_nonnull(f);
-        char line[1 << 14], last[1 << 14] = "";
-        size_t n = 0;
-        while (fgets(line, sizeof line, f)) {
-            ck_assert_msg(strchr(line, '\n') != NULL, "a line cut short: %s", line);
-            json_object *o = json_tokener_parse(line);
-            ck_assert_msg(o != NULL, "line %zu is not JSON: %s", n + 1, line);
-            json_object_put(o);
-            snprintf(last, sizeof last, "%s", line);
-            n++;
-        }
-        fclose(f);
-        ck_assert_msg(strstr(last, "\"event\":\"stopped\""), "last line: %s", last);
+        json_object *last = check_log_lines(log, NULL), *ev;
+        ck_assert(json_object_object_get_ex(last, "event", &ev));
+        ck_assert_str_eq(json_object_get_string(ev), "stopped");
+        json_object_put(last);
         json_object *t = json_object_from_file(trace);
         ck_assert_msg(t != NULL, "the trace is not valid JSON after %s", k ? "SIGTERM" : "SIGINT");
         json_object_put(t);

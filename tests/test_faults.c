@@ -29,14 +29,7 @@ static void init_trainer(tt_trainer *tr, tt_model *m, size_t towers, size_t batc
     ck_assert_int_eq(tt_model_parse(m, MODEL, "t", 6, 3, &err), TT_OK);
     *init = (float *)tt_malloc(m->n_params * sizeof(float));
     tt_model_init_params(m, *init, 3);
-    tt_trainer_config tc;
-    memset(&tc, 0, sizeof tc);
-    tc.ops = &tt_dev_cpu_ops;
-    tc.n_devices = 1;
-    tc.n_towers = towers;
-    tc.batch = batch;
-    tc.optim = tt_optim_defaults(TT_OPT_ADAM);
-    tc.reduce = reduce;
+    tt_trainer_config tc = tt_test_config(towers, batch, tt_optim_defaults(TT_OPT_ADAM), reduce);
     tc.stop = stop;
     ck_assert_msg(tt_trainer_init(tr, m, &tc, *init, &err) == TT_OK, "%s", err.msg);
 }
@@ -263,14 +256,8 @@ START_TEST(test_plan_matches_allocations)
             tt_error err;
             ck_assert_int_eq(tt_model_parse(&m, MODEL, "t", 6, 3, &err), TT_OK);
             float *init = (float *)tt_calloc(m.n_params, sizeof(float));
-            tt_trainer_config tc;
-            memset(&tc, 0, sizeof tc);
+            tt_trainer_config tc = tt_test_config(towers, 37, tt_optim_defaults(TT_OPT_NADAM), (tt_reduce)red);
             tc.ops = &ops;
-            tc.n_devices = 1;
-            tc.n_towers = towers;
-            tc.batch = 37;
-            tc.optim = tt_optim_defaults(TT_OPT_NADAM);
-            tc.reduce = (tt_reduce)red;
             tt_mem_plan plan;
             memset(&plan, 0, sizeof plan);
             ck_assert_int_eq(tt_trainer_plan(&m, &tc, &plan, &err), TT_OK);

@@ -68,14 +68,7 @@ static void make_model(tt_model *m, float *params)
 
 static void make_trainer(tt_trainer *tr, const tt_model *m, const float *params, size_t towers, size_t batch)
 {
-    tt_trainer_config tc;
-    memset(&tc, 0, sizeof tc);
-    tc.ops = &tt_dev_cpu_ops;
-    tc.n_devices = 1;
-    tc.n_towers = towers;
-    tc.batch = batch;
-    tc.optim = tt_optim_defaults(TT_OPT_SGD);
-    tc.reduce = TT_REDUCE_CPU;
+    tt_trainer_config tc = tt_test_config(towers, batch, tt_optim_defaults(TT_OPT_SGD), TT_REDUCE_CPU);
     tt_error err;
     ck_assert_msg(tt_trainer_init(tr, m, &tc, params, &err) == TT_OK, "%s", err.msg);
 }

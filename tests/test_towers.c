@@ -24,14 +24,7 @@ static float *train_steps(size_t towers, size_t batch, tt_optim_config oc, size_
     ck_assert_int_eq(tt_model_parse(&m, MODEL, "t", ds->dim, ds->n_classes, &err), TT_OK);
     float *init = (float *)tt_malloc(m.n_params * sizeof(float));
     tt_model_init_params(&m, init, 42);
-    tt_trainer_config tc;
-    memset(&tc, 0, sizeof tc);
-    tc.ops = &tt_dev_cpu_ops;
-    tc.n_devices = 1;
-    tc.n_towers = towers;
-    tc.batch = batch;
-    tc.optim = oc;
-    tc.reduce = g_reduce;
+    tt_trainer_config tc = tt_test_config(towers, batch, oc, g_reduce);
     tt_trainer tr;
     ck_assert_msg(tt_trainer_init(&tr, &m, &tc, init, &err) == TT_OK, "%s", err.msg);
     uint32_t *idx = (uint32_t *)tt_malloc(ds->n * sizeof(uint32_t));
@@ -222,14 +215,7 @@ static float *replay_run(const tt_run_config *c, const tt_dataset *train, replay
     ck_assert_int_eq(tt_model_parse(&m, MODEL, "t", train->dim, train->n_classes, &err), TT_OK);
     float *init = (float *)tt_malloc(m.n_params * sizeof(float));
     tt_model_init_params(&m, init, c->seed);
-    tt_trainer_config tc;
-    memset(&tc, 0, sizeof tc);
-    tc.ops = &tt_dev_cpu_ops;
-    tc.n_devices = 1;
-    tc.n_towers = c->towers;
-    tc.batch = c->batch;
-    tc.optim = c->optim; /* --lr-scaling none: the base rate */
-    tc.reduce = c->reduce;
+    tt_trainer_config tc = tt_test_config(c->towers, c->batch, c->optim, c->reduce); /* --lr-scaling none */
     tc.host_threads = c->host_threads;
     tt_trainer tr;
     ck_assert_msg(tt_trainer_init(&tr, &m, &tc, init, &err) == TT_OK, "%s", err.msg);
@@ -345,13 +331,7 @@ START_TEST(test_more_towers_than_batch_is_an_error)
     tt_error err;
     ck_assert_int_eq(tt_model_parse(&m, MODEL, "t", 20, 5, &err), TT_OK);
     float *init = (float *)tt_calloc(m.n_params, sizeof(float));
-    tt_trainer_config tc;
-    memset(&tc, 0, sizeof tc);
-    tc.ops = &tt_dev_cpu_ops;
-    tc.n_devices = 1;
-    tc.n_towers = 5;
-    tc.batch = 4;
-    tc.optim = tt_optim_defaults(TT_OPT_SGD);
+    tt_trainer_config tc = tt_test_config(5, 4, tt_optim_defaults(TT_OPT_SGD), TT_REDUCE_CPU);
     tt_trainer tr;
     ck_assert_int_eq(tt_trainer_init(&tr, &m, &tc, init, &err), TT_ERR_ARG);
     ck_assert(strstr(err.msg, "--towers 5") != NULL);

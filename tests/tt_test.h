@@ -12,6 +12,7 @@
 
 #include "tt_data.h"
 #include "tt_rng.h"
+#include "tt_trainer.h"
 
 static inline int tt_close(double a, double r, double atol, double rtol)
 {
@@ -48,6 +49,21 @@ static inline void tt_test_dataset(tt_dataset *ds, size_t n, size_t dim, size_t 
         }
     }
     tt_free(teacher);
+}
+
+/* A trainer configuration on the CPU backend: n towers, global batch B, an optimizer and a placement (the other
+ * fields zero: all host threads, no stop flag). */
+static inline tt_trainer_config tt_test_config(size_t towers, size_t batch, tt_optim_config optim, tt_reduce reduce)
+{
+    tt_trainer_config tc;
+    memset(&tc, 0, sizeof tc);
+    tc.ops = &tt_dev_cpu_ops;
+    tc.n_devices = 1;
+    tc.n_towers = towers;
+    tc.batch = batch;
+    tc.optim = optim;
+    tc.reduce = reduce;
+    return tc;
 }
 
 /* A fresh temporary directory (removed by the OS's tmp cleaning; tests write only small files). */
