@@ -3,6 +3,7 @@
 #   build/       the default build (CUDA backend too when nvcc is installed), warnings as errors
 #   build-cpu/   CPU backend only, warnings as errors
 #   build-asan/  CPU backend only, AddressSanitizer + UBSan (any report fails the test)
+# then fuzz the file readers for a bounded time (tools/fuzz.sh: clang + libFuzzer into build-fuzz/, 60 s a target).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/install-deps.sh
@@ -19,4 +20,5 @@ run build -DCMAKE_BUILD_TYPE=Release -DTT_CUDA=AUTO
 run build-cpu -DCMAKE_BUILD_TYPE=Release -DTT_CUDA=OFF
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   run build-asan -DCMAKE_BUILD_TYPE=Debug -DTT_CUDA=OFF -DTT_SANITIZE=ON
-echo "test.sh: all configurations passed"
+tools/fuzz.sh
+echo "test.sh: all configurations and the fuzzers passed"
