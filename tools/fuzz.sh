@@ -14,8 +14,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
-case $seconds in '' | *[!0-9]* | 0) echo "fuzz.sh: seconds must be a positive integer, got '$seconds'" >&2; exit 2 ;; esac
-command -v clang >/dev/null || { echo "fuzz.sh: clang not found (apt-get install clang libclang-rt-14-dev)" >&2; exit 1; }
+case $seconds in
+  '' | *[!0-9]* | 0) echo "fuzz.sh: seconds must be a positive integer, got '$seconds'" >&2; exit 2 ;;
+esac
+if ! command -v clang >/dev/null; then
+  echo "fuzz.sh: clang not found (apt-get install clang libclang-rt-14-dev, or run tools/install-deps.sh)" >&2
+  exit 1
+fi
 
 out=build-fuzz
 mkdir -p "$out"
@@ -51,7 +56,7 @@ for target in idx model; do
   fi
 done
 if [ "$failed" -ne 0 ]; then
-  echo "fuzz.sh: a fuzzer found a crash (see above); fix it, then add the input to tests/fuzz/corpus/ (see the top of this script)"
+  echo "fuzz.sh: a fuzzer found a crash (see above); fix it, then copy the input into tests/fuzz/corpus/<target>/"
   exit 1
 fi
 echo "fuzz.sh: no crashes"

@@ -52,7 +52,8 @@ static tt_status idx_payload(tt_input *in, size_t bytes, uint32_t n_items, const
     *out = NULL;
     uint64_t left;
     if (tt_input_left(in, &left) && left != bytes)
-        return tt_fail(err, TT_ERR_FORMAT, "%s: %s: the header says %u %s (%zu bytes of data), the file has %llu",
+        return tt_fail(err, TT_ERR_FORMAT,
+                       "%s: %s: the header says %u %s (%zu bytes of data), the file has %llu bytes after the header",
                        in->path, left < bytes ? "truncated" : "wrong count", n_items, items, bytes,
                        (unsigned long long)left);
     char what[32];
