@@ -74,6 +74,9 @@ void *tt_malloc(size_t bytes);
 void *tt_calloc(size_t n, size_t size);
 void tt_free(void *p);
 uint64_t tt_alloc_count(void); /* number of successful tt_malloc/tt_calloc calls so far (all threads) */
+/* Largest single tt_malloc/tt_calloc request so far, successful or not (all threads): tests use it to prove that a
+ * hostile header never makes a reader ask for the size it claims. */
+uint64_t tt_alloc_largest_request(void);
 
 /* Median of v[0..n) (sorts v in place); 0 for n == 0. */
 double tt_median(double *v, size_t n);

@@ -1,8 +1,9 @@
 /* tt_data.h — MNIST-format (IDX) data sets.
  *
- * The IDX reader accepts gzip-compressed and plain files (zlib reads both) and treats every file as hostile:
- * magic, dimensions and sizes are checked before anything is allocated, every read is checked, and trailing bytes
- * are an error. A data set keeps the raw unsigned-byte pixels (4x less memory and 4x fewer bytes to copy to a
+ * The IDX reader accepts gzip-compressed and plain files (read through tt_input.h) and treats every file as
+ * hostile: magic, dimensions and sizes are checked before anything is allocated, every read is checked, a gzip
+ * member cut short or corrupt is an error, and trailing bytes (after the data or after the last gzip member) are
+ * an error. A data set keeps the raw unsigned-byte pixels (4x less memory and 4x fewer bytes to copy to a
  * device than floats) plus int32 labels; towers scale pixels to [0,1] on their device (tt_dev_u8_to_f32).
  * Not for: shuffling or batching (the trainer does that with an index permutation). */
 #ifndef TT_DATA_H
@@ -33,6 +34,13 @@ tt_status tt_idx_read_images(const char *path, size_t *n, size_t *rows, size_t *
 
 /* Reads an IDX1 unsigned-byte label file; every label must be < n_classes. */
 tt_status tt_idx_read_labels(const char *path, size_t n_classes, size_t *n, uint8_t **labels, tt_error *err);
+
+/* The same two readers over a file's bytes in memory (data[0..len), gzip or plain; name is used in messages):
+ * how the fuzzers reach the reader. */
+tt_status tt_idx_read_images_mem(const void *data, size_t len, const char *name, size_t *n, size_t *rows,
+                                 size_t *cols, uint8_t **pixels, tt_error *err);
+tt_status tt_idx_read_labels_mem(const void *data, size_t len, const char *name, size_t n_classes, size_t *n,
+                                 uint8_t **labels, tt_error *err);
 
 /* Reads an image file and a label file into a data set (counts must match). */
 tt_status tt_dataset_load_idx(tt_dataset *ds, const char *images_path, const char *labels_path, size_t n_classes,

@@ -99,9 +99,19 @@ double tt_now(void)
 }
 
 static atomic_uint_fast64_t g_allocs;
+static atomic_uint_fast64_t g_largest_request;
+
+/* Raises the largest-request mark to `bytes` (a compare-exchange loop: concurrent callers keep the maximum). */
+static void note_request(size_t bytes)
+{
+    uint_fast64_t seen = atomic_load(&g_largest_request);
+    while ((uint64_t)bytes > seen && !atomic_compare_exchange_weak(&g_largest_request, &seen, (uint_fast64_t)bytes)) {
+    }
+}
 
 void *tt_malloc(size_t bytes)
 {
+    note_request(bytes);
     if (bytes == 0) bytes = 1;
     size_t rounded = (bytes + 63) & ~(size_t)63;
     if (rounded < bytes) return NULL;
@@ -122,6 +132,8 @@ void *tt_calloc(size_t n, size_t size)
 void tt_free(void *p) { free(p); }
 
 uint64_t tt_alloc_count(void) { return (uint64_t)atomic_load(&g_allocs); }
+
+uint64_t tt_alloc_largest_request(void) { return (uint64_t)atomic_load(&g_largest_request); }
 
 int tt_mul_size(size_t a, size_t b, size_t *out)
 {

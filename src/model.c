@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tt_input.h"
 #include "tt_model.h"
 
 static void model_reset(tt_model *m, size_t input_dim, size_t n_classes, const char *source)
@@ -189,28 +190,12 @@ tt_status tt_model_parse(tt_model *m, const char *text, const char *path, size_t
 
 tt_status tt_model_load(tt_model *m, const char *path, size_t input_dim, size_t n_classes, tt_error *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return tt_fail(err, TT_ERR_IO, "%s: cannot open model file: %s", path, strerror(errno));
-    enum { MAX_BYTES = 1 << 20 };
-    char *text = (char *)tt_malloc(MAX_BYTES + 1);
-    if (!text) {
-        fclose(f);
-        return tt_fail(err, TT_ERR_NOMEM, "%s: out of memory", path);
-    }
-    size_t n = fread(text, 1, MAX_BYTES + 1, f);
-    int bad = ferror(f);
-    fclose(f);
-    tt_status s;
-    if (bad)
-        s = tt_fail(err, TT_ERR_IO, "%s: read error", path);
-    else if (n > MAX_BYTES)
-        s = tt_fail(err, TT_ERR_MODEL, "%s: model file larger than 1 MiB", path);
-    else if (memchr(text, '\0', n))
-        s = tt_fail(err, TT_ERR_MODEL, "%s: model file contains a NUL byte (not a text file?)", path);
-    else {
-        text[n] = '\0';
-        s = tt_model_parse(m, text, path, input_dim, n_classes, err);
-    }
+    char *text = NULL;
+    size_t len = 0;
+    /* regular files only (a FIFO would block), at most 1 MiB, no NUL byte: tt_model_parse gets a C string */
+    tt_status s = tt_input_read_text(path, "model file", (size_t)1 << 20, &text, &len, err);
+    if (s) return s;
+    s = tt_model_parse(m, text, path, input_dim, n_classes, err);
     tt_free(text);
     return s;
 }

@@ -5,6 +5,7 @@ set -euo pipefail
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 PKGS="build-essential cmake pkg-config check libopenblas-dev zlib1g-dev libjson-c-dev dataset-fashion-mnist gnuplot-nox jq"
+PKGS="$PKGS clang libclang-rt-14-dev" # clang and its runtime libraries: libFuzzer for tools/fuzz.sh
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

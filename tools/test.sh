@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# test.sh — install what is needed, then build and run every test in three configurations:
+# test.sh — install what is needed, then build and run every test in these configurations:
 #   build/       the default build (CUDA backend too when nvcc is installed), warnings as errors
 #   build-cpu/   CPU backend only, warnings as errors
 #   build-asan/  CPU backend only, AddressSanitizer + UBSan (any report fails the test)
 #   build-tsan/  CPU backend only, ThreadSanitizer: the tower and placement suites (a data race fails the test)
+# then fuzz the file readers for a bounded time (tools/fuzz.sh: clang + libFuzzer into build-fuzz/, 60 s a target).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/install-deps.sh
@@ -28,4 +29,5 @@ cmake -S . -B build-tsan -DTT_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTT_C
   >build-tsan/configure.log 2>&1 || { cat build-tsan/configure.log; exit 1; }
 cmake --build build-tsan -j"$jobs" --target test_towers test_faults
 (cd build-tsan && TSAN_OPTIONS=halt_on_error=1 setarch "$(uname -m)" -R ctest --output-on-failure -R '^test_(towers|faults)$')
-echo "test.sh: all configurations passed"
+tools/fuzz.sh
+echo "test.sh: all configurations and the fuzzers passed"

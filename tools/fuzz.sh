@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# fuzz.sh [seconds] — build the libFuzzer targets of tests/fuzz/ with clang into build-fuzz/ and run each one for a
+# bounded time (default 60 s each) on a COPY of its seed corpus, so the repository is never written to.
+#   fuzz_idx    the IDX reader (images and labels, gzip and plain, from memory) and the input layer under it
+#   fuzz_model  the model-file parser (tt_model_parse)
+# Prints each target's total executions; exits non-zero if any target crashed (a sanitizer report, a failed
+# TT_ASSERT, a timeout of -timeout=10 s per input, or more than -rss_limit_mb=2048 MB), printing the path of the
+# crashing input. The seed corpus is replayed first, so it is also a regression test.
+#
+# Turning a crash into a regression input: fix the bug, then copy the crashing file into the target's corpus,
+#   cp build-fuzz/artifacts/idx/crash-<sha1> tests/fuzz/corpus/idx/<a-name-saying-what-it-tests>
+# It is then replayed by every fuzz run and, without clang, by the CTest tests fuzz_replay_idx / fuzz_replay_model
+# (tests/fuzz/replay.c). Reproduce one input with: build-fuzz/fuzz_idx FILE. See docs/fuzzing.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-60}
+case $seconds in
+  '' | *[!0-9]* | 0) echo "fuzz.sh: seconds must be a positive integer, got '$seconds'" >&2; exit 2 ;;
+esac
+if ! command -v clang >/dev/null; then
+  echo "fuzz.sh: clang not found (apt-get install clang libclang-rt-14-dev, or run tools/install-deps.sh)" >&2
+  exit 1
+fi
+
+out=build-fuzz
+mkdir -p "$out"
+cflags=(-g -O1 -std=c11 -D_POSIX_C_SOURCE=200809L -Iinclude -Itests/fuzz -fsanitize=fuzzer,address,undefined
+        -fno-sanitize-recover=all -fno-omit-frame-pointer -Wall -Wextra -Wshadow -Wstrict-prototypes
+        -Wmissing-prototypes -Wno-unused-parameter -Werror)
+idx_src=(tests/fuzz/fuzz_idx.c src/data/idx.c src/data/input.c src/common.c)
+model_src=(tests/fuzz/fuzz_model.c src/model.c src/layers/dense.c src/layers/relu.c src/dev.c src/data/input.c
+           src/common.c)
+echo "=== fuzz: building into $out/ with $(clang --version | head -1)"
+clang "${cflags[@]}" "${idx_src[@]}" -lz -lm -o "$out/fuzz_idx"
+clang "${cflags[@]}" "${model_src[@]}" -lz -lm -o "$out/fuzz_model"
+
+failed=0
+for target in idx model; do
+  corpus=$out/corpus/$target
+  artifacts=$out/artifacts/$target
+  log=$out/fuzz_$target.log
+  rm -rf "$corpus" "$artifacts"
+  mkdir -p "$corpus" "$artifacts"
+  cp tests/fuzz/corpus/$target/* "$corpus/"
+  echo "=== fuzz_$target: ${seconds} s on a copy of tests/fuzz/corpus/$target ($(ls "$corpus" | wc -l) seeds)"
+  rc=0
+  "$out/fuzz_$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+    -artifact_prefix="$artifacts/" "$corpus" >"$log" 2>&1 || rc=$?
+  runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+  echo "fuzz_$target: ${runs:-?} executions, corpus now $(ls "$corpus" | wc -l) inputs, exit $rc (log: $log)"
+  crashes=$(find "$artifacts" -type f | sort)
+  if [ "$rc" -ne 0 ] || [ -n "$crashes" ]; then
+    failed=1
+    tail -n 40 "$log"
+    for c in $crashes; do echo "fuzz_$target: CRASHING INPUT: $c (reproduce: $out/fuzz_$target $c)"; done
+  fi
+done
+if [ "$failed" -ne 0 ]; then
+  echo "fuzz.sh: a fuzzer found a crash (see above); fix it, then copy the input into tests/fuzz/corpus/<target>/"
+  exit 1
+fi
+echo "fuzz.sh: no crashes"
