@@ -46,9 +46,13 @@ void tt_mem_add(tt_mem_plan *p, const char *name, int device, double bytes, tt_m
 /* Total bytes the plan puts on a place. */
 double tt_mem_total(const tt_mem_plan *p, int device);
 
-/* Bytes of host memory this process can still take: min(MemAvailable, cgroup limit - usage); *source (may be NULL)
- * names where the figure came from. Returns -1 when nothing can be read (the check is then skipped). */
+/* Bytes of host memory this process can still take: min(MemAvailable, cgroup limit - usage, and the environment
+ * variable TT_MEM_LIMIT when set — "as if only this many bytes were free", for tests and experiments); *source (may
+ * be NULL) names where the figure came from. Returns -1 when nothing can be read (the check is then skipped). */
 double tt_mem_host_available(const char **source);
+
+/* "41.2 GB", "3.1 MB": bytes for a message. */
+void tt_mem_human(double bytes, char *out, size_t len);
 
 /* TT_OK, or TT_ERR_NOMEM with one line: "the run needs 41.2 GB of host memory but 22.9 GB is available
  * (MemAvailable); largest part: activations 39.1 GB (…)". */

@@ -66,11 +66,20 @@ double tt_mem_host_available(const char **source)
         avail = limit > used ? limit - used : 0;
         src = "the cgroup's memory.max";
     }
+    const char *cap = getenv("TT_MEM_LIMIT"); /* "as if only this many bytes were free": tests, experiments */
+    if (cap && *cap) {
+        char *end;
+        double v = strtod(cap, &end);
+        if (*end == '\0' && v >= 0 && (avail < 0 || v < avail)) {
+            avail = v;
+            src = "TT_MEM_LIMIT";
+        }
+    }
     if (source) *source = src;
     return avail;
 }
 
-static void human(double bytes, char *out, size_t len)
+void tt_mem_human(double bytes, char *out, size_t len)
 {
     if (bytes >= 1e12) snprintf(out, len, "%.1f TB", bytes / 1e12);
     else if (bytes >= 1e9) snprintf(out, len, "%.1f GB", bytes / 1e9);
@@ -100,9 +109,9 @@ static tt_status over_budget(const tt_mem_plan *p, int device, double need, doub
     for (int i = 0; i < p->n; i++)
         if (p->part[i].device == device && (!big || p->part[i].bytes > big->bytes)) big = &p->part[i];
     char n[32], a[32], b[32], why[200];
-    human(need, n, sizeof n);
-    human(avail, a, sizeof a);
-    human(big->bytes, b, sizeof b);
+    tt_mem_human(need, n, sizeof n);
+    tt_mem_human(avail, a, sizeof a);
+    tt_mem_human(big->bytes, b, sizeof b);
     cause(p, big, why, sizeof why);
     char place[32] = "host";
     if (device != TT_MEM_HOST) snprintf(place, sizeof place, "device %d", device);

@@ -17,12 +17,16 @@ tt_status tt_out_open(tt_out *o, const char *path, const char *what, size_t cap,
     o->cap = cap < 256 ? 256 : cap;
     o->buf = (char *)tt_malloc(o->cap);
     if (!o->buf) return tt_fail(err, TT_ERR_NOMEM, "%s: out of memory", o->what);
-    o->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (o->fd < 0) {
+    /* non-blocking, so a FIFO nobody reads fails now (ENXIO) instead of hanging; writes block again after */
+    o->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK, 0644);
+    int flags = o->fd >= 0 ? fcntl(o->fd, F_GETFL) : -1;
+    if (o->fd < 0 || flags < 0 || fcntl(o->fd, F_SETFL, flags & ~O_NONBLOCK) < 0) {
         int e = errno;
+        if (o->fd >= 0) close(o->fd);
         tt_free(o->buf);
         o->buf = NULL;
-        return tt_fail(err, TT_ERR_IO, "%s: cannot open for writing: %s", o->what, strerror(e));
+        return tt_fail(err, TT_ERR_IO, "%s: cannot open for writing: %s", o->what,
+                       e == ENXIO ? "a FIFO that no process is reading" : strerror(e));
     }
     return TT_OK;
 }

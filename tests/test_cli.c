@@ -523,6 +523,49 @@ START_TEST(test_memory_budget)
 }
 END_TEST
 
+/* Runs expect() and fails if it took a second or more: what must be refused must not be waited on. */
+static void expect_fast(const char *args, int code, const char *fragment)
+{
+    double t0 = tt_now();
+    expect(args, code, fragment);
+    ck_assert_msg(tt_now() - t0 < 1.0, "towertrain %s took %.2f s", args, tt_now() - t0);
+}
+
+/* A FIFO in place of a data file, a model file or the log is refused at once; nothing waits for a writer or a
+ * reader. A gzip that inflates past the memory available stops with one line. */
+START_TEST(test_hostile_files)
+{
+    char args[1024], p[256], fifo[256];
+    snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    snprintf(args, sizeof args, "train --data %s --val-samples 50 --model %s", dir, fifo);
+    expect_fast(args, 1, "not a regular file");
+    snprintf(args, sizeof args, "train --data %s --val-samples 50 --epochs 1 --log-json %s", dir, fifo);
+    expect_fast(args, 1, "no process is reading");
+    snprintf(p, sizeof p, "%s/t10k-labels-idx1-ubyte.gz", dir);
+    ck_assert_int_eq(unlink(p), 0);
+    ck_assert_int_eq(rename(fifo, p), 0);
+    snprintf(args, sizeof args, "train --data %s --val-samples 50", dir);
+    expect_fast(args, 1, "t10k-labels-idx1-ubyte.gz: not a regular file");
+    unlink(p);
+    make_data();
+    /* 20,000 all-zero 28x28 images: 15.7 MB that deflate to a few KB, with 8 MB allowed */
+    uint32_t dims[3] = {20000, 28, 28};
+    unsigned char *zeros = (unsigned char *)calloc(20000 * 784, 1);
+    ck_assert_ptr_nonnull(zeros);
+    write_idx("train-images-idx3-ubyte.gz", 3, dims, zeros, 20000 * 784);
+    free(zeros);
+    setenv("TT_MEM_LIMIT", "8000000", 1);
+    expect(args, 1, "do not fit in the 8.0 MB of host memory available (TT_MEM_LIMIT)");
+    unsetenv("TT_MEM_LIMIT");
+    make_data();
+    /* the run's own budget under the same kind of limit names its largest part */
+    setenv("TT_MEM_LIMIT", "100000", 1);
+    expect(args, 1, "largest part");
+    unsetenv("TT_MEM_LIMIT");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cli");
@@ -542,6 +585,7 @@ int main(void)
     tcase_add_test(tc, test_failed_writes);
     tcase_add_test(tc, test_crash_regressions);
     tcase_add_test(tc, test_memory_budget);
+    tcase_add_test(tc, test_hostile_files);
     suite_add_tcase(s, tc);
     return tt_test_run_suite(s);
 }

@@ -16,6 +16,7 @@
 #include <zlib.h>
 
 #include "tt_input.h"
+#include "tt_mem.h"
 
 struct tt_input_gz {
     z_stream zs;
@@ -260,6 +261,20 @@ tt_status tt_input_read(tt_input *in, void *buf, size_t n, const char *what, tt_
     return got < n ? truncated(in, what, n, got, err) : TT_OK;
 }
 
+/* Host memory for `bytes` more, checked before asking: a file that fits its header can still be larger than the
+ * machine (a 30 GB plain file, a deflate bomb growing its buffer), and that is one line, not an OOM kill. */
+static tt_status room_for(const tt_input *in, double bytes, const char *what, size_t n, tt_error *err)
+{
+    const char *src;
+    double avail = tt_mem_host_available(&src);
+    if (avail < 0 || bytes <= avail) return TT_OK;
+    char need[32], have[32];
+    tt_mem_human(bytes, need, sizeof need);
+    tt_mem_human(avail, have, sizeof have);
+    return tt_fail(err, TT_ERR_NOMEM, "%s: %zu bytes of %s: the next %s do not fit in the %s of host memory available "
+                   "(%s)", in->path, n, what, need, have, src);
+}
+
 tt_status tt_input_read_alloc(tt_input *in, size_t n, const char *what, uint8_t **out, tt_error *err)
 {
     *out = NULL;
@@ -267,6 +282,8 @@ tt_status tt_input_read_alloc(tt_input *in, size_t n, const char *what, uint8_t 
     if (tt_input_left(in, &left) && left < n) return truncated(in, what, n, (size_t)left, err);
     /* a gzip payload's size is only a claim until the data arrive: grow towards it, doubling */
     size_t cap = in->gz && n > TT_INPUT_FIRST_ALLOC ? TT_INPUT_FIRST_ALLOC : n;
+    tt_status room = room_for(in, (double)cap, what, n, err);
+    if (room) return room;
     uint8_t *buf = (uint8_t *)tt_malloc(cap);
     size_t have = 0;
     while (buf) {
@@ -283,6 +300,10 @@ tt_status tt_input_read_alloc(tt_input *in, size_t n, const char *what, uint8_t 
             return TT_OK;
         }
         size_t bigger = cap > n / 2 ? n : 2 * cap;
+        if ((s = room_for(in, (double)bigger, what, n, err))) { /* the old buffer is counted as in use already */
+            tt_free(buf);
+            return s;
+        }
         uint8_t *grown = (uint8_t *)tt_malloc(bigger);
         if (grown) memcpy(grown, buf, have);
         tt_free(buf);
