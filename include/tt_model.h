@@ -66,7 +66,7 @@ typedef struct tt_model {
     tt_tensor_info tensors[TT_MAX_TENSORS]; /* the layout table */
     size_t n_params;                        /* P */
     size_t max_width;                       /* widest activation, input included */
-    char source[128];                       /* "built-in mlp" or the model file's path */
+    char source[128];                       /* "built-in mlp" or the model file's path, control bytes escaped */
     char notes[1024];                       /* "using default ..." lines from the model file, '\n'-separated */
 } tt_model;
 

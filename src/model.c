@@ -14,7 +14,7 @@ static void model_reset(tt_model *m, size_t input_dim, size_t n_classes, const c
     memset(m, 0, sizeof *m);
     m->input_dim = input_dim;
     m->n_classes = n_classes;
-    snprintf(m->source, sizeof m->source, "%s", source);
+    tt_escape(source, m->source, sizeof m->source); /* for display only: a control byte in a path stays inert */
 }
 
 /* Appends a layer whose input is the previous layer's output. Counts per kind give Keras-like names. */
@@ -176,7 +176,7 @@ tt_status tt_model_parse(tt_model *m, const char *text, const char *path, size_t
                                where, size, input_dim);
         } else if (is_dense) {
             if (!has_units) return tt_fail(err, TT_ERR_MODEL, "%s: dense: units= is required", where);
-            if (!has_act) add_note(m, "%s:%zu: dense: %s%s\n", path, lineno, "activation not given, using default ",
+            if (!has_act) add_note(m, "%s:%zu: dense: %s%s\n", m->source, lineno, "activation not given, using default ",
                                    "'linear'");
             s = model_add(m, &tt_layer_dense, units, err, where);
             if (s == TT_OK && act_relu) s = model_add(m, &tt_layer_relu, 0, err, where);

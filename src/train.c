@@ -125,7 +125,9 @@ static void print_banner(const run_state *rs)
     fprintf(out, "BLAS: %s\n", tt_blas_describe());
     fprintf(out, "float: %s\n", tt_fpu_flush_denormals() ? "subnormals flushed to zero (FTZ+DAZ) on tower and host threads"
                                                          : "subnormals kept (this CPU has no flush-to-zero mode here)");
-    fprintf(out, "data: %s | %zu train, %zu validation, %zu test | %zux%zu, %zu classes\n", c->data, rs->train->n,
+    char data[256];
+    tt_escape(c->data, data, sizeof data);
+    fprintf(out, "data: %s | %zu train, %zu validation, %zu test | %zux%zu, %zu classes\n", data, rs->train->n,
             rs->val->n, rs->test->n, rs->train->rows, rs->train->cols, rs->train->n_classes);
     if (rs->model->notes[0]) fputs(rs->model->notes, out);
     tt_model_summary(rs->model, out);
