@@ -27,9 +27,12 @@ mkdir -p "$out"
 cflags=(-g -O1 -std=c11 -D_POSIX_C_SOURCE=200809L -Iinclude -Itests/fuzz -fsanitize=fuzzer,address,undefined
         -fno-sanitize-recover=all -fno-omit-frame-pointer -Wall -Wextra -Wshadow -Wstrict-prototypes
         -Wmissing-prototypes -Wno-unused-parameter -Werror)
-idx_src=(tests/fuzz/fuzz_idx.c src/data/idx.c src/data/input.c src/common.c)
+# what the readers link against: common.c (errors, allocation; it names signals in exit codes), mem.c (input.c
+# checks available memory before growing a buffer)
+base_src=(src/common.c src/signal.c src/mem.c)
+idx_src=(tests/fuzz/fuzz_idx.c src/data/idx.c src/data/input.c "${base_src[@]}")
 model_src=(tests/fuzz/fuzz_model.c src/model.c src/layers/dense.c src/layers/relu.c src/dev.c src/data/input.c
-           src/common.c)
+           "${base_src[@]}")
 echo "=== fuzz: building into $out/ with $(clang --version | head -1)"
 clang "${cflags[@]}" "${idx_src[@]}" -lz -lm -o "$out/fuzz_idx"
 clang "${cflags[@]}" "${model_src[@]}" -lz -lm -o "$out/fuzz_model"
