@@ -135,8 +135,8 @@ static void run_full(size_t towers, uint64_t seed, tt_run_result *res)
         tt_test_dataset(&test, 100, 20, 5, 4);
         made = 1;
     }
-    char path[64];
-    snprintf(path, sizeof path, "/tmp/tt_model_%d.txt", (int)getpid());
+    char path[256];
+    snprintf(path, sizeof path, "%s/tt_model_%d.txt", tt_test_tmp_base(), (int)getpid());
     tt_test_write(path, MODEL, strlen(MODEL));
     tt_run_config c;
     tt_run_config_defaults(&c);
@@ -246,8 +246,8 @@ START_TEST(test_run_equals_hand_replay)
     tt_dataset train, none;
     tt_test_dataset(&train, REPLAY_N, 20, 5, 6);
     memset(&none, 0, sizeof none); /* no validation or test samples: they do not touch the weights anyway */
-    char path[64];
-    snprintf(path, sizeof path, "/tmp/tt_model_replay_%d.txt", (int)getpid());
+    char path[256];
+    snprintf(path, sizeof path, "%s/tt_model_replay_%d.txt", tt_test_tmp_base(), (int)getpid());
     tt_test_write_str(path, MODEL);
     tt_run_config c;
     tt_run_config_defaults(&c); /* Adam, Keras defaults */
