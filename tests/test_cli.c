@@ -610,12 +610,17 @@ START_TEST(test_failed_writes)
     expect(args, 1, "--trace /dev/full: write failed");
     snprintf(args, sizeof args, "bench --data %s --val-samples 50 --epochs 1 --towers 1 --reps 2 --csv /dev/full", dir);
     expect(args, 1, "--csv /dev/full: write failed");
-    /* stdout itself */
-    snprintf(cmd, sizeof cmd, "'%s' train --data %s --val-samples 50 --epochs 2 >/dev/full 2>'%s'", TT_BIN, dir,
-             err_path);
+    /* stdout itself: the banner's flush fails, so the run stops there, before any training (its log holds the
+     * "start" record only), not after training with the exit's own check */
+    char log[256];
+    snprintf(log, sizeof log, "%s/full.json", dir);
+    snprintf(cmd, sizeof cmd, "'%s' train --data %s --val-samples 50 --epochs 2 --log-json '%s' >/dev/full 2>'%s'",
+             TT_BIN, dir, log, err_path);
     int st = system(cmd);
     ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 1);
-    ck_assert_msg(strstr(slurp(err_path), "stdout: write failed"), "%s", slurp(err_path));
+    ck_assert_msg(strstr(slurp(log), "\"event\":\"start\"") && !strstr(slurp(log), "\"event\":\"epoch\""),
+                  "a run whose stdout fails trained on: %s", slurp(log));
+    ck_assert_msg(strstr(slurp(err_path), "stdout: write failed: No space left on device"), "%s", slurp(err_path));
     snprintf(cmd, sizeof cmd, "'%s' --help >/dev/full 2>'%s'", TT_BIN, err_path);
     st = system(cmd);
     ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 1);
