@@ -167,11 +167,11 @@ static void probe_worker(void *arg, int i, int n)
                 t->start[k][rep - 1] = t0;
                 t->end[k][rep - 1] = tt_now();
             }
+            /* a body may read its peers' buffers (the reductions read every tower's gradient): nobody goes on to
+             * the next prep, which rewrites them, or to the teardown, which frees them, before every body is done */
+            tt_barrier_wait(&r->bar, NULL, NULL);
         }
-    if (r->with_devices) {
-        tt_barrier_wait(&r->bar, NULL, NULL); /* nobody frees what a peer may still read */
-        thread_teardown(r, t);
-    }
+    if (r->with_devices) thread_teardown(r, t);
 }
 
 /* Runs the bodies on r->n threads, r->reps times in turn; seconds[k] = median wall time of body k, and

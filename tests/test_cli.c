@@ -1,7 +1,9 @@
 /* test_cli.c — the towertrain executable as a user meets it: help and version, every kind of bad flag (exit 2, one
  * line naming the flag), bad data and model files (exit 1, one line naming the file), and a small successful run
  * whose JSON log has the promised fields. */
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -9,6 +11,7 @@
 
 #include <json-c/json.h>
 
+#include "tt_cli.h"
 #include "tt_test.h"
 
 static char dir[64];
@@ -333,6 +336,70 @@ START_TEST(test_strict_numbers_and_repeats)
 }
 END_TEST
 
+/* The number parsers themselves, as any caller may use them (bench's lists, a future option with a wide range):
+ * the float checks must hold on a thread without flush-to-zero (this one: Check's test process never sets it; the
+ * executable sets it in main, where it would turn a subnormal into 0 on its own) and for ranges beyond float32. */
+START_TEST(test_number_parsers)
+{
+    tt_error err;
+    float f = -1.0f;
+    ck_assert_int_eq(tt_cli_float("--x", "0.25", 0, 1e300, 1, &f, &err), TT_OK);
+    ck_assert_float_eq(f, 0.25f);
+    ck_assert_int_eq(tt_cli_float("--x", "1e30", 0, 1e300, 1, &f, &err), TT_OK);
+    ck_assert_float_eq(f, 1e30f);
+    ck_assert_int_eq(tt_cli_float("--x", "0", 0, 1, 0, &f, &err), TT_OK); /* 0 itself where the range allows it */
+    ck_assert_float_eq(f, 0.0f);
+    ck_assert_int_eq(tt_cli_float("--x", "1.2e-38", 0, 1, 1, &f, &err), TT_OK); /* just above FLT_MIN */
+    const char *zero[] = {"1e-39", "1e-45", "1e-50"}; /* subnormal as a float32, or 0 */
+    for (int i = 0; i < 3; i++) {
+        f = -1.0f;
+        ck_assert_msg(tt_cli_float("--x", zero[i], 0, 1, 1, &f, &err) == TT_ERR_ARG, "%s accepted as %g", zero[i],
+                      (double)f);
+        ck_assert_msg(strstr(err.msg, "0 as a float32"), "%s: %s", zero[i], err.msg);
+        ck_assert_float_eq(f, -1.0f); /* untouched */
+    }
+    const char *huge[] = {"1e39", "3.5e38", "1e300"};
+    for (int i = 0; i < 3; i++) {
+        ck_assert_msg(tt_cli_float("--x", huge[i], 0, 1e308, 1, &f, &err) == TT_ERR_ARG, "%s accepted", huge[i]);
+        ck_assert_msg(strstr(err.msg, "overflows a float32"), "%s: %s", huge[i], err.msg);
+    }
+    const char *bad[] = {"", " 1", "1 ", "\t1", "1e", "nan", "inf", "-0.5", "1e400"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        ck_assert_msg(tt_cli_float("--x", bad[i], 0, 1e300, 1, &f, &err) == TT_ERR_ARG, "'%s' accepted", bad[i]);
+    size_t n = 0;
+    ck_assert_int_eq(tt_cli_size("--n", "42", 1, 100, &n, &err), TT_OK);
+    ck_assert_uint_eq(n, 42);
+    const char *not_int[] = {"", " 1", "1 ", "+1", "-1", "1.0", "0x10", "101", "0", "99999999999999999999999"};
+    for (size_t i = 0; i < sizeof not_int / sizeof not_int[0]; i++)
+        ck_assert_msg(tt_cli_size("--n", not_int[i], 1, 100, &n, &err) == TT_ERR_ARG, "'%s' accepted", not_int[i]);
+}
+END_TEST
+
+/* tt_escape: printable ASCII as is; control characters, DEL and bytes >= 0x80 (UTF-8 included: a name is shown
+ * byte by byte rather than trusted to be valid) as \xHH; never a cut escape; never past the buffer. */
+START_TEST(test_escape)
+{
+    char out[64];
+    tt_escape("plain name.gz", out, sizeof out);
+    ck_assert_str_eq(out, "plain name.gz");
+    tt_escape("a\x1b[31m\x7f\x80\xc3\xa9\x9b\n", out, sizeof out);
+    ck_assert_str_eq(out, "a\\x1b[31m\\x7f\\x80\\xc3\\xa9\\x9b\\x0a");
+    /* a small buffer: whole characters and whole escapes only, terminated, and the byte after it untouched */
+    const char *in = "ab\x01" "cd";
+    const char *want[] = {"",         "a",         "ab",          "ab",          "ab",         "ab",
+                          "ab\\x01", "ab\\x01c", "ab\\x01cd", "ab\\x01cd", "ab\\x01cd"};
+    for (size_t len = 1; len <= 11; len++) {
+        memset(out, '#', sizeof out);
+        tt_escape(in, out, len);
+        ck_assert_msg(strcmp(out, want[len - 1]) == 0, "len %zu: '%s', want '%s'", len, out, want[len - 1]);
+        ck_assert_msg(out[len] == '#', "len %zu: wrote past the buffer", len);
+    }
+    memset(out, '#', sizeof out);
+    tt_escape("x", out, 0); /* nothing at all */
+    ck_assert(out[0] == '#');
+}
+END_TEST
+
 /* Control characters from files and flags reach the terminal escaped, never raw. */
 START_TEST(test_errors_escape_control_characters)
 {
@@ -453,6 +520,86 @@ START_TEST(test_signals_stop_cleanly)
 }
 END_TEST
 
+/* Is process pid running towertrain, and does it hold a descriptor for the file `want`? (Compared by device and
+ * inode through /proc/PID/exe and /proc/PID/fd: between fork and exec, the child is a copy of this test process.) */
+static int towertrain_holds(pid_t pid, const struct stat *want)
+{
+    char link[64];
+    struct stat exe, bin;
+    snprintf(link, sizeof link, "/proc/%d/exe", (int)pid);
+    if (stat(link, &exe) != 0 || stat(TT_BIN, &bin) != 0 || exe.st_dev != bin.st_dev || exe.st_ino != bin.st_ino)
+        return 0;
+    for (int fd = 0; fd < 64; fd++) {
+        struct stat st;
+        snprintf(link, sizeof link, "/proc/%d/fd/%d", (int)pid, fd);
+        if (stat(link, &st) == 0 && st.st_dev == want->st_dev && st.st_ino == want->st_ino) return 1;
+    }
+    return 0;
+}
+
+/* A second signal exits at once, even where the run cannot reach the end of a step: here it is blocked writing its
+ * log into a FIFO that the test has filled and never reads. Once towertrain has opened the log (its descriptor shows
+ * in /proc), every way out of the run writes to the log first, so SIGINT — which only raises the flag — leaves it
+ * blocked (checked 0.2 s later), and SIGTERM must then end it with exit 143 at once (bound: 10 s, for a loaded
+ * machine). */
+START_TEST(test_second_signal_exits_at_once)
+{
+    char fifo[256], args[1024], cmd[2048];
+    snprintf(fifo, sizeof fifo, "%s/log.fifo", dir);
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    struct stat fifo_st;
+    ck_assert_int_eq(stat(fifo, &fifo_st), 0);
+    int rd = open(fifo, O_RDONLY | O_NONBLOCK | O_CLOEXEC); /* the reader that never reads */
+    ck_assert_int_ge(rd, 0);
+    int wr = open(fifo, O_WRONLY | O_NONBLOCK);
+    ck_assert_int_ge(wr, 0);
+    static char fill[4096];
+    memset(fill, 'x', sizeof fill);
+    size_t filled = 0;
+    for (size_t chunk = sizeof fill; chunk >= 1; chunk /= 2) /* to the last byte the pipe takes */
+        for (ssize_t w; (w = write(wr, fill, chunk)) > 0;) filled += (size_t)w;
+    ck_assert_msg(filled >= 4096, "the FIFO took only %zu bytes", filled);
+    close(wr);
+    snprintf(args, sizeof args, "train --data %s --val-samples 10 --epochs 1000 --batch 2 --towers 2 "
+             "--progress quiet --log-json %s", dir, fifo);
+    snprintf(cmd, sizeof cmd, "exec '%s' %s >'%s' 2>'%s' </dev/null", TT_BIN, args, out_path, err_path);
+    pid_t pid = fork();
+    ck_assert(pid >= 0);
+    if (pid == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    int st = 0, opened = 0, gone = 0, alive_after_sigint = 0, exited = 0;
+    const struct timespec tick = {0, 10000000}, pause = {0, 200000000};
+    for (int i = 0; i < 3000 && !opened && !gone; i++) { /* up to 30 s */
+        gone = waitpid(pid, &st, WNOHANG) == pid;
+        opened = !gone && towertrain_holds(pid, &fifo_st);
+        if (!opened) nanosleep(&tick, NULL);
+    }
+    if (opened) {
+        kill(pid, SIGINT);
+        nanosleep(&pause, NULL);
+        alive_after_sigint = waitpid(pid, &st, WNOHANG) == 0;
+        if (alive_after_sigint) {
+            kill(pid, SIGTERM);
+            for (int i = 0; i < 1000 && !(exited = waitpid(pid, &st, WNOHANG) == pid); i++) nanosleep(&tick, NULL);
+        }
+    }
+    if (!gone && !exited && !(opened && !alive_after_sigint)) { /* never leave it blocked behind */
+        kill(pid, SIGKILL);
+        waitpid(pid, &st, 0);
+    }
+    close(rd);
+    ck_assert_msg(!gone, "towertrain ended before it opened its log: %s", slurp(err_path));
+    ck_assert_msg(opened, "towertrain did not open its log within 30 s");
+    ck_assert_msg(alive_after_sigint, "one SIGINT ended a run blocked in a write (status 0x%x; it should only raise "
+                  "the flag)", st);
+    ck_assert_msg(exited, "a second signal did not end the run within 10 s");
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 143, "the second signal (SIGTERM): status 0x%x, want exit 143",
+                  st);
+}
+END_TEST
+
 /* A write that fails — /dev/full, a closed pipe — is one line and exit 1 when it happens. */
 START_TEST(test_failed_writes)
 {
@@ -463,12 +610,17 @@ START_TEST(test_failed_writes)
     expect(args, 1, "--trace /dev/full: write failed");
     snprintf(args, sizeof args, "bench --data %s --val-samples 50 --epochs 1 --towers 1 --reps 2 --csv /dev/full", dir);
     expect(args, 1, "--csv /dev/full: write failed");
-    /* stdout itself */
-    snprintf(cmd, sizeof cmd, "'%s' train --data %s --val-samples 50 --epochs 2 >/dev/full 2>'%s'", TT_BIN, dir,
-             err_path);
+    /* stdout itself: the banner's flush fails, so the run stops there, before any training (its log holds the
+     * "start" record only), not after training with the exit's own check */
+    char log[256];
+    snprintf(log, sizeof log, "%s/full.json", dir);
+    snprintf(cmd, sizeof cmd, "'%s' train --data %s --val-samples 50 --epochs 2 --log-json '%s' >/dev/full 2>'%s'",
+             TT_BIN, dir, log, err_path);
     int st = system(cmd);
     ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 1);
-    ck_assert_msg(strstr(slurp(err_path), "stdout: write failed"), "%s", slurp(err_path));
+    ck_assert_msg(strstr(slurp(log), "\"event\":\"start\"") && !strstr(slurp(log), "\"event\":\"epoch\""),
+                  "a run whose stdout fails trained on: %s", slurp(log));
+    ck_assert_msg(strstr(slurp(err_path), "stdout: write failed: No space left on device"), "%s", slurp(err_path));
     snprintf(cmd, sizeof cmd, "'%s' --help >/dev/full 2>'%s'", TT_BIN, err_path);
     st = system(cmd);
     ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 1);
@@ -579,9 +731,12 @@ int main(void)
     tcase_add_test(tc, test_trace_file);
     tcase_add_test(tc, test_measuring_commands);
     tcase_add_test(tc, test_strict_numbers_and_repeats);
+    tcase_add_test(tc, test_number_parsers);
+    tcase_add_test(tc, test_escape);
     tcase_add_test(tc, test_errors_escape_control_characters);
     tcase_add_test(tc, test_divergence_exit_3);
     tcase_add_test(tc, test_signals_stop_cleanly);
+    tcase_add_test(tc, test_second_signal_exits_at_once);
     tcase_add_test(tc, test_failed_writes);
     tcase_add_test(tc, test_crash_regressions);
     tcase_add_test(tc, test_memory_budget);

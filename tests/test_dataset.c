@@ -1,4 +1,4 @@
-/* test_dataset.c — the validation split and truncation on a synthetic data set, pixel by pixel.
+/* test_dataset.c — the validation split and truncation on a synthetic data set, pixel by pixel; the epoch shuffle.
  *
  * Sample s of the synthetic set has pixel j = (s * 16 + j) mod 256 and label (3 s) mod 4, so every sample's bytes
  * and label say which sample it was. tt_dataset_split_tail must move the last n_val samples (copies, in order) into
@@ -129,6 +129,33 @@ START_TEST(test_split_then_truncate)
 }
 END_TEST
 
+/* The epoch shuffle (tt_rng_shuffle, Fisher-Yates) gives every order of 3 items alike: 6000 shuffles, one per
+ * stream as the epochs draw them (tt_rng_seed(seed, epoch)), must hit each of the 6 orders 1000 +- 150 times
+ * (binomial sd 29: a 5-sd bound, on fixed seeds, so the test is deterministic). Sattolo's variant (j < i - 1) makes
+ * only the 2 cyclic orders; a shuffle that leaves the last item in place makes 2 others never. */
+START_TEST(test_shuffle_uniform)
+{
+    enum { SHUFFLES = 6000 };
+    int count[3][3][3] = {{{0}}};
+    for (uint64_t e = 1; e <= SHUFFLES; e++) {
+        uint32_t idx[3] = {0, 1, 2};
+        tt_rng r;
+        tt_rng_seed(&r, 1, e);
+        tt_rng_shuffle(&r, idx, 3);
+        ck_assert(idx[0] < 3 && idx[1] < 3 && idx[2] < 3);
+        ck_assert(idx[0] != idx[1] && idx[1] != idx[2] && idx[0] != idx[2]); /* a permutation */
+        count[idx[0]][idx[1]][idx[2]]++;
+    }
+    for (int a = 0; a < 3; a++)
+        for (int b = 0; b < 3; b++) {
+            if (b == a) continue;
+            const int c = 3 - a - b, n = count[a][b][c];
+            ck_assert_msg(n >= 850 && n <= 1150, "order %d%d%d: %d of %d shuffles, want 1000 +- 150", a, b, c, n,
+                          SHUFFLES);
+        }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("dataset");
@@ -138,6 +165,7 @@ int main(void)
     tcase_add_test(tc, test_split_tail_too_many);
     tcase_add_test(tc, test_truncate);
     tcase_add_test(tc, test_split_then_truncate);
+    tcase_add_test(tc, test_shuffle_uniform);
     suite_add_tcase(s, tc);
     return tt_test_run_suite(s);
 }

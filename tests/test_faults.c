@@ -1,12 +1,14 @@
 /* test_faults.c — how the trainer fails and stops: a non-finite loss or gradient halts a run without applying the
  * step, under every placement, naming exactly the towers that produced it; a stop request halts at the end of a
- * step; a NaN logit is never "correct"; every crew thread flushes subnormals; and the memory plan is exactly what
- * the towers allocate (a counting backend adds up every allocation). */
+ * step; a NaN logit is never "correct"; every crew thread flushes subnormals; the memory plan is exactly what
+ * the towers allocate (a counting backend adds up every allocation); no step, evaluation or probe writes past a
+ * buffer (a backend with guard bytes); and a probe whose setup fails on one device measures nothing. */
 #include <float.h>
 
 #include "tt_math.h"
 #include "tt_mem.h"
 #include "tt_pool.h"
+#include "tt_probe.h"
 #include "tt_test.h"
 #include "tt_trainer.h"
 
@@ -100,6 +102,68 @@ START_TEST(test_infinite_loss_with_finite_gradient)
         tt_free(init);
         tt_dataset_free(&ds);
     }
+}
+END_TEST
+
+/* The mirror image: a finite loss with a gradient that is not finite, so only the gradient check can halt the run
+ * and keep the non-finite part of the step from being applied. Two linear layers, W1 = 0 and b = 0, so the hidden
+ * layer and the logits are 0 and every row's loss is log 3; W2's rows are (-1e30, 1e30, 1e30), so with every label
+ * 0 the hidden layer's gradient dz W2^T is about 1.1e29 per element (dz = (p - onehot) / 12 = (-2/3, 1/3, 1/3) / 12);
+ * and the poisoned tower's samples have one input of 255 * 1e30 = 2.55e32 (finite, and times W1 = 0 still 0), so
+ * its W1 gradient x^T dh is about 3e61: +Inf in float32. The other towers' inputs are 0 and their gradients 0.
+ * What is applied: the host checks and applies the summed gradient block by block, in parallel slices (one per host
+ * thread), and skips the blocks that are not finite (docs/architecture.md, "The step"); finite blocks of other
+ * slices are applied. So the test asserts that the weights stay finite and that those whose gradient was Inf (W1's
+ * row for input 1) did not move — not that nothing moved. */
+START_TEST(test_nonfinite_gradient_with_finite_loss)
+{
+    for (int red = TT_REDUCE_CPU; red <= TT_REDUCE_ALLREDUCE; red++)
+        for (size_t bad = 0; bad < 3; bad++) {
+            tt_dataset ds;
+            tt_test_dataset(&ds, 12, 6, 3, 5);
+            memset(ds.x, 0, 12 * 6);
+            for (size_t s = 0; s < 12; s++) ds.y[s] = 0;
+            ds.x[(4 * bad + 2) * 6 + 1] = 255;
+            ds.scale = 1e30f;
+            tt_model m;
+            tt_error err;
+            ck_assert_int_eq(tt_model_parse(&m, "dense units=4\ndense units=3\n", "t", 6, 3, &err), TT_OK);
+            ck_assert_uint_eq(m.n_params, 6 * 4 + 4 + 4 * 3 + 3);
+            float *init = (float *)tt_calloc(m.n_params, sizeof(float));
+            float *w2 = init + m.layers[1].offset; /* (4, 3) row-major, then the bias (3) */
+            for (size_t k = 0; k < 4; k++) {
+                w2[k * 3 + 0] = -1e30f;
+                w2[k * 3 + 1] = w2[k * 3 + 2] = 1e30f;
+            }
+            tt_trainer_config tc = tt_test_config(3, 12, tt_optim_defaults(TT_OPT_ADAM), (tt_reduce)red);
+            tt_trainer tr;
+            ck_assert_msg(tt_trainer_init(&tr, &m, &tc, init, &err) == TT_OK, "%s", err.msg);
+            uint32_t idx[12];
+            for (uint32_t i = 0; i < 12; i++) idx[i] = i;
+            tt_step_result res;
+            ck_assert_msg(tt_trainer_step(&tr, &ds, idx, 12, &res, &err) == TT_ERR_NUMERIC,
+                          "--reduce %s, bad tower %zu: a non-finite gradient did not stop the step",
+                          tt_reduce_name((tt_reduce)red), bad);
+            ck_assert_int_eq(tt_trainer_halted(&tr), TT_HALT_NONFINITE);
+            /* the loss was finite: 12 rows of log 3 (float32 softmax of zeros: a few ulps) */
+            ck_assert_msg(tt_close(res.loss_sum, 12.0 * log(3.0), 0, 1e-6), "loss sum %.9g", res.loss_sum);
+            int loss_bad[3], grad_bad[3];
+            tt_trainer_nonfinite_towers(&tr, loss_bad, grad_bad);
+            for (size_t t = 0; t < 3; t++) {
+                ck_assert_int_eq(loss_bad[t], 0);
+                ck_assert_msg(grad_bad[t] == (t == bad), "--reduce %s, bad tower %zu: grad_bad[%zu] = %d",
+                              tt_reduce_name((tt_reduce)red), bad, t, grad_bad[t]);
+            }
+            ck_assert_msg(tt_all_finite(tr.h_params, m.n_params), "--reduce %s: the master weights are not finite",
+                          tt_reduce_name((tt_reduce)red));
+            for (size_t k = 0; k < 4; k++) /* W1 (6, 4) row-major: input 1's row */
+                ck_assert_msg(tr.h_params[m.layers[0].offset + 1 * 4 + k] == 0.0f,
+                              "--reduce %s: W1[1][%zu] = %g moved with an infinite gradient",
+                              tt_reduce_name((tt_reduce)red), k, (double)tr.h_params[m.layers[0].offset + 4 + k]);
+            tt_trainer_free(&tr);
+            tt_free(init);
+            tt_dataset_free(&ds);
+        }
 }
 END_TEST
 
@@ -298,6 +362,182 @@ START_TEST(test_over_budget_is_refused)
     memset(&small, 0, sizeof small);
     tt_mem_add(&small, "activations", 0, 1e6, TT_MEM_BY_WIDTH);
     ck_assert_int_eq(tt_mem_check(&small, &tt_dev_cpu_ops, &err), TT_OK);
+    /* the CPU backend has no mem_info: its "device" memory is host RAM and counts against the host alone */
+    tt_mem_plan dev_only;
+    memset(&dev_only, 0, sizeof dev_only);
+    tt_mem_add(&dev_only, "activations", 0, 3e15, TT_MEM_BY_WIDTH);
+    tt_mem_add(&dev_only, "master weights", TT_MEM_HOST, 1e6, TT_MEM_BY_PARAMS);
+    ck_assert_int_eq(tt_mem_check(&dev_only, &tt_dev_cpu_ops, &err), TT_ERR_NOMEM);
+    ck_assert_msg(strstr(err.msg, "of host memory") && strstr(err.msg, "largest part: activations"), "%s", err.msg);
+}
+END_TEST
+
+/* ---- guard bytes: nothing writes past a buffer ----------------------------------------------------------------
+ * The CPU backend with GUARD_BYTES of 0xA5 right after every device and pinned host buffer, checked when the buffer
+ * is freed (as ggml's test-backend-ops guards every output). A buffer sized too small for what a step, an
+ * evaluation or the probe writes into it damages its guard; in a Release build that overflow would otherwise pass
+ * unnoticed or crash somewhere else. Device buffers start as NaN, as on the CPU backend. */
+enum { GUARD_HEAD = 64, GUARD_BYTES = 64 };
+static atomic_int g_guards_damaged;
+
+static void *guarded_alloc(size_t bytes, int poison)
+{
+    size_t total = (GUARD_HEAD + bytes + GUARD_BYTES + 63) & ~(size_t)63;
+    unsigned char *base = (unsigned char *)aligned_alloc(64, total);
+    if (!base) return NULL;
+    memcpy(base, &bytes, sizeof bytes);
+    unsigned char *p = base + GUARD_HEAD;
+    if (poison)
+        for (size_t i = 0; i + sizeof(float) <= bytes; i += sizeof(float)) ((float *)p)[i / sizeof(float)] = NAN;
+    memset(p + bytes, 0xA5, GUARD_BYTES);
+    return p;
+}
+
+static void guarded_free(void *ptr)
+{
+    if (!ptr) return;
+    unsigned char *p = (unsigned char *)ptr, *base = p - GUARD_HEAD;
+    size_t bytes;
+    memcpy(&bytes, base, sizeof bytes);
+    for (size_t i = 0; i < GUARD_BYTES; i++)
+        if (p[bytes + i] != 0xA5) {
+            atomic_fetch_add(&g_guards_damaged, 1);
+            break;
+        }
+    free(base);
+}
+
+static void *guard_dev_alloc(void *ctx, size_t bytes)
+{
+    (void)ctx;
+    return guarded_alloc(bytes, 1);
+}
+
+static void *guard_host_alloc(void *ctx, size_t bytes)
+{
+    (void)ctx;
+    return guarded_alloc(bytes, 0);
+}
+
+static void guard_free(void *ctx, void *p)
+{
+    (void)ctx;
+    guarded_free(p);
+}
+
+static tt_dev_ops guard_ops(void)
+{
+    tt_dev_ops ops = tt_dev_cpu_ops;
+    ops.alloc = guard_dev_alloc;
+    ops.dfree = guard_free;
+    ops.host_alloc = guard_host_alloc;
+    ops.host_free = guard_free;
+    return ops;
+}
+
+/* Steps (a full batch of 37 and a partial one of 23: uneven shards), then an evaluation in chunks, for 1..4 towers
+ * and every placement; every guard must be intact when the trainer frees its buffers. */
+START_TEST(test_buffers_hold_what_is_written)
+{
+    tt_dev_ops ops = guard_ops();
+    tt_dataset ds;
+    tt_test_dataset(&ds, 60, 6, 3, 7);
+    uint32_t idx[60];
+    for (uint32_t i = 0; i < 60; i++) idx[i] = i;
+    for (int red = TT_REDUCE_CPU; red <= TT_REDUCE_ALLREDUCE; red++)
+        for (size_t towers = 1; towers <= 4; towers++) {
+            tt_model m;
+            tt_error err;
+            ck_assert_int_eq(tt_model_parse(&m, MODEL, "t", 6, 3, &err), TT_OK);
+            float *init = (float *)tt_malloc(m.n_params * sizeof(float));
+            tt_model_init_params(&m, init, 3);
+            tt_trainer_config tc = tt_test_config(towers, 37, tt_optim_defaults(TT_OPT_ADAM), (tt_reduce)red);
+            tc.ops = &ops;
+            atomic_store(&g_guards_damaged, 0);
+            tt_trainer tr;
+            ck_assert_msg(tt_trainer_init(&tr, &m, &tc, init, &err) == TT_OK, "%s", err.msg);
+            tt_step_result res[2];
+            size_t done = 0;
+            ck_assert_int_eq(tt_trainer_start_steps(&tr, &ds, idx, 60, res, 2, NULL, &err), TT_OK);
+            ck_assert_int_eq(tt_trainer_wait(&tr, -1, &done), 1);
+            ck_assert_uint_eq(done, 2);
+            ck_assert_int_eq(tt_trainer_halted(&tr), TT_HALT_NONE);
+            tt_eval_result ev;
+            ck_assert_int_eq(tt_trainer_evaluate(&tr, &ds, &ev, &err), TT_OK);
+            tt_trainer_free(&tr);
+            ck_assert_msg(atomic_load(&g_guards_damaged) == 0, "--reduce %s, %zu towers: %d buffers written past",
+                          tt_reduce_name((tt_reduce)red), towers, atomic_load(&g_guards_damaged));
+            tt_free(init);
+        }
+    tt_dataset_free(&ds);
+}
+END_TEST
+
+/* The probe with 2 towers and shards of 32 rows on a 21-parameter model: its pinned staging takes the gradient
+ * (21 floats) and the step's statistics (2 per row, 64 floats), so it must be sized by the larger. */
+static void probe_config(tt_probe_config *pc, const tt_model *m, const tt_dev_ops *ops, int n_devices)
+{
+    memset(pc, 0, sizeof *pc);
+    pc->model = m;
+    pc->ops = ops;
+    pc->n_devices = n_devices;
+    pc->towers = 2;
+    pc->batch = 64;
+    pc->optim = tt_optim_defaults(TT_OPT_ADAM);
+    pc->host_threads = 2;
+    pc->reps = 1;
+}
+
+START_TEST(test_probe_buffers_hold_what_is_written)
+{
+    tt_dev_ops ops = guard_ops();
+    tt_model m;
+    tt_error err;
+    ck_assert_int_eq(tt_model_parse(&m, "dense units=3\n", "t", 6, 3, &err), TT_OK);
+    ck_assert_uint_lt(m.n_params, 64);
+    tt_probe_config pc;
+    probe_config(&pc, &m, &ops, 1);
+    tt_probe p;
+    atomic_store(&g_guards_damaged, 0);
+    ck_assert_msg(tt_probe_run(&pc, &p, &err) == TT_OK, "%s", err.msg);
+    ck_assert_uint_eq(p.rows, 32);
+    ck_assert_msg(atomic_load(&g_guards_damaged) == 0, "the probe wrote past %d buffers",
+                  atomic_load(&g_guards_damaged));
+}
+END_TEST
+
+/* The probe's threads read each other's buffers (peer copies, the reductions), so when one thread's setup fails no
+ * thread may run a measurement: the probe returns the error. Device 1 of this backend has no memory at all. */
+static tt_status ordinal_init(void **ctx, int ordinal, tt_error *err)
+{
+    (void)err;
+    int *o = (int *)malloc(sizeof *o);
+    ck_assert_ptr_nonnull(o);
+    *o = ordinal;
+    *ctx = o;
+    return TT_OK;
+}
+
+static void ordinal_destroy(void *ctx) { free(ctx); }
+
+static void *device1_full_alloc(void *ctx, size_t bytes) { return *(int *)ctx == 1 ? NULL : guarded_alloc(bytes, 1); }
+
+START_TEST(test_probe_setup_failure_measures_nothing)
+{
+    tt_dev_ops ops = guard_ops();
+    ops.init = ordinal_init;
+    ops.destroy = ordinal_destroy;
+    ops.alloc = device1_full_alloc;
+    tt_model m;
+    tt_error err;
+    ck_assert_int_eq(tt_model_parse(&m, "dense units=3\n", "t", 6, 3, &err), TT_OK);
+    tt_probe_config pc;
+    probe_config(&pc, &m, &ops, 2);
+    tt_probe p;
+    atomic_store(&g_guards_damaged, 0);
+    ck_assert_int_eq(tt_probe_run(&pc, &p, &err), TT_ERR_NOMEM);
+    ck_assert_msg(strstr(err.msg, "device 1") != NULL, "%s", err.msg);
+    ck_assert_int_eq(atomic_load(&g_guards_damaged), 0);
 }
 END_TEST
 
@@ -308,12 +548,16 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_nonfinite_names_the_tower);
     tcase_add_test(tc, test_infinite_loss_with_finite_gradient);
+    tcase_add_test(tc, test_nonfinite_gradient_with_finite_loss);
     tcase_add_test(tc, test_stop_request_halts_after_the_step);
     tcase_add_test(tc, test_nonfinite_logits_are_wrong);
     tcase_add_test(tc, test_sum_slots_reports_nonfinite);
     tcase_add_test(tc, test_crew_flushes_subnormals);
     tcase_add_test(tc, test_plan_matches_allocations);
     tcase_add_test(tc, test_over_budget_is_refused);
+    tcase_add_test(tc, test_buffers_hold_what_is_written);
+    tcase_add_test(tc, test_probe_buffers_hold_what_is_written);
+    tcase_add_test(tc, test_probe_setup_failure_measures_nothing);
     suite_add_tcase(s, tc);
     return tt_test_run_suite(s);
 }

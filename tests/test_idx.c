@@ -400,6 +400,18 @@ START_TEST(test_gzip_growing_buffer)
 }
 END_TEST
 
+/* Every image side is 1..TT_IDX_MAX_SIDE: a side of 0 would make images of no pixels, and a data set of nothing. */
+START_TEST(test_zero_side)
+{
+    unsigned char buf[64];
+    const uint32_t dims[2][3] = {{3, 0, 2}, {3, 2, 0}};
+    for (int i = 0; i < 2; i++) {
+        tt_test_write(file("images-side0"), buf, make_idx(buf, 3, dims[i], NULL, 0));
+        expect_images_fail("images-side0", TT_ERR_FORMAT, "image side 0 is out of range 1..");
+    }
+}
+END_TEST
+
 START_TEST(test_more_labels_than_images)
 {
     unsigned char buf[256], four[4] = {1, 2, 3, 4};
@@ -459,6 +471,7 @@ int main(void)
     tcase_add_test(tc, test_plain_header_counts);
     tcase_add_test(tc, test_gzip_huge_claim);
     tcase_add_test(tc, test_gzip_growing_buffer);
+    tcase_add_test(tc, test_zero_side);
     tcase_add_test(tc, test_more_labels_than_images);
     tcase_add_test(tc, test_memory_readers);
     suite_add_tcase(s, tc);

@@ -135,8 +135,8 @@ static void run_full(size_t towers, uint64_t seed, tt_run_result *res)
         tt_test_dataset(&test, 100, 20, 5, 4);
         made = 1;
     }
-    char path[64];
-    snprintf(path, sizeof path, "/tmp/tt_model_%d.txt", (int)getpid());
+    char path[256];
+    snprintf(path, sizeof path, "%s/tt_model_%d.txt", tt_test_tmp_base(), (int)getpid());
     tt_test_write(path, MODEL, strlen(MODEL));
     tt_run_config c;
     tt_run_config_defaults(&c);
@@ -203,12 +203,18 @@ END_TEST
  * identity before epoch 1, then each epoch's shuffle applied to the previous epoch's order) and trains its batches
  * in order, the last one partial. The replay below does exactly that through tt_trainer_step; the weights must be
  * equal to the bit (same steps, same additions). A loop that shuffled only in epoch 1, or restarted from the
- * identity each epoch, trains other batches and gives other weights. */
+ * identity each epoch, trains other batches and gives other weights. The replay also adds up each epoch's step
+ * results and evaluates the validation set after each epoch, as train.c does: the run's epoch statistics (loss,
+ * accuracy, top-5, samples, steps, and the validation figures) must equal those sums exactly — same numbers, same
+ * order of additions. */
 enum { REPLAY_N = 203, REPLAY_BATCH = 32, REPLAY_EPOCHS = 3, REPLAY_TOWERS = 2 }; /* 203 = 6 x 32 + 11 */
 
 typedef enum { SHUFFLE_EVERY_EPOCH, SHUFFLE_FIRST_EPOCH_ONLY } replay_mode;
 
-static float *replay_run(const tt_run_config *c, const tt_dataset *train, replay_mode mode, size_t *P)
+/* eps (may be NULL): REPLAY_EPOCHS records, filled as train.c's epoch_stats fills them (loss, accuracy, top5,
+ * samples, steps) and with the validation set's evaluation after the epoch. */
+static float *replay_run(const tt_run_config *c, const tt_dataset *train, const tt_dataset *val, replay_mode mode,
+                         tt_epoch_stats *eps, size_t *P)
 {
     tt_model m;
     tt_error err;
@@ -227,10 +233,27 @@ static float *replay_run(const tt_run_config *c, const tt_dataset *train, replay
             tt_rng_seed(&rng, c->seed, e);
             tt_rng_shuffle(&rng, idx, train->n);
         }
+        double loss_sum = 0;
+        size_t top1 = 0, top5 = 0, seen = 0, steps = 0;
         for (size_t first = 0; first < train->n; first += c->batch) {
             size_t n = train->n - first < c->batch ? train->n - first : c->batch;
             tt_step_result res;
             ck_assert_int_eq(tt_trainer_step(&tr, train, idx + first, n, &res, &err), TT_OK);
+            loss_sum += res.loss_sum;
+            top1 += res.top1;
+            top5 += res.top5;
+            seen += res.n;
+            steps++;
+        }
+        if (eps) {
+            tt_epoch_stats *es = &eps[e - 1];
+            memset(es, 0, sizeof *es);
+            es->steps = steps;
+            es->samples = seen;
+            es->loss = loss_sum / (double)seen;
+            es->accuracy = (double)top1 / (double)seen;
+            es->top5 = (double)top5 / (double)seen;
+            ck_assert_int_eq(tt_trainer_evaluate(&tr, val, &es->val, &err), TT_OK);
         }
     }
     *P = m.n_params;
@@ -243,11 +266,12 @@ static float *replay_run(const tt_run_config *c, const tt_dataset *train, replay
 
 START_TEST(test_run_equals_hand_replay)
 {
-    tt_dataset train, none;
+    tt_dataset train, val, none;
     tt_test_dataset(&train, REPLAY_N, 20, 5, 6);
-    memset(&none, 0, sizeof none); /* no validation or test samples: they do not touch the weights anyway */
-    char path[64];
-    snprintf(path, sizeof path, "/tmp/tt_model_replay_%d.txt", (int)getpid());
+    tt_test_dataset(&val, 41, 20, 5, 8);
+    memset(&none, 0, sizeof none); /* no test samples: they do not touch the weights or the epochs */
+    char path[256];
+    snprintf(path, sizeof path, "%s/tt_model_replay_%d.txt", tt_test_tmp_base(), (int)getpid());
     tt_test_write_str(path, MODEL);
     tt_run_config c;
     tt_run_config_defaults(&c); /* Adam, Keras defaults */
@@ -259,69 +283,102 @@ START_TEST(test_run_equals_hand_replay)
     c.progress = TT_PROGRESS_QUIET;
     tt_run_result *res = (tt_run_result *)tt_calloc(1, sizeof *res);
     tt_error err;
-    ck_assert_msg(tt_run_on(&c, &train, &none, &none, NULL, res, &err) == TT_OK, "%s", err.msg);
+    ck_assert_msg(tt_run_on(&c, &train, &val, &none, NULL, res, &err) == TT_OK, "%s", err.msg);
     unlink(path);
     ck_assert_uint_eq(res->n_epochs, REPLAY_EPOCHS);
     ck_assert_uint_eq(res->epochs[0].steps, 7);
 
     size_t P;
-    float *want = replay_run(&c, &train, SHUFFLE_EVERY_EPOCH, &P);
+    tt_epoch_stats want_es[REPLAY_EPOCHS];
+    float *want = replay_run(&c, &train, &val, SHUFFLE_EVERY_EPOCH, want_es, &P);
     ck_assert_uint_eq(res->n_params, P);
     double worst = 0;
     for (size_t i = 0; i < P; i++) worst = fmax(worst, fabs((double)res->final_params[i] - want[i]));
     ck_assert_msg(memcmp(res->final_params, want, P * sizeof(float)) == 0,
                   "tt_run_on differs from the hand replay (max |dw| %g): not one fresh shuffle per epoch?", worst);
+    for (size_t e = 0; e < REPLAY_EPOCHS; e++) {
+        const tt_epoch_stats *got = &res->epochs[e], *w = &want_es[e];
+        ck_assert_uint_eq(got->epoch, e + 1);
+        ck_assert_uint_eq(got->steps, w->steps);
+        ck_assert_uint_eq(got->samples, w->samples);
+        ck_assert_msg(got->loss == w->loss && got->accuracy == w->accuracy && got->top5 == w->top5,
+                      "epoch %zu: loss %.9g accuracy %.9g top5 %.9g, the replay's steps give %.9g %.9g %.9g", e + 1,
+                      got->loss, got->accuracy, got->top5, w->loss, w->accuracy, w->top5);
+        ck_assert_uint_eq(got->val.n, val.n);
+        ck_assert_msg(got->val.loss == w->val.loss && got->val.accuracy == w->val.accuracy &&
+                          got->val.top5 == w->val.top5,
+                      "epoch %zu: val loss %.9g accuracy %.9g top5 %.9g, the replay gives %.9g %.9g %.9g", e + 1,
+                      got->val.loss, got->val.accuracy, got->val.top5, w->val.loss, w->val.accuracy, w->val.top5);
+    }
+    /* the check can tell: the statistics are not all the same number */
+    ck_assert(want_es[0].accuracy != want_es[0].top5 && want_es[0].val.accuracy != want_es[0].val.top5);
     /* the test can tell: shuffling only once gives other weights */
-    float *once = replay_run(&c, &train, SHUFFLE_FIRST_EPOCH_ONLY, &P);
+    float *once = replay_run(&c, &train, &val, SHUFFLE_FIRST_EPOCH_ONLY, NULL, &P);
     ck_assert(memcmp(once, want, P * sizeof(float)) != 0);
     tt_free(once);
     tt_free(want);
     tt_free(res->final_params);
     tt_free(res);
     tt_dataset_free(&train);
+    tt_dataset_free(&val);
 }
 END_TEST
 
 /* ---- the host's sum of the slots -------------------------------------------------------------------------------
- * tt_sum_slots must add slot 0 + slot 1, then slot 2, then slot 3 (tower order), nothing else: every placement
+ * tt_sum_slots must add slot 0 + slot 1, then slot 2, then slot 3, ... (tower order), nothing else: every placement
  * relies on that order to agree to the bit. The values are chosen so that float addition in any other order or
  * grouping gives another result (float32: 1e8 + 1 = 1e8, since ulp(1e8) = 8; 2^24 + 1 = 2^24):
  *   A = {1e8, 1, -1e8, 1}:      tower order 1e8, 1e8, 0, 1 for 1..4 slots; reversed ((1 - 1e8) + 1) + 1e8 = 0,
  *                               pairwise (1e8 + 1) + (-1e8 + 1) = 0
  *   B = {1, 1e8, -1e8, -1}:     1, 1e8, 0, -1; for 3 slots s0 + (s1 + s2) = 1, reversed 3 slots 1
  *   C = {2^24, 1, 1, -2^24}:    2^24, 2^24, 2^24, 0; s0 + (s1 + s2) = 2^24 + 2, pairwise 1, reversed 2
- * Element k uses pattern k % 3 scaled by 2^(k % 7) (exact: the roundings scale with it), so a wrong offset reads
- * another element's values. Offsets and lengths are not multiples of 16 (the host slices' alignment), and the
- * floats after out[len) are guards that must stay untouched. Bound: exact (0 ulp). */
+ * From 5 slots on, the middle slots 2..N-2 have a loop of their own (the first pair and the last slot, which also
+ * checks the sum, have theirs), so the order inside it needs patterns of 5 and 6:
+ *   D = {1e8, 1, 1, -1e8, 1, 1}: 1e8, 1e8, 1e8, 0, 1, 2; the middle reversed gives 2 for 5 slots
+ *   E = {1e8, 1, 1, 1, -1e8, 1}: 1e8, 1e8, 1e8, 1e8, 0, 1; the middle reversed gives 3 for 6 slots
+ * Element k uses pattern k % (number of patterns) scaled by 2^(k % 7) (exact: the roundings scale with it), so a
+ * wrong offset reads another element's values. Offsets and lengths are not multiples of 16 (the host slices'
+ * alignment), and the floats after out[len) are guards that must stay untouched. Bound: exact (0 ulp). */
+enum { SUM_TOTAL = 64, SUM_MAX_SLOTS = 6 };
+
+/* pat and want: n_pat rows of max_slots floats; want[p][n - 1] is the tower-order sum of the first n of pat[p]. */
+static void check_sum_order(size_t max_slots, size_t n_pat, const float *pat, const float *want_tab)
+{
+    static const size_t RANGES[][2] = {{0, 1}, {3, 37}, {17, 33}, {5, 59}, {0, SUM_TOTAL}}; /* offset, len */
+    float *slots[SUM_MAX_SLOTS];
+    ck_assert(max_slots <= SUM_MAX_SLOTS);
+    for (size_t w = 0; w < max_slots; w++) {
+        slots[w] = (float *)tt_malloc(SUM_TOTAL * sizeof(float));
+        for (size_t k = 0; k < SUM_TOTAL; k++) slots[w][k] = ldexpf(pat[(k % n_pat) * max_slots + w], (int)(k % 7));
+    }
+    for (size_t n_slots = 1; n_slots <= max_slots; n_slots++)
+        for (size_t r = 0; r < sizeof RANGES / sizeof RANGES[0]; r++) {
+            const size_t off = RANGES[r][0], len = RANGES[r][1];
+            float out[SUM_TOTAL + 4];
+            for (size_t k = 0; k < SUM_TOTAL + 4; k++) out[k] = -7.0f; /* guards */
+            tt_sum_slots(out, slots, n_slots, off, len);
+            for (size_t k = 0; k < len; k++) {
+                const size_t e = off + k;
+                const float want = ldexpf(want_tab[(e % n_pat) * max_slots + n_slots - 1], (int)(e % 7));
+                ck_assert_msg(out[k] == want, "%zu slots, offset %zu: out[%zu] = %.9g, want %.9g", n_slots, off, k,
+                              out[k], want);
+            }
+            for (size_t k = len; k < SUM_TOTAL + 4; k++)
+                ck_assert_msg(out[k] == -7.0f, "%zu slots: wrote out[%zu], past len %zu", n_slots, k, len);
+        }
+    for (size_t w = 0; w < max_slots; w++) tt_free(slots[w]);
+}
+
 START_TEST(test_sum_slots_tower_order)
 {
-    enum { TOTAL = 64 };
     static const float PAT[3][4] = {{1e8f, 1.0f, -1e8f, 1.0f}, {1.0f, 1e8f, -1e8f, -1.0f},
                                     {16777216.0f, 1.0f, 1.0f, -16777216.0f}};
     static const float WANT[3][4] = {{1e8f, 1e8f, 0.0f, 1.0f}, {1.0f, 1e8f, 0.0f, -1.0f},
                                      {16777216.0f, 16777216.0f, 16777216.0f, 0.0f}};
-    static const size_t RANGES[][2] = {{0, 1}, {3, 37}, {17, 33}, {5, 59}, {0, TOTAL}}; /* offset, len */
-    float *slots[4];
-    for (int w = 0; w < 4; w++) {
-        slots[w] = (float *)tt_malloc(TOTAL * sizeof(float));
-        for (size_t k = 0; k < TOTAL; k++) slots[w][k] = ldexpf(PAT[k % 3][w], (int)(k % 7));
-    }
-    for (size_t n_slots = 1; n_slots <= 4; n_slots++)
-        for (size_t r = 0; r < sizeof RANGES / sizeof RANGES[0]; r++) {
-            const size_t off = RANGES[r][0], len = RANGES[r][1];
-            float out[TOTAL + 4];
-            for (size_t k = 0; k < TOTAL + 4; k++) out[k] = -7.0f; /* guards */
-            tt_sum_slots(out, slots, n_slots, off, len);
-            for (size_t k = 0; k < len; k++) {
-                const size_t e = off + k;
-                const float want = ldexpf(WANT[e % 3][n_slots - 1], (int)(e % 7));
-                ck_assert_msg(out[k] == want, "%zu slots, offset %zu: out[%zu] = %.9g, want %.9g", n_slots, off, k,
-                              out[k], want);
-            }
-            for (size_t k = len; k < TOTAL + 4; k++)
-                ck_assert_msg(out[k] == -7.0f, "%zu slots: wrote out[%zu], past len %zu", n_slots, k, len);
-        }
-    for (int w = 0; w < 4; w++) tt_free(slots[w]);
+    check_sum_order(4, 3, &PAT[0][0], &WANT[0][0]);
+    static const float PAT6[2][6] = {{1e8f, 1.0f, 1.0f, -1e8f, 1.0f, 1.0f}, {1e8f, 1.0f, 1.0f, 1.0f, -1e8f, 1.0f}};
+    static const float WANT6[2][6] = {{1e8f, 1e8f, 1e8f, 0.0f, 1.0f, 2.0f}, {1e8f, 1e8f, 1e8f, 1e8f, 0.0f, 1.0f}};
+    check_sum_order(6, 2, &PAT6[0][0], &WANT6[0][0]);
 }
 END_TEST
 

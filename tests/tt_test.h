@@ -66,11 +66,18 @@ static inline tt_trainer_config tt_test_config(size_t towers, size_t batch, tt_o
     return tc;
 }
 
+/* Where temporary files go: $TMPDIR if set (tools/mutants points it into its scratch directory), else /tmp. */
+static inline const char *tt_test_tmp_base(void)
+{
+    const char *t = getenv("TMPDIR");
+    return t && *t ? t : "/tmp";
+}
+
 /* A fresh temporary directory (removed by the OS's tmp cleaning; tests write only small files). */
 static inline void tt_test_tmpdir(char *out, size_t len)
 {
     /* mkdtemp wants a template ending in six 'X' characters, which it replaces */
-    int n = snprintf(out, len, "/tmp/tt_test_");
+    int n = snprintf(out, len, "%s/tt_test_", tt_test_tmp_base());
     ck_assert(n > 0 && (size_t)n + 7 <= len);
     memset(out + n, 'X', 6);
     out[n + 6] = '\0';
