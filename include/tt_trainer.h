@@ -50,7 +50,10 @@ typedef struct tt_trainer_config {
 /* Why a run of steps ended before its last step. */
 typedef enum {
     TT_HALT_NONE,
-    TT_HALT_NONFINITE, /* the step's loss or summed gradient held a NaN or an Inf; its update was not applied */
+    TT_HALT_NONFINITE, /* the step's loss or summed gradient held a NaN or an Inf: a non-finite loss applies no update,
+                        * a non-finite gradient block is not applied (the finite blocks of that step are: the check
+                        * is fused into the block-by-block sum + update, with no barrier between) — the master
+                        * weights stay finite either way */
     TT_HALT_STOP       /* cfg.stop was raised: the step in flight finished and was applied */
 } tt_halt;
 
@@ -157,7 +160,7 @@ void tt_trainer_nonfinite_towers(tt_trainer *tr, int *loss_bad, int *grad_bad);
 tt_status tt_trainer_plan(const tt_model *m, const tt_trainer_config *cfg, tt_mem_plan *plan, tt_error *err);
 
 /* One synchronous step on samples idx[0..n) of ds (1 <= n <= cfg.batch). TT_ERR_NUMERIC if its loss or gradient
- * was not finite (then the update was not applied). */
+ * was not finite (then no non-finite value reached the weights; see TT_HALT_NONFINITE). */
 tt_status tt_trainer_step(tt_trainer *tr, const tt_dataset *ds, const uint32_t *idx, size_t n, tt_step_result *res,
                           tt_error *err);
 

@@ -25,16 +25,18 @@ tt_status tt_cli_size(const char *opt, const char *v, size_t lo, size_t hi, size
     return TT_OK;
 }
 
-/* A number the model will use as a float32: it must be finite, in range, and survive the conversion — a value
+/* A number the model will use as a float32: plain decimal (1e-3, 0.5, .5), finite, in range, and surviving the
+ * conversion — a value
  * that becomes 0, a subnormal (which the flush-to-zero mode reads as 0) or Inf as a float32 is refused rather than
  * silently trained with. */
 tt_status tt_cli_float(const char *opt, const char *v, double lo, double hi, int lo_open, float *out, tt_error *err)
 {
     char *end;
     errno = 0;
-    int blank = !v || !*v || isspace((unsigned char)v[0]);
-    double x = blank ? NAN : strtod(v, &end);
-    if (blank || errno == ERANGE || *end || !isfinite(x) || x < lo || (lo_open && x == lo) || x > hi)
+    /* like integers: starts with a digit or '.', no sign, no blank, no hex, no "inf"/"nan" words */
+    int bad_form = !v || !(isdigit((unsigned char)v[0]) || v[0] == '.') || strpbrk(v, "xXpP") != NULL;
+    double x = bad_form ? NAN : strtod(v, &end);
+    if (bad_form || errno == ERANGE || *end || !isfinite(x) || x < lo || (lo_open && x == lo) || x > hi)
         return tt_fail(err, TT_ERR_ARG, "%s: '%.64s' is not a number in %s%g, %g]", opt, v ? v : "",
                        lo_open ? "(" : "[", lo, hi);
     float f = (float)x;

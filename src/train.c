@@ -335,11 +335,13 @@ static tt_status run_nonfinite(run_state *rs, size_t epoch, size_t step, tt_erro
         for (size_t t = 0; t < N; t++)
             if (bad[t] || bad[N + t]) len += (size_t)sprintf(list + len, "%s%zu", len ? "," : "", t);
     }
+    /* a non-finite loss skips the whole update; a gradient that is non-finite only in places skips those blocks */
     tt_status s = tt_fail(err, TT_ERR_NUMERIC,
                           "epoch %zu, step %zu/%zu: the %s is not finite (towers with a non-finite gradient or loss: "
-                          "%.200s); training stopped without applying it (try a smaller --lr)",
+                          "%.200s); training stopped at this step, %s (try a smaller --lr)",
                           epoch, step, rs->steps, isfinite(loss) ? "summed gradient" : "loss",
-                          len ? list : "none, the sum overflowed");
+                          len ? list : "none, the sum overflowed",
+                          isfinite(loss) ? "its non-finite gradient blocks not applied" : "its update not applied");
     if (bad && fields) {
         strcpy(list + len, "],");
         log_end(rs, "error", fields, err);

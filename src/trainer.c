@@ -677,7 +677,7 @@ tt_status tt_trainer_step(tt_trainer *tr, const tt_dataset *ds, const uint32_t *
     if (s) return s;
     tt_trainer_wait(tr, -1, NULL);
     if (tr->halt == TT_HALT_NONFINITE)
-        return tt_fail(err, TT_ERR_NUMERIC, "the step's loss or gradient is not finite (the update was not applied)");
+        return tt_fail(err, TT_ERR_NUMERIC, "the step's loss or gradient is not finite (no non-finite value was applied)");
     return TT_OK;
 }
 

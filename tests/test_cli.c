@@ -320,6 +320,9 @@ START_TEST(test_strict_numbers_and_repeats)
     expect("train --epochs 0x10", 2, "--epochs");
     expect("train --lr ' 0.1'", 2, "--lr");
     expect("train --lr '0.1 '", 2, "--lr");
+    expect("train --lr +0.5", 2, "--lr"); /* floats: no sign and no hex, as integers */
+    expect("train --lr 0x1p-3", 2, "--lr");
+    expect("train --lr infinity", 2, "--lr");
     expect("train --lr 1e-46", 2, "0 as a float32");
     expect("train --lr 1e-39", 2, "0 as a float32"); /* a float32 subnormal: flush-to-zero reads it as 0 */
     expect("train --optimizer sgd --momentum 1e-50", 2, "--momentum");

@@ -4,7 +4,7 @@
 set -euo pipefail
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-PKGS="build-essential cmake pkg-config check libopenblas-dev zlib1g-dev libjson-c-dev dataset-fashion-mnist gnuplot-nox jq"
+PKGS="build-essential cmake pkg-config python3 check libopenblas-dev zlib1g-dev libjson-c-dev dataset-fashion-mnist gnuplot-nox jq"
 PKGS="$PKGS clang libclang-rt-14-dev" # clang and its runtime libraries: libFuzzer for tools/fuzz.sh
 missing=""
 for p in $PKGS; do
