@@ -29,6 +29,7 @@ typedef struct probe_thread {
     float *gemm[TT_MAX_LAYERS][5]; /* X, W, Y, dW, dX of every dense layer */
     double start[PROBE_MAX_BODIES][PROBE_MAX_REPS], end[PROBE_MAX_BODIES][PROBE_MAX_REPS];
     uint64_t calls; /* body_data's shuffles differ from call to call */
+    volatile float sink; /* keeps summed blocks alive (one per thread: a shared one would be a data race) */
     tt_status status;
     tt_error err;
 } probe_thread;
@@ -62,7 +63,6 @@ struct probe_run {
     tt_barrier *sleeper;   /* wake-up latency: a 2-thread barrier that never spins */
     double wake_release, wake[PROBE_MAX_REPS + 1];
     int n_wake;
-    volatile float sink;   /* keeps summed blocks alive */
 };
 
 /* h_pinned takes the gradient (P floats) and the step's statistics (2 per row): the larger of the two. */
@@ -356,7 +356,7 @@ static void body_host_sum(probe_run *r, probe_thread *t)
         tt_sum_slots(block, r->slots, r->c->towers, b, len);
         acc += block[len - 1];
     }
-    r->sink = acc;
+    t->sink = acc;
 }
 
 static void body_host_memcpy(probe_run *r, probe_thread *t)
@@ -386,7 +386,7 @@ static void prep_host(probe_run *r, probe_thread *t)
     }
     if (t->id == 0) /* tower 0's push of the reduced gradient (device placement) */
         for (size_t k = 0; k < r->P; k++) ((float *)r->h_grad)[k] = 1e-3f * (float)(k % 7);
-    r->sink = acc;
+    t->sink = acc;
 }
 
 /* Before compute: the pull and the data phase, as in a step. */
