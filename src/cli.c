@@ -119,7 +119,7 @@ tt_status tt_cli_parse_train(int argc, char **argv, int first, tt_run_config *c,
         if (extra) {
             /* the subcommand's own options first: 1 = consumed a value, 2 = a flag, 0 = not its option */
             tt_status st = TT_OK;
-            const char *v = value ? value : (i + 1 < argc ? argv[i + 1] : NULL);
+            const char *v = value ? value : (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0 ? argv[i + 1] : NULL);
             int used = extra(name, v, ctx, err, &st);
             if (st) return st;
             if (used == 1) {
@@ -131,6 +131,9 @@ tt_status tt_cli_parse_train(int argc, char **argv, int first, tt_run_config *c,
         int valued = takes_value(name);
         if (valued && !value) {
             if (i + 1 >= argc) return tt_fail(err, TT_ERR_ARG, "%s: missing value", name);
+            if (strncmp(argv[i + 1], "--", 2) == 0) /* "--log-json --nesterov": a value was forgotten */
+                return tt_fail(err, TT_ERR_ARG, "%s: missing value (the next argument, '%.64s', is an option)", name,
+                               argv[i + 1]);
             value = argv[++i];
         }
         tt_status s = TT_OK;

@@ -5,9 +5,46 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "tt_input.h"
 #include "tt_out.h"
+
+/* Outputs open now, by device and inode: two outputs on one file would interleave into garbage. */
+enum { MAX_OUTPUTS = 16 };
+static struct {
+    dev_t dev;
+    ino_t ino;
+    const tt_out *by;
+} g_outputs[MAX_OUTPUTS];
+
+/* Refuses a path that is an input of this run or another open output, before it is truncated. */
+static tt_status check_not_in_use(const char *path, const char *what, tt_error *err)
+{
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return TT_OK; /* new, or a device / FIFO / pipe */
+    if (tt_input_was_opened(&st))
+        return tt_fail(err, TT_ERR_ARG, "%s: is a file this run reads (refusing to overwrite an input)", what);
+    for (int i = 0; i < MAX_OUTPUTS; i++)
+        if (g_outputs[i].by && g_outputs[i].dev == st.st_dev && g_outputs[i].ino == st.st_ino)
+            return tt_fail(err, TT_ERR_ARG, "%s: is already open as %s", what, g_outputs[i].by->what);
+    return TT_OK;
+}
+
+static void register_output(const tt_out *o, int on)
+{
+    struct stat st;
+    for (int i = 0; i < MAX_OUTPUTS; i++) {
+        if (!on && g_outputs[i].by == o) g_outputs[i].by = NULL;
+        if (on && !g_outputs[i].by && fstat(o->fd, &st) == 0 && S_ISREG(st.st_mode)) {
+            g_outputs[i].by = o;
+            g_outputs[i].dev = st.st_dev;
+            g_outputs[i].ino = st.st_ino;
+            return;
+        }
+    }
+}
 
 tt_status tt_out_open(tt_out *o, const char *path, const char *what, size_t cap, tt_error *err)
 {
@@ -15,6 +52,8 @@ tt_status tt_out_open(tt_out *o, const char *path, const char *what, size_t cap,
     o->fd = -1;
     snprintf(o->what, sizeof o->what, "%s", what);
     o->cap = cap < 256 ? 256 : cap;
+    tt_status s = check_not_in_use(path, o->what, err);
+    if (s) return s;
     o->buf = (char *)tt_malloc(o->cap);
     if (!o->buf) return tt_fail(err, TT_ERR_NOMEM, "%s: out of memory", o->what);
     /* non-blocking, so a FIFO nobody reads fails now (ENXIO) instead of hanging; writes block again after */
@@ -28,6 +67,7 @@ tt_status tt_out_open(tt_out *o, const char *path, const char *what, size_t cap,
         return tt_fail(err, TT_ERR_IO, "%s: cannot open for writing: %s", o->what,
                        e == ENXIO ? "a FIFO that no process is reading" : strerror(e));
     }
+    register_output(o, 1);
     return TT_OK;
 }
 
@@ -103,6 +143,7 @@ tt_status tt_out_close(tt_out *o, tt_error *err)
 {
     if (!o->buf) return TT_OK;
     tt_status s = tt_out_commit(o, err);
+    register_output(o, 0);
     if (close(o->fd) != 0 && s == TT_OK) s = tt_fail(err, TT_ERR_IO, "%s: write failed: %s", o->what, strerror(errno));
     o->fd = -1;
     tt_free(o->buf);

@@ -9,7 +9,7 @@
 #include "tt_probe.h"
 #include "tt_rng.h"
 
-#define PROBE_MAX_THREADS 64
+#define PROBE_MAX_THREADS 256 /* as --host-threads; the default crew is every CPU */
 #define PROBE_MAX_REPS 64
 #define PROBE_MAX_BODIES 16
 #define PROBE_DATA_ROWS 50000 /* synthetic inputs the data phase gathers from */

@@ -482,6 +482,7 @@ tt_status tt_run_on(const tt_run_config *c, const tt_dataset *train, const tt_da
     res->allocs_after_first_step = tt_alloc_count() + tt_trainer_device_allocs(&rs->tr) - allocs_mark;
     if (!s && tt_signal_caught()) s = run_stopped(rs, "before the test set", c->epochs, rs->steps, err);
     if (!s) s = run_finish(rs, res, err);
+    if (!s && tt_signal_caught()) s = run_stopped(rs, "during the test set", c->epochs, rs->steps, err);
     s = run_close(rs, s, err);
     tt_free(rs);
     return s;

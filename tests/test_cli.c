@@ -331,6 +331,11 @@ START_TEST(test_strict_numbers_and_repeats)
     expect("train --optimizer sgd --momentum 0.9 --nesterov --nesterov", 2, "--nesterov: given twice");
     expect("bench --towers 1 --towers 2", 2, "--towers: given twice");
     expect("probe --reps 2 --reps 3", 2, "--reps: given twice");
+    expect("train --log-json --nesterov", 2, "--log-json: missing value"); /* an option is not a value */
+    expect("probe --data x", 2, "probe: --data does not apply");           /* nor silently ignored */
+    expect("compare --reduce cpu", 2, "compare: --reduce does not apply");
+    expect("bench --trace t.json", 2, "bench: --trace does not apply");
+    expect("bench --reps 65", 2, "--reps");
     char args[512];
     snprintf(args, sizeof args, "train --data %s --val-samples 50 --train-samples 251", dir);
     expect(args, 2, "--train-samples 251");
@@ -704,6 +709,15 @@ START_TEST(test_hostile_files)
     expect_fast(args, 1, "t10k-labels-idx1-ubyte.gz: not a regular file");
     unlink(p);
     make_data();
+    /* an output that is an input of the run, or another output, is refused before it is truncated */
+    snprintf(p, sizeof p, "%s/train-labels-idx1-ubyte.gz", dir);
+    snprintf(args, sizeof args, "train --data %s --val-samples 50 --epochs 1 --log-json %s", dir, p);
+    expect(args, 2, "refusing to overwrite an input");
+    snprintf(args, sizeof args, "train --data %s --val-samples 50 --epochs 1", dir);
+    expect(args, 0, ""); /* the data are intact */
+    snprintf(args, sizeof args, "train --data %s --val-samples 50 --epochs 1 --log-json %s/same --trace %s/same", dir,
+             dir, dir);
+    expect(args, 2, "is already open as --log-json");
     /* 20,000 all-zero 28x28 images: 15.7 MB that deflate to a few KB, with 8 MB allowed */
     uint32_t dims[3] = {20000, 28, 28};
     unsigned char *zeros = (unsigned char *)calloc(20000 * 784, 1);
