@@ -20,7 +20,9 @@ static void usage(FILE *f)
                "  probe     measure copy, sum and sgemm speeds and predict each placement's step time\n"
                "  compare   train the same steps under each reduction placement: times and max |dw|\n"
                "  --help    this text\n"
-               "  --version version, backends and BLAS\n");
+               "  --version version, backends and BLAS\n\n"
+               "exit codes: 0 done | 1 a file, memory or write problem | 2 a bad flag or value | 3 training diverged\n"
+               "(NaN/Inf) | 130, 143 stopped by SIGINT, SIGTERM (a second signal exits at once)\n");
 }
 
 /* Runs a subcommand and returns its exit code. */
