@@ -162,6 +162,19 @@ START_TEST(test_bad_files)
     expect(args, 1, "model.txt:1:");
     tt_test_write_str(p, "dense units=8\n");
     expect(args, 1, "10 classes");
+    /* the line limit: 511 characters are read, 512 are refused with the line number */
+    char line[600];
+    memset(line, ' ', sizeof line);
+    memcpy(line, "dense units=10", 14);
+    line[511] = '\n';
+    line[512] = '\0';
+    tt_test_write_str(p, line);
+    expect(args, 0, "");
+    line[511] = ' ';
+    line[512] = '\n';
+    line[513] = '\0';
+    tt_test_write_str(p, line);
+    expect(args, 1, "model.txt:1: line too long (at most 511 characters)");
     snprintf(args, sizeof args, "train --data %s --val-samples 50 --model /nonexistent/model.txt", dir);
     expect(args, 1, "/nonexistent/model.txt");
     snprintf(args, sizeof args, "train --data %s --val-samples 300", dir);
@@ -467,9 +480,8 @@ START_TEST(test_divergence_exit_3)
 }
 END_TEST
 
-/* Starts towertrain in the background, waits until its log holds `lines` lines, sends sig and returns the exit
- * code. */
-static int run_and_signal(const char *args, const char *log, size_t lines, int sig)
+/* Starts `towertrain ARGS` in the background (stdout and stderr to out_path / err_path) and returns its pid. */
+static pid_t spawn(const char *args)
 {
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "exec '%s' %s >'%s' 2>'%s' </dev/null", TT_BIN, args, out_path, err_path);
@@ -479,6 +491,14 @@ static int run_and_signal(const char *args, const char *log, size_t lines, int s
         execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
         _exit(127);
     }
+    return pid;
+}
+
+/* Starts towertrain in the background, waits until its log holds `lines` lines, sends sig and returns the exit
+ * code. */
+static int run_and_signal(const char *args, const char *log, size_t lines, int sig)
+{
+    pid_t pid = spawn(args);
     int st;
     for (int i = 0; i < 3000; i++) { /* up to 30 s */
         if (waitpid(pid, &st, WNOHANG) == pid) ck_abort_msg("towertrain ended before the signal: %s", slurp(err_path));
@@ -552,7 +572,7 @@ static int towertrain_holds(pid_t pid, const struct stat *want)
  * machine). */
 START_TEST(test_second_signal_exits_at_once)
 {
-    char fifo[256], args[1024], cmd[2048];
+    char fifo[256], args[1024];
     snprintf(fifo, sizeof fifo, "%s/log.fifo", dir);
     ck_assert_int_eq(mkfifo(fifo, 0600), 0);
     struct stat fifo_st;
@@ -570,13 +590,7 @@ START_TEST(test_second_signal_exits_at_once)
     close(wr);
     snprintf(args, sizeof args, "train --data %s --val-samples 10 --epochs 1000 --batch 2 --towers 2 "
              "--progress quiet --log-json %s", dir, fifo);
-    snprintf(cmd, sizeof cmd, "exec '%s' %s >'%s' 2>'%s' </dev/null", TT_BIN, args, out_path, err_path);
-    pid_t pid = fork();
-    ck_assert(pid >= 0);
-    if (pid == 0) {
-        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-        _exit(127);
-    }
+    pid_t pid = spawn(args);
     int st = 0, opened = 0, gone = 0, alive_after_sigint = 0, exited = 0;
     const struct timespec tick = {0, 10000000}, pause = {0, 200000000};
     for (int i = 0; i < 3000 && !opened && !gone; i++) { /* up to 30 s */

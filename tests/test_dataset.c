@@ -14,16 +14,7 @@ static int32_t label(size_t s) { return (int32_t)((3 * s) % CLASSES); }
 
 static void make(tt_dataset *ds, size_t n)
 {
-    memset(ds, 0, sizeof *ds);
-    ds->n = n;
-    ds->rows = ROWS;
-    ds->cols = COLS;
-    ds->dim = DIM;
-    ds->n_classes = CLASSES;
-    ds->scale = 1.0f / 255.0f;
-    ds->x = (uint8_t *)tt_malloc(n * DIM);
-    ds->y = (int32_t *)tt_malloc(n * sizeof(int32_t));
-    ck_assert(ds->x && ds->y);
+    tt_test_dataset_zero(ds, n, ROWS, COLS, CLASSES);
     for (size_t s = 0; s < n; s++) {
         for (size_t j = 0; j < DIM; j++) ds->x[s * DIM + j] = pixel(s, j);
         ds->y[s] = label(s);

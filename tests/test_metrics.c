@@ -32,16 +32,7 @@ static const struct {
  * `ties` get LABEL, the rest LOW or less. Which classes get what rotates with the label. */
 static void make_dataset(tt_dataset *ds)
 {
-    memset(ds, 0, sizeof *ds);
-    ds->n = N;
-    ds->dim = D;
-    ds->rows = 1;
-    ds->cols = D;
-    ds->n_classes = C;
-    ds->scale = 1.0f / 255.0f;
-    ds->x = (uint8_t *)tt_calloc(N * D, 1);
-    ds->y = (int32_t *)tt_calloc(N, sizeof(int32_t));
-    ck_assert(ds->x && ds->y);
+    tt_test_dataset_zero(ds, N, 1, D, C);
     for (size_t s = 0; s < N; s++) {
         const int L = SAMPLES[s].label, r = SAMPLES[s].rank, t = SAMPLES[s].ties;
         ck_assert(r + t <= C - 1);

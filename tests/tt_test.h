@@ -19,19 +19,25 @@ static inline int tt_close(double a, double r, double atol, double rtol)
     return fabs(a - r) <= atol + rtol * fabs(r);
 }
 
-/* n samples of dim byte features (model inputs in [0,1]); the label is the argmax of a fixed random linear map, so it is learnable. */
-static inline void tt_test_dataset(tt_dataset *ds, size_t n, size_t dim, size_t classes, uint64_t seed)
+/* An all-zero data set of n samples of rows x cols byte pixels (scale 1/255) and labels 0, for a test to fill. */
+static inline void tt_test_dataset_zero(tt_dataset *ds, size_t n, size_t rows, size_t cols, size_t classes)
 {
     memset(ds, 0, sizeof *ds);
     ds->n = n;
-    ds->dim = dim;
-    ds->rows = 1;
-    ds->cols = dim;
+    ds->rows = rows;
+    ds->cols = cols;
+    ds->dim = rows * cols;
     ds->n_classes = classes;
     ds->scale = 1.0f / 255.0f;
-    ds->x = (uint8_t *)tt_calloc(n * dim, 1);
+    ds->x = (uint8_t *)tt_calloc(n * ds->dim, 1);
     ds->y = (int32_t *)tt_calloc(n, sizeof(int32_t));
     ck_assert(ds->x && ds->y);
+}
+
+/* n samples of dim byte features (model inputs in [0,1]); the label is the argmax of a fixed random linear map, so it is learnable. */
+static inline void tt_test_dataset(tt_dataset *ds, size_t n, size_t dim, size_t classes, uint64_t seed)
+{
+    tt_test_dataset_zero(ds, n, 1, dim, classes);
     tt_rng r;
     tt_rng_seed(&r, seed, 7);
     float *teacher = (float *)tt_calloc(dim * classes, sizeof(float));
