@@ -29,7 +29,7 @@ typedef enum {
 
 /* One line naming the thing and what is wrong with it. */
 typedef struct tt_error {
-    char msg[512];
+    char msg[1024]; /* room for two long paths and the reason */
 } tt_error;
 
 /* Formats the message into err (if not NULL) and returns s, so callers can write `return tt_fail(...)`. */

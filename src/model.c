@@ -102,6 +102,7 @@ tt_status tt_model_parse(tt_model *m, const char *text, const char *path, size_t
 {
     model_reset(m, input_dim, n_classes, path);
     size_t lineno = 0;
+    int seen_input = 0;
     const char *p = text;
     while (*p) {
         lineno++;
@@ -170,6 +171,8 @@ tt_status tt_model_parse(tt_model *m, const char *text, const char *path, size_t
         if (is_input) {
             if (m->n_layers)
                 return tt_fail(err, TT_ERR_MODEL, "%s: input must come before every layer", where);
+            if (seen_input) return tt_fail(err, TT_ERR_MODEL, "%s: input given twice", where);
+            seen_input = 1;
             if (!has_size) return tt_fail(err, TT_ERR_MODEL, "%s: input: size= is required", where);
             if (size != input_dim)
                 return tt_fail(err, TT_ERR_MODEL, "%s: input size=%zu but the data has %zu features per sample",

@@ -7,6 +7,7 @@
 
 #include "tt_mem.h"
 #include "tt_probe.h"
+#include "tt_signal.h"
 #include "tt_rng.h"
 
 #define PROBE_MAX_THREADS 256 /* as --host-threads; the default crew is every CPU */
@@ -41,7 +42,8 @@ struct probe_run {
     size_t P, rows, slice; /* parameters, shard rows, allreduce slice */
     int n;                 /* threads */
     int with_devices;      /* threads own a tt_dev and device buffers */
-    int failed;            /* a thread's setup failed: no body runs (set after every setup, at a barrier) */
+    int failed;            /* no body runs any more: a thread's setup failed, or a stop request came (at a barrier) */
+    int stopped;           /* ... because of a stop request */
     int gemm_only;         /* allocate only the GEMM operands */
     size_t reps;
     /* the measurements of one run, taken in turn in every rep (so a noisy minute hits them all alike); prep[k]
@@ -143,6 +145,13 @@ static void check_setups(void *arg)
     for (int i = 0; i < r->n; i++) r->failed |= r->th[i].status != TT_OK;
 }
 
+/* Serial section after every measured body: a stop request (a signal) cancels the rest of the run. */
+static void check_stop(void *arg)
+{
+    probe_run *r = (probe_run *)arg;
+    if (tt_signal_caught()) r->failed = r->stopped = 1;
+}
+
 /* The body of crew thread i (a tt_pool thread, so flush-to-zero is set as on the trainer's crew). */
 static void probe_worker(void *arg, int i, int n)
 {
@@ -168,8 +177,10 @@ static void probe_worker(void *arg, int i, int n)
                 t->end[k][rep - 1] = tt_now();
             }
             /* a body may read its peers' buffers (the reductions read every tower's gradient): nobody goes on to
-             * the next prep, which rewrites them, or to the teardown, which frees them, before every body is done */
-            tt_barrier_wait(&r->bar, NULL, NULL);
+             * the next prep, which rewrites them, or to the teardown, which frees them, before every body is done.
+             * The serial section also notices SIGINT/SIGTERM: every later body is skipped, so a long probe stops
+             * within one measurement */
+            tt_barrier_wait(&r->bar, check_stop, r);
         }
     if (r->with_devices) thread_teardown(r, t);
 }
@@ -185,7 +196,7 @@ static tt_status run_concurrent(probe_run *r, double *seconds, tt_error *err)
         t->run = r;
         t->id = i;
     }
-    r->failed = 0;
+    r->failed = r->stopped = 0;
     tt_pool crew; /* every thread is started before any reaches a barrier: a thread that cannot start is an error */
     tt_status s = tt_pool_init(&crew, r->n, err);
     if (s) return s;
@@ -195,6 +206,9 @@ static tt_status run_concurrent(probe_run *r, double *seconds, tt_error *err)
     tt_barrier_destroy(&r->bar);
     for (int i = 0; i < r->n; i++)
         if (r->th[i].status && !s) s = tt_fail(err, r->th[i].status, "%s", r->th[i].err.msg);
+    if (!s && r->stopped)
+        s = tt_fail(err, TT_ERR_STOPPED, "probe: stopped by %s during its measurements",
+                    tt_signal_name(tt_signal_caught()));
     if (s) return s;
     for (int k = 0; k < r->n_bodies; k++) {
         double wall[PROBE_MAX_REPS];
@@ -465,8 +479,10 @@ static tt_status probe_check_memory(const tt_probe_config *c, const probe_run *r
             tt_mem_add(&plan, "GEMM operands", d, gemm * F, TT_MEM_BY_WIDTH);
             continue;
         }
-        dev = 3 * P + (double)r->slice + R * (double)m->n_classes + 2 * R + (act + 2 * R * (double)m->max_width);
-        tt_mem_add(&plan, "tower buffers", d, dev * F + R * D + R * sizeof(int32_t), TT_MEM_BY_PARAMS);
+        /* weights, gradient, a peer's gradient, a slice: the model's size; activations: its widths x the rows */
+        tt_mem_add(&plan, "tower weights and gradients", d, (3 * P + (double)r->slice) * F, TT_MEM_BY_PARAMS);
+        dev = act + 2 * R * (double)m->max_width + R * (double)m->n_classes + 2 * R;
+        tt_mem_add(&plan, "activations", d, dev * F + R * D + R * sizeof(int32_t), TT_MEM_BY_WIDTH);
         tt_mem_add(&plan, "staging", TT_MEM_HOST, R * D + R * sizeof(int32_t) + ((double)pinned_floats(r) + P) * F,
                    TT_MEM_BY_PARAMS);
     }

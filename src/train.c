@@ -83,6 +83,7 @@ typedef struct run_state {
     tt_tower_ledger *ledger;
     tt_out log;
     tt_trace trace;
+    int log_ended;            /* the log's final "error" / "stopped" record is written */
     tt_status console_status; /* a failed console write noticed while the crew ran */
     tt_error console_err;
 } run_state;
@@ -306,14 +307,14 @@ static void log_end(run_state *rs, const char *event, const char *fields, const 
     tt_out_json_str(&rs->log, "message", why->msg, 0);
     tt_out_printf(&rs->log, "}\n");
     tt_out_commit(&rs->log, &werr);
+    rs->log_ended = 1;
 }
 
 /* A stop request seen between steps (during loading, validation or before the test set). */
 static tt_status run_stopped(run_state *rs, const char *where, size_t epoch, size_t step, tt_error *err)
 {
     int sig = tt_signal_caught();
-    tt_status s = tt_fail(err, TT_ERR_STOPPED, "stopped by %s %s (the master weights are those after that step)",
-                          tt_signal_name(sig), where);
+    tt_status s = tt_fail(err, TT_ERR_STOPPED, "stopped by %s %s", tt_signal_name(sig), where);
     char fields[128];
     snprintf(fields, sizeof fields, "\"signal\":\"%s\",\"epoch\":%zu,\"step\":%zu,", tt_signal_name(sig), epoch, step);
     log_end(rs, "stopped", fields, err);
@@ -365,8 +366,9 @@ static tt_status run_halted(run_state *rs, size_t epoch, size_t steps, tt_error 
         log_end(rs, "error", "\"kind\":\"output\",", err);
         return rs->console_status;
     }
-    char where[96];
-    snprintf(where, sizeof where, "in epoch %zu after step %zu/%zu", epoch, steps, rs->steps);
+    char where[128];
+    snprintf(where, sizeof where, "in epoch %zu after step %zu/%zu (the master weights are those after that step)",
+             epoch, steps, rs->steps);
     return run_stopped(rs, where, epoch, steps, err);
 }
 
@@ -437,10 +439,21 @@ static tt_status run_finish(run_state *rs, tt_run_result *res, tt_error *err)
 static tt_status run_close(run_state *rs, tt_status s, tt_error *err)
 {
     tt_error cerr;
-    tt_status ts = tt_trace_close(&rs->trace, &cerr), ls = tt_out_close(&rs->log, &cerr);
-    if (!s && (ts || ls)) {
+    tt_status ts = tt_trace_close(&rs->trace, &cerr);
+    if (!s && ts) {
         *err = cerr;
-        s = ts ? ts : ls;
+        s = ts;
+    }
+    if (s && !rs->log_ended) { /* any other way a run fails (a write, validation) still ends its log with a record */
+        static const char *kinds[] = {"ok", "arg", "io", "format", "memory", "device", "model", "nonfinite", "stopped"};
+        char fields[64];
+        snprintf(fields, sizeof fields, "\"kind\":\"%s\",", (unsigned)s < sizeof kinds / sizeof *kinds ? kinds[s] : "?");
+        log_end(rs, "error", fields, err);
+    }
+    tt_status ls = tt_out_close(&rs->log, &cerr);
+    if (!s && ls) {
+        *err = cerr;
+        s = ls;
     }
     tt_trainer_free(&rs->tr);
     tt_free(rs->idx);

@@ -162,6 +162,8 @@ START_TEST(test_bad_files)
     expect(args, 1, "model.txt:1:");
     tt_test_write_str(p, "dense units=8\n");
     expect(args, 1, "10 classes");
+    tt_test_write_str(p, "input size=16\ninput size=16\ndense units=10\n");
+    expect(args, 1, "model.txt:2: input given twice");
     /* the line limit: 511 characters are read, 512 are refused with the line number */
     char line[600];
     memset(line, ' ', sizeof line);
@@ -619,6 +621,7 @@ START_TEST(test_second_signal_exits_at_once)
     ck_assert_msg(exited, "a second signal did not end the run within 10 s");
     ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 143, "the second signal (SIGTERM): status 0x%x, want exit 143",
                   st);
+    ck_assert_msg(strstr(slurp(err_path), "a second signal: exiting at once"), "%s", slurp(err_path));
 }
 END_TEST
 
@@ -628,8 +631,17 @@ START_TEST(test_failed_writes)
     char args[1024], cmd[2048];
     snprintf(args, sizeof args, "train --data %s --val-samples 50 --epochs 2 --log-json /dev/full", dir);
     expect(args, 1, "--log-json /dev/full: write failed: No space left on device");
-    snprintf(args, sizeof args, "train --data %s --val-samples 50 --epochs 2 --trace /dev/full", dir);
+    /* the trace fails; the log still ends with a record of why */
+    char tlog[256];
+    snprintf(tlog, sizeof tlog, "%s/tfull.json", dir);
+    snprintf(args, sizeof args, "train --data %s --val-samples 50 --epochs 2 --trace /dev/full --log-json %s", dir,
+             tlog);
     expect(args, 1, "--trace /dev/full: write failed");
+    json_object *last = check_log_lines(tlog, NULL), *ev, *kind;
+    ck_assert(json_object_object_get_ex(last, "event", &ev) && json_object_object_get_ex(last, "kind", &kind));
+    ck_assert_str_eq(json_object_get_string(ev), "error");
+    ck_assert_str_eq(json_object_get_string(kind), "io");
+    json_object_put(last);
     snprintf(args, sizeof args, "bench --data %s --val-samples 50 --epochs 1 --towers 1 --reps 2 --csv /dev/full", dir);
     expect(args, 1, "--csv /dev/full: write failed");
     /* stdout itself: the banner's flush fails, so the run stops there, before any training (its log holds the
