@@ -35,7 +35,7 @@ typedef struct tt_mem_part {
 typedef struct tt_mem_plan {
     tt_mem_part part[TT_MEM_MAX_PARTS];
     int n;
-    const char *model;   /* the model file, or NULL for a built-in model: named when the model drives the largest part */
+    const char *model;   /* the model file (NULL: built in), named when the model drives the largest part */
     size_t n_params;
     size_t towers, rows; /* for the hint on activations */
 } tt_mem_plan;

@@ -110,11 +110,13 @@ static int bench_extra(const char *opt, const char *value, void *ctx, tt_error *
         return 1;
     }
     if (strcmp(opt, "--reps") == 0) {
-        *st = value ? tt_cli_size(opt, value, 1, 64, &b->reps, err) : tt_fail(err, TT_ERR_ARG, "%s: missing value", opt);
+        *st = value ? tt_cli_size(opt, value, 1, 64, &b->reps, err)
+                    : tt_fail(err, TT_ERR_ARG, "%s: missing value", opt);
         return 1;
     }
     static const char *const unused[] = {"--log-json", "--trace", NULL};
-    if (refuse(opt, unused, "bench", "every row is its own run; use --csv, or train for one run's log or trace", err, st))
+    if (refuse(opt, unused, "bench", "every row is its own run; use --csv, or train for one run's log or trace", err,
+               st))
         return 1;
     if (strcmp(opt, "--csv") == 0) {
         if (!value || !*value) *st = tt_fail(err, TT_ERR_ARG, "--csv: missing file name");
@@ -170,7 +172,9 @@ static double epochs_median(const tt_run_result *res, size_t first, size_t last,
     size_t n = 0;
     for (size_t e = first; e <= last && e <= res->n_epochs && e <= 1024; e++) {
         const tt_epoch_stats *es = &res->epochs[e - 1];
-        v[n++] = what == 0 ? es->seconds : what == 1 ? 1e3 * es->step_median : 1e3 * es->split.update / (double)es->steps;
+        v[n++] = what == 0   ? es->seconds
+                 : what == 1 ? 1e3 * es->step_median
+                             : 1e3 * es->split.update / (double)es->steps;
     }
     return n ? tt_median(v, n) : NAN;
 }
@@ -342,8 +346,8 @@ int tt_cmd_bench(int argc, char **argv)
                 if (ne >= 5) {
                     double m2 = epochs_median(res, 2, 4, 1), m5 = epochs_median(res, 5, ne, 1);
                     double u2 = epochs_median(res, 2, 4, 2), u5 = epochs_median(res, 5, ne, 2);
-                    printf("       epochs 2-4 vs 5-%zu: s/epoch %.3f vs %.3f (%+.1f%%) | ms/step %.3f vs %.3f (%+.1f%%) | "
-                           "update ms/step %.3f vs %.3f (%+.1f%%)\n",
+                    printf("       epochs 2-4 vs 5-%zu: s/epoch %.3f vs %.3f (%+.1f%%) | "
+                           "ms/step %.3f vs %.3f (%+.1f%%) | update ms/step %.3f vs %.3f (%+.1f%%)\n",
                            ne, early, late, 100 * (late - early) / early, m2, m5, 100 * (m5 - m2) / m2, u2, u5,
                            100 * (u5 - u2) / u2);
                 }

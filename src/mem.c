@@ -115,8 +115,9 @@ static tt_status over_budget(const tt_mem_plan *p, int device, double need, doub
     cause(p, big, why, sizeof why);
     char place[32] = "host";
     if (device != TT_MEM_HOST) snprintf(place, sizeof place, "device %d", device);
-    return tt_fail(err, TT_ERR_NOMEM, "the run needs %s of %s memory but %s is available (%s); largest part: %s %s (%s)",
-                   n, place, a, src, big->name, b, why);
+    return tt_fail(err, TT_ERR_NOMEM,
+                   "the run needs %s of %s memory but %s is available (%s); largest part: %s %s (%s)", n, place, a,
+                   src, big->name, b, why);
 }
 
 tt_status tt_mem_check(const tt_mem_plan *p, const tt_dev_ops *ops, tt_error *err)

@@ -179,8 +179,9 @@ tt_status tt_model_parse(tt_model *m, const char *text, const char *path, size_t
                                where, size, input_dim);
         } else if (is_dense) {
             if (!has_units) return tt_fail(err, TT_ERR_MODEL, "%s: dense: units= is required", where);
-            if (!has_act) add_note(m, "%s:%zu: dense: %s%s\n", m->source, lineno, "activation not given, using default ",
-                                   "'linear'");
+            if (!has_act)
+                add_note(m, "%s:%zu: dense: %s%s\n", m->source, lineno, "activation not given, using default ",
+                         "'linear'");
             s = model_add(m, &tt_layer_dense, units, err, where);
             if (s == TT_OK && act_relu) s = model_add(m, &tt_layer_relu, 0, err, where);
         } else {

@@ -124,8 +124,9 @@ static void print_banner(const run_state *rs)
     if (B < c->batch) fprintf(out, " (more than the %zu training samples: shards sized for %zu)", rs->train->n, B);
     fprintf(out, " (shards of %zu..%zu) | --reduce %s\n", B / N, (B + N - 1) / N, tt_reduce_name(c->reduce));
     fprintf(out, "BLAS: %s\n", tt_blas_describe());
-    fprintf(out, "float: %s\n", tt_fpu_flush_denormals() ? "subnormals flushed to zero (FTZ+DAZ) on tower and host threads"
-                                                         : "subnormals kept (this CPU has no flush-to-zero mode here)");
+    fprintf(out, "float: %s\n",
+            tt_fpu_flush_denormals() ? "subnormals flushed to zero (FTZ+DAZ) on tower and host threads"
+                                     : "subnormals kept (this CPU has no flush-to-zero mode here)");
     char data[256];
     tt_escape(c->data, data, sizeof data);
     fprintf(out, "data: %s | %zu train, %zu validation, %zu test | %zux%zu, %zu classes\n", data, rs->train->n,
@@ -447,7 +448,8 @@ static tt_status run_close(run_state *rs, tt_status s, tt_error *err)
     if (s && !rs->log_ended) { /* any other way a run fails (a write, validation) still ends its log with a record */
         static const char *kinds[] = {"ok", "arg", "io", "format", "memory", "device", "model", "nonfinite", "stopped"};
         char fields[64];
-        snprintf(fields, sizeof fields, "\"kind\":\"%s\",", (unsigned)s < sizeof kinds / sizeof *kinds ? kinds[s] : "?");
+        const char *kind = (unsigned)s < sizeof kinds / sizeof *kinds ? kinds[s] : "?";
+        snprintf(fields, sizeof fields, "\"kind\":\"%s\",", kind);
         log_end(rs, "error", fields, err);
     }
     tt_status ls = tt_out_close(&rs->log, &cerr);

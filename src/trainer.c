@@ -148,8 +148,8 @@ static tt_status tower_alloc(tt_tower *tw)
     for (int i = 0; i < n; i++) {
         *b[i].slot = b[i].on_host ? tt_dev_host_alloc(&tw->dev, b[i].bytes) : tt_dev_alloc(&tw->dev, b[i].bytes);
         if (!*b[i].slot)
-            return tt_fail(&tw->err, TT_ERR_NOMEM, "out of %s memory for %s (%zu bytes; a %zu-row shard of a %zu-parameter model)",
-                           b[i].on_host ? "pinned host" : "device", b[i].part, b[i].bytes, tr->shard_max,
+            return tt_fail(&tw->err, TT_ERR_NOMEM,
+                           "out of %s memory for %s (%zu bytes; a %zu-row shard of a %zu-parameter model)", b[i].on_host ? "pinned host" : "device", b[i].part, b[i].bytes, tr->shard_max,
                            tr->model->n_params);
     }
     return TT_OK;
@@ -677,7 +677,8 @@ tt_status tt_trainer_step(tt_trainer *tr, const tt_dataset *ds, const uint32_t *
     if (s) return s;
     tt_trainer_wait(tr, -1, NULL);
     if (tr->halt == TT_HALT_NONFINITE)
-        return tt_fail(err, TT_ERR_NUMERIC, "the step's loss or gradient is not finite (no non-finite value was applied)");
+        return tt_fail(err, TT_ERR_NUMERIC,
+                       "the step's loss or gradient is not finite (no non-finite value was applied)");
     return TT_OK;
 }
 
