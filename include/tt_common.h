@@ -48,6 +48,10 @@ int tt_status_exit_code(tt_status s);
  * through here. */
 void tt_report_error(const char *msg);
 
+/* Flushes f (stdout) and reports a write that failed there or earlier — a full disk, a closed pipe — as
+ * "stdout: write failed: REASON". TT_OK for f == NULL. */
+tt_status tt_flush_stdout(void *f, tt_error *err);
+
 /* Copies s into out (at most len bytes, always terminated) with control characters escaped as in
  * tt_report_error. */
 void tt_escape(const char *s, char *out, size_t len);
@@ -57,6 +61,9 @@ void tt_escape(const char *s, char *out, size_t len);
  * microcoded subnormal path (Adam's moments of always-zero inputs decay into subnormals and made the update 3x
  * slower). Every thread that runs tower or host math calls it. Returns 1 if the mode is now set. */
 int tt_fpu_flush_denormals(void);
+
+/* 1 if the calling thread flushes subnormals (what tt_fpu_flush_denormals set): a query, it changes nothing. */
+int tt_fpu_flushing(void);
 
 /* Aborts with the failed statement, function, file:line. For invariants, never for user input. */
 void tt_abort_at(const char *what, const char *func, const char *file, int line);

@@ -22,9 +22,9 @@ void tt_ledger_split_line(FILE *f, const tt_step_times *sum);
 /* JSON object body (no braces) of a split summed over steps: "pull":…,"data":…,… */
 void tt_ledger_json_split(tt_out *o, const tt_step_times *sum);
 
-/* One JSON line per step, each committed whole: {"event":"step","epoch":E,"step":K,"total":…,"towers":[{…}]}.
- * first is the number of the first step given (1 for a whole epoch). */
-tt_status tt_ledger_json_steps(tt_out *o, size_t epoch, size_t first, const tt_step_result *res,
+/* One JSON line per step (steps 1..steps of the epoch), each committed whole:
+ * {"event":"step","epoch":E,"step":K,"total":…,"towers":[{…}]}. */
+tt_status tt_ledger_json_steps(tt_out *o, size_t epoch, const tt_step_result *res,
                                const tt_tower_ledger *led, size_t steps, size_t n_towers, tt_error *err);
 
 /* Chrome trace-event JSON: one lane per tower, one for the host reducer, one for the optimizer, one for the run. */

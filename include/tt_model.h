@@ -67,6 +67,7 @@ typedef struct tt_model {
     size_t n_params;                        /* P */
     size_t max_width;                       /* widest activation, input included */
     char source[128];                       /* "built-in mlp" or the model file's path, control bytes escaped */
+    int builtin;                            /* 1 for tt_model_mlp, 0 for a model file */
     char notes[1024];                       /* "using default ..." lines from the model file, '\n'-separated */
 } tt_model;
 
@@ -81,6 +82,9 @@ tt_status tt_model_load(tt_model *m, const char *path, size_t input_dim, size_t 
 /* Same, from text in memory (path is used in messages only). */
 tt_status tt_model_parse(tt_model *m, const char *text, const char *path, size_t input_dim, size_t n_classes,
                          tt_error *err);
+
+/* The model file's path (escaped) for messages, or NULL for a built-in model. */
+const char *tt_model_file(const tt_model *m);
 
 /* Glorot-uniform weights, zero biases, from the seed (host buffer of n_params floats). */
 void tt_model_init_params(const tt_model *m, float *h_params, uint64_t seed);

@@ -38,7 +38,8 @@ void tt_out_printf(tt_out *o, const char *fmt, ...)
 /* "key":number, or "key":null when v is not finite (JSON has no NaN); a comma after it when comma != 0. */
 void tt_out_json_num(tt_out *o, const char *key, double v, int comma);
 
-/* "key":"string" with ", \\ and control characters escaped (bytes >= 0x80 are passed through). */
+/* "key":"string" with ", \\ and control characters escaped; well-formed UTF-8 passes through, any other byte
+ * becomes \ufffd, so the line is valid JSON whatever the string held. */
 void tt_out_json_str(tt_out *o, const char *key, const char *v, int comma);
 
 /* Writes the pending text (which must end at a line boundary) in one write. */

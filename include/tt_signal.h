@@ -2,7 +2,8 @@
  *
  * The first SIGINT or SIGTERM only raises a flag: the trainer finishes the step in flight, the run writes a
  * "stopped" record to its JSON log and closes its trace as valid JSON, says where it stopped, and the CLI exits with
- * 128 + the signal (130 for SIGINT, 143 for SIGTERM). A second signal ends the process at once with the same code.
+ * 128 + the signal (130 for SIGINT, 143 for SIGTERM). A second signal ends the process at once, with one line and
+ * 128 + that second signal.
  * SIGPIPE is ignored, so a closed pipe on stdout or a log is a failed write with EPIPE that the writer reports.
  * Not for: library users who handle signals themselves (they pass their own flag in tt_trainer_config.stop). */
 #ifndef TT_SIGNAL_H

@@ -156,7 +156,8 @@ tt_halt tt_trainer_halted(const tt_trainer *tr);
 void tt_trainer_nonfinite_towers(tt_trainer *tr, int *loss_bad, int *grad_bad);
 
 /* Adds what tt_trainer_init would allocate for this model and configuration to plan, part by part (the towers'
- * buffers exactly as allocated, the optimizer's state), before anything is allocated. */
+ * buffers exactly as allocated, the optimizer's state), before anything is allocated. tt_trainer_init does not
+ * check the budget itself: its caller adds its own parts and calls tt_mem_check once (tt_run does). */
 tt_status tt_trainer_plan(const tt_model *m, const tt_trainer_config *cfg, tt_mem_plan *plan, tt_error *err);
 
 /* One synchronous step on samples idx[0..n) of ds (1 <= n <= cfg.batch). TT_ERR_NUMERIC if its loss or gradient

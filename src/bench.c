@@ -156,14 +156,6 @@ static void setup_close(measure_setup *m)
     tt_free(m->res);
 }
 
-/* The tables go to stdout: a failed write (a full disk, a closed pipe) ends the command when it happens. */
-static tt_status stdout_flush(tt_error *err)
-{
-    errno = 0;
-    if (fflush(stdout) == 0 && !ferror(stdout)) return TT_OK;
-    return tt_fail(err, TT_ERR_IO, "stdout: write failed: %s", errno ? strerror(errno) : "I/O error");
-}
-
 /* Median over epochs first..last (1-based, inclusive) of one per-epoch figure, NAN when the run has none of them:
  * what = 0 s/epoch, 1 median ms/step, 2 the update's ms/step (what subnormal optimizer state slows down). */
 static double epochs_median(const tt_run_result *res, size_t first, size_t last, int what)
@@ -276,7 +268,7 @@ int tt_cmd_bench(int argc, char **argv)
            c.epochs);
     printf("%6s %6s %9s %9s %11s %9s %9s %7s %9s %6s %8s\n", "towers", "batch", "reduce", "s/epoch", "floor s/ep",
            "ms/step", "pred ms", "pred", "floor ms", "ratio", "val_acc");
-    if (!s) s = stdout_flush(&err);
+    if (!s) s = tt_flush_stdout(stdout, &err);
     for (size_t bi = 0; !s && bi < b.n_batches; bi++)
         for (size_t ti = 0; !s && ti < b.n_towers; ti++)
             for (size_t ri = 0; !s && ri < b.n_reduces; ri++) {
@@ -351,7 +343,7 @@ int tt_cmd_bench(int argc, char **argv)
                            ne, early, late, 100 * (late - early) / early, m2, m5, 100 * (m5 - m2) / m2, u2, u5,
                            100 * (u5 - u2) / u2);
                 }
-                if (!s) s = stdout_flush(&err);
+                if (!s) s = tt_flush_stdout(stdout, &err);
                 if (b.csv)
                     tt_out_printf(&csv,
                             "%zu,%zu,%.6g,%s,%s,%zu,%.6g,%.6g,%.6g,%.4g,%.6g,%.4g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,"
@@ -509,7 +501,7 @@ int tt_cmd_compare(int argc, char **argv)
         tt_ledger_verdict(&res->epochs[ne - 1].split, verdict, sizeof verdict);
         printf("%10s %9.3f %9.3f %11.3g %9.4f  %s\n", tt_reduce_name((tt_reduce)r), tt_median(secs, ne),
                tt_median(steps_ms, ne), dw, res->test.accuracy, verdict);
-        s = stdout_flush(&err);
+        s = tt_flush_stdout(stdout, &err);
     }
     if (!s) {
         double worst = 0, wmax = 0;

@@ -41,8 +41,8 @@ tt_status tt_cli_float(const char *opt, const char *v, double lo, double hi, int
                        lo_open ? "(" : "[", lo, hi);
     float f = (float)x;
     if (x != 0 && (f == 0 || fabsf(f) < FLT_MIN))
-        return tt_fail(err, TT_ERR_ARG, "%s: '%.64s' is 0 as a float32 (the smallest normal float32 is %g; smaller "
-                       "values are flushed to zero)", opt, v, (double)FLT_MIN);
+        return tt_fail(err, TT_ERR_ARG, "%s: '%.64s' is 0 or subnormal as a float32 (the smallest normal float32 is %g; "
+                       "smaller values are flushed to zero)", opt, v, (double)FLT_MIN);
     if (!isfinite(f)) return tt_fail(err, TT_ERR_ARG, "%s: '%.64s' overflows a float32", opt, v);
     *out = f;
     return TT_OK;

@@ -1,6 +1,7 @@
 /* common.c — the small utilities of tt_common.h: error formatting, abort, clock, counted allocation. */
 #include "tt_common.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -36,6 +37,15 @@ int tt_status_exit_code(tt_status s)
     }
 }
 
+tt_status tt_flush_stdout(void *fp, tt_error *err)
+{
+    FILE *f = (FILE *)fp;
+    if (!f) return TT_OK;
+    errno = 0;
+    if (fflush(f) == 0 && !ferror(f)) return TT_OK;
+    return tt_fail(err, TT_ERR_IO, "stdout: write failed: %s", errno ? strerror(errno) : "I/O error");
+}
+
 void tt_escape(const char *s, char *out, size_t len)
 {
     static const char hex[] = "0123456789abcdef";
@@ -67,6 +77,19 @@ void tt_report_error(const char *msg)
         if (w <= 0) break;
         off += (size_t)w;
     }
+}
+
+int tt_fpu_flushing(void)
+{
+#if defined(__SSE__)
+    return (_mm_getcsr() & 0x8040) == 0x8040;
+#elif defined(__aarch64__)
+    unsigned long fpcr;
+    __asm__ __volatile__("mrs %0, fpcr" : "=r"(fpcr));
+    return (fpcr >> 24) & 1;
+#else
+    return 0;
+#endif
 }
 
 int tt_fpu_flush_denormals(void)

@@ -49,12 +49,12 @@ void tt_ledger_json_split(tt_out *f, const tt_step_times *s)
     tt_out_json_num(f, "total", s->total, 0);
 }
 
-tt_status tt_ledger_json_steps(tt_out *f, size_t epoch, size_t first, const tt_step_result *res,
+tt_status tt_ledger_json_steps(tt_out *f, size_t epoch, const tt_step_result *res,
                                const tt_tower_ledger *led, size_t steps, size_t N, tt_error *err)
 {
     for (size_t k = 0; k < steps; k++) {
         const tt_step_result *r = &res[k];
-        tt_out_printf(f, "{\"event\":\"step\",\"epoch\":%zu,\"step\":%zu,\"samples\":%zu,", epoch, first + k, r->n);
+        tt_out_printf(f, "{\"event\":\"step\",\"epoch\":%zu,\"step\":%zu,\"samples\":%zu,", epoch, k + 1, r->n);
         tt_out_json_num(f, "total", r->t.total, 1);
         tt_out_json_num(f, "reduce", r->t.reduce, 1);
         tt_out_json_num(f, "update", r->t.update, 1);

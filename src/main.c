@@ -59,10 +59,8 @@ int main(int argc, char **argv)
     tt_fpu_flush_denormals();
     int rc = dispatch(argc, argv);
     /* whatever the command printed must have reached stdout: /dev/full or a closed pipe is an error, not a 0 */
-    errno = 0;
-    if ((fflush(stdout) != 0 || ferror(stdout)) && rc == 0) {
-        tt_error err;
-        tt_fail(&err, TT_ERR_IO, "stdout: write failed: %s", errno ? strerror(errno) : "I/O error");
+    tt_error err;
+    if (tt_flush_stdout(stdout, &err) != TT_OK && rc == 0) {
         tt_report_error(err.msg);
         rc = 1;
     }

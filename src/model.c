@@ -67,6 +67,7 @@ static tt_status model_finish(tt_model *m, tt_error *err)
 tt_status tt_model_mlp(tt_model *m, size_t input_dim, size_t n_classes, tt_error *err)
 {
     model_reset(m, input_dim, n_classes, "built-in mlp");
+    m->builtin = 1;
     tt_status s = TT_OK;
     if (s == TT_OK) s = model_add(m, &tt_layer_dense, 256, err, m->source);
     if (s == TT_OK) s = model_add(m, &tt_layer_relu, 0, err, m->source);
@@ -203,6 +204,8 @@ tt_status tt_model_load(tt_model *m, const char *path, size_t input_dim, size_t 
     tt_free(text);
     return s;
 }
+
+const char *tt_model_file(const tt_model *m) { return m->builtin ? NULL : m->source; }
 
 /* ---- initialisation, summary, cost ------------------------------------------------------------------------- */
 

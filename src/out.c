@@ -109,16 +109,34 @@ void tt_out_json_num(tt_out *o, const char *key, double v, int comma)
         tt_out_printf(o, "\"%s\":null%s", key, comma ? "," : "");
 }
 
+/* Length of the well-formed UTF-8 sequence at p (RFC 3629: no overlongs, no surrogates, <= U+10FFFF), or 0. */
+static int utf8_len(const unsigned char *p)
+{
+    if (p[0] < 0x80) return 1;
+    int n = p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : p[0] >= 0xe0 ? 3 : p[0] >= 0xc2 && p[0] < 0xe0 ? 2 : 0;
+    if (n == 0) return 0;
+    for (int k = 1; k < n; k++)
+        if ((p[k] & 0xc0) != 0x80) return 0;
+    if ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] >= 0xa0) || (p[0] == 0xf0 && p[1] < 0x90) ||
+        (p[0] == 0xf4 && p[1] >= 0x90))
+        return 0;
+    return n;
+}
+
 void tt_out_json_str(tt_out *o, const char *key, const char *v, int comma)
 {
     tt_out_printf(o, "\"%s\":\"", key);
-    for (const unsigned char *p = (const unsigned char *)v; *p; p++) {
-        if (*p == '"' || *p == '\\')
+    for (const unsigned char *p = (const unsigned char *)v; *p;) {
+        int n = utf8_len(p);
+        if (n == 0)
+            tt_out_printf(o, "\\ufffd"); /* a byte that is not UTF-8 (a raw file name): JSON must stay valid */
+        else if (*p == '"' || *p == '\\')
             tt_out_printf(o, "\\%c", *p);
         else if (*p < 0x20 || *p == 0x7f)
             tt_out_printf(o, "\\u%04x", *p);
         else
-            tt_out_printf(o, "%c", *p);
+            tt_out_printf(o, "%.*s", n, (const char *)p);
+        p += n ? n : 1;
     }
     tt_out_printf(o, "\"%s", comma ? "," : "");
 }

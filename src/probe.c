@@ -469,7 +469,7 @@ static tt_status probe_check_memory(const tt_probe_config *c, const probe_run *r
     }
     tt_mem_plan plan;
     memset(&plan, 0, sizeof plan);
-    plan.model = strcmp(m->source, "built-in mlp") == 0 ? NULL : m->source;
+    plan.model = tt_model_file(m);
     plan.n_params = r->P;
     plan.towers = (size_t)n_dev;
     plan.rows = r->rows;
@@ -544,7 +544,9 @@ tt_status tt_probe_run(const tt_probe_config *c, tt_probe *p, tt_error *err)
     p->rows = r->rows;
     const size_t P = r->P, D = c->model->input_dim;
     const double bytes = (double)P * sizeof(float);
+    /* the GEMM operands are measured after the other buffers are freed: each set must fit on its own */
     tt_status s = probe_check_memory(c, r, n_dev, 0, err);
+    if (!s) s = probe_check_memory(c, r, n_dev, 1, err);
     if (s) {
         tt_free(r);
         return s;

@@ -88,22 +88,12 @@ typedef struct run_state {
     tt_error console_err;
 } run_state;
 
-/* The console is a FILE*: a failed write (a full disk, a closed pipe) shows at the flush. */
-static tt_status console_flush(FILE *out, tt_error *err)
-{
-    if (!out) return TT_OK;
-    errno = 0;
-    if (fflush(out) == 0 && !ferror(out)) return TT_OK;
-    return tt_fail(err, TT_ERR_IO, "stdout: write failed: %s", errno ? strerror(errno) : "I/O error");
-}
-
 /* The whole run's memory, before anything large is allocated: the trainer's buffers and the run's own. */
 static tt_status run_check_memory(run_state *rs, tt_error *err)
 {
     const tt_run_config *c = rs->c;
     tt_mem_plan plan;
     memset(&plan, 0, sizeof plan);
-    plan.model = strcmp(c->model, "mlp") == 0 ? NULL : rs->model->source;
     tt_status s = tt_trainer_plan(rs->model, &rs->tc, &plan, err);
     if (s) return s;
     const double P = (double)rs->model->n_params, steps = (double)rs->steps, N = (double)c->towers;
@@ -125,7 +115,7 @@ static void print_banner(const run_state *rs)
     fprintf(out, " (shards of %zu..%zu) | --reduce %s\n", B / N, (B + N - 1) / N, tt_reduce_name(c->reduce));
     fprintf(out, "BLAS: %s\n", tt_blas_describe());
     fprintf(out, "float: %s\n",
-            tt_fpu_flush_denormals() ? "subnormals flushed to zero (FTZ+DAZ) on tower and host threads"
+            tt_fpu_flushing() ? "subnormals flushed to zero (FTZ+DAZ) on tower and host threads"
                                      : "subnormals kept (this CPU has no flush-to-zero mode here)");
     char data[256];
     tt_escape(c->data, data, sizeof data);
@@ -157,8 +147,8 @@ static tt_status log_start(run_state *rs, tt_error *err)
                   TT_VERSION, rs->ops->name, c->towers, c->batch, c->epochs, tt_optim_kind_name(rs->tc.optim.kind),
                   (double)rs->tc.optim.lr, (double)c->optim.lr, c->lr_scaling == TT_LR_LINEAR ? "linear" : "none",
                   (unsigned long long)c->seed, rs->train->n, rs->val->n, rs->test->n, rs->model->n_params,
-                  strcmp(c->model, "mlp") == 0 ? "mlp" : "file", tt_reduce_name(c->reduce),
-                  tt_fpu_flush_denormals() ? "true" : "false");
+                  tt_model_file(rs->model) ? "file" : "mlp", tt_reduce_name(c->reduce),
+                  tt_fpu_flushing() ? "true" : "false");
     return tt_out_commit(log, err);
 }
 
@@ -207,7 +197,7 @@ static tt_status run_open(run_state *rs, tt_error *err)
     }
     if (rs->out) {
         print_banner(rs);
-        if ((s = console_flush(rs->out, err))) return s;
+        if ((s = tt_flush_stdout(rs->out, err))) return s;
     }
     s = tt_trainer_init(&rs->tr, rs->model, tc, rs->h_init, err);
     if (s) return s;
@@ -230,7 +220,7 @@ static void run_steps(run_state *rs, double e0, size_t *done_steps)
         if (!seen || rs->console_status) continue;
         print_bar(rs->out, *done_steps, rs->steps, tt_now() - e0, loss_sum / (double)seen, (double)top1 / (double)seen,
                   0);
-        rs->console_status = console_flush(rs->out, &rs->console_err);
+        rs->console_status = tt_flush_stdout(rs->out, &rs->console_err);
         if (rs->console_status) tt_trainer_request_stop(&rs->tr); /* stop now, not after training */
     }
 }
@@ -279,7 +269,7 @@ static tt_status log_epoch(run_state *rs, const tt_epoch_stats *es, tt_error *er
     tt_ledger_json_split(log, &es->split);
     tt_out_printf(log, "}}\n");
     tt_status s = tt_out_commit(log, err);
-    return s ? s : tt_ledger_json_steps(log, es->epoch, 1, rs->results, rs->ledger, es->steps, rs->c->towers, err);
+    return s ? s : tt_ledger_json_steps(log, es->epoch, rs->results, rs->ledger, es->steps, rs->c->towers, err);
 }
 
 static void print_epoch(run_state *rs, const tt_epoch_stats *es)
@@ -358,7 +348,7 @@ static tt_status run_halted(run_state *rs, size_t epoch, size_t steps, tt_error 
 {
     tt_error werr;
     if (rs->log.buf && steps)
-        tt_ledger_json_steps(&rs->log, epoch, 1, rs->results, rs->ledger, steps, rs->c->towers, &werr);
+        tt_ledger_json_steps(&rs->log, epoch, rs->results, rs->ledger, steps, rs->c->towers, &werr);
     if (rs->trace.out.buf && steps) tt_trace_steps(&rs->trace, rs->results, rs->ledger, steps, &werr);
     if (rs->out && rs->bar && !rs->console_status) fputc('\n', rs->out);
     if (tt_trainer_halted(&rs->tr) == TT_HALT_NONFINITE) return run_nonfinite(rs, epoch, steps, err);
@@ -404,7 +394,7 @@ static tt_status run_epoch(run_state *rs, size_t epoch, tt_run_result *res, tt_e
     }
     if (rs->out) {
         print_epoch(rs, &es);
-        if ((s = console_flush(rs->out, err))) return s;
+        if ((s = tt_flush_stdout(rs->out, err))) return s;
     }
     if (rs->log.buf && (s = log_epoch(rs, &es, err))) return s;
     if (epoch <= sizeof res->epochs / sizeof res->epochs[0]) res->epochs[epoch - 1] = es;
@@ -420,7 +410,7 @@ static tt_status run_finish(run_state *rs, tt_run_result *res, tt_error *err)
     if (rs->out && rs->test->n) {
         fprintf(rs->out, "test: %zu samples - loss: %.4f - accuracy: %.4f - top5: %.4f\n", res->test.n,
                 res->test.loss, res->test.accuracy, res->test.top5);
-        if ((s = console_flush(rs->out, err))) return s;
+        if ((s = tt_flush_stdout(rs->out, err))) return s;
     }
     if (rs->log.buf && rs->test->n) {
         tt_out_printf(&rs->log, "{\"event\":\"test\",\"samples\":%zu,", res->test.n);
@@ -446,7 +436,11 @@ static tt_status run_close(run_state *rs, tt_status s, tt_error *err)
         s = ts;
     }
     if (s && !rs->log_ended) { /* any other way a run fails (a write, validation) still ends its log with a record */
-        static const char *kinds[] = {"ok", "arg", "io", "format", "memory", "device", "model", "nonfinite", "stopped"};
+        static const char *const kinds[] = {[TT_OK] = "ok",           [TT_ERR_ARG] = "arg",
+                                            [TT_ERR_IO] = "io",       [TT_ERR_FORMAT] = "format",
+                                            [TT_ERR_NOMEM] = "memory", [TT_ERR_DEVICE] = "device",
+                                            [TT_ERR_MODEL] = "model", [TT_ERR_NUMERIC] = "nonfinite",
+                                            [TT_ERR_STOPPED] = "stopped"};
         char fields[64];
         const char *kind = (unsigned)s < sizeof kinds / sizeof *kinds ? kinds[s] : "?";
         snprintf(fields, sizeof fields, "\"kind\":\"%s\",", kind);
@@ -497,7 +491,7 @@ tt_status tt_run_on(const tt_run_config *c, const tt_dataset *train, const tt_da
     res->allocs_after_first_step = tt_alloc_count() + tt_trainer_device_allocs(&rs->tr) - allocs_mark;
     if (!s && tt_signal_caught()) s = run_stopped(rs, "before the test set", c->epochs, rs->steps, err);
     if (!s) s = run_finish(rs, res, err);
-    if (!s && tt_signal_caught()) s = run_stopped(rs, "during the test set", c->epochs, rs->steps, err);
+    if (!s && tt_signal_caught()) s = run_stopped(rs, "while the test set was evaluated (it was finished)", c->epochs, rs->steps, err);
     s = run_close(rs, s, err);
     tt_free(rs);
     return s;

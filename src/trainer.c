@@ -114,10 +114,10 @@ static int tower_buffers(tt_trainer *tr, tt_tower *tw, tower_buf *b)
     switch (tr->cfg.reduce) {
     case TT_REDUCE_CPU: BUF(&tr->h_slots[tw->id], P * F, 1, "gradient slots", TT_MEM_BY_PARAMS); break;
     case TT_REDUCE_DEVICE:
-        if (tw->id == 0 && N > 1) { /* the others' gradients arrive in d_recv and are summed into d_acc */
-            BUF(&tw->d_recv, P * F, 0, "reduction buffers", TT_MEM_BY_PARAMS);
+        if (tw->id == 0 && N > 1) /* the sum; tower 1's gradient is copied straight into it */
             BUF(&tw->d_acc, P * F, 0, "reduction buffers", TT_MEM_BY_PARAMS);
-        }
+        if (tw->id == 0 && N > 2) /* towers 2.. arrive here before each is added */
+            BUF(&tw->d_recv, P * F, 0, "reduction buffers", TT_MEM_BY_PARAMS);
         break;
     case TT_REDUCE_ALLREDUCE: { /* slices of 16-float multiples so every slice starts 64-byte aligned */
         const size_t S = ((P + N - 1) / N + 15) & ~(size_t)15;
@@ -585,16 +585,11 @@ tt_status tt_trainer_init(tt_trainer *tr, const tt_model *m, const tt_trainer_co
         return tt_fail(err, TT_ERR_ARG, "--towers %zu is more than --batch %zu: every tower needs at least one sample",
                        N, cfg->batch);
     tr->shard_max = (cfg->batch + N - 1) / N;
-    tt_mem_plan plan;
-    memset(&plan, 0, sizeof plan);
-    tt_status s = tt_trainer_plan(m, cfg, &plan, err);
-    if (!s) s = tt_mem_check(&plan, cfg->ops, err);
-    if (s) return s;
     tr->h_slots = (float **)tt_calloc(N, sizeof(float *));
     tr->towers = (tt_tower *)tt_calloc(N, sizeof(tt_tower));
     if (!tr->h_slots || !tr->towers)
         return tt_fail(err, TT_ERR_NOMEM, "out of host memory for %zu parameters", P);
-    s = tt_optim_init(&tr->opt, &cfg->optim, P, err);
+    tt_status s = tt_optim_init(&tr->opt, &cfg->optim, P, err);
     if (s) return s;
     for (size_t t = 0; t < N; t++) {
         tr->towers[t].id = (int)t;
@@ -718,6 +713,7 @@ tt_status tt_trainer_plan(const tt_model *m, const tt_trainer_config *cfg, tt_me
     tt_free(tr.h_slots);
     tt_mem_add(plan, "optimizer state", TT_MEM_HOST,
                (double)tt_optim_state_floats(cfg->optim.kind) * (double)m->n_params * sizeof(float), TT_MEM_BY_PARAMS);
+    plan->model = tt_model_file(m);
     plan->n_params = m->n_params;
     plan->towers = cfg->n_towers;
     plan->rows = tr.shard_max;

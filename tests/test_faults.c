@@ -7,6 +7,7 @@
 
 #include "tt_math.h"
 #include "tt_mem.h"
+#include "tt_out.h"
 #include "tt_pool.h"
 #include "tt_probe.h"
 #include "tt_test.h"
@@ -541,6 +542,30 @@ START_TEST(test_probe_setup_failure_measures_nothing)
 }
 END_TEST
 
+/* A log's strings are valid JSON whatever they hold: escapes for quotes, backslashes and control bytes, well-formed
+ * UTF-8 kept, every other byte (a raw file name, an overlong or surrogate encoding) replaced by U+FFFD. */
+START_TEST(test_json_strings_stay_valid)
+{
+    char dirp[64], path[128];
+    tt_test_tmpdir(dirp, sizeof dirp);
+    snprintf(path, sizeof path, "%s/s.json", dirp);
+    tt_out o;
+    tt_error err;
+    ck_assert_int_eq(tt_out_open(&o, path, "test", 64, &err), TT_OK);
+    tt_out_json_str(&o, "m", "a\"b\\c\x1b\xff\xc3\xa9\xe2\x82\xac\xc0\xaf\xed\xa0\x80\xf0\x9f\x98\x80\xf4\x90\x80\x80z", 0);
+    tt_out_printf(&o, "\n");
+    ck_assert_int_eq(tt_out_close(&o, &err), TT_OK);
+    FILE *f = fopen(path, "rb");
+    char got[256] = {0};
+    ck_assert_ptr_nonnull(f);
+    ck_assert(fread(got, 1, sizeof got - 1, f) > 0);
+    fclose(f);
+    const char *want = "\"m\":\"a\\\"b\\\\c\\u001b\\ufffd\xc3\xa9\xe2\x82\xac\\ufffd\\ufffd\\ufffd\\ufffd\\ufffd"
+                       "\xf0\x9f\x98\x80\\ufffd\\ufffd\\ufffd\\ufffdz\"\n";
+    ck_assert_str_eq(got, want);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("faults");
@@ -555,6 +580,7 @@ int main(void)
     tcase_add_test(tc, test_crew_flushes_subnormals);
     tcase_add_test(tc, test_plan_matches_allocations);
     tcase_add_test(tc, test_over_budget_is_refused);
+    tcase_add_test(tc, test_json_strings_stay_valid);
     tcase_add_test(tc, test_buffers_hold_what_is_written);
     tcase_add_test(tc, test_probe_buffers_hold_what_is_written);
     tcase_add_test(tc, test_probe_setup_failure_measures_nothing);
