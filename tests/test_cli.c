@@ -646,14 +646,20 @@ START_TEST(test_failed_writes)
     expect(args, 1, "--csv /dev/full: write failed");
     /* stdout itself: the banner's flush fails, so the run stops there, before any training (its log holds the
      * "start" record only), not after training with the exit's own check */
-    char log[256];
+    char log[256], trace[256];
     snprintf(log, sizeof log, "%s/full.json", dir);
-    snprintf(cmd, sizeof cmd, "'%s' train --data %s --val-samples 50 --epochs 2 --log-json '%s' >/dev/full 2>'%s'",
-             TT_BIN, dir, log, err_path);
+    snprintf(trace, sizeof trace, "%s/full.trace", dir);
+    snprintf(cmd, sizeof cmd,
+             "'%s' train --data %s --val-samples 50 --epochs 2 --log-json '%s' --trace '%s' >/dev/full 2>'%s'", TT_BIN,
+             dir, log, trace, err_path);
     int st = system(cmd);
     ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 1);
     ck_assert_msg(strstr(slurp(log), "\"event\":\"start\"") && !strstr(slurp(log), "\"event\":\"epoch\""),
                   "a run whose stdout fails trained on: %s", slurp(log));
+    /* no step ran: the trace (opened after the banner, written before an epoch's console line) holds none */
+    struct stat tst;
+    ck_assert_msg(stat(trace, &tst) != 0 || strstr(slurp(trace), "forward+backward") == NULL,
+                  "a run whose stdout failed at the banner trained an epoch");
     ck_assert_msg(strstr(slurp(err_path), "stdout: write failed: No space left on device"), "%s", slurp(err_path));
     snprintf(cmd, sizeof cmd, "'%s' --help >/dev/full 2>'%s'", TT_BIN, err_path);
     st = system(cmd);
