@@ -314,6 +314,38 @@ static void cu_softmax_xent(void *ctx, float *dlogits, float *stats, const float
     LAUNCH_CHECK(c);
 }
 
+/* Events on the tower's stream, for the ledger (no sync at record time). */
+static void *cu_event_create(void *ctx)
+{
+    cudaEvent_t ev;
+    (void)ctx;
+    if (cudaEventCreate(&ev) != cudaSuccess) {
+        cudaGetLastError();
+        return NULL;
+    }
+    return (void *)ev;
+}
+
+static void cu_event_destroy(void *ctx, void *ev)
+{
+    cuda_ctx *c = (cuda_ctx *)ctx;
+    CUDA_CHECK(c, cudaEventDestroy((cudaEvent_t)ev));
+}
+
+static void cu_event_record(void *ctx, void *ev)
+{
+    cuda_ctx *c = (cuda_ctx *)ctx;
+    CUDA_CHECK(c, cudaEventRecord((cudaEvent_t)ev, c->stream));
+}
+
+static double cu_event_elapsed(void *ctx, void *a, void *b)
+{
+    cuda_ctx *c = (cuda_ctx *)ctx;
+    float ms = 0;
+    CUDA_CHECK(c, cudaEventElapsedTime(&ms, (cudaEvent_t)a, (cudaEvent_t)b));
+    return 1e-3 * (double)ms;
+}
+
 extern "C" {
 
 int tt_cuda_device_count(tt_error *err)
@@ -322,10 +354,10 @@ int tt_cuda_device_count(tt_error *err)
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess) {
         cudaGetLastError();
-        tt_fail(err, TT_ERR_DEVICE, "--device cuda: no usable CUDA device (%s)", cudaGetErrorString(e));
+        tt_fail(err, TT_ERR_DEVICE, "no usable CUDA device (%s)", cudaGetErrorString(e));
         return 0;
     }
-    if (n == 0) tt_fail(err, TT_ERR_DEVICE, "--device cuda: the driver reports no CUDA device");
+    if (n == 0) tt_fail(err, TT_ERR_DEVICE, "the driver reports no CUDA device");
     return n;
 }
 
@@ -355,6 +387,14 @@ const tt_dev_ops tt_dev_cuda_ops = {
     cu_relu_fwd,     /* relu_fwd */
     cu_relu_bwd,     /* relu_bwd */
     cu_softmax_xent, /* softmax_xent */
+    cu_event_create,  /* event_create */
+    cu_event_destroy, /* event_destroy */
+    cu_event_record,  /* event_record */
+    cu_event_elapsed, /* event_elapsed */
+    NULL,             /* peer_setup */
+    NULL,             /* comm_init */
+    NULL,             /* comm_free */
+    NULL,             /* comm_reduce */
 };
 
 } /* extern "C" */

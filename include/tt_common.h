@@ -48,6 +48,9 @@ int tt_status_exit_code(tt_status s);
  * through here. */
 void tt_report_error(const char *msg);
 
+/* As tt_report_error, as "towertrain: notice: MSG": something the user should know that is not an error. */
+void tt_report_notice(const char *msg);
+
 /* Flushes f (stdout) and reports a write that failed there or earlier — a full disk, a closed pipe — as
  * "stdout: write failed: REASON". TT_OK for f == NULL. */
 tt_status tt_flush_stdout(void *f, tt_error *err);

@@ -59,7 +59,29 @@ typedef struct tt_dev_ops {
      * d_dlogits (may be NULL) = grad_scale * (softmax - onehot). */
     void (*softmax_xent)(void *ctx, float *d_dlogits, float *d_stats, const float *d_logits, const int32_t *d_labels,
                          size_t rows, size_t classes, float grad_scale);
+    /* Events: marks on the tower's stream, so the ledger is timed without waiting for the device. event_record
+     * marks the point the stream has reached; event_elapsed gives the seconds from a to b once both have completed
+     * (after a sync). CPU: every op runs as it is issued, so an event is a clock reading (tt_now). */
+    void *(*event_create)(void *ctx); /* NULL on failure */
+    void (*event_destroy)(void *ctx, void *ev);
+    void (*event_record)(void *ctx, void *ev);
+    double (*event_elapsed)(void *ctx, void *a, void *b);
+    /* Optional, once per run before any tower exists: enable direct (peer) access between the devices ords[0..n)
+     * wherever the hardware allows it — idempotent, so a second run in one process is fine — and say for every
+     * ordered pair how a copy from ords[j] into ords[i] travels: link[i * n + j] = TT_LINK_*. NULL: every tower
+     * shares one memory (the CPU backend). */
+    tt_status (*peer_setup)(const int *ords, int n, int *link, tt_error *err);
+    /* Optional collectives (NCCL): comm_init, from one thread, makes one communicator over the n towers' contexts
+     * (rank r = ctxs[r]; every device distinct); comm_reduce is each tower thread's part of a sum over the ranks of
+     * d_send (n floats) into d_recv of rank root (root >= 0: ncclReduce; other ranks' d_recv may be NULL) or of
+     * every rank (root < 0: ncclAllReduce), issued on the tower's stream. NULL: the backend has none. */
+    tt_status (*comm_init)(void **comm, void *const *ctxs, int n, tt_error *err);
+    void (*comm_free)(void *comm);
+    void (*comm_reduce)(void *comm, int rank, void *ctx, const float *d_send, float *d_recv, size_t n, int root);
 } tt_dev_ops;
+
+/* How a copy between two towers' devices travels (tt_dev_ops.peer_setup). */
+enum { TT_LINK_SAME = 0, TT_LINK_PEER = 1, TT_LINK_STAGED = 2 };
 
 /* One tower's handle on its device. */
 typedef struct tt_dev {
@@ -94,6 +116,10 @@ void tt_dev_relu_fwd(tt_dev *dev, float *d_y, const float *d_x, size_t n);
 void tt_dev_relu_bwd(tt_dev *dev, float *d_dx, const float *d_dy, const float *d_y, size_t n);
 void tt_dev_softmax_xent(tt_dev *dev, float *d_dlogits, float *d_stats, const float *d_logits,
                          const int32_t *d_labels, size_t rows, size_t classes, float grad_scale);
+void *tt_dev_event_create(tt_dev *dev); /* NULL on failure */
+void tt_dev_event_destroy(tt_dev *dev, void *ev);
+void tt_dev_event_record(tt_dev *dev, void *ev);
+double tt_dev_event_elapsed(tt_dev *dev, void *a, void *b); /* seconds from a to b, both complete */
 
 /* The CPU backend's table (always built). */
 extern const tt_dev_ops tt_dev_cpu_ops;

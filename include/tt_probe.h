@@ -22,7 +22,8 @@ extern "C" {
 typedef struct tt_probe_config {
     const tt_model *model;
     const tt_dev_ops *ops;
-    int n_devices;
+    int n_devices;     /* devices the towers use; tower t uses devices[t % n_devices] */
+    const int *devices; /* their ordinals (NULL: 0 .. n_devices-1) */
     size_t towers;     /* N */
     size_t batch;      /* B: global */
     tt_optim_config optim;
@@ -45,7 +46,7 @@ typedef struct tt_probe {
     double pull, data, compute, push_grad, push_stats, barrier;
     double straggle;    /* mean time the other towers wait for the slowest one's compute */
     double wake;        /* a sleeping thread's wake-up latency */
-    double reduce_cpu, reduce_device, reduce_allreduce, update;
+    double reduce_cpu, reduce_device, reduce_allreduce, reduce_nccl, update; /* nccl: 0 where it cannot run */
 } tt_probe;
 
 tt_status tt_probe_run(const tt_probe_config *c, tt_probe *p, tt_error *err);

@@ -21,7 +21,8 @@ typedef enum { TT_PROGRESS_AUTO, TT_PROGRESS_BAR, TT_PROGRESS_LINES, TT_PROGRESS
 typedef struct tt_run_config {
     const char *data;     /* "fashion-mnist" or a directory */
     const char *model;    /* "mlp" or a model file */
-    const char *device;   /* backend name */
+    const char *device;   /* backend name: auto, cpu, cuda */
+    const char *gpus;     /* --gpus LIST, or NULL for every GPU */
     size_t towers, batch, epochs;
     tt_optim_config optim; /* lr here is the base rate */
     int lr_given;          /* --lr was given (else the optimizer's Keras default) */

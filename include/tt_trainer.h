@@ -31,14 +31,18 @@
 extern "C" {
 #endif
 
-typedef enum { TT_REDUCE_CPU, TT_REDUCE_DEVICE, TT_REDUCE_ALLREDUCE } tt_reduce;
+/* Where the gradients are summed: an index into the placement table (trainer.c), where each placement is a set of
+ * phase functions. nccl: every tower's gradient is summed by NCCL into tower 0's device (ncclReduce), which pushes
+ * the sum; one GPU per tower. */
+typedef enum { TT_REDUCE_CPU, TT_REDUCE_DEVICE, TT_REDUCE_ALLREDUCE, TT_REDUCE_NCCL, TT_REDUCE_COUNT } tt_reduce;
 
 int tt_reduce_parse(const char *name, tt_reduce *r); /* -1 for an unknown name */
 const char *tt_reduce_name(tt_reduce r);
 
 typedef struct tt_trainer_config {
     const tt_dev_ops *ops; /* backend */
-    int n_devices;         /* devices the backend sees; tower t uses device t % n_devices */
+    int n_devices;         /* devices the towers use; tower t uses devices[t % n_devices] */
+    const int *devices;    /* their ordinals (NULL: 0 .. n_devices-1) */
     size_t n_towers;       /* N */
     size_t batch;          /* B: global batch (the largest step this trainer will be given) */
     tt_optim_config optim;

@@ -129,7 +129,7 @@ static int bench_extra(const char *opt, const char *value, void *ctx, tt_error *
 /* What bench and compare share: the backend, the data sets and the model of a run, as tt_run would have them. */
 typedef struct measure_setup {
     const tt_dev_ops *ops;
-    int n_devices;
+    tt_backend be;
     tt_dataset train, val, test;
     tt_model *model;
     tt_run_result *res;
@@ -138,8 +138,10 @@ typedef struct measure_setup {
 static tt_status setup_open(const tt_run_config *c, measure_setup *m, tt_error *err)
 {
     memset(m, 0, sizeof *m);
-    tt_status s = tt_backend_find(c->device, &m->ops, &m->n_devices, err);
+    tt_status s = tt_backend_open(c->device, c->gpus, &m->be, err);
     if (s) return s;
+    m->ops = m->be.ops;
+    if (m->be.notice[0]) tt_report_notice(m->be.notice);
     m->model = (tt_model *)tt_calloc(1, sizeof *m->model);
     m->res = (tt_run_result *)tt_calloc(1, sizeof *m->res);
     if (!m->model || !m->res) return tt_fail(err, TT_ERR_NOMEM, "out of memory");
@@ -284,7 +286,8 @@ int tt_cmd_bench(int argc, char **argv)
                 memset(&br->pc, 0, sizeof br->pc);
                 br->pc.model = model;
                 br->pc.ops = ops;
-                br->pc.n_devices = setup.n_devices;
+                br->pc.n_devices = setup.be.n_devices;
+                br->pc.devices = setup.be.devices;
                 br->pc.towers = N;
                 br->pc.batch = B;
                 br->pc.optim = c.optim;
@@ -415,10 +418,10 @@ int tt_cmd_probe(int argc, char **argv)
         return 0;
     }
     if (s) return fail(s, &err);
-    const tt_dev_ops *ops;
-    int n_devices;
-    s = tt_backend_find(c.device, &ops, &n_devices, &err);
+    tt_backend be;
+    s = tt_backend_open(c.device, c.gpus, &be, &err);
     if (s) return fail(s, &err);
+    if (be.notice[0]) tt_report_notice(be.notice);
     tt_model *model = (tt_model *)tt_calloc(1, sizeof *model);
     if (!model) return fail(tt_fail(&err, TT_ERR_NOMEM, "out of memory"), &err);
     s = strcmp(c.model, "mlp") == 0 ? tt_model_mlp(model, 784, 10, &err) : tt_model_load(model, c.model, 784, 10, &err);
@@ -426,7 +429,7 @@ int tt_cmd_probe(int argc, char **argv)
         tt_free(model);
         return fail(s, &err);
     }
-    tt_probe_config pc = {model, ops, n_devices, c.towers, c.batch, c.optim, c.host_threads, reps};
+    tt_probe_config pc = {model, be.ops, be.n_devices, be.devices, c.towers, c.batch, c.optim, c.host_threads, reps};
     tt_probe p;
     s = tt_probe_run(&pc, &p, &err);
     if (!s && tt_signal_caught())

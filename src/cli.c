@@ -54,7 +54,9 @@ void tt_cli_train_help(FILE *f)
             "  --data DIR            MNIST-format directory, or 'fashion-mnist' (Debian's dataset-fashion-mnist)\n"
             "                        [fashion-mnist]\n"
             "  --model mlp|FILE      built-in 784-256-relu-256-relu-10 MLP, or a model file (docs/model-file.md) [mlp]\n"
-            "  --device NAME         backend: %s [cpu]\n"
+            "  --device NAME         backend: %s; auto = cuda when a usable GPU exists, else cpu [auto]\n"
+            "  --gpus LIST           GPUs the towers use, e.g. 0,1; more towers than GPUs share them round-robin,\n"
+            "                        each tower with its own stream [every GPU]\n"
             "  --towers N            data-parallel towers, one thread each [1]\n"
             "  --batch N             global batch, split across the towers (sizes differ by at most 1) [256]\n"
             "  --epochs N            [10]\n"
@@ -72,14 +74,15 @@ void tt_cli_train_help(FILE *f)
             "  --host-threads N      host threads for the gradient sum and the optimizer [CPUs]\n"
             "  --reduce PLACE        where gradients are summed: cpu (host sums the towers' slots), device (tower 0\n"
             "                        gathers and sums, like ReductionToOneDevice), allreduce (each tower sums one\n"
-            "                        slice: reduce-scatter, then gather to the host) [cpu]\n"
+            "                        slice: reduce-scatter, then gather to the host), nccl (NCCL sums into tower\n"
+            "                        0's GPU; cuda, one GPU per tower) [cpu]\n"
             "  --trace FILE          Chrome trace-event JSON of every step (open in Perfetto or chrome://tracing)\n",
             tt_backend_list());
 }
 
 static int takes_value(const char *opt)
 {
-    static const char *valued[] = {"--data", "--model", "--device", "--towers", "--batch", "--epochs",
+    static const char *valued[] = {"--data", "--model", "--device", "--gpus", "--towers", "--batch", "--epochs",
                                    "--optimizer", "--lr", "--lr-scaling", "--momentum", "--seed", "--val-samples",
                                    "--train-samples", "--test-samples", "--log-json", "--progress",
                                    "--host-threads", "--reduce", "--trace", NULL};
@@ -140,6 +143,7 @@ tt_status tt_cli_parse_train(int argc, char **argv, int first, tt_run_config *c,
         if (strcmp(name, "--data") == 0) c->data = value;
         else if (strcmp(name, "--model") == 0) c->model = value;
         else if (strcmp(name, "--device") == 0) c->device = value;
+        else if (strcmp(name, "--gpus") == 0) c->gpus = value;
         else if (strcmp(name, "--towers") == 0) s = tt_cli_size(name, value, 1, 1024, &c->towers, err);
         else if (strcmp(name, "--batch") == 0) s = tt_cli_size(name, value, 1, 1 << 20, &c->batch, err);
         else if (strcmp(name, "--epochs") == 0) s = tt_cli_size(name, value, 1, 100000, &c->epochs, err);
@@ -175,7 +179,7 @@ tt_status tt_cli_parse_train(int argc, char **argv, int first, tt_run_config *c,
             else s = tt_fail(err, TT_ERR_ARG, "--progress: '%.64s' is not auto, bar, lines or quiet", value);
         } else if (strcmp(name, "--reduce") == 0) {
             if (tt_reduce_parse(value, &c->reduce))
-                s = tt_fail(err, TT_ERR_ARG, "--reduce: '%.64s' is not cpu, device or allreduce", value);
+                s = tt_fail(err, TT_ERR_ARG, "--reduce: '%.64s' is not cpu, device, allreduce or nccl", value);
         } else if (strcmp(name, "--trace") == 0) {
             if (!*value) s = tt_fail(err, TT_ERR_ARG, "--trace: empty file name");
             c->trace = value;

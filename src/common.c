@@ -65,11 +65,12 @@ void tt_escape(const char *s, char *out, size_t len)
     out[k] = '\0';
 }
 
-void tt_report_error(const char *msg)
+static void report_line(const char *prefix, const char *msg)
 {
-    char line[4 * sizeof(((tt_error *)0)->msg) + 16];
-    memcpy(line, "towertrain: ", 12);
-    tt_escape(msg, line + 12, sizeof line - 13);
+    char line[4 * sizeof(((tt_error *)0)->msg) + 32];
+    size_t p = strlen(prefix);
+    memcpy(line, prefix, p);
+    tt_escape(msg, line + p, sizeof line - p - 1);
     size_t n = strlen(line);
     line[n++] = '\n';
     for (size_t off = 0; off < n;) { /* one write; a partial one (a signal) is finished, never repeated */
@@ -78,6 +79,10 @@ void tt_report_error(const char *msg)
         off += (size_t)w;
     }
 }
+
+void tt_report_error(const char *msg) { report_line("towertrain: ", msg); }
+
+void tt_report_notice(const char *msg) { report_line("towertrain: notice: ", msg); }
 
 int tt_fpu_flushing(void)
 {

@@ -160,3 +160,27 @@ void tt_dev_softmax_xent(tt_dev *dev, float *d_dlogits, float *d_stats, const fl
     TT_ASSERT(d_stats && d_logits && d_labels && classes >= 1);
     dev->ops->softmax_xent(dev->ctx, d_dlogits, d_stats, d_logits, d_labels, rows, classes, grad_scale);
 }
+
+void *tt_dev_event_create(tt_dev *dev)
+{
+    void *ev = dev->ops->event_create(dev->ctx);
+    if (ev) dev->n_alloc++;
+    return ev;
+}
+
+void tt_dev_event_destroy(tt_dev *dev, void *ev)
+{
+    if (ev && dev->ops) dev->ops->event_destroy(dev->ctx, ev);
+}
+
+void tt_dev_event_record(tt_dev *dev, void *ev)
+{
+    TT_ASSERT(ev);
+    dev->ops->event_record(dev->ctx, ev);
+}
+
+double tt_dev_event_elapsed(tt_dev *dev, void *a, void *b)
+{
+    TT_ASSERT(a && b);
+    return dev->ops->event_elapsed(dev->ctx, a, b);
+}

@@ -126,6 +126,31 @@ static void cpu_softmax_xent(void *ctx, float *dlogits, float *stats, const floa
     }
 }
 
+/* An event is the clock when it was recorded: every op has finished by the time it returns. */
+static void *cpu_event_create(void *ctx)
+{
+    (void)ctx;
+    return tt_calloc(1, sizeof(double));
+}
+
+static void cpu_event_destroy(void *ctx, void *ev)
+{
+    (void)ctx;
+    tt_free(ev);
+}
+
+static void cpu_event_record(void *ctx, void *ev)
+{
+    (void)ctx;
+    *(double *)ev = tt_now();
+}
+
+static double cpu_event_elapsed(void *ctx, void *a, void *b)
+{
+    (void)ctx;
+    return *(const double *)b - *(const double *)a;
+}
+
 const tt_dev_ops tt_dev_cpu_ops = {
     .name = "cpu",
     .init = cpu_init,
@@ -150,4 +175,12 @@ const tt_dev_ops tt_dev_cpu_ops = {
     .relu_fwd = cpu_relu_fwd,
     .relu_bwd = cpu_relu_bwd,
     .softmax_xent = cpu_softmax_xent,
+    .event_create = cpu_event_create,
+    .event_destroy = cpu_event_destroy,
+    .event_record = cpu_event_record,
+    .event_elapsed = cpu_event_elapsed,
+    .peer_setup = NULL, /* every tower's memory is the host's: copies between towers are memcpy */
+    .comm_init = NULL,  /* no collectives library: --reduce nccl is refused */
+    .comm_free = NULL,
+    .comm_reduce = NULL,
 };

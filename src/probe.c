@@ -687,6 +687,8 @@ void tt_probe_predict(const tt_probe *p, tt_reduce r, tt_step_times *o)
     case TT_REDUCE_CPU: o->reduce = p->reduce_cpu; break;
     case TT_REDUCE_DEVICE: o->reduce = p->reduce_device + p->barrier; break;
     case TT_REDUCE_ALLREDUCE: o->reduce = p->reduce_allreduce + p->barrier; break;
+    case TT_REDUCE_NCCL: o->reduce = p->reduce_nccl + p->barrier; break;
+    case TT_REDUCE_COUNT: break;
     }
     o->update = p->update + p->barrier;
     o->total = o->towers + o->reduce + o->update;

@@ -17,7 +17,7 @@ void tt_run_config_defaults(tt_run_config *c)
     memset(c, 0, sizeof *c);
     c->data = "fashion-mnist";
     c->model = "mlp";
-    c->device = "cpu";
+    c->device = "auto";
     c->towers = 1;
     c->batch = 256;
     c->epochs = 10;
@@ -71,7 +71,7 @@ typedef struct run_state {
     FILE *out; /* console; NULL = silent */
     int bar;   /* a live progress bar on out */
     const tt_dev_ops *ops;
-    int n_devices;
+    tt_backend be;
     tt_model *model;
     tt_trainer_config tc;
     tt_trainer tr;
@@ -110,7 +110,7 @@ static void print_banner(const run_state *rs)
     FILE *out = rs->out;
     const size_t N = c->towers, B = rs->tc.batch;
     fprintf(out, "towertrain %s | backend %s (%d device%s) | %zu tower%s | batch %zu", TT_VERSION, rs->ops->name,
-            rs->n_devices, rs->n_devices == 1 ? "" : "s", N, N == 1 ? "" : "s", c->batch);
+            rs->be.n_devices, rs->be.n_devices == 1 ? "" : "s", N, N == 1 ? "" : "s", c->batch);
     if (B < c->batch) fprintf(out, " (more than the %zu training samples: shards sized for %zu)", rs->train->n, B);
     fprintf(out, " (shards of %zu..%zu) | --reduce %s\n", B / N, (B + N - 1) / N, tt_reduce_name(c->reduce));
     fprintf(out, "BLAS: %s\n", tt_blas_describe());
@@ -157,15 +157,17 @@ static tt_status log_start(run_state *rs, tt_error *err)
 static tt_status run_open(run_state *rs, tt_error *err)
 {
     const tt_run_config *c = rs->c;
-    tt_status s = tt_backend_find(c->device, &rs->ops, &rs->n_devices, err);
+    tt_status s = tt_backend_open(c->device, c->gpus, &rs->be, err);
     if (s) return s;
+    rs->ops = rs->be.ops;
     rs->model = (tt_model *)tt_calloc(1, sizeof *rs->model);
     if (!rs->model) return tt_fail(err, TT_ERR_NOMEM, "out of memory");
     s = tt_run_model(c, rs->train, rs->model, err);
     if (s) return s;
     tt_trainer_config *tc = &rs->tc;
     tc->ops = rs->ops;
-    tc->n_devices = rs->n_devices;
+    tc->n_devices = rs->be.n_devices;
+    tc->devices = rs->be.devices;
     tc->n_towers = c->towers;
     /* buffers are sized by the smaller of the batch and the data: a batch beyond the data is one step of it all */
     tc->batch = c->batch < rs->train->n ? c->batch : rs->train->n;
@@ -533,10 +535,10 @@ tt_status tt_run_model(const tt_run_config *c, const tt_dataset *train, tt_model
 
 tt_status tt_run(const tt_run_config *c, FILE *out, tt_run_result *res, tt_error *err)
 {
-    const tt_dev_ops *ops;
-    int n_devices;
-    tt_status s = tt_backend_find(c->device, &ops, &n_devices, err); /* before spending seconds on the data */
+    tt_backend be;
+    tt_status s = tt_backend_open(c->device, c->gpus, &be, err); /* before spending seconds on the data */
     if (s) return s;
+    if (be.notice[0] && out) tt_report_notice(be.notice);
     tt_dataset train, val, test;
     s = tt_run_load(c, &train, &val, &test, err);
     if (s) return s;

@@ -24,19 +24,19 @@
 
 enum { JOB_INIT, JOB_STEPS, JOB_EVAL, JOB_DIAGNOSE, JOB_FREE };
 
+static const char *const reduce_names[TT_REDUCE_COUNT] = {"cpu", "device", "allreduce", "nccl"};
+
 int tt_reduce_parse(const char *name, tt_reduce *r)
 {
-    if (strcmp(name, "cpu") == 0) *r = TT_REDUCE_CPU;
-    else if (strcmp(name, "device") == 0) *r = TT_REDUCE_DEVICE;
-    else if (strcmp(name, "allreduce") == 0) *r = TT_REDUCE_ALLREDUCE;
-    else return -1;
-    return 0;
+    for (int i = 0; i < TT_REDUCE_COUNT; i++)
+        if (strcmp(name, reduce_names[i]) == 0) {
+            *r = (tt_reduce)i;
+            return 0;
+        }
+    return -1;
 }
 
-const char *tt_reduce_name(tt_reduce r)
-{
-    return r == TT_REDUCE_CPU ? "cpu" : r == TT_REDUCE_DEVICE ? "device" : "allreduce";
-}
+const char *tt_reduce_name(tt_reduce r) { return (unsigned)r < TT_REDUCE_COUNT ? reduce_names[r] : "?"; }
 
 struct tt_tower {
     int id;
@@ -113,6 +113,8 @@ static int tower_buffers(tt_trainer *tr, tt_tower *tw, tower_buf *b)
     BUF(&tw->h_stats, 2 * R * F, 1, "batch staging", TT_MEM_BY_RUN);
     switch (tr->cfg.reduce) {
     case TT_REDUCE_CPU: BUF(&tr->h_slots[tw->id], P * F, 1, "gradient slots", TT_MEM_BY_PARAMS); break;
+    case TT_REDUCE_COUNT:
+    case TT_REDUCE_NCCL:
     case TT_REDUCE_DEVICE:
         if (tw->id == 0 && N > 1) /* the sum; tower 1's gradient is copied straight into it */
             BUF(&tw->d_acc, P * F, 0, "reduction buffers", TT_MEM_BY_PARAMS);
@@ -140,7 +142,8 @@ static int tower_buffers(tt_trainer *tr, tt_tower *tw, tower_buf *b)
 static tt_status tower_alloc(tt_tower *tw)
 {
     tt_trainer *tr = tw->tr;
-    tt_status s = tt_dev_init(&tw->dev, tr->cfg.ops, tw->id % tr->cfg.n_devices, &tw->err);
+    const int d = tw->id % tr->cfg.n_devices;
+    tt_status s = tt_dev_init(&tw->dev, tr->cfg.ops, tr->cfg.devices ? tr->cfg.devices[d] : d, &tw->err);
     if (s) return s;
     tt_dev_bind(&tw->dev);
     tower_buf b[MAX_TOWER_BUFS];

@@ -226,12 +226,13 @@ int main(int argc, char **argv)
     size_t count = argc > 1 ? (size_t)argc - 1 : 1;
     int ran = 0, failed = 0;
     for (size_t i = 0; i < count; i++) {
-        int n;
+        tt_backend be;
         tt_error err;
-        if (tt_backend_find(names[i], &ops, &n, &err) != TT_OK) {
+        if (tt_backend_open(names[i], NULL, &be, &err) != TT_OK) {
             printf("SKIP: backend %s: %s\n", names[i], err.msg);
             continue;
         }
+        ops = be.ops;
         Suite *s = suite_create(names[i]);
         TCase *tc = tcase_create("ops-vs-cpu");
         tcase_set_timeout(tc, 120);
