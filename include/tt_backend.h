@@ -12,7 +12,6 @@
 extern "C" {
 #endif
 
-#define TT_MAX_DEVICES 64
 
 typedef struct tt_backend {
     const tt_dev_ops *ops;

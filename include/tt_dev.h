@@ -80,6 +80,8 @@ typedef struct tt_dev_ops {
     void (*comm_reduce)(void *comm, int rank, void *ctx, const float *d_send, float *d_recv, size_t n, int root);
 } tt_dev_ops;
 
+#define TT_MAX_DEVICES 64 /* devices one run can use */
+
 /* How a copy between two towers' devices travels (tt_dev_ops.peer_setup). */
 enum { TT_LINK_SAME = 0, TT_LINK_PEER = 1, TT_LINK_STAGED = 2 };
 

@@ -62,16 +62,19 @@ typedef enum {
 } tt_halt;
 
 /* One tower's step in absolute clock times (tt_now seconds) and bytes: the ledger and the trace read these.
- * A phase that did not happen has equal start and end. */
+ * A phase that did not happen has equal start and end. The times come from events recorded on the tower's stream
+ * between its phases (tt_dev_event_*), anchored to the clock at the first event: a GPU tower is timed without
+ * waiting for its device at every phase. */
 typedef struct tt_tower_ledger {
     double pull0, pull1;     /* master weights host -> device */
     double data1;            /* shard's rows gathered and copied in (from pull1) */
     double compute1;         /* forward + loss + backward (from data1) */
     double push0, push1;     /* gradient (or its reduced slice) device -> host */
-    double reduce0, reduce1; /* device-side reduction: peer copies + adds (device, allreduce) */
+    double reduce0, reduce1; /* device-side reduction: peer copies + adds, or NCCL (device, allreduce, nccl) */
+    double rpush0, rpush1;   /* the reduced gradient (or this tower's slice of it) device -> host, after reduce1 */
     double wait;             /* seconds spent at barriers waiting for other towers */
     size_t rows;
-    uint64_t bytes_pull, bytes_data, bytes_push, bytes_reduce;
+    uint64_t bytes_pull, bytes_data, bytes_push, bytes_push_sum, bytes_reduce;
 } tt_tower_ledger;
 
 /* Where one step's time went: a partition of the step's wall time. Tower phases are means over towers. */
@@ -100,10 +103,25 @@ typedef struct tt_eval_result {
     double accuracy, top5;
 } tt_eval_result;
 
+/* The phases of a step, as tt_trainer_time_phases times them. */
+enum { TT_PHASE_PULL, TT_PHASE_DATA, TT_PHASE_COMPUTE, TT_PHASE_PUSH, TT_PHASE_REDUCE, TT_PHASE_HOST, TT_PHASE_COUNT };
+
+/* Each phase of a step timed alone (seconds, medians over reps), by the step's own code. */
+typedef struct tt_phase_times {
+    double pull, data, compute, push; /* tower phases: the mean tower's time, all towers at once */
+    double straggle;                  /* the slowest tower's pull..push beyond the mean tower's */
+    double reduce;                    /* the placement's reduce phase (wall; 0 for cpu) */
+    double host;                      /* the host slice on the whole crew (wall): sum + update */
+    double host_sum, host_update;     /* its split, in crew thread 0's proportions */
+    size_t reps;
+} tt_phase_times;
+
 typedef struct tt_tower tt_tower;
+struct placement;
 
 typedef struct tt_trainer {
     tt_trainer_config cfg;
+    const struct placement *place; /* the row of the placement table for cfg.reduce */
     const tt_model *model;
     size_t shard_max; /* ceil(B / N): rows a tower must hold */
     float *h_params;  /* master variables (P) */
@@ -129,8 +147,13 @@ typedef struct tt_trainer {
     atomic_int grad_nonfinite; /* a block of this step's summed gradient is not finite (set by any host slice) */
     tt_halt halt;            /* set at the end of a step; the crew leaves the run of steps */
     atomic_int stop_request; /* tt_trainer_request_stop */
-    float *h_grad;           /* device / allreduce: the reduced gradient pushed by the towers (P) */
+    float *h_grad;           /* device / allreduce / nccl: the reduced gradient pushed by the towers (P) */
     uint64_t steps;          /* steps applied since init */
+    void *comm;              /* nccl: the backend's communicator over the towers */
+    int n_links, link_devs[TT_MAX_DEVICES], links[TT_MAX_DEVICES * TT_MAX_DEVICES]; /* the peer matrix of the towers' devices (tt_backend_links) */
+    /* tt_trainer_time_phases: clock readings [thread][rep][phase], the host slice's split [thread][rep] */
+    double *ph_start, *ph_end, *ph_sum, *ph_upd;
+    size_t ph_reps;
 } tt_trainer;
 
 tt_status tt_trainer_init(tt_trainer *tr, const tt_model *m, const tt_trainer_config *cfg,
@@ -182,6 +205,20 @@ int tt_sum_slots(float *out, float *const *slots, size_t n_slots, size_t offset,
 
 /* 1 if x[0..n) holds no NaN and no Inf. */
 int tt_all_finite(const float *x, size_t n);
+
+/* Whether placement cfg->reduce can run with this configuration (nccl: a backend with NCCL, one GPU per tower):
+ * TT_ERR_ARG with one line saying why not. tt_trainer_init and tt_trainer_plan check it too. */
+tt_status tt_trainer_check(const tt_trainer_config *cfg, tt_error *err);
+
+/* The peer matrix of the towers' distinct devices: returns their count n, *ords their ordinals, *link n x n
+ * TT_LINK_* entries (tt_backend_links). */
+int tt_trainer_links(const tt_trainer *tr, const int **ords, const int **link);
+
+/* The probe's view of the step: runs reps + 1 steps (the first a warm-up) of samples idx[0..n) of ds (N <= n <=
+ * cfg.batch), each phase started together on every thread that takes part and waited for before the next, and
+ * times each phase alone. The weights are updated as in training: use a trainer of its own. */
+tt_status tt_trainer_time_phases(tt_trainer *tr, const tt_dataset *ds, const uint32_t *idx, size_t n, size_t reps,
+                                 tt_phase_times *out, tt_error *err);
 
 /* Device allocations made by all towers so far (the step loop must add none after the first step). */
 uint64_t tt_trainer_device_allocs(const tt_trainer *tr);

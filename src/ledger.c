@@ -67,9 +67,11 @@ tt_status tt_ledger_json_steps(tt_out *f, size_t epoch, const tt_step_result *re
             tt_out_json_num(f, "compute", l->compute1 - l->data1, 1);
             tt_out_json_num(f, "reduce", l->reduce1 - l->reduce0, 1);
             tt_out_json_num(f, "push", l->push1 - l->push0, 1);
+            tt_out_json_num(f, "push_sum", l->rpush1 - l->rpush0, 1);
             tt_out_json_num(f, "wait", l->wait, 1);
-            tt_out_printf(f, "\"bytes_pull\":%llu,\"bytes_push\":%llu,\"bytes_reduce\":%llu}",
+            tt_out_printf(f, "\"bytes_pull\":%llu,\"bytes_push\":%llu,\"bytes_push_sum\":%llu,\"bytes_reduce\":%llu}",
                           (unsigned long long)l->bytes_pull, (unsigned long long)l->bytes_push,
+                          (unsigned long long)l->bytes_push_sum,
                           (unsigned long long)l->bytes_reduce);
         }
         tt_out_printf(f, "]}\n");
@@ -141,6 +143,7 @@ tt_status tt_trace_steps(tt_trace *t, const tt_step_result *res, const tt_tower_
             span(t, tid, "forward+backward", l->data1, l->compute1, "rows", l->rows);
             span(t, tid, "reduce", l->reduce0, l->reduce1, "bytes", l->bytes_reduce);
             span(t, tid, "push", l->push0, l->push1, "bytes", l->bytes_push);
+            span(t, tid, "push sum", l->rpush0, l->rpush1, "bytes", l->bytes_push_sum);
         }
         const tt_step_times *s = &res[k].t;
         span(t, LANE_HOST_REDUCE, "sum slots", s->reduce0, s->reduce1, NULL, 0);

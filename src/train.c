@@ -203,6 +203,12 @@ static tt_status run_open(run_state *rs, tt_error *err)
     }
     s = tt_trainer_init(&rs->tr, rs->model, tc, rs->h_init, err);
     if (s) return s;
+    if (rs->out) { /* known once the towers' devices are up: how copies between them travel */
+        const int *ords, *link;
+        int n = tt_trainer_links(&rs->tr, &ords, &link);
+        tt_backend_print_links(rs->out, "", rs->ops, ords, n, link);
+        if ((s = tt_flush_stdout(rs->out, err))) return s;
+    }
     if (c->trace) s = tt_trace_open(&rs->trace, c->trace, c->towers, rs->ops->name, tt_reduce_name(c->reduce), err);
     return s;
 }
@@ -539,6 +545,8 @@ tt_status tt_run(const tt_run_config *c, FILE *out, tt_run_result *res, tt_error
     tt_status s = tt_backend_open(c->device, c->gpus, &be, err); /* before spending seconds on the data */
     if (s) return s;
     if (be.notice[0] && out) tt_report_notice(be.notice);
+    tt_trainer_config place = {.ops = be.ops, .n_devices = be.n_devices, .n_towers = c->towers, .reduce = c->reduce};
+    if ((s = tt_trainer_check(&place, err))) return s; /* --reduce nccl where it cannot run: before the data */
     tt_dataset train, val, test;
     s = tt_run_load(c, &train, &val, &test, err);
     if (s) return s;

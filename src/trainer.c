@@ -4,12 +4,21 @@
  * its device in the INIT job, allocates everything it will ever need there, and releases it in the FREE job.
  * A STEPS job runs a run of steps with no help from the caller:
  *
- *     towers:   pull -> data -> forward/backward [-> push to own slot: cpu]      (threads >= N just arrive)
+ *     towers:   pull -> data -> forward/backward -> push (stats [+ own gradient to own slot: cpu])
+ *               (threads >= N just arrive)
  *     barrier A (its last thread aggregates the tower phase and starts the optimizer's step)
- *     towers:   device: tower 0 gathers + sums + pushes; allreduce: tower t does slice t     (not for cpu)
- *     barrier R (device, allreduce only)
+ *     towers:   the placement's reduce: device, allreduce, nccl                      (not for cpu)
+ *     barrier R (placements with a reduce only)
  *     everyone: one slice of the buffer: [sum the slots in tower order: cpu] + the optimizer
  *     barrier B (its last thread stamps the step's time)
+ *
+ * A placement (where the gradients are summed) is a row of the `placements` table: the buffers it adds to a tower,
+ * the tower-side reduce phase it runs between barriers A and R, and where the host slices read the summed gradient.
+ * The step above is written once; tt_trainer_time_phases runs the same phase functions one at a time for the probe.
+ *
+ * A tower issues its whole step on its stream and waits once, at the end, where the host must read its statistics:
+ * the pull is issued before the host gathers the shard's rows, so on a GPU the two overlap, and the ledger is
+ * timed by events recorded between the phases, not by waiting for each.
  *
  * The slices are host work on host memory: the tower threads double as the host's cores once their device work
  * is done, as a CPU device's thread pool would in TensorFlow. The barriers spin briefly before sleeping when every
@@ -18,11 +27,12 @@
 #include <math.h>
 #include <string.h>
 
+#include "tt_backend.h"
 #include "tt_math.h"
 #include "tt_mem.h"
 #include "tt_trainer.h"
 
-enum { JOB_INIT, JOB_STEPS, JOB_EVAL, JOB_DIAGNOSE, JOB_FREE };
+enum { JOB_INIT, JOB_STEPS, JOB_EVAL, JOB_DIAGNOSE, JOB_PHASES, JOB_FREE };
 
 static const char *const reduce_names[TT_REDUCE_COUNT] = {"cpu", "device", "allreduce", "nccl"};
 
@@ -38,6 +48,9 @@ int tt_reduce_parse(const char *name, tt_reduce *r)
 
 const char *tt_reduce_name(tt_reduce r) { return (unsigned)r < TT_REDUCE_COUNT ? reduce_names[r] : "?"; }
 
+/* Events a tower records on its stream: the step's phase boundaries, then the reduce phase's. */
+enum { EV_START, EV_PULL, EV_DATA, EV_COMPUTE, EV_PUSH, EV_R_START, EV_R_SUM, EV_R_PUSH, EV_COUNT };
+
 struct tt_tower {
     int id;
     tt_trainer *tr;
@@ -52,8 +65,9 @@ struct tt_tower {
     float *d_stats;     /* (rows, 2): loss, rank */
     uint8_t *d_x8;      /* (rows, D) raw pixels, scaled into d_act[0] on the device */
     float *d_recv;      /* device: tower 0, (P); allreduce: every tower, (S) — a peer's gradient (slice) */
-    float *d_acc;       /* device: tower 0, (P) the sum; allreduce: (S) this tower's slice of the sum */
+    float *d_acc;       /* device, nccl: tower 0, (P) the sum; allreduce: (S) this tower's slice of the sum */
     size_t slice_lo, slice_n; /* allreduce: this tower's slice [slice_lo, slice_lo + slice_n) of the buffer */
+    void *ev[EV_COUNT]; /* events on this tower's stream */
     /* host staging (pinned on a GPU backend) */
     uint8_t *h_x;       /* (rows, D) raw pixels */
     int32_t *h_labels;  /* (rows) */
@@ -76,7 +90,7 @@ static void shard_of(size_t n, size_t N, size_t t, size_t *lo, size_t *rows)
     *lo = t * base + (t < extra ? t : extra);
 }
 
-/* ---- tower side -------------------------------------------------------------------------------------------- */
+/* ---- buffers ----------------------------------------------------------------------------------------------- */
 
 /* Every buffer a tower allocates: where its pointer goes, its size, whether it is device or (pinned) host memory,
  * and the part of the memory budget it belongs to. tower_alloc allocates exactly these, tower_release frees them,
@@ -92,51 +106,116 @@ typedef struct tower_buf {
 
 enum { MAX_TOWER_BUFS = TT_MAX_LAYERS + 24 };
 
-static int tower_buffers(tt_trainer *tr, tt_tower *tw, tower_buf *b)
+typedef struct buf_list {
+    tower_buf b[MAX_TOWER_BUFS];
+    int n;
+} buf_list;
+
+static void add_buf(buf_list *l, void *slot, size_t bytes, int on_host, const char *part, tt_mem_driver driver)
+{
+    TT_ASSERT(l->n < MAX_TOWER_BUFS);
+    l->b[l->n++] = (tower_buf){(void **)slot, bytes, on_host, part, driver};
+}
+
+/* ---- placements: where the gradients are summed ------------------------------------------------------------- */
+
+/* A placement is the phases it adds to the step. */
+typedef struct placement {
+    /* the reduction buffers tower tw needs, added to its list */
+    void (*buffers)(tt_trainer *tr, tt_tower *tw, buf_list *l);
+    /* the tower phase pushes every tower's gradient to its own host slot, and the host slices sum the slots */
+    int host_sum;
+    /* the tower-side reduce phase between barriers A and R, ending with the sum (or a slice) pushed into
+     * tr->h_grad; NULL: none (and no barrier R) */
+    void (*reduce)(tt_tower *tw);
+    /* can it run with this configuration? NULL: always */
+    tt_status (*check)(const tt_trainer_config *cfg, tt_error *err);
+} placement;
+
+static void buffers_cpu(tt_trainer *tr, tt_tower *tw, buf_list *l)
+{
+    add_buf(l, &tr->h_slots[tw->id], tr->model->n_params * sizeof(float), 1, "gradient slots", TT_MEM_BY_PARAMS);
+}
+
+/* device and nccl: the sum lives on tower 0 */
+static void buffers_tower0(tt_trainer *tr, tt_tower *tw, buf_list *l)
+{
+    const size_t P = tr->model->n_params, N = tr->cfg.n_towers;
+    if (tw->id == 0 && N > 1) /* the sum (device: tower 1's gradient is copied straight into it) */
+        add_buf(l, &tw->d_acc, P * sizeof(float), 0, "reduction buffers", TT_MEM_BY_PARAMS);
+    if (tr->cfg.reduce == TT_REDUCE_DEVICE && tw->id == 0 && N > 2) /* towers 2.. arrive here before each is added */
+        add_buf(l, &tw->d_recv, P * sizeof(float), 0, "reduction buffers", TT_MEM_BY_PARAMS);
+}
+
+static void buffers_allreduce(tt_trainer *tr, tt_tower *tw, buf_list *l)
+{
+    /* slices of 16-float multiples so every slice starts 64-byte aligned */
+    const size_t P = tr->model->n_params, N = tr->cfg.n_towers;
+    const size_t S = ((P + N - 1) / N + 15) & ~(size_t)15;
+    tw->slice_lo = (size_t)tw->id * S < P ? (size_t)tw->id * S : P;
+    tw->slice_n = tw->slice_lo + S < P ? S : P - tw->slice_lo;
+    add_buf(l, &tw->d_recv, S * sizeof(float), 0, "reduction buffers", TT_MEM_BY_PARAMS);
+    add_buf(l, &tw->d_acc, S * sizeof(float), 0, "reduction buffers", TT_MEM_BY_PARAMS);
+}
+
+static void reduce_device(tt_tower *tw);
+static void reduce_allreduce(tt_tower *tw);
+static void reduce_nccl(tt_tower *tw);
+static tt_status check_nccl(const tt_trainer_config *cfg, tt_error *err);
+
+static const placement placements[TT_REDUCE_COUNT] = {
+    [TT_REDUCE_CPU] = {buffers_cpu, 1, NULL, NULL},
+    [TT_REDUCE_DEVICE] = {buffers_tower0, 0, reduce_device, NULL},
+    [TT_REDUCE_ALLREDUCE] = {buffers_allreduce, 0, reduce_allreduce, NULL},
+    [TT_REDUCE_NCCL] = {buffers_tower0, 0, reduce_nccl, check_nccl},
+};
+
+/* NCCL needs the backend's collectives and one device per tower. */
+static tt_status check_nccl(const tt_trainer_config *cfg, tt_error *err)
+{
+    if (!cfg->ops->comm_init)
+        return tt_fail(err, TT_ERR_ARG, "--reduce nccl: the %s backend %s (use --reduce cpu, device or allreduce)",
+                       cfg->ops->name,
+                       cfg->ops->peer_setup ? "of this build has no NCCL (rebuild with NCCL found)" : "has no NCCL");
+    if (cfg->n_towers > (size_t)cfg->n_devices)
+        return tt_fail(err, TT_ERR_ARG,
+                       "--reduce nccl: needs one GPU per tower, and %zu towers share %d GPU%s (use --towers %d, or "
+                       "--reduce device/allreduce for virtual towers)",
+                       cfg->n_towers, cfg->n_devices, cfg->n_devices == 1 ? "" : "s", cfg->n_devices);
+    return TT_OK;
+}
+
+tt_status tt_trainer_check(const tt_trainer_config *cfg, tt_error *err)
+{
+    if ((unsigned)cfg->reduce >= TT_REDUCE_COUNT) return tt_fail(err, TT_ERR_ARG, "--reduce: unknown placement");
+    const placement *pl = &placements[cfg->reduce];
+    return pl->check ? pl->check(cfg, err) : TT_OK;
+}
+
+static void tower_buffers(tt_trainer *tr, tt_tower *tw, buf_list *l)
 {
     const tt_model *m = tr->model;
-    const size_t R = tr->shard_max, P = m->n_params, N = tr->cfg.n_towers, F = sizeof(float);
-    int n = 0;
-#define BUF(ptr, size, host, name, drv) (b[n++] = (tower_buf){(void **)(ptr), (size), (host), (name), (drv)})
-    BUF(&tw->d_params, P * F, 0, "tower weights and gradients", TT_MEM_BY_PARAMS);
-    BUF(&tw->d_grads, P * F, 0, "tower weights and gradients", TT_MEM_BY_PARAMS);
+    const size_t R = tr->shard_max, P = m->n_params, F = sizeof(float);
+    l->n = 0;
+    add_buf(l, &tw->d_params, P * F, 0, "tower weights and gradients", TT_MEM_BY_PARAMS);
+    add_buf(l, &tw->d_grads, P * F, 0, "tower weights and gradients", TT_MEM_BY_PARAMS);
     for (size_t i = 0; i <= m->n_layers; i++)
-        BUF(&tw->d_act[i], R * (i == 0 ? m->input_dim : m->layers[i - 1].out) * F, 0, "activations", TT_MEM_BY_WIDTH);
-    BUF(&tw->d_delta[0], R * m->max_width * F, 0, "activations", TT_MEM_BY_WIDTH);
-    BUF(&tw->d_delta[1], R * m->max_width * F, 0, "activations", TT_MEM_BY_WIDTH);
-    BUF(&tw->d_dlogits, R * m->n_classes * F, 0, "activations", TT_MEM_BY_WIDTH);
-    BUF(&tw->d_labels, R * sizeof(int32_t), 0, "batch staging", TT_MEM_BY_RUN);
-    BUF(&tw->d_stats, 2 * R * F, 0, "batch staging", TT_MEM_BY_RUN);
-    BUF(&tw->d_x8, R * m->input_dim, 0, "batch staging", TT_MEM_BY_RUN);
-    BUF(&tw->h_x, R * m->input_dim, 1, "batch staging", TT_MEM_BY_RUN);
-    BUF(&tw->h_labels, R * sizeof(int32_t), 1, "batch staging", TT_MEM_BY_RUN);
-    BUF(&tw->h_stats, 2 * R * F, 1, "batch staging", TT_MEM_BY_RUN);
-    switch (tr->cfg.reduce) {
-    case TT_REDUCE_CPU: BUF(&tr->h_slots[tw->id], P * F, 1, "gradient slots", TT_MEM_BY_PARAMS); break;
-    case TT_REDUCE_COUNT:
-    case TT_REDUCE_NCCL:
-    case TT_REDUCE_DEVICE:
-        if (tw->id == 0 && N > 1) /* the sum; tower 1's gradient is copied straight into it */
-            BUF(&tw->d_acc, P * F, 0, "reduction buffers", TT_MEM_BY_PARAMS);
-        if (tw->id == 0 && N > 2) /* towers 2.. arrive here before each is added */
-            BUF(&tw->d_recv, P * F, 0, "reduction buffers", TT_MEM_BY_PARAMS);
-        break;
-    case TT_REDUCE_ALLREDUCE: { /* slices of 16-float multiples so every slice starts 64-byte aligned */
-        const size_t S = ((P + N - 1) / N + 15) & ~(size_t)15;
-        tw->slice_lo = (size_t)tw->id * S < P ? (size_t)tw->id * S : P;
-        tw->slice_n = tw->slice_lo + S < P ? S : P - tw->slice_lo;
-        BUF(&tw->d_recv, S * F, 0, "reduction buffers", TT_MEM_BY_PARAMS);
-        BUF(&tw->d_acc, S * F, 0, "reduction buffers", TT_MEM_BY_PARAMS);
-        break;
-    }
-    }
+        add_buf(l, &tw->d_act[i], R * (i == 0 ? m->input_dim : m->layers[i - 1].out) * F, 0, "activations",
+                TT_MEM_BY_WIDTH);
+    add_buf(l, &tw->d_delta[0], R * m->max_width * F, 0, "activations", TT_MEM_BY_WIDTH);
+    add_buf(l, &tw->d_delta[1], R * m->max_width * F, 0, "activations", TT_MEM_BY_WIDTH);
+    add_buf(l, &tw->d_dlogits, R * m->n_classes * F, 0, "activations", TT_MEM_BY_WIDTH);
+    add_buf(l, &tw->d_labels, R * sizeof(int32_t), 0, "batch staging", TT_MEM_BY_RUN);
+    add_buf(l, &tw->d_stats, 2 * R * F, 0, "batch staging", TT_MEM_BY_RUN);
+    add_buf(l, &tw->d_x8, R * m->input_dim, 0, "batch staging", TT_MEM_BY_RUN);
+    add_buf(l, &tw->h_x, R * m->input_dim, 1, "batch staging", TT_MEM_BY_RUN);
+    add_buf(l, &tw->h_labels, R * sizeof(int32_t), 1, "batch staging", TT_MEM_BY_RUN);
+    add_buf(l, &tw->h_stats, 2 * R * F, 1, "batch staging", TT_MEM_BY_RUN);
+    tr->place->buffers(tr, tw, l);
     if (tw->id == 0) { /* pinned, so every tower's pull is a fast async copy */
-        BUF(&tr->h_params, P * F, 1, "master weights", TT_MEM_BY_PARAMS);
-        if (tr->cfg.reduce != TT_REDUCE_CPU) BUF(&tr->h_grad, P * F, 1, "reduced gradient", TT_MEM_BY_PARAMS);
+        add_buf(l, &tr->h_params, P * F, 1, "master weights", TT_MEM_BY_PARAMS);
+        if (!tr->place->host_sum) add_buf(l, &tr->h_grad, P * F, 1, "reduced gradient", TT_MEM_BY_PARAMS);
     }
-#undef BUF
-    TT_ASSERT(n <= MAX_TOWER_BUFS);
-    return n;
 }
 
 static tt_status tower_alloc(tt_tower *tw)
@@ -146,35 +225,53 @@ static tt_status tower_alloc(tt_tower *tw)
     tt_status s = tt_dev_init(&tw->dev, tr->cfg.ops, tr->cfg.devices ? tr->cfg.devices[d] : d, &tw->err);
     if (s) return s;
     tt_dev_bind(&tw->dev);
-    tower_buf b[MAX_TOWER_BUFS];
-    int n = tower_buffers(tr, tw, b);
-    for (int i = 0; i < n; i++) {
-        *b[i].slot = b[i].on_host ? tt_dev_host_alloc(&tw->dev, b[i].bytes) : tt_dev_alloc(&tw->dev, b[i].bytes);
-        if (!*b[i].slot)
+    buf_list l;
+    tower_buffers(tr, tw, &l);
+    for (int i = 0; i < l.n; i++) {
+        tower_buf *b = &l.b[i];
+        *b->slot = b->on_host ? tt_dev_host_alloc(&tw->dev, b->bytes) : tt_dev_alloc(&tw->dev, b->bytes);
+        if (!*b->slot)
             return tt_fail(&tw->err, TT_ERR_NOMEM,
-                           "out of %s memory for %s (%zu bytes; a %zu-row shard of a %zu-parameter model)", b[i].on_host ? "pinned host" : "device", b[i].part, b[i].bytes, tr->shard_max,
+                           "out of %s memory for %s (%zu bytes; a %zu-row shard of a %zu-parameter model)",
+                           b->on_host ? "pinned host" : "device", b->part, b->bytes, tr->shard_max,
                            tr->model->n_params);
     }
+    for (int e = 0; e < EV_COUNT; e++)
+        if (!(tw->ev[e] = tt_dev_event_create(&tw->dev)))
+            return tt_fail(&tw->err, TT_ERR_DEVICE, "could not create the tower's timing events");
     return TT_OK;
 }
 
 static void tower_release(tt_tower *tw)
 {
     if (!tw->dev.ops) return;
-    tower_buf b[MAX_TOWER_BUFS];
-    int n = tower_buffers(tw->tr, tw, b);
-    for (int i = 0; i < n; i++) {
-        if (b[i].on_host)
-            tt_dev_host_free(&tw->dev, *b[i].slot);
+    for (int e = 0; e < EV_COUNT; e++) {
+        tt_dev_event_destroy(&tw->dev, tw->ev[e]);
+        tw->ev[e] = NULL;
+    }
+    buf_list l;
+    tower_buffers(tw->tr, tw, &l);
+    for (int i = 0; i < l.n; i++) {
+        if (l.b[i].on_host)
+            tt_dev_host_free(&tw->dev, *l.b[i].slot);
         else
-            tt_dev_dfree(&tw->dev, *b[i].slot);
-        *b[i].slot = NULL;
+            tt_dev_dfree(&tw->dev, *l.b[i].slot);
+        *l.b[i].slot = NULL;
     }
     tt_dev_free(&tw->dev);
 }
 
-/* Copies rows (by index, or a contiguous range when idx is NULL) into the staging buffers and on to the device. */
-static void tower_load_rows(tt_tower *tw, const tt_dataset *ds, const uint32_t *idx, size_t first, size_t rows)
+/* ---- tower side: the phases of a step ---------------------------------------------------------------------- */
+
+/* pull: the master weights into this tower's memory (async on a GPU: the host goes on to the data phase). */
+static void phase_pull(tt_tower *tw)
+{
+    tt_dev_h2d(&tw->dev, tw->d_params, tw->tr->h_params, tw->tr->model->n_params * sizeof(float));
+}
+
+/* data: rows (by index, or a contiguous range when idx is NULL) gathered into the staging buffers on the host,
+ * then copied in and scaled on the device. */
+static void phase_data(tt_tower *tw, const tt_dataset *ds, const uint32_t *idx, size_t first, size_t rows)
 {
     const size_t D = ds->dim;
     for (size_t r = 0; r < rows; r++) {
@@ -187,6 +284,31 @@ static void tower_load_rows(tt_tower *tw, const tt_dataset *ds, const uint32_t *
     tt_dev_h2d(&tw->dev, tw->d_labels, tw->h_labels, rows * sizeof(int32_t));
 }
 
+/* compute: forward, loss and backward of this tower's rows, the loss gradient scaled by 1/n (n: the step's
+ * samples over all towers). A tower with an empty shard contributes zero. */
+static void phase_compute(tt_tower *tw, size_t n)
+{
+    const tt_model *m = tw->tr->model;
+    tt_dev *dev = &tw->dev;
+    if (tw->rows == 0) {
+        tt_dev_fill(dev, tw->d_grads, m->n_params, 0.0f);
+        return;
+    }
+    tt_model_forward(dev, m, tw->d_params, tw->d_act, tw->rows);
+    tt_dev_softmax_xent(dev, tw->d_dlogits, tw->d_stats, tw->d_act[m->n_layers], tw->d_labels, tw->rows,
+                        m->n_classes, 1.0f / (float)n);
+    tt_model_backward(dev, m, tw->d_params, tw->d_grads, tw->d_act, tw->d_delta, tw->d_dlogits, tw->rows);
+}
+
+/* push: the per-row statistics, and (cpu placement) the gradient into this tower's own host slot. */
+static void phase_push(tt_tower *tw)
+{
+    tt_trainer *tr = tw->tr;
+    if (tr->place->host_sum)
+        tt_dev_d2h(&tw->dev, tr->h_slots[tw->id], tw->d_grads, tr->model->n_params * sizeof(float));
+    tt_dev_d2h(&tw->dev, tw->h_stats, tw->d_stats, 2 * tw->rows * sizeof(float));
+}
+
 static void tower_count_stats(tt_tower *tw, size_t rows)
 {
     for (size_t r = 0; r < rows; r++) {
@@ -197,7 +319,10 @@ static void tower_count_stats(tt_tower *tw, size_t rows)
     }
 }
 
-/* One tower's part of a step: idx[lo..lo+rows) of a step of n samples. */
+/* Seconds from event a to event b of this tower (both complete). */
+static double ev_span(tt_tower *tw, int a, int b) { return tt_dev_event_elapsed(&tw->dev, tw->ev[a], tw->ev[b]); }
+
+/* One tower's part of a step: idx[lo..lo+rows) of a step of n samples. Everything is issued before the one wait. */
 static void tower_step(tt_tower *tw, const uint32_t *idx, size_t n)
 {
     tt_trainer *tr = tw->tr;
@@ -207,81 +332,89 @@ static void tower_step(tt_tower *tw, const uint32_t *idx, size_t n)
     tw->loss_sum = 0;
     tw->top1 = tw->top5 = 0;
 
-    double t0 = tt_now();
-    tt_dev_h2d(dev, tw->d_params, tr->h_params, P * sizeof(float));
-    tt_dev_sync(dev);
-    double t1 = tt_now();
-    tower_load_rows(tw, tr->ds, idx, tw->lo, B);
-    tt_dev_sync(dev);
-    double t2 = tt_now();
-    if (B == 0) {
-        tt_dev_fill(dev, tw->d_grads, P, 0.0f); /* a tower with an empty shard contributes zero */
-    } else {
-        tt_model_forward(dev, m, tw->d_params, tw->d_act, B);
-        tt_dev_softmax_xent(dev, tw->d_dlogits, tw->d_stats, tw->d_act[m->n_layers], tw->d_labels, B, m->n_classes,
-                            1.0f / (float)n);
-        tt_model_backward(dev, m, tw->d_params, tw->d_grads, tw->d_act, tw->d_delta, tw->d_dlogits, B);
-    }
-    tt_dev_sync(dev);
-    double t3 = tt_now();
-    const int push_grad = tr->cfg.reduce == TT_REDUCE_CPU;
-    if (push_grad) tt_dev_d2h(dev, tr->h_slots[tw->id], tw->d_grads, P * sizeof(float));
-    tt_dev_d2h(dev, tw->h_stats, tw->d_stats, 2 * B * sizeof(float));
-    tt_dev_sync(dev);
-    double t4 = tt_now();
+    const double t0 = tt_now(); /* the stream is idle: EV_START completes at once, so it is this moment */
+    tt_dev_event_record(dev, tw->ev[EV_START]);
+    phase_pull(tw);
+    tt_dev_event_record(dev, tw->ev[EV_PULL]);
+    phase_data(tw, tr->ds, idx, tw->lo, B); /* the host gathers rows while the pull is in flight */
+    tt_dev_event_record(dev, tw->ev[EV_DATA]);
+    phase_compute(tw, n);
+    tt_dev_event_record(dev, tw->ev[EV_COMPUTE]);
+    phase_push(tw);
+    tt_dev_event_record(dev, tw->ev[EV_PUSH]);
+    tt_dev_sync(dev); /* the one wait of the step: the host reads the statistics (and, for cpu, sums the slots) */
     tower_count_stats(tw, B);
     tt_tower_ledger *l = &tw->led;
     memset(l, 0, sizeof *l);
     l->pull0 = t0;
-    l->pull1 = t1;
-    l->data1 = t2;
-    l->compute1 = t3;
-    l->push0 = t3;
-    l->push1 = t4;
-    l->reduce0 = l->reduce1 = t4;
+    l->pull1 = t0 + ev_span(tw, EV_START, EV_PULL);
+    l->data1 = t0 + ev_span(tw, EV_START, EV_DATA);
+    l->compute1 = l->push0 = t0 + ev_span(tw, EV_START, EV_COMPUTE);
+    l->push1 = t0 + ev_span(tw, EV_START, EV_PUSH);
+    l->reduce0 = l->reduce1 = l->rpush0 = l->rpush1 = l->push1;
     l->rows = B;
     l->bytes_pull = P * sizeof(float);
     l->bytes_data = B * (m->input_dim + sizeof(int32_t));
-    l->bytes_push = (push_grad ? P * sizeof(float) : 0) + 2 * B * sizeof(float);
+    l->bytes_push = (tr->place->host_sum ? P * sizeof(float) : 0) + 2 * B * sizeof(float);
 }
 
-/* Device-side reduction after every tower has finished its backward pass (barrier A).
- * device:    tower 0 gathers the others' gradients and sums them into d_acc in tower order — tower 1's copied in
- *            first, then its own added (a + b == b + a exactly: only the grouping matters), then towers 2.. — and
- *            pushes the sum to the host (TF's ReductionToOneDevice). Every tower's own gradient stays intact.
- * allreduce: tower t takes slice t: it starts from tower 0's slice and adds towers 1..N-1 in order (peer copies
- *            for the others' slices, its own read in place), then pushes its slice of the sum (reduce-scatter, then
- *            gather to the host). Same additions in the same order as the host's sum: the results are identical. */
-static void tower_reduce(tt_tower *tw)
+/* ---- tower side: the reduce phases of the placements (after barrier A: every gradient is complete) ---------- */
+
+/* Opens a reduce phase on the tower's stream (idle since the tower phase's wait): returns the clock at its start. */
+static double reduce_begin(tt_tower *tw)
+{
+    double t0 = tt_now();
+    tt_dev_event_record(&tw->dev, tw->ev[EV_R_START]);
+    return t0;
+}
+
+/* Closes it: d_sum (n floats, the sum or this tower's slice of it) is pushed to h_grad + lo, then the one wait;
+ * the ledger gets the reduce and the push of the sum from the events. */
+static void reduce_end(tt_tower *tw, double t0, const float *d_sum, size_t lo, size_t n, uint64_t bytes_reduce)
+{
+    tt_dev *dev = &tw->dev;
+    tt_dev_event_record(dev, tw->ev[EV_R_SUM]);
+    tt_dev_d2h(dev, tw->tr->h_grad + lo, d_sum, n * sizeof(float));
+    tt_dev_event_record(dev, tw->ev[EV_R_PUSH]);
+    tt_dev_sync(dev);
+    tt_tower_ledger *l = &tw->led;
+    l->reduce0 = t0;
+    l->reduce1 = l->rpush0 = t0 + ev_span(tw, EV_R_START, EV_R_SUM);
+    l->rpush1 = t0 + ev_span(tw, EV_R_START, EV_R_PUSH);
+    l->bytes_reduce = bytes_reduce;
+    l->bytes_push_sum = n * sizeof(float);
+}
+
+/* device: tower 0 gathers the others' gradients and sums them into d_acc in tower order — tower 1's copied in
+ * first, then its own added (a + b == b + a exactly: only the grouping matters), then towers 2.. — and pushes the
+ * sum to the host (TF's ReductionToOneDevice). Every tower's own gradient stays intact. */
+static void reduce_device(tt_tower *tw)
 {
     tt_trainer *tr = tw->tr;
     const size_t N = tr->cfg.n_towers, P = tr->model->n_params;
-    tt_tower_ledger *l = &tw->led;
-    double t0 = tt_now();
-    if (tr->cfg.reduce == TT_REDUCE_DEVICE) {
-        if (tw->id != 0) return;
-        const float *d_sum = tw->d_grads; /* one tower: its gradient is the sum */
-        if (N > 1) {
-            tt_dev_peer_copy(&tw->dev, tw->d_acc, &tr->towers[1].dev, tr->towers[1].d_grads, P * sizeof(float));
-            tt_dev_add(&tw->dev, tw->d_acc, tw->d_grads, P);
-            for (size_t u = 2; u < N; u++) {
-                tt_dev_peer_copy(&tw->dev, tw->d_recv, &tr->towers[u].dev, tr->towers[u].d_grads, P * sizeof(float));
-                tt_dev_add(&tw->dev, tw->d_acc, tw->d_recv, P);
-            }
-            d_sum = tw->d_acc;
+    if (tw->id != 0) return;
+    double t0 = reduce_begin(tw);
+    const float *d_sum = tw->d_grads; /* one tower: its gradient is the sum */
+    if (N > 1) {
+        tt_dev_peer_copy(&tw->dev, tw->d_acc, &tr->towers[1].dev, tr->towers[1].d_grads, P * sizeof(float));
+        tt_dev_add(&tw->dev, tw->d_acc, tw->d_grads, P);
+        for (size_t u = 2; u < N; u++) {
+            tt_dev_peer_copy(&tw->dev, tw->d_recv, &tr->towers[u].dev, tr->towers[u].d_grads, P * sizeof(float));
+            tt_dev_add(&tw->dev, tw->d_acc, tw->d_recv, P);
         }
-        tt_dev_sync(&tw->dev);
-        double t1 = tt_now();
-        tt_dev_d2h(&tw->dev, tr->h_grad, d_sum, P * sizeof(float));
-        tt_dev_sync(&tw->dev);
-        l->bytes_reduce = (N - 1) * P * sizeof(float);
-        l->bytes_push += P * sizeof(float);
-        l->reduce0 = t0;
-        l->reduce1 = l->push0 = t1;
-        l->push1 = tt_now();
-        return;
+        d_sum = tw->d_acc;
     }
-    const size_t lo = tw->slice_lo, n = tw->slice_n, bytes = n * sizeof(float);
+    reduce_end(tw, t0, d_sum, 0, P, (N - 1) * P * sizeof(float));
+}
+
+/* allreduce: tower t takes slice t: it starts from tower 0's slice and adds towers 1..N-1 in order (peer copies
+ * for the others' slices, its own read in place), then pushes its slice of the sum (reduce-scatter, then gather to
+ * the host). Same additions in the same order as the host's sum: the results are identical. */
+static void reduce_allreduce(tt_tower *tw)
+{
+    tt_trainer *tr = tw->tr;
+    const size_t N = tr->cfg.n_towers, lo = tw->slice_lo, n = tw->slice_n, bytes = n * sizeof(float);
+    double t0 = reduce_begin(tw);
     tt_dev_peer_copy(&tw->dev, tw->d_acc, &tr->towers[0].dev, tr->towers[0].d_grads + lo, bytes);
     for (size_t u = 1; u < N; u++) {
         const float *d_src = tr->towers[u].d_grads + lo;
@@ -291,15 +424,28 @@ static void tower_reduce(tt_tower *tw)
         }
         tt_dev_add(&tw->dev, tw->d_acc, d_src, n);
     }
-    tt_dev_sync(&tw->dev);
-    double t1 = tt_now();
-    tt_dev_d2h(&tw->dev, tr->h_grad + lo, tw->d_acc, bytes);
-    tt_dev_sync(&tw->dev);
-    l->bytes_reduce = (N - 1) * bytes; /* slices of the N - 1 other towers crossed into this tower's memory */
-    l->bytes_push += bytes;
-    l->reduce0 = t0;
-    l->reduce1 = l->push0 = t1;
-    l->push1 = tt_now();
+    /* slices of the N - 1 other towers crossed into this tower's memory */
+    reduce_end(tw, t0, tw->d_acc, lo, n, (N - 1) * bytes);
+}
+
+/* nccl: every tower thread issues its part of one ncclReduce of the gradients into tower 0's d_acc on its own
+ * stream; tower 0 then pushes the sum. NCCL chooses the order of the additions (ring or tree). */
+static void reduce_nccl(tt_tower *tw)
+{
+    tt_trainer *tr = tw->tr;
+    const size_t N = tr->cfg.n_towers, P = tr->model->n_params;
+    double t0 = reduce_begin(tw);
+    if (N > 1)
+        tr->cfg.ops->comm_reduce(tr->comm, tw->id, tw->dev.ctx, tw->d_grads, tw->id == 0 ? tw->d_acc : NULL, P, 0);
+    if (tw->id == 0) {
+        reduce_end(tw, t0, N > 1 ? tw->d_acc : tw->d_grads, 0, P, (N - 1) * P * sizeof(float) / N);
+    } else {
+        tt_dev_event_record(&tw->dev, tw->ev[EV_R_SUM]);
+        tt_dev_sync(&tw->dev);
+        tw->led.reduce0 = t0;
+        tw->led.reduce1 = tw->led.rpush0 = tw->led.rpush1 = t0 + ev_span(tw, EV_R_START, EV_R_SUM);
+        tw->led.bytes_reduce = (N - 1) * P * sizeof(float) / N;
+    }
 }
 
 static void tower_eval(tt_tower *tw)
@@ -307,12 +453,13 @@ static void tower_eval(tt_tower *tw)
     tt_trainer *tr = tw->tr;
     const tt_model *m = tr->model;
     tt_dev *dev = &tw->dev;
+    const size_t lo = tw->lo, total = tw->rows;
     tw->loss_sum = 0;
     tw->top1 = tw->top5 = 0;
-    tt_dev_h2d(dev, tw->d_params, tr->h_params, m->n_params * sizeof(float));
-    for (size_t done = 0; done < tw->rows;) {
-        size_t rows = tw->rows - done < tr->shard_max ? tw->rows - done : tr->shard_max;
-        tower_load_rows(tw, tr->ds, NULL, tw->lo + done, rows);
+    phase_pull(tw);
+    for (size_t done = 0; done < total;) {
+        size_t rows = total - done < tr->shard_max ? total - done : tr->shard_max;
+        phase_data(tw, tr->ds, NULL, lo + done, rows);
         tt_model_forward(dev, m, tw->d_params, tw->d_act, rows);
         tt_dev_softmax_xent(dev, NULL, tw->d_stats, tw->d_act[m->n_layers], tw->d_labels, rows, m->n_classes, 0.0f);
         tt_dev_d2h(dev, tw->h_stats, tw->d_stats, 2 * rows * sizeof(float));
@@ -321,7 +468,6 @@ static void tower_eval(tt_tower *tw)
         done += rows;
     }
 }
-
 /* After a step whose sum was not finite: does this tower's own gradient hold a NaN or an Inf? Reads the whole
  * gradient back — the failure path only; a healthy step pays nothing for it. */
 static void tower_diagnose(tt_tower *tw)
@@ -340,8 +486,6 @@ static void tower_diagnose(tt_tower *tw)
 
 /* ---- host side: the run of steps ---------------------------------------------------------------------------- */
 
-#define REDUCE_BLOCK TT_REDUCE_BLOCK
-
 /* Slice i of T of the buffer, block by block. cpu placement: sum the towers' slots in tower order into a block
  * buffer on this thread's stack, then apply the optimizer to the block — the summed gradient never exists as a
  * whole buffer, so it costs no memory traffic. Other placements: the towers already pushed the sum into h_grad.
@@ -349,19 +493,19 @@ static void tower_diagnose(tt_tower *tw)
  * Every block of the summed gradient is checked for NaN/Inf on its way to the optimizer — by the sum itself, or
  * by a read that brings the block into L1 for the optimizer — so the check costs no pass over memory. A block that
  * is not finite is not applied (the master weights stay finite) and the step halts the run; so is every block when
- * the loss was not finite (barrier A saw it). */
-static void host_slice(tt_trainer *tr, int i, int T)
+ * the loss was not finite (barrier A saw it). t_sum and t_update (may be NULL) get this thread's seconds of each. */
+static void host_slice(tt_trainer *tr, int i, int T, double *t_sum, double *t_update)
 {
     const size_t P = tr->model->n_params, N = tr->cfg.n_towers;
     size_t chunk = ((P + (size_t)T - 1) / (size_t)T + 15) & ~(size_t)15; /* 64-byte aligned slices */
     size_t lo = (size_t)i * chunk, hi = lo + chunk;
     if (lo > P) lo = P;
     if (hi > P) hi = P;
-    _Alignas(64) float block[REDUCE_BLOCK];
-    const int host_sum = tr->cfg.reduce == TT_REDUCE_CPU;
-    double t_reduce = 0, t_update = 0, t_begin = tt_now(), t = t_begin;
-    for (size_t b = lo; b < hi; b += REDUCE_BLOCK) {
-        size_t e = b + REDUCE_BLOCK < hi ? b + REDUCE_BLOCK : hi, len = e - b;
+    _Alignas(64) float block[TT_REDUCE_BLOCK];
+    const int host_sum = tr->place->host_sum;
+    double t_reduce = 0, t_upd = 0, t_begin = tt_now(), t = t_begin;
+    for (size_t b = lo; b < hi; b += TT_REDUCE_BLOCK) {
+        size_t e = b + TT_REDUCE_BLOCK < hi ? b + TT_REDUCE_BLOCK : hi, len = e - b;
         const float *grad = host_sum ? tr->h_slots[0] + b : tr->h_grad + b; /* one tower: its slot is the sum */
         int finite;
         if (host_sum && N > 1) {
@@ -375,17 +519,22 @@ static void host_slice(tt_trainer *tr, int i, int T)
         else if (!tr->loss_nonfinite) tt_optim_apply(&tr->opt, tr->h_params + b, grad, b, e);
         double t2 = tt_now();
         t_reduce += t1 - t;
-        t_update += t2 - t1;
+        t_upd += t2 - t1;
         t = t2;
     }
+    if (!host_sum) { /* the check of a pushed sum is part of the update's read */
+        t_upd += t_reduce;
+        t_reduce = 0;
+    }
+    if (t_sum) *t_sum = t_reduce;
+    if (t_update) *t_update = t_upd;
     if (i == 0) { /* thread 0's slice stands for the host in the trace: the reduction, then the update */
         tr->t_reduce0 = t_begin;
-        tr->t_reduce1 = t_begin + (host_sum ? t_reduce : 0);
+        tr->t_reduce1 = t_begin + t_reduce;
         tr->t_update0 = tr->t_reduce1;
-        tr->t_update1 = tr->t_update0 + t_update + (host_sum ? 0 : t_reduce);
+        tr->t_update1 = tr->t_update0 + t_upd;
     }
 }
-
 /* The exponent field of x: all ones exactly for Inf and NaN. Integer work, so the loops below vectorise and no
  * float comparison is needed that -ffinite-math-only could fold away. */
 static inline uint32_t exponent_bits(float x)
@@ -484,7 +633,7 @@ static void after_update(void *arg)
     const size_t N = tr->cfg.n_towers;
     tt_step_result *res = &tr->results[tr->cur_step];
     double now = tt_now();
-    if (tr->cfg.reduce == TT_REDUCE_CPU) {
+    if (tr->place->host_sum) {
         res->t.reduce = tr->t_reduce1 - tr->t_reduce0;
         res->t.reduce0 = tr->t_reduce0;
         res->t.reduce1 = tr->t_reduce1;
@@ -527,15 +676,76 @@ static void crew_steps(tt_trainer *tr, int i, int T)
             tower_step(tw, tr->idx + first, n);
         }
         tower_barrier(tr, &tr->bar_push, i, after_towers, tr);
-        if (tr->cfg.reduce != TT_REDUCE_CPU) {
-            if (tw) tower_reduce(tw);
+        if (tr->place->reduce) {
+            if (tw) tr->place->reduce(tw);
             tower_barrier(tr, &tr->bar_reduce, i, after_reduce, tr);
         }
-        host_slice(tr, i, T);
+        host_slice(tr, i, T, NULL, NULL);
         tt_barrier_wait(&tr->bar_update, after_update, tr);
         if (tr->halt) break; /* set in the serial section above: every thread sees the same value */
     }
 }
+
+/* ---- the phases one at a time, for the probe ----------------------------------------------------------------- */
+
+/* Serial section between phases: a stop request (a signal) ends the measurement at the end of a rep. */
+static void phases_check_stop(void *arg)
+{
+    tt_trainer *tr = (tt_trainer *)arg;
+    if ((tr->cfg.stop && atomic_load(tr->cfg.stop)) || atomic_load(&tr->stop_request)) tr->halt = TT_HALT_STOP;
+}
+
+static void phases_begin_update(void *arg) { tt_optim_begin_step(&((tt_trainer *)arg)->opt); }
+
+/* Thread i's clock readings of phase ph in rep r. */
+static double *phase_slot(tt_trainer *tr, double *base, int i, size_t r, int ph)
+{
+    return base + ((size_t)i * tr->ph_reps + r) * TT_PHASE_COUNT + (size_t)ph;
+}
+
+/* The step's phases, each started together on every thread that takes part and waited for before the next, so
+ * each is timed alone: tower phases on the N towers, the placement's reduce on the N towers, the host slice on all
+ * T threads. The code is the step's own (tower_step's phase functions, the placement's reduce, host_slice). */
+static void crew_phases(tt_trainer *tr, int i, int T)
+{
+    const size_t N = tr->cfg.n_towers, n = tr->n;
+    tt_tower *tw = (size_t)i < N ? &tr->towers[i] : NULL;
+    if (tw) shard_of(n, N, (size_t)i, &tw->lo, &tw->rows);
+    for (size_t r = 0; r <= tr->ph_reps && !tr->halt; r++) { /* rep 0 warms up and is not kept */
+        const size_t k = r ? r - 1 : 0;
+        for (int ph = 0; ph < TT_PHASE_COUNT; ph++) {
+            const int tower_phase = ph != TT_PHASE_HOST;
+            if (ph == TT_PHASE_REDUCE && !tr->place->reduce) continue;
+            tt_barrier_wait(&tr->bar_push, ph == TT_PHASE_HOST ? phases_begin_update : NULL, tr);
+            double t0 = tt_now(), sum = 0, upd = 0;
+            if (tw && tower_phase) {
+                switch (ph) {
+                case TT_PHASE_PULL: phase_pull(tw); break;
+                case TT_PHASE_DATA: phase_data(tw, tr->ds, tr->idx, tw->lo, tw->rows); break;
+                case TT_PHASE_COMPUTE: phase_compute(tw, n); break;
+                case TT_PHASE_PUSH: phase_push(tw); break;
+                case TT_PHASE_REDUCE: tr->place->reduce(tw); break;
+                }
+                tt_dev_sync(&tw->dev);
+            } else if (!tower_phase) {
+                host_slice(tr, i, T, &sum, &upd);
+            }
+            double t1 = tt_now();
+            if (tw && tower_phase && ph == TT_PHASE_PUSH) tower_count_stats(tw, tw->rows);
+            if ((tw || !tower_phase) && r > 0) {
+                *phase_slot(tr, tr->ph_start, i, k, ph) = t0;
+                *phase_slot(tr, tr->ph_end, i, k, ph) = t1;
+                if (!tower_phase) {
+                    tr->ph_sum[(size_t)i * tr->ph_reps + k] = sum;
+                    tr->ph_upd[(size_t)i * tr->ph_reps + k] = upd;
+                }
+            }
+        }
+        tt_barrier_wait(&tr->bar_push, phases_check_stop, tr);
+    }
+}
+
+/* ---- jobs ---------------------------------------------------------------------------------------------------- */
 
 /* The body of crew thread i: one job, then back to sleep. */
 static void crew_job(void *arg, int i, int T)
@@ -554,6 +764,9 @@ static void crew_job(void *arg, int i, int T)
         break;
     case JOB_DIAGNOSE:
         if (tw) tower_diagnose(tw);
+        break;
+    case JOB_PHASES:
+        crew_phases(tr, i, T);
         break;
     case JOB_FREE:
         if (tw) tower_release(tw);
@@ -576,6 +789,15 @@ static tt_status towers_status(tt_trainer *tr, tt_error *err)
     return TT_OK;
 }
 
+/* The distinct devices of the towers: the first min(N, n_devices) of the list. */
+static int link_devices(const tt_trainer_config *cfg, int *ords)
+{
+    int n = (size_t)cfg->n_devices < cfg->n_towers ? cfg->n_devices : (int)cfg->n_towers;
+    if (n > TT_MAX_DEVICES) n = TT_MAX_DEVICES;
+    for (int d = 0; d < n; d++) ords[d] = cfg->devices ? cfg->devices[d] : d;
+    return n;
+}
+
 tt_status tt_trainer_init(tt_trainer *tr, const tt_model *m, const tt_trainer_config *cfg,
                           const float *h_init_params, tt_error *err)
 {
@@ -587,12 +809,20 @@ tt_status tt_trainer_init(tt_trainer *tr, const tt_model *m, const tt_trainer_co
     if (cfg->batch < N)
         return tt_fail(err, TT_ERR_ARG, "--towers %zu is more than --batch %zu: every tower needs at least one sample",
                        N, cfg->batch);
+    if (cfg->n_devices < 1) return tt_fail(err, TT_ERR_ARG, "the backend has no device");
+    tt_status s = tt_trainer_check(cfg, err);
+    if (s) return s;
+    tr->place = &placements[cfg->reduce];
     tr->shard_max = (cfg->batch + N - 1) / N;
     tr->h_slots = (float **)tt_calloc(N, sizeof(float *));
     tr->towers = (tt_tower *)tt_calloc(N, sizeof(tt_tower));
     if (!tr->h_slots || !tr->towers)
         return tt_fail(err, TT_ERR_NOMEM, "out of host memory for %zu parameters", P);
-    tt_status s = tt_optim_init(&tr->opt, &cfg->optim, P, err);
+    /* peer access between the towers' devices, enabled before any tower copies (once per pair, idempotent) */
+    tr->n_links = link_devices(cfg, tr->link_devs);
+    s = tt_backend_links(cfg->ops, tr->link_devs, tr->n_links, tr->links, err);
+    if (s) return s;
+    s = tt_optim_init(&tr->opt, &cfg->optim, P, err);
     if (s) return s;
     for (size_t t = 0; t < N; t++) {
         tr->towers[t].id = (int)t;
@@ -613,12 +843,19 @@ tt_status tt_trainer_init(tt_trainer *tr, const tt_model *m, const tt_trainer_co
     run_job(tr, JOB_INIT);
     s = towers_status(tr, err);
     if (s) return s;
+    if (cfg->reduce == TT_REDUCE_NCCL && N > 1) { /* one communicator over the towers' devices, from this thread */
+        void *ctxs[TT_MAX_DEVICES];
+        for (size_t t = 0; t < N; t++) ctxs[t] = tr->towers[t].dev.ctx;
+        s = cfg->ops->comm_init(&tr->comm, ctxs, (int)N, err);
+        if (s) return s;
+    }
     memcpy(tr->h_params, h_init_params, P * sizeof(float));
     return TT_OK;
 }
 
 void tt_trainer_free(tt_trainer *tr)
 {
+    if (tr->comm) tr->cfg.ops->comm_free(tr->comm);
     if (tr->crew_up) run_job(tr, JOB_FREE); /* device memory is released on each tower's own thread */
     tt_pool_free(&tr->crew);
     if (tr->bars_up) {
@@ -631,7 +868,6 @@ void tt_trainer_free(tt_trainer *tr)
     tt_free(tr->towers);
     memset(tr, 0, sizeof *tr);
 }
-
 tt_status tt_trainer_start_steps(tt_trainer *tr, const tt_dataset *ds, const uint32_t *idx, size_t n,
                                  tt_step_result *results, size_t n_results, tt_tower_ledger *ledger, tt_error *err)
 {
@@ -695,23 +931,26 @@ void tt_trainer_nonfinite_towers(tt_trainer *tr, int *loss_bad, int *grad_bad)
 
 tt_status tt_trainer_plan(const tt_model *m, const tt_trainer_config *cfg, tt_mem_plan *plan, tt_error *err)
 {
+    tt_status s = tt_trainer_check(cfg, err);
+    if (s) return s;
     /* a trainer and towers that are never allocated: tower_buffers only reads the sizes */
     tt_trainer tr;
     memset(&tr, 0, sizeof tr);
     tr.cfg = *cfg;
     tr.model = m;
+    tr.place = &placements[cfg->reduce];
     tr.shard_max = (cfg->batch + cfg->n_towers - 1) / cfg->n_towers;
     tr.h_slots = (float **)tt_calloc(cfg->n_towers, sizeof(float *));
     if (!tr.h_slots) return tt_fail(err, TT_ERR_NOMEM, "out of memory");
     tt_tower tw;
-    tower_buf b[MAX_TOWER_BUFS];
+    buf_list l;
     for (size_t t = 0; t < cfg->n_towers; t++) {
         memset(&tw, 0, sizeof tw);
         tw.id = (int)t;
-        int n = tower_buffers(&tr, &tw, b);
-        for (int i = 0; i < n; i++)
-            tt_mem_add(plan, b[i].part, b[i].on_host ? TT_MEM_HOST : (int)(t % (size_t)cfg->n_devices),
-                       (double)b[i].bytes, b[i].driver);
+        tower_buffers(&tr, &tw, &l);
+        const int d = (int)(t % (size_t)cfg->n_devices), ord = cfg->devices ? cfg->devices[d] : d;
+        for (int i = 0; i < l.n; i++)
+            tt_mem_add(plan, l.b[i].part, l.b[i].on_host ? TT_MEM_HOST : ord, (double)l.b[i].bytes, l.b[i].driver);
     }
     tt_free(tr.h_slots);
     tt_mem_add(plan, "optimizer state", TT_MEM_HOST,
@@ -754,4 +993,94 @@ uint64_t tt_trainer_device_allocs(const tt_trainer *tr)
     uint64_t n = 0;
     for (size_t t = 0; tr->towers && t < tr->cfg.n_towers; t++) n += tr->towers[t].dev.n_alloc;
     return n;
+}
+
+int tt_trainer_links(const tt_trainer *tr, const int **ords, const int **link)
+{
+    *ords = tr->link_devs;
+    *link = tr->links;
+    return tr->n_links;
+}
+
+/* Median over reps of f(rep). */
+static double median_reps(double *v, size_t reps) { return tt_median(v, reps); }
+
+tt_status tt_trainer_time_phases(tt_trainer *tr, const tt_dataset *ds, const uint32_t *idx, size_t n, size_t reps,
+                                 tt_phase_times *out, tt_error *err)
+{
+    memset(out, 0, sizeof *out);
+    const size_t N = tr->cfg.n_towers;
+    const int T = tr->crew.n;
+    if (n < N || n > tr->cfg.batch || reps < 1)
+        return tt_fail(err, TT_ERR_ARG, "phase timing: %zu samples for %zu towers (batch %zu), %zu reps", n, N,
+                       tr->cfg.batch, reps);
+    if (ds->dim != tr->model->input_dim)
+        return tt_fail(err, TT_ERR_ARG, "data has %zu features, the model expects %zu", ds->dim, tr->model->input_dim);
+    const size_t cells = (size_t)T * reps * TT_PHASE_COUNT;
+    tr->ph_start = (double *)tt_calloc(cells, sizeof(double));
+    tr->ph_end = (double *)tt_calloc(cells, sizeof(double));
+    tr->ph_sum = (double *)tt_calloc((size_t)T * reps, sizeof(double));
+    tr->ph_upd = (double *)tt_calloc((size_t)T * reps, sizeof(double));
+    double *v = (double *)tt_calloc(reps, sizeof(double)), *w = (double *)tt_calloc(reps, sizeof(double));
+    tt_status s = TT_OK;
+    if (!tr->ph_start || !tr->ph_end || !tr->ph_sum || !tr->ph_upd || !v || !w)
+        s = tt_fail(err, TT_ERR_NOMEM, "phase timing: out of memory");
+    if (!s) {
+        tr->ds = ds;
+        tr->idx = idx;
+        tr->n = n;
+        tr->ph_reps = reps;
+        tr->halt = TT_HALT_NONE;
+        tr->loss_nonfinite = 0;
+        atomic_store(&tr->grad_nonfinite, 0);
+        run_job(tr, JOB_PHASES);
+        if (tr->halt == TT_HALT_STOP) s = tt_fail(err, TT_ERR_STOPPED, "phase timing: stopped");
+    }
+    if (!s) {
+        double *phase_mean[TT_PHASE_COUNT] = {&out->pull, &out->data, &out->compute, &out->push, &out->reduce,
+                                              &out->host};
+        for (int ph = 0; ph < TT_PHASE_COUNT; ph++) {
+            const size_t who = ph == TT_PHASE_HOST ? (size_t)T : N;
+            if (ph == TT_PHASE_REDUCE && !tr->place->reduce) continue;
+            for (size_t k = 0; k < reps; k++) {
+                double first = 0, last = 0, mean = 0;
+                for (size_t i = 0; i < who; i++) {
+                    double a = *phase_slot(tr, tr->ph_start, (int)i, k, ph), b = *phase_slot(tr, tr->ph_end, (int)i, k, ph);
+                    first = i == 0 || a < first ? a : first;
+                    last = i == 0 || b > last ? b : last;
+                    mean += (b - a) / (double)who;
+                }
+                /* tower phases: the mean tower's time (as the step's split); reduce and host: the wall */
+                v[k] = ph < TT_PHASE_REDUCE ? mean : last - first;
+            }
+            *phase_mean[ph] = median_reps(v, reps);
+        }
+        for (size_t k = 0; k < reps; k++) { /* the slowest tower's pull..push beyond the mean tower's */
+            double worst = 0, mean = 0;
+            for (size_t i = 0; i < N; i++) {
+                double d = 0;
+                for (int ph = TT_PHASE_PULL; ph <= TT_PHASE_PUSH; ph++)
+                    d += *phase_slot(tr, tr->ph_end, (int)i, k, ph) - *phase_slot(tr, tr->ph_start, (int)i, k, ph);
+                worst = d > worst ? d : worst;
+                mean += d / (double)N;
+            }
+            v[k] = worst - mean;
+            /* the host slice's split into summing and updating, in thread 0's proportions */
+            double su = tr->ph_sum[k] + tr->ph_upd[k];
+            w[k] = su > 0 ? tr->ph_sum[k] / su : 0;
+        }
+        out->straggle = median_reps(v, reps);
+        out->host_sum = out->host * median_reps(w, reps);
+        out->host_update = out->host - out->host_sum;
+        out->reps = reps;
+    }
+    tt_free(tr->ph_start);
+    tt_free(tr->ph_end);
+    tt_free(tr->ph_sum);
+    tt_free(tr->ph_upd);
+    tr->ph_start = tr->ph_end = tr->ph_sum = tr->ph_upd = NULL;
+    tt_free(v);
+    tt_free(w);
+    tr->halt = TT_HALT_NONE;
+    return s;
 }
