@@ -1,10 +1,12 @@
 /* tt_probe.h — measuring what the step's cost model needs on this machine and backend, and predicting the step
  * time of each reduction placement before any training.
  *
- * Every measurement runs the seam's own operations with as many threads as the step would (N towers, or the
- * host crew of T = max(N, host threads)), started together; a rep's time is its wall time, first start to last
- * end, and a figure is the median over reps. The prediction is the sum of the step's phases:
- *   launch ~ 0 | pull | data | compute | push | barrier | reduce (placement) [+ barrier] | update | barrier.
+ * The step's phases are timed by the trainer itself (tt_trainer_time_phases), one placement at a time, on synthetic
+ * samples: the same code as a training step, each phase alone. Besides, the links that explain them are measured
+ * through the seam (copy bandwidths, host memcpy, the GEMM floor, barriers) with as many threads as the step uses,
+ * started together; a rep's time is its wall time, first start to last end, and a figure is the median over reps.
+ * The prediction is the sum of the step's phases:
+ *   launch ~ 0 | pull | data | compute | push | straggle + barrier | reduce (placement) [+ barrier] | update.
  * Not for: training (tt_trainer.h). */
 #ifndef TT_PROBE_H
 #define TT_PROBE_H
@@ -39,14 +41,18 @@ typedef struct tt_probe {
      * the convention of CUDA's bandwidthTest and of memcpy benchmarks */
     double h2d_pinned, h2d_pageable, d2h_pinned, d2h_pageable, peer;
     double host_memcpy; /* T threads copying N slots of P floats */
-    double host_sum;    /* T threads summing N slots of P floats */
+    double host_sum;    /* the step's host sum of N slots of P floats (from reduce_cpu) */
     double gemm_gflops; /* the step's GEMMs, N threads at once */
     double gemm_step;   /* seconds: the step's GEMMs alone (the GEMM floor of a step) */
-    /* the phases of a step, seconds, N towers at once */
+    /* the phases of a step, seconds, timed by the trainer's own code with all N towers at once (the mean tower's
+     * time), so towers outnumbering cores are in them */
     double pull, data, compute, push_grad, push_stats, barrier;
-    double straggle;    /* mean time the other towers wait for the slowest one's compute */
+    double straggle;    /* the slowest tower's pull..push beyond the mean tower's */
     double wake;        /* a sleeping thread's wake-up latency */
-    double reduce_cpu, reduce_device, reduce_allreduce, reduce_nccl, update; /* nccl: 0 where it cannot run */
+    double reduce_cpu, reduce_device, reduce_allreduce, reduce_nccl, update;
+    int can[TT_REDUCE_COUNT]; /* the placement ran here (nccl needs CUDA + NCCL, one GPU per tower) */
+    /* the peer matrix of the towers' devices (tt_backend_links) */
+    int n_links, link_devs[TT_MAX_DEVICES], links[TT_MAX_DEVICES * TT_MAX_DEVICES];
 } tt_probe;
 
 tt_status tt_probe_run(const tt_probe_config *c, tt_probe *p, tt_error *err);

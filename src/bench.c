@@ -439,8 +439,16 @@ int tt_cmd_probe(int argc, char **argv)
         tt_probe_print(stdout, &p, &pc);
         printf("\npredicted step (ms):\n%10s %8s %8s %8s %8s %8s %8s %8s %9s\n", "reduce", "pull", "data", "compute",
                "push", "wait", "reduce", "update", "total");
-        for (int r = TT_REDUCE_CPU; r <= TT_REDUCE_ALLREDUCE; r++) {
+        for (int r = 0; r < TT_REDUCE_COUNT; r++) {
             tt_step_times t;
+            if (!p.can[r]) {
+                tt_error why;
+                tt_trainer_config tc = {.ops = be.ops, .n_devices = be.n_devices, .n_towers = c.towers,
+                                        .reduce = (tt_reduce)r};
+                tt_trainer_check(&tc, &why);
+                printf("%10s   (not here: %s)\n", tt_reduce_name((tt_reduce)r), why.msg);
+                continue;
+            }
             tt_probe_predict(&p, (tt_reduce)r, &t);
             printf("%10s %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %9.3f\n", tt_reduce_name((tt_reduce)r), 1e3 * t.pull,
                    1e3 * t.data, 1e3 * t.compute, 1e3 * t.push, 1e3 * t.wait, 1e3 * t.reduce, 1e3 * t.update,
