@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tt_assume.h"
 #include "tt_backend.h"
 #include "tt_blas.h"
 #include "tt_cli.h"
@@ -375,14 +376,26 @@ int tt_cmd_bench(int argc, char **argv)
 
 /* ---- probe --------------------------------------------------------------------------------------------------- */
 
+typedef struct probe_opts {
+    size_t reps;
+    const char *assume; /* --assume SPEC: predict from assumed figures instead of measuring */
+} probe_opts;
+
 static int probe_extra(const char *opt, const char *value, void *ctx, tt_error *err, tt_status *st)
 {
     static const char *const unused[] = {"--data", "--epochs", "--lr", "--lr-scaling", "--momentum", "--nesterov",
                                          "--seed", "--val-samples", "--train-samples", "--test-samples",
                                          "--log-json", "--progress", "--reduce", "--trace", NULL};
-    size_t *reps = (size_t *)ctx;
+    probe_opts *po = (probe_opts *)ctx;
     if (strcmp(opt, "--reps") == 0) {
-        *st = value ? tt_cli_size(opt, value, 1, 64, reps, err) : tt_fail(err, TT_ERR_ARG, "%s: missing value", opt);
+        *st = value ? tt_cli_size(opt, value, 1, 64, &po->reps, err)
+                    : tt_fail(err, TT_ERR_ARG, "%s: missing value", opt);
+        return 1;
+    }
+    if (strcmp(opt, "--assume") == 0) {
+        if (!value || !*value) *st = tt_fail(err, TT_ERR_ARG, "--assume: missing value (a profile: %s, or KEY=VALUE,...)",
+                                             tt_assume_profiles());
+        po->assume = value;
         return 1;
     }
     return refuse(opt, unused, "probe", "it measures synthetic steps of every placement, with no data set", err, st);
@@ -402,22 +415,50 @@ int tt_cmd_probe(int argc, char **argv)
 {
     tt_run_config c;
     tt_run_config_defaults(&c);
-    size_t reps = 30;
+    probe_opts po = {30, NULL};
     tt_error err = {{0}};
     int help;
-    tt_status s = tt_cli_parse_train(argc, argv, 2, &c, "probe", probe_extra, &reps, &help, &err);
+    tt_status s = tt_cli_parse_train(argc, argv, 2, &c, "probe", probe_extra, &po, &help, &err);
     if (help) {
         printf("usage: towertrain probe [--model M] [--towers N] [--batch B] [--optimizer O] [--device D] "
-               "[--reps N]\n\n"
-               "Measures on this machine and backend what the step's cost model needs — copy bandwidth host->device\n"
-               "and device->host (pinned and pageable), device->device, host memcpy and summation, sgemm at the\n"
-               "model's shapes, every phase of a step — and predicts the step time of each reduction placement\n"
-               "before any training. Needs no data set (inputs are synthetic; the model's input size is 784).\n\n"
-               "options: the train options --model --towers --batch --optimizer --device --host-threads, and\n"
-               "  --reps N   reps per measurement, median [30]\n");
+               "[--reps N]\n"
+               "       towertrain probe --assume PROFILE|KEY=VALUE,... [--model M] [--batch B] [--optimizer O]\n\n"
+               "Times every phase of a step with the trainer's own code, under every reduction placement, and the\n"
+               "links that explain them — copy bandwidth host->device and device->host (pinned and pageable),\n"
+               "device->device, host memcpy, sgemm at the model's shapes, barriers — and predicts the step time of\n"
+               "each placement before any training. Needs no data set (inputs are synthetic; the model's input size\n"
+               "is 784).\n\n"
+               "options: the train options --model --towers --batch --optimizer --device --gpus --host-threads, and\n"
+               "  --reps N          reps per measurement, median [30]\n"
+               "  --assume SPEC     measure nothing: predict 1-8 GPUs, strong and weak scaling, every placement, from\n"
+               "                    assumed figures — a profile (%s), optionally followed by\n"
+               "                    KEY=VALUE overrides, or KEY=VALUE alone (docs/whatif.md lists the keys)\n",
+               tt_assume_profiles());
         return 0;
     }
     if (s) return fail(s, &err);
+    if (po.assume) { /* what-if: no backend, no measurement */
+        static const char *const measured[] = {"--towers", "--device", "--gpus", "--host-threads", "--reps", NULL};
+        for (int i = 2; i < argc; i++)
+            for (const char *const *o = measured; *o; o++) {
+                size_t len = strlen(*o);
+                if (strncmp(argv[i], *o, len) == 0 && (argv[i][len] == '\0' || argv[i][len] == '='))
+                    return fail(tt_fail(&err, TT_ERR_ARG,
+                                        "probe --assume: %s does not apply (it predicts 1-8 GPUs from assumed figures, "
+                                        "measuring nothing)", *o),
+                                &err);
+            }
+        tt_assume a;
+        tt_model *m = (tt_model *)tt_calloc(1, sizeof *m);
+        if (!m) return fail(tt_fail(&err, TT_ERR_NOMEM, "out of memory"), &err);
+        s = tt_assume_parse(po.assume, &a, &err);
+        if (!s) s = strcmp(c.model, "mlp") == 0 ? tt_model_mlp(m, 784, 10, &err) : tt_model_load(m, c.model, 784, 10, &err);
+        if (!s) s = tt_assume_report(stdout, &a, m, c.batch, c.optim.kind, &err);
+        if (!s) s = tt_flush_stdout(stdout, &err);
+        tt_free(m);
+        return s ? fail(s, &err) : 0;
+    }
+    const size_t reps = po.reps;
     tt_backend be;
     s = tt_backend_open(c.device, c.gpus, &be, &err);
     if (s) return fail(s, &err);
