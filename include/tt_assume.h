@@ -1,0 +1,72 @@
+/* tt_assume.h — what-if predictions without a GPU: the step's cost model (tt_probe_predict) fed with assumed link
+ * and device figures instead of measured ones.
+ *
+ * A tt_assume holds the figures of one machine: a named profile (an H100 on PCIe Gen5, an A100 on PCIe Gen4, an
+ * H100 SXM5 on NVLink 4; docs/whatif.md gives each figure's public source and how it was derated), optionally with
+ * some figures overridden. tt_assume_probe turns the figures into the phases of a step for N towers (one GPU each)
+ * and a global batch B — the same tt_probe fields that `towertrain probe` measures — and tt_assume_report prints,
+ * for 1..8 GPUs, strong and weak scaling, the predicted step of every placement with its split.
+ * Not for: measuring anything (tt_probe.h), or claiming what a real machine does: these are predictions from
+ * assumed figures, to be checked against a measured run (tools/gpu-check prints both). */
+#ifndef TT_ASSUME_H
+#define TT_ASSUME_H
+
+#include <stdio.h>
+
+#include "tt_model.h"
+#include "tt_optim.h"
+#include "tt_probe.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The figures of one machine. GB/s are 1e9 bytes per second, one direction, the convention of CUDA's bandwidthTest;
+ * every link figure is per GPU. */
+typedef struct tt_assume {
+    char name[32];         /* the profile the figures start from */
+    double h2d_gbs;        /* host -> device copy from pinned memory, one GPU's PCIe link */
+    double d2h_gbs;        /* device -> host copy into pinned memory */
+    double peer_gbs;       /* device -> device copy between two GPUs (PCIe P2P or NVLink), as the receiver sees it */
+    double nccl_busbw_gbs; /* NCCL bus bandwidth (nccl-tests; for ncclReduce busbw = algbw = size / time) */
+    double nccl_us;        /* NCCL's fixed cost per collective (its small-message time) */
+    double hbm_gbs;        /* device memory bandwidth (kernels that stream: adds, conversions) */
+    double fp32_tflops;    /* FP32 peak without tensor cores (cuBLAS runs plain FP32, no TF32) */
+    double gemm_eff;       /* fraction of fp32_tflops the step's small GEMMs reach, in (0, 1] */
+    double launch_us;      /* per kernel: launch plus the floor of a tiny kernel */
+    double copy_us;        /* per copy: issue, DMA start and the wait for its completion */
+    double host_gbs;       /* host memory bandwidth, all cores (the sum, the update, the DMA of every link) */
+    double barrier_us;     /* one barrier of the host crew */
+    unsigned overridden;   /* bit k: the spec set key k (tt_assume_report names them) */
+} tt_assume;
+
+/* Parses "h100-pcie", "a100-pcie,peer_gbs=20", "h2d_gbs=25,d2h_gbs=25,..." (a profile name first, then overrides;
+ * or keys alone on top of the default profile, h100-pcie) into a. TT_ERR_ARG with one clear line naming the bad
+ * key/value: an unknown profile or key, a value that is not a finite number, a rate that is not > 0 (latencies may
+ * be 0), gemm_eff above 1, a key given twice. */
+tt_status tt_assume_parse(const char *spec, tt_assume *a, tt_error *err);
+
+/* The cost model's inputs for N towers (one GPU each) and global batch B, from the figures alone: fills every field
+ * of *p that tt_probe_predict reads (waves = 1 and straggle = 0: identical GPUs, one host thread per tower), plus
+ * rows, crew and the rates (h2d/d2h/peer/host/gemm) that tt_probe_print shows. */
+void tt_assume_probe(const tt_assume *a, const tt_model *m, size_t towers, size_t batch, tt_optim_kind opt,
+                     tt_probe *p);
+
+/* The what-if report: for towers 1..8, strong scaling (global batch `batch`) and weak scaling (batch per tower), the
+ * predicted step (ms) of every placement with the split of the best one, plus samples/s and speed-up vs 1 GPU; a
+ * header naming the profile and every figure used, and per mode one line on where adding GPUs stops helping and
+ * which phase dominates. TT_ERR_ARG for batch 0; TT_ERR_IO if writing to f failed. */
+tt_status tt_assume_report(FILE *f, const tt_assume *a, const tt_model *m, size_t batch, tt_optim_kind opt,
+                           tt_error *err);
+
+/* The profile names, for --help ("h100-pcie, a100-pcie, h100-sxm"). */
+const char *tt_assume_profiles(void);
+
+/* Kernels one tower launches in its compute phase (forward, loss, backward), counted from the layers as the layer
+ * files launch them: the launch_us term of the compute phase. */
+size_t tt_assume_kernels(const tt_model *m);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,343 @@
+/* assume.c — what-if predictions (tt_assume.h): the phases of a step computed from assumed figures, fed to the same
+ * formula that turns measured phases into a predicted step (tt_probe_predict), for 1..8 GPUs.
+ *
+ * Letters: N towers (one GPU each), B global batch, R = ceil(B / N) rows of the largest shard, D input features,
+ * P parameters, S = 4 P bytes (the weights, or one gradient), F = tt_model_train_flops (per sample), K kernels of
+ * one compute phase (tt_assume_kernels), Z optimizer state floats per parameter. Rates in bytes/s, times in s:
+ *
+ *   copy(bytes, link, n) = copy_us + max(bytes / link, n * bytes / host)   one DMA over a GPU's own PCIe link, n GPUs
+ *                                      at once: the links are independent, host memory serves all of them
+ *   pull        = copy(S, h2d, N)
+ *   data        = N R D / host                          the N tower threads gather their rows (raw bytes) together
+ *               + copy(R D, h2d, N) + launch + 5 R D / hbm + copy(4 R, h2d, N)   rows in, u8 -> f32, labels in
+ *   compute     = F R / (fp32 * gemm_eff) + K launch
+ *   push_grad   = copy(S, d2h, N);  push_stats = copy(8 R, d2h, N)   (the loss and rank of every row)
+ *   barrier     = barrier_us;  waves = 1;  straggle = 0   (identical GPUs and shards within one row of each other)
+ *   reduce_cpu  = N S / host                                the host reads N slots (the sum is fused with the update)
+ *   reduce_device    = (N-1) (copy_us + S / peer) + (N-1) (launch + 3 S / hbm) + copy(S, d2h, 1)
+ *                      tower 0 receives every other gradient in turn on its one stream, adds each (read 2, write 1)
+ *   reduce_allreduce = copy_us + 2 L / hbm + (N-1) (copy_us + L / peer) + (N-1) (launch + 3 L / hbm) + copy(L, d2h, N)
+ *                      L = 4 ceil16(ceil(P / N)) bytes, the trainer's slice; tower 0 (the slowest: it also copies its
+ *                      own slice locally) — all towers at once, each on its own links
+ *   reduce_nccl = nccl_us + (N > 1 ? S / nccl_busbw : 0) + copy(S, d2h, 1)
+ *                      ncclReduce to tower 0: nccl-tests' bus bandwidth for Reduce is algbw = S / t
+ *   update      = (3 + 2 Z) 4 P / host                      read w, g and the state, write w and the state
+ * docs/whatif.md gives the profiles' figures with their sources.
+ * Not for: measurements (probe.c) or the prediction formula itself (tt_probe_predict). */
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tt_assume.h"
+
+#define ASSUME_MAX_GPUS 8
+
+/* Figures per profile; docs/whatif.md has every source and derating. Latencies (the _us keys), gemm_eff and the
+ * host barrier are assumptions, the same on every profile. */
+static const tt_assume PROFILES[] = {
+    {.name = "h100-pcie", /* H100 PCIe 80GB, PCIe Gen5 x16, no NVLink bridge */
+     .h2d_gbs = 48, .d2h_gbs = 48, .peer_gbs = 48, .nccl_busbw_gbs = 28, .nccl_us = 40, .hbm_gbs = 1800,
+     .fp32_tflops = 51, .gemm_eff = 0.3, .launch_us = 5, .copy_us = 8, .host_gbs = 230, .barrier_us = 5},
+    {.name = "a100-pcie", /* A100 PCIe 80GB, PCIe Gen4 x16, no NVLink bridge */
+     .h2d_gbs = 24, .d2h_gbs = 24, .peer_gbs = 24, .nccl_busbw_gbs = 24, .nccl_us = 40, .hbm_gbs = 1740,
+     .fp32_tflops = 19.5, .gemm_eff = 0.3, .launch_us = 5, .copy_us = 8, .host_gbs = 230, .barrier_us = 5},
+    {.name = "h100-sxm", /* H100 SXM5 80GB (HGX/DGX H100): NVLink 4 through NVSwitch, PCIe Gen5 x16 to the host */
+     .h2d_gbs = 48, .d2h_gbs = 48, .peer_gbs = 380, .nccl_busbw_gbs = 370, .nccl_us = 10, .hbm_gbs = 3015,
+     .fp32_tflops = 67, .gemm_eff = 0.3, .launch_us = 5, .copy_us = 8, .host_gbs = 230, .barrier_us = 5},
+};
+#define N_PROFILES (sizeof PROFILES / sizeof PROFILES[0])
+
+/* The keys: a rate must be > 0; a latency (may_be_zero) >= 0; gemm_eff at most 1. */
+typedef struct assume_key {
+    const char *name;
+    size_t offset;
+    int may_be_zero;
+    double max; /* 0: none */
+} assume_key;
+
+static const assume_key KEYS[] = {
+    {"h2d_gbs", offsetof(tt_assume, h2d_gbs), 0, 0},
+    {"d2h_gbs", offsetof(tt_assume, d2h_gbs), 0, 0},
+    {"peer_gbs", offsetof(tt_assume, peer_gbs), 0, 0},
+    {"nccl_busbw_gbs", offsetof(tt_assume, nccl_busbw_gbs), 0, 0},
+    {"nccl_us", offsetof(tt_assume, nccl_us), 1, 0},
+    {"hbm_gbs", offsetof(tt_assume, hbm_gbs), 0, 0},
+    {"fp32_tflops", offsetof(tt_assume, fp32_tflops), 0, 0},
+    {"gemm_eff", offsetof(tt_assume, gemm_eff), 0, 1},
+    {"launch_us", offsetof(tt_assume, launch_us), 1, 0},
+    {"copy_us", offsetof(tt_assume, copy_us), 1, 0},
+    {"host_gbs", offsetof(tt_assume, host_gbs), 0, 0},
+    {"barrier_us", offsetof(tt_assume, barrier_us), 1, 0},
+};
+#define N_KEYS (sizeof KEYS / sizeof KEYS[0])
+
+const char *tt_assume_profiles(void) { return "h100-pcie, a100-pcie, h100-sxm"; }
+
+static const char KEY_LIST[] = "h2d_gbs, d2h_gbs, peer_gbs, nccl_busbw_gbs, nccl_us, hbm_gbs, fp32_tflops, gemm_eff, "
+                               "launch_us, copy_us, host_gbs, barrier_us";
+
+/* ---- parsing ------------------------------------------------------------------------------------------------- */
+
+/* One KEY=VALUE item (len bytes at s, not terminated) applied to a. */
+static tt_status parse_item(const char *s, size_t len, tt_assume *a, tt_error *err)
+{
+    const char *eq = memchr(s, '=', len);
+    if (!eq)
+        return tt_fail(err, TT_ERR_ARG, "--assume: '%.*s' is not KEY=VALUE (a profile name may only come first)",
+                       (int)(len < 64 ? len : 64), s);
+    const size_t klen = (size_t)(eq - s), vlen = len - klen - 1;
+    size_t k = 0;
+    while (k < N_KEYS && !(strlen(KEYS[k].name) == klen && memcmp(KEYS[k].name, s, klen) == 0)) k++;
+    if (k == N_KEYS)
+        return tt_fail(err, TT_ERR_ARG, "--assume: unknown key '%.*s' (keys: %s)", (int)(klen < 64 ? klen : 64), s,
+                       KEY_LIST);
+    const char *name = KEYS[k].name;
+    if (a->overridden & (1u << k)) return tt_fail(err, TT_ERR_ARG, "--assume: key %s given twice", name);
+    char v[64];
+    if (vlen == 0 || vlen >= sizeof v)
+        return tt_fail(err, TT_ERR_ARG, "--assume: %s: '%.*s' is not a number", name, (int)(vlen < 64 ? vlen : 64),
+                       eq + 1);
+    memcpy(v, eq + 1, vlen);
+    v[vlen] = '\0';
+    /* plain decimal: an optional sign, then a digit or '.'; no blanks, no hex, no "inf"/"nan" words */
+    const char *digits = v[0] == '-' || v[0] == '+' ? v + 1 : v;
+    int form_ok = (digits[0] >= '0' && digits[0] <= '9') || digits[0] == '.';
+    char *end = v;
+    double x = form_ok && !strpbrk(v, "xXpP") ? strtod(v, &end) : NAN;
+    if (*end || isnan(x)) return tt_fail(err, TT_ERR_ARG, "--assume: %s: '%s' is not a number", name, v);
+    if (!isfinite(x)) return tt_fail(err, TT_ERR_ARG, "--assume: %s: '%s' is not finite", name, v);
+    if (x < 0 || (x == 0 && !KEYS[k].may_be_zero))
+        return tt_fail(err, TT_ERR_ARG, "--assume: %s: '%s' must be %s", name, v, KEYS[k].may_be_zero ? ">= 0" : "> 0");
+    if (KEYS[k].max > 0 && x > KEYS[k].max)
+        return tt_fail(err, TT_ERR_ARG, "--assume: %s: '%s' must be at most %g", name, v, KEYS[k].max);
+    *(double *)((char *)a + KEYS[k].offset) = x;
+    a->overridden |= 1u << k;
+    return TT_OK;
+}
+
+tt_status tt_assume_parse(const char *spec, tt_assume *a, tt_error *err)
+{
+    if (!spec || !*spec)
+        return tt_fail(err, TT_ERR_ARG, "--assume: empty (give a profile: %s, and/or KEY=VALUE,...)",
+                       tt_assume_profiles());
+    const char *s = spec;
+    size_t len = strcspn(s, ",");
+    *a = PROFILES[0]; /* keys alone start from h100-pcie */
+    if (!memchr(s, '=', len)) {
+        size_t i = 0;
+        while (i < N_PROFILES && !(strlen(PROFILES[i].name) == len && memcmp(PROFILES[i].name, s, len) == 0)) i++;
+        if (i == N_PROFILES)
+            return tt_fail(err, TT_ERR_ARG, "--assume: unknown profile '%.*s' (profiles: %s)",
+                           (int)(len < 64 ? len : 64), s, tt_assume_profiles());
+        *a = PROFILES[i];
+        s += len;
+        if (*s == ',') s++;
+        else return TT_OK;
+        len = strcspn(s, ",");
+    }
+    for (;;) {
+        if (len == 0) return tt_fail(err, TT_ERR_ARG, "--assume: empty item in '%.128s'", spec);
+        tt_status st = parse_item(s, len, a, err);
+        if (st) return st;
+        if (s[len] == '\0') return TT_OK;
+        s += len + 1;
+        len = strcspn(s, ",");
+    }
+}
+
+/* ---- the phases ---------------------------------------------------------------------------------------------- */
+
+size_t tt_assume_kernels(const tt_model *m)
+{
+    size_t k = 1; /* softmax cross-entropy */
+    for (size_t i = 0; i < m->n_layers; i++) {
+        const int dense = m->layers[i].kind == &tt_layer_dense, dx = i > 0; /* the first layer's dx is not computed */
+        if (dense) k += 2 + 2 + (size_t)dx; /* sgemm + bias add; sgemm dW + column sum (+ sgemm dx) */
+        else k += 1 + (size_t)dx;           /* elementwise forward (+ backward) */
+    }
+    return k;
+}
+
+/* One DMA of `bytes` over a GPU's own link at `gbs`, n GPUs copying at once (their DMA shares host memory). */
+static double link_copy(const tt_assume *a, double bytes, double gbs, double n)
+{
+    const double t_link = bytes / (gbs * 1e9), t_host = n * bytes / (a->host_gbs * 1e9);
+    return a->copy_us * 1e-6 + (t_link > t_host ? t_link : t_host);
+}
+
+static double peer_copy(const tt_assume *a, double bytes) { return a->copy_us * 1e-6 + bytes / (a->peer_gbs * 1e9); }
+
+/* tt_dev_add over `bytes` of floats: read both operands, write one. */
+static double device_add(const tt_assume *a, double bytes)
+{
+    return a->launch_us * 1e-6 + 3 * bytes / (a->hbm_gbs * 1e9);
+}
+
+void tt_assume_probe(const tt_assume *a, const tt_model *m, size_t towers, size_t batch, tt_optim_kind opt, tt_probe *p)
+{
+    TT_ASSERT(towers >= 1);
+    memset(p, 0, sizeof *p);
+    const double N = (double)towers, P = (double)m->n_params, S = 4 * P, D = (double)m->input_dim;
+    const double host = a->host_gbs * 1e9, hbm = a->hbm_gbs * 1e9, launch = a->launch_us * 1e-6;
+    const double gemm = a->fp32_tflops * 1e12 * a->gemm_eff;
+    p->rows = (batch + towers - 1) / towers;
+    const double R = (double)p->rows;
+    p->crew = (int)towers; /* one host thread per tower: the figures count host memory, not host threads */
+    p->waves = 1;
+    p->h2d_pinned = p->h2d_pageable = a->h2d_gbs;
+    p->d2h_pinned = p->d2h_pageable = a->d2h_gbs;
+    p->peer = a->peer_gbs;
+    p->host_memcpy = p->host_sum = a->host_gbs;
+    p->gemm_gflops = gemm / 1e9;
+    p->gemm_step = tt_model_train_flops(m) * R / gemm;
+
+    p->pull = link_copy(a, S, a->h2d_gbs, N);
+    p->data = N * R * D / host + link_copy(a, R * D, a->h2d_gbs, N) + launch + 5 * R * D / hbm +
+              link_copy(a, 4 * R, a->h2d_gbs, N);
+    p->compute = p->gemm_step + (double)tt_assume_kernels(m) * launch;
+    p->push_grad = link_copy(a, S, a->d2h_gbs, N);
+    p->push_stats = link_copy(a, 8 * R, a->d2h_gbs, N);
+    p->barrier = a->barrier_us * 1e-6;
+    p->straggle = 0;
+
+    p->reduce_cpu = N * S / host;
+    p->reduce_device = (N - 1) * (peer_copy(a, S) + device_add(a, S)) + link_copy(a, S, a->d2h_gbs, 1);
+    const size_t slice = ((m->n_params + towers - 1) / towers + 15) & ~(size_t)15;
+    const double L = 4.0 * (double)(slice < m->n_params ? slice : m->n_params);
+    p->reduce_allreduce = a->copy_us * 1e-6 + 2 * L / hbm + (N - 1) * (peer_copy(a, L) + device_add(a, L)) +
+                          link_copy(a, L, a->d2h_gbs, N);
+    p->reduce_nccl = a->nccl_us * 1e-6 + (towers > 1 ? S / (a->nccl_busbw_gbs * 1e9) : 0) +
+                     link_copy(a, S, a->d2h_gbs, 1);
+    p->update = (3.0 + 2.0 * (double)tt_optim_state_floats(opt)) * 4 * P / host;
+}
+
+/* ---- the report ---------------------------------------------------------------------------------------------- */
+
+/* "784-256-256-10": the input, then every dense layer's width. */
+static void model_shape(const tt_model *m, char *out, size_t len)
+{
+    size_t n = (size_t)snprintf(out, len, "%zu", m->input_dim);
+    for (size_t i = 0; i < m->n_layers && n < len; i++)
+        if (m->layers[i].kind == &tt_layer_dense) n += (size_t)snprintf(out + n, len - n, "-%zu", m->layers[i].out);
+    if (n >= len && len > 4) strcpy(out + len - 4, "...");
+}
+
+static void print_header(FILE *f, const tt_assume *a, const tt_model *m, tt_optim_kind opt)
+{
+    char shape[80];
+    model_shape(m, shape, sizeof shape);
+    fprintf(f, "what-if: PREDICTED from assumed figures, not measured | profile %s | %s\n", a->name,
+            tt_optim_kind_name(opt));
+    fprintf(f, "  model %s: P = %zu parameters, %.2f MB pulled and pushed per GPU per step\n", shape, m->n_params,
+            4e-6 * (double)m->n_params);
+    fprintf(f, "  links (GB/s, per GPU and direction): h2d %g, d2h %g, peer %g, NCCL busbw %g + %g us per collective;"
+               " copy %g us\n", a->h2d_gbs, a->d2h_gbs, a->peer_gbs, a->nccl_busbw_gbs, a->nccl_us, a->copy_us);
+    fprintf(f, "  GPU: FP32 %g TFLOP/s x gemm_eff %g, HBM %g GB/s, launch %g us x %zu kernels per compute phase\n",
+            a->fp32_tflops, a->gemm_eff, a->hbm_gbs, a->launch_us, tt_assume_kernels(m));
+    fprintf(f, "  host: memory %g GB/s (every DMA, the sum, the update), barrier %g us\n", a->host_gbs, a->barrier_us);
+    if (a->overridden) {
+        fprintf(f, "  overridden:");
+        for (size_t k = 0, col = 13; k < N_KEYS; k++) {
+            if (!(a->overridden & (1u << k))) continue;
+            if (col + 1 + strlen(KEYS[k].name) > 110) fprintf(f, "\n             "), col = 13;
+            col += (size_t)fprintf(f, " %s", KEYS[k].name);
+        }
+        fprintf(f, "\n");
+    }
+}
+
+/* One GPU count's prediction: every placement's step and the best one's split. */
+typedef struct assume_row {
+    tt_step_times t[TT_REDUCE_COUNT];
+    tt_reduce best;
+    double samples_per_s, launch_part; /* launch_part: the compute phase's kernel launches, s */
+} assume_row;
+
+static void predict_row(const tt_assume *a, const tt_model *m, size_t n, size_t global, tt_optim_kind opt,
+                        assume_row *row)
+{
+    tt_probe p;
+    tt_assume_probe(a, m, n, global, opt, &p);
+    row->best = TT_REDUCE_CPU;
+    for (int r = 0; r < TT_REDUCE_COUNT; r++) {
+        tt_probe_predict(&p, (tt_reduce)r, &row->t[r]);
+        if (row->t[r].total < row->t[row->best].total) row->best = (tt_reduce)r;
+    }
+    row->samples_per_s = (double)global / row->t[row->best].total;
+    row->launch_part = (double)tt_assume_kernels(m) * a->launch_us * 1e-6;
+}
+
+/* Where adding GPUs stops helping, and what dominates the step at 8 GPUs. */
+static void print_verdict(FILE *f, const char *mode, const assume_row *rows)
+{
+    int top = 0;
+    for (int i = 1; i < ASSUME_MAX_GPUS; i++)
+        if (rows[i].samples_per_s > rows[top].samples_per_s) top = i;
+    const assume_row *last = &rows[ASSUME_MAX_GPUS - 1];
+    const tt_step_times *t = &last->t[last->best];
+    const double transfer = t->pull + t->data + t->push;
+    const struct {
+        const char *what;
+        double s;
+    } groups[] = {{"compute", t->compute}, {"pull+data+push", transfer}, {"reduce", t->reduce},
+                  {"host update", t->update}, {"barrier wait", t->wait}};
+    size_t g = 0;
+    for (size_t i = 1; i < sizeof groups / sizeof groups[0]; i++)
+        if (groups[i].s > groups[g].s) g = i;
+    const double speed = rows[top].samples_per_s / rows[0].samples_per_s;
+    if (top == 0)
+        fprintf(f, "%s: adding GPUs never helps: 1 GPU is fastest", mode);
+    else if (top < ASSUME_MAX_GPUS - 1)
+        fprintf(f, "%s: adding GPUs helps up to %d (%.2fx), then slows the step", mode, top + 1, speed);
+    else
+        fprintf(f, "%s: still faster at %d GPUs (%.2fx)", mode, ASSUME_MAX_GPUS, speed);
+    const double launches = last->launch_part < t->compute ? last->launch_part : t->compute;
+    fprintf(f, ".\n  at %d GPUs (%s %.3f ms) largest: %s %.3f ms = %.0f%%", ASSUME_MAX_GPUS,
+            tt_reduce_name(last->best), 1e3 * t->total, groups[g].what, 1e3 * groups[g].s,
+            100.0 * groups[g].s / t->total);
+    if (g == 0) fprintf(f, ", of it launches %.3f ms\n", 1e3 * launches);
+    else fprintf(f, "; compute %.3f ms, of it launches %.3f\n", 1e3 * t->compute, 1e3 * launches);
+}
+
+static void print_mode(FILE *f, const tt_assume *a, const tt_model *m, size_t batch, tt_optim_kind opt, int weak)
+{
+    assume_row rows[ASSUME_MAX_GPUS];
+    if (weak)
+        fprintf(f, "\nweak scaling: %zu samples per GPU (global batch %zu x GPUs); step times in ms\n", batch, batch);
+    else
+        fprintf(f, "\nstrong scaling: global batch %zu split over the GPUs (shards of ceil(%zu/N) rows); "
+                   "step times in ms\n", batch, batch);
+    fprintf(f, "                step of each placement (* best)   split of the best step\n");
+    fprintf(f, "GPUs rows |     cpu  device allreduce    nccl |   pull   data compute   push   wait reduce update |"
+               " samples/s speed\n");
+    for (int i = 0; i < ASSUME_MAX_GPUS; i++) {
+        const size_t n = (size_t)i + 1, global = weak ? batch * n : batch;
+        assume_row *row = &rows[i];
+        predict_row(a, m, n, global, opt, row);
+        const tt_step_times *b = &row->t[row->best];
+        char best[TT_REDUCE_COUNT];
+        for (int r = 0; r < TT_REDUCE_COUNT; r++) best[r] = r == (int)row->best ? '*' : ' ';
+        fprintf(f, "%4zu %4zu | %6.3f%c %6.3f%c %8.3f%c %6.3f%c | %6.3f %6.3f %7.3f %6.3f %6.3f %6.3f %6.3f |"
+                   " %9.0f %4.2fx\n",
+                n, (global + n - 1) / n, 1e3 * row->t[TT_REDUCE_CPU].total, best[TT_REDUCE_CPU],
+                1e3 * row->t[TT_REDUCE_DEVICE].total, best[TT_REDUCE_DEVICE], 1e3 * row->t[TT_REDUCE_ALLREDUCE].total,
+                best[TT_REDUCE_ALLREDUCE], 1e3 * row->t[TT_REDUCE_NCCL].total, best[TT_REDUCE_NCCL], 1e3 * b->pull,
+                1e3 * b->data, 1e3 * b->compute, 1e3 * b->push, 1e3 * b->wait, 1e3 * b->reduce, 1e3 * b->update,
+                row->samples_per_s, row->samples_per_s / rows[0].samples_per_s);
+    }
+    print_verdict(f, weak ? "weak" : "strong", rows);
+}
+
+tt_status tt_assume_report(FILE *f, const tt_assume *a, const tt_model *m, size_t batch, tt_optim_kind opt,
+                           tt_error *err)
+{
+    if (batch == 0) return tt_fail(err, TT_ERR_ARG, "what-if: the batch must be at least 1");
+    print_header(f, a, m, opt);
+    print_mode(f, a, m, batch, opt, 0);
+    print_mode(f, a, m, batch, opt, 1);
+    fprintf(f, "(wait = barriers; straggle 0 and one wave: identical GPUs. "
+               "Check against a measured run: tools/gpu-check)\n");
+    if (fflush(f) != 0 || ferror(f)) return tt_fail(err, TT_ERR_IO, "what-if report: write failed");
+    return TT_OK;
+}

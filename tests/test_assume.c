@@ -1,0 +1,248 @@
+/* test_assume.c — what-if predictions (tt_assume.h): parsing --assume specs, and one profile's phases against the
+ * formulas of docs/whatif.md worked by hand.
+ *
+ * The hand-worked numbers use the h100-pcie figures as docs/whatif.md lists them (h2d = d2h = peer = 48 GB/s,
+ * NCCL busbw 28 GB/s + 40 us, HBM 1800 GB/s, FP32 51 TFLOP/s x 0.3, launch 5 us, copy 8 us, host 230 GB/s,
+ * barrier 5 us) and the seed MLP 784-256-relu-256-relu-10:
+ *   P = 784*256+256 + 256*256+256 + 256*10+10 = 269,322 parameters, S = 4 P = 1,077,288 bytes;
+ *   F = 2*(2*784*256) + 3*(2*256*256) + 3*(2*256*10) = 802,816 + 393,216 + 15,360 = 1,211,392 FLOP per sample;
+ *   K = 19 kernels: forward 2+1+2+1+2, softmax 1, backward 3+1+3+1+2 (no dx for the first layer).
+ * They are written as literal arithmetic, not computed by the code under test. Tolerance: 1e-9 relative — the
+ * same operations in a different order differ by a few ulps (1e-16), so anything above 1e-9 is a different formula.
+ * Not for: the prediction formula itself (tt_probe_predict, exercised by probe/bench) or real hardware. */
+#include "tt_assume.h"
+#include "tt_test.h"
+
+#define RTOL 1e-9
+
+static void seed_mlp(tt_model *m)
+{
+    tt_error err;
+    ck_assert_msg(tt_model_mlp(m, 784, 10, &err) == TT_OK, "%s", err.msg);
+    ck_assert_uint_eq(m->n_params, 269322);
+}
+
+static void close_to(double got, double want, const char *what)
+{
+    ck_assert_msg(tt_close(got, want, 0, RTOL), "%s: got %.12g s, want %.12g s", what, got, want);
+}
+
+/* ---- parsing ------------------------------------------------------------------------------------------------- */
+
+START_TEST(test_parse_valid)
+{
+    tt_assume a;
+    tt_error err;
+    ck_assert_msg(tt_assume_parse("h100-pcie", &a, &err) == TT_OK, "%s", err.msg);
+    ck_assert_str_eq(a.name, "h100-pcie");
+    ck_assert(a.h2d_gbs == 48 && a.peer_gbs == 48 && a.fp32_tflops == 51 && a.overridden == 0);
+
+    ck_assert_msg(tt_assume_parse("a100-pcie,peer_gbs=20", &a, &err) == TT_OK, "%s", err.msg);
+    ck_assert_str_eq(a.name, "a100-pcie");
+    ck_assert(a.peer_gbs == 20 && a.h2d_gbs == 24 && a.fp32_tflops == 19.5 && a.overridden != 0);
+
+    /* keys alone: on top of the default profile, h100-pcie */
+    ck_assert_msg(tt_assume_parse("h2d_gbs=25,d2h_gbs=25.5,launch_us=0", &a, &err) == TT_OK, "%s", err.msg);
+    ck_assert_str_eq(a.name, "h100-pcie");
+    ck_assert(a.h2d_gbs == 25 && a.d2h_gbs == 25.5 && a.launch_us == 0 && a.peer_gbs == 48);
+
+    ck_assert_msg(tt_assume_parse("h100-sxm,gemm_eff=1,nccl_us=0", &a, &err) == TT_OK, "%s", err.msg);
+    ck_assert(a.peer_gbs == 380 && a.gemm_eff == 1 && a.nccl_us == 0);
+    ck_assert_str_eq(tt_assume_profiles(), "h100-pcie, a100-pcie, h100-sxm");
+}
+END_TEST
+
+/* Every bad spec: TT_ERR_ARG, and the message names the culprit. */
+START_TEST(test_parse_invalid)
+{
+    static const struct {
+        const char *spec, *named;
+    } BAD[] = {
+        {"", "empty"},
+        {"v100", "unknown profile 'v100'"},
+        {"h100-pcie,foo=1", "unknown key 'foo'"},
+        {"bogus_gbs=3", "unknown key 'bogus_gbs'"},
+        {"h2d_gbs=abc", "h2d_gbs: 'abc' is not a number"},
+        {"h2d_gbs=", "h2d_gbs: '' is not a number"},
+        {"h2d_gbs=12x", "h2d_gbs: '12x' is not a number"},
+        {"h2d_gbs=0x10", "h2d_gbs: '0x10' is not a number"},
+        {"peer_gbs=nan", "peer_gbs: 'nan' is not a number"},
+        {"hbm_gbs=inf", "hbm_gbs: 'inf' is not a number"},
+        {"hbm_gbs=1e999", "hbm_gbs: '1e999' is not finite"},
+        {"h2d_gbs=0", "h2d_gbs: '0' must be > 0"},
+        {"a100-pcie,fp32_tflops=-3", "fp32_tflops: '-3' must be > 0"},
+        {"launch_us=-1", "launch_us: '-1' must be >= 0"},
+        {"gemm_eff=1.5", "gemm_eff: '1.5' must be at most 1"},
+        {"h2d_gbs=1,d2h_gbs=2,h2d_gbs=3", "key h2d_gbs given twice"},
+        {"h100-pcie,a100-pcie", "'a100-pcie' is not KEY=VALUE"},
+        {"h100-pcie,", "empty item"},
+        {"h2d_gbs=1,,d2h_gbs=2", "empty item"},
+    };
+    for (size_t i = 0; i < sizeof BAD / sizeof BAD[0]; i++) {
+        tt_assume a;
+        tt_error err;
+        err.msg[0] = '\0';
+        ck_assert_msg(tt_assume_parse(BAD[i].spec, &a, &err) == TT_ERR_ARG, "'%s' was accepted", BAD[i].spec);
+        ck_assert_msg(strstr(err.msg, BAD[i].named) != NULL, "'%s': message '%s' does not say '%s'", BAD[i].spec,
+                      err.msg, BAD[i].named);
+        ck_assert_msg(strncmp(err.msg, "--assume: ", 10) == 0 && !strchr(err.msg, '\n'), "'%s'", err.msg);
+    }
+}
+END_TEST
+
+/* ---- the phases, by hand ------------------------------------------------------------------------------------- */
+
+START_TEST(test_probe_by_hand)
+{
+    tt_model m;
+    seed_mlp(&m);
+    ck_assert_uint_eq(tt_assume_kernels(&m), 19);
+    ck_assert(tt_model_train_flops(&m) == 1211392.0);
+    tt_assume a;
+    tt_error err;
+    ck_assert_msg(tt_assume_parse("h100-pcie", &a, &err) == TT_OK, "%s", err.msg);
+    tt_probe p;
+    tt_assume_probe(&a, &m, 4, 256, TT_OPT_ADAM, &p); /* N = 4, B = 256: R = 64 rows */
+    ck_assert_uint_eq(p.rows, 64);
+    ck_assert_int_eq(p.waves, 1);
+    ck_assert(p.straggle == 0);
+    /* pull: the link, 1077288 / 48e9 = 22.44 us, beats the host cap 4 * 1077288 / 230e9 = 18.74 us */
+    close_to(p.pull, 8e-6 + 1077288.0 / 48e9, "pull");
+    /* data: gather 4*64*784 bytes from host memory; rows in 64*784 / 48e9 = 1.045 us (host cap 4*50176/230e9 =
+     * 0.873 us); u8 -> f32 reads 1 and writes 4 bytes per pixel; labels 256 / 48e9 (cap 1024/230e9 smaller) */
+    close_to(p.data, 4.0 * 64 * 784 / 230e9 + (8e-6 + 50176.0 / 48e9) + (5e-6 + 5.0 * 50176 / 1800e9) +
+                         (8e-6 + 256.0 / 48e9),
+             "data");
+    /* compute: 1211392 FLOP x 64 rows at 51 TFLOP/s x 0.3 = 5.067 us, plus 19 launches of 5 us */
+    close_to(p.compute, 1211392.0 * 64 / (51e12 * 0.3) + 19 * 5e-6, "compute");
+    close_to(p.gemm_step, 1211392.0 * 64 / 15.3e12, "gemm_step");
+    close_to(p.push_grad, 8e-6 + 1077288.0 / 48e9, "push_grad");
+    /* stats: 2 floats per row = 512 bytes: 512/48e9 against the cap 4*512/230e9 */
+    close_to(p.push_stats, 8e-6 + 512.0 / 48e9, "push_stats");
+    close_to(p.barrier, 5e-6, "barrier");
+    /* cpu: the host reads 4 slots */
+    close_to(p.reduce_cpu, 4.0 * 1077288 / 230e9, "reduce_cpu");
+    /* device: 3 peer copies into tower 0 and 3 adds (read 2, write 1), then one push (cap 1077288/230e9 smaller) */
+    close_to(p.reduce_device, 3 * (8e-6 + 1077288.0 / 48e9) + 3 * (5e-6 + 3.0 * 1077288 / 1800e9) +
+                                  (8e-6 + 1077288.0 / 48e9),
+             "reduce_device");
+    /* allreduce: slice = ceil(269322 / 4) = 67331 floats, rounded up to 16: 67344 floats = 269376 bytes; tower 0
+     * copies its own slice locally (read + write), receives 3 slices, adds 3, pushes its slice: 269376 / 48e9 =
+     * 5.61 us beats the cap 4 * 269376 / 230e9 = 4.68 us */
+    close_to(p.reduce_allreduce, (8e-6 + 2.0 * 269376 / 1800e9) + 3 * (8e-6 + 269376.0 / 48e9) +
+                                     3 * (5e-6 + 3.0 * 269376 / 1800e9) + (8e-6 + 269376.0 / 48e9),
+             "reduce_allreduce");
+    /* nccl: ncclReduce, busbw = algbw = S / t, plus the push of the sum */
+    close_to(p.reduce_nccl, 40e-6 + 1077288.0 / 28e9 + (8e-6 + 1077288.0 / 48e9), "reduce_nccl");
+    /* Adam: w, m, v read and written, g read = 28 bytes per parameter */
+    close_to(p.update, 28.0 * 269322 / 230e9, "update");
+
+    /* the whole step under cpu, through tt_probe_predict: towers (pull, data, compute, both pushes, barrier), then
+     * the host's sum and the update with its barrier */
+    tt_step_times t;
+    tt_probe_predict(&p, TT_REDUCE_CPU, &t);
+    const double tower = (8e-6 + 1077288.0 / 48e9) +
+                         (4.0 * 64 * 784 / 230e9 + (8e-6 + 50176.0 / 48e9) + (5e-6 + 5.0 * 50176 / 1800e9) +
+                          (8e-6 + 256.0 / 48e9)) +
+                         (1211392.0 * 64 / 15.3e12 + 95e-6) + (8e-6 + 1077288.0 / 48e9) + (8e-6 + 512.0 / 48e9);
+    close_to(t.total, tower + 5e-6 + 4.0 * 1077288 / 230e9 + 28.0 * 269322 / 230e9 + 5e-6, "cpu step");
+}
+END_TEST
+
+/* The host cap, the one-tower cases and SGD's update. */
+START_TEST(test_probe_edges)
+{
+    tt_model m;
+    seed_mlp(&m);
+    tt_assume a;
+    tt_error err;
+    ck_assert_msg(tt_assume_parse("h100-pcie", &a, &err) == TT_OK, "%s", err.msg);
+    tt_probe p;
+    tt_assume_probe(&a, &m, 8, 256, TT_OPT_SGD, &p);
+    /* 8 pulls at once: host memory, 8 * 1077288 / 230e9 = 37.47 us, is slower than one link's 22.44 us */
+    close_to(p.pull, 8e-6 + 8.0 * 1077288 / 230e9, "pull, 8 GPUs");
+    close_to(p.push_grad, 8e-6 + 8.0 * 1077288 / 230e9, "push_grad, 8 GPUs");
+    /* SGD: w and the velocity read and written, g read = 20 bytes per parameter */
+    close_to(p.update, 20.0 * 269322 / 230e9, "update, sgd");
+
+    tt_assume_probe(&a, &m, 1, 256, TT_OPT_ADAM, &p);
+    /* one tower: device is the push alone; nccl its fixed cost and the push; allreduce a local copy and the push */
+    close_to(p.reduce_device, 8e-6 + 1077288.0 / 48e9, "reduce_device, 1 GPU");
+    close_to(p.reduce_nccl, 40e-6 + 8e-6 + 1077288.0 / 48e9, "reduce_nccl, 1 GPU");
+    close_to(p.reduce_allreduce, (8e-6 + 2.0 * 1077288 / 1800e9) + (8e-6 + 1077288.0 / 48e9),
+             "reduce_allreduce, 1 GPU");
+}
+END_TEST
+
+/* Strong scaling: each GPU's compute falls with N (smaller shards), the host's sum grows (more slots). */
+START_TEST(test_probe_monotonic)
+{
+    tt_model m;
+    seed_mlp(&m);
+    const char *specs[] = {"h100-pcie", "a100-pcie", "h100-sxm"};
+    for (size_t s = 0; s < 3; s++) {
+        tt_assume a;
+        tt_error err;
+        ck_assert_msg(tt_assume_parse(specs[s], &a, &err) == TT_OK, "%s", err.msg);
+        tt_probe prev;
+        tt_assume_probe(&a, &m, 1, 256, TT_OPT_ADAM, &prev);
+        for (size_t n = 2; n <= 8; n++) {
+            tt_probe p;
+            tt_assume_probe(&a, &m, n, 256, TT_OPT_ADAM, &p);
+            ck_assert_msg(p.compute < prev.compute, "%s: compute at %zu GPUs", specs[s], n);
+            ck_assert_msg(p.reduce_cpu > prev.reduce_cpu, "%s: cpu reduce at %zu GPUs", specs[s], n);
+            ck_assert_msg(p.reduce_device > prev.reduce_device, "%s: device reduce at %zu GPUs", specs[s], n);
+            ck_assert_msg(p.update == prev.update, "%s: the update does not depend on N", specs[s]);
+            prev = p;
+        }
+    }
+}
+END_TEST
+
+START_TEST(test_report)
+{
+    tt_model m;
+    seed_mlp(&m);
+    tt_assume a;
+    tt_error err;
+    ck_assert_msg(tt_assume_parse("a100-pcie,peer_gbs=20", &a, &err) == TT_OK, "%s", err.msg);
+    FILE *f = tmpfile();
+    ck_assert_ptr_nonnull(f);
+    ck_assert_msg(tt_assume_report(f, &a, &m, 256, TT_OPT_ADAM, &err) == TT_OK, "%s", err.msg);
+    ck_assert_int_eq(tt_assume_report(f, &a, &m, 0, TT_OPT_ADAM, &err), TT_ERR_ARG);
+    rewind(f);
+    static char text[16384];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    ck_assert(n > 0 && n < sizeof text - 1);
+    text[n] = '\0';
+    fclose(f);
+    const char *want[] = {"PREDICTED", "a100-pcie", "overridden: peer_gbs", "cpu", "device", "allreduce", "nccl",
+                          "strong scaling", "weak scaling", "strong: ", "weak: ", "samples/s"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        ck_assert_msg(strstr(text, want[i]) != NULL, "the report lacks '%s':\n%s", want[i], text);
+    /* every line fits 120 columns; rows for 1..8 GPUs in each mode */
+    size_t rows = 0;
+    for (const char *line = text; *line;) {
+        const char *nl = strchr(line, '\n');
+        ck_assert_ptr_nonnull(nl);
+        ck_assert_msg(nl - line <= 120, "a line of %d columns: %.*s", (int)(nl - line), (int)(nl - line), line);
+        rows += nl - line > 5 && line[3] >= '1' && line[3] <= '8' && line[4] == ' ' && strstr(line, "x") != NULL;
+        line = nl + 1;
+    }
+    ck_assert_uint_eq(rows, 16);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("assume");
+    TCase *tc = tcase_create("what-if");
+    tcase_add_test(tc, test_parse_valid);
+    tcase_add_test(tc, test_parse_invalid);
+    tcase_add_test(tc, test_probe_by_hand);
+    tcase_add_test(tc, test_probe_edges);
+    tcase_add_test(tc, test_probe_monotonic);
+    tcase_add_test(tc, test_report);
+    suite_add_tcase(s, tc);
+    return tt_test_run_suite(s);
+}
