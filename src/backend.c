@@ -25,19 +25,17 @@ static void open_cpu(tt_backend *b)
     b->devices[0] = 0;
 }
 
-/* "0,2,3" into b->devices: ordinals below count, each once. */
-static tt_status parse_gpus(const char *gpus, int count, tt_backend *b, tt_error *err)
+/* "0,2,3" into b->devices: each ordinal once. The list is checked before any device is asked for, so a bad list is
+ * an error on every machine; the ordinals are checked against the devices afterwards. */
+static tt_status parse_gpus(const char *gpus, tt_backend *b, tt_error *err)
 {
     b->n_devices = 0;
     for (const char *p = gpus;;) {
         size_t len = strcspn(p, ",");
-        if (len == 0 || len > 3 || strspn(p, "0123456789") != len)
+        if (len == 0 || len > 3 || strspn(p, "0123456789") < len)
             return tt_fail(err, TT_ERR_ARG, "--gpus: '%.64s' is not a list of GPU numbers like 0,1", gpus);
         int g = 0;
         for (size_t i = 0; i < len; i++) g = 10 * g + (p[i] - '0');
-        if (g >= count)
-            return tt_fail(err, TT_ERR_ARG, "--gpus: GPU %d does not exist (the driver sees %d: 0 to %d)", g, count,
-                           count - 1);
         for (int i = 0; i < b->n_devices; i++)
             if (b->devices[i] == g)
                 return tt_fail(err, TT_ERR_ARG,
@@ -63,17 +61,24 @@ tt_status tt_backend_open(const char *name, const char *gpus, tt_backend *b, tt_
     if (!is_auto && !is_cuda)
         return tt_fail(err, TT_ERR_ARG, "--device: unknown backend '%.64s' (this build has: %s)", name,
                        tt_backend_list());
+    tt_status s = gpus ? parse_gpus(gpus, b, err) : TT_OK;
+    if (s) return s;
 #ifdef TT_WITH_CUDA
     tt_error cerr = {{0}};
     int n = tt_cuda_device_count(&cerr);
     if (n > 0) {
         b->ops = &tt_dev_cuda_ops;
-        if (gpus) return parse_gpus(gpus, n, b, err);
+        for (int i = 0; gpus && i < b->n_devices; i++)
+            if (b->devices[i] >= n)
+                return tt_fail(err, TT_ERR_ARG, "--gpus: GPU %d does not exist (the driver sees %d: 0 to %d)",
+                               b->devices[i], n, n - 1);
+        if (gpus) return TT_OK;
         b->n_devices = n < TT_MAX_DEVICES ? n : TT_MAX_DEVICES;
         for (int i = 0; i < b->n_devices; i++) b->devices[i] = i;
         return TT_OK;
     }
     if (is_cuda) return tt_fail(err, TT_ERR_DEVICE, "--device cuda: %s", cerr.msg);
+    memset(b->devices, 0, sizeof b->devices);
     open_cpu(b);
     snprintf(b->notice, sizeof b->notice, "--device auto: %.300s; training on the CPU backend%s", cerr.msg,
              gpus ? " (--gpus is ignored)" : "");
