@@ -127,7 +127,8 @@ START_TEST(test_sgemm_beta0_ignores_c)
             for (int tb = 0; tb < 2; tb++) {
                 size_t M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
                 float *ha = random_host(M * K, 4), *hb = random_host(K * N, 5);
-                float *hnan = (float *)tt_malloc(M * N * sizeof(float)), *hzero = (float *)tt_calloc(M * N, sizeof(float));
+                float *hnan = (float *)tt_malloc(M * N * sizeof(float));
+                float *hzero = (float *)tt_calloc(M * N, sizeof(float));
                 for (size_t i = 0; i < M * N; i++) hnan[i] = NAN;
                 float *a0, *a1, *b0, *b1, *c0, *c1, *z0, *z1;
                 upload(&p, ha, M * K, &a0, &a1);
@@ -355,7 +356,8 @@ START_TEST(test_events)
     upload(&p, hb, K * N, &b0, &b1);
     upload(&p, hc, M * N, &c0, &c1);
     void *ev[3];
-    for (int i = 0; i < 3; i++) ck_assert_msg((ev[i] = tt_dev_event_create(&p.dev)) != NULL, "%s: event_create", ops->name);
+    for (int i = 0; i < 3; i++)
+        ck_assert_msg((ev[i] = tt_dev_event_create(&p.dev)) != NULL, "%s: event_create failed", ops->name);
     for (int round = 0; round < 2; round++) {
         tt_dev_event_record(&p.dev, ev[0]);
         for (int k = 0; k < 2; k++) tt_dev_sgemm(&p.dev, 0, 0, M, N, K, 1.0f, a1, K, b1, N, 0.0f, c1, N);
@@ -366,7 +368,8 @@ START_TEST(test_events)
         double all = tt_dev_event_elapsed(&p.dev, ev[0], ev[2]);
         ck_assert_msg(isfinite(work) && work > 0, "%s round %d: elapsed around two GEMMs %g s", ops->name, round, work);
         ck_assert_msg(isfinite(empty) && empty >= 0, "%s round %d: elapsed over nothing %g s", ops->name, round, empty);
-        ck_assert_msg(isfinite(all) && all >= work, "%s round %d: a to c %g s < a to b %g s", ops->name, round, all, work);
+        ck_assert_msg(isfinite(all) && all >= work, "%s round %d: a to c %g s < a to b %g s", ops->name, round, all,
+                      work);
         ck_assert_msg(work < 60, "%s: %g s for 0.1 GFLOP: not seconds?", ops->name, work);
     }
     for (int i = 0; i < 3; i++) tt_dev_event_destroy(&p.dev, ev[i]);

@@ -1,7 +1,8 @@
 /* test_e2e.c — end to end on real data: the seed MLP on a slice of Fashion-MNIST with 2 towers. The loss must
  * fall and test accuracy pass 70% (a working setup reaches ~80% here; chance is 10%). Skips (77) if Debian's
- * dataset-fashion-mnist is not installed. `test_e2e cuda` (CTest test_e2e_cuda) trains on the CUDA backend instead, without
- * forking (CUDA does not survive a fork); it is a visible skip without a GPU, a failure under TT_REQUIRE_GPU=1. */
+ * dataset-fashion-mnist is not installed. `test_e2e cuda` (CTest test_e2e_cuda) trains on the CUDA backend instead,
+ * without forking (CUDA does not survive a fork); it is a visible skip without a GPU, a failure under
+ * TT_REQUIRE_GPU=1. */
 #include <sys/stat.h>
 
 #include "tt_backend.h"

@@ -138,7 +138,7 @@ static void compare_towers(tt_optim_config oc, size_t batch, size_t last_n)
         for (size_t i = 0; i < P; i++) moved = fmax(moved, fabs((double)ref[i] - init[i]));
         printf("%s N=%zu batch=%zu: max |w_N - w_1| = %.3g (weights moved %.3g)\n", g_be.ops->name, N, batch, worst,
                moved);
-        ck_assert_msg(moved > 1e-2, "training did not move the weights (%g)", moved); /* the comparison means something */
+        ck_assert_msg(moved > 1e-2, "training did not move the weights (%g)", moved); /* the comparison tells */
         tt_free(init);
         tt_free(w);
     }
