@@ -11,6 +11,7 @@
 
 #include <json-c/json.h>
 
+#include "tt_backend.h"
 #include "tt_cli.h"
 #include "tt_test.h"
 
@@ -38,6 +39,13 @@ static char *slurp(const char *p)
     return buf;
 }
 
+static size_t count_lines(const char *s)
+{
+    size_t lines = 0;
+    for (; *s; s++) lines += *s == '\n';
+    return lines;
+}
+
 static void expect(const char *args, int code, const char *fragment)
 {
     int rc = run(args);
@@ -45,11 +53,32 @@ static void expect(const char *args, int code, const char *fragment)
     ck_assert_msg(rc == code, "towertrain %s: exit %d want %d (stderr: %s)", args, rc, code, e);
     if (code != 0) {
         ck_assert_msg(strstr(e, fragment) != NULL, "towertrain %s: stderr '%s' lacks '%s'", args, e, fragment);
-        size_t lines = 0;
-        for (char *p = e; *p; p++) lines += *p == '\n';
+        size_t lines = count_lines(e);
         ck_assert_msg(lines == 1, "towertrain %s: %zu lines on stderr, want one: %s", args, lines, e);
         ck_assert_msg(strstr(e, "internal error") == NULL && strstr(e, "Sanitizer") == NULL, "%s", e);
     }
+}
+
+/* Did the run whose stdout is in out_path train on the CUDA backend? Its banner says "| backend NAME (". */
+static int banner_backend_is_cuda(const char *args)
+{
+    const char *b = strstr(slurp(out_path), "| backend ");
+    ck_assert_msg(b != NULL, "towertrain %s: no banner naming the backend: %s", args, slurp(out_path));
+    b += strlen("| backend ");
+    ck_assert_msg(strncmp(b, "cuda (", 6) == 0 || strncmp(b, "cpu (", 5) == 0, "backend %.20s", b);
+    return b[1] == 'u';
+}
+
+/* Can towertrain train on a GPU here (a CUDA build, a driver and a device)? Asked of the executable with the
+ * default --device auto, as a user would meet it. Called inside a test (a forked child), never in main. */
+static int gpu_usable(void)
+{
+    char args[512];
+    snprintf(args, sizeof args, "train --data %s --val-samples 50 --train-samples 32 --test-samples 8 --epochs 1 "
+             "--batch 32 --progress lines", dir);
+    int rc = run(args);
+    ck_assert_msg(rc == 0, "towertrain %s: exit %d: %s", args, rc, slurp(err_path));
+    return banner_backend_is_cuda(args);
 }
 
 static void write_idx(const char *name, int ndim, const uint32_t *dims, const unsigned char *data, size_t n)
@@ -130,7 +159,7 @@ START_TEST(test_bad_flags)
     expect("train --lr-scaling sqrt", 2, "--lr-scaling");
     expect("train --progress loud", 2, "--progress");
     expect("train --device tpu", 2, "tpu");
-    expect("train --reduce nccl", 2, "--reduce: 'nccl'");
+    expect("train --reduce gloo", 2, "--reduce: 'gloo' is not cpu, device, allreduce or nccl");
     expect("train extra", 2, "extra");
     expect("bench --towers 1,,2", 2, "--towers");
 }
@@ -139,8 +168,8 @@ END_TEST
 START_TEST(test_bad_files)
 {
     char args[1024];
-    expect("train --data /nonexistent/dir", 1, "/nonexistent/dir");
-    snprintf(args, sizeof args, "train --data %s/train-images-idx3-ubyte.gz", dir);
+    expect("train --device cpu --data /nonexistent/dir", 1, "/nonexistent/dir");
+    snprintf(args, sizeof args, "train --device cpu --data %s/train-images-idx3-ubyte.gz", dir);
     expect(args, 1, "not a directory");
     /* truncate the training labels: the message names the file */
     char p[256];
@@ -148,13 +177,13 @@ START_TEST(test_bad_files)
     uint32_t dims[1] = {300};
     unsigned char few[10] = {0};
     write_idx("train-labels-idx1-ubyte.gz", 1, dims, few, sizeof few);
-    snprintf(args, sizeof args, "train --data %s --val-samples 50", dir);
+    snprintf(args, sizeof args, "train --device cpu --data %s --val-samples 50", dir);
     expect(args, 1, "train-labels-idx1-ubyte.gz: truncated");
     make_data();
     /* a model file with a bad line */
     snprintf(p, sizeof p, "%s/model.txt", dir);
     tt_test_write_str(p, "dense units=8 activation=relu\ndense unitz=10\n");
-    snprintf(args, sizeof args, "train --data %s --val-samples 50 --model %s", dir, p);
+    snprintf(args, sizeof args, "train --device cpu --data %s --val-samples 50 --model %s", dir, p);
     expect(args, 1, "model.txt:2: dense: unknown key 'unitz'");
     tt_test_write_str(p, "dense units=8\nconv filters=3\n");
     expect(args, 1, "model.txt:2: unknown layer 'conv'");
@@ -177,13 +206,120 @@ START_TEST(test_bad_files)
     line[513] = '\0';
     tt_test_write_str(p, line);
     expect(args, 1, "model.txt:1: line too long (at most 511 characters)");
-    snprintf(args, sizeof args, "train --data %s --val-samples 50 --model /nonexistent/model.txt", dir);
+    snprintf(args, sizeof args, "train --device cpu --data %s --val-samples 50 --model /nonexistent/model.txt", dir);
     expect(args, 1, "/nonexistent/model.txt");
-    snprintf(args, sizeof args, "train --data %s --val-samples 300", dir);
+    snprintf(args, sizeof args, "train --device cpu --data %s --val-samples 300", dir);
     expect(args, 2, "--val-samples 300");
-    snprintf(args, sizeof args, "train --data %s --val-samples 50 --log-json /nonexistent/dir/log.json", dir);
+    snprintf(args, sizeof args, "train --device cpu --data %s --val-samples 50 --log-json /nonexistent/dir/log.json",
+             dir);
     expect(args, 1, "--log-json");
-    expect("train --device cuda --data /nonexistent", 1, "cuda");
+    /* the device is opened before the data are read: without a usable GPU (or CUDA in this build) that is the one
+     * line; with one, the run gets as far as the data */
+    expect("train --device cuda --data /nonexistent", 1, gpu_usable() ? "/nonexistent" : "--device cuda");
+}
+END_TEST
+
+/* --device auto (the default): CUDA where a usable GPU exists, else the CPU backend — with one notice line naming
+ * CUDA's error in a build with CUDA, silently in a CPU-only build. Either way it trains (exit 0); the banner names
+ * the backend it chose. --device cuda agrees: it trains exactly where auto chose CUDA. */
+START_TEST(test_device_auto)
+{
+    const int built = strstr(tt_backend_list(), "cuda") != NULL;
+    const char *forms[] = {"--device auto ", ""}; /* explicit, and the default */
+    char args[1024];
+    int gpu = -1;
+    for (int k = 0; k < 2; k++) {
+        snprintf(args, sizeof args, "train %s--data %s --val-samples 50 --epochs 1 --batch 32 --progress lines",
+                 forms[k], dir);
+        int rc = run(args);
+        static char e[1 << 16]; /* slurp's buffer is reused for stdout below */
+        memcpy(e, slurp(err_path), sizeof e);
+        ck_assert_msg(rc == 0, "towertrain %s: exit %d: %s", args, rc, e);
+        const int on_cuda = banner_backend_is_cuda(args);
+        ck_assert_msg(!on_cuda || built, "a build without CUDA trained on it");
+        if (gpu < 0) gpu = on_cuda;
+        ck_assert_msg(on_cuda == gpu, "--device auto and the default chose different backends");
+        if (on_cuda || !built) {
+            ck_assert_msg(e[0] == '\0', "towertrain %s on %s: stderr should be empty: %s", args,
+                          on_cuda ? "cuda" : "a CPU-only build", e);
+        } else {
+            static const char head[] = "towertrain: notice: --device auto: ", tail[] = "; training on the CPU backend\n";
+            ck_assert_msg(count_lines(e) == 1 && strncmp(e, head, strlen(head)) == 0, "want one notice: %s", e);
+            const char *end = strstr(e, tail);
+            ck_assert_msg(end && end[strlen(tail)] == '\0', "the notice should end '%s': %s", tail, e);
+            /* between the two: CUDA's own reason (no driver, no device, ...) */
+            ck_assert_msg(end - (e + strlen(head)) >= 10 && strstr(e, "CUDA"), "the notice names no CUDA error: %s", e);
+        }
+        ck_assert_msg(strstr(slurp(out_path), "test: "), "it did not train to the end: %s", slurp(out_path));
+    }
+    snprintf(args, sizeof args, "train --device cuda --data %s --val-samples 50 --epochs 1 --batch 32 --progress quiet",
+             dir);
+    if (gpu)
+        expect(args, 0, "");
+    else /* no GPU: the CUDA error (a CUDA build) or the missing backend (a CPU-only build) */
+        expect(args, 1, built ? "--device cuda: no usable CUDA device" : "--device cuda: this build has no CUDA");
+    printf("test_device_auto: --device auto trains on %s\n", gpu ? "cuda" : "cpu");
+}
+END_TEST
+
+/* --device and --gpus values that cannot be used: exit 2 and one line naming the flag, before any data are read. A
+ * --gpus list is checked against the GPUs the driver sees, so where CUDA is built but no GPU is usable, --device
+ * auto trains on the CPU instead and its one notice line says the list is ignored. */
+START_TEST(test_device_and_gpus_values)
+{
+    char args[1024];
+    expect("train --device bogus", 2, "--device: unknown backend 'bogus'");
+    snprintf(args, sizeof args, "train --device bogus --data %s --val-samples 50 --epochs 1", dir);
+    expect(args, 2, "--device: unknown backend 'bogus'");
+    snprintf(args, sizeof args, "train --device cpu --gpus 0 --data %s --val-samples 50 --epochs 1", dir);
+    expect(args, 2, "--gpus: applies to --device cuda or auto, not cpu");
+    const int built = strstr(tt_backend_list(), "cuda") != NULL, gpu = gpu_usable();
+    const char *lists[] = {"x", "0,,1", "0,0", "99", ",", "0,", "-1", "1234"};
+    for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++) {
+        snprintf(args, sizeof args, "train --gpus '%s' --data %s --val-samples 50 --epochs 1 --progress quiet", lists[i],
+                 dir);
+        if (gpu || !built) {
+            expect(args, 2, "--gpus");
+        } else {
+            expect(args, 0, "");
+            char *e = slurp(err_path);
+            ck_assert_msg(count_lines(e) == 1 && strstr(e, "towertrain: notice: --device auto: ") &&
+                              strstr(e, "(--gpus is ignored)"), "--gpus %s without a GPU: %s", lists[i], e);
+        }
+        snprintf(args, sizeof args, "train --device cuda --gpus '%s' --data %s --val-samples 50 --epochs 1", lists[i],
+                 dir);
+        if (gpu)
+            expect(args, 2, "--gpus");
+        else
+            expect(args, 1, "--device cuda");
+    }
+}
+END_TEST
+
+/* --reduce nccl where NCCL cannot run — the CPU backend; several towers on one GPU — is a bad value: exit 2, one line
+ * naming nccl, nothing trained. */
+START_TEST(test_nccl_refused)
+{
+    char args[1024];
+    for (int towers = 1; towers <= 2; towers++) {
+        snprintf(args, sizeof args, "train --device cpu --reduce nccl --towers %d --data %s --val-samples 50 "
+                 "--epochs 1", towers, dir);
+        expect(args, 2, "nccl");
+        ck_assert_msg(strstr(slurp(out_path), "test: ") == NULL, "--reduce nccl trained on the CPU backend");
+    }
+    if (gpu_usable()) { /* one more tower than GPUs: two share one */
+        FILE *f = popen("nvidia-smi -L 2>/dev/null | grep -c '^GPU'", "r");
+        int n = 0;
+        if (f) {
+            if (fscanf(f, "%d", &n) != 1) n = 0;
+            pclose(f);
+        }
+        if (n > 0) {
+            snprintf(args, sizeof args, "train --device cuda --reduce nccl --towers %d --data %s --val-samples 50 "
+                     "--epochs 1", n + 1, dir);
+            expect(args, 2, "nccl");
+        }
+    }
 }
 END_TEST
 
@@ -194,7 +330,7 @@ START_TEST(test_small_run_and_json_log)
     snprintf(model, sizeof model, "%s/m.txt", dir);
     tt_test_write_str(model, "# a comment\ninput size=16\ndense units=32 activation=relu\ndense units=10 activation=linear\n");
     snprintf(args, sizeof args,
-             "train --data %s --val-samples 60 --epochs 3 --towers 3 --batch 32 --optimizer sgd --lr 0.1 "
+             "train --device cpu --data %s --val-samples 60 --epochs 3 --towers 3 --batch 32 --optimizer sgd --lr 0.1 "
              "--momentum 0.9 --nesterov --lr-scaling linear --log-json %s --model %s",
              dir, log, model);
     expect(args, 0, "");
@@ -253,8 +389,8 @@ START_TEST(test_trace_file)
 {
     char args[1024], trace[256];
     snprintf(trace, sizeof trace, "%s/trace.json", dir);
-    snprintf(args, sizeof args, "train --data %s --val-samples 60 --epochs 2 --towers 2 --batch 32 --reduce device "
-             "--trace %s --progress quiet", dir, trace);
+    snprintf(args, sizeof args, "train --device cpu --data %s --val-samples 60 --epochs 2 --towers 2 --batch 32 "
+             "--reduce device --trace %s --progress quiet", dir, trace);
     expect(args, 0, "");
     json_object *o = json_object_from_file(trace);
     ck_assert_msg(o != NULL, "trace is not JSON");
@@ -280,7 +416,7 @@ START_TEST(test_trace_file)
     ck_assert_uint_eq(pulls, 2 * 16); /* 2 towers x 8 steps x 2 epochs */
     ck_assert_uint_eq(reduces, 16);   /* tower 0 gathers, once per step */
     json_object_put(o);
-    snprintf(args, sizeof args, "train --data %s --val-samples 60 --trace /nonexistent/dir/t.json", dir);
+    snprintf(args, sizeof args, "train --device cpu --data %s --val-samples 60 --trace /nonexistent/dir/t.json", dir);
     expect(args, 1, "--trace");
 }
 END_TEST
@@ -290,7 +426,7 @@ START_TEST(test_measuring_commands)
 {
     char args[1024], csv[256];
     snprintf(csv, sizeof csv, "%s/bench.csv", dir);
-    snprintf(args, sizeof args, "bench --data %s --val-samples 60 --epochs 2 --towers 1,2 --batch 16,32 "
+    snprintf(args, sizeof args, "bench --device cpu --data %s --val-samples 60 --epochs 2 --towers 1,2 --batch 16,32 "
              "--reduce cpu,allreduce --reps 3 --csv %s", dir, csv);
     expect(args, 0, "");
     char *o = slurp(out_path);
@@ -302,22 +438,23 @@ START_TEST(test_measuring_commands)
     while (fgets(line, sizeof line, f)) rows++;
     fclose(f);
     ck_assert_uint_eq(rows, 1 + 2 * 2 * 2); /* header + towers x batches x placements */
-    snprintf(args, sizeof args, "bench --data %s --val-samples 60 --scaling weak --towers 2 --batch 8 --epochs 1 --reps 2",
-             dir);
+    snprintf(args, sizeof args, "bench --device cpu --data %s --val-samples 60 --scaling weak --towers 2 --batch 8 "
+             "--epochs 1 --reps 2", dir);
     expect(args, 0, "");
     ck_assert_msg(strstr(slurp(out_path), "     2     16 ") != NULL, "weak scaling: 2 towers x 8 = batch 16");
     /* with 5 or more epochs a row compares epochs 2-4 with the later ones (subnormals, leaks, growing state) */
-    snprintf(args, sizeof args, "bench --data %s --val-samples 60 --towers 2 --batch 32 --epochs 5 --reps 2", dir);
+    snprintf(args, sizeof args, "bench --device cpu --data %s --val-samples 60 --towers 2 --batch 32 --epochs 5 "
+             "--reps 2", dir);
     expect(args, 0, "");
     ck_assert_msg(strstr(slurp(out_path), "epochs 2-4 vs 5-5: s/epoch") != NULL, "%s", slurp(out_path));
-    snprintf(args, sizeof args, "compare --data %s --val-samples 60 --towers 3 --batch 32", dir);
+    snprintf(args, sizeof args, "compare --device cpu --data %s --val-samples 60 --towers 3 --batch 32", dir);
     expect(args, 0, "");
     ck_assert_msg(strstr(slurp(out_path), "max |dw| between any two placements: 0 ") != NULL, "%s", slurp(out_path));
-    expect("probe --towers 2 --batch 64 --reps 3", 0, "");
+    expect("probe --device cpu --towers 2 --batch 64 --reps 3", 0, "");
     o = slurp(out_path);
     ck_assert_msg(strstr(o, "predicted step") != NULL && strstr(o, "allreduce") != NULL, "%s", o);
     expect("bench --scaling sideways", 2, "--scaling");
-    snprintf(args, sizeof args, "bench --data %s --val-samples 60 --csv /nonexistent/dir/b.csv", dir);
+    snprintf(args, sizeof args, "bench --device cpu --data %s --val-samples 60 --csv /nonexistent/dir/b.csv", dir);
     expect(args, 1, "--csv /nonexistent/dir/b.csv");
     expect("bench --reduce cpu,gpu", 2, "gpu");
     expect("probe --reps 0", 2, "--reps");
@@ -352,9 +489,9 @@ START_TEST(test_strict_numbers_and_repeats)
     expect("bench --trace t.json", 2, "bench: --trace does not apply");
     expect("bench --reps 65", 2, "--reps");
     char args[512];
-    snprintf(args, sizeof args, "train --data %s --val-samples 50 --train-samples 251", dir);
+    snprintf(args, sizeof args, "train --device cpu --data %s --val-samples 50 --train-samples 251", dir);
     expect(args, 2, "--train-samples 251");
-    snprintf(args, sizeof args, "train --data %s --val-samples 50 --test-samples 61", dir);
+    snprintf(args, sizeof args, "train --device cpu --data %s --val-samples 50 --test-samples 61", dir);
     expect(args, 2, "--test-samples 61");
 }
 END_TEST
@@ -429,12 +566,12 @@ START_TEST(test_errors_escape_control_characters)
     char args[512], p[256];
     snprintf(p, sizeof p, "%s/esc.txt", dir);
     tt_test_write_str(p, "dense units=\x1b[31mred\n");
-    snprintf(args, sizeof args, "train --data %s --val-samples 50 --model %s", dir, p);
+    snprintf(args, sizeof args, "train --device cpu --data %s --val-samples 50 --model %s", dir, p);
     expect(args, 1, "\\x1b[31mred");
     ck_assert(strchr(slurp(err_path), 0x1b) == NULL);
     expect("'bogus\x1b]0;title\x07'", 2, "bogus\\x1b]0;title\\x07");
     ck_assert(strchr(slurp(err_path), 0x1b) == NULL && strchr(slurp(err_path), 0x07) == NULL);
-    expect("train --data 'a\nb'", 1, "a\\x0ab"); /* a newline in a name: still one line */
+    expect("train --device cpu --data 'a\nb'", 1, "a\\x0ab"); /* a newline in a name: still one line */
 }
 END_TEST
 
@@ -468,8 +605,8 @@ START_TEST(test_divergence_exit_3)
     snprintf(model, sizeof model, "%s/linear3.txt", dir);
     /* three linear layers: the weights' product grows geometrically at this rate (ReLUs would just die) */
     tt_test_write_str(model, "dense units=32\ndense units=32\ndense units=10\n");
-    snprintf(args, sizeof args, "train --data %s --val-samples 50 --epochs 5 --batch 16 --optimizer sgd --lr 1000 "
-             "--momentum 0.9 --towers 2 --log-json %s --model %s", dir, log, model);
+    snprintf(args, sizeof args, "train --device cpu --data %s --val-samples 50 --epochs 5 --batch 16 --optimizer sgd "
+             "--lr 1000 --momentum 0.9 --towers 2 --log-json %s --model %s", dir, log, model);
     expect(args, 3, "is not finite");
     ck_assert_msg(strstr(slurp(err_path), "step ") && strstr(slurp(err_path), "towers"), "%s", slurp(err_path));
     ck_assert_msg(strstr(slurp(out_path), "accuracy: 1.0000") == NULL, "%s", slurp(out_path));
@@ -530,7 +667,7 @@ START_TEST(test_signals_stop_cleanly)
         char args[1024], log[256], trace[256];
         snprintf(log, sizeof log, "%s/sig%d.json", dir, k);
         snprintf(trace, sizeof trace, "%s/sig%d.trace", dir, k);
-        snprintf(args, sizeof args, "train --data %s --val-samples 10 --epochs 1000 --batch 2 --towers 2 "
+        snprintf(args, sizeof args, "train --device cpu --data %s --val-samples 10 --epochs 1000 --batch 2 --towers 2 "
                  "--log-json %s --trace %s --progress bar", dir, log, trace);
         int rc = run_and_signal(args, log, 300, sigs[k]); /* start + one epoch of step records, and more */
         char *e = slurp(err_path);
@@ -590,7 +727,7 @@ START_TEST(test_second_signal_exits_at_once)
         for (ssize_t w; (w = write(wr, fill, chunk)) > 0;) filled += (size_t)w;
     ck_assert_msg(filled >= 4096, "the FIFO took only %zu bytes", filled);
     close(wr);
-    snprintf(args, sizeof args, "train --data %s --val-samples 10 --epochs 1000 --batch 2 --towers 2 "
+    snprintf(args, sizeof args, "train --device cpu --data %s --val-samples 10 --epochs 1000 --batch 2 --towers 2 "
              "--progress quiet --log-json %s", dir, fifo);
     pid_t pid = spawn(args);
     int st = 0, opened = 0, gone = 0, alive_after_sigint = 0, exited = 0;
@@ -629,20 +766,21 @@ END_TEST
 START_TEST(test_failed_writes)
 {
     char args[1024], cmd[2048];
-    snprintf(args, sizeof args, "train --data %s --val-samples 50 --epochs 2 --log-json /dev/full", dir);
+    snprintf(args, sizeof args, "train --device cpu --data %s --val-samples 50 --epochs 2 --log-json /dev/full", dir);
     expect(args, 1, "--log-json /dev/full: write failed: No space left on device");
     /* the trace fails; the log still ends with a record of why */
     char tlog[256];
     snprintf(tlog, sizeof tlog, "%s/tfull.json", dir);
-    snprintf(args, sizeof args, "train --data %s --val-samples 50 --epochs 2 --trace /dev/full --log-json %s", dir,
-             tlog);
+    snprintf(args, sizeof args, "train --device cpu --data %s --val-samples 50 --epochs 2 --trace /dev/full "
+             "--log-json %s", dir, tlog);
     expect(args, 1, "--trace /dev/full: write failed");
     json_object *last = check_log_lines(tlog, NULL), *ev, *kind;
     ck_assert(json_object_object_get_ex(last, "event", &ev) && json_object_object_get_ex(last, "kind", &kind));
     ck_assert_str_eq(json_object_get_string(ev), "error");
     ck_assert_str_eq(json_object_get_string(kind), "io");
     json_object_put(last);
-    snprintf(args, sizeof args, "bench --data %s --val-samples 50 --epochs 1 --towers 1 --reps 2 --csv /dev/full", dir);
+    snprintf(args, sizeof args, "bench --device cpu --data %s --val-samples 50 --epochs 1 --towers 1 --reps 2 "
+             "--csv /dev/full", dir);
     expect(args, 1, "--csv /dev/full: write failed");
     /* stdout itself: the banner's flush fails, so the run stops there, before any training (its log holds the
      * "start" record only), not after training with the exit's own check */
@@ -650,8 +788,8 @@ START_TEST(test_failed_writes)
     snprintf(log, sizeof log, "%s/full.json", dir);
     snprintf(trace, sizeof trace, "%s/full.trace", dir);
     snprintf(cmd, sizeof cmd,
-             "'%s' train --data %s --val-samples 50 --epochs 2 --log-json '%s' --trace '%s' >/dev/full 2>'%s'", TT_BIN,
-             dir, log, trace, err_path);
+             "'%s' train --device cpu --data %s --val-samples 50 --epochs 2 --log-json '%s' --trace '%s' "
+             ">/dev/full 2>'%s'", TT_BIN, dir, log, trace, err_path);
     int st = system(cmd);
     ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 1);
     ck_assert_msg(strstr(slurp(log), "\"event\":\"start\"") && !strstr(slurp(log), "\"event\":\"epoch\""),
@@ -667,8 +805,8 @@ START_TEST(test_failed_writes)
     /* a pipe whose reader has gone: EPIPE, not death by SIGPIPE and not exit 0 */
     char rc_path[256];
     snprintf(rc_path, sizeof rc_path, "%s/rc", dir);
-    snprintf(cmd, sizeof cmd, "{ '%s' train --data %s --val-samples 50 --epochs 200 --batch 8 --progress lines "
-             "2>'%s'; echo $? >'%s'; } | head -c 1 >/dev/null", TT_BIN, dir, err_path, rc_path);
+    snprintf(cmd, sizeof cmd, "{ '%s' train --device cpu --data %s --val-samples 50 --epochs 200 --batch 8 "
+             "--progress lines 2>'%s'; echo $? >'%s'; } | head -c 1 >/dev/null", TT_BIN, dir, err_path, rc_path);
     st = system(cmd);
     ck_assert(WIFEXITED(st));
     ck_assert_msg(atoi(slurp(rc_path)) == 1, "exit %s after its reader left", slurp(rc_path));
@@ -680,11 +818,11 @@ END_TEST
 START_TEST(test_crash_regressions)
 {
     char args[1024], model[256];
-    snprintf(args, sizeof args, "compare --data %s --val-samples 50 --progress bar", dir);
+    snprintf(args, sizeof args, "compare --device cpu --data %s --val-samples 50 --progress bar", dir);
     expect(args, 0, "");
     snprintf(model, sizeof model, "%s/small.txt", dir);
     tt_test_write_str(model, "dense units=10\n");
-    snprintf(args, sizeof args, "probe --batch 4096 --reps 2 --model %s", model);
+    snprintf(args, sizeof args, "probe --device cpu --batch 4096 --reps 2 --model %s", model);
     expect(args, 0, ""); /* under ASan a write past the pinned staging buffer fails here */
 }
 END_TEST
@@ -701,15 +839,16 @@ START_TEST(test_memory_budget)
     snprintf(line, sizeof line, "dense units=10\n");
     fputs(line, f);
     fclose(f);
-    snprintf(args, sizeof args, "train --data %s --val-samples 50 --model %s", dir, model);
+    snprintf(args, sizeof args, "train --device cpu --data %s --val-samples 50 --model %s", dir, model);
     expect(args, 1, "model file");
     ck_assert_msg(strstr(slurp(err_path), "largest part") && strstr(slurp(err_path), "huge.txt"), "%s",
                   slurp(err_path));
-    snprintf(args, sizeof args, "probe --model %s", model);
+    snprintf(args, sizeof args, "probe --device cpu --model %s", model);
     expect(args, 1, "huge.txt");
-    snprintf(args, sizeof args, "bench --data %s --val-samples 50 --model %s", dir, model);
+    snprintf(args, sizeof args, "bench --device cpu --data %s --val-samples 50 --model %s", dir, model);
     expect(args, 1, "huge.txt");
-    snprintf(args, sizeof args, "train --data %s --val-samples 50 --epochs 1 --batch 1048576 --towers 2", dir);
+    snprintf(args, sizeof args, "train --device cpu --data %s --val-samples 50 --epochs 1 --batch 1048576 --towers 2",
+             dir);
     expect(args, 0, "");
     ck_assert_msg(strstr(slurp(out_path), "shards sized for 250"), "%s", slurp(out_path));
 }
@@ -730,25 +869,25 @@ START_TEST(test_hostile_files)
     char args[1024], p[256], fifo[256];
     snprintf(fifo, sizeof fifo, "%s/fifo", dir);
     ck_assert_int_eq(mkfifo(fifo, 0600), 0);
-    snprintf(args, sizeof args, "train --data %s --val-samples 50 --model %s", dir, fifo);
+    snprintf(args, sizeof args, "train --device cpu --data %s --val-samples 50 --model %s", dir, fifo);
     expect_fast(args, 1, "not a regular file");
-    snprintf(args, sizeof args, "train --data %s --val-samples 50 --epochs 1 --log-json %s", dir, fifo);
+    snprintf(args, sizeof args, "train --device cpu --data %s --val-samples 50 --epochs 1 --log-json %s", dir, fifo);
     expect_fast(args, 1, "no process is reading");
     snprintf(p, sizeof p, "%s/t10k-labels-idx1-ubyte.gz", dir);
     ck_assert_int_eq(unlink(p), 0);
     ck_assert_int_eq(rename(fifo, p), 0);
-    snprintf(args, sizeof args, "train --data %s --val-samples 50", dir);
+    snprintf(args, sizeof args, "train --device cpu --data %s --val-samples 50", dir);
     expect_fast(args, 1, "t10k-labels-idx1-ubyte.gz: not a regular file");
     unlink(p);
     make_data();
     /* an output that is an input of the run, or another output, is refused before it is truncated */
     snprintf(p, sizeof p, "%s/train-labels-idx1-ubyte.gz", dir);
-    snprintf(args, sizeof args, "train --data %s --val-samples 50 --epochs 1 --log-json %s", dir, p);
+    snprintf(args, sizeof args, "train --device cpu --data %s --val-samples 50 --epochs 1 --log-json %s", dir, p);
     expect(args, 2, "refusing to overwrite an input");
-    snprintf(args, sizeof args, "train --data %s --val-samples 50 --epochs 1", dir);
+    snprintf(args, sizeof args, "train --device cpu --data %s --val-samples 50 --epochs 1", dir);
     expect(args, 0, ""); /* the data are intact */
-    snprintf(args, sizeof args, "train --data %s --val-samples 50 --epochs 1 --log-json %s/same --trace %s/same", dir,
-             dir, dir);
+    snprintf(args, sizeof args, "train --device cpu --data %s --val-samples 50 --epochs 1 --log-json %s/same "
+             "--trace %s/same", dir, dir, dir);
     expect(args, 2, "is already open as --log-json");
     /* 20,000 all-zero 28x28 images: 15.7 MB that deflate to a few KB, with 8 MB allowed */
     uint32_t dims[3] = {20000, 28, 28};
@@ -776,6 +915,9 @@ int main(void)
     tcase_add_test(tc, test_help_and_version);
     tcase_add_test(tc, test_bad_flags);
     tcase_add_test(tc, test_bad_files);
+    tcase_add_test(tc, test_device_auto);
+    tcase_add_test(tc, test_device_and_gpus_values);
+    tcase_add_test(tc, test_nccl_refused);
     tcase_add_test(tc, test_small_run_and_json_log);
     tcase_add_test(tc, test_trace_file);
     tcase_add_test(tc, test_measuring_commands);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test_plot.sh BIN — tools/plot turns a JSON log, a trace and a bench CSV into non-empty PNG and SVG files, and
-# refuses bad input with exit 1 or 2. Skips (77) without gnuplot or jq.
+# refuses bad input with exit 1 or 2. Skips (77) without gnuplot or jq. Trains on --device cpu: the same everywhere.
 set -euo pipefail
 bin=$1
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -8,10 +8,10 @@ command -v gnuplot >/dev/null && command -v jq >/dev/null || { echo "SKIP: gnupl
 [ -d /usr/share/datasets/fashion-mnist ] || { echo "SKIP: dataset-fashion-mnist missing"; exit 77; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-"$bin" train --epochs 2 --towers 2 --train-samples 3000 --val-samples 500 --test-samples 500 --progress quiet \
-  --log-json "$tmp/log.json" --trace "$tmp/trace.json" >/dev/null
-"$bin" bench --towers 1,2 --batch 64 --epochs 1 --train-samples 2000 --val-samples 500 --test-samples 500 --reps 3 \
-  --csv "$tmp/bench.csv" >/dev/null
+"$bin" train --device cpu --epochs 2 --towers 2 --train-samples 3000 --val-samples 500 --test-samples 500 \
+  --progress quiet --log-json "$tmp/log.json" --trace "$tmp/trace.json" >/dev/null
+"$bin" bench --device cpu --towers 1,2 --batch 64 --epochs 1 --train-samples 2000 --val-samples 500 \
+  --test-samples 500 --reps 3 --csv "$tmp/bench.csv" >/dev/null
 "$root/tools/plot" --out "$tmp/png" "$tmp/log.json" "$tmp/trace.json" "$tmp/bench.csv" 2>/dev/null
 "$root/tools/plot" --format svg --out "$tmp/svg" "$tmp/log.json" 2>/dev/null
 fail=0

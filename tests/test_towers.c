@@ -6,27 +6,62 @@
  * gradient element differs by a few float32 ulps per step. After 20 steps (SGD with momentum, or Adam) on weights
  * of magnitude ~0.5 we measured max |w_N - w_1| <= 1.8e-7 (a couple of ulps) for N = 2, 3, 4; we assert
  * |dw| <= 2e-6 + 1e-5 |w|, ten times that. A wrong shard scale (the mean per tower instead of over the global
- * batch) is off by ~1e-2 to 1e-1 and fails at once. */
+ * batch) is off by ~1e-2 to 1e-1 and fails at once.
+ *
+ * Backends: `test_towers` (or `test_towers cpu`) runs every test on the CPU backend; `test_towers cuda` runs the
+ * trainer's tests on the CUDA backend (CTest test_towers_cuda; a visible skip without a GPU), with more towers than
+ * GPUs among them (virtual towers), without forking (CUDA does not survive a fork). The bounds are the same: every
+ * backend adds the towers' gradients with tt_add in tower order, and cuBLAS's summation inside one GEMM is its own
+ * but the same for the same shape (unmeasured here: no GPU on the project's machines). --reduce nccl (CUDA only) is
+ * left out of the bit-identical placements — NCCL sums in its own order — and held to the N-tower bound instead,
+ * where it can run (one GPU per tower and a build with NCCL: tt_trainer_init refuses it with TT_ERR_ARG otherwise). */
+#include "tt_backend.h"
 #include "tt_test.h"
 #include "tt_train.h"
 #include "tt_trainer.h"
 
 static const char *MODEL = "dense units=16 activation=relu\ndense units=12 activation=relu\ndense units=5\n";
 
-/* Trains `steps` steps of a fixed index sequence; returns the final master weights (caller frees). */
 static tt_reduce g_reduce = TT_REDUCE_CPU; /* placement used by train_steps */
+static tt_backend g_be;                    /* the backend under test and its devices */
+static const char *g_device = "cpu";       /* its name, for tt_run_on */
 
-static float *train_steps(size_t towers, size_t batch, tt_optim_config oc, size_t steps, const tt_dataset *ds,
-                          size_t last_n, size_t *P)
+/* tt_test_config on the backend under test: tower t runs on g_be.devices[t % n_devices]. */
+static tt_trainer_config tower_config(size_t towers, size_t batch, tt_optim_config oc, tt_reduce reduce)
+{
+    tt_trainer_config tc = tt_test_config(towers, batch, oc, reduce);
+    tc.ops = g_be.ops;
+    tc.n_devices = g_be.n_devices;
+    tc.devices = g_be.devices;
+    return tc;
+}
+
+/* The largest tower count to compare: 4, as always on the CPU; on a GPU backend at least one more than its GPUs, so
+ * that some towers share a GPU (virtual towers); never more than the batch. */
+static size_t max_towers(size_t batch)
+{
+    size_t n = (size_t)g_be.n_devices + 1 > 4 ? (size_t)g_be.n_devices + 1 : 4;
+    return n < batch ? n : batch;
+}
+
+/* Trains `steps` steps of a fixed index sequence under `reduce`; returns the final master weights (caller frees), or
+ * NULL with *err set where tt_trainer_init refuses the configuration. */
+static float *train_steps_on(tt_reduce reduce, size_t towers, size_t batch, tt_optim_config oc, size_t steps,
+                             const tt_dataset *ds, size_t last_n, size_t *P, tt_error *err)
 {
     tt_model m;
-    tt_error err;
-    ck_assert_int_eq(tt_model_parse(&m, MODEL, "t", ds->dim, ds->n_classes, &err), TT_OK);
+    ck_assert_int_eq(tt_model_parse(&m, MODEL, "t", ds->dim, ds->n_classes, err), TT_OK);
     float *init = (float *)tt_malloc(m.n_params * sizeof(float));
     tt_model_init_params(&m, init, 42);
-    tt_trainer_config tc = tt_test_config(towers, batch, oc, g_reduce);
+    tt_trainer_config tc = tower_config(towers, batch, oc, reduce);
     tt_trainer tr;
-    ck_assert_msg(tt_trainer_init(&tr, &m, &tc, init, &err) == TT_OK, "%s", err.msg);
+    tt_status st = tt_trainer_init(&tr, &m, &tc, init, err);
+    if (st != TT_OK) {
+        ck_assert_msg(st == TT_ERR_ARG, "--reduce %s, %zu towers: %s", tt_reduce_name(reduce), towers, err->msg);
+        tt_trainer_free(&tr);
+        tt_free(init);
+        return NULL;
+    }
     uint32_t *idx = (uint32_t *)tt_malloc(ds->n * sizeof(uint32_t));
     tt_rng r;
     tt_rng_seed(&r, 9, 0);
@@ -36,7 +71,7 @@ static float *train_steps(size_t towers, size_t batch, tt_optim_config oc, size_
         size_t n = s + 1 == steps && last_n ? last_n : batch;
         size_t lo = (s * batch) % (ds->n - batch);
         tt_step_result res;
-        ck_assert_int_eq(tt_trainer_step(&tr, ds, idx + lo, n, &res, &err), TT_OK);
+        ck_assert_msg(tt_trainer_step(&tr, ds, idx + lo, n, &res, err) == TT_OK, "%s", err->msg);
         ck_assert_uint_eq(res.n, n);
     }
     *P = m.n_params;
@@ -48,28 +83,66 @@ static float *train_steps(size_t towers, size_t batch, tt_optim_config oc, size_
     return out;
 }
 
+/* As train_steps_on under g_reduce, which every backend can run. */
+static float *train_steps(size_t towers, size_t batch, tt_optim_config oc, size_t steps, const tt_dataset *ds,
+                          size_t last_n, size_t *P)
+{
+    tt_error err;
+    float *w = train_steps_on(g_reduce, towers, batch, oc, steps, ds, last_n, P, &err);
+    ck_assert_msg(w != NULL, "%s", err.msg);
+    return w;
+}
+
+/* N towers under `reduce` against the 1-tower reference: |dw| <= 2e-6 + 1e-5 |w| (see the top of the file). */
+static double check_n_vs_1(const char *what, size_t N, size_t batch, const float *w, const float *ref, size_t P)
+{
+    double worst = 0;
+    for (size_t i = 0; i < P; i++) {
+        worst = fmax(worst, fabs((double)w[i] - ref[i]));
+        ck_assert_msg(tt_close(w[i], ref[i], 2e-6, 1e-5), "%s N=%zu batch %zu: w[%zu] %.9g vs 1 tower %.9g", what, N,
+                      batch, i, w[i], ref[i]);
+    }
+    return worst;
+}
+
+/* --reduce nccl, N towers, against the 1-tower reference where tt_trainer_init accepts it. Several towers on one GPU
+ * must be refused (TT_ERR_ARG, naming nccl); one GPU per tower runs when the build has NCCL. */
+static void check_nccl(tt_optim_config oc, size_t batch, size_t last_n, const tt_dataset *ds, const float *ref)
+{
+    for (size_t N = 1; N <= max_towers(batch); N++) {
+        size_t P;
+        tt_error err;
+        float *w = train_steps_on(TT_REDUCE_NCCL, N, batch, oc, 20, ds, last_n, &P, &err);
+        if (w) {
+            ck_assert_msg(N <= (size_t)g_be.n_devices, "--reduce nccl ran %zu towers on %d GPUs", N, g_be.n_devices);
+            double worst = check_n_vs_1("--reduce nccl", N, batch, w, ref, P);
+            printf("%s --reduce nccl N=%zu batch=%zu: max |w_N - w_1| = %.3g\n", g_be.ops->name, N, batch, worst);
+            tt_free(w);
+            continue;
+        }
+        ck_assert_msg(strstr(err.msg, "nccl") != NULL, "--reduce nccl refused without naming it: %s", err.msg);
+        printf("%s --reduce nccl N=%zu: refused (%s)\n", g_be.ops->name, N, err.msg);
+    }
+}
+
 static void compare_towers(tt_optim_config oc, size_t batch, size_t last_n)
 {
     tt_dataset ds;
     tt_test_dataset(&ds, 600, 20, 5, 1);
     size_t P;
     float *ref = train_steps(1, batch, oc, 20, &ds, last_n, &P);
-    for (size_t N = 2; N <= 4; N++) {
+    for (size_t N = 2; N <= max_towers(batch); N++) {
         float *w = train_steps(N, batch, oc, 20, &ds, last_n, &P);
-        double worst = 0, moved = 0;
-        for (size_t i = 0; i < P; i++) {
-            double d = fabs((double)w[i] - ref[i]);
-            if (d > worst) worst = d;
-            ck_assert_msg(tt_close(w[i], ref[i], 2e-6, 1e-5), "N=%zu batch %zu: w[%zu] %.9g vs 1 tower %.9g", N, batch,
-                          i, w[i], ref[i]);
-        }
+        double worst = check_n_vs_1("--reduce cpu", N, batch, w, ref, P), moved = 0;
         float *init = train_steps(1, batch, oc, 0, &ds, 0, &P);
         for (size_t i = 0; i < P; i++) moved = fmax(moved, fabs((double)ref[i] - init[i]));
-        printf("N=%zu batch=%zu: max |w_N - w_1| = %.3g (weights moved %.3g)\n", N, batch, worst, moved);
-        ck_assert_msg(moved > 1e-2, "training did not move the weights (%g)", moved); /* the comparison means something */
+        printf("%s N=%zu batch=%zu: max |w_N - w_1| = %.3g (weights moved %.3g)\n", g_be.ops->name, N, batch, worst,
+               moved);
+        ck_assert_msg(moved > 1e-2, "training did not move the weights (%g)", moved); /* the comparison tells */
         tt_free(init);
         tt_free(w);
     }
+    if (g_be.ops != &tt_dev_cpu_ops) check_nccl(oc, batch, last_n, &ds, ref);
     tt_free(ref);
     tt_dataset_free(&ds);
 }
@@ -99,13 +172,14 @@ START_TEST(test_empty_shards)
 END_TEST
 
 /* Every placement adds the towers' gradients with the same tt_add in the same tower order, so the weights after
- * 50 steps must be identical to the bit (bound: 0 ulp) for N = 1..4, with uneven shards and a partial last step. */
+ * 50 steps must be identical to the bit (bound: 0 ulp) for N = 1..4 (on a GPU backend, up to one more than its GPUs),
+ * with uneven shards and a partial last step. Not nccl: NCCL's order is its own (compare_towers bounds it). */
 START_TEST(test_placements_agree)
 {
     tt_dataset ds;
     tt_test_dataset(&ds, 600, 20, 5, 5);
     tt_optim_config oc = tt_optim_defaults(TT_OPT_ADAM);
-    for (size_t N = 1; N <= 4; N++) {
+    for (size_t N = 1; N <= max_towers(47); N++) {
         size_t P;
         g_reduce = TT_REDUCE_CPU;
         float *ref = train_steps(N, 47, oc, 50, &ds, 13, &P);
@@ -147,6 +221,7 @@ static void run_full(size_t towers, uint64_t seed, tt_run_result *res)
     c.seed = seed;
     c.progress = TT_PROGRESS_QUIET;
     c.reduce = g_reduce;
+    c.device = g_device; /* never the default, auto: on a GPU machine that would be CUDA in the CPU run too */
     tt_error err;
     ck_assert_msg(tt_run_on(&c, &train, &val, &test, NULL, res, &err) == TT_OK, "%s", err.msg);
     unlink(path);
@@ -221,7 +296,7 @@ static float *replay_run(const tt_run_config *c, const tt_dataset *train, const 
     ck_assert_int_eq(tt_model_parse(&m, MODEL, "t", train->dim, train->n_classes, &err), TT_OK);
     float *init = (float *)tt_malloc(m.n_params * sizeof(float));
     tt_model_init_params(&m, init, c->seed);
-    tt_trainer_config tc = tt_test_config(c->towers, c->batch, c->optim, c->reduce); /* --lr-scaling none */
+    tt_trainer_config tc = tower_config(c->towers, c->batch, c->optim, c->reduce); /* --lr-scaling none */
     tc.host_threads = c->host_threads;
     tt_trainer tr;
     ck_assert_msg(tt_trainer_init(&tr, &m, &tc, init, &err) == TT_OK, "%s", err.msg);
@@ -281,6 +356,7 @@ START_TEST(test_run_equals_hand_replay)
     c.epochs = REPLAY_EPOCHS;
     c.seed = 11;
     c.progress = TT_PROGRESS_QUIET;
+    c.device = g_device;
     tt_run_result *res = (tt_run_result *)tt_calloc(1, sizeof *res);
     tt_error err;
     ck_assert_msg(tt_run_on(&c, &train, &val, &none, NULL, res, &err) == TT_OK, "%s", err.msg);
@@ -397,9 +473,19 @@ START_TEST(test_more_towers_than_batch_is_an_error)
 }
 END_TEST
 
-int main(void)
+/* Usage: test_towers [cpu|cuda] (default cpu). */
+int main(int argc, char **argv)
 {
-    Suite *s = suite_create("towers");
+    g_device = argc > 1 ? argv[1] : "cpu";
+    const int is_cpu = strcmp(g_device, "cpu") == 0;
+    tt_error err;
+    if (tt_backend_open(g_device, NULL, &g_be, &err) != TT_OK) { /* cuda: the first CUDA call of this process */
+        char what[64];
+        snprintf(what, sizeof what, "towers on backend %s", g_device);
+        return tt_test_skip_no_gpu(what, err.msg);
+    }
+    if (!is_cpu && g_be.ops == &tt_dev_cpu_ops) return tt_test_skip_no_gpu(g_device, "opened the CPU backend");
+    Suite *s = suite_create(g_device);
     TCase *tc = tcase_create("semantics");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_n_towers_equal_one_sgd);
@@ -409,8 +495,14 @@ int main(void)
     tcase_add_test(tc, test_same_seed_bit_identical);
     tcase_add_test(tc, test_epoch_trains_every_sample_and_allocates_nothing);
     tcase_add_test(tc, test_run_equals_hand_replay);
-    tcase_add_test(tc, test_sum_slots_tower_order);
-    tcase_add_test(tc, test_more_towers_than_batch_is_an_error);
+    if (is_cpu) { /* host code only: the backend does not enter */
+        tcase_add_test(tc, test_sum_slots_tower_order);
+        tcase_add_test(tc, test_more_towers_than_batch_is_an_error);
+    } else {
+        printf("%s: %d GPU%s (towers run on them round-robin)\n", g_device, g_be.n_devices,
+               g_be.n_devices == 1 ? "" : "s");
+    }
     suite_add_tcase(s, tc);
-    return tt_test_run_suite(s);
+    /* the CPU run forks a child per test, as every suite; a process that has initialised CUDA must not fork */
+    return tt_test_run_suite_mode(s, is_cpu ? CK_FORK_GETENV : CK_NOFORK);
 }

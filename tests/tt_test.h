@@ -100,13 +100,43 @@ static inline void tt_test_write(const char *path, const void *data, size_t n)
 
 static inline void tt_test_write_str(const char *path, const char *text) { tt_test_write(path, text, strlen(text)); }
 
-static inline int tt_test_run_suite(Suite *s)
+/* Runs a suite; 0 if every test passed, else 1. fork: CK_FORK_GETENV (Check's default: a child per test, so a crash
+ * fails one test and the run goes on; CK_FORK=no in the environment for gdb) or CK_NOFORK, which every suite run by a
+ * process that has initialised CUDA must use — CUDA does not survive a fork, so a forked child's first CUDA call
+ * fails. Without a fork, Check's per-test timeout (tcase_set_timeout) no longer applies: such a test needs a CTest
+ * TIMEOUT instead (tests/CMakeLists.txt). */
+static inline int tt_test_run_suite_mode(Suite *s, enum fork_status fork)
 {
     SRunner *sr = srunner_create(s);
+    if (fork != CK_FORK_GETENV) srunner_set_fork_status(sr, fork);
     srunner_run_all(sr, CK_ENV);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
     return failed == 0 ? 0 : 1;
+}
+
+/* For suites that never touch CUDA in the test process itself (a forked child may). */
+static inline int tt_test_run_suite(Suite *s) { return tt_test_run_suite_mode(s, CK_FORK_GETENV); }
+
+/* Is TT_REQUIRE_GPU=1 set (tools/gpu-check sets it)? Then a test that would skip for want of a GPU fails instead. */
+static inline int tt_test_gpu_required(void)
+{
+    const char *v = getenv("TT_REQUIRE_GPU");
+    return v && strcmp(v, "1") == 0;
+}
+
+/* The exit code of a suite that cannot run for want of GPU hardware (no CUDA in this build, no driver, no device, one
+ * GPU where two are needed): prints the reason and returns 77, a visible skip in CTest (SKIP_RETURN_CODE 77) —
+ * or, under TT_REQUIRE_GPU=1, prints it as a failure and returns 1: on a machine that must test its GPUs, a skip would
+ * pass for a success. */
+static inline int tt_test_skip_no_gpu(const char *what, const char *why)
+{
+    if (tt_test_gpu_required()) {
+        printf("FAIL: %s: %s (TT_REQUIRE_GPU=1: a GPU test may not skip)\n", what, why);
+        return 1;
+    }
+    printf("SKIP: %s: %s\n", what, why);
+    return 77;
 }
 
 #endif
