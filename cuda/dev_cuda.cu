@@ -471,7 +471,8 @@ static tt_status peer_link(int into, int from, int *link, tt_error *err)
     }
     if (e != cudaSuccess) {
         cudaGetLastError();
-        return tt_fail(err, TT_ERR_DEVICE, "peer access from GPU %d to GPU %d: %s", into, from, cudaGetErrorString(e));
+        return tt_fail(err, TT_ERR_DEVICE, "peer setup: GPU %d access to GPU %d: %s", into, from,
+                       cudaGetErrorString(e));
     }
     *link = TT_LINK_PEER;
     return TT_OK;
