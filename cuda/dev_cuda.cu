@@ -1,19 +1,30 @@
 /* dev_cuda.cu — the CUDA backend: fills the tt_dev_ops table with cudaMalloc'd device memory, async copies on the
  * tower's own stream, cuBLAS sgemm, and kernels that call the very tt_math.h functions the CPU backend loops over
  * (one thread per element or per row). Several towers may share a GPU: each has its own stream and cuBLAS handle.
+ * Peer access between GPUs is enabled once per run (peer_setup); with TT_WITH_NCCL the table also has collectives.
  *
- * Errors: a missing driver or device at init is a recoverable TT_ERR_DEVICE (the CLI says so and exits 1); any
- * CUDA or cuBLAS failure after that is a broken invariant and aborts with the call, function, file:line and the
- * device. Every kernel launch is followed by a cudaGetLastError check.
+ * Errors: a missing driver or device at init, a failed peer setup or communicator is a recoverable status (the CLI
+ * says so and exits non-zero); any CUDA, cuBLAS or NCCL failure after that is a broken invariant and aborts with the
+ * call, function, file:line and the device. Every kernel launch is followed by a cudaGetLastError check. With
+ * TT_CUDA_DEBUG (cmake -DTT_CUDA_DEBUG=ON, or a Debug build) every op first checks that the calling thread's current
+ * device is its tower's. docs/cuda.md maps the step onto streams and says what has run where.
  * Not for: anything the CPU backend does not also do — tests/test_backend_ops.c compares the two op by op. */
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#ifdef TT_WITH_NCCL
+#include <nccl.h>
+#endif
 
 #include "tt_dev.h"
 #include "tt_math.h"
+
+#if CUBLAS_VER_MAJOR < 12
+#error "towertrain needs cuBLAS 12 or newer (cublasSgemm_64 for sizes beyond INT_MAX)"
+#endif
 
 typedef struct cuda_ctx {
     int device;
@@ -28,11 +39,12 @@ static void cuda_abort(const char *what, const char *why, const char *func, cons
     abort();
 }
 
-#define CUDA_CHECK(c, call)                                                                                          \
+#define CUDA_CHECK_ON(device, call)                                                                                  \
     do {                                                                                                             \
         cudaError_t e_ = (call);                                                                                     \
-        if (e_ != cudaSuccess) cuda_abort(#call, cudaGetErrorString(e_), __func__, __FILE__, __LINE__, (c)->device); \
+        if (e_ != cudaSuccess) cuda_abort(#call, cudaGetErrorString(e_), __func__, __FILE__, __LINE__, (device));    \
     } while (0)
+#define CUDA_CHECK(c, call) CUDA_CHECK_ON((c)->device, call)
 
 #define CUBLAS_CHECK(c, call)                                                                                        \
     do {                                                                                                             \
@@ -43,8 +55,37 @@ static void cuda_abort(const char *what, const char *why, const char *func, cons
 
 #define LAUNCH_CHECK(c) CUDA_CHECK(c, cudaGetLastError())
 
+/* A broken invariant of an op's arguments (what the tt_dev_* wrappers cannot know: the backend's own limits). */
+#define ARG_CHECK(c, cond)                                                                                           \
+    do {                                                                                                             \
+        if (!(cond)) cuda_abort(#cond, "argument out of range", __func__, __FILE__, __LINE__, (c)->device);          \
+    } while (0)
+
+/* Every op starts with TOWER_CTX(ctx). Under TT_CUDA_DEBUG it checks that the calling thread's current device is the
+ * tower's: an op issued from a thread bound to another GPU would allocate there or launch on a foreign stream. */
+#ifdef TT_CUDA_DEBUG
+static cuda_ctx *tower_ctx(void *ctx, const char *op, const char *file, int line)
+{
+    cuda_ctx *c = (cuda_ctx *)ctx;
+    int cur = -1;
+    cudaError_t e = cudaGetDevice(&cur);
+    if (e != cudaSuccess) cuda_abort("cudaGetDevice(&cur)", cudaGetErrorString(e), op, file, line, c->device);
+    if (cur != c->device) {
+        fprintf(stderr, "towertrain: CUDA debug check: %s runs on device %d, but its tower's device is %d, at %s:%d\n",
+                op, cur, c->device, file, line);
+        abort();
+    }
+    return c;
+}
+#define TOWER_CTX(ctx) tower_ctx((ctx), __func__, __FILE__, __LINE__)
+#else
+#define TOWER_CTX(ctx) ((cuda_ctx *)(ctx))
+#endif
+
 static const int kThreads = 256;
 
+/* Blocks for n items with kThreads threads each, at most 65535 * 16: every kernel below is a grid-stride loop, so a
+ * capped grid still covers any n, and no size is ever truncated into the launch configuration. */
 static unsigned blocks_for(size_t n)
 {
     size_t b = (n + kThreads - 1) / kThreads;
@@ -53,99 +94,137 @@ static unsigned blocks_for(size_t n)
 
 /* ---- kernels: each calls the shared math of tt_math.h -------------------------------------------------------- */
 
+#define GRID_STRIDE(i, n)                                                                                            \
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
+
 __global__ void k_fill(float *x, size_t n, float v)
 {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) x[i] = v;
+    GRID_STRIDE(i, n) x[i] = v;
 }
 
 __global__ void k_add(float *y, const float *x, size_t n)
 {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        y[i] = tt_add(y[i], x[i]);
+    GRID_STRIDE(i, n) y[i] = tt_add(y[i], x[i]);
 }
 
 __global__ void k_u8_to_f32(float *y, const uint8_t *x, size_t n, float scale)
 {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        y[i] = tt_pixel(x[i], scale);
+    GRID_STRIDE(i, n) y[i] = tt_pixel(x[i], scale);
 }
 
 __global__ void k_bias_add(float *y, const float *b, size_t rows, size_t cols)
 {
-    size_t n = rows * cols;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        y[i] += b[i % cols];
+    size_t n = rows * cols; /* the elements of an allocated matrix: cannot overflow */
+    GRID_STRIDE(i, n) y[i] += b[i % cols];
 }
 
 /* One thread per column; consecutive threads read consecutive addresses of a row. Summed in row order, as the CPU
- * backend does, so results match to the last bit for the same inputs. */
+ * backend does, with no atomics, so results match to the last bit for the same inputs. */
 __global__ void k_col_sum(float *out, const float *x, size_t rows, size_t cols)
 {
-    size_t c = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-    if (c >= cols) return;
-    float s = 0.0f;
-    for (size_t r = 0; r < rows; r++) s += x[r * cols + c];
-    out[c] = s;
+    GRID_STRIDE(c, cols)
+    {
+        float s = 0.0f;
+        for (size_t r = 0; r < rows; r++) s += x[r * cols + c];
+        out[c] = s;
+    }
 }
 
 __global__ void k_relu_fwd(float *y, const float *x, size_t n)
 {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        y[i] = tt_relu(x[i]);
+    GRID_STRIDE(i, n) y[i] = tt_relu(x[i]);
 }
 
 __global__ void k_relu_bwd(float *dx, const float *dy, const float *y, size_t n)
 {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        dx[i] = tt_relu_grad(dy[i], y[i]);
+    GRID_STRIDE(i, n) dx[i] = tt_relu_grad(dy[i], y[i]);
 }
 
+/* One thread per row (classes is small: 10 for the seed model). */
 __global__ void k_softmax_xent(float *dlogits, float *stats, const float *logits, const int32_t *labels, size_t rows,
-                               size_t classes, float scale)
+                               int classes, float scale)
 {
-    size_t r = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-    if (r >= rows) return;
-    int rank;
-    float *dz = dlogits ? dlogits + r * classes : NULL;
-    stats[2 * r] = tt_softmax_xent_row(logits + r * classes, (int)classes, labels[r], scale, dz, &rank);
-    stats[2 * r + 1] = (float)rank;
+    GRID_STRIDE(r, rows)
+    {
+        int rank;
+        float *dz = dlogits ? dlogits + r * classes : NULL;
+        stats[2 * r] = tt_softmax_xent_row(logits + r * classes, classes, labels[r], scale, dz, &rank);
+        stats[2 * r + 1] = (float)rank;
+    }
 }
 
 /* ---- the table ----------------------------------------------------------------------------------------------- */
 
-static tt_status cu_init(void **ctxp, int ordinal, tt_error *err)
+/* The stream and cuBLAS handle of c, on the current device (c->device). On failure, err names the call; what was
+ * created stays in c for the caller to release. */
+static tt_status ctx_create(cuda_ctx *c, tt_error *err)
 {
-    cudaError_t e = cudaSetDevice(ordinal);
-    if (e != cudaSuccess)
-        return tt_fail(err, TT_ERR_DEVICE, "cuda device %d: cudaSetDevice: %s", ordinal, cudaGetErrorString(e));
-    cuda_ctx *c = (cuda_ctx *)calloc(1, sizeof *c);
-    if (!c) return tt_fail(err, TT_ERR_NOMEM, "cuda device %d: out of host memory", ordinal);
-    c->device = ordinal;
-    e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
+    const int d = c->device;
+    cudaError_t e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
     if (e != cudaSuccess) {
-        free(c);
-        return tt_fail(err, TT_ERR_DEVICE, "cuda device %d: cudaStreamCreate: %s", ordinal, cudaGetErrorString(e));
+        c->stream = NULL;
+        cudaGetLastError();
+        return tt_fail(err, TT_ERR_DEVICE, "cuda device %d: cudaStreamCreateWithFlags: %s", d, cudaGetErrorString(e));
     }
-    cublasStatus_t bs = cublasCreate(&c->blas);
-    if (bs != CUBLAS_STATUS_SUCCESS) {
-        cudaStreamDestroy(c->stream);
-        free(c);
-        return tt_fail(err, TT_ERR_DEVICE, "cuda device %d: cublasCreate: %s", ordinal, cublasGetStatusString(bs));
-    }
-    CUBLAS_CHECK(c, cublasSetStream(c->blas, c->stream));
+    cublasHandle_t h = NULL;
+    cublasStatus_t bs = cublasCreate(&h);
+    if (bs != CUBLAS_STATUS_SUCCESS)
+        return tt_fail(err, TT_ERR_DEVICE, "cuda device %d: cublasCreate: %s", d, cublasGetStatusString(bs));
+    c->blas = h;
+    bs = cublasSetStream(c->blas, c->stream);
+    if (bs != CUBLAS_STATUS_SUCCESS)
+        return tt_fail(err, TT_ERR_DEVICE, "cuda device %d: cublasSetStream: %s", d, cublasGetStatusString(bs));
     /* plain FP32 (no TF32): the CPU backend is the oracle and TF32 would differ from it by ~1e-3 */
-    CUBLAS_CHECK(c, cublasSetMathMode(c->blas, CUBLAS_PEDANTIC_MATH));
-    *ctxp = c;
+    bs = cublasSetMathMode(c->blas, CUBLAS_PEDANTIC_MATH);
+    if (bs != CUBLAS_STATUS_SUCCESS)
+        return tt_fail(err, TT_ERR_DEVICE, "cuda device %d: cublasSetMathMode: %s", d, cublasGetStatusString(bs));
     return TT_OK;
 }
 
+/* Creates the tower's context on device `ordinal` and leaves the calling thread's current device as it was (bind
+ * makes the tower's device current), so one thread may create contexts for several devices. Every failure is a
+ * TT_ERR_DEVICE status, with what was created released. */
+static tt_status cu_init(void **ctxp, int ordinal, tt_error *err)
+{
+    int prev = 0;
+    const char *call = "cudaGetDevice";
+    cudaError_t e = cudaGetDevice(&prev);
+    if (e == cudaSuccess) {
+        call = "cudaSetDevice";
+        e = cudaSetDevice(ordinal);
+    }
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return tt_fail(err, TT_ERR_DEVICE, "cuda device %d: %s: %s", ordinal, call, cudaGetErrorString(e));
+    }
+    cuda_ctx *c = (cuda_ctx *)calloc(1, sizeof *c);
+    tt_status s = c ? TT_OK : tt_fail(err, TT_ERR_NOMEM, "cuda device %d: out of host memory", ordinal);
+    if (c) {
+        c->device = ordinal;
+        s = ctx_create(c, err);
+        if (s != TT_OK) { /* best effort: the failure already in err is the one to report */
+            if (c->blas) cublasDestroy(c->blas);
+            if (c->stream) cudaStreamDestroy(c->stream);
+            cudaGetLastError();
+            free(c);
+        }
+    }
+    CUDA_CHECK_ON(ordinal, cudaSetDevice(prev)); /* current a moment ago: cannot fail but for a broken driver */
+    if (s == TT_OK) *ctxp = c;
+    return s;
+}
+
+/* Called from any thread: makes the tower's device current for the teardown, then restores the caller's. */
 static void cu_destroy(void *ctx)
 {
     cuda_ctx *c = (cuda_ctx *)ctx;
-    cudaSetDevice(c->device);
-    cudaStreamSynchronize(c->stream);
-    cublasDestroy(c->blas);
-    cudaStreamDestroy(c->stream);
+    int prev = 0;
+    CUDA_CHECK(c, cudaGetDevice(&prev));
+    CUDA_CHECK(c, cudaSetDevice(c->device));
+    CUDA_CHECK(c, cudaStreamSynchronize(c->stream));
+    CUBLAS_CHECK(c, cublasDestroy(c->blas));
+    CUDA_CHECK(c, cudaStreamDestroy(c->stream));
+    CUDA_CHECK(c, cudaSetDevice(prev));
     free(c);
 }
 
@@ -164,8 +243,8 @@ static tt_status cu_mem_info(int ordinal, size_t *free_bytes, size_t *total_byte
         return TT_ERR_DEVICE;
     }
     cudaError_t e = cudaMemGetInfo(free_bytes, total_bytes);
-    cudaSetDevice(prev);
-    if (e != cudaSuccess) {
+    cudaError_t r = cudaSetDevice(prev);
+    if (e != cudaSuccess || r != cudaSuccess) {
         cudaGetLastError();
         return TT_ERR_DEVICE;
     }
@@ -174,10 +253,10 @@ static tt_status cu_mem_info(int ordinal, size_t *free_bytes, size_t *total_byte
 
 static void *cu_alloc(void *ctx, size_t bytes)
 {
-    cuda_ctx *c = (cuda_ctx *)ctx;
+    cuda_ctx *c = TOWER_CTX(ctx);
     void *d = NULL;
     if (cudaMalloc(&d, bytes) != cudaSuccess) {
-        cudaGetLastError(); /* clear the sticky-free error so the caller can report it */
+        cudaGetLastError(); /* clear the (non-sticky) error so the caller can report it */
         return NULL;
     }
     /* poison with NaN, like the CPU backend, so a missing zeroing shows */
@@ -191,16 +270,18 @@ static void *cu_alloc(void *ctx, size_t bytes)
 
 static void cu_dfree(void *ctx, void *d)
 {
-    cuda_ctx *c = (cuda_ctx *)ctx;
+    cuda_ctx *c = TOWER_CTX(ctx);
     CUDA_CHECK(c, cudaStreamSynchronize(c->stream));
     CUDA_CHECK(c, cudaFree(d));
 }
 
+/* Portable: one tower allocates a buffer (the master weights) that towers on every GPU copy from; without the flag
+ * only the allocating device's context would treat it as pinned, and the others' copies would be staged. */
 static void *cu_host_alloc(void *ctx, size_t bytes)
 {
+    (void)TOWER_CTX(ctx);
     void *h = NULL;
-    (void)ctx;
-    if (cudaMallocHost(&h, bytes) != cudaSuccess) {
+    if (cudaHostAlloc(&h, bytes, cudaHostAllocPortable) != cudaSuccess) {
         cudaGetLastError();
         return NULL;
     }
@@ -209,38 +290,41 @@ static void *cu_host_alloc(void *ctx, size_t bytes)
 
 static void cu_host_free(void *ctx, void *h)
 {
-    cuda_ctx *c = (cuda_ctx *)ctx;
+    cuda_ctx *c = TOWER_CTX(ctx);
     CUDA_CHECK(c, cudaFreeHost(h));
 }
 
 static void cu_h2d(void *ctx, void *d_dst, const void *h_src, size_t bytes)
 {
-    cuda_ctx *c = (cuda_ctx *)ctx;
+    cuda_ctx *c = TOWER_CTX(ctx);
     CUDA_CHECK(c, cudaMemcpyAsync(d_dst, h_src, bytes, cudaMemcpyHostToDevice, c->stream));
 }
 
 static void cu_d2h(void *ctx, void *h_dst, const void *d_src, size_t bytes)
 {
-    cuda_ctx *c = (cuda_ctx *)ctx;
+    cuda_ctx *c = TOWER_CTX(ctx);
     CUDA_CHECK(c, cudaMemcpyAsync(h_dst, d_src, bytes, cudaMemcpyDeviceToHost, c->stream));
 }
 
 static void cu_d2d(void *ctx, void *d_dst, const void *d_src, size_t bytes)
 {
-    cuda_ctx *c = (cuda_ctx *)ctx;
+    cuda_ctx *c = TOWER_CTX(ctx);
     CUDA_CHECK(c, cudaMemcpyAsync(d_dst, d_src, bytes, cudaMemcpyDeviceToDevice, c->stream));
 }
 
 static void cu_sync(void *ctx)
 {
-    cuda_ctx *c = (cuda_ctx *)ctx;
+    cuda_ctx *c = TOWER_CTX(ctx);
     CUDA_CHECK(c, cudaStreamSynchronize(c->stream));
 }
 
-/* Peer copy on the destination's stream; cudaMemcpyPeerAsync stages through the host when peer access is off. */
+/* Peer copy on the destination's stream. Towers on one GPU share its memory: a plain device-to-device copy. Between
+ * GPUs, cudaMemcpyPeerAsync takes the direct path (NVLink or PCIe peer-to-peer) where peer_setup enabled access for
+ * the pair, and is staged through host memory by the driver otherwise — the copy is correct either way, only its
+ * speed differs (the banner's peer matrix says which). */
 static void cu_peer_copy(void *ctx, void *d_dst, void *src_ctx, const void *d_src, size_t bytes)
 {
-    cuda_ctx *c = (cuda_ctx *)ctx, *s = (cuda_ctx *)src_ctx;
+    cuda_ctx *c = TOWER_CTX(ctx), *s = (cuda_ctx *)src_ctx;
     if (c->device == s->device)
         CUDA_CHECK(c, cudaMemcpyAsync(d_dst, d_src, bytes, cudaMemcpyDeviceToDevice, c->stream));
     else
@@ -249,58 +333,69 @@ static void cu_peer_copy(void *ctx, void *d_dst, void *src_ctx, const void *d_sr
 
 static void cu_add(void *ctx, float *y, const float *x, size_t n)
 {
-    cuda_ctx *c = (cuda_ctx *)ctx;
+    cuda_ctx *c = TOWER_CTX(ctx);
     k_add<<<blocks_for(n), kThreads, 0, c->stream>>>(y, x, n);
     LAUNCH_CHECK(c);
 }
 
-/* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands, keep the leading dims. */
+/* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands, keep the leading dims.
+ * cublasSgemm takes int sizes: when any size or leading dimension exceeds INT_MAX the 64-bit API (cuBLAS 12+) takes
+ * the call instead, so nothing is ever truncated. */
 static void cu_sgemm(void *ctx, int ta, int tb, size_t M, size_t N, size_t K, float alpha, const float *a, size_t lda,
                      const float *b, size_t ldb, float beta, float *cm, size_t ldc)
 {
-    cuda_ctx *c = (cuda_ctx *)ctx;
-    CUBLAS_CHECK(c, cublasSgemm(c->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, (int)N,
-                                (int)M, (int)K, &alpha, b, (int)ldb, a, (int)lda, &beta, cm, (int)ldc));
+    cuda_ctx *c = TOWER_CTX(ctx);
+    const cublasOperation_t op_b = tb ? CUBLAS_OP_T : CUBLAS_OP_N, op_a = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const size_t lim = INT_MAX;
+    if (M <= lim && N <= lim && K <= lim && lda <= lim && ldb <= lim && ldc <= lim) {
+        CUBLAS_CHECK(c, cublasSgemm(c->blas, op_b, op_a, (int)N, (int)M, (int)K, &alpha, b, (int)ldb, a, (int)lda,
+                                    &beta, cm, (int)ldc));
+        return;
+    }
+    const size_t lim64 = INT64_MAX;
+    ARG_CHECK(c, M <= lim64 && N <= lim64 && K <= lim64 && lda <= lim64 && ldb <= lim64 && ldc <= lim64);
+    CUBLAS_CHECK(c, cublasSgemm_64(c->blas, op_b, op_a, (int64_t)N, (int64_t)M, (int64_t)K, &alpha, b, (int64_t)ldb,
+                                   a, (int64_t)lda, &beta, cm, (int64_t)ldc));
 }
 
 static void cu_fill(void *ctx, float *x, size_t n, float v)
 {
-    cuda_ctx *c = (cuda_ctx *)ctx;
+    cuda_ctx *c = TOWER_CTX(ctx);
     k_fill<<<blocks_for(n), kThreads, 0, c->stream>>>(x, n, v);
     LAUNCH_CHECK(c);
 }
 
 static void cu_u8_to_f32(void *ctx, float *y, const uint8_t *x, size_t n, float scale)
 {
-    cuda_ctx *c = (cuda_ctx *)ctx;
+    cuda_ctx *c = TOWER_CTX(ctx);
     k_u8_to_f32<<<blocks_for(n), kThreads, 0, c->stream>>>(y, x, n, scale);
     LAUNCH_CHECK(c);
 }
 
 static void cu_bias_add(void *ctx, float *y, const float *b, size_t rows, size_t cols)
 {
-    cuda_ctx *c = (cuda_ctx *)ctx;
+    cuda_ctx *c = TOWER_CTX(ctx);
     k_bias_add<<<blocks_for(rows * cols), kThreads, 0, c->stream>>>(y, b, rows, cols);
     LAUNCH_CHECK(c);
 }
 
 static void cu_col_sum(void *ctx, float *out, const float *x, size_t rows, size_t cols)
 {
-    cuda_ctx *c = (cuda_ctx *)ctx;
-    k_col_sum<<<(unsigned)((cols + kThreads - 1) / kThreads), kThreads, 0, c->stream>>>(out, x, rows, cols);
+    cuda_ctx *c = TOWER_CTX(ctx);
+    k_col_sum<<<blocks_for(cols), kThreads, 0, c->stream>>>(out, x, rows, cols);
     LAUNCH_CHECK(c);
 }
 
 static void cu_relu_fwd(void *ctx, float *y, const float *x, size_t n)
 {
-    cuda_ctx *c = (cuda_ctx *)ctx;
+    cuda_ctx *c = TOWER_CTX(ctx);
     k_relu_fwd<<<blocks_for(n), kThreads, 0, c->stream>>>(y, x, n);
     LAUNCH_CHECK(c);
 }
 
 static void cu_relu_bwd(void *ctx, float *dx, const float *dy, const float *y, size_t n)
 {
-    cuda_ctx *c = (cuda_ctx *)ctx;
+    cuda_ctx *c = TOWER_CTX(ctx);
     k_relu_bwd<<<blocks_for(n), kThreads, 0, c->stream>>>(dx, dy, y, n);
     LAUNCH_CHECK(c);
 }
@@ -308,17 +403,19 @@ static void cu_relu_bwd(void *ctx, float *dx, const float *dy, const float *y, s
 static void cu_softmax_xent(void *ctx, float *dlogits, float *stats, const float *logits, const int32_t *labels,
                             size_t rows, size_t classes, float scale)
 {
-    cuda_ctx *c = (cuda_ctx *)ctx;
-    k_softmax_xent<<<(unsigned)((rows + kThreads - 1) / kThreads), kThreads, 0, c->stream>>>(dlogits, stats, logits,
-                                                                                            labels, rows, classes, scale);
+    cuda_ctx *c = TOWER_CTX(ctx);
+    ARG_CHECK(c, classes <= (size_t)INT_MAX); /* tt_softmax_xent_row counts classes in int */
+    k_softmax_xent<<<blocks_for(rows), kThreads, 0, c->stream>>>(dlogits, stats, logits, labels, rows, (int)classes,
+                                                                 scale);
     LAUNCH_CHECK(c);
 }
 
-/* Events on the tower's stream, for the ledger (no sync at record time). */
+/* Events on the tower's stream, for the ledger (no sync at record time). An event belongs to the device current at
+ * its creation, which must be the one whose stream records it: the tower's (checked under TT_CUDA_DEBUG). */
 static void *cu_event_create(void *ctx)
 {
+    (void)TOWER_CTX(ctx);
     cudaEvent_t ev;
-    (void)ctx;
     if (cudaEventCreate(&ev) != cudaSuccess) {
         cudaGetLastError();
         return NULL;
@@ -328,30 +425,210 @@ static void *cu_event_create(void *ctx)
 
 static void cu_event_destroy(void *ctx, void *ev)
 {
-    cuda_ctx *c = (cuda_ctx *)ctx;
+    cuda_ctx *c = TOWER_CTX(ctx);
     CUDA_CHECK(c, cudaEventDestroy((cudaEvent_t)ev));
 }
 
 static void cu_event_record(void *ctx, void *ev)
 {
-    cuda_ctx *c = (cuda_ctx *)ctx;
+    cuda_ctx *c = TOWER_CTX(ctx);
     CUDA_CHECK(c, cudaEventRecord((cudaEvent_t)ev, c->stream));
 }
 
+/* Both events must have completed (the caller synced the stream): cudaErrorNotReady here is a broken invariant. */
 static double cu_event_elapsed(void *ctx, void *a, void *b)
 {
-    cuda_ctx *c = (cuda_ctx *)ctx;
+    cuda_ctx *c = TOWER_CTX(ctx);
     float ms = 0;
     CUDA_CHECK(c, cudaEventElapsedTime(&ms, (cudaEvent_t)a, (cudaEvent_t)b));
     return 1e-3 * (double)ms;
 }
 
+/* ---- peer access ---------------------------------------------------------------------------------------------- */
+
+/* How a copy from device `from` into device `into` travels; enables direct access for the pair where the hardware
+ * allows it. The current device is left at `into` (the caller restores its own). */
+static tt_status peer_link(int into, int from, int *link, tt_error *err)
+{
+    if (into == from) { /* virtual towers on one GPU: one memory */
+        *link = TT_LINK_SAME;
+        return TT_OK;
+    }
+    int can = 0;
+    cudaError_t e = cudaDeviceCanAccessPeer(&can, into, from);
+    if (e == cudaSuccess && !can) {
+        *link = TT_LINK_STAGED;
+        return TT_OK;
+    }
+    if (e == cudaSuccess) e = cudaSetDevice(into);
+    if (e == cudaSuccess) e = cudaDeviceEnablePeerAccess(from, 0);
+    if (e == cudaErrorPeerAccessAlreadyEnabled || e == cudaErrorTooManyPeers) {
+        /* already on (a second run in this process, or a duplicate pair): fine. Too many peers (a device has a
+         * hardware limit, typically 8): the copy is still correct, staged through the host */
+        cudaGetLastError();
+        *link = e == cudaErrorTooManyPeers ? TT_LINK_STAGED : TT_LINK_PEER;
+        return TT_OK;
+    }
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return tt_fail(err, TT_ERR_DEVICE, "peer setup: GPU %d access to GPU %d: %s", into, from,
+                       cudaGetErrorString(e));
+    }
+    *link = TT_LINK_PEER;
+    return TT_OK;
+}
+
+/* Once per run, before any tower exists: link[i * n + j] for every ordered pair; the caller's current device is
+ * restored whatever happens. */
+static tt_status cu_peer_setup(const int *ords, int n, int *link, tt_error *err)
+{
+    int prev = 0;
+    cudaError_t e = cudaGetDevice(&prev);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return tt_fail(err, TT_ERR_DEVICE, "peer setup: cudaGetDevice: %s", cudaGetErrorString(e));
+    }
+    tt_status s = TT_OK;
+    for (int i = 0; i < n && s == TT_OK; i++)
+        for (int j = 0; j < n && s == TT_OK; j++) s = peer_link(ords[i], ords[j], &link[i * n + j], err);
+    e = cudaSetDevice(prev);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        if (s == TT_OK)
+            s = tt_fail(err, TT_ERR_DEVICE, "peer setup: cudaSetDevice(%d): %s", prev, cudaGetErrorString(e));
+    }
+    return s;
+}
+
+/* ---- collectives (NCCL) -------------------------------------------------------------------------------------- */
+
+#ifdef TT_WITH_NCCL
+#define NCCL_CHECK_ON(device, call)                                                                                  \
+    do {                                                                                                             \
+        ncclResult_t r_ = (call);                                                                                    \
+        if (r_ != ncclSuccess) cuda_abort(#call, ncclGetErrorString(r_), __func__, __FILE__, __LINE__, (device));    \
+    } while (0)
+
+/* One communicator per rank (tower), made together by ncclCommInitAll in one process. */
+typedef struct cuda_comm {
+    int n;
+    int *devices;      /* (n) the GPU of each rank */
+    ncclComm_t *comms; /* (n) rank r's communicator */
+} cuda_comm;
+
+static void comm_release(cuda_comm *m)
+{
+    free(m->devices);
+    free(m->comms);
+    free(m);
+}
+
+static tt_status cu_comm_init(void **commp, void *const *ctxs, int n, tt_error *err)
+{
+    *commp = NULL;
+    cuda_comm *m = (cuda_comm *)calloc(1, sizeof *m);
+    if (m) {
+        m->devices = (int *)calloc((size_t)n, sizeof *m->devices);
+        m->comms = (ncclComm_t *)calloc((size_t)n, sizeof *m->comms);
+    }
+    if (!m || !m->devices || !m->comms) {
+        if (m) comm_release(m);
+        return tt_fail(err, TT_ERR_NOMEM, "--reduce nccl: out of host memory for %d communicators", n);
+    }
+    m->n = n;
+    /* NCCL ranks are devices: two towers on one GPU would be two ranks on one device, which NCCL refuses */
+    for (int r = 0; r < n; r++) {
+        m->devices[r] = ((const cuda_ctx *)ctxs[r])->device;
+        for (int q = 0; q < r; q++)
+            if (m->devices[q] == m->devices[r]) {
+                const int g = m->devices[r];
+                comm_release(m);
+                return tt_fail(err, TT_ERR_ARG,
+                               "--reduce nccl: needs one GPU per tower (towers %d and %d share GPU %d)", q, r, g);
+            }
+    }
+    int prev = 0;
+    cudaError_t e = cudaGetDevice(&prev);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        comm_release(m);
+        return tt_fail(err, TT_ERR_DEVICE, "--reduce nccl: cudaGetDevice: %s", cudaGetErrorString(e));
+    }
+    ncclResult_t res = ncclCommInitAll(m->comms, n, m->devices);
+    CUDA_CHECK_ON(prev, cudaSetDevice(prev)); /* NCCL visits every device; restore the caller's */
+    if (res != ncclSuccess) {
+        comm_release(m);
+        return tt_fail(err, TT_ERR_DEVICE, "--reduce nccl: ncclCommInitAll over %d GPUs: %s (%s)", n,
+                       ncclGetErrorString(res), ncclGetLastError(NULL));
+    }
+    *commp = m;
+    return TT_OK;
+}
+
+static void cu_comm_free(void *comm)
+{
+    cuda_comm *m = (cuda_comm *)comm;
+    if (!m) return;
+    for (int r = 0; r < m->n; r++) NCCL_CHECK_ON(m->devices[r], ncclCommDestroy(m->comms[r]));
+    comm_release(m);
+}
+
+/* Rank `rank`'s part of the sum, on its tower's stream, called from its tower's thread: one thread per device is
+ * what NCCL supports without ncclGroupStart/End. The count is a size_t for NCCL too: nothing is narrowed. */
+static void cu_comm_reduce(void *comm, int rank, void *ctx, const float *d_send, float *d_recv, size_t n, int root)
+{
+    cuda_ctx *c = TOWER_CTX(ctx);
+    cuda_comm *m = (cuda_comm *)comm;
+    ARG_CHECK(c, rank >= 0 && rank < m->n && root < m->n && m->devices[rank] == c->device);
+    if (root >= 0)
+        NCCL_CHECK_ON(c->device, ncclReduce(d_send, d_recv, n, ncclFloat, ncclSum, root, m->comms[rank], c->stream));
+    else
+        NCCL_CHECK_ON(c->device, ncclAllReduce(d_send, d_recv, n, ncclFloat, ncclSum, m->comms[rank], c->stream));
+}
+#endif
+
+/* The minimum Linux driver for a CUDA major version (minor version compatibility: "CUDA 13.x >= 580";
+ * docs/cuda.md cites the table). 0 where this file does not know it. */
+static int min_driver_for(int cuda_major)
+{
+    return cuda_major == 13 ? 580 : cuda_major == 12 ? 525 : 0;
+}
+
+/* cudaErrorInsufficientDriver: either no driver at all (libcuda.so.1 not found: version 0) or one too old. */
+static void driver_message(tt_error *err)
+{
+    int drv = 0, rt = 0;
+    if (cudaDriverGetVersion(&drv) != cudaSuccess) drv = 0;
+    if (cudaRuntimeGetVersion(&rt) != cudaSuccess) rt = CUDART_VERSION;
+    cudaGetLastError();
+    const int need = min_driver_for(rt / 1000);
+    char want[96];
+    if (need)
+        snprintf(want, sizeof want, "an NVIDIA driver >= %d", need);
+    else
+        snprintf(want, sizeof want, "an NVIDIA driver for CUDA %d.%d or newer", rt / 1000, rt % 1000 / 10);
+    if (drv == 0)
+        tt_fail(err, TT_ERR_DEVICE,
+                "no NVIDIA driver is loaded (libcuda.so.1 could not be loaded); this build (CUDA runtime %d.%d) needs "
+                "%s and a GPU", rt / 1000, rt % 1000 / 10, want);
+    else
+        tt_fail(err, TT_ERR_DEVICE,
+                "the NVIDIA driver supports CUDA %d.%d, but this build (CUDA runtime %d.%d) needs %s", drv / 1000,
+                drv % 1000 / 10, rt / 1000, rt % 1000 / 10, want);
+}
+
 extern "C" {
 
+/* The number of CUDA devices, or 0 with the reason in err (which the backend registry prefixes with the flag). */
 int tt_cuda_device_count(tt_error *err)
 {
     int n = 0; /* cudaGetDeviceCount leaves n alone when it fails (no driver) */
     cudaError_t e = cudaGetDeviceCount(&n);
+    if (e == cudaErrorInsufficientDriver) {
+        cudaGetLastError();
+        driver_message(err);
+        return 0;
+    }
     if (e != cudaSuccess) {
         cudaGetLastError();
         tt_fail(err, TT_ERR_DEVICE, "no usable CUDA device (%s)", cudaGetErrorString(e));
@@ -364,37 +641,43 @@ int tt_cuda_device_count(tt_error *err)
 extern const tt_dev_ops tt_dev_cuda_ops;
 /* In tt_dev_ops member order (C++17 has no designated initializers). */
 const tt_dev_ops tt_dev_cuda_ops = {
-    "cuda",          /* name */
-    cu_init,         /* init */
-    cu_destroy,      /* destroy */
-    cu_mem_info,     /* mem_info */
-    cu_bind,         /* bind */
-    cu_alloc,        /* alloc */
-    cu_dfree,        /* dfree */
-    cu_host_alloc,   /* host_alloc */
-    cu_host_free,    /* host_free */
-    cu_h2d,          /* h2d */
-    cu_d2h,          /* d2h */
-    cu_d2d,          /* d2d */
-    cu_sync,         /* sync */
-    cu_peer_copy,    /* peer_copy */
-    cu_sgemm,        /* sgemm */
-    cu_fill,         /* fill */
-    cu_add,          /* add */
-    cu_u8_to_f32,    /* u8_to_f32 */
-    cu_bias_add,     /* bias_add */
-    cu_col_sum,      /* col_sum */
-    cu_relu_fwd,     /* relu_fwd */
-    cu_relu_bwd,     /* relu_bwd */
-    cu_softmax_xent, /* softmax_xent */
+    "cuda",           /* name */
+    cu_init,          /* init */
+    cu_destroy,       /* destroy */
+    cu_mem_info,      /* mem_info */
+    cu_bind,          /* bind */
+    cu_alloc,         /* alloc */
+    cu_dfree,         /* dfree */
+    cu_host_alloc,    /* host_alloc */
+    cu_host_free,     /* host_free */
+    cu_h2d,           /* h2d */
+    cu_d2h,           /* d2h */
+    cu_d2d,           /* d2d */
+    cu_sync,          /* sync */
+    cu_peer_copy,     /* peer_copy */
+    cu_sgemm,         /* sgemm */
+    cu_fill,          /* fill */
+    cu_add,           /* add */
+    cu_u8_to_f32,     /* u8_to_f32 */
+    cu_bias_add,      /* bias_add */
+    cu_col_sum,       /* col_sum */
+    cu_relu_fwd,      /* relu_fwd */
+    cu_relu_bwd,      /* relu_bwd */
+    cu_softmax_xent,  /* softmax_xent */
     cu_event_create,  /* event_create */
     cu_event_destroy, /* event_destroy */
     cu_event_record,  /* event_record */
     cu_event_elapsed, /* event_elapsed */
-    NULL,             /* peer_setup */
-    NULL,             /* comm_init */
-    NULL,             /* comm_free */
-    NULL,             /* comm_reduce */
+    cu_peer_setup,    /* peer_setup */
+#ifdef TT_WITH_NCCL
+    cu_comm_init,     /* comm_init */
+    cu_comm_free,     /* comm_free */
+    cu_comm_reduce,   /* comm_reduce */
+#else
+    NULL, /* comm_init: built without NCCL, so --reduce nccl is refused */
+    NULL, /* comm_free */
+    NULL, /* comm_reduce */
+#endif
 };
 
 } /* extern "C" */
