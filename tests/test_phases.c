@@ -136,6 +136,9 @@ START_TEST(test_time_phases)
         ck_assert(tt_close(pt.host_sum + pt.host_update, pt.host, 1e-12, 1e-9));
         ck_assert_uint_eq(pt.reps, 5);
         ck_assert(tt_all_finite(tr.h_params, f.m.n_params));
+        double moved = 0; /* the host phase is the step's: the optimizer ran (reps + 1 times) */
+        for (size_t i = 0; i < f.m.n_params; i++) moved = fmax(moved, fabs((double)tr.h_params[i] - f.init[i]));
+        ck_assert_msg(moved > 1e-4, "%s: the timed host phases moved no weight (max %g)", name, moved);
         /* the next run of steps is unaffected by the timing */
         tt_step_result res;
         ck_assert_int_eq(tt_trainer_step(&tr, &f.ds, f.idx, B, &res, &err), TT_OK);
