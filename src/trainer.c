@@ -780,6 +780,17 @@ static void run_job(tt_trainer *tr, int job)
     tt_pool_run(&tr->crew, tr->crew.n, crew_job, tr);
 }
 
+/* The samples of a run of steps (or of a phase timing), and a clean slate for its halt decisions. */
+static void job_begin(tt_trainer *tr, const tt_dataset *ds, const uint32_t *idx, size_t n)
+{
+    tr->ds = ds;
+    tr->idx = idx;
+    tr->n = n;
+    tr->halt = TT_HALT_NONE;
+    tr->loss_nonfinite = 0;
+    atomic_store(&tr->grad_nonfinite, 0);
+}
+
 static tt_status towers_status(tt_trainer *tr, tt_error *err)
 {
     for (size_t t = 0; t < tr->cfg.n_towers; t++)
@@ -878,16 +889,11 @@ tt_status tt_trainer_start_steps(tt_trainer *tr, const tt_dataset *ds, const uin
                        (n + B - 1) / B, n_results);
     if (ds->dim != tr->model->input_dim)
         return tt_fail(err, TT_ERR_ARG, "data has %zu features, the model expects %zu", ds->dim, tr->model->input_dim);
-    tr->ds = ds;
-    tr->idx = idx;
-    tr->n = n;
+    job_begin(tr, ds, idx, n);
     tr->results = results;
     tr->ledger = ledger;
     tr->cur_step = 0;
-    tr->halt = TT_HALT_NONE;
     atomic_store(&tr->stop_request, 0);
-    tr->loss_nonfinite = 0;
-    atomic_store(&tr->grad_nonfinite, 0);
     atomic_store(&tr->steps_done, 0);
     tr->job = JOB_STEPS;
     tr->t_step = tt_now();
@@ -1026,13 +1032,8 @@ tt_status tt_trainer_time_phases(tt_trainer *tr, const tt_dataset *ds, const uin
     if (!tr->ph_start || !tr->ph_end || !tr->ph_sum || !tr->ph_upd || !v || !w)
         s = tt_fail(err, TT_ERR_NOMEM, "phase timing: out of memory");
     if (!s) {
-        tr->ds = ds;
-        tr->idx = idx;
-        tr->n = n;
+        job_begin(tr, ds, idx, n);
         tr->ph_reps = reps;
-        tr->halt = TT_HALT_NONE;
-        tr->loss_nonfinite = 0;
-        atomic_store(&tr->grad_nonfinite, 0);
         run_job(tr, JOB_PHASES);
         if (tr->halt == TT_HALT_STOP) s = tt_fail(err, TT_ERR_STOPPED, "phase timing: stopped");
     }
