@@ -150,7 +150,8 @@ typedef struct tt_trainer {
     float *h_grad;           /* device / allreduce / nccl: the reduced gradient pushed by the towers (P) */
     uint64_t steps;          /* steps applied since init */
     void *comm;              /* nccl: the backend's communicator over the towers */
-    int n_links, link_devs[TT_MAX_DEVICES], links[TT_MAX_DEVICES * TT_MAX_DEVICES]; /* the peer matrix of the towers' devices (tt_backend_links) */
+    /* the peer matrix of the towers' devices (tt_backend_links) */
+    int n_links, link_devs[TT_MAX_DEVICES], links[TT_MAX_DEVICES * TT_MAX_DEVICES];
     /* tt_trainer_time_phases: clock readings [thread][rep][phase], the host slice's split [thread][rep] */
     double *ph_start, *ph_end, *ph_sum, *ph_upd;
     size_t ph_reps;

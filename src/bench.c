@@ -393,8 +393,9 @@ static int probe_extra(const char *opt, const char *value, void *ctx, tt_error *
         return 1;
     }
     if (strcmp(opt, "--assume") == 0) {
-        if (!value || !*value) *st = tt_fail(err, TT_ERR_ARG, "--assume: missing value (a profile: %s, or KEY=VALUE,...)",
-                                             tt_assume_profiles());
+        if (!value || !*value)
+            *st = tt_fail(err, TT_ERR_ARG, "--assume: missing value (a profile: %s, or KEY=VALUE,...)",
+                          tt_assume_profiles());
         po->assume = value;
         return 1;
     }
@@ -452,7 +453,8 @@ int tt_cmd_probe(int argc, char **argv)
         tt_model *m = (tt_model *)tt_calloc(1, sizeof *m);
         if (!m) return fail(tt_fail(&err, TT_ERR_NOMEM, "out of memory"), &err);
         s = tt_assume_parse(po.assume, &a, &err);
-        if (!s) s = strcmp(c.model, "mlp") == 0 ? tt_model_mlp(m, 784, 10, &err) : tt_model_load(m, c.model, 784, 10, &err);
+        if (!s)
+            s = strcmp(c.model, "mlp") == 0 ? tt_model_mlp(m, 784, 10, &err) : tt_model_load(m, c.model, 784, 10, &err);
         if (!s) s = tt_assume_report(stdout, &a, m, c.batch, c.optim.kind, &err);
         if (!s) s = tt_flush_stdout(stdout, &err);
         tt_free(m);

@@ -641,8 +641,8 @@ void tt_probe_print(FILE *f, const tt_probe *p, const tt_probe_config *c)
             1e3 * p->barrier);
     fprintf(f, "    thread wake-up %.3f (a barrier's cost when towers outnumber cores)\n", 1e3 * p->wake);
     fprintf(f, "    stragglers: the slowest tower takes %.3f longer than the mean one\n", 1e3 * p->straggle);
-    fprintf(f, "    reduce cpu %.3f | device %.3f | allreduce %.3f | nccl ", 1e3 * p->reduce_cpu, 1e3 * p->reduce_device,
-            1e3 * p->reduce_allreduce);
+    fprintf(f, "    reduce cpu %.3f | device %.3f | allreduce %.3f | nccl ", 1e3 * p->reduce_cpu,
+            1e3 * p->reduce_device, 1e3 * p->reduce_allreduce);
     if (p->can[TT_REDUCE_NCCL])
         fprintf(f, "%.3f", 1e3 * p->reduce_nccl);
     else

@@ -1046,7 +1046,8 @@ tt_status tt_trainer_time_phases(tt_trainer *tr, const tt_dataset *ds, const uin
             for (size_t k = 0; k < reps; k++) {
                 double first = 0, last = 0, mean = 0;
                 for (size_t i = 0; i < who; i++) {
-                    double a = *phase_slot(tr, tr->ph_start, (int)i, k, ph), b = *phase_slot(tr, tr->ph_end, (int)i, k, ph);
+                    double a = *phase_slot(tr, tr->ph_start, (int)i, k, ph);
+                    double b = *phase_slot(tr, tr->ph_end, (int)i, k, ph);
                     first = i == 0 || a < first ? a : first;
                     last = i == 0 || b > last ? b : last;
                     mean += (b - a) / (double)who;
