@@ -141,7 +141,8 @@ static void buffers_cpu(tt_trainer *tr, tt_tower *tw, buf_list *l)
 static void buffers_tower0(tt_trainer *tr, tt_tower *tw, buf_list *l)
 {
     const size_t P = tr->model->n_params, N = tr->cfg.n_towers;
-    if (tw->id == 0 && N > 1) /* the sum (device: tower 1's gradient is copied straight into it) */
+    const int nccl = tr->cfg.reduce == TT_REDUCE_NCCL; /* NCCL runs even for one tower: its code is then tested */
+    if (tw->id == 0 && (N > 1 || nccl)) /* the sum (device: tower 1's gradient is copied straight into it) */
         add_buf(l, &tw->d_acc, P * sizeof(float), 0, "reduction buffers", TT_MEM_BY_PARAMS);
     if (tr->cfg.reduce == TT_REDUCE_DEVICE && tw->id == 0 && N > 2) /* towers 2.. arrive here before each is added */
         add_buf(l, &tw->d_recv, P * sizeof(float), 0, "reduction buffers", TT_MEM_BY_PARAMS);
@@ -429,16 +430,16 @@ static void reduce_allreduce(tt_tower *tw)
 }
 
 /* nccl: every tower thread issues its part of one ncclReduce of the gradients into tower 0's d_acc on its own
- * stream; tower 0 then pushes the sum. NCCL chooses the order of the additions (ring or tree). */
+ * stream; tower 0 then pushes the sum. NCCL chooses the order of the additions (ring or tree). One tower runs it
+ * too (a communicator of one rank), so a one-GPU machine exercises the NCCL path. */
 static void reduce_nccl(tt_tower *tw)
 {
     tt_trainer *tr = tw->tr;
     const size_t N = tr->cfg.n_towers, P = tr->model->n_params;
     double t0 = reduce_begin(tw);
-    if (N > 1)
-        tr->cfg.ops->comm_reduce(tr->comm, tw->id, tw->dev.ctx, tw->d_grads, tw->id == 0 ? tw->d_acc : NULL, P, 0);
+    tr->cfg.ops->comm_reduce(tr->comm, tw->id, tw->dev.ctx, tw->d_grads, tw->id == 0 ? tw->d_acc : NULL, P, 0);
     if (tw->id == 0) {
-        reduce_end(tw, t0, N > 1 ? tw->d_acc : tw->d_grads, 0, P, (N - 1) * P * sizeof(float) / N);
+        reduce_end(tw, t0, tw->d_acc, 0, P, (N - 1) * P * sizeof(float) / N);
     } else {
         tt_dev_event_record(&tw->dev, tw->ev[EV_R_SUM]);
         tt_dev_sync(&tw->dev);
@@ -787,6 +788,7 @@ static void job_begin(tt_trainer *tr, const tt_dataset *ds, const uint32_t *idx,
     tr->idx = idx;
     tr->n = n;
     tr->halt = TT_HALT_NONE;
+    atomic_store(&tr->stop_request, 0); /* a request is for the job in flight: one left from an earlier job is void */
     tr->loss_nonfinite = 0;
     atomic_store(&tr->grad_nonfinite, 0);
 }
@@ -854,7 +856,7 @@ tt_status tt_trainer_init(tt_trainer *tr, const tt_model *m, const tt_trainer_co
     run_job(tr, JOB_INIT);
     s = towers_status(tr, err);
     if (s) return s;
-    if (cfg->reduce == TT_REDUCE_NCCL && N > 1) { /* one communicator over the towers' devices, from this thread */
+    if (cfg->reduce == TT_REDUCE_NCCL) { /* one communicator over the towers' devices, from this thread */
         void *ctxs[TT_MAX_DEVICES];
         for (size_t t = 0; t < N; t++) ctxs[t] = tr->towers[t].dev.ctx;
         s = cfg->ops->comm_init(&tr->comm, ctxs, (int)N, err);
@@ -893,7 +895,6 @@ tt_status tt_trainer_start_steps(tt_trainer *tr, const tt_dataset *ds, const uin
     tr->results = results;
     tr->ledger = ledger;
     tr->cur_step = 0;
-    atomic_store(&tr->stop_request, 0);
     atomic_store(&tr->steps_done, 0);
     tr->job = JOB_STEPS;
     tr->t_step = tt_now();

@@ -122,9 +122,12 @@ START_TEST(test_time_phases)
     const size_t N = 2, B = 32;
     for (int red = 0; red < TT_REDUCE_NCCL; red++) {
         tt_trainer_config tc = tt_test_config(N, B, tt_optim_defaults(TT_OPT_ADAM), (tt_reduce)red);
+        atomic_int stop = 0;
+        tc.stop = &stop;
         tt_trainer tr;
         tt_error err;
         ck_assert_msg(tt_trainer_init(&tr, &f.m, &tc, f.init, &err) == TT_OK, "%s", err.msg);
+        tt_trainer_request_stop(&tr); /* a request left from before the timing is void: the timing runs */
         tt_phase_times pt;
         ck_assert_msg(tt_trainer_time_phases(&tr, &f.ds, f.idx, B, 5, &pt, &err) == TT_OK, "%s", err.msg);
         const char *name = tt_reduce_name((tt_reduce)red);
@@ -143,8 +146,106 @@ START_TEST(test_time_phases)
         tt_step_result res;
         ck_assert_int_eq(tt_trainer_step(&tr, &f.ds, f.idx, B, &res, &err), TT_OK);
         ck_assert_uint_eq(res.n, B);
-        tt_trainer_request_stop(&tr);
+        atomic_store(&stop, 1); /* the signal flag: the timing stops at the end of a rep */
         ck_assert_int_eq(tt_trainer_time_phases(&tr, &f.ds, f.idx, B, 50, &pt, &err), TT_ERR_STOPPED);
+        tt_trainer_free(&tr);
+    }
+    fixture_free(&f);
+}
+END_TEST
+
+/* ---- a CPU backend whose ops take known times: the ledger and the phase timing must see them ---------------- */
+
+enum { SLOW_COPY_US = 1000, SLOW_SCALE_US = 2000, SLOW_EXTRA_US = 4000 }; /* tower 1's data phase is slower */
+
+static void *slow_ctx[8]; /* tower t's context (device ordinal t): which tower an op runs for */
+
+static void pause_us(long us) { nanosleep(&(struct timespec){us / 1000000, (us % 1000000) * 1000}, NULL); }
+
+static tt_status slow_init(void **ctx, int ordinal, tt_error *err)
+{
+    tt_status s = tt_dev_cpu_ops.init(ctx, ordinal, err);
+    if (!s && ordinal < 8) slow_ctx[ordinal] = *ctx;
+    return s;
+}
+
+static void slow_h2d(void *ctx, void *d, const void *h, size_t n)
+{
+    pause_us(SLOW_COPY_US);
+    tt_dev_cpu_ops.h2d(ctx, d, h, n);
+}
+
+static void slow_d2h(void *ctx, void *h, const void *d, size_t n)
+{
+    pause_us(SLOW_COPY_US);
+    tt_dev_cpu_ops.d2h(ctx, h, d, n);
+}
+
+static void slow_peer(void *ctx, void *d, void *src_ctx, const void *s, size_t n)
+{
+    pause_us(SLOW_COPY_US);
+    tt_dev_cpu_ops.peer_copy(ctx, d, src_ctx, s, n);
+}
+
+static void slow_u8(void *ctx, float *y, const uint8_t *x, size_t n, float scale)
+{
+    pause_us(SLOW_SCALE_US + (ctx == slow_ctx[1] ? SLOW_EXTRA_US : 0));
+    tt_dev_cpu_ops.u8_to_f32(ctx, y, x, n, scale);
+}
+
+static tt_dev_ops slow_ops(void)
+{
+    tt_dev_ops o = tt_dev_cpu_ops;
+    o.name = "slow-cpu";
+    o.init = slow_init;
+    o.h2d = slow_h2d;
+    o.d2h = slow_d2h;
+    o.peer_copy = slow_peer;
+    o.u8_to_f32 = slow_u8;
+    return o;
+}
+
+/* The ledger's spans are the phases' own times: a pull is one copy, the data phase two copies and the scaling, a
+ * push one (stats) or two copies, the device reduce one peer copy and the push of the sum one copy. */
+START_TEST(test_ledger_spans_are_the_phases)
+{
+    fixture f;
+    fixture_make(&f);
+    const tt_dev_ops ops = slow_ops();
+    const double c = SLOW_COPY_US * 1e-6, u = SLOW_SCALE_US * 1e-6, x = SLOW_EXTRA_US * 1e-6, tol = 0.9;
+    for (int red = TT_REDUCE_CPU; red <= TT_REDUCE_DEVICE; red++) {
+        tt_trainer_config tc = tt_test_config(2, 16, tt_optim_defaults(TT_OPT_SGD), (tt_reduce)red);
+        tc.ops = &ops;
+        tc.n_devices = 2; /* tower t runs on "device" t: the slow ops tell the towers apart */
+        tt_trainer tr;
+        tt_error err;
+        ck_assert_msg(tt_trainer_init(&tr, &f.m, &tc, f.init, &err) == TT_OK, "%s", err.msg);
+        tt_step_result res[2];
+        tt_tower_ledger led[2 * 2];
+        ck_assert_int_eq(tt_trainer_start_steps(&tr, &f.ds, f.idx, 32, res, 2, led, &err), TT_OK);
+        tt_trainer_wait(&tr, -1, NULL);
+        for (size_t k = 0; k < 4; k++) {
+            const tt_tower_ledger *l = &led[k];
+            const double data = 2 * c + u + (k % 2 ? x : 0);
+            ck_assert_msg(l->pull1 - l->pull0 >= tol * c, "pull %g", l->pull1 - l->pull0);
+            ck_assert_msg(l->data1 - l->pull1 >= tol * data, "data %g < %g", l->data1 - l->pull1, data);
+            ck_assert_msg(l->push1 - l->push0 >= tol * c * (red == TT_REDUCE_CPU ? 2 : 1), "push %g",
+                          l->push1 - l->push0);
+            if (red == TT_REDUCE_DEVICE && k % 2 == 0) { /* tower 0 */
+                ck_assert_msg(l->reduce1 - l->reduce0 >= tol * c, "reduce %g", l->reduce1 - l->reduce0);
+                ck_assert_msg(l->rpush1 - l->rpush0 >= tol * c, "push of the sum %g", l->rpush1 - l->rpush0);
+            }
+        }
+        /* each phase timed alone: the mean tower's time; the reduce and host phases: the wall */
+        tt_phase_times pt;
+        ck_assert_msg(tt_trainer_time_phases(&tr, &f.ds, f.idx, 16, 5, &pt, &err) == TT_OK, "%s", err.msg);
+        ck_assert_msg(pt.pull >= tol * c && pt.data >= tol * (2 * c + u + x / 2), "pull %g data %g", pt.pull,
+                      pt.data);
+        /* tower 1's data phase is x longer: the slowest beyond the mean is x / 2 */
+        ck_assert_msg(pt.straggle >= tol * x / 2 && pt.straggle < 0.75 * x + c, "straggle %g, want ~%g", pt.straggle,
+                      x / 2);
+        if (red == TT_REDUCE_DEVICE) /* tower 0 alone works: the wall, not the mean over the towers */
+            ck_assert_msg(pt.reduce >= tol * 2 * c, "device reduce %g: one peer copy + the push of the sum", pt.reduce);
         tt_trainer_free(&tr);
     }
     fixture_free(&f);
@@ -260,6 +361,7 @@ int main(void)
     tcase_add_test(tc, test_cpu_events);
     tcase_add_test(tc, test_ledger_order_and_pushes);
     tcase_add_test(tc, test_time_phases);
+    tcase_add_test(tc, test_ledger_spans_are_the_phases);
     tcase_add_test(tc, test_nccl_checks);
     tcase_add_test(tc, test_backend_open);
     tcase_add_test(tc, test_probe_placements);
