@@ -24,6 +24,7 @@
  *   update      = (3 + 2 Z) 4 P / host                      read w, g and the state, write w and the state
  * docs/whatif.md gives the profiles' figures with their sources.
  * Not for: measurements (probe.c) or the prediction formula itself (tt_probe_predict). */
+#include <errno.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -48,27 +49,29 @@ static const tt_assume PROFILES[] = {
 };
 #define N_PROFILES (sizeof PROFILES / sizeof PROFILES[0])
 
-/* The keys: a rate must be > 0; a latency (may_be_zero) >= 0; gemm_eff at most 1. */
+/* The keys, each with a plausible range (a figure outside it is a typo, and would print numbers hundreds of
+ * digits long): rates in [min, max]; a latency (may_be_zero) in [0, max]; gemm_eff in (0, 1]. */
 typedef struct assume_key {
     const char *name;
     size_t offset;
     int may_be_zero;
-    double max; /* 0: none */
+    double max;
+    double min; /* rates: the smallest plausible value */
 } assume_key;
 
 static const assume_key KEYS[] = {
-    {"h2d_gbs", offsetof(tt_assume, h2d_gbs), 0, 0},
-    {"d2h_gbs", offsetof(tt_assume, d2h_gbs), 0, 0},
-    {"peer_gbs", offsetof(tt_assume, peer_gbs), 0, 0},
-    {"nccl_busbw_gbs", offsetof(tt_assume, nccl_busbw_gbs), 0, 0},
-    {"nccl_us", offsetof(tt_assume, nccl_us), 1, 0},
-    {"hbm_gbs", offsetof(tt_assume, hbm_gbs), 0, 0},
-    {"fp32_tflops", offsetof(tt_assume, fp32_tflops), 0, 0},
-    {"gemm_eff", offsetof(tt_assume, gemm_eff), 0, 1},
-    {"launch_us", offsetof(tt_assume, launch_us), 1, 0},
-    {"copy_us", offsetof(tt_assume, copy_us), 1, 0},
-    {"host_gbs", offsetof(tt_assume, host_gbs), 0, 0},
-    {"barrier_us", offsetof(tt_assume, barrier_us), 1, 0},
+    {"h2d_gbs", offsetof(tt_assume, h2d_gbs), 0, 1e5, 1e-3},
+    {"d2h_gbs", offsetof(tt_assume, d2h_gbs), 0, 1e5, 1e-3},
+    {"peer_gbs", offsetof(tt_assume, peer_gbs), 0, 1e5, 1e-3},
+    {"nccl_busbw_gbs", offsetof(tt_assume, nccl_busbw_gbs), 0, 1e5, 1e-3},
+    {"nccl_us", offsetof(tt_assume, nccl_us), 1, 1e6, 0},
+    {"hbm_gbs", offsetof(tt_assume, hbm_gbs), 0, 1e6, 1e-3},
+    {"fp32_tflops", offsetof(tt_assume, fp32_tflops), 0, 1e5, 1e-6},
+    {"gemm_eff", offsetof(tt_assume, gemm_eff), 0, 1, 1e-6},
+    {"launch_us", offsetof(tt_assume, launch_us), 1, 1e6, 0},
+    {"copy_us", offsetof(tt_assume, copy_us), 1, 1e6, 0},
+    {"host_gbs", offsetof(tt_assume, host_gbs), 0, 1e5, 1e-3},
+    {"barrier_us", offsetof(tt_assume, barrier_us), 1, 1e6, 0},
 };
 #define N_KEYS (sizeof KEYS / sizeof KEYS[0])
 
@@ -109,8 +112,9 @@ static tt_status parse_item(const char *s, size_t len, tt_assume *a, tt_error *e
     if (!isfinite(x)) return tt_fail(err, TT_ERR_ARG, "--assume: %s: '%s' is not finite", name, v);
     if (x < 0 || (x == 0 && !KEYS[k].may_be_zero))
         return tt_fail(err, TT_ERR_ARG, "--assume: %s: '%s' must be %s", name, v, KEYS[k].may_be_zero ? ">= 0" : "> 0");
-    if (KEYS[k].max > 0 && x > KEYS[k].max)
-        return tt_fail(err, TT_ERR_ARG, "--assume: %s: '%s' must be at most %g", name, v, KEYS[k].max);
+    if (x > KEYS[k].max || (x > 0 && x < KEYS[k].min))
+        return tt_fail(err, TT_ERR_ARG, "--assume: %s: '%s' is outside the plausible range %g to %g", name, v,
+                       KEYS[k].min, KEYS[k].max);
     *(double *)((char *)a + KEYS[k].offset) = x;
     a->overridden |= 1u << k;
     return TT_OK;
@@ -338,6 +342,7 @@ tt_status tt_assume_report(FILE *f, const tt_assume *a, const tt_model *m, size_
     print_mode(f, a, m, batch, opt, 1);
     fprintf(f, "(wait = barriers; straggle 0 and one wave: identical GPUs. "
                "Check against a measured run: tools/gpu-check)\n");
-    if (fflush(f) != 0 || ferror(f)) return tt_fail(err, TT_ERR_IO, "what-if report: write failed");
+    if (fflush(f) != 0 || ferror(f))
+        return tt_fail(err, TT_ERR_IO, "what-if report: write failed: %s", strerror(errno ? errno : EIO));
     return TT_OK;
 }

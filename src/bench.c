@@ -23,7 +23,7 @@
 typedef struct bench_opts {
     size_t towers[MAX_LIST], n_towers;
     size_t batches[MAX_LIST], n_batches;
-    tt_reduce reduces[3];
+    tt_reduce reduces[TT_REDUCE_COUNT];
     size_t n_reduces;
     int weak;           /* --scaling weak: the batch list is per tower */
     size_t reps;        /* probe and floor reps */
@@ -85,14 +85,14 @@ static int bench_extra(const char *opt, const char *value, void *ctx, tt_error *
             char name[16];
             size_t len = strcspn(p, ",");
             tt_reduce r;
-            if (len == 0 || len >= sizeof name || b->n_reduces == 3) {
-                *st = tt_fail(err, TT_ERR_ARG, "--reduce: '%.64s' is not a list like cpu,device,allreduce", value);
+            if (len == 0 || len >= sizeof name || b->n_reduces == TT_REDUCE_COUNT) {
+                *st = tt_fail(err, TT_ERR_ARG, "--reduce: '%.64s' is not a list like cpu,device,allreduce,nccl", value);
                 return 1;
             }
             memcpy(name, p, len);
             name[len] = '\0';
             if (tt_reduce_parse(name, &r)) {
-                *st = tt_fail(err, TT_ERR_ARG, "--reduce: '%.64s' is not cpu, device or allreduce", name);
+                *st = tt_fail(err, TT_ERR_ARG, "--reduce: '%.64s' is not cpu, device, allreduce or nccl", name);
                 return 1;
             }
             b->reduces[b->n_reduces++] = r;
@@ -213,7 +213,7 @@ static void bench_help(void)
            "probes: before the row, before its middle epoch, and after it.\n\n"
            "  --towers LIST    tower counts [1,2]\n"
            "  --batch LIST     batch sizes [256]\n"
-           "  --reduce LIST    placements: cpu, device, allreduce [cpu]\n"
+           "  --reduce LIST    placements: cpu, device, allreduce, nccl [cpu]\n"
            "  --scaling strong the global batch stays as given while towers grow: each tower gets less work\n"
            "  --scaling weak   each tower keeps the batch as given: the global batch grows with the towers\n"
            "  --csv FILE       also write the rows as CSV (for tools/plot)\n"
@@ -247,6 +247,15 @@ int tt_cmd_bench(int argc, char **argv)
     }
     const tt_dev_ops *ops = setup.ops;
     const tt_model *model = setup.model;
+    for (size_t ri = 0; ri < b.n_reduces && !s; ri++) { /* a placement this backend cannot run at all: refused now */
+        tt_trainer_config tc = {.ops = ops, .n_devices = setup.be.n_devices, .n_towers = 1, .reduce = b.reduces[ri]};
+        s = tt_trainer_check(&tc, &err);
+    }
+    if (s) {
+        setup_close(&setup);
+        tt_free(br);
+        return fail(s, &err);
+    }
     tt_run_result *res = setup.res;
     tt_out csv;
     memset(&csv, 0, sizeof csv);
@@ -279,6 +288,13 @@ int tt_cmd_bench(int argc, char **argv)
                 if (N > B) {
                     printf("%6zu %6zu %9s   (skipped: more towers than samples in the batch)\n", N, B,
                            tt_reduce_name(b.reduces[ri]));
+                    continue;
+                }
+                tt_trainer_config tc = {.ops = ops, .n_devices = setup.be.n_devices, .n_towers = N,
+                                        .reduce = b.reduces[ri]};
+                tt_error why;
+                if (tt_trainer_check(&tc, &why)) { /* nccl with more towers than GPUs */
+                    printf("%6zu %6zu %9s   (skipped: %s)\n", N, B, tt_reduce_name(b.reduces[ri]), why.msg);
                     continue;
                 }
                 c.towers = N;
