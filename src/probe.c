@@ -449,6 +449,9 @@ static tt_status probe_placement(const tt_probe_config *c, tt_reduce r, const pr
         s = tt_trainer_init(tr, c->model, &tc, w, err);
     }
     if (!s) s = tt_trainer_time_phases(tr, &d->ds, d->idx, c->batch, c->reps ? c->reps : 30, pt, err);
+    if (s == TT_ERR_STOPPED)
+        tt_fail(err, s, "probe: stopped by %s while timing the %s placement's phases", tt_signal_name(tt_signal_caught()),
+                tt_reduce_name(r));
     if (!s && r == TT_REDUCE_CPU) { /* the peer matrix, once */
         const int *ords, *link;
         p->n_links = tt_trainer_links(tr, &ords, &link);
