@@ -211,6 +211,9 @@ int tt_all_finite(const float *x, size_t n);
  * TT_ERR_ARG with one line saying why not. tt_trainer_init and tt_trainer_plan check it too. */
 tt_status tt_trainer_check(const tt_trainer_config *cfg, tt_error *err);
 
+/* The towers' distinct devices: the first min(N, n_devices) of cfg's list, into ords (TT_MAX_DEVICES); their count. */
+int tt_trainer_link_devices(const tt_trainer_config *cfg, int *ords);
+
 /* The peer matrix of the towers' distinct devices: returns their count n, *ords their ordinals, *link n x n
  * TT_LINK_* entries (tt_backend_links). */
 int tt_trainer_links(const tt_trainer *tr, const int **ords, const int **link);

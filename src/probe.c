@@ -482,34 +482,11 @@ tt_status tt_probe_run(const tt_probe_config *c, tt_probe *p, tt_error *err)
     const size_t P = c->model->n_params;
     const double bytes = (double)P * sizeof(float);
 
-    /* the step's phases, by the trainer's own code, under every placement that can run here */
-    probe_data d;
-    tt_status s = probe_data_make(c->model, c->batch, &d, err);
-    tt_phase_times pt[TT_REDUCE_COUNT];
-    memset(pt, 0, sizeof pt);
-    for (int r = 0; r < TT_REDUCE_COUNT && !s; r++)
-        s = probe_placement(c, (tt_reduce)r, &d, &pt[r], p, &p->can[r], err);
-    probe_data_free(&d);
-    if (s) return s;
-    const tt_phase_times *cpu = &pt[TT_REDUCE_CPU];
-    p->pull = cpu->pull;
-    p->data = cpu->data;
-    p->compute = cpu->compute;
-    p->straggle = cpu->straggle;
-    p->push_stats = p->can[TT_REDUCE_DEVICE] ? pt[TT_REDUCE_DEVICE].push : 0; /* the push without the gradient */
-    p->push_grad = cpu->push - p->push_stats > 0 ? cpu->push - p->push_stats : 0;
-    p->reduce_cpu = cpu->host_sum;
-    p->update = cpu->host_update;
-    p->reduce_device = pt[TT_REDUCE_DEVICE].reduce;
-    p->reduce_allreduce = pt[TT_REDUCE_ALLREDUCE].reduce;
-    p->reduce_nccl = pt[TT_REDUCE_NCCL].reduce;
-    p->host_sum = p->reduce_cpu > 0 ? (double)N * bytes / p->reduce_cpu / 1e9 : 0;
-
     /* the links and rates that explain the phases */
     probe_run *r = (probe_run *)tt_calloc(1, sizeof *r);
     if (!r) return tt_fail(err, TT_ERR_NOMEM, "probe: out of memory");
     run_init(r, c);
-    s = probe_check_memory(c, r, n_dev, 0, err);
+    tt_status s = probe_check_memory(c, r, n_dev, 0, err);
     if (!s) s = probe_check_memory(c, r, n_dev, 1, err);
     float **slots = NULL, *copy_dst = NULL;
     tt_barrier barrier;
@@ -573,7 +550,31 @@ tt_status tt_probe_run(const tt_probe_config *c, tt_probe *p, tt_error *err)
     tt_free(slots);
     tt_free(copy_dst);
     tt_free(r);
-    return s;
+    if (s) return s;
+
+    /* then the step's phases, by the trainer's own code, under every placement that can run here */
+    probe_data d;
+    s = probe_data_make(c->model, c->batch, &d, err);
+    tt_phase_times pt[TT_REDUCE_COUNT];
+    memset(pt, 0, sizeof pt);
+    for (int pl = 0; pl < TT_REDUCE_COUNT && !s; pl++)
+        s = probe_placement(c, (tt_reduce)pl, &d, &pt[pl], p, &p->can[pl], err);
+    probe_data_free(&d);
+    if (s) return s;
+    const tt_phase_times *cpu = &pt[TT_REDUCE_CPU];
+    p->pull = cpu->pull;
+    p->data = cpu->data;
+    p->compute = cpu->compute;
+    p->straggle = cpu->straggle;
+    p->push_stats = p->can[TT_REDUCE_DEVICE] ? pt[TT_REDUCE_DEVICE].push : 0; /* the push without the gradient */
+    p->push_grad = cpu->push - p->push_stats > 0 ? cpu->push - p->push_stats : 0;
+    p->reduce_cpu = cpu->host_sum;
+    p->update = cpu->host_update;
+    p->reduce_device = pt[TT_REDUCE_DEVICE].reduce;
+    p->reduce_allreduce = pt[TT_REDUCE_ALLREDUCE].reduce;
+    p->reduce_nccl = pt[TT_REDUCE_NCCL].reduce;
+    p->host_sum = p->reduce_cpu > 0 ? (double)N * bytes / p->reduce_cpu / 1e9 : 0;
+    return TT_OK;
 }
 
 static double median_of(const tt_probe *ps, int n, size_t offset)

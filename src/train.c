@@ -198,17 +198,17 @@ static tt_status run_open(run_state *rs, tt_error *err)
         if (s) return s;
     }
     if (rs->out) {
+        /* how copies between the towers' devices travel: peer access is enabled here (the trainer asks again, and
+         * finds it enabled), so the banner can say it before the towers start */
+        int ords[TT_MAX_DEVICES], link[TT_MAX_DEVICES * TT_MAX_DEVICES];
+        int n = tt_trainer_link_devices(tc, ords);
+        if ((s = tt_backend_links(rs->ops, ords, n, link, err))) return s;
         print_banner(rs);
+        tt_backend_print_links(rs->out, "", rs->ops, ords, n, link);
         if ((s = tt_flush_stdout(rs->out, err))) return s;
     }
     s = tt_trainer_init(&rs->tr, rs->model, tc, rs->h_init, err);
     if (s) return s;
-    if (rs->out) { /* known once the towers' devices are up: how copies between them travel */
-        const int *ords, *link;
-        int n = tt_trainer_links(&rs->tr, &ords, &link);
-        tt_backend_print_links(rs->out, "", rs->ops, ords, n, link);
-        if ((s = tt_flush_stdout(rs->out, err))) return s;
-    }
     if (c->trace) s = tt_trace_open(&rs->trace, c->trace, c->towers, rs->ops->name, tt_reduce_name(c->reduce), err);
     return s;
 }

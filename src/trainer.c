@@ -802,8 +802,7 @@ static tt_status towers_status(tt_trainer *tr, tt_error *err)
     return TT_OK;
 }
 
-/* The distinct devices of the towers: the first min(N, n_devices) of the list. */
-static int link_devices(const tt_trainer_config *cfg, int *ords)
+int tt_trainer_link_devices(const tt_trainer_config *cfg, int *ords)
 {
     int n = (size_t)cfg->n_devices < cfg->n_towers ? cfg->n_devices : (int)cfg->n_towers;
     if (n > TT_MAX_DEVICES) n = TT_MAX_DEVICES;
@@ -832,7 +831,7 @@ tt_status tt_trainer_init(tt_trainer *tr, const tt_model *m, const tt_trainer_co
     if (!tr->h_slots || !tr->towers)
         return tt_fail(err, TT_ERR_NOMEM, "out of host memory for %zu parameters", P);
     /* peer access between the towers' devices, enabled before any tower copies (once per pair, idempotent) */
-    tr->n_links = link_devices(cfg, tr->link_devs);
+    tr->n_links = tt_trainer_link_devices(cfg, tr->link_devs);
     s = tt_backend_links(cfg->ops, tr->link_devs, tr->n_links, tr->links, err);
     if (s) return s;
     s = tt_optim_init(&tr->opt, &cfg->optim, P, err);
