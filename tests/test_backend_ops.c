@@ -72,6 +72,31 @@ static float *random_host(size_t n, uint64_t seed)
     return h;
 }
 
+/* The operands of one sgemm on both backends: A (M x K) and B (K x N) random from seeds, C (M x N) from hc. */
+typedef struct gemm_operands {
+    float *ha, *hb, *a0, *a1, *b0, *b1, *c0, *c1;
+} gemm_operands;
+
+static void gemm_upload(pair *p, size_t M, size_t N, size_t K, uint64_t seed, const float *hc, gemm_operands *g)
+{
+    g->ha = random_host(M * K, seed);
+    g->hb = random_host(K * N, seed + 1);
+    upload(p, g->ha, M * K, &g->a0, &g->a1);
+    upload(p, g->hb, K * N, &g->b0, &g->b1);
+    upload(p, hc, M * N, &g->c0, &g->c1);
+}
+
+/* Frees A and B (C is freed by compare, or by the caller). */
+static void gemm_free(pair *p, gemm_operands *g)
+{
+    tt_dev_dfree(&p->cpu, g->a0);
+    tt_dev_dfree(&p->dev, g->a1);
+    tt_dev_dfree(&p->cpu, g->b0);
+    tt_dev_dfree(&p->dev, g->b1);
+    tt_free(g->ha);
+    tt_free(g->hb);
+}
+
 /* A host copy of n floats of device memory d_x (caller frees). */
 static float *fetch(tt_dev *dev, const float *d_x, size_t n)
 {
@@ -90,23 +115,16 @@ START_TEST(test_sgemm)
         for (int ta = 0; ta < 2; ta++)
             for (int tb = 0; tb < 2; tb++) {
                 size_t M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
-                float *ha = random_host(M * K, 1), *hb = random_host(K * N, 2), *hc = random_host(M * N, 3);
-                float *a0, *a1, *b0, *b1, *c0, *c1;
-                upload(&p, ha, M * K, &a0, &a1);
-                upload(&p, hb, K * N, &b0, &b1);
-                upload(&p, hc, M * N, &c0, &c1);
+                float *hc = random_host(M * N, 3);
+                gemm_operands g;
+                gemm_upload(&p, M, N, K, 1, hc, &g);
                 size_t lda = ta ? M : K, ldb = tb ? K : N;
-                tt_dev_sgemm(&p.cpu, ta, tb, M, N, K, 0.5f, a0, lda, b0, ldb, 0.25f, c0, N);
-                tt_dev_sgemm(&p.dev, ta, tb, M, N, K, 0.5f, a1, lda, b1, ldb, 0.25f, c1, N);
+                tt_dev_sgemm(&p.cpu, ta, tb, M, N, K, 0.5f, g.a0, lda, g.b0, ldb, 0.25f, g.c0, N);
+                tt_dev_sgemm(&p.dev, ta, tb, M, N, K, 0.5f, g.a1, lda, g.b1, ldb, 0.25f, g.c1, N);
                 char what[64];
                 snprintf(what, sizeof what, "sgemm %zux%zux%zu ta=%d tb=%d", M, N, K, ta, tb);
-                compare(&p, what, c0, c1, M * N, 1e-4, 1e-4);
-                tt_dev_dfree(&p.cpu, a0);
-                tt_dev_dfree(&p.dev, a1);
-                tt_dev_dfree(&p.cpu, b0);
-                tt_dev_dfree(&p.dev, b1);
-                tt_free(ha);
-                tt_free(hb);
+                compare(&p, what, g.c0, g.c1, M * N, 1e-4, 1e-4);
+                gemm_free(&p, &g);
                 tt_free(hc);
             }
     pair_free(&p);
@@ -126,14 +144,12 @@ START_TEST(test_sgemm_beta0_ignores_c)
         for (int ta = 0; ta < 2; ta++)
             for (int tb = 0; tb < 2; tb++) {
                 size_t M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
-                float *ha = random_host(M * K, 4), *hb = random_host(K * N, 5);
                 float *hnan = (float *)tt_malloc(M * N * sizeof(float));
                 float *hzero = (float *)tt_calloc(M * N, sizeof(float));
                 for (size_t i = 0; i < M * N; i++) hnan[i] = NAN;
-                float *a0, *a1, *b0, *b1, *c0, *c1, *z0, *z1;
-                upload(&p, ha, M * K, &a0, &a1);
-                upload(&p, hb, K * N, &b0, &b1);
-                upload(&p, hnan, M * N, &c0, &c1);
+                gemm_operands g;
+                gemm_upload(&p, M, N, K, 4, hnan, &g);
+                float *a0 = g.a0, *a1 = g.a1, *b0 = g.b0, *b1 = g.b1, *c0 = g.c0, *c1 = g.c1, *z0, *z1;
                 upload(&p, hzero, M * N, &z0, &z1);
                 size_t lda = ta ? M : K, ldb = tb ? K : N;
                 tt_dev_sgemm(&p.cpu, ta, tb, M, N, K, 1.0f, a0, lda, b0, ldb, 0.0f, z0, N);
@@ -149,14 +165,9 @@ START_TEST(test_sgemm_beta0_ignores_c)
                 compare(&p, what, c0, c1, M * N, 1e-4, 1e-4); /* tt_close fails on NaN: a read of C shows here */
                 tt_dev_dfree(&p.cpu, z0);
                 tt_dev_dfree(&p.dev, z1);
-                tt_dev_dfree(&p.cpu, a0);
-                tt_dev_dfree(&p.dev, a1);
-                tt_dev_dfree(&p.cpu, b0);
-                tt_dev_dfree(&p.dev, b1);
+                gemm_free(&p, &g);
                 tt_free(into_nan);
                 tt_free(into_zero);
-                tt_free(ha);
-                tt_free(hb);
                 tt_free(hnan);
                 tt_free(hzero);
             }
@@ -350,11 +361,10 @@ START_TEST(test_events)
     pair p;
     pair_init(&p);
     enum { M = 128, N = 256, K = 784 };
-    float *ha = random_host(M * K, 6), *hb = random_host(K * N, 7), *a0, *a1, *b0, *b1, *c0, *c1;
     float *hc = (float *)tt_calloc(M * N, sizeof(float));
-    upload(&p, ha, M * K, &a0, &a1);
-    upload(&p, hb, K * N, &b0, &b1);
-    upload(&p, hc, M * N, &c0, &c1);
+    gemm_operands g;
+    gemm_upload(&p, M, N, K, 6, hc, &g);
+    float *a0 = g.a0, *a1 = g.a1, *b0 = g.b0, *b1 = g.b1, *c0 = g.c0, *c1 = g.c1;
     void *ev[3];
     for (int i = 0; i < 3; i++)
         ck_assert_msg((ev[i] = tt_dev_event_create(&p.dev)) != NULL, "%s: event_create failed", ops->name);
@@ -375,12 +385,7 @@ START_TEST(test_events)
     for (int i = 0; i < 3; i++) tt_dev_event_destroy(&p.dev, ev[i]);
     tt_dev_sgemm(&p.cpu, 0, 0, M, N, K, 1.0f, a0, K, b0, N, 0.0f, c0, N);
     compare(&p, "sgemm between events", c0, c1, M * N, 1e-4, 1e-4);
-    tt_dev_dfree(&p.cpu, a0);
-    tt_dev_dfree(&p.dev, a1);
-    tt_dev_dfree(&p.cpu, b0);
-    tt_dev_dfree(&p.dev, b1);
-    tt_free(ha);
-    tt_free(hb);
+    gemm_free(&p, &g);
     tt_free(hc);
     pair_free(&p);
 }
