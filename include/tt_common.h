@@ -94,6 +94,22 @@ double tt_median(double *v, size_t n);
 /* n * size with overflow check: returns 0 and sets *out on success, -1 on overflow. */
 int tt_mul_size(size_t a, size_t b, size_t *out);
 
+/* The shape of one sample's tensor, batch axis excluded, as Keras prints it after "None": (D) a flat vector,
+ * (L, C) a sequence of L steps of C channels (or (L) token ids), (H, W, C) an image, channels last. */
+#define TT_MAX_DIMS 4
+typedef struct tt_shape {
+    int ndim;
+    size_t d[TT_MAX_DIMS];
+} tt_shape;
+
+tt_shape tt_shape1(size_t a);
+tt_shape tt_shape2(size_t a, size_t b);
+tt_shape tt_shape3(size_t a, size_t b, size_t c);
+size_t tt_shape_elems(const tt_shape *s); /* product of the dims (1 for ndim 0) */
+int tt_shape_eq(const tt_shape *a, const tt_shape *b);
+/* "(None, 28, 28, 32)" with batch = 1, "28x28x32" with batch = 0; returns out. */
+char *tt_shape_str(const tt_shape *s, int batch, char *out, size_t len);
+
 #ifdef __cplusplus
 }
 #endif

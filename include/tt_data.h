@@ -1,10 +1,11 @@
-/* tt_data.h — MNIST-format (IDX) data sets.
+/* tt_data.h — data sets: MNIST-format IDX files, the CIFAR-10 binary format and NumPy .npy files.
  *
- * The IDX reader accepts gzip-compressed and plain files (read through tt_input.h) and treats every file as
- * hostile: magic, dimensions and sizes are checked before anything is allocated, every read is checked, a gzip
- * member cut short or corrupt is an error, and trailing bytes (after the data or after the last gzip member) are
- * an error. A data set keeps the raw unsigned-byte pixels (4x less memory and 4x fewer bytes to copy to a
- * device than floats) plus int32 labels; towers scale pixels to [0,1] on their device (tt_dev_u8_to_f32).
+ * Every reader treats its files as hostile (through tt_input.h): magic, dimensions and sizes are checked before
+ * anything is allocated, every read is checked, a gzip member cut short or corrupt is an error, and trailing bytes
+ * (after the data or after the last gzip member) are an error. A data set keeps its samples as stored when they are
+ * unsigned bytes (4x less memory and 4x fewer bytes to copy to a device than floats; towers scale them on their
+ * device, tt_dev_u8_to_f32) and as float32 otherwise (float32 files as they are; int32/int64 files — token ids —
+ * converted exactly, which needs |v| < 2^24), plus int32 labels in [0, n_classes).
  * Not for: shuffling or batching (the trainer does that with an index permutation). */
 #ifndef TT_DATA_H
 #define TT_DATA_H
@@ -18,15 +19,28 @@ extern "C" {
 #define TT_IDX_MAX_ITEMS 100000000u /* refuse headers claiming more items than this */
 #define TT_IDX_MAX_SIDE 4096u
 
+/* How a data set stores its samples. */
+typedef enum {
+    TT_X_U8 = 0, /* unsigned bytes (pixels): the model sees x * scale */
+    TT_X_F32     /* float32, as the model sees them (float data; integer token ids converted exactly) */
+} tt_xtype;
+
+#define TT_TOKEN_MAX 16777216.0 /* 2^24: integers below it are exact in float32 */
+
 typedef struct tt_dataset {
     size_t n;         /* samples */
-    size_t dim;       /* features per sample (rows * cols) */
-    size_t rows, cols;
+    size_t dim;       /* features per sample: the product of shape */
+    tt_shape shape;   /* one sample: (H, W, C) images, (L) token sequences, (D) vectors */
+    tt_xtype xtype;   /* element type of x */
     size_t n_classes; /* labels are in [0, n_classes) */
-    uint8_t *x;       /* (n, dim) raw pixels; the model sees x * scale */
-    float scale;      /* 1/255: pixels to [0,1] */
+    uint8_t *x;       /* (n, dim) elements of xtype (tt_dataset_xbytes bytes each) */
+    float scale;      /* TT_X_U8: bytes to model inputs (1/255: pixels to [0,1]); TT_X_F32: 1 */
     int32_t *y;       /* (n) */
 } tt_dataset;
+
+/* Bytes of one element of x (1 or 4), and of one sample. */
+size_t tt_dataset_xbytes(const tt_dataset *ds);
+size_t tt_dataset_sample_bytes(const tt_dataset *ds);
 
 /* Reads an IDX3 unsigned-byte image file: *n images of rows x cols, pixels (n*rows*cols bytes, tt_malloc'd). */
 tt_status tt_idx_read_images(const char *path, size_t *n, size_t *rows, size_t *cols, uint8_t **pixels,
@@ -48,8 +62,26 @@ tt_status tt_dataset_load_idx(tt_dataset *ds, const char *images_path, const cha
 
 /* Train and test sets of an MNIST-format directory: `dir` is a directory, or "fashion-mnist" for Debian's
  * dataset-fashion-mnist package (/usr/share/datasets/fashion-mnist). File names may be the canonical
- * `train-images-idx3-ubyte[.gz]` or the `train-images.idx3-ubyte` variant. */
+ * `train-images-idx3-ubyte[.gz]` or the `train-images.idx3-ubyte` variant. Samples are (rows, cols, 1) images. */
 tt_status tt_dataset_load_dir(const char *dir, tt_dataset *train, tt_dataset *test, tt_error *err);
+
+/* CIFAR-10 binary version (https://www.cs.toronto.edu/~kriz/cifar.html): DIR/data_batch_1.bin .. data_batch_5.bin
+ * (train, in that order) and DIR/test_batch.bin; records of 1 label byte (0..9) + 3072 bytes (1024 red, 1024 green,
+ * 1024 blue, row-major 32x32), stored as (32, 32, 3) channels-last byte images. */
+tt_status tt_dataset_load_cifar10(const char *dir, tt_dataset *train, tt_dataset *test, tt_error *err);
+
+/* NumPy .npy (format 1.0/2.0/3.0, C order): DIR/x_train.npy y_train.npy x_test.npy y_test.npy. x: uint8, float32,
+ * int32 or int64, shape (n, ...) — one sample is the rest of the shape ((n, L) token sequences, (n, H, W) images
+ * as (H, W, 1), (n, H, W, C)); y: uint8, int32 or int64 of shape (n) or (n, 1), labels >= 0; n_classes = the
+ * largest label + 1 over train and test. */
+tt_status tt_dataset_load_npy(const char *dir, tt_dataset *train, tt_dataset *test, tt_error *err);
+
+/* The --data argument: "fashion-mnist", an MNIST-format directory, "cifar10:DIR" or "npy:DIR". */
+tt_status tt_dataset_load(const char *spec, tt_dataset *train, tt_dataset *test, tt_error *err);
+
+/* For data sets of token ids: 0 and *max = the largest sample value if every value is a non-negative integer
+ * (always for TT_X_U8), else -1 (*max is then the first offending value). */
+int tt_dataset_token_max(const tt_dataset *ds, double *max);
 
 /* Splits the last n_val samples of src off into val (copies); src keeps the first n - n_val. */
 tt_status tt_dataset_split_tail(tt_dataset *src, size_t n_val, tt_dataset *val, tt_error *err);

@@ -59,6 +59,7 @@ extern const tt_layer_kind tt_layer_relu;
 
 typedef struct tt_model {
     size_t input_dim; /* D: features per sample */
+    tt_shape input_shape; /* one sample's shape */
     size_t n_classes; /* C: width of the logits */
     size_t n_layers;
     tt_layer layers[TT_MAX_LAYERS];

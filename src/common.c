@@ -182,3 +182,49 @@ double tt_median(double *v, size_t n)
     qsort(v, n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
+
+/* ---- shapes -------------------------------------------------------------------------------------------------- */
+
+tt_shape tt_shape1(size_t a)
+{
+    tt_shape s = {1, {a, 0, 0, 0}};
+    return s;
+}
+
+tt_shape tt_shape2(size_t a, size_t b)
+{
+    tt_shape s = {2, {a, b, 0, 0}};
+    return s;
+}
+
+tt_shape tt_shape3(size_t a, size_t b, size_t c)
+{
+    tt_shape s = {3, {a, b, c, 0}};
+    return s;
+}
+
+size_t tt_shape_elems(const tt_shape *s)
+{
+    size_t n = 1;
+    for (int i = 0; i < s->ndim; i++) n *= s->d[i];
+    return n;
+}
+
+int tt_shape_eq(const tt_shape *a, const tt_shape *b)
+{
+    if (a->ndim != b->ndim) return 0;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->d[i] != b->d[i]) return 0;
+    return 1;
+}
+
+char *tt_shape_str(const tt_shape *s, int batch, char *out, size_t len)
+{
+    size_t n = 0;
+    out[0] = '\0';
+    if (batch) n += (size_t)snprintf(out + n, len - n, "(None");
+    for (int i = 0; i < s->ndim && n < len; i++)
+        n += (size_t)snprintf(out + n, len - n, batch ? ", %zu" : (i ? "x%zu" : "%zu"), s->d[i]);
+    if (batch && n < len) snprintf(out + n, len - n, ")");
+    return out;
+}

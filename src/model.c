@@ -13,6 +13,7 @@ static void model_reset(tt_model *m, size_t input_dim, size_t n_classes, const c
 {
     memset(m, 0, sizeof *m);
     m->input_dim = input_dim;
+    m->input_shape = tt_shape1(input_dim);
     m->n_classes = n_classes;
     tt_escape(source, m->source, sizeof m->source); /* for display only: a control byte in a path stays inert */
 }

@@ -392,8 +392,7 @@ static tt_status probe_data_make(const tt_model *m, size_t batch, probe_data *d,
     const size_t n = PROBE_DATA_ROWS, D = m->input_dim;
     d->ds.n = n;
     d->ds.dim = D;
-    d->ds.rows = 1;
-    d->ds.cols = D;
+    d->ds.shape = m->input_shape;
     d->ds.n_classes = m->n_classes;
     d->ds.scale = 1.0f / 255.0f;
     d->ds.x = (uint8_t *)tt_malloc(n * D);

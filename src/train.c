@@ -119,8 +119,10 @@ static void print_banner(const run_state *rs)
                                      : "subnormals kept (this CPU has no flush-to-zero mode here)");
     char data[256];
     tt_escape(c->data, data, sizeof data);
-    fprintf(out, "data: %s | %zu train, %zu validation, %zu test | %zux%zu, %zu classes\n", data, rs->train->n,
-            rs->val->n, rs->test->n, rs->train->rows, rs->train->cols, rs->train->n_classes);
+    char shape[64];
+    fprintf(out, "data: %s | %zu train, %zu validation, %zu test | %s %s, %zu classes\n", data, rs->train->n,
+            rs->val->n, rs->test->n, tt_shape_str(&rs->train->shape, 0, shape, sizeof shape),
+            rs->train->xtype == TT_X_U8 ? "bytes" : "float32", rs->train->n_classes);
     if (rs->model->notes[0]) fputs(rs->model->notes, out);
     tt_model_summary(rs->model, out);
     const tt_optim_config *o = &rs->tc.optim;
@@ -508,7 +510,7 @@ tt_status tt_run_on(const tt_run_config *c, const tt_dataset *train, const tt_da
 tt_status tt_run_load(const tt_run_config *c, tt_dataset *train, tt_dataset *val, tt_dataset *test, tt_error *err)
 {
     memset(val, 0, sizeof *val);
-    tt_status s = tt_dataset_load_dir(c->data, train, test, err);
+    tt_status s = tt_dataset_load(c->data, train, test, err);
     if (s) return s;
     s = tt_dataset_split_tail(train, c->val_samples, val, err);
     if (!s && c->train_samples) {

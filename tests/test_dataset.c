@@ -26,8 +26,8 @@ static void check_samples(const tt_dataset *ds, size_t first, size_t n, const ch
 {
     ck_assert_msg(ds->n == n, "%s: %zu samples, want %zu", what, ds->n, n);
     ck_assert_uint_eq(ds->dim, DIM);
-    ck_assert_uint_eq(ds->rows, ROWS);
-    ck_assert_uint_eq(ds->cols, COLS);
+    ck_assert_uint_eq(ds->shape.d[0], ROWS);
+    ck_assert_uint_eq(ds->shape.d[1], COLS);
     ck_assert_uint_eq(ds->n_classes, CLASSES);
     ck_assert(ds->scale == 1.0f / 255.0f);
     for (size_t s = 0; s < n; s++) {

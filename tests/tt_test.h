@@ -24,8 +24,7 @@ static inline void tt_test_dataset_zero(tt_dataset *ds, size_t n, size_t rows, s
 {
     memset(ds, 0, sizeof *ds);
     ds->n = n;
-    ds->rows = rows;
-    ds->cols = cols;
+    ds->shape = rows == 1 ? tt_shape1(cols) : tt_shape3(rows, cols, 1);
     ds->dim = rows * cols;
     ds->n_classes = classes;
     ds->scale = 1.0f / 255.0f;

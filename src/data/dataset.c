@@ -1,12 +1,18 @@
-/* data/dataset.c — turning IDX files into a float data set, finding the files of an MNIST-format directory, and the
- * train / validation split (the last n_val training samples, as the Keras seed does with validation_split). */
+/* data/dataset.c — turning IDX files into a data set, finding the files of an MNIST-format directory, the --data
+ * dispatch (IDX, cifar10:, npy:), and the train / validation split (the last n_val training samples, as the Keras
+ * seed does with validation_split). The CIFAR-10 and .npy readers are src/data/cifar10.c and src/data/npy.c. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "tt_data.h"
+
+size_t tt_dataset_xbytes(const tt_dataset *ds) { return ds->xtype == TT_X_F32 ? sizeof(float) : 1; }
+
+size_t tt_dataset_sample_bytes(const tt_dataset *ds) { return ds->dim * tt_dataset_xbytes(ds); }
 
 void tt_dataset_free(tt_dataset *ds)
 {
@@ -34,9 +40,9 @@ tt_status tt_dataset_load_idx(tt_dataset *ds, const char *images_path, const cha
         goto done;
     }
     ds->n = n_img;
-    ds->rows = rows;
-    ds->cols = cols;
+    ds->shape = tt_shape3(rows, cols, 1);
     ds->dim = rows * cols;
+    ds->xtype = TT_X_U8;
     ds->n_classes = n_classes;
     ds->scale = 1.0f / 255.0f;
     ds->x = pix; /* the data set takes the pixel buffer */
@@ -93,9 +99,9 @@ tt_status tt_dataset_load_dir(const char *dir, tt_dataset *train, tt_dataset *te
     if (!s) s = find_file(dir, "t10k-labels-idx1-ubyte", "t10k-labels.idx1-ubyte", el, sizeof el, err);
     if (!s) s = tt_dataset_load_idx(train, ti, tl, 10, err);
     if (!s) s = tt_dataset_load_idx(test, ei, el, 10, err);
-    if (!s && (train->rows != test->rows || train->cols != test->cols))
-        s = tt_fail(err, TT_ERR_FORMAT, "%s: test images are %zux%zu but training images are %zux%zu", ei, test->rows,
-                    test->cols, train->rows, train->cols);
+    if (!s && !tt_shape_eq(&train->shape, &test->shape))
+        s = tt_fail(err, TT_ERR_FORMAT, "%s: test images are %zux%zu but training images are %zux%zu", ei,
+                    test->shape.d[0], test->shape.d[1], train->shape.d[0], train->shape.d[1]);
     if (s) {
         tt_dataset_free(train);
         tt_dataset_free(test);
@@ -114,14 +120,14 @@ tt_status tt_dataset_split_tail(tt_dataset *src, size_t n_val, tt_dataset *val, 
     val->x = NULL;
     val->y = NULL;
     if (n_val == 0) return TT_OK;
-    size_t first = src->n - n_val;
-    val->x = (uint8_t *)tt_malloc(n_val * src->dim);
+    size_t first = src->n - n_val, sb = tt_dataset_sample_bytes(src);
+    val->x = (uint8_t *)tt_malloc(n_val * sb);
     val->y = (int32_t *)tt_calloc(n_val, sizeof(int32_t));
     if (!val->x || !val->y) {
         tt_dataset_free(val);
         return tt_fail(err, TT_ERR_NOMEM, "out of memory for %zu validation samples", n_val);
     }
-    memcpy(val->x, src->x + first * src->dim, n_val * src->dim);
+    memcpy(val->x, src->x + first * sb, n_val * sb);
     memcpy(val->y, src->y + first, n_val * sizeof(int32_t));
     src->n = first;
     return TT_OK;
@@ -130,4 +136,34 @@ tt_status tt_dataset_split_tail(tt_dataset *src, size_t n_val, tt_dataset *val, 
 void tt_dataset_truncate(tt_dataset *ds, size_t n)
 {
     if (n < ds->n) ds->n = n;
+}
+
+tt_status tt_dataset_load(const char *spec, tt_dataset *train, tt_dataset *test, tt_error *err)
+{
+    if (strncmp(spec, "cifar10:", 8) == 0) return tt_dataset_load_cifar10(spec + 8, train, test, err);
+    if (strncmp(spec, "npy:", 4) == 0) return tt_dataset_load_npy(spec + 4, train, test, err);
+    return tt_dataset_load_dir(spec, train, test, err);
+}
+
+int tt_dataset_token_max(const tt_dataset *ds, double *max)
+{
+    *max = 0;
+    const size_t n = ds->n * ds->dim;
+    if (ds->xtype == TT_X_U8) {
+        uint8_t m = 0;
+        for (size_t i = 0; i < n; i++) m = ds->x[i] > m ? ds->x[i] : m;
+        *max = m;
+        return 0;
+    }
+    const float *x = (const float *)(const void *)ds->x;
+    float m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!(x[i] >= 0.0f) || x[i] != floorf(x[i])) {
+            *max = x[i];
+            return -1;
+        }
+        m = x[i] > m ? x[i] : m;
+    }
+    *max = m;
+    return 0;
 }
