@@ -25,6 +25,7 @@ int tt_cmd_train(int argc, char **argv);
 int tt_cmd_bench(int argc, char **argv);
 int tt_cmd_probe(int argc, char **argv);
 int tt_cmd_compare(int argc, char **argv);
+int tt_cmd_summary(int argc, char **argv);
 
 #ifdef __cplusplus
 }

@@ -12,6 +12,7 @@
 #define TT_DEV_H
 
 #include "tt_common.h"
+#include "tt_math.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -19,6 +20,9 @@ extern "C" {
 
 typedef struct tt_dev_ops {
     const char *name;
+    /* The scratch a layer should work in at a time, in floats (im2col columns): the CPU wants them to stay in its
+     * L2 cache and works sample by sample; a GPU wants one large GEMM (0: no limit). */
+    size_t chunk_floats;
     /* Create the per-tower context bound to device `ordinal` (GPU index; ignored by the CPU backend). */
     tt_status (*init)(void **ctx, int ordinal, tt_error *err);
     void (*destroy)(void *ctx);
@@ -59,6 +63,22 @@ typedef struct tt_dev_ops {
      * d_dlogits (may be NULL) = grad_scale * (softmax - onehot). */
     void (*softmax_xent)(void *ctx, float *d_dlogits, float *d_stats, const float *d_logits, const int32_t *d_labels,
                          size_t rows, size_t classes, float grad_scale);
+    /* Convolution and pooling over `rows` samples, NHWC (geometry g; tt_math.h's per-patch / per-pixel functions):
+     * im2col: cols (rows*OH*OW, KH*KW*C) from x (rows, H, W, C); col2im: dx (rows, H, W, C) = the gather of dcols
+     * (overwritten, not accumulated); maxpool_fwd: y (rows, OH, OW, C); maxpool_bwd: dx (rows, H, W, C) from dy. */
+    void (*im2col)(void *ctx, float *d_cols, const float *d_x, size_t rows, const tt_conv_geom *g);
+    void (*col2im)(void *ctx, float *d_dx, const float *d_dcols, size_t rows, const tt_conv_geom *g);
+    void (*maxpool_fwd)(void *ctx, float *d_y, const float *d_x, size_t rows, const tt_conv_geom *g);
+    void (*maxpool_bwd)(void *ctx, float *d_dx, const float *d_dy, const float *d_x, const float *d_y, size_t rows,
+                        const tt_conv_geom *g);
+    /* y (rows, cols) = tt_dropout(x) for rows that are data-set samples ids[0..rows) (the same call is the backward:
+     * the mask is recomputed). y may alias x. */
+    void (*dropout)(void *ctx, float *d_y, const float *d_x, size_t rows, size_t cols, float rate, uint64_t key,
+                    const uint32_t *d_ids);
+    /* Embedding over n token ids t (floats): y (n, E) = rows of w (V, E); embed_bwd: dw (V, E) = for every id, the
+     * sum of the dy rows of its tokens in token order (every element written; no atomics: the order is fixed). */
+    void (*embed_fwd)(void *ctx, float *d_y, const float *d_w, const float *d_t, size_t n, size_t V, size_t E);
+    void (*embed_bwd)(void *ctx, float *d_dw, const float *d_dy, const float *d_t, size_t n, size_t V, size_t E);
     /* Events: marks on the tower's stream, so the ledger is timed without waiting for the device. event_record
      * marks the point the stream has reached; event_elapsed gives the seconds from a to b once both have completed
      * (after a sync). CPU: every op runs as it is issued, so an event is a clock reading (tt_now). */
@@ -118,6 +138,15 @@ void tt_dev_relu_fwd(tt_dev *dev, float *d_y, const float *d_x, size_t n);
 void tt_dev_relu_bwd(tt_dev *dev, float *d_dx, const float *d_dy, const float *d_y, size_t n);
 void tt_dev_softmax_xent(tt_dev *dev, float *d_dlogits, float *d_stats, const float *d_logits,
                          const int32_t *d_labels, size_t rows, size_t classes, float grad_scale);
+void tt_dev_im2col(tt_dev *dev, float *d_cols, const float *d_x, size_t rows, const tt_conv_geom *g);
+void tt_dev_col2im(tt_dev *dev, float *d_dx, const float *d_dcols, size_t rows, const tt_conv_geom *g);
+void tt_dev_maxpool_fwd(tt_dev *dev, float *d_y, const float *d_x, size_t rows, const tt_conv_geom *g);
+void tt_dev_maxpool_bwd(tt_dev *dev, float *d_dx, const float *d_dy, const float *d_x, const float *d_y, size_t rows,
+                        const tt_conv_geom *g);
+void tt_dev_dropout(tt_dev *dev, float *d_y, const float *d_x, size_t rows, size_t cols, float rate, uint64_t key,
+                    const uint32_t *d_ids);
+void tt_dev_embed_fwd(tt_dev *dev, float *d_y, const float *d_w, const float *d_t, size_t n, size_t V, size_t E);
+void tt_dev_embed_bwd(tt_dev *dev, float *d_dw, const float *d_dy, const float *d_t, size_t n, size_t V, size_t E);
 void *tt_dev_event_create(tt_dev *dev); /* NULL on failure */
 void tt_dev_event_destroy(tt_dev *dev, void *ev);
 void tt_dev_event_record(tt_dev *dev, void *ev);

@@ -9,6 +9,7 @@
 #define TT_MATH_H
 
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #if defined(__CUDACC__)
@@ -34,6 +35,172 @@ TT_HD float tt_relu(float x) { return x > 0.0f ? x : 0.0f; }
 
 /* dL/dx of y = relu(x), written in terms of the output y (so the forward input need not be kept). */
 TT_HD float tt_relu_grad(float dy, float y) { return y > 0.0f ? dy : 0.0f; }
+
+/* ---- convolution and pooling (NHWC, one sample; 1-D layers are H = 1) -------------------------------------------
+ * Output position (oh, ow) with kernel offset (kh, kw) reads input (oh*SH + kh - PT, ow*SW + kw - PL): Keras's
+ * `same` padding puts PT = floor(total/2) zeros before and the rest after; `valid` has none. */
+typedef struct tt_conv_geom {
+    size_t H, W, C; /* input */
+    size_t KH, KW;  /* kernel or pool window */
+    size_t SH, SW;  /* strides */
+    size_t PT, PL;  /* zero padding before the first row / column */
+    size_t OH, OW;  /* output */
+} tt_conv_geom;
+
+/* The input index of output o, kernel offset k (stride s, padding pad, input size n); 0 if it falls in the padding. */
+TT_HD int tt_conv_src(size_t o, size_t k, size_t s, size_t pad, size_t n, size_t *i)
+{
+    size_t p = o * s + k;
+    if (p < pad || p - pad >= n) return 0;
+    *i = p - pad;
+    return 1;
+}
+
+/* im2col, one patch: row (oh, ow) of the (OH*OW, KH*KW*C) column matrix of sample x (H, W, C) — the KH*KW*C inputs
+ * under the kernel, zeros in the padding, in (kh, kw, c) order: the order of a Keras kernel (KH, KW, C, F) viewed
+ * as (KH*KW*C, F), so y = cols . W. */
+TT_HD void tt_im2col_row(float *col, const float *x, const tt_conv_geom *g, size_t oh, size_t ow)
+{
+    for (size_t kh = 0; kh < g->KH; kh++) {
+        size_t ih = 0, iw = 0;
+        int row_in = tt_conv_src(oh, kh, g->SH, g->PT, g->H, &ih);
+        for (size_t kw = 0; kw < g->KW; kw++) {
+            float *dst = col + (kh * g->KW + kw) * g->C;
+            if (row_in && tt_conv_src(ow, kw, g->SW, g->PL, g->W, &iw)) {
+                const float *src = x + (ih * g->W + iw) * g->C;
+                for (size_t c = 0; c < g->C; c++) dst[c] = src[c];
+            } else {
+                for (size_t c = 0; c < g->C; c++) dst[c] = 0.0f;
+            }
+        }
+    }
+}
+
+/* col2im as a gather, one input pixel: dx[c] (c < C) of input (ih, iw) = the sum, over the kernel offsets (kh, kw)
+ * in ascending order, of the column gradient where that offset of some output position reads (ih, iw). Written as
+ * a gather (not a scatter-add) so that every pixel is one thread's on a GPU: no atomics, a fixed order, and the CPU
+ * loops over the same function — both give the same bits. */
+TT_HD void tt_col2im_pixel(float *dx, const float *dcols, const tt_conv_geom *g, size_t ih, size_t iw)
+{
+    const size_t KC = g->KH * g->KW * g->C;
+    for (size_t c = 0; c < g->C; c++) dx[c] = 0.0f;
+    for (size_t kh = 0; kh < g->KH; kh++) {
+        size_t ph = ih + g->PT; /* = oh * SH + kh */
+        if (ph < kh || (ph - kh) % g->SH) continue;
+        size_t oh = (ph - kh) / g->SH;
+        if (oh >= g->OH) continue;
+        for (size_t kw = 0; kw < g->KW; kw++) {
+            size_t pw = iw + g->PL;
+            if (pw < kw || (pw - kw) % g->SW) continue;
+            size_t ow = (pw - kw) / g->SW;
+            if (ow >= g->OW) continue;
+            const float *src = dcols + (oh * g->OW + ow) * KC + (kh * g->KW + kw) * g->C;
+            for (size_t c = 0; c < g->C; c++) dx[c] += src[c];
+        }
+    }
+}
+
+/* Max pooling, one output (oh, ow, c) of sample x: the largest input under the window (padding never wins; a NaN
+ * wins, so a diverged input stays visible). */
+TT_HD float tt_maxpool_value(const float *x, const tt_conv_geom *g, size_t oh, size_t ow, size_t c)
+{
+    float m = -INFINITY;
+    for (size_t kh = 0; kh < g->KH; kh++) {
+        size_t ih = 0, iw = 0;
+        if (!tt_conv_src(oh, kh, g->SH, g->PT, g->H, &ih)) continue;
+        for (size_t kw = 0; kw < g->KW; kw++) {
+            if (!tt_conv_src(ow, kw, g->SW, g->PL, g->W, &iw)) continue;
+            float v = x[(ih * g->W + iw) * g->C + c];
+            m = (v > m || v != v) ? v : m;
+        }
+    }
+    return m;
+}
+
+/* Max pooling's gradient, one input (ih, iw, c): the sum, over the windows that contain it (ascending), of the output
+ * gradient of each window whose first maximum (in (kh, kw) order) is this input — the input Keras/TF route the
+ * gradient to. A gather again: one thread per input, no atomics, overlapping windows included. */
+TT_HD float tt_maxpool_grad(const float *dy, const float *x, const float *y, const tt_conv_geom *g, size_t ih,
+                            size_t iw, size_t c)
+{
+    float acc = 0.0f;
+    for (size_t kh = 0; kh < g->KH; kh++) {
+        size_t ph = ih + g->PT;
+        if (ph < kh || (ph - kh) % g->SH) continue;
+        size_t oh = (ph - kh) / g->SH;
+        if (oh >= g->OH) continue;
+        for (size_t kw = 0; kw < g->KW; kw++) {
+            size_t pw = iw + g->PL;
+            if (pw < kw || (pw - kw) % g->SW) continue;
+            size_t ow = (pw - kw) / g->SW;
+            if (ow >= g->OW) continue;
+            const size_t o = (oh * g->OW + ow) * g->C + c;
+            /* the window's first input equal to its maximum */
+            size_t fh = 0, fw = 0;
+            int found = 0;
+            for (size_t qh = 0; qh < g->KH && !found; qh++) {
+                size_t jh = 0, jw = 0;
+                if (!tt_conv_src(oh, qh, g->SH, g->PT, g->H, &jh)) continue;
+                for (size_t qw = 0; qw < g->KW && !found; qw++) {
+                    if (!tt_conv_src(ow, qw, g->SW, g->PL, g->W, &jw)) continue;
+                    if (x[(jh * g->W + jw) * g->C + c] == y[o]) {
+                        fh = jh;
+                        fw = jw;
+                        found = 1;
+                    }
+                }
+            }
+            if (found && fh == ih && fw == iw) acc += dy[o];
+        }
+    }
+    return acc;
+}
+
+/* ---- dropout ------------------------------------------------------------------------------------------------
+ * Inverted dropout, as Keras: a kept element is scaled by 1/(1 - rate), a dropped one is 0. The mask is a hash of
+ * (seed, epoch, layer, the sample's index in the data set, the element) — counter-based, no state — so it does not
+ * depend on which tower computes the sample or on how the batch is split: N towers drop exactly what 1 tower drops,
+ * and the backward pass recomputes the forward's mask instead of storing it. */
+TT_HD uint64_t tt_mix64(uint64_t z)
+{
+    z += 0x9e3779b97f4a7c15ull; /* splitmix64's finaliser (Steele, Lea, Flood 2014) */
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* The key of a layer in an epoch: = tt_mix64(seed ^ tt_mix64(epoch ^ tt_mix64(layer))). */
+TT_HD uint64_t tt_dropout_key(uint64_t seed, uint64_t epoch, uint64_t layer)
+{
+    return tt_mix64(seed ^ tt_mix64(epoch ^ tt_mix64(layer)));
+}
+
+/* x times the mask of element j of data-set sample `sample`: kept iff a uniform u in [0,1) (24 bits) >= rate. */
+TT_HD float tt_dropout(float x, uint64_t key, uint64_t sample, uint64_t j, float rate, float keep_scale)
+{
+    uint64_t h = tt_mix64(key ^ tt_mix64(sample * 0x100000001b3ull + j));
+    float u = (float)(h >> 40) * (1.0f / 16777216.0f);
+    return u >= rate ? x * keep_scale : 0.0f;
+}
+
+/* ---- embedding ------------------------------------------------------------------------------------------------
+ * A token id travels as a float (exact below 2^24); ids outside [0, V) give a zero vector, as Keras's GPU kernel
+ * does (the run checks the data's ids against the vocabulary before training, so none reach here). */
+TT_HD int tt_token_id(float t, size_t V, size_t *id)
+{
+    if (!(t >= 0.0f) || t >= (float)V) return 0;
+    *id = (size_t)t;
+    return 1;
+}
+
+TT_HD void tt_embed_row(float *y, const float *w, float t, size_t V, size_t E)
+{
+    size_t id;
+    if (tt_token_id(t, V, &id))
+        for (size_t e = 0; e < E; e++) y[e] = w[id * E + e];
+    else
+        for (size_t e = 0; e < E; e++) y[e] = 0.0f;
+}
 
 /* ---- softmax cross-entropy from logits, one row ------------------------------------------------------------ */
 

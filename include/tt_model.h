@@ -1,9 +1,12 @@
 /* tt_model.h — models as a list of layers over one flat parameter buffer.
  *
- * All parameters live in one float buffer of n_params elements, carved by a layout table (name, offset, shape);
- * gradients and optimizer state use the same layout. A pull is one copy, a push is one copy, a reduction and an
- * optimizer update are one loop each. Each layer kind lives in its own file (src/layers/) and implements the
- * tt_layer_kind table; the loss (softmax cross-entropy from logits) follows the last layer.
+ * All parameters live in one float buffer of n_params elements, carved by a layout table (name, offset, shape of
+ * any rank up to 4 — a conv kernel is (KH, KW, C, F)); gradients and optimizer state use the same layout. A pull is
+ * one copy, a push is one copy, a reduction and an optimizer update are one loop each. Each layer kind lives in its
+ * own file (src/layers/) and implements the tt_layer_kind table: it knows its shapes, parameters, scratch memory,
+ * GEMMs, forward and backward; nothing outside src/layers/ knows what a kind computes. The loss (softmax
+ * cross-entropy from logits) follows the last layer; a final `softmax` layer is fused into it, as Keras does when
+ * a model's output comes from a softmax (the numerically stable form of the same loss).
  * Not for: threads, optimizers or data. */
 #ifndef TT_MODEL_H
 #define TT_MODEL_H
@@ -18,7 +21,8 @@ extern "C" {
 
 #define TT_MAX_LAYERS 64
 #define TT_MAX_TENSORS (2 * TT_MAX_LAYERS)
-#define TT_MAX_WIDTH 65536
+#define TT_MAX_WIDTH 65536       /* units, filters, embedding width */
+#define TT_MAX_SAMPLE_ELEMS ((size_t)1 << 26) /* elements of one sample's activation (the memory check does the rest) */
 
 /* One named parameter tensor inside the flat buffer. */
 typedef struct tt_tensor_info {
@@ -26,84 +30,203 @@ typedef struct tt_tensor_info {
     size_t offset; /* in floats, from the start of the flat buffer */
     size_t size;   /* elements */
     int ndim;
-    size_t shape[2];
+    size_t shape[TT_MAX_DIMS];
 } tt_tensor_info;
+
+/* What a layer's forward and backward know of the step beyond their tensors. */
+typedef struct tt_pass {
+    int training;   /* 1 in a training step (dropout drops), 0 in evaluation */
+    uint64_t seed;  /* the run's --seed */
+    uint64_t epoch; /* 1-based epoch of a training step */
+    const uint32_t *d_ids; /* (B) device: the data-set index of every row of the shard (training steps): a sample's
+                            * dropout mask depends on the sample, never on the tower that computes it */
+    float *d_ws;    /* this tower's scratch: tt_model_workspace floats, shared by the layers (they run in turn) */
+    size_t chunk_floats; /* the backend's preferred scratch chunk (tt_dev_ops.chunk_floats; 0: no limit) */
+} tt_pass;
+
+/* One GEMM a layer runs per step for a shard: op(A) (M x K) times op(B) (K x N), `calls` times. The probe runs these
+ * alone to measure the GEMM floor; FLOP counts come from them. */
+typedef struct tt_gemm_shape {
+    int ta, tb;
+    size_t M, N, K;
+    size_t calls;
+} tt_gemm_shape;
+
+#define TT_MAX_LAYER_GEMMS 6
 
 typedef struct tt_layer tt_layer;
 
-typedef struct tt_layer_kind {
+/* A model-file key of a layer kind: `kind key=value`. Sizes and floats are range-checked; a key without a default
+ * is required; every default applied is noted (the run prints the notes). */
+typedef enum {
+    TT_KEY_SIZE,      /* an integer into the size_t at offset */
+    TT_KEY_PAIR,      /* "3" or "3,5" into the size_t[2] at offset ("3" -> 3,3) */
+    TT_KEY_FLOAT,     /* a decimal into the float at offset */
+    TT_KEY_PADDING,   /* same | valid into the int at offset (1 | 0) */
+    TT_KEY_BOOL,      /* true | false into the int at offset */
+    TT_KEY_ACTIVATION /* linear | relu | softmax: appends a fused relu or softmax layer (nothing stored) */
+} tt_key_type;
+
+typedef struct tt_layer_key {
     const char *name;
-    /* Describes the layer's parameter tensors (suffix names and shapes, offsets filled by the model); returns how
-     * many (0..2). */
+    tt_key_type type;
+    size_t offset;  /* offsetof(tt_layer, field) */
+    double lo, hi;  /* allowed range for sizes and floats */
+    const char *def; /* the default as the file would spell it, or NULL: required */
+} tt_layer_key;
+
+#define TT_MAX_KEYS 8
+
+typedef struct tt_layer_kind {
+    const char *name;  /* model-file keyword: "conv2d", "maxpool2d" */
+    const char *stem;  /* Keras's layer name stem: "conv2d", "max_pooling2d" (then _1, _2, ...) */
+    const char *keras; /* Keras class, for the summary: "Conv2D" */
+    tt_layer_key keys[TT_MAX_KEYS]; /* its model-file keys, ended by a NULL name */
+    /* Checks the input shape and the hyper-parameters; sets l->out_shape. One line naming the layer on error. */
+    tt_status (*setup)(tt_layer *l, tt_error *err);
+    /* Describes the parameter tensors (suffix names and shapes; offsets are filled by the model); returns how many
+     * (0..2). NULL: none. */
     int (*tensors)(const tt_layer *l, tt_tensor_info *out);
     /* Keras-default initialisation of this layer's parameters (p points at the layer's first parameter). */
     void (*init)(const tt_layer *l, float *h_p, tt_rng *rng);
+    /* Floats of scratch for a shard of B rows (im2col columns); NULL: none. Sized once, at the trainer's init. */
+    size_t (*workspace)(const tt_layer *l, size_t B, size_t chunk_floats);
+    /* The GEMMs of forward + backward for a shard of B rows (need_dx: the input gradient is computed); returns how
+     * many (0..TT_MAX_LAYER_GEMMS). NULL: none. */
+    int (*gemms)(const tt_layer *l, size_t B, int need_dx, size_t chunk_floats, tt_gemm_shape *out);
     /* y (B, out) = f(x (B, in)); p points at the layer's parameters in device memory. */
-    void (*forward)(tt_dev *dev, const tt_layer *l, const float *d_p, const float *d_x, float *d_y, size_t B);
-    /* Given dy (B, out), writes the parameter gradient g (same layout as p) and, if d_dx != NULL, dx (B, in).
-     * x and y are the forward input and output. d_dx may alias d_dy only for elementwise layers. */
-    void (*backward)(tt_dev *dev, const tt_layer *l, const float *d_p, float *d_g, const float *d_x,
-                     const float *d_y, const float *d_dy, float *d_dx, size_t B);
+    void (*forward)(tt_dev *dev, const tt_layer *l, const tt_pass *ps, const float *d_p, const float *d_x, float *d_y,
+                    size_t B);
+    /* Given dy (B, out), writes the parameter gradient g (same layout as p; every element, not accumulated) and, if
+     * d_dx != NULL, dx (B, in). x and y are the forward input and output. d_dx never aliases d_dy. */
+    void (*backward)(tt_dev *dev, const tt_layer *l, const tt_pass *ps, const float *d_p, float *d_g,
+                     const float *d_x, const float *d_y, const float *d_dy, float *d_dx, size_t B);
 } tt_layer_kind;
 
 struct tt_layer {
     const tt_layer_kind *kind;
-    char name[24]; /* "dense_1", "relu_2" as Keras would name them */
-    size_t in, out; /* features per sample */
-    size_t offset;  /* first parameter in the flat buffer */
+    char name[24];        /* "conv2d", "conv2d_1", "dense_2" as Keras names them */
+    size_t index;         /* position in the model (a dropout layer's random stream) */
+    tt_shape in_shape, out_shape;
+    size_t in, out;       /* elements per sample */
+    size_t offset;        /* first parameter in the flat buffer */
     size_t n_params;
+    int fused;            /* an activation given as the previous layer's activation=: the summary folds it in */
+    /* hyper-parameters, each kind reading its own (set by the model file or a built-in model) */
+    size_t units;         /* dense: units; conv: filters */
+    size_t kernel[2];     /* conv: kernel (h, w); pool: pool size (h, w) */
+    size_t stride[2];     /* conv, pool: strides (h, w) */
+    int same;             /* conv, pool: padding same (1) or valid (0) */
+    int use_bias;         /* dense, conv */
+    float rate;           /* dropout: the fraction dropped */
+    size_t vocab;         /* embedding: input_dim (token ids are 0 .. vocab-1) */
+    /* derived by setup */
+    tt_conv_geom g;       /* conv and pool layers */
 };
 
 extern const tt_layer_kind tt_layer_dense;
 extern const tt_layer_kind tt_layer_relu;
+extern const tt_layer_kind tt_layer_conv2d;
+extern const tt_layer_kind tt_layer_conv1d;
+extern const tt_layer_kind tt_layer_maxpool2d;
+extern const tt_layer_kind tt_layer_maxpool1d;
+extern const tt_layer_kind tt_layer_globalmaxpool1d;
+extern const tt_layer_kind tt_layer_dropout;
+extern const tt_layer_kind tt_layer_flatten;
+extern const tt_layer_kind tt_layer_embedding;
+extern const tt_layer_kind tt_layer_softmax;
 
 typedef struct tt_model {
-    size_t input_dim; /* D: features per sample */
+    size_t input_dim;     /* D: features per sample (the product of input_shape) */
     tt_shape input_shape; /* one sample's shape */
-    size_t n_classes; /* C: width of the logits */
+    size_t n_classes;     /* C: width of the logits */
+    size_t vocab;         /* for a first embedding layer: token ids are 0 .. vocab-1 (0: no embedding) */
     size_t n_layers;
     tt_layer layers[TT_MAX_LAYERS];
+    size_t n_logits;      /* layers whose output leads to the loss: n_layers, or n_layers - 1 with a final softmax */
     size_t n_tensors;
     tt_tensor_info tensors[TT_MAX_TENSORS]; /* the layout table */
     size_t n_params;                        /* P */
-    size_t max_width;                       /* widest activation, input included */
-    char source[128];                       /* "built-in mlp" or the model file's path, control bytes escaped */
-    int builtin;                            /* 1 for tt_model_mlp, 0 for a model file */
-    char notes[1024];                       /* "using default ..." lines from the model file, '\n'-separated */
+    size_t max_width;                       /* widest activation per sample, input included */
+    char source[128];                       /* "built-in cnn" or the model file's path, control bytes escaped */
+    int builtin;                            /* 1 for a built-in model, 0 for a model file */
+    char notes[1024];                       /* "using default ..." lines, '\n'-separated */
 } tt_model;
 
-/* The seed model: input_dim-256-relu-256-relu-n_classes. */
+/* What a model is built for: the data's sample shape and classes, and (for token data) the vocabulary. */
+typedef struct tt_model_input {
+    tt_shape shape;
+    size_t n_classes;
+    size_t vocab; /* token ids are 0 .. vocab-1; 0: not known (a model with an embedding then needs vocab=) */
+} tt_model_input;
+
+/* A flat input of D features and C classes (tests, and models of vectors). */
+#define TT_FLAT_INPUT(D, C) (&(tt_model_input){tt_shape1(D), (C), 0})
+
+/* The built-in models' names ("mlp, cnn, textcnn") and whether name is one. */
+const char *tt_model_builtins(void);
+int tt_model_is_builtin(const char *name);
+
+/* The input a built-in model is described with when there is no data (summary, probe): mlp 784 -> 10; cnn
+ * 32x32x3 -> 10 (the Keras cifar10_cnn example); textcnn length 300, vocab 30982, 46 classes (the seed's Reuters
+ * model: 332,856 parameters). A model file: an empty input (shape ndim 0, 0 classes): its `input shape=` line gives
+ * the shape (without one, 784 features) and its last layer the classes. */
+tt_status tt_model_default_input(const char *model, tt_model_input *in, tt_error *err);
+
+/* A built-in model by name for input in:
+ *   mlp      dense 256 relu -> dense 256 relu -> dense classes softmax (the input flattened)
+ *   cnn      the Keras cifar10_cnn example: conv2d 32 3x3 same relu -> conv2d 32 3x3 relu -> maxpool 2 ->
+ *            dropout 0.25 -> conv2d 64 3x3 same relu -> conv2d 64 3x3 relu -> maxpool 2 -> dropout 0.25 ->
+ *            flatten -> dense 512 relu -> dropout 0.5 -> dense classes softmax
+ *   textcnn  embedding(vocab, 7) -> conv1d 64 k5 relu -> maxpool1d 2 -> conv1d 32 k3 relu -> maxpool1d 2 ->
+ *            flatten -> dense classes softmax */
+tt_status tt_model_builtin(tt_model *m, const char *name, const tt_model_input *in, tt_error *err);
+
+/* The seed MLP (tt_model_builtin "mlp" for a flat input of input_dim features). */
 tt_status tt_model_mlp(tt_model *m, size_t input_dim, size_t n_classes, tt_error *err);
 
-/* Parses a model file (one layer per line: `dense units=N [activation=relu|linear]`, `relu`, optionally a first
- * line `input size=N` that must match the data; '#' starts a comment). Errors name the file and line. The last
- * layer must produce n_classes logits. */
-tt_status tt_model_load(tt_model *m, const char *path, size_t input_dim, size_t n_classes, tt_error *err);
+/* Parses a model file (docs/model-file.md: one layer per line, `kind key=value ...`; an optional first line
+ * `input shape=H,W,C` that must match the data; '#' starts a comment). Every default applied is noted; unknown
+ * kinds and keys are errors naming the file and line. The last layer must produce n_classes logits. */
+tt_status tt_model_load(tt_model *m, const char *path, const tt_model_input *in, tt_error *err);
 
 /* Same, from text in memory (path is used in messages only). */
-tt_status tt_model_parse(tt_model *m, const char *text, const char *path, size_t input_dim, size_t n_classes,
-                         tt_error *err);
+tt_status tt_model_parse(tt_model *m, const char *text, const char *path, const tt_model_input *in, tt_error *err);
+
+/* --model NAME|FILE: a built-in model or a model file. */
+tt_status tt_model_make(tt_model *m, const char *model, const tt_model_input *in, tt_error *err);
 
 /* The model file's path (escaped) for messages, or NULL for a built-in model. */
 const char *tt_model_file(const tt_model *m);
 
-/* Glorot-uniform weights, zero biases, from the seed (host buffer of n_params floats). */
+/* Keras-default initialisation (Glorot-uniform kernels, zero biases, uniform embeddings) from the seed. */
 void tt_model_init_params(const tt_model *m, float *h_params, uint64_t seed);
 
-/* Prints a Keras-style summary (layer, output shape, params) to f (a FILE*). */
+/* Prints the Keras-style summary table (layer (type), output shape, parameters; totals) to f (a FILE*). */
 void tt_model_summary(const tt_model *m, void *f);
 
-/* Floating-point operations of one training sample (forward + backward GEMMs) and of one forward pass. */
+/* FLOPs of the GEMMs of one training sample (forward + backward) and of one forward pass. */
 double tt_model_train_flops(const tt_model *m);
 double tt_model_forward_flops(const tt_model *m);
 
-/* Activations of one tower: act[0] is the input (B_max, D), act[l+1] the output of layer l. */
-void tt_model_forward(tt_dev *dev, const tt_model *m, const float *d_params, float *const *d_act, size_t B);
+/* Every GEMM of a training step for a shard of B rows, over all layers, into out (room for max); returns the count. */
+size_t tt_model_gemms(const tt_model *m, size_t B, size_t chunk_floats, tt_gemm_shape *out, size_t max);
 
-/* Back-propagates d_dlogits (B, C) through every layer into d_grads (n_params), using two ping-pong buffers of
+/* Scratch floats a tower needs for a shard of B rows: the largest any layer asks for. */
+size_t tt_model_workspace(const tt_model *m, size_t B, size_t chunk_floats);
+
+/* Activations of one tower: act[0] is the input (B_max, D), act[l+1] the output of layer l, for l < n_logits
+ * (a final softmax is fused into the loss and not run). */
+void tt_model_forward(tt_dev *dev, const tt_model *m, const tt_pass *ps, const float *d_params, float *const *d_act,
+                      size_t B);
+
+/* Back-propagates d_dlogits (B, C) through the layers into d_grads (n_params), using two ping-pong buffers of
  * (B_max, max_width). The input gradient of the first layer is not computed. */
-void tt_model_backward(tt_dev *dev, const tt_model *m, const float *d_params, float *d_grads,
+void tt_model_backward(tt_dev *dev, const tt_model *m, const tt_pass *ps, const float *d_params, float *d_grads,
                        float *const *d_act, float *const *d_delta, const float *d_dlogits, size_t B);
+
+/* The logits: the output of layer n_logits - 1. */
+static inline float *tt_model_logits(const tt_model *m, float *const *d_act) { return d_act[m->n_logits]; }
 
 #ifdef __cplusplus
 }

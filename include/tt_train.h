@@ -20,7 +20,8 @@ typedef enum { TT_PROGRESS_AUTO, TT_PROGRESS_BAR, TT_PROGRESS_LINES, TT_PROGRESS
 
 typedef struct tt_run_config {
     const char *data;     /* "fashion-mnist" or a directory */
-    const char *model;    /* "mlp" or a model file */
+    const char *model;    /* a built-in model (mlp, cnn, textcnn) or a model file */
+    size_t vocab;         /* --vocab: an embedding's vocabulary; 0 = the data's largest token id + 1 */
     const char *device;   /* backend name: auto, cpu, cuda */
     const char *gpus;     /* --gpus LIST, or NULL for every GPU */
     size_t towers, batch, epochs;
@@ -66,8 +67,16 @@ typedef struct tt_run_result {
  * applied. The caller frees all three. */
 tt_status tt_run_load(const tt_run_config *c, tt_dataset *train, tt_dataset *val, tt_dataset *test, tt_error *err);
 
-/* The model of a run (--model mlp or a file) for data shaped like train. */
-tt_status tt_run_model(const tt_run_config *c, const tt_dataset *train, tt_model *m, tt_error *err);
+/* The model of a run (--model NAME or FILE) for the data: train's sample shape and classes, and for a model that
+ * starts with an embedding the vocabulary (--vocab, else the largest token id over the three sets + 1), with every
+ * set's token ids checked against it. */
+tt_status tt_run_model(const tt_run_config *c, const tt_dataset *train, const tt_dataset *val,
+                       const tt_dataset *test, tt_model *m, tt_error *err);
+
+/* The model a command describes without training it (summary, probe): built for data's sample shape, classes and
+ * tokens when data is not NULL (loaded with c's options; c->data and c->val_samples are set), else for the model's
+ * own default input (tt_model_default_input; --vocab applies). */
+tt_status tt_run_describe_model(tt_run_config *c, const char *data, tt_model *m, tt_error *err);
 
 /* Runs the whole job, printing to out (NULL = silent). Errors return a status with a one-line message. */
 tt_status tt_run(const tt_run_config *c, FILE *out, tt_run_result *res, tt_error *err);

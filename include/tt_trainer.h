@@ -48,6 +48,7 @@ typedef struct tt_trainer_config {
     tt_optim_config optim;
     tt_reduce reduce;      /* where the gradients are summed */
     int host_threads;      /* host crew for reduce + update; 0 = number of CPUs */
+    uint64_t seed;         /* the run's seed: dropout masks are a hash of (seed, epoch, layer, sample, element) */
     const atomic_int *stop; /* may be NULL; non-zero at the end of a step halts the run there (tt_signal_flag) */
 } tt_trainer_config;
 
@@ -149,6 +150,7 @@ typedef struct tt_trainer {
     atomic_int stop_request; /* tt_trainer_request_stop */
     float *h_grad;           /* device / allreduce / nccl: the reduced gradient pushed by the towers (P) */
     uint64_t steps;          /* steps applied since init */
+    uint64_t epoch;          /* tt_trainer_set_epoch */
     void *comm;              /* nccl: the backend's communicator over the towers */
     /* the peer matrix of the towers' devices (tt_backend_links) */
     int n_links, link_devs[TT_MAX_DEVICES], links[TT_MAX_DEVICES * TT_MAX_DEVICES];
@@ -171,6 +173,9 @@ tt_status tt_trainer_start_steps(tt_trainer *tr, const tt_dataset *ds, const uin
  * done, or halted (tt_trainer_halted). *steps_done (may be NULL) says how many steps have finished so far; a
  * halted run's last finished step is the one that halted it. */
 int tt_trainer_wait(tt_trainer *tr, double timeout_s, size_t *steps_done);
+
+/* The epoch the next steps belong to (dropout's masks change every epoch); 0 until set. */
+void tt_trainer_set_epoch(tt_trainer *tr, uint64_t epoch);
 
 /* Asks the run of steps in flight to halt at the end of its current step (TT_HALT_STOP), from any thread. */
 void tt_trainer_request_stop(tt_trainer *tr);

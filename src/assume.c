@@ -155,10 +155,15 @@ tt_status tt_assume_parse(const char *spec, tt_assume *a, tt_error *err)
 size_t tt_assume_kernels(const tt_model *m)
 {
     size_t k = 1; /* softmax cross-entropy */
-    for (size_t i = 0; i < m->n_layers; i++) {
-        const int dense = m->layers[i].kind == &tt_layer_dense, dx = i > 0; /* the first layer's dx is not computed */
-        if (dense) k += 2 + 2 + (size_t)dx; /* sgemm + bias add; sgemm dW + column sum (+ sgemm dx) */
-        else k += 1 + (size_t)dx;           /* elementwise forward (+ backward) */
+    for (size_t i = 0; i < m->n_logits; i++) {
+        const tt_layer *l = &m->layers[i];
+        const int dx = i > 0; /* the first layer's dx is not computed */
+        tt_gemm_shape g[TT_MAX_LAYER_GEMMS];
+        int n = l->kind->gemms ? l->kind->gemms(l, 1, dx, 0, g) : 0; /* a GPU: one GEMM per shard (no chunks) */
+        size_t calls = 0;
+        for (int j = 0; j < n; j++) calls += g[j].calls;
+        if (n) k += calls + 2;       /* the GEMMs + bias add and column sum (convolutions: + im2col and col2im) */
+        else k += 1 + (size_t)dx;    /* elementwise forward (+ backward) */
     }
     return k;
 }
@@ -218,12 +223,13 @@ void tt_assume_probe(const tt_assume *a, const tt_model *m, size_t towers, size_
 
 /* ---- the report ---------------------------------------------------------------------------------------------- */
 
-/* "784-256-256-10": the input, then every dense layer's width. */
+/* "784-256-256-10": the input, then every layer's output width (fused activations folded in). */
 static void model_shape(const tt_model *m, char *out, size_t len)
 {
-    size_t n = (size_t)snprintf(out, len, "%zu", m->input_dim);
-    for (size_t i = 0; i < m->n_layers && n < len; i++)
-        if (m->layers[i].kind == &tt_layer_dense) n += (size_t)snprintf(out + n, len - n, "-%zu", m->layers[i].out);
+    char in[64];
+    size_t n = (size_t)snprintf(out, len, "%s", tt_shape_str(&m->input_shape, 0, in, sizeof in));
+    for (size_t i = 0; i < m->n_logits && n < len; i++)
+        if (m->layers[i].n_params) n += (size_t)snprintf(out + n, len - n, "-%zu", m->layers[i].out);
     if (n >= len && len > 4) strcpy(out + len - 4, "...");
 }
 

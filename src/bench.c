@@ -147,7 +147,7 @@ static tt_status setup_open(const tt_run_config *c, measure_setup *m, tt_error *
     m->res = (tt_run_result *)tt_calloc(1, sizeof *m->res);
     if (!m->model || !m->res) return tt_fail(err, TT_ERR_NOMEM, "out of memory");
     s = tt_run_load(c, &m->train, &m->val, &m->test, err);
-    return s ? s : tt_run_model(c, &m->train, m->model, err);
+    return s ? s : tt_run_model(c, &m->train, &m->val, &m->test, m->model, err);
 }
 
 static void setup_close(measure_setup *m)
@@ -395,17 +395,23 @@ int tt_cmd_bench(int argc, char **argv)
 typedef struct probe_opts {
     size_t reps;
     const char *assume; /* --assume SPEC: predict from assumed figures instead of measuring */
+    const char *data;   /* --data: the model is built for its shape (the probe's samples stay synthetic) */
 } probe_opts;
 
 static int probe_extra(const char *opt, const char *value, void *ctx, tt_error *err, tt_status *st)
 {
-    static const char *const unused[] = {"--data", "--epochs", "--lr", "--lr-scaling", "--momentum", "--nesterov",
+    static const char *const unused[] = {"--epochs", "--lr", "--lr-scaling", "--momentum", "--nesterov",
                                          "--seed", "--val-samples", "--train-samples", "--test-samples",
                                          "--log-json", "--progress", "--reduce", "--trace", NULL};
     probe_opts *po = (probe_opts *)ctx;
     if (strcmp(opt, "--reps") == 0) {
         *st = value ? tt_cli_size(opt, value, 1, 64, &po->reps, err)
                     : tt_fail(err, TT_ERR_ARG, "%s: missing value", opt);
+        return 1;
+    }
+    if (strcmp(opt, "--data") == 0) {
+        if (!value || !*value) *st = tt_fail(err, TT_ERR_ARG, "--data: missing value");
+        po->data = value;
         return 1;
     }
     if (strcmp(opt, "--assume") == 0) {
@@ -432,7 +438,7 @@ int tt_cmd_probe(int argc, char **argv)
 {
     tt_run_config c;
     tt_run_config_defaults(&c);
-    probe_opts po = {30, NULL};
+    probe_opts po = {30, NULL, NULL};
     tt_error err = {{0}};
     int help;
     tt_status s = tt_cli_parse_train(argc, argv, 2, &c, "probe", probe_extra, &po, &help, &err);
@@ -443,9 +449,11 @@ int tt_cmd_probe(int argc, char **argv)
                "Times every phase of a step with the trainer's own code, under every reduction placement, and the\n"
                "links that explain them — copy bandwidth host->device and device->host (pinned and pageable),\n"
                "device->device, host memcpy, sgemm at the model's shapes, barriers — and predicts the step time of\n"
-               "each placement before any training. Needs no data set (inputs are synthetic; the model's input size\n"
-               "is 784).\n\n"
-               "options: the train options --model --towers --batch --optimizer --device --gpus --host-threads, and\n"
+               "each placement before any training. Needs no data set: inputs are synthetic, shaped as --data's samples\n"
+               "when given, else as the model's default input (mlp 784, cnn 32x32x3, textcnn the Reuters seed's 300\n"
+               "tokens of 30982; a model file: its `input shape=` line).\n\n"
+               "options: the train options --model --data --vocab --towers --batch --optimizer --device --gpus\n"
+               "  --host-threads, and\n"
                "  --reps N          reps per measurement, median [30]\n"
                "  --assume SPEC     measure nothing: predict 1-8 GPUs, strong and weak scaling, every placement, from\n"
                "                    assumed figures — a profile (%s), optionally followed by\n"
@@ -469,8 +477,7 @@ int tt_cmd_probe(int argc, char **argv)
         tt_model *m = (tt_model *)tt_calloc(1, sizeof *m);
         if (!m) return fail(tt_fail(&err, TT_ERR_NOMEM, "out of memory"), &err);
         s = tt_assume_parse(po.assume, &a, &err);
-        if (!s)
-            s = strcmp(c.model, "mlp") == 0 ? tt_model_mlp(m, 784, 10, &err) : tt_model_load(m, c.model, 784, 10, &err);
+        if (!s) s = tt_run_describe_model(&c, po.data, m, &err);
         if (!s) s = tt_assume_report(stdout, &a, m, c.batch, c.optim.kind, &err);
         if (!s) s = tt_flush_stdout(stdout, &err);
         tt_free(m);
@@ -483,7 +490,7 @@ int tt_cmd_probe(int argc, char **argv)
     if (be.notice[0]) tt_report_notice(be.notice);
     tt_model *model = (tt_model *)tt_calloc(1, sizeof *model);
     if (!model) return fail(tt_fail(&err, TT_ERR_NOMEM, "out of memory"), &err);
-    s = strcmp(c.model, "mlp") == 0 ? tt_model_mlp(model, 784, 10, &err) : tt_model_load(model, c.model, 784, 10, &err);
+    s = tt_run_describe_model(&c, po.data, model, &err);
     if (s) {
         tt_free(model);
         return fail(s, &err);

@@ -51,9 +51,12 @@ tt_status tt_cli_float(const char *opt, const char *v, double lo, double hi, int
 void tt_cli_train_help(FILE *f)
 {
     fprintf(f,
-            "  --data DIR            MNIST-format directory, or 'fashion-mnist' (Debian's dataset-fashion-mnist)\n"
-            "                        [fashion-mnist]\n"
-            "  --model mlp|FILE      built-in 784-256-relu-256-relu-10 MLP, or a model file (docs/model-file.md) [mlp]\n"
+            "  --data SPEC           fashion-mnist (Debian's dataset-fashion-mnist), an MNIST-format directory,\n"
+            "                        cifar10:DIR (CIFAR-10 binary) or npy:DIR (x_train.npy, y_train.npy, x_test.npy,\n"
+            "                        y_test.npy); docs/data.md [fashion-mnist]\n"
+            "  --model NAME|FILE     built-in mlp (256-relu-256-relu), cnn (the Keras cifar10_cnn example) or textcnn\n"
+            "                        (embedding + conv1d, the Reuters seed), or a model file (docs/model-file.md) [mlp]\n"
+            "  --vocab N             an embedding's vocabulary (token ids 0..N-1) [the data's largest id + 1]\n"
             "  --device NAME         backend: %s; auto = cuda when a usable GPU exists, else cpu [auto]\n"
             "  --gpus LIST           GPUs the towers use, e.g. 0,1; more towers than GPUs share them round-robin,\n"
             "                        each tower with its own stream [every GPU]\n"
@@ -82,7 +85,7 @@ void tt_cli_train_help(FILE *f)
 
 static int takes_value(const char *opt)
 {
-    static const char *valued[] = {"--data", "--model", "--device", "--gpus", "--towers", "--batch", "--epochs",
+    static const char *valued[] = {"--data", "--model", "--vocab", "--device", "--gpus", "--towers", "--batch", "--epochs",
                                    "--optimizer", "--lr", "--lr-scaling", "--momentum", "--seed", "--val-samples",
                                    "--train-samples", "--test-samples", "--log-json", "--progress",
                                    "--host-threads", "--reduce", "--trace", NULL};
@@ -142,6 +145,7 @@ tt_status tt_cli_parse_train(int argc, char **argv, int first, tt_run_config *c,
         tt_status s = TT_OK;
         if (strcmp(name, "--data") == 0) c->data = value;
         else if (strcmp(name, "--model") == 0) c->model = value;
+        else if (strcmp(name, "--vocab") == 0) s = tt_cli_size(name, value, 1, 16777216, &c->vocab, err);
         else if (strcmp(name, "--device") == 0) c->device = value;
         else if (strcmp(name, "--gpus") == 0) c->gpus = value;
         else if (strcmp(name, "--towers") == 0) s = tt_cli_size(name, value, 1, 1024, &c->towers, err);
@@ -241,6 +245,57 @@ int tt_cmd_train(int argc, char **argv)
     tt_free(res);
     if (s) {
         fflush(stdout);
+        tt_report_error(err.msg);
+        return tt_status_exit_code(s);
+    }
+    return 0;
+}
+
+/* ---- summary --------------------------------------------------------------------------------------------------- */
+
+typedef struct summary_opts {
+    const char *data;
+} summary_opts;
+
+static int summary_extra(const char *opt, const char *value, void *ctx, tt_error *err, tt_status *st)
+{
+    summary_opts *so = (summary_opts *)ctx;
+    if (strcmp(opt, "--data") == 0) {
+        if (!value || !*value) *st = tt_fail(err, TT_ERR_ARG, "--data: missing value");
+        so->data = value;
+        return 1;
+    }
+    if (strcmp(opt, "--model") == 0 || strcmp(opt, "--vocab") == 0) return 0; /* the train parser's */
+    *st = tt_fail(err, TT_ERR_ARG, "summary: %s does not apply (it takes --model, --data and --vocab)", opt);
+    return 1;
+}
+
+int tt_cmd_summary(int argc, char **argv)
+{
+    tt_run_config c;
+    tt_run_config_defaults(&c);
+    summary_opts so = {NULL};
+    tt_error err = {{0}};
+    int help;
+    tt_status s = tt_cli_parse_train(argc, argv, 2, &c, "summary", summary_extra, &so, &help, &err);
+    if (help) {
+        printf("usage: towertrain summary [--model NAME|FILE] [--data SPEC] [--vocab N]\n\n"
+               "Prints the model's layers as Keras's model.summary() does: each layer (type), its output shape and\n"
+               "parameter count, and the totals. With --data the model is built for the data's sample shape, classes\n"
+               "and token ids, as train would build it; without, for the model's default input: mlp 784 -> 10, cnn\n"
+               "32x32x3 -> 10 (the Keras cifar10_cnn example), textcnn 300 tokens of a 30,982-word vocabulary -> 46\n"
+               "classes (the Reuters seed: 332,856 parameters); a model file needs an `input shape=` line.\n");
+        return 0;
+    }
+    tt_model *m = (tt_model *)tt_calloc(1, sizeof *m);
+    if (!s && !m) s = tt_fail(&err, TT_ERR_NOMEM, "out of memory");
+    if (!s) s = tt_run_describe_model(&c, so.data, m, &err);
+    if (!s) {
+        if (m->notes[0]) fputs(m->notes, stdout);
+        tt_model_summary(m, stdout);
+    }
+    tt_free(m);
+    if (s) {
         tt_report_error(err.msg);
         return tt_status_exit_code(s);
     }

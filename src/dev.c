@@ -161,6 +161,56 @@ void tt_dev_softmax_xent(tt_dev *dev, float *d_dlogits, float *d_stats, const fl
     dev->ops->softmax_xent(dev->ctx, d_dlogits, d_stats, d_logits, d_labels, rows, classes, grad_scale);
 }
 
+void tt_dev_im2col(tt_dev *dev, float *d_cols, const float *d_x, size_t rows, const tt_conv_geom *g)
+{
+    if (rows == 0) return;
+    TT_ASSERT(d_cols && d_x && g->OH && g->OW && g->SH && g->SW);
+    dev->ops->im2col(dev->ctx, d_cols, d_x, rows, g);
+}
+
+void tt_dev_col2im(tt_dev *dev, float *d_dx, const float *d_dcols, size_t rows, const tt_conv_geom *g)
+{
+    if (rows == 0) return;
+    TT_ASSERT(d_dx && d_dcols && g->SH && g->SW);
+    dev->ops->col2im(dev->ctx, d_dx, d_dcols, rows, g);
+}
+
+void tt_dev_maxpool_fwd(tt_dev *dev, float *d_y, const float *d_x, size_t rows, const tt_conv_geom *g)
+{
+    if (rows == 0) return;
+    TT_ASSERT(d_y && d_x && g->OH && g->OW && g->SH && g->SW);
+    dev->ops->maxpool_fwd(dev->ctx, d_y, d_x, rows, g);
+}
+
+void tt_dev_maxpool_bwd(tt_dev *dev, float *d_dx, const float *d_dy, const float *d_x, const float *d_y, size_t rows,
+                        const tt_conv_geom *g)
+{
+    if (rows == 0) return;
+    TT_ASSERT(d_dx && d_dy && d_x && d_y && g->SH && g->SW);
+    dev->ops->maxpool_bwd(dev->ctx, d_dx, d_dy, d_x, d_y, rows, g);
+}
+
+void tt_dev_dropout(tt_dev *dev, float *d_y, const float *d_x, size_t rows, size_t cols, float rate, uint64_t key,
+                    const uint32_t *d_ids)
+{
+    if (rows == 0 || cols == 0) return;
+    TT_ASSERT(d_y && d_x && d_ids && rate >= 0.0f && rate < 1.0f);
+    dev->ops->dropout(dev->ctx, d_y, d_x, rows, cols, rate, key, d_ids);
+}
+
+void tt_dev_embed_fwd(tt_dev *dev, float *d_y, const float *d_w, const float *d_t, size_t n, size_t V, size_t E)
+{
+    if (n == 0) return;
+    TT_ASSERT(d_y && d_w && d_t && V && E);
+    dev->ops->embed_fwd(dev->ctx, d_y, d_w, d_t, n, V, E);
+}
+
+void tt_dev_embed_bwd(tt_dev *dev, float *d_dw, const float *d_dy, const float *d_t, size_t n, size_t V, size_t E)
+{
+    TT_ASSERT(d_dw && V && E && (n == 0 || (d_dy && d_t)));
+    dev->ops->embed_bwd(dev->ctx, d_dw, d_dy, d_t, n, V, E);
+}
+
 void *tt_dev_event_create(tt_dev *dev)
 {
     void *ev = dev->ops->event_create(dev->ctx);

@@ -126,6 +126,77 @@ static void cpu_softmax_xent(void *ctx, float *dlogits, float *stats, const floa
     }
 }
 
+static void cpu_im2col(void *ctx, float *cols, const float *x, size_t rows, const tt_conv_geom *g)
+{
+    (void)ctx;
+    const size_t in = g->H * g->W * g->C, KC = g->KH * g->KW * g->C;
+    for (size_t r = 0; r < rows; r++)
+        for (size_t oh = 0; oh < g->OH; oh++)
+            for (size_t ow = 0; ow < g->OW; ow++)
+                tt_im2col_row(cols + ((r * g->OH + oh) * g->OW + ow) * KC, x + r * in, g, oh, ow);
+}
+
+static void cpu_col2im(void *ctx, float *dx, const float *dcols, size_t rows, const tt_conv_geom *g)
+{
+    (void)ctx;
+    const size_t in = g->H * g->W * g->C, pcols = g->OH * g->OW * g->KH * g->KW * g->C;
+    for (size_t r = 0; r < rows; r++)
+        for (size_t ih = 0; ih < g->H; ih++)
+            for (size_t iw = 0; iw < g->W; iw++)
+                tt_col2im_pixel(dx + r * in + (ih * g->W + iw) * g->C, dcols + r * pcols, g, ih, iw);
+}
+
+static void cpu_maxpool_fwd(void *ctx, float *y, const float *x, size_t rows, const tt_conv_geom *g)
+{
+    (void)ctx;
+    const size_t in = g->H * g->W * g->C, out = g->OH * g->OW * g->C;
+    for (size_t r = 0; r < rows; r++)
+        for (size_t oh = 0; oh < g->OH; oh++)
+            for (size_t ow = 0; ow < g->OW; ow++)
+                for (size_t c = 0; c < g->C; c++)
+                    y[r * out + (oh * g->OW + ow) * g->C + c] = tt_maxpool_value(x + r * in, g, oh, ow, c);
+}
+
+static void cpu_maxpool_bwd(void *ctx, float *dx, const float *dy, const float *x, const float *y, size_t rows,
+                            const tt_conv_geom *g)
+{
+    (void)ctx;
+    const size_t in = g->H * g->W * g->C, out = g->OH * g->OW * g->C;
+    for (size_t r = 0; r < rows; r++)
+        for (size_t ih = 0; ih < g->H; ih++)
+            for (size_t iw = 0; iw < g->W; iw++)
+                for (size_t c = 0; c < g->C; c++)
+                    dx[r * in + (ih * g->W + iw) * g->C + c] =
+                        tt_maxpool_grad(dy + r * out, x + r * in, y + r * out, g, ih, iw, c);
+}
+
+static void cpu_dropout(void *ctx, float *y, const float *x, size_t rows, size_t cols, float rate, uint64_t key,
+                        const uint32_t *ids)
+{
+    (void)ctx;
+    const float keep = 1.0f / (1.0f - rate);
+    for (size_t r = 0; r < rows; r++)
+        for (size_t j = 0; j < cols; j++) y[r * cols + j] = tt_dropout(x[r * cols + j], key, ids[r], j, rate, keep);
+}
+
+static void cpu_embed_fwd(void *ctx, float *y, const float *w, const float *t, size_t n, size_t V, size_t E)
+{
+    (void)ctx;
+    for (size_t i = 0; i < n; i++) tt_embed_row(y + i * E, w, t[i], V, E);
+}
+
+/* Token order: each id's rows are added in ascending token position, as the CUDA kernel adds them. */
+static void cpu_embed_bwd(void *ctx, float *dw, const float *dy, const float *t, size_t n, size_t V, size_t E)
+{
+    (void)ctx;
+    for (size_t k = 0; k < V * E; k++) dw[k] = 0.0f;
+    for (size_t i = 0; i < n; i++) {
+        size_t id;
+        if (!tt_token_id(t[i], V, &id)) continue;
+        for (size_t e = 0; e < E; e++) dw[id * E + e] = tt_add(dw[id * E + e], dy[i * E + e]);
+    }
+}
+
 /* An event is the clock when it was recorded: every op has finished by the time it returns. */
 static void *cpu_event_create(void *ctx)
 {
@@ -153,6 +224,7 @@ static double cpu_event_elapsed(void *ctx, void *a, void *b)
 
 const tt_dev_ops tt_dev_cpu_ops = {
     .name = "cpu",
+    .chunk_floats = 98304, /* 384 KiB of columns: with the GEMM's packed panels they stay in a 1 MiB L2 */
     .init = cpu_init,
     .destroy = cpu_destroy,
     .mem_info = NULL, /* tower memory is host RAM: the budget counts it as host memory */
@@ -175,6 +247,13 @@ const tt_dev_ops tt_dev_cpu_ops = {
     .relu_fwd = cpu_relu_fwd,
     .relu_bwd = cpu_relu_bwd,
     .softmax_xent = cpu_softmax_xent,
+    .im2col = cpu_im2col,
+    .col2im = cpu_col2im,
+    .maxpool_fwd = cpu_maxpool_fwd,
+    .maxpool_bwd = cpu_maxpool_bwd,
+    .dropout = cpu_dropout,
+    .embed_fwd = cpu_embed_fwd,
+    .embed_bwd = cpu_embed_bwd,
     .event_create = cpu_event_create,
     .event_destroy = cpu_event_destroy,
     .event_record = cpu_event_record,

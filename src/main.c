@@ -19,6 +19,7 @@ static void usage(FILE *f)
                "  bench     sweep towers x batch x placement: s/epoch, step split, prediction, GEMM floor, CSV\n"
                "  probe     measure copy, sum and sgemm speeds and predict each placement's step time\n"
                "  compare   train the same steps under each reduction placement: times and max |dw|\n"
+               "  summary   the model's layers, output shapes and parameters, as Keras's model.summary()\n"
                "  --help    this text\n"
                "  --version version, backends and BLAS\n\n"
                "exit codes: 0 done | 1 a file, memory or write problem | 2 a bad flag or value | 3 training diverged\n"
@@ -45,6 +46,7 @@ static int dispatch(int argc, char **argv)
     if (strcmp(cmd, "bench") == 0) return tt_cmd_bench(argc, argv);
     if (strcmp(cmd, "probe") == 0) return tt_cmd_probe(argc, argv);
     if (strcmp(cmd, "compare") == 0) return tt_cmd_compare(argc, argv);
+    if (strcmp(cmd, "summary") == 0) return tt_cmd_summary(argc, argv);
     tt_error err;
     tt_fail(&err, TT_ERR_ARG, "unknown command '%.100s' (try towertrain --help)", cmd);
     tt_report_error(err.msg);

@@ -26,7 +26,7 @@ typedef struct probe_thread {
     int dev_up;
     float *d_params, *d_grads, *d_recv;
     float *h_pinned, *h_pageable;
-    float *gemm[TT_MAX_LAYERS][5]; /* X, W, Y, dW, dX of every dense layer */
+    float *gemm[3]; /* A, B, C of the model's largest GEMM (every GEMM of the step reads and writes these) */
     double start[PROBE_MAX_BODIES][PROBE_MAX_REPS], end[PROBE_MAX_BODIES][PROBE_MAX_REPS];
     tt_status status;
     tt_error err;
@@ -42,6 +42,8 @@ struct probe_run {
     int failed;            /* no body runs any more: a thread's setup failed, or a stop request came (at a barrier) */
     int stopped;           /* ... because of a stop request */
     int gemm_only;         /* allocate only the GEMM operands */
+    tt_gemm_shape gemms[TT_MAX_LAYERS * TT_MAX_LAYER_GEMMS]; /* the step's GEMMs for a shard */
+    size_t n_gemms;
     size_t reps;
     /* the measurements of one run, taken in turn in every rep (so a noisy minute hits them all alike); prep[k]
      * (untimed, may be NULL) puts the caches in the state the step leaves them in before body[k] */
@@ -59,11 +61,23 @@ struct probe_run {
     int n_wake;
 };
 
+/* Floats of the A, B and C operands big enough for every GEMM of the step. */
+static void gemm_sizes(const probe_run *r, size_t sizes[3])
+{
+    sizes[0] = sizes[1] = sizes[2] = 1;
+    for (size_t i = 0; i < r->n_gemms; i++) {
+        const tt_gemm_shape *g = &r->gemms[i];
+        const size_t a = g->M * g->K, b = g->K * g->N, c = g->M * g->N;
+        sizes[0] = a > sizes[0] ? a : sizes[0];
+        sizes[1] = b > sizes[1] ? b : sizes[1];
+        sizes[2] = c > sizes[2] ? c : sizes[2];
+    }
+}
+
 static tt_status thread_setup(probe_run *r, probe_thread *t)
 {
     const tt_probe_config *c = r->c;
-    const tt_model *m = c->model;
-    const size_t P = r->P, R = r->rows;
+    const size_t P = r->P;
     const int dn = t->id % c->n_devices;
     tt_status s = tt_dev_init(&t->dev, c->ops, c->devices ? c->devices[dn] : dn, &t->err);
     if (s) return s;
@@ -72,14 +86,11 @@ static tt_status thread_setup(probe_run *r, probe_thread *t)
     tt_dev *d = &t->dev;
     int ok = 1;
     if (r->gemm_only) {
-        for (size_t l = 0; l < m->n_layers && ok; l++) {
-            if (m->layers[l].kind != &tt_layer_dense) continue;
-            size_t I = m->layers[l].in, O = m->layers[l].out;
-            size_t sizes[5] = {R * I, I * O, R * O, I * O, R * I};
-            for (int k = 0; k < 5 && ok; k++) {
-                ok = (t->gemm[l][k] = tt_dev_alloc_f32(d, sizes[k])) != NULL;
-                if (ok) tt_dev_fill(d, t->gemm[l][k], sizes[k], 0.01f * (float)(k + 1));
-            }
+        size_t sizes[3];
+        gemm_sizes(r, sizes);
+        for (int k = 0; k < 3 && ok; k++) {
+            ok = (t->gemm[k] = tt_dev_alloc_f32(d, sizes[k])) != NULL;
+            if (ok) tt_dev_fill(d, t->gemm[k], sizes[k], 0.01f * (float)(k + 1));
         }
     } else { /* the link measurements: a weight-sized buffer each way, pinned and pageable */
         ok = (t->d_params = tt_dev_alloc_f32(d, P)) && (t->d_grads = tt_dev_alloc_f32(d, P)) &&
@@ -100,8 +111,7 @@ static void thread_teardown(probe_run *r, probe_thread *t)
 {
     if (!t->dev_up) return;
     tt_dev *d = &t->dev;
-    for (size_t l = 0; l < TT_MAX_LAYERS; l++)
-        for (int k = 0; k < 5; k++) tt_dev_dfree(d, t->gemm[l][k]);
+    for (int k = 0; k < 3; k++) tt_dev_dfree(d, t->gemm[k]);
     tt_dev_dfree(d, t->d_params);
     tt_dev_dfree(d, t->d_grads);
     tt_dev_dfree(d, t->d_recv);
@@ -236,22 +246,16 @@ static void body_peer(probe_run *r, probe_thread *t)
     tt_dev_peer_copy(&t->dev, t->d_recv, &src->dev, src->d_grads, r->P * sizeof(float));
 }
 
+/* The step's GEMMs (tt_model_gemms: every layer's, at the shard's rows and the backend's chunking), each as often
+ * as a step runs it, on operands sized for the largest. */
 static void body_gemm(probe_run *r, probe_thread *t)
 {
-    const tt_model *m = r->c->model;
-    const size_t R = r->rows;
-    for (size_t l = 0; l < m->n_layers; l++) {
-        if (m->layers[l].kind != &tt_layer_dense) continue;
-        size_t I = m->layers[l].in, O = m->layers[l].out;
-        float **b = t->gemm[l];
-        tt_dev_sgemm(&t->dev, 0, 0, R, O, I, 1.0f, b[0], I, b[1], O, 0.0f, b[2], O);
-    }
-    for (size_t l = m->n_layers; l-- > 0;) {
-        if (m->layers[l].kind != &tt_layer_dense) continue;
-        size_t I = m->layers[l].in, O = m->layers[l].out;
-        float **b = t->gemm[l];
-        tt_dev_sgemm(&t->dev, 1, 0, I, O, R, 1.0f, b[0], I, b[2], O, 0.0f, b[3], O);
-        if (l > 0) tt_dev_sgemm(&t->dev, 0, 1, R, I, O, 1.0f, b[2], O, b[1], O, 0.0f, b[4], I);
+    for (size_t i = 0; i < r->n_gemms; i++) {
+        const tt_gemm_shape *g = &r->gemms[i];
+        const size_t lda = g->ta ? g->M : g->K, ldb = g->tb ? g->K : g->N;
+        for (size_t c = 0; c < g->calls; c++)
+            tt_dev_sgemm(&t->dev, g->ta, g->tb, g->M, g->N, g->K, 1.0f, t->gemm[0], lda, t->gemm[1], ldb, 0.0f,
+                         t->gemm[2], g->N);
     }
 }
 
@@ -312,6 +316,7 @@ static void run_init(probe_run *r, const tt_probe_config *c)
     r->rows = (c->batch + c->towers - 1) / c->towers;
     r->reps = c->reps ? c->reps : 30;
     if (r->reps > PROBE_MAX_REPS) r->reps = PROBE_MAX_REPS;
+    r->n_gemms = tt_model_gemms(c->model, r->rows, c->ops->chunk_floats, r->gemms, sizeof r->gemms / sizeof r->gemms[0]);
 }
 
 /* What the link measurements allocate, before they allocate it: per measuring thread (n_dev of them: three
@@ -321,12 +326,10 @@ static tt_status probe_check_memory(const tt_probe_config *c, const probe_run *r
                                     tt_error *err)
 {
     const tt_model *m = c->model;
-    const double F = sizeof(float), P = (double)r->P, R = (double)r->rows;
-    double gemm = 0;
-    for (size_t l = 0; l < m->n_layers; l++) {
-        const double I = (double)m->layers[l].in, O = (double)m->layers[l].out;
-        if (m->layers[l].kind == &tt_layer_dense) gemm += 2 * R * I + 2 * I * O + R * O;
-    }
+    const double F = sizeof(float), P = (double)r->P;
+    size_t sizes[3];
+    gemm_sizes(r, sizes);
+    const double gemm = (double)sizes[0] + (double)sizes[1] + (double)sizes[2];
     tt_mem_plan plan;
     memset(&plan, 0, sizeof plan);
     plan.model = tt_model_file(m);
@@ -395,11 +398,20 @@ static tt_status probe_data_make(const tt_model *m, size_t batch, probe_data *d,
     d->ds.shape = m->input_shape;
     d->ds.n_classes = m->n_classes;
     d->ds.scale = 1.0f / 255.0f;
-    d->ds.x = (uint8_t *)tt_malloc(n * D);
+    const int tokens = m->layers[0].kind == &tt_layer_embedding; /* then token ids below the vocabulary */
+    d->ds.xtype = tokens ? TT_X_F32 : TT_X_U8;
+    d->ds.scale = tokens ? 1.0f : d->ds.scale;
+    d->ds.x = (uint8_t *)tt_malloc(n * tt_dataset_sample_bytes(&d->ds));
     d->ds.y = (int32_t *)tt_malloc(n * sizeof(int32_t));
     d->idx = (uint32_t *)tt_malloc(batch * sizeof(uint32_t));
     if (!d->ds.x || !d->ds.y || !d->idx) return tt_fail(err, TT_ERR_NOMEM, "probe: out of host memory");
-    for (size_t i = 0; i < n * D; i++) d->ds.x[i] = (uint8_t)(i * 2654435761u >> 24);
+    for (size_t i = 0; i < n * D; i++) {
+        const uint32_t h = (uint32_t)(i * 2654435761u);
+        if (tokens)
+            ((float *)(void *)d->ds.x)[i] = (float)(h % (uint32_t)m->layers[0].vocab);
+        else
+            d->ds.x[i] = (uint8_t)(h >> 24);
+    }
     for (size_t i = 0; i < n; i++) d->ds.y[i] = (int32_t)(i % m->n_classes);
     tt_rng rng;
     tt_rng_seed(&rng, 1, 0);
@@ -429,6 +441,7 @@ static tt_status probe_placement(const tt_probe_config *c, tt_reduce r, const pr
     tc.optim = c->optim;
     tc.reduce = r;
     tc.host_threads = c->host_threads;
+    tc.seed = 1;
     tc.stop = tt_signal_flag();
     tt_error ignored;
     *ran = 0;
@@ -438,7 +451,7 @@ static tt_status probe_placement(const tt_probe_config *c, tt_reduce r, const pr
     tt_status s = tt_trainer_plan(c->model, &tc, &plan, err);
     if (s) return s;
     tt_mem_add(&plan, "synthetic inputs", TT_MEM_HOST,
-               (double)PROBE_DATA_ROWS * ((double)c->model->input_dim + sizeof(int32_t)), TT_MEM_BY_RUN);
+               (double)PROBE_DATA_ROWS * ((double)c->model->input_dim * sizeof(float) + sizeof(int32_t)), TT_MEM_BY_RUN);
     if ((s = tt_mem_check(&plan, c->ops, err))) return s;
     float *w = (float *)tt_malloc(c->model->n_params * sizeof(float));
     tt_trainer *tr = (tt_trainer *)tt_calloc(1, sizeof *tr);

@@ -164,7 +164,7 @@ static tt_status run_open(run_state *rs, tt_error *err)
     rs->ops = rs->be.ops;
     rs->model = (tt_model *)tt_calloc(1, sizeof *rs->model);
     if (!rs->model) return tt_fail(err, TT_ERR_NOMEM, "out of memory");
-    s = tt_run_model(c, rs->train, rs->model, err);
+    s = tt_run_model(c, rs->train, rs->val, rs->test, rs->model, err);
     if (s) return s;
     tt_trainer_config *tc = &rs->tc;
     tc->ops = rs->ops;
@@ -177,6 +177,7 @@ static tt_status run_open(run_state *rs, tt_error *err)
     tc->optim = c->optim;
     tc->host_threads = c->host_threads;
     tc->reduce = c->reduce;
+    tc->seed = c->seed;
     tc->stop = tt_signal_flag();
     if (c->lr_scaling == TT_LR_LINEAR) tc->optim.lr = c->optim.lr * (float)c->towers;
     rs->steps = (rs->train->n + tc->batch - 1) / tc->batch;
@@ -384,6 +385,7 @@ static tt_status run_epoch(run_state *rs, size_t epoch, tt_run_result *res, tt_e
     tt_rng_shuffle(&rng, rs->idx, rs->train->n);
     if (rs->out) fprintf(rs->out, "Epoch %zu/%zu\n", epoch, c->epochs);
     double e0 = tt_now();
+    tt_trainer_set_epoch(&rs->tr, epoch);
     s = tt_trainer_start_steps(&rs->tr, rs->train, rs->idx, rs->train->n, rs->results, rs->steps, rs->ledger, err);
     if (s) return s;
     size_t done = 0;
@@ -535,10 +537,45 @@ tt_status tt_run_load(const tt_run_config *c, tt_dataset *train, tt_dataset *val
     return s;
 }
 
-tt_status tt_run_model(const tt_run_config *c, const tt_dataset *train, tt_model *m, tt_error *err)
+/* The largest token id over the sets (each must hold non-negative integers), for an embedding's vocabulary. */
+static tt_status token_max(const tt_dataset *const *sets, const char *const *names, double *max, tt_error *err)
 {
-    if (strcmp(c->model, "mlp") == 0) return tt_model_mlp(m, train->dim, train->n_classes, err);
-    return tt_model_load(m, c->model, train->dim, train->n_classes, err);
+    *max = 0;
+    for (int i = 0; i < 3; i++) {
+        double m;
+        if (!sets[i]->n) continue;
+        if (tt_dataset_token_max(sets[i], &m))
+            return tt_fail(err, TT_ERR_FORMAT, "the %s data hold %g, not a token id (a non-negative integer): a model "
+                           "that starts with an embedding needs token ids", names[i], m);
+        *max = m > *max ? m : *max;
+    }
+    return TT_OK;
+}
+
+tt_status tt_run_model(const tt_run_config *c, const tt_dataset *train, const tt_dataset *val,
+                       const tt_dataset *test, tt_model *m, tt_error *err)
+{
+    const tt_dataset *sets[3] = {train, val, test};
+    const char *names[3] = {"training", "validation", "test"};
+    tt_model_input in = {train->shape, train->n_classes, c->vocab};
+    /* build once to see whether the model starts with an embedding; only then do the data have to be token ids */
+    double max = 0;
+    int tokens_ok = 1;
+    for (int i = 0; i < 3 && tokens_ok; i++) {
+        double mx;
+        if (sets[i]->n && tt_dataset_token_max(sets[i], &mx)) tokens_ok = 0;
+        else if (sets[i]->n && mx > max) max = mx;
+    }
+    if (!c->vocab && tokens_ok) in.vocab = (size_t)max + 1;
+    tt_status s = tt_model_make(m, c->model, &in, err);
+    if (s || m->layers[0].kind != &tt_layer_embedding) return s;
+    if ((s = token_max(sets, names, &max, err))) return s;
+    const size_t V = m->layers[0].vocab;
+    if (max >= (double)V)
+        return tt_fail(err, c->vocab ? TT_ERR_ARG : TT_ERR_MODEL, "%s: the data hold token id %.0f but the vocabulary "
+                       "is %zu (ids 0..%zu)%s", c->vocab ? "--vocab" : m->source, max, V, V - 1,
+                       c->vocab ? "" : ": give a larger vocab=, or none to take it from the data");
+    return TT_OK;
 }
 
 tt_status tt_run(const tt_run_config *c, FILE *out, tt_run_result *res, tt_error *err)
@@ -557,6 +594,25 @@ tt_status tt_run(const tt_run_config *c, FILE *out, tt_run_result *res, tt_error
     else
         s = tt_run_on(c, &train, &val, &test, out, res, err);
     tt_dataset_free(&train);
+    tt_dataset_free(&val);
+    tt_dataset_free(&test);
+    return s;
+}
+
+tt_status tt_run_describe_model(tt_run_config *c, const char *data, tt_model *m, tt_error *err)
+{
+    if (!data) {
+        tt_model_input in;
+        tt_status s = tt_model_default_input(c->model, &in, err);
+        if (!s && c->vocab) in.vocab = c->vocab;
+        return s ? s : tt_model_make(m, c->model, &in, err);
+    }
+    tt_dataset train, val, test;
+    c->data = data;
+    c->val_samples = 0;
+    tt_status s = tt_run_load(c, &train, &val, &test, err);
+    if (!s) s = tt_run_model(c, &train, &val, &test, m, err);
+    tt_dataset_free(&train); /* zeroed by a load that failed */
     tt_dataset_free(&val);
     tt_dataset_free(&test);
     return s;

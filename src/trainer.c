@@ -58,19 +58,22 @@ struct tt_tower {
     /* device memory */
     float *d_params;    /* (P) this tower's copy of the weights */
     float *d_grads;     /* (P) */
-    float *d_act[TT_MAX_LAYERS + 1]; /* n_layers + 1 activations, (rows, width) each; d_act[0] is the input */
+    float *d_act[TT_MAX_LAYERS + 1]; /* n_logits + 1 activations, (rows, width) each; d_act[0] is the input */
     float *d_delta[2];  /* (rows, max_width) ping-pong back-propagation buffers */
+    float *d_ws;        /* the layers' scratch (im2col columns), tt_model_workspace floats */
+    uint32_t *d_ids;    /* (rows) the data-set index of every row (dropout's masks) */
     float *d_dlogits;   /* (rows, C) */
     int32_t *d_labels;  /* (rows) */
     float *d_stats;     /* (rows, 2): loss, rank */
-    uint8_t *d_x8;      /* (rows, D) raw pixels, scaled into d_act[0] on the device */
+    uint8_t *d_x8;      /* (rows, D) raw bytes of a byte data set, scaled into d_act[0] on the device */
     float *d_recv;      /* device: tower 0, (P); allreduce: every tower, (S) — a peer's gradient (slice) */
     float *d_acc;       /* device, nccl: tower 0, (P) the sum; allreduce: (S) this tower's slice of the sum */
     size_t slice_lo, slice_n; /* allreduce: this tower's slice [slice_lo, slice_lo + slice_n) of the buffer */
     void *ev[EV_COUNT]; /* events on this tower's stream */
     /* host staging (pinned on a GPU backend) */
-    uint8_t *h_x;       /* (rows, D) raw pixels */
+    uint8_t *h_x;       /* (rows, D) samples as stored: bytes or float32 (room for float32) */
     int32_t *h_labels;  /* (rows) */
+    uint32_t *h_ids;    /* (rows) */
     float *h_stats;     /* (rows, 2) */
     /* this step or evaluation */
     size_t lo, rows;     /* step: shard = idx[lo .. lo+rows); eval: samples [lo, lo+rows) */
@@ -200,17 +203,21 @@ static void tower_buffers(tt_trainer *tr, tt_tower *tw, buf_list *l)
     l->n = 0;
     add_buf(l, &tw->d_params, P * F, 0, "tower weights and gradients", TT_MEM_BY_PARAMS);
     add_buf(l, &tw->d_grads, P * F, 0, "tower weights and gradients", TT_MEM_BY_PARAMS);
-    for (size_t i = 0; i <= m->n_layers; i++)
+    for (size_t i = 0; i <= m->n_logits; i++)
         add_buf(l, &tw->d_act[i], R * (i == 0 ? m->input_dim : m->layers[i - 1].out) * F, 0, "activations",
                 TT_MEM_BY_WIDTH);
     add_buf(l, &tw->d_delta[0], R * m->max_width * F, 0, "activations", TT_MEM_BY_WIDTH);
     add_buf(l, &tw->d_delta[1], R * m->max_width * F, 0, "activations", TT_MEM_BY_WIDTH);
     add_buf(l, &tw->d_dlogits, R * m->n_classes * F, 0, "activations", TT_MEM_BY_WIDTH);
+    const size_t ws = tt_model_workspace(m, R, tr->cfg.ops->chunk_floats);
+    if (ws) add_buf(l, &tw->d_ws, ws * F, 0, "layer scratch (im2col)", TT_MEM_BY_WIDTH);
     add_buf(l, &tw->d_labels, R * sizeof(int32_t), 0, "batch staging", TT_MEM_BY_RUN);
+    add_buf(l, &tw->d_ids, R * sizeof(uint32_t), 0, "batch staging", TT_MEM_BY_RUN);
     add_buf(l, &tw->d_stats, 2 * R * F, 0, "batch staging", TT_MEM_BY_RUN);
     add_buf(l, &tw->d_x8, R * m->input_dim, 0, "batch staging", TT_MEM_BY_RUN);
-    add_buf(l, &tw->h_x, R * m->input_dim, 1, "batch staging", TT_MEM_BY_RUN);
+    add_buf(l, &tw->h_x, R * m->input_dim * F, 1, "batch staging", TT_MEM_BY_RUN);
     add_buf(l, &tw->h_labels, R * sizeof(int32_t), 1, "batch staging", TT_MEM_BY_RUN);
+    add_buf(l, &tw->h_ids, R * sizeof(uint32_t), 1, "batch staging", TT_MEM_BY_RUN);
     add_buf(l, &tw->h_stats, 2 * R * F, 1, "batch staging", TT_MEM_BY_RUN);
     tr->place->buffers(tr, tw, l);
     if (tw->id == 0) { /* pinned, so every tower's pull is a fast async copy */
@@ -271,18 +278,34 @@ static void phase_pull(tt_tower *tw)
 }
 
 /* data: rows (by index, or a contiguous range when idx is NULL) gathered into the staging buffers on the host,
- * then copied in and scaled on the device. */
+ * then copied in — bytes are scaled on the device, float32 samples go straight into the input activation — with
+ * their labels and data-set indices. */
 static void phase_data(tt_tower *tw, const tt_dataset *ds, const uint32_t *idx, size_t first, size_t rows)
 {
-    const size_t D = ds->dim;
+    const size_t SB = tt_dataset_sample_bytes(ds);
     for (size_t r = 0; r < rows; r++) {
         size_t s = idx ? idx[first + r] : first + r;
-        memcpy(tw->h_x + r * D, ds->x + s * D, D);
+        memcpy(tw->h_x + r * SB, ds->x + s * SB, SB);
         tw->h_labels[r] = ds->y[s];
+        tw->h_ids[r] = (uint32_t)s;
     }
-    tt_dev_h2d(&tw->dev, tw->d_x8, tw->h_x, rows * D);
-    tt_dev_u8_to_f32(&tw->dev, tw->d_act[0], tw->d_x8, rows * D, ds->scale);
+    if (ds->xtype == TT_X_U8) { /* pixels to [0,1]; for a model that starts with an embedding, bytes are token ids */
+        const float scale = tw->tr->model->layers[0].kind == &tt_layer_embedding ? 1.0f : ds->scale;
+        tt_dev_h2d(&tw->dev, tw->d_x8, tw->h_x, rows * SB);
+        tt_dev_u8_to_f32(&tw->dev, tw->d_act[0], tw->d_x8, rows * ds->dim, scale);
+    } else {
+        tt_dev_h2d(&tw->dev, tw->d_act[0], tw->h_x, rows * SB);
+    }
     tt_dev_h2d(&tw->dev, tw->d_labels, tw->h_labels, rows * sizeof(int32_t));
+    tt_dev_h2d(&tw->dev, tw->d_ids, tw->h_ids, rows * sizeof(uint32_t));
+}
+
+/* What the layers see of this tower's pass: training or not, the seed and epoch, the rows' indices, the scratch. */
+static tt_pass tower_pass(const tt_tower *tw, int training)
+{
+    const tt_trainer *tr = tw->tr;
+    tt_pass ps = {training, tr->cfg.seed, tr->epoch, tw->d_ids, tw->d_ws, tr->cfg.ops->chunk_floats};
+    return ps;
 }
 
 /* compute: forward, loss and backward of this tower's rows, the loss gradient scaled by 1/n (n: the step's
@@ -295,10 +318,11 @@ static void phase_compute(tt_tower *tw, size_t n)
         tt_dev_fill(dev, tw->d_grads, m->n_params, 0.0f);
         return;
     }
-    tt_model_forward(dev, m, tw->d_params, tw->d_act, tw->rows);
-    tt_dev_softmax_xent(dev, tw->d_dlogits, tw->d_stats, tw->d_act[m->n_layers], tw->d_labels, tw->rows,
+    const tt_pass ps = tower_pass(tw, 1);
+    tt_model_forward(dev, m, &ps, tw->d_params, tw->d_act, tw->rows);
+    tt_dev_softmax_xent(dev, tw->d_dlogits, tw->d_stats, tt_model_logits(m, tw->d_act), tw->d_labels, tw->rows,
                         m->n_classes, 1.0f / (float)n);
-    tt_model_backward(dev, m, tw->d_params, tw->d_grads, tw->d_act, tw->d_delta, tw->d_dlogits, tw->rows);
+    tt_model_backward(dev, m, &ps, tw->d_params, tw->d_grads, tw->d_act, tw->d_delta, tw->d_dlogits, tw->rows);
 }
 
 /* push: the per-row statistics, and (cpu placement) the gradient into this tower's own host slot. */
@@ -355,7 +379,7 @@ static void tower_step(tt_tower *tw, const uint32_t *idx, size_t n)
     l->reduce0 = l->reduce1 = l->rpush0 = l->rpush1 = l->push1;
     l->rows = B;
     l->bytes_pull = P * sizeof(float);
-    l->bytes_data = B * (m->input_dim + sizeof(int32_t));
+    l->bytes_data = B * (tt_dataset_sample_bytes(tr->ds) + sizeof(int32_t) + sizeof(uint32_t));
     l->bytes_push = (tr->place->host_sum ? P * sizeof(float) : 0) + 2 * B * sizeof(float);
 }
 
@@ -457,12 +481,14 @@ static void tower_eval(tt_tower *tw)
     const size_t lo = tw->lo, total = tw->rows;
     tw->loss_sum = 0;
     tw->top1 = tw->top5 = 0;
+    const tt_pass ps = tower_pass(tw, 0);
     phase_pull(tw);
     for (size_t done = 0; done < total;) {
         size_t rows = total - done < tr->shard_max ? total - done : tr->shard_max;
         phase_data(tw, tr->ds, NULL, lo + done, rows);
-        tt_model_forward(dev, m, tw->d_params, tw->d_act, rows);
-        tt_dev_softmax_xent(dev, NULL, tw->d_stats, tw->d_act[m->n_layers], tw->d_labels, rows, m->n_classes, 0.0f);
+        tt_model_forward(dev, m, &ps, tw->d_params, tw->d_act, rows);
+        tt_dev_softmax_xent(dev, NULL, tw->d_stats, tt_model_logits(m, tw->d_act), tw->d_labels, rows, m->n_classes,
+                            0.0f);
         tt_dev_d2h(dev, tw->h_stats, tw->d_stats, 2 * rows * sizeof(float));
         tt_dev_sync(dev);
         tower_count_stats(tw, rows);
@@ -923,6 +949,8 @@ tt_status tt_trainer_step(tt_trainer *tr, const tt_dataset *ds, const uint32_t *
 }
 
 tt_halt tt_trainer_halted(const tt_trainer *tr) { return tr->halt; }
+
+void tt_trainer_set_epoch(tt_trainer *tr, uint64_t epoch) { tr->epoch = epoch; }
 
 void tt_trainer_request_stop(tt_trainer *tr) { atomic_store(&tr->stop_request, 1); }
 

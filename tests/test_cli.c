@@ -486,7 +486,7 @@ START_TEST(test_strict_numbers_and_repeats)
     expect("bench --towers 1 --towers 2", 2, "--towers: given twice");
     expect("probe --reps 2 --reps 3", 2, "--reps: given twice");
     expect("train --log-json --nesterov", 2, "--log-json: missing value"); /* an option is not a value */
-    expect("probe --data x", 2, "probe: --data does not apply");           /* nor silently ignored */
+    expect("probe --val-samples 5", 2, "probe: --val-samples does not apply"); /* nor silently ignored */
     expect("compare --reduce cpu", 2, "compare: --reduce does not apply");
     expect("bench --trace t.json", 2, "bench: --trace does not apply");
     expect("bench --reps 65", 2, "--reps");

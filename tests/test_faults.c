@@ -29,7 +29,7 @@ static void init_trainer(tt_trainer *tr, tt_model *m, size_t towers, size_t batc
                          const atomic_int *stop, float **init)
 {
     tt_error err;
-    ck_assert_int_eq(tt_model_parse(m, MODEL, "t", 6, 3, &err), TT_OK);
+    ck_assert_int_eq(tt_model_parse(m, MODEL, "t", TT_FLAT_INPUT(6, 3), &err), TT_OK);
     *init = (float *)tt_malloc(m->n_params * sizeof(float));
     tt_model_init_params(m, *init, 3);
     tt_trainer_config tc = tt_test_config(towers, batch, tt_optim_defaults(TT_OPT_ADAM), reduce);
@@ -128,7 +128,7 @@ START_TEST(test_nonfinite_gradient_with_finite_loss)
             ds.scale = 1e30f;
             tt_model m;
             tt_error err;
-            ck_assert_int_eq(tt_model_parse(&m, "dense units=4\ndense units=3\n", "t", 6, 3, &err), TT_OK);
+            ck_assert_int_eq(tt_model_parse(&m, "dense units=4\ndense units=3\n", "t", TT_FLAT_INPUT(6, 3), &err), TT_OK);
             ck_assert_uint_eq(m.n_params, 6 * 4 + 4 + 4 * 3 + 3);
             float *init = (float *)tt_calloc(m.n_params, sizeof(float));
             float *w2 = init + m.layers[1].offset; /* (4, 3) row-major, then the bias (3) */
@@ -319,7 +319,7 @@ START_TEST(test_plan_matches_allocations)
         for (size_t towers = 1; towers <= 4; towers++) {
             tt_model m;
             tt_error err;
-            ck_assert_int_eq(tt_model_parse(&m, MODEL, "t", 6, 3, &err), TT_OK);
+            ck_assert_int_eq(tt_model_parse(&m, MODEL, "t", TT_FLAT_INPUT(6, 3), &err), TT_OK);
             float *init = (float *)tt_calloc(m.n_params, sizeof(float));
             tt_trainer_config tc = tt_test_config(towers, 37, tt_optim_defaults(TT_OPT_NADAM), (tt_reduce)red);
             tc.ops = &ops;
@@ -449,7 +449,7 @@ START_TEST(test_buffers_hold_what_is_written)
         for (size_t towers = 1; towers <= 4; towers++) {
             tt_model m;
             tt_error err;
-            ck_assert_int_eq(tt_model_parse(&m, MODEL, "t", 6, 3, &err), TT_OK);
+            ck_assert_int_eq(tt_model_parse(&m, MODEL, "t", TT_FLAT_INPUT(6, 3), &err), TT_OK);
             float *init = (float *)tt_malloc(m.n_params * sizeof(float));
             tt_model_init_params(&m, init, 3);
             tt_trainer_config tc = tt_test_config(towers, 37, tt_optim_defaults(TT_OPT_ADAM), (tt_reduce)red);
@@ -494,7 +494,7 @@ START_TEST(test_probe_buffers_hold_what_is_written)
     tt_dev_ops ops = guard_ops();
     tt_model m;
     tt_error err;
-    ck_assert_int_eq(tt_model_parse(&m, "dense units=3\n", "t", 6, 3, &err), TT_OK);
+    ck_assert_int_eq(tt_model_parse(&m, "dense units=3\n", "t", TT_FLAT_INPUT(6, 3), &err), TT_OK);
     ck_assert_uint_lt(m.n_params, 64);
     tt_probe_config pc;
     probe_config(&pc, &m, &ops, 1);
@@ -531,7 +531,7 @@ START_TEST(test_probe_setup_failure_measures_nothing)
     ops.alloc = device1_full_alloc;
     tt_model m;
     tt_error err;
-    ck_assert_int_eq(tt_model_parse(&m, "dense units=3\n", "t", 6, 3, &err), TT_OK);
+    ck_assert_int_eq(tt_model_parse(&m, "dense units=3\n", "t", TT_FLAT_INPUT(6, 3), &err), TT_OK);
     tt_probe_config pc;
     probe_config(&pc, &m, &ops, 2);
     tt_probe p;

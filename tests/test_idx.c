@@ -233,7 +233,7 @@ START_TEST(test_fifo_model_file)
     tt_model m;
     tt_error err = {{0}};
     double t0 = tt_now();
-    ck_assert_int_eq(tt_model_load(&m, file("model-fifo"), 4, 10, &err), TT_ERR_IO);
+    ck_assert_int_eq(tt_model_load(&m, file("model-fifo"), TT_FLAT_INPUT(4, 10), &err), TT_ERR_IO);
     ck_assert_msg(tt_now() - t0 < 1.0, "refusing a FIFO took %.2f s", tt_now() - t0);
     ck_assert_msg(strstr(err.msg, file("model-fifo")) && strstr(err.msg, "not a regular file (a FIFO)"), "%s",
                   err.msg);
@@ -245,23 +245,23 @@ START_TEST(test_model_file_limits)
 {
     tt_model m;
     tt_error err = {{0}};
-    ck_assert_int_eq(tt_model_load(&m, dir, 4, 10, &err), TT_ERR_IO);
+    ck_assert_int_eq(tt_model_load(&m, dir, TT_FLAT_INPUT(4, 10), &err), TT_ERR_IO);
     ck_assert_msg(strstr(err.msg, dir) && strstr(err.msg, "(a directory)"), "%s", err.msg);
     tt_test_write(file("model-nul"), "dense units=10\n\0", 16);
-    ck_assert_int_eq(tt_model_load(&m, file("model-nul"), 4, 10, &err), TT_ERR_FORMAT);
+    ck_assert_int_eq(tt_model_load(&m, file("model-nul"), TT_FLAT_INPUT(4, 10), &err), TT_ERR_FORMAT);
     ck_assert_msg(strstr(err.msg, file("model-nul")) && strstr(err.msg, "NUL byte"), "%s", err.msg);
     size_t big = ((size_t)1 << 20) + 1;
     char *text = (char *)malloc(big);
     ck_assert_ptr_nonnull(text);
     memset(text, '#', big);
     tt_test_write(file("model-big"), text, big);
-    ck_assert_int_eq(tt_model_load(&m, file("model-big"), 4, 10, &err), TT_ERR_FORMAT);
+    ck_assert_int_eq(tt_model_load(&m, file("model-big"), TT_FLAT_INPUT(4, 10), &err), TT_ERR_FORMAT);
     ck_assert_msg(strstr(err.msg, file("model-big")) && strstr(err.msg, "larger than"), "%s", err.msg);
     for (size_t i = 1; i < big; i += 2) text[i] = '\n'; /* exactly 1 MiB: "#" comment lines, then a layer */
     memcpy(text + big - 16, "\ndense units=10", 15);
     tt_test_write(file("model-1mib"), text, big - 1);
     free(text);
-    ck_assert_int_eq(tt_model_load(&m, file("model-1mib"), 4, 10, &err), TT_OK);
+    ck_assert_int_eq(tt_model_load(&m, file("model-1mib"), TT_FLAT_INPUT(4, 10), &err), TT_OK);
     ck_assert_uint_eq(m.n_layers, 1);
 }
 END_TEST

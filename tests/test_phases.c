@@ -25,7 +25,7 @@ static void fixture_make(fixture *f)
 {
     tt_error err;
     tt_test_dataset(&f->ds, 64, 12, 5, 3);
-    ck_assert_int_eq(tt_model_parse(&f->m, MODEL, "t", f->ds.dim, f->ds.n_classes, &err), TT_OK);
+    ck_assert_int_eq(tt_model_parse(&f->m, MODEL, "t", TT_FLAT_INPUT(f->ds.dim, f->ds.n_classes), &err), TT_OK);
     f->init = (float *)tt_malloc(f->m.n_params * sizeof(float));
     f->idx = (uint32_t *)tt_malloc(f->ds.n * sizeof(uint32_t));
     ck_assert(f->init && f->idx);

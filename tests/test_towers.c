@@ -50,7 +50,7 @@ static float *train_steps_on(tt_reduce reduce, size_t towers, size_t batch, tt_o
                              const tt_dataset *ds, size_t last_n, size_t *P, tt_error *err)
 {
     tt_model m;
-    ck_assert_int_eq(tt_model_parse(&m, MODEL, "t", ds->dim, ds->n_classes, err), TT_OK);
+    ck_assert_int_eq(tt_model_parse(&m, MODEL, "t", TT_FLAT_INPUT(ds->dim, ds->n_classes), err), TT_OK);
     float *init = (float *)tt_malloc(m.n_params * sizeof(float));
     tt_model_init_params(&m, init, 42);
     tt_trainer_config tc = tower_config(towers, batch, oc, reduce);
@@ -293,7 +293,7 @@ static float *replay_run(const tt_run_config *c, const tt_dataset *train, const 
 {
     tt_model m;
     tt_error err;
-    ck_assert_int_eq(tt_model_parse(&m, MODEL, "t", train->dim, train->n_classes, &err), TT_OK);
+    ck_assert_int_eq(tt_model_parse(&m, MODEL, "t", TT_FLAT_INPUT(train->dim, train->n_classes), &err), TT_OK);
     float *init = (float *)tt_malloc(m.n_params * sizeof(float));
     tt_model_init_params(&m, init, c->seed);
     tt_trainer_config tc = tower_config(c->towers, c->batch, c->optim, c->reduce); /* --lr-scaling none */
@@ -462,7 +462,7 @@ START_TEST(test_more_towers_than_batch_is_an_error)
 {
     tt_model m;
     tt_error err;
-    ck_assert_int_eq(tt_model_parse(&m, MODEL, "t", 20, 5, &err), TT_OK);
+    ck_assert_int_eq(tt_model_parse(&m, MODEL, "t", TT_FLAT_INPUT(20, 5), &err), TT_OK);
     float *init = (float *)tt_calloc(m.n_params, sizeof(float));
     tt_trainer_config tc = tt_test_config(5, 4, tt_optim_defaults(TT_OPT_SGD), TT_REDUCE_CPU);
     tt_trainer tr;

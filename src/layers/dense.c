@@ -1,16 +1,29 @@
-/* layers/dense.c — fully connected layer, Keras `Dense` without activation (ReLU is its own layer).
+/* layers/dense.c — fully connected layer, Keras `Dense` (its activation is a layer of its own, fused in the summary).
  *
  * B = rows in this tower's shard, D = in (features), O = out (units).
  * Parameters, in this order in the flat buffer:
  *   W: (D, O) row-major — Keras's `kernel` layout, so y = x W
- *   b: (O)
+ *   b: (O)                (use_bias=false: none)
  * forward:  y (B,O) = x (B,D) · W (D,O) + b
  * backward: dW (D,O) = xᵀ (D,B) · dy (B,O);  db (O) = Σ_rows dy;  dx (B,D) = dy (B,O) · Wᵀ (O,D)
+ * The input must be flat (put a flatten before it), except for a model's first layer, which sees the sample
+ * flattened — the seed MLP's x.reshape(-1, 784).
  * Not for: fusing activations; that would hide the layer boundary students are looking for. */
-#include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 
-#include "tt_model.h"
+#include "layers.h"
+
+static tt_status dense_setup(tt_layer *l, tt_error *err)
+{
+    if (l->in_shape.ndim != 1 && l->index != 0) {
+        char in[64];
+        return tt_fail(err, TT_ERR_MODEL, "%s: dense needs a flat input, got %s (put a flatten before it)", l->name,
+                       tt_shape_str(&l->in_shape, 0, in, sizeof in));
+    }
+    l->out_shape = tt_shape1(l->units);
+    return TT_OK;
+}
 
 static int dense_tensors(const tt_layer *l, tt_tensor_info *out)
 {
@@ -19,48 +32,67 @@ static int dense_tensors(const tt_layer *l, tt_tensor_info *out)
     out[0].shape[0] = l->in;
     out[0].shape[1] = l->out;
     out[0].size = l->in * l->out;
+    if (!l->use_bias) return 1;
     snprintf(out[1].name, sizeof out[1].name, "%s/bias", l->name);
     out[1].ndim = 1;
     out[1].shape[0] = l->out;
-    out[1].shape[1] = 1;
     out[1].size = l->out;
     return 2;
 }
 
-/* Keras GlorotUniform: U(-limit, limit), limit = sqrt(6 / (fan_in + fan_out)); bias zeros.
- * https://keras.io/api/layers/initializers/#glorotuniform-class */
+/* Keras GlorotUniform kernel, zero bias. */
 static void dense_init(const tt_layer *l, float *p, tt_rng *rng)
 {
-    float limit = sqrtf(6.0f / (float)(l->in + l->out));
     size_t nw = l->in * l->out;
-    for (size_t i = 0; i < nw; i++) p[i] = (2.0f * tt_rng_uniform(rng) - 1.0f) * limit;
-    for (size_t i = 0; i < l->out; i++) p[nw + i] = 0.0f;
+    tt_glorot_uniform(p, nw, l->in, l->out, rng);
+    for (size_t i = 0; l->use_bias && i < l->out; i++) p[nw + i] = 0.0f;
 }
 
-static void dense_forward(tt_dev *dev, const tt_layer *l, const float *d_p, const float *d_x, float *d_y, size_t B)
+static int dense_gemms(const tt_layer *l, size_t B, int need_dx, size_t chunk_floats, tt_gemm_shape *out)
 {
+    (void)chunk_floats;
+    const size_t D = l->in, O = l->out;
+    out[0] = (tt_gemm_shape){0, 0, B, O, D, 1}; /* y = x W */
+    out[1] = (tt_gemm_shape){1, 0, D, O, B, 1}; /* dW = xᵀ dy */
+    out[2] = (tt_gemm_shape){0, 1, B, D, O, 1}; /* dx = dy Wᵀ */
+    return need_dx ? 3 : 2;
+}
+
+static void dense_forward(tt_dev *dev, const tt_layer *l, const tt_pass *ps, const float *d_p, const float *d_x,
+                          float *d_y, size_t B)
+{
+    (void)ps;
     const size_t D = l->in, O = l->out;
     const float *d_w = d_p, *d_b = d_p + D * O;
     tt_dev_sgemm(dev, 0, 0, B, O, D, 1.0f, d_x, D, d_w, O, 0.0f, d_y, O);
-    tt_dev_bias_add(dev, d_y, d_b, B, O);
+    if (l->use_bias) tt_dev_bias_add(dev, d_y, d_b, B, O);
 }
 
-static void dense_backward(tt_dev *dev, const tt_layer *l, const float *d_p, float *d_g, const float *d_x,
-                           const float *d_y, const float *d_dy, float *d_dx, size_t B)
+static void dense_backward(tt_dev *dev, const tt_layer *l, const tt_pass *ps, const float *d_p, float *d_g,
+                           const float *d_x, const float *d_y, const float *d_dy, float *d_dx, size_t B)
 {
+    (void)ps;
     (void)d_y;
     const size_t D = l->in, O = l->out;
     const float *d_w = d_p;
     float *d_gw = d_g, *d_gb = d_g + D * O;
     tt_dev_sgemm(dev, 1, 0, D, O, B, 1.0f, d_x, D, d_dy, O, 0.0f, d_gw, O);
-    tt_dev_col_sum(dev, d_gb, d_dy, B, O);
+    if (l->use_bias) tt_dev_col_sum(dev, d_gb, d_dy, B, O);
     if (d_dx) tt_dev_sgemm(dev, 0, 1, B, D, O, 1.0f, d_dy, O, d_w, O, 0.0f, d_dx, D);
 }
 
 const tt_layer_kind tt_layer_dense = {
     .name = "dense",
+    .stem = "dense",
+    .keras = "Dense",
+    .keys = {{"units", TT_KEY_SIZE, offsetof(tt_layer, units), 1, TT_MAX_WIDTH, NULL},
+             {"activation", TT_KEY_ACTIVATION, 0, 0, 0, "linear"},
+             {"use_bias", TT_KEY_BOOL, offsetof(tt_layer, use_bias), 0, 1, "true"},
+             {NULL, 0, 0, 0, 0, NULL}},
+    .setup = dense_setup,
     .tensors = dense_tensors,
     .init = dense_init,
+    .gemms = dense_gemms,
     .forward = dense_forward,
     .backward = dense_backward,
 };

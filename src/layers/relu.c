@@ -1,30 +1,27 @@
-/* layers/relu.c — elementwise ReLU, no parameters. B = rows, N = in = out features.
- * forward: y = max(x, 0);  backward: dx = dy · [y > 0]  (tt_relu / tt_relu_grad in tt_math.h). */
-#include "tt_model.h"
+/* layers/relu.c — elementwise ReLU, no parameters; any shape. B = rows, N = in = out elements per sample.
+ * forward: y = max(x, 0);  backward: dx = dy · [y > 0]  (tt_relu / tt_relu_grad in tt_math.h).
+ * A layer's activation=relu adds one of these, shown folded into that layer in the summary (as Keras shows it). */
+#include "layers.h"
 
-static int relu_tensors(const tt_layer *l, tt_tensor_info *out)
+static tt_status relu_setup(tt_layer *l, tt_error *err)
 {
-    (void)l;
-    (void)out;
-    return 0;
+    (void)err;
+    l->out_shape = l->in_shape;
+    return TT_OK;
 }
 
-static void relu_init(const tt_layer *l, float *p, tt_rng *rng)
+static void relu_forward(tt_dev *dev, const tt_layer *l, const tt_pass *ps, const float *d_p, const float *d_x,
+                         float *d_y, size_t B)
 {
-    (void)l;
-    (void)p;
-    (void)rng;
-}
-
-static void relu_forward(tt_dev *dev, const tt_layer *l, const float *d_p, const float *d_x, float *d_y, size_t B)
-{
+    (void)ps;
     (void)d_p;
     tt_dev_relu_fwd(dev, d_y, d_x, B * l->out);
 }
 
-static void relu_backward(tt_dev *dev, const tt_layer *l, const float *d_p, float *d_g, const float *d_x,
-                          const float *d_y, const float *d_dy, float *d_dx, size_t B)
+static void relu_backward(tt_dev *dev, const tt_layer *l, const tt_pass *ps, const float *d_p, float *d_g,
+                          const float *d_x, const float *d_y, const float *d_dy, float *d_dx, size_t B)
 {
+    (void)ps;
     (void)d_p;
     (void)d_g;
     (void)d_x;
@@ -33,8 +30,10 @@ static void relu_backward(tt_dev *dev, const tt_layer *l, const float *d_p, floa
 
 const tt_layer_kind tt_layer_relu = {
     .name = "relu",
-    .tensors = relu_tensors,
-    .init = relu_init,
+    .stem = "re_lu",
+    .keras = "ReLU",
+    .keys = {{NULL, 0, 0, 0, 0, NULL}},
+    .setup = relu_setup,
     .forward = relu_forward,
     .backward = relu_backward,
 };

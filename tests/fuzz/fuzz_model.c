@@ -42,7 +42,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     text[size] = '\0';
     tt_model m;
     tt_error err = {{0}};
-    tt_status s = tt_model_parse(&m, text, "fuzz-model", FUZZ_INPUT_DIM, FUZZ_CLASSES, &err);
+    tt_status s = tt_model_parse(&m, text, "fuzz-model", TT_FLAT_INPUT(FUZZ_INPUT_DIM, FUZZ_CLASSES), &err);
     if (s == TT_OK)
         check_model(&m);
     else

@@ -1,0 +1,149 @@
+/* layers/conv2d.c — 2-D convolution, Keras `Conv2D` (channels last), as im2col + sgemm; and the convolution code
+ * conv1d shares (a 1-D convolution is this one with H = 1).
+ *
+ * B = rows in the shard, (H, W, C) = input, (KH, KW) = kernel, F = filters, (OH, OW) = output, P = OH·OW output
+ * positions, KC = KH·KW·C. Parameters, in this order in the flat buffer:
+ *   W: (KH, KW, C, F) — Keras's kernel layout, which viewed as (KC, F) is the GEMM's right operand
+ *   b: (F)              (use_bias=false: none)
+ * forward:  cols (B·P, KC) = im2col(x);  y (B·P, F) = cols · W + b        — y is (B, OH, OW, F) as it stands
+ * backward: dW (KC, F) = colsᵀ · dy;  db (F) = Σ_rows dy;  dcols (B·P, KC) = dy · Wᵀ;  dx = col2im(dcols)
+ * The rows are processed in chunks sized by the backend's chunk_floats: on the CPU one sample's columns at a time,
+ * so they stay in L2 between im2col and the GEMMs (the columns of a whole shard — 50 MB for the cnn's second layer
+ * at 64 rows — would stream through memory three times); on a GPU the whole shard in one GEMM. dW accumulates
+ * over the chunks in a fixed order (beta = 1 after the first), so a run is bit-identical to itself.
+ * Not for: Winograd or FFT convolutions (the GEMM is the point here). */
+#include <stddef.h>
+#include <stdio.h>
+
+#include "layers.h"
+
+/* Output positions, patch length, and rows per chunk of the layer for a shard of B rows. */
+static size_t conv_chunk(const tt_layer *l, size_t B, size_t chunk_floats)
+{
+    const size_t per_row = l->g.OH * l->g.OW * l->g.KH * l->g.KW * l->g.C;
+    size_t ch = chunk_floats ? chunk_floats / per_row : B;
+    if (ch < 1) ch = 1;
+    return ch < B ? ch : (B ? B : 1);
+}
+
+static tt_status conv2d_setup(tt_layer *l, tt_error *err)
+{
+    char in[64];
+    if (l->in_shape.ndim != 3)
+        return tt_fail(err, TT_ERR_MODEL, "%s: conv2d needs an (H, W, C) input, got %s", l->name,
+                       tt_shape_str(&l->in_shape, 0, in, sizeof in));
+    tt_status s = tt_layer_geom(l, l->in_shape.d[0], l->in_shape.d[1], l->in_shape.d[2], err);
+    if (s) return s;
+    l->out_shape = tt_shape3(l->g.OH, l->g.OW, l->units);
+    return TT_OK;
+}
+
+int tt_conv_tensors(const tt_layer *l, tt_tensor_info *out)
+{
+    const tt_conv_geom *g = &l->g;
+    snprintf(out[0].name, sizeof out[0].name, "%s/kernel", l->name);
+    if (l->in_shape.ndim == 3) { /* conv2d: (KH, KW, C, F) */
+        out[0].ndim = 4;
+        out[0].shape[0] = g->KH;
+        out[0].shape[1] = g->KW;
+        out[0].shape[2] = g->C;
+        out[0].shape[3] = l->units;
+    } else { /* conv1d: (K, C, F) */
+        out[0].ndim = 3;
+        out[0].shape[0] = g->KW;
+        out[0].shape[1] = g->C;
+        out[0].shape[2] = l->units;
+    }
+    out[0].size = g->KH * g->KW * g->C * l->units;
+    if (!l->use_bias) return 1;
+    snprintf(out[1].name, sizeof out[1].name, "%s/bias", l->name);
+    out[1].ndim = 1;
+    out[1].shape[0] = l->units;
+    out[1].size = l->units;
+    return 2;
+}
+
+/* Keras GlorotUniform for a conv kernel: fan_in = KH·KW·C, fan_out = KH·KW·F; zero bias. */
+void tt_conv_init(const tt_layer *l, float *p, tt_rng *rng)
+{
+    const size_t rf = l->g.KH * l->g.KW, nw = rf * l->g.C * l->units;
+    tt_glorot_uniform(p, nw, rf * l->g.C, rf * l->units, rng);
+    for (size_t i = 0; l->use_bias && i < l->units; i++) p[nw + i] = 0.0f;
+}
+
+size_t tt_conv_workspace(const tt_layer *l, size_t B, size_t chunk_floats)
+{
+    return conv_chunk(l, B, chunk_floats) * l->g.OH * l->g.OW * l->g.KH * l->g.KW * l->g.C;
+}
+
+int tt_conv_gemms(const tt_layer *l, size_t B, int need_dx, size_t chunk_floats, tt_gemm_shape *out)
+{
+    const size_t P = l->g.OH * l->g.OW, KC = l->g.KH * l->g.KW * l->g.C, F = l->units;
+    const size_t ch = conv_chunk(l, B, chunk_floats), full = B / ch, rest = B % ch;
+    int n = 0;
+    const size_t rows[2] = {ch, rest}, calls[2] = {full, 1};
+    for (int k = 0; k < 2; k++) {
+        if (!rows[k] || !calls[k]) continue;
+        const size_t M = rows[k] * P;
+        out[n++] = (tt_gemm_shape){0, 0, M, F, KC, calls[k]}; /* y = cols W */
+        out[n++] = (tt_gemm_shape){1, 0, KC, F, M, calls[k]}; /* dW += colsᵀ dy */
+        if (need_dx) out[n++] = (tt_gemm_shape){0, 1, M, KC, F, calls[k]}; /* dcols = dy Wᵀ */
+    }
+    return n;
+}
+
+void tt_conv_forward(tt_dev *dev, const tt_layer *l, const tt_pass *ps, const float *d_p, const float *d_x,
+                     float *d_y, size_t B)
+{
+    const tt_conv_geom *g = &l->g;
+    const size_t in = l->in, out = l->out, P = g->OH * g->OW, KC = g->KH * g->KW * g->C, F = l->units;
+    const size_t ch = conv_chunk(l, B, ps->chunk_floats);
+    const float *d_w = d_p, *d_b = d_p + KC * F;
+    for (size_t r0 = 0; r0 < B; r0 += ch) {
+        const size_t n = B - r0 < ch ? B - r0 : ch;
+        tt_dev_im2col(dev, ps->d_ws, d_x + r0 * in, n, g);
+        tt_dev_sgemm(dev, 0, 0, n * P, F, KC, 1.0f, ps->d_ws, KC, d_w, F, 0.0f, d_y + r0 * out, F);
+    }
+    if (l->use_bias) tt_dev_bias_add(dev, d_y, d_b, B * P, F);
+}
+
+void tt_conv_backward(tt_dev *dev, const tt_layer *l, const tt_pass *ps, const float *d_p, float *d_g,
+                      const float *d_x, const float *d_y, const float *d_dy, float *d_dx, size_t B)
+{
+    (void)d_y;
+    const tt_conv_geom *g = &l->g;
+    const size_t in = l->in, out = l->out, P = g->OH * g->OW, KC = g->KH * g->KW * g->C, F = l->units;
+    const size_t ch = conv_chunk(l, B, ps->chunk_floats);
+    const float *d_w = d_p;
+    float *d_gw = d_g, *d_gb = d_g + KC * F;
+    if (l->use_bias) tt_dev_col_sum(dev, d_gb, d_dy, B * P, F);
+    for (size_t r0 = 0; r0 < B; r0 += ch) {
+        const size_t n = B - r0 < ch ? B - r0 : ch;
+        const float *d_dyc = d_dy + r0 * out;
+        tt_dev_im2col(dev, ps->d_ws, d_x + r0 * in, n, g); /* recomputed: cheaper than keeping a shard's columns */
+        tt_dev_sgemm(dev, 1, 0, KC, F, n * P, 1.0f, ps->d_ws, KC, d_dyc, F, r0 ? 1.0f : 0.0f, d_gw, F);
+        if (!d_dx) continue;
+        tt_dev_sgemm(dev, 0, 1, n * P, KC, F, 1.0f, d_dyc, F, d_w, F, 0.0f, ps->d_ws, KC); /* dcols, over cols */
+        tt_dev_col2im(dev, d_dx + r0 * in, ps->d_ws, n, g);
+    }
+}
+
+const tt_layer_kind tt_layer_conv2d = {
+    .name = "conv2d",
+    .stem = "conv2d",
+    .keras = "Conv2D",
+    .keys = {{"filters", TT_KEY_SIZE, offsetof(tt_layer, units), 1, TT_MAX_WIDTH, NULL},
+             {"kernel", TT_KEY_PAIR, offsetof(tt_layer, kernel), 1, 4096, NULL},
+             {"strides", TT_KEY_PAIR, offsetof(tt_layer, stride), 1, 4096, "1"},
+             {"padding", TT_KEY_PADDING, offsetof(tt_layer, same), 0, 1, "valid"},
+             {"activation", TT_KEY_ACTIVATION, 0, 0, 0, "linear"},
+             {"use_bias", TT_KEY_BOOL, offsetof(tt_layer, use_bias), 0, 1, "true"},
+             {NULL, 0, 0, 0, 0, NULL}},
+    .setup = conv2d_setup,
+    .tensors = tt_conv_tensors,
+    .init = tt_conv_init,
+    .workspace = tt_conv_workspace,
+    .gemms = tt_conv_gemms,
+    .forward = tt_conv_forward,
+    .backward = tt_conv_backward,
+};

@@ -1,0 +1,39 @@
+/* layers/layers.h — what the layer files share among themselves (not a public header): the convolution and pooling
+ * geometry from Keras's padding rules, the chunked im2col convolution that conv2d and conv1d both run, and the
+ * max pooling that maxpool2d, maxpool1d and globalmaxpool1d all run. Each kind's own file says what it is. */
+#ifndef TT_LAYERS_H
+#define TT_LAYERS_H
+
+#include <stddef.h>
+
+#include "tt_model.h"
+
+/* Output size and leading padding along one axis: same -> ceil(n / s), padding split with the smaller half first
+ * (TF's rule); valid -> floor((n - k) / s) + 1, needing n >= k. Returns 0 when valid does not fit. */
+int tt_layer_axis(size_t n, size_t k, size_t s, int same, size_t *out, size_t *pad);
+
+/* Fills l->g for an input (H, W, C) and the layer's kernel, stride and padding; one line naming the layer if the
+ * window does not fit. */
+tt_status tt_layer_geom(tt_layer *l, size_t H, size_t W, size_t C, tt_error *err);
+
+/* Convolution (l->g, l->units filters, kernel (KH, KW, C, F), optional bias): the parts conv2d and conv1d share. */
+int tt_conv_tensors(const tt_layer *l, tt_tensor_info *out);
+void tt_conv_init(const tt_layer *l, float *h_p, tt_rng *rng);
+size_t tt_conv_workspace(const tt_layer *l, size_t B, size_t chunk_floats);
+int tt_conv_gemms(const tt_layer *l, size_t B, int need_dx, size_t chunk_floats, tt_gemm_shape *out);
+void tt_conv_forward(tt_dev *dev, const tt_layer *l, const tt_pass *ps, const float *d_p, const float *d_x,
+                     float *d_y, size_t B);
+void tt_conv_backward(tt_dev *dev, const tt_layer *l, const tt_pass *ps, const float *d_p, float *d_g,
+                      const float *d_x, const float *d_y, const float *d_dy, float *d_dx, size_t B);
+
+/* Max pooling over l->g: the forward and backward every pooling kind shares. */
+void tt_pool_forward(tt_dev *dev, const tt_layer *l, const tt_pass *ps, const float *d_p, const float *d_x,
+                     float *d_y, size_t B);
+void tt_pool_backward(tt_dev *dev, const tt_layer *l, const tt_pass *ps, const float *d_p, float *d_g,
+                      const float *d_x, const float *d_y, const float *d_dy, float *d_dx, size_t B);
+
+/* Glorot-uniform (Keras's default kernel initializer) for fan_in, fan_out: U(-limit, limit),
+ * limit = sqrt(6 / (fan_in + fan_out)). https://keras.io/api/layers/initializers/#glorotuniform-class */
+void tt_glorot_uniform(float *p, size_t n, size_t fan_in, size_t fan_out, tt_rng *rng);
+
+#endif
