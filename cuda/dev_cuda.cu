@@ -153,6 +153,74 @@ __global__ void k_softmax_xent(float *dlogits, float *stats, const float *logits
     }
 }
 
+/* Convolution and pooling: the geometry travels by value (kernel parameter space), one thread per patch, pixel or
+ * element as in the comments of tt_math.h. The gathers add in the CPU scatters' order: the same bits. */
+__global__ void k_im2col(float *cols, const float *x, size_t rows, tt_conv_geom g)
+{
+    const size_t P = g.OH * g.OW, KC = g.KH * g.KW * g.C, in = g.H * g.W * g.C;
+    GRID_STRIDE(q, rows * P)
+    {
+        const size_t r = q / P, o = q % P;
+        tt_im2col_row(cols + q * KC, x + r * in, &g, o / g.OW, o % g.OW);
+    }
+}
+
+__global__ void k_col2im(float *dx, const float *dcols, size_t rows, tt_conv_geom g)
+{
+    const size_t HW = g.H * g.W, in = HW * g.C, pcols = g.OH * g.OW * g.KH * g.KW * g.C;
+    GRID_STRIDE(q, rows * HW)
+    {
+        const size_t r = q / HW, p = q % HW;
+        tt_col2im_pixel(dx + r * in + p * g.C, dcols + r * pcols, &g, p / g.W, p % g.W);
+    }
+}
+
+__global__ void k_maxpool_fwd(float *y, const float *x, size_t rows, tt_conv_geom g)
+{
+    const size_t P = g.OH * g.OW, in = g.H * g.W * g.C;
+    GRID_STRIDE(q, rows * P)
+    {
+        const size_t r = q / P, o = q % P;
+        tt_maxpool_pixel(y + q * g.C, x + r * in, &g, o / g.OW, o % g.OW);
+    }
+}
+
+__global__ void k_maxpool_bwd(float *dx, const float *dy, const float *x, const float *y, size_t rows, tt_conv_geom g)
+{
+    const size_t in = g.H * g.W * g.C, out = g.OH * g.OW * g.C;
+    GRID_STRIDE(q, rows * in)
+    {
+        const size_t r = q / in, e = q % in, c = e % g.C, p = e / g.C;
+        dx[q] = tt_maxpool_grad(dy + r * out, x + r * in, y + r * out, &g, p / g.W, p % g.W, c);
+    }
+}
+
+__global__ void k_dropout(float *y, const float *x, size_t rows, size_t cols, float rate, float keep, uint64_t key,
+                          const uint32_t *ids)
+{
+    GRID_STRIDE(q, rows * cols) y[q] = tt_dropout(x[q], key, ids[q / cols], q % cols, rate, keep);
+}
+
+__global__ void k_embed_fwd(float *y, const float *w, const float *t, size_t n, size_t V, size_t E)
+{
+    GRID_STRIDE(i, n) tt_embed_row(y + i * E, w, t[i], V, E);
+}
+
+/* One thread per (block of ids, column e): it walks every token in order and adds the rows of its ids — each element
+ * of dW has one owner and one order (ascending tokens), as on the CPU: no atomics, bit-identical runs. */
+__global__ void k_embed_bwd(float *dw, const float *dy, const float *t, size_t n, size_t V, size_t E, size_t per)
+{
+    GRID_STRIDE(q, ((V + per - 1) / per) * E)
+    {
+        const size_t e = q % E, lo = (q / E) * per, hi = lo + per < V ? lo + per : V;
+        for (size_t v = lo; v < hi; v++) dw[v * E + e] = 0.0f;
+        for (size_t i = 0; i < n; i++) {
+            size_t id;
+            if (tt_token_id(t[i], V, &id) && id >= lo && id < hi) dw[id * E + e] = tt_add(dw[id * E + e], dy[i * E + e]);
+        }
+    }
+}
+
 /* ---- the table ----------------------------------------------------------------------------------------------- */
 
 /* The stream and cuBLAS handle of c, on the current device (c->device). On failure, err names the call; what was
@@ -410,6 +478,61 @@ static void cu_softmax_xent(void *ctx, float *dlogits, float *stats, const float
     LAUNCH_CHECK(c);
 }
 
+static void cu_im2col(void *ctx, float *cols, const float *x, size_t rows, const tt_conv_geom *g)
+{
+    cuda_ctx *c = TOWER_CTX(ctx);
+    k_im2col<<<blocks_for(rows * g->OH * g->OW), kThreads, 0, c->stream>>>(cols, x, rows, *g);
+    LAUNCH_CHECK(c);
+}
+
+static void cu_col2im(void *ctx, float *dx, const float *dcols, size_t rows, const tt_conv_geom *g)
+{
+    cuda_ctx *c = TOWER_CTX(ctx);
+    k_col2im<<<blocks_for(rows * g->H * g->W), kThreads, 0, c->stream>>>(dx, dcols, rows, *g);
+    LAUNCH_CHECK(c);
+}
+
+static void cu_maxpool_fwd(void *ctx, float *y, const float *x, size_t rows, const tt_conv_geom *g)
+{
+    cuda_ctx *c = TOWER_CTX(ctx);
+    k_maxpool_fwd<<<blocks_for(rows * g->OH * g->OW), kThreads, 0, c->stream>>>(y, x, rows, *g);
+    LAUNCH_CHECK(c);
+}
+
+static void cu_maxpool_bwd(void *ctx, float *dx, const float *dy, const float *x, const float *y, size_t rows,
+                           const tt_conv_geom *g)
+{
+    cuda_ctx *c = TOWER_CTX(ctx);
+    k_maxpool_bwd<<<blocks_for(rows * g->H * g->W * g->C), kThreads, 0, c->stream>>>(dx, dy, x, y, rows, *g);
+    LAUNCH_CHECK(c);
+}
+
+static void cu_dropout(void *ctx, float *y, const float *x, size_t rows, size_t cols, float rate, uint64_t key,
+                       const uint32_t *ids)
+{
+    cuda_ctx *c = TOWER_CTX(ctx);
+    k_dropout<<<blocks_for(rows * cols), kThreads, 0, c->stream>>>(y, x, rows, cols, rate, 1.0f / (1.0f - rate), key,
+                                                                   ids);
+    LAUNCH_CHECK(c);
+}
+
+static void cu_embed_fwd(void *ctx, float *y, const float *w, const float *t, size_t n, size_t V, size_t E)
+{
+    cuda_ctx *c = TOWER_CTX(ctx);
+    k_embed_fwd<<<blocks_for(n), kThreads, 0, c->stream>>>(y, w, t, n, V, E);
+    LAUNCH_CHECK(c);
+}
+
+/* About 4096 owner threads: each takes ceil(V*E / 4096) ids' worth of one column and scans the n tokens once. */
+static void cu_embed_bwd(void *ctx, float *dw, const float *dy, const float *t, size_t n, size_t V, size_t E)
+{
+    cuda_ctx *c = TOWER_CTX(ctx);
+    size_t per = (V * E + 4095) / 4096;
+    per = per ? per : 1;
+    k_embed_bwd<<<blocks_for(((V + per - 1) / per) * E), kThreads, 0, c->stream>>>(dw, dy, t, n, V, E, per);
+    LAUNCH_CHECK(c);
+}
+
 /* Events on the tower's stream, for the ledger (no sync at record time). An event belongs to the device current at
  * its creation, which must be the one whose stream records it: the tower's (checked under TT_CUDA_DEBUG). */
 static void *cu_event_create(void *ctx)
@@ -642,6 +765,7 @@ extern const tt_dev_ops tt_dev_cuda_ops;
 /* In tt_dev_ops member order (C++17 has no designated initializers). */
 const tt_dev_ops tt_dev_cuda_ops = {
     "cuda",           /* name */
+    0,                /* chunk_floats: no limit, one GEMM per shard */
     cu_init,          /* init */
     cu_destroy,       /* destroy */
     cu_mem_info,      /* mem_info */
@@ -664,6 +788,13 @@ const tt_dev_ops tt_dev_cuda_ops = {
     cu_relu_fwd,      /* relu_fwd */
     cu_relu_bwd,      /* relu_bwd */
     cu_softmax_xent,  /* softmax_xent */
+    cu_im2col,        /* im2col */
+    cu_col2im,        /* col2im */
+    cu_maxpool_fwd,   /* maxpool_fwd */
+    cu_maxpool_bwd,   /* maxpool_bwd */
+    cu_dropout,       /* dropout */
+    cu_embed_fwd,     /* embed_fwd */
+    cu_embed_bwd,     /* embed_bwd */
     cu_event_create,  /* event_create */
     cu_event_destroy, /* event_destroy */
     cu_event_record,  /* event_record */

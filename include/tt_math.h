@@ -76,20 +76,36 @@ TT_HD void tt_im2col_row(float *col, const float *x, const tt_conv_geom *g, size
     }
 }
 
-/* col2im as a gather, one input pixel: dx[c] (c < C) of input (ih, iw) = the sum, over the kernel offsets (kh, kw)
- * in ascending order, of the column gradient where that offset of some output position reads (ih, iw). Written as
- * a gather (not a scatter-add) so that every pixel is one thread's on a GPU: no atomics, a fixed order, and the CPU
- * loops over the same function — both give the same bits. */
+/* col2im, the scatter form, one patch: adds row (oh, ow) of the column gradient into the KH*KW pixels it was read
+ * from (dx of one sample, (H, W, C); padding is skipped). The CPU backend runs it patch after patch in ascending
+ * order over a zeroed dx: contiguous channel adds, no index arithmetic per element. */
+TT_HD void tt_col2im_patch(float *dx, const float *dcol, const tt_conv_geom *g, size_t oh, size_t ow)
+{
+    for (size_t kh = 0; kh < g->KH; kh++) {
+        size_t ih = 0, iw = 0;
+        if (!tt_conv_src(oh, kh, g->SH, g->PT, g->H, &ih)) continue;
+        for (size_t kw = 0; kw < g->KW; kw++) {
+            if (!tt_conv_src(ow, kw, g->SW, g->PL, g->W, &iw)) continue;
+            float *dst = dx + (ih * g->W + iw) * g->C;
+            const float *src = dcol + (kh * g->KW + kw) * g->C;
+            for (size_t c = 0; c < g->C; c++) dst[c] += src[c];
+        }
+    }
+}
+
+/* col2im, the gather form, one input pixel: dx[c] of input (ih, iw) = the sum of the column gradient over the
+ * patches that read it, in ascending patch order — the order tt_col2im_patch adds them in, so the two forms give
+ * the same bits (tests/test_math.c checks it). One thread per pixel on a GPU: no atomics. */
 TT_HD void tt_col2im_pixel(float *dx, const float *dcols, const tt_conv_geom *g, size_t ih, size_t iw)
 {
     const size_t KC = g->KH * g->KW * g->C;
     for (size_t c = 0; c < g->C; c++) dx[c] = 0.0f;
-    for (size_t kh = 0; kh < g->KH; kh++) {
-        size_t ph = ih + g->PT; /* = oh * SH + kh */
+    for (size_t kh = g->KH; kh-- > 0;) { /* oh = (ih + PT - kh) / SH ascends as kh descends */
+        size_t ph = ih + g->PT;
         if (ph < kh || (ph - kh) % g->SH) continue;
         size_t oh = (ph - kh) / g->SH;
         if (oh >= g->OH) continue;
-        for (size_t kw = 0; kw < g->KW; kw++) {
+        for (size_t kw = g->KW; kw-- > 0;) {
             size_t pw = iw + g->PL;
             if (pw < kw || (pw - kw) % g->SW) continue;
             size_t ow = (pw - kw) / g->SW;
@@ -100,57 +116,57 @@ TT_HD void tt_col2im_pixel(float *dx, const float *dcols, const tt_conv_geom *g,
     }
 }
 
-/* Max pooling, one output (oh, ow, c) of sample x: the largest input under the window (padding never wins; a NaN
- * wins, so a diverged input stays visible). */
-TT_HD float tt_maxpool_value(const float *x, const tt_conv_geom *g, size_t oh, size_t ow, size_t c)
+/* Max pooling, one output pixel (oh, ow), every channel: y[c] = the largest input under the window (padding never
+ * wins; a NaN wins, so a diverged input stays visible). Channels innermost: contiguous, vectorised on the CPU. */
+TT_HD void tt_maxpool_pixel(float *y, const float *x, const tt_conv_geom *g, size_t oh, size_t ow)
 {
-    float m = -INFINITY;
+    for (size_t c = 0; c < g->C; c++) y[c] = -INFINITY;
     for (size_t kh = 0; kh < g->KH; kh++) {
         size_t ih = 0, iw = 0;
         if (!tt_conv_src(oh, kh, g->SH, g->PT, g->H, &ih)) continue;
         for (size_t kw = 0; kw < g->KW; kw++) {
             if (!tt_conv_src(ow, kw, g->SW, g->PL, g->W, &iw)) continue;
-            float v = x[(ih * g->W + iw) * g->C + c];
-            m = (v > m || v != v) ? v : m;
+            const float *src = x + (ih * g->W + iw) * g->C;
+            for (size_t c = 0; c < g->C; c++) y[c] = (src[c] > y[c] || src[c] != src[c]) ? src[c] : y[c];
         }
     }
-    return m;
 }
 
-/* Max pooling's gradient, one input (ih, iw, c): the sum, over the windows that contain it (ascending), of the output
- * gradient of each window whose first maximum (in (kh, kw) order) is this input — the input Keras/TF route the
- * gradient to. A gather again: one thread per input, no atomics, overlapping windows included. */
+/* The input (its offset in the sample) that window (oh, ow), channel c routes its gradient to: the window's first
+ * input, in (kh, kw) order, equal to the output y — where Keras/TF send a max-pool gradient. */
+TT_HD size_t tt_maxpool_argmax(const float *x, float y, const tt_conv_geom *g, size_t oh, size_t ow, size_t c)
+{
+    for (size_t kh = 0; kh < g->KH; kh++) {
+        size_t ih = 0, iw = 0;
+        if (!tt_conv_src(oh, kh, g->SH, g->PT, g->H, &ih)) continue;
+        for (size_t kw = 0; kw < g->KW; kw++) {
+            if (!tt_conv_src(ow, kw, g->SW, g->PL, g->W, &iw)) continue;
+            const size_t at = (ih * g->W + iw) * g->C + c;
+            if (x[at] == y) return at;
+        }
+    }
+    return (size_t)-1; /* y is NaN (no input equals it): no gradient; the loss is NaN anyway */
+}
+
+/* Max pooling's gradient, the gather form, one input (ih, iw, c): the sum of dy over the windows (ascending) that
+ * route to it — the order in which the CPU backend's scatter (window after window over a zeroed dx) adds them. */
 TT_HD float tt_maxpool_grad(const float *dy, const float *x, const float *y, const tt_conv_geom *g, size_t ih,
                             size_t iw, size_t c)
 {
     float acc = 0.0f;
-    for (size_t kh = 0; kh < g->KH; kh++) {
+    const size_t self = (ih * g->W + iw) * g->C + c;
+    for (size_t kh = g->KH; kh-- > 0;) {
         size_t ph = ih + g->PT;
         if (ph < kh || (ph - kh) % g->SH) continue;
         size_t oh = (ph - kh) / g->SH;
         if (oh >= g->OH) continue;
-        for (size_t kw = 0; kw < g->KW; kw++) {
+        for (size_t kw = g->KW; kw-- > 0;) {
             size_t pw = iw + g->PL;
             if (pw < kw || (pw - kw) % g->SW) continue;
             size_t ow = (pw - kw) / g->SW;
             if (ow >= g->OW) continue;
             const size_t o = (oh * g->OW + ow) * g->C + c;
-            /* the window's first input equal to its maximum */
-            size_t fh = 0, fw = 0;
-            int found = 0;
-            for (size_t qh = 0; qh < g->KH && !found; qh++) {
-                size_t jh = 0, jw = 0;
-                if (!tt_conv_src(oh, qh, g->SH, g->PT, g->H, &jh)) continue;
-                for (size_t qw = 0; qw < g->KW && !found; qw++) {
-                    if (!tt_conv_src(ow, qw, g->SW, g->PL, g->W, &jw)) continue;
-                    if (x[(jh * g->W + jw) * g->C + c] == y[o]) {
-                        fh = jh;
-                        fw = jw;
-                        found = 1;
-                    }
-                }
-            }
-            if (found && fh == ih && fw == iw) acc += dy[o];
+            if (tt_maxpool_argmax(x, y[o], g, oh, ow, c) == self) acc += dy[o];
         }
     }
     return acc;

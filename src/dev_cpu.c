@@ -136,14 +136,17 @@ static void cpu_im2col(void *ctx, float *cols, const float *x, size_t rows, cons
                 tt_im2col_row(cols + ((r * g->OH + oh) * g->OW + ow) * KC, x + r * in, g, oh, ow);
 }
 
+/* The scatter form, patch after patch in ascending order over a zeroed dx (tt_col2im_patch): the sums of the CUDA
+ * backend's gather (tt_col2im_pixel), in the same order. */
 static void cpu_col2im(void *ctx, float *dx, const float *dcols, size_t rows, const tt_conv_geom *g)
 {
     (void)ctx;
-    const size_t in = g->H * g->W * g->C, pcols = g->OH * g->OW * g->KH * g->KW * g->C;
+    const size_t in = g->H * g->W * g->C, KC = g->KH * g->KW * g->C, P = g->OH * g->OW;
+    for (size_t k = 0; k < rows * in; k++) dx[k] = 0.0f;
     for (size_t r = 0; r < rows; r++)
-        for (size_t ih = 0; ih < g->H; ih++)
-            for (size_t iw = 0; iw < g->W; iw++)
-                tt_col2im_pixel(dx + r * in + (ih * g->W + iw) * g->C, dcols + r * pcols, g, ih, iw);
+        for (size_t oh = 0; oh < g->OH; oh++)
+            for (size_t ow = 0; ow < g->OW; ow++)
+                tt_col2im_patch(dx + r * in, dcols + (r * P + oh * g->OW + ow) * KC, g, oh, ow);
 }
 
 static void cpu_maxpool_fwd(void *ctx, float *y, const float *x, size_t rows, const tt_conv_geom *g)
@@ -153,21 +156,23 @@ static void cpu_maxpool_fwd(void *ctx, float *y, const float *x, size_t rows, co
     for (size_t r = 0; r < rows; r++)
         for (size_t oh = 0; oh < g->OH; oh++)
             for (size_t ow = 0; ow < g->OW; ow++)
-                for (size_t c = 0; c < g->C; c++)
-                    y[r * out + (oh * g->OW + ow) * g->C + c] = tt_maxpool_value(x + r * in, g, oh, ow, c);
+                tt_maxpool_pixel(y + r * out + (oh * g->OW + ow) * g->C, x + r * in, g, oh, ow);
 }
 
+/* The scatter form: window after window (ascending) adds its dy to its argmax in a zeroed dx — the CUDA backend's
+ * gather (tt_maxpool_grad) adds the same terms in the same order. */
 static void cpu_maxpool_bwd(void *ctx, float *dx, const float *dy, const float *x, const float *y, size_t rows,
                             const tt_conv_geom *g)
 {
     (void)ctx;
     const size_t in = g->H * g->W * g->C, out = g->OH * g->OW * g->C;
+    for (size_t k = 0; k < rows * in; k++) dx[k] = 0.0f;
     for (size_t r = 0; r < rows; r++)
-        for (size_t ih = 0; ih < g->H; ih++)
-            for (size_t iw = 0; iw < g->W; iw++)
-                for (size_t c = 0; c < g->C; c++)
-                    dx[r * in + (ih * g->W + iw) * g->C + c] =
-                        tt_maxpool_grad(dy + r * out, x + r * in, y + r * out, g, ih, iw, c);
+        for (size_t o = 0; o < out; o++) {
+            const size_t c = o % g->C, ow = (o / g->C) % g->OW, oh = o / g->C / g->OW;
+            const size_t at = tt_maxpool_argmax(x + r * in, y[r * out + o], g, oh, ow, c);
+            if (at != (size_t)-1) dx[r * in + at] += dy[r * out + o];
+        }
 }
 
 static void cpu_dropout(void *ctx, float *y, const float *x, size_t rows, size_t cols, float rate, uint64_t key,

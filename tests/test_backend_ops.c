@@ -353,6 +353,115 @@ START_TEST(test_softmax_xent_eval)
 }
 END_TEST
 
+/* Convolution and pooling ops over several geometries (same padding split unevenly, strides 2, overlapping windows,
+ * 1-D), 3 rows each: im2col, col2im, max pooling forward and backward. Exact: the backends run the same tt_math.h
+ * functions, and the gathers add in the scatters' order (test_math checks that on the CPU). */
+START_TEST(test_conv_pool_ops)
+{
+    pair p;
+    pair_init(&p);
+    static const size_t G[][11] = { /* H W C KH KW SH SW PT PL OH OW */
+        {5, 5, 2, 3, 3, 1, 1, 1, 1, 5, 5}, {6, 7, 3, 3, 3, 2, 2, 0, 1, 3, 4}, {6, 5, 1, 3, 3, 1, 1, 0, 0, 4, 3},
+        {1, 9, 4, 1, 5, 1, 1, 0, 0, 1, 5}, {28, 28, 1, 3, 3, 1, 1, 1, 1, 28, 28}};
+    const size_t R = 3;
+    for (size_t k = 0; k < sizeof G / sizeof G[0]; k++) {
+        const tt_conv_geom g = {G[k][0], G[k][1], G[k][2], G[k][3], G[k][4], G[k][5], G[k][6], G[k][7], G[k][8],
+                                G[k][9], G[k][10]};
+        const size_t in = g.H * g.W * g.C, P = g.OH * g.OW, KC = g.KH * g.KW * g.C, out = P * g.C;
+        float *hx = random_host(R * in, 70 + k), *hc = random_host(R * P * KC, 80 + k), *hy = random_host(R * out, 90 + k);
+        float *x0, *x1, *c0, *c1, *d0, *d1, *y0, *y1, *dy0, *dy1;
+        char what[64];
+        upload(&p, hx, R * in, &x0, &x1);
+        upload(&p, hc, R * P * KC, &c0, &c1);
+        tt_dev_im2col(&p.cpu, c0, x0, R, &g);
+        tt_dev_im2col(&p.dev, c1, x1, R, &g);
+        snprintf(what, sizeof what, "im2col geometry %zu", k);
+        compare(&p, what, c0, c1, R * P * KC, 0, 0);
+        upload(&p, hc, R * P * KC, &c0, &c1);
+        upload(&p, hx, R * in, &d0, &d1);
+        tt_dev_col2im(&p.cpu, d0, c0, R, &g);
+        tt_dev_col2im(&p.dev, d1, c1, R, &g);
+        snprintf(what, sizeof what, "col2im geometry %zu", k);
+        compare(&p, what, d0, d1, R * in, 0, 0);
+        tt_dev_dfree(&p.cpu, c0);
+        tt_dev_dfree(&p.dev, c1);
+        /* max pooling over the same geometry: x quantised so that windows hold ties */
+        for (size_t i = 0; i < R * in; i++) hx[i] = (float)(int)(hx[i] * 3.0f);
+        tt_dev_h2d(&p.cpu, x0, hx, R * in * sizeof(float));
+        tt_dev_h2d(&p.dev, x1, hx, R * in * sizeof(float));
+        upload(&p, hy, R * out, &y0, &y1);
+        tt_dev_maxpool_fwd(&p.cpu, y0, x0, R, &g);
+        tt_dev_maxpool_fwd(&p.dev, y1, x1, R, &g);
+        upload(&p, hy, R * out, &dy0, &dy1);
+        upload(&p, hx, R * in, &d0, &d1);
+        tt_dev_maxpool_bwd(&p.cpu, d0, dy0, x0, y0, R, &g);
+        tt_dev_maxpool_bwd(&p.dev, d1, dy1, x1, y1, R, &g);
+        snprintf(what, sizeof what, "maxpool_bwd geometry %zu", k);
+        compare(&p, what, d0, d1, R * in, 0, 0);
+        snprintf(what, sizeof what, "maxpool_fwd geometry %zu", k);
+        compare(&p, what, y0, y1, R * out, 0, 0);
+        compare(&p, "maxpool input (untouched)", x0, x1, R * in, 0, 0);
+        tt_dev_dfree(&p.cpu, dy0);
+        tt_dev_dfree(&p.dev, dy1);
+        tt_free(hx);
+        tt_free(hc);
+        tt_free(hy);
+    }
+    pair_free(&p);
+}
+END_TEST
+
+/* Dropout (a sample's mask from its data-set index: rows given out of order) and the embedding's gather and ordered
+ * sum (ids repeat, one is out of range and must give zeros): exact on both backends. */
+START_TEST(test_dropout_embedding_ops)
+{
+    pair p;
+    pair_init(&p);
+    const size_t R = 37, C = 129, V = 13, E = 5, n = 200;
+    float *hx = random_host(R * C, 100), *ht = (float *)tt_malloc(n * sizeof(float)), *hw = random_host(V * E, 101);
+    float *hd = random_host(n * E, 102), *x0, *x1, *y0, *y1, *t0, *t1, *w0, *w1, *e0, *e1, *g0, *g1, *dd0, *dd1;
+    uint32_t ids[37];
+    for (size_t r = 0; r < R; r++) ids[r] = (uint32_t)(5000 - 97 * r);
+    uint32_t *i0 = (uint32_t *)tt_dev_alloc(&p.cpu, sizeof ids), *i1 = (uint32_t *)tt_dev_alloc(&p.dev, sizeof ids);
+    tt_dev_h2d(&p.cpu, i0, ids, sizeof ids);
+    tt_dev_h2d(&p.dev, i1, ids, sizeof ids);
+    upload(&p, hx, R * C, &x0, &x1);
+    upload(&p, hx, R * C, &y0, &y1);
+    const uint64_t key = tt_dropout_key(3, 2, 1);
+    tt_dev_dropout(&p.cpu, y0, x0, R, C, 0.3f, key, i0);
+    tt_dev_dropout(&p.dev, y1, x1, R, C, 0.3f, key, i1);
+    compare(&p, "dropout", y0, y1, R * C, 0, 0);
+    tt_dev_dropout(&p.cpu, x0, x0, R, C, 0.5f, key, i0); /* in place */
+    tt_dev_dropout(&p.dev, x1, x1, R, C, 0.5f, key, i1);
+    compare(&p, "dropout in place", x0, x1, R * C, 0, 0);
+    for (size_t i = 0; i < n; i++) ht[i] = i == 17 ? (float)V : (float)((i * 7) % V);
+    upload(&p, ht, n, &t0, &t1);
+    upload(&p, hw, V * E, &w0, &w1);
+    upload(&p, hd, n * E, &e0, &e1);
+    tt_dev_embed_fwd(&p.cpu, e0, w0, t0, n, V, E);
+    tt_dev_embed_fwd(&p.dev, e1, w1, t1, n, V, E);
+    float *fw = fetch(&p.cpu, e0, n * E);
+    for (size_t e = 0; e < E; e++) ck_assert(fw[17 * E + e] == 0.0f); /* id V: out of range, zeros */
+    tt_free(fw);
+    compare(&p, "embed_fwd", e0, e1, n * E, 0, 0);
+    upload(&p, hd, n * E, &dd0, &dd1);
+    upload(&p, hw, V * E, &g0, &g1);
+    tt_dev_embed_bwd(&p.cpu, g0, dd0, t0, n, V, E);
+    tt_dev_embed_bwd(&p.dev, g1, dd1, t1, n, V, E);
+    compare(&p, "embed_bwd", g0, g1, V * E, 0, 0);
+    const void *bufs[][2] = {{t0, t1}, {w0, w1}, {dd0, dd1}, {i0, i1}};
+    for (size_t b = 0; b < sizeof bufs / sizeof bufs[0]; b++) {
+        tt_dev_dfree(&p.cpu, (void *)bufs[b][0]);
+        tt_dev_dfree(&p.dev, (void *)bufs[b][1]);
+    }
+    tt_free(hx);
+    tt_free(ht);
+    tt_free(hw);
+    tt_free(hd);
+    pair_free(&p);
+}
+END_TEST
+
 /* Events, as the ledger uses them: marks on the tower's stream, read once the stream is synced. Around a GEMM of 0.1
  * GFLOP the elapsed time is finite and > 0; an empty interval is finite and >= 0; a later mark is no earlier than an
  * earlier one; an event recorded again (every step reuses its events) measures its new interval. */
@@ -485,6 +594,8 @@ int main(int argc, char **argv)
             tcase_add_test(tc, test_elementwise_and_rows);
             tcase_add_test(tc, test_softmax_xent);
             tcase_add_test(tc, test_softmax_xent_eval);
+            tcase_add_test(tc, test_conv_pool_ops);
+            tcase_add_test(tc, test_dropout_embedding_ops);
             tcase_add_test(tc, test_events);
             suite_add_tcase(s, tc);
         }

@@ -87,6 +87,103 @@ START_TEST(test_cpu_row_ops)
 }
 END_TEST
 
+
+/* Geometries covering every path: same padding (uneven: more after than before), strides 2, overlapping windows
+ * (stride 1 < window 3), a window cut by the padding, and 1-D (H = 1). {H, W, C, KH, KW, SH, SW, same} */
+static const size_t GEOMS[][8] = {{5, 5, 2, 3, 3, 1, 1, 1}, {6, 7, 3, 3, 3, 2, 2, 1}, {5, 4, 2, 2, 2, 2, 2, 0},
+                                  {6, 5, 1, 3, 3, 1, 1, 0}, {1, 9, 4, 1, 5, 1, 1, 0}, {5, 5, 2, 2, 2, 2, 2, 1}};
+
+static tt_conv_geom geom_of(const size_t *v)
+{
+    tt_conv_geom g = {v[0], v[1], v[2], v[3], v[4], v[5], v[6], 0, 0, 0, 0};
+    if (v[7]) { /* same: ceil(n / s) outputs, the padding split with the smaller half before */
+        g.OH = (g.H + g.SH - 1) / g.SH;
+        g.OW = (g.W + g.SW - 1) / g.SW;
+        size_t th = (g.OH - 1) * g.SH + g.KH, tw = (g.OW - 1) * g.SW + g.KW;
+        g.PT = th > g.H ? (th - g.H) / 2 : 0;
+        g.PL = tw > g.W ? (tw - g.W) / 2 : 0;
+    } else {
+        g.OH = (g.H - g.KH) / g.SH + 1;
+        g.OW = (g.W - g.KW) / g.SW + 1;
+    }
+    return g;
+}
+
+/* The gather forms (one GPU thread per pixel) give the scatter forms' sums (the CPU's loops) to the bit: col2im, and
+ * max pooling's gradient, including overlapping windows where a pixel receives several terms. Values are chosen so
+ * that a different order of the additions would round differently (magnitudes from 1e-3 to 1e3). */
+START_TEST(test_gather_equals_scatter)
+{
+    for (size_t k = 0; k < sizeof GEOMS / sizeof GEOMS[0]; k++) {
+        const tt_conv_geom g = geom_of(GEOMS[k]);
+        const size_t in = g.H * g.W * g.C, P = g.OH * g.OW, KC = g.KH * g.KW * g.C, out = P * g.C;
+        float *dcols = (float *)tt_malloc(P * KC * sizeof(float)), *a = (float *)tt_calloc(in, sizeof(float));
+        float *b = (float *)tt_malloc(in * sizeof(float));
+        tt_rng r;
+        tt_rng_seed(&r, k, 1);
+        for (size_t i = 0; i < P * KC; i++) dcols[i] = ldexpf(tt_rng_uniform(&r) - 0.5f, (int)tt_rng_below(&r, 20) - 10);
+        for (size_t oh = 0; oh < g.OH; oh++)
+            for (size_t ow = 0; ow < g.OW; ow++) tt_col2im_patch(a, dcols + (oh * g.OW + ow) * KC, &g, oh, ow);
+        for (size_t ih = 0; ih < g.H; ih++)
+            for (size_t iw = 0; iw < g.W; iw++) tt_col2im_pixel(b + (ih * g.W + iw) * g.C, dcols, &g, ih, iw);
+        ck_assert_msg(memcmp(a, b, in * sizeof(float)) == 0, "geometry %zu: col2im gather != scatter", k);
+        /* max pooling: x with ties (small integers), so the first-argmax rule matters */
+        float *x = (float *)tt_malloc(in * sizeof(float)), *y = (float *)tt_malloc(out * sizeof(float));
+        float *dy = (float *)tt_malloc(out * sizeof(float));
+        for (size_t i = 0; i < in; i++) x[i] = (float)tt_rng_below(&r, 4);
+        for (size_t i = 0; i < out; i++) dy[i] = ldexpf(tt_rng_uniform(&r) + 0.5f, (int)tt_rng_below(&r, 20) - 10);
+        for (size_t oh = 0; oh < g.OH; oh++)
+            for (size_t ow = 0; ow < g.OW; ow++) tt_maxpool_pixel(y + (oh * g.OW + ow) * g.C, x, &g, oh, ow);
+        memset(a, 0, in * sizeof(float));
+        for (size_t o = 0; o < out; o++) {
+            size_t c = o % g.C, ow = (o / g.C) % g.OW, oh = o / g.C / g.OW, at = tt_maxpool_argmax(x, y[o], &g, oh, ow, c);
+            ck_assert(at != (size_t)-1 && x[at] == y[o]);
+            a[at] += dy[o];
+        }
+        for (size_t ih = 0; ih < g.H; ih++)
+            for (size_t iw = 0; iw < g.W; iw++)
+                for (size_t c = 0; c < g.C; c++)
+                    b[(ih * g.W + iw) * g.C + c] = tt_maxpool_grad(dy, x, y, &g, ih, iw, c);
+        ck_assert_msg(memcmp(a, b, in * sizeof(float)) == 0, "geometry %zu: max-pool gradient gather != scatter", k);
+        tt_free(dcols);
+        tt_free(a);
+        tt_free(b);
+        tt_free(x);
+        tt_free(y);
+        tt_free(dy);
+    }
+}
+END_TEST
+
+/* Dropout's mask: drops about `rate` of the elements (within 4 standard deviations), scales the kept by 1/(1-rate),
+ * depends on the sample's index and on (seed, epoch, layer) — and on nothing else, so the same sample gets the same
+ * mask whatever tower or row it lands in. */
+START_TEST(test_dropout_mask)
+{
+    const float rate = 0.25f, keep = 1.0f / (1.0f - rate);
+    const uint64_t key = tt_dropout_key(7, 3, 2);
+    size_t dropped = 0, n = 0;
+    for (uint64_t sample = 0; sample < 200; sample++)
+        for (uint64_t j = 0; j < 500; j++, n++) {
+            float y = tt_dropout(2.0f, key, sample, j, rate, keep);
+            ck_assert(y == 0.0f || y == 2.0f * keep);
+            dropped += y == 0.0f;
+        }
+    const double sd = sqrt((double)n * rate * (1 - rate));
+    ck_assert_msg(fabs((double)dropped - rate * (double)n) < 4 * sd, "dropped %zu of %zu at rate %g", dropped, n,
+                  (double)rate);
+    ck_assert(tt_dropout(1.0f, key, 5, 9, 0.0f, 1.0f) == 1.0f); /* rate 0 keeps everything */
+    /* another seed, epoch or layer gives another mask (over 500 elements, identical masks are impossible in practice) */
+    const uint64_t others[3] = {tt_dropout_key(8, 3, 2), tt_dropout_key(7, 4, 2), tt_dropout_key(7, 3, 3)};
+    for (int o = 0; o < 3; o++) {
+        size_t same = 0;
+        for (uint64_t j = 0; j < 500; j++)
+            same += (tt_dropout(1.0f, key, 11, j, 0.5f, 2.0f) == 0) == (tt_dropout(1.0f, others[o], 11, j, 0.5f, 2.0f) == 0);
+        ck_assert_msg(same < 450, "key %d: %zu of 500 mask bits equal", o, same);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("math");
@@ -96,6 +193,8 @@ int main(void)
     tcase_add_test(tc, test_relu);
     tcase_add_test(tc, test_pixel);
     tcase_add_test(tc, test_cpu_row_ops);
+    tcase_add_test(tc, test_gather_equals_scatter);
+    tcase_add_test(tc, test_dropout_mask);
     suite_add_tcase(s, tc);
     return tt_test_run_suite(s);
 }

@@ -20,7 +20,57 @@
 #include "tt_train.h"
 #include "tt_trainer.h"
 
-static const char *MODEL = "dense units=16 activation=relu\ndense units=12 activation=relu\ndense units=5\n";
+/* A workload: a model file and a data-set maker for it. The tower semantics are checked for each: an MLP on vectors,
+ * a small cnn on 6x6 images and a small textcnn on token sequences — both with dropout on, whose masks depend on the
+ * sample (its data-set index), never on the tower computing it. */
+typedef struct workload {
+    const char *name, *model;
+    void (*make)(tt_dataset *ds, size_t n, uint64_t seed);
+} workload;
+
+static void make_vectors(tt_dataset *ds, size_t n, uint64_t seed) { tt_test_dataset(ds, n, 20, 5, seed); }
+
+static void make_images(tt_dataset *ds, size_t n, uint64_t seed)
+{
+    tt_test_dataset(ds, n, 36, 5, seed);
+    ds->shape = tt_shape3(6, 6, 1);
+}
+
+/* 10 token ids in 0..19 per sample (float32 data), labels from the byte features they came from */
+static void make_tokens(tt_dataset *ds, size_t n, uint64_t seed)
+{
+    tt_test_dataset(ds, n, 10, 5, seed);
+    float *t = (float *)tt_malloc(n * 10 * sizeof(float));
+    ck_assert_ptr_nonnull(t);
+    for (size_t i = 0; i < n * 10; i++) t[i] = (float)(ds->x[i] % 20);
+    tt_free(ds->x);
+    ds->x = (uint8_t *)t;
+    ds->xtype = TT_X_F32;
+    ds->scale = 1.0f;
+    ds->shape = tt_shape1(10);
+}
+
+static const workload WORKLOADS[] = {
+    {"mlp", "dense units=16 activation=relu\ndense units=12 activation=relu\ndense units=5\n", make_vectors},
+    {"cnn", "conv2d filters=4 kernel=3 padding=same activation=relu\nmaxpool2d pool=2\ndropout rate=0.25\n"
+            "conv2d filters=4 kernel=2 activation=relu\nflatten\ndropout rate=0.5\ndense units=5 activation=softmax\n",
+     make_images},
+    {"textcnn", "embedding dim=3\nconv1d filters=4 kernel=3 activation=relu\nmaxpool1d pool=2\ndropout rate=0.3\n"
+                "flatten\ndense units=5 activation=softmax\n",
+     make_tokens},
+};
+static const workload *g_w = &WORKLOADS[0]; /* the workload under test */
+#define MODEL (g_w->model)
+
+/* The model input of a data set (shape, classes, and vocabulary 20 for the token workload). */
+static const tt_model_input *input_of(const tt_dataset *ds)
+{
+    static tt_model_input in;
+    in.shape = ds->shape;
+    in.n_classes = ds->n_classes;
+    in.vocab = ds->xtype == TT_X_F32 ? 20 : 0;
+    return &in;
+}
 
 static tt_reduce g_reduce = TT_REDUCE_CPU; /* placement used by train_steps */
 static tt_backend g_be;                    /* the backend under test and its devices */
@@ -50,7 +100,7 @@ static float *train_steps_on(tt_reduce reduce, size_t towers, size_t batch, tt_o
                              const tt_dataset *ds, size_t last_n, size_t *P, tt_error *err)
 {
     tt_model m;
-    ck_assert_int_eq(tt_model_parse(&m, MODEL, "t", TT_FLAT_INPUT(ds->dim, ds->n_classes), err), TT_OK);
+    ck_assert_int_eq(tt_model_parse(&m, MODEL, "t", input_of(ds), err), TT_OK);
     float *init = (float *)tt_malloc(m.n_params * sizeof(float));
     tt_model_init_params(&m, init, 42);
     tt_trainer_config tc = tower_config(towers, batch, oc, reduce);
@@ -128,7 +178,7 @@ static void check_nccl(tt_optim_config oc, size_t batch, size_t last_n, const tt
 static void compare_towers(tt_optim_config oc, size_t batch, size_t last_n)
 {
     tt_dataset ds;
-    tt_test_dataset(&ds, 600, 20, 5, 1);
+    g_w->make(&ds, 600, 1);
     size_t P;
     float *ref = train_steps(1, batch, oc, 20, &ds, last_n, &P);
     for (size_t N = 2; N <= max_towers(batch); N++) {
@@ -174,10 +224,10 @@ END_TEST
 /* Every placement adds the towers' gradients with the same tt_add in the same tower order, so the weights after
  * 50 steps must be identical to the bit (bound: 0 ulp) for N = 1..4 (on a GPU backend, up to one more than its GPUs),
  * with uneven shards and a partial last step. Not nccl: NCCL's order is its own (compare_towers bounds it). */
-START_TEST(test_placements_agree)
+static void placements_agree(void)
 {
     tt_dataset ds;
-    tt_test_dataset(&ds, 600, 20, 5, 5);
+    g_w->make(&ds, 600, 5);
     tt_optim_config oc = tt_optim_defaults(TT_OPT_ADAM);
     for (size_t N = 1; N <= max_towers(47); N++) {
         size_t P;
@@ -197,17 +247,24 @@ START_TEST(test_placements_agree)
     g_reduce = TT_REDUCE_CPU;
     tt_dataset_free(&ds);
 }
+
+START_TEST(test_placements_agree) { placements_agree(); }
 END_TEST
 
 static void run_full(size_t towers, uint64_t seed, tt_run_result *res)
 {
     static tt_dataset train, val, test;
-    static int made;
-    if (!made) {
-        tt_test_dataset(&train, 1003, 20, 5, 2); /* 1003 = 15 full batches of 64 + 43 */
-        tt_test_dataset(&val, 200, 20, 5, 3);
-        tt_test_dataset(&test, 100, 20, 5, 4);
-        made = 1;
+    static const workload *made;
+    if (made != g_w) {
+        if (made) {
+            tt_dataset_free(&train);
+            tt_dataset_free(&val);
+            tt_dataset_free(&test);
+        }
+        g_w->make(&train, 1003, 2); /* 1003 = 15 full batches of 64 + 43 */
+        g_w->make(&val, 200, 3);
+        g_w->make(&test, 100, 4);
+        made = g_w;
     }
     char path[256];
     snprintf(path, sizeof path, "%s/tt_model_%d.txt", tt_test_tmp_base(), (int)getpid());
@@ -227,7 +284,7 @@ static void run_full(size_t towers, uint64_t seed, tt_run_result *res)
     unlink(path);
 }
 
-START_TEST(test_same_seed_bit_identical)
+static void same_seed_bit_identical(void)
 {
     for (size_t towers = 1; towers <= 3; towers += 2) {
         tt_run_result *a = (tt_run_result *)tt_calloc(1, sizeof *a), *b = (tt_run_result *)tt_calloc(1, sizeof *b);
@@ -250,9 +307,11 @@ START_TEST(test_same_seed_bit_identical)
         tt_free(c);
     }
 }
+
+START_TEST(test_same_seed_bit_identical) { same_seed_bit_identical(); }
 END_TEST
 
-START_TEST(test_epoch_trains_every_sample_and_allocates_nothing)
+static void trains_every_sample(void)
 {
     for (int red = TT_REDUCE_CPU; red <= TT_REDUCE_ALLREDUCE; red++) {
         g_reduce = (tt_reduce)red;
@@ -271,6 +330,8 @@ START_TEST(test_epoch_trains_every_sample_and_allocates_nothing)
     }
     g_reduce = TT_REDUCE_CPU;
 }
+
+START_TEST(test_epoch_trains_every_sample_and_allocates_nothing) { trains_every_sample(); }
 END_TEST
 
 /* ---- the epoch loop, replayed by hand ----------------------------------------------------------------------
@@ -293,7 +354,7 @@ static float *replay_run(const tt_run_config *c, const tt_dataset *train, const 
 {
     tt_model m;
     tt_error err;
-    ck_assert_int_eq(tt_model_parse(&m, MODEL, "t", TT_FLAT_INPUT(train->dim, train->n_classes), &err), TT_OK);
+    ck_assert_int_eq(tt_model_parse(&m, MODEL, "t", input_of(train), &err), TT_OK);
     float *init = (float *)tt_malloc(m.n_params * sizeof(float));
     tt_model_init_params(&m, init, c->seed);
     tt_trainer_config tc = tower_config(c->towers, c->batch, c->optim, c->reduce); /* --lr-scaling none */
@@ -342,8 +403,8 @@ static float *replay_run(const tt_run_config *c, const tt_dataset *train, const 
 START_TEST(test_run_equals_hand_replay)
 {
     tt_dataset train, val, none;
-    tt_test_dataset(&train, REPLAY_N, 20, 5, 6);
-    tt_test_dataset(&val, 41, 20, 5, 8);
+    g_w->make(&train, REPLAY_N, 6);
+    g_w->make(&val, 41, 8);
     memset(&none, 0, sizeof none); /* no test samples: they do not touch the weights or the epochs */
     char path[256];
     snprintf(path, sizeof path, "%s/tt_model_replay_%d.txt", tt_test_tmp_base(), (int)getpid());
@@ -473,6 +534,24 @@ START_TEST(test_more_towers_than_batch_is_an_error)
 }
 END_TEST
 
+/* The cnn and textcnn workloads (dropout on): N towers = 1 tower, placements bit-identical, same seed bit-identical,
+ * every sample trained with no allocation in the step loop. */
+static void workload_semantics(const workload *w)
+{
+    g_w = w;
+    compare_towers(tt_optim_defaults(TT_OPT_ADAM), 47, 0);
+    placements_agree();
+    same_seed_bit_identical();
+    trains_every_sample();
+    g_w = &WORKLOADS[0];
+}
+
+START_TEST(test_cnn_workload) { workload_semantics(&WORKLOADS[1]); }
+END_TEST
+
+START_TEST(test_textcnn_workload) { workload_semantics(&WORKLOADS[2]); }
+END_TEST
+
 /* Usage: test_towers [cpu|cuda] (default cpu). */
 int main(int argc, char **argv)
 {
@@ -495,6 +574,8 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_same_seed_bit_identical);
     tcase_add_test(tc, test_epoch_trains_every_sample_and_allocates_nothing);
     tcase_add_test(tc, test_run_equals_hand_replay);
+    tcase_add_test(tc, test_cnn_workload);
+    tcase_add_test(tc, test_textcnn_workload);
     if (is_cpu) { /* host code only: the backend does not enter */
         tcase_add_test(tc, test_sum_slots_tower_order);
         tcase_add_test(tc, test_more_towers_than_batch_is_an_error);
