@@ -71,7 +71,11 @@ static tt_status model_finish(tt_model *m, tt_error *err)
         l->in_shape = shape;
         l->in = tt_shape_elems(&shape);
         tt_status s = l->kind->setup(l, err);
-        if (s) return tt_fail(err, s, "%s: %s", m->source, err->msg);
+        if (s) {
+            char why[sizeof err->msg];
+            memcpy(why, err->msg, sizeof why); /* tt_fail writes err->msg: format from a copy */
+            return tt_fail(err, s, "%s: %s", m->source, why);
+        }
         l->out = tt_shape_elems(&l->out_shape);
         if (l->out == 0 || l->out > TT_MAX_SAMPLE_ELEMS)
             return tt_fail(err, TT_ERR_MODEL, "%s: %s: %zu outputs per sample (at most %zu)", m->source, l->name,

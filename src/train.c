@@ -566,7 +566,7 @@ tt_status tt_run_model(const tt_run_config *c, const tt_dataset *train, const tt
         if (sets[i]->n && tt_dataset_token_max(sets[i], &mx)) tokens_ok = 0;
         else if (sets[i]->n && mx > max) max = mx;
     }
-    if (!c->vocab && tokens_ok) in.vocab = (size_t)max + 1;
+    if (!c->vocab) in.vocab = tokens_ok ? (size_t)max + 1 : 1; /* 1: a stand-in, refused below for an embedding */
     tt_status s = tt_model_make(m, c->model, &in, err);
     if (s || m->layers[0].kind != &tt_layer_embedding) return s;
     if ((s = token_max(sets, names, &max, err))) return s;

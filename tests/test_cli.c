@@ -908,6 +908,62 @@ START_TEST(test_hostile_files)
 }
 END_TEST
 
+/* towertrain summary: Keras's parameter counts for the built-in models (the seed's Reuters textcnn layer by layer,
+ * the Keras cifar10_cnn example), a model built for --data, and its refusals; a conv model file trains. */
+static void expect_stdout(const char *args, const char *const *fragments)
+{
+    expect(args, 0, "");
+    const char *o = slurp(out_path);
+    for (const char *const *f = fragments; *f; f++)
+        ck_assert_msg(strstr(o, *f) != NULL, "towertrain %s: stdout lacks '%s':\n%s", args, *f, o);
+}
+
+START_TEST(test_summary_and_models)
+{
+    static const char *const textcnn[] = {"embedding (Embedding)", "(None, 300, 7)", "216,874", "conv1d (Conv1D)",
+                                          "2,304", "conv1d_1 (Conv1D)", "6,176", "dense (Dense)", "(None, 46)",
+                                          "107,502", "Total params: 332,856", NULL};
+    expect_stdout("summary --model textcnn", textcnn);
+    static const char *const cnn[] = {"conv2d_3 (Conv2D)", "(None, 13, 13, 64)", "36,928", "(None, 2304)",
+                                      "1,180,160", "Total params: 1,250,858", NULL};
+    expect_stdout("summary --model cnn", cnn);
+    static const char *const vocab[] = {"(None, 300, 7)", "700", NULL}; /* --vocab 100: 100 x 7 embeddings */
+    expect_stdout("summary --model textcnn --vocab 100", vocab);
+    char args[512], p[256];
+    snprintf(p, sizeof p, "%s/conv.txt", dir);
+    tt_test_write_str(p, "input shape=4,4,1\nconv2d filters=3 kernel=3 padding=same activation=relu\nmaxpool2d\n"
+                         "dropout rate=0.2\nflatten\ndense units=10 activation=softmax\n");
+    static const char *const file[] = {"(None, 4, 4, 3)", "(None, 2, 2, 3)", "Total params: 160", "using default", NULL};
+    snprintf(args, sizeof args, "summary --model %s", p);
+    expect_stdout(args, file);
+    snprintf(args, sizeof args, "summary --model %s --data %s", p, dir);
+    expect_stdout(args, file);
+    snprintf(args, sizeof args, "train --device cpu --data %s --val-samples 50 --epochs 2 --towers 2 --batch 32 --model %s",
+             dir, p);
+    expect(args, 0, "");
+    snprintf(args, sizeof args, "summary --model cnn --data %s", dir); /* 4x4 images: the cnn does not fit */
+    expect(args, 1, "window does not fit");
+    snprintf(args, sizeof args, "summary --model textcnn --data %s", dir);
+    expect(args, 1, "built-in textcnn: needs sequences of token ids");
+    expect("summary --model mlp --epochs 3", 2, "summary: --epochs does not apply");
+    expect("summary --model mlp --vocab 0", 2, "--vocab");
+    expect("summary --model /nonexistent/m.txt", 1, "/nonexistent/m.txt");
+    tt_test_write_str(p, "conv2d filters=3 kernel=9\nflatten\ndense units=10\n");
+    snprintf(args, sizeof args, "summary --model %s --data %s", p, dir);
+    expect(args, 1, "a 9x9 window does not fit");
+    tt_test_write_str(p, "flatten\ndense units=10\nsoftmax\nrelu\n");
+    expect(args, 1, "softmax must be the last layer");
+    tt_test_write_str(p, "dropout rate=1.5\n");
+    expect(args, 1, "rate must be a number in [0, 0.99]");
+    tt_test_write_str(p, "conv2d filters=3 kernel=3 padding=full\n");
+    expect(args, 1, "padding must be same or valid");
+    tt_test_write_str(p, "dense units=10\nembedding dim=3\n");
+    expect(args, 1, "an embedding must be the first layer");
+    tt_test_write_str(p, "conv2d filters=3 kernel=2\nconv2d filters=3 kernel=2\ndense units=10\n");
+    expect(args, 1, "dense needs a flat input");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cli");
@@ -934,6 +990,7 @@ int main(void)
     tcase_add_test(tc, test_crash_regressions);
     tcase_add_test(tc, test_memory_budget);
     tcase_add_test(tc, test_hostile_files);
+    tcase_add_test(tc, test_summary_and_models);
     suite_add_tcase(s, tc);
     return tt_test_run_suite(s);
 }

@@ -534,6 +534,43 @@ START_TEST(test_more_towers_than_batch_is_an_error)
 }
 END_TEST
 
+/* A model that starts with an embedding reads token ids: the vocabulary comes from the data (largest id + 1) or
+ * --vocab; ids beyond a model file's vocab=, beyond --vocab, or data that are not non-negative integers are refused
+ * before training, each with one line (TT_ERR_MODEL, TT_ERR_ARG, TT_ERR_FORMAT). */
+START_TEST(test_token_checks)
+{
+    tt_dataset train, none;
+    make_tokens(&train, 50, 3);
+    memset(&none, 0, sizeof none);
+    tt_run_config c;
+    tt_run_config_defaults(&c);
+    c.model = "textcnn";
+    tt_model *m = (tt_model *)tt_calloc(1, sizeof *m);
+    tt_error err;
+    ck_assert_int_eq(tt_run_model(&c, &train, &none, &none, m, &err), TT_ERR_MODEL); /* 10 tokens: too short */
+    char path[256];
+    snprintf(path, sizeof path, "%s/tt_tokens_%d.txt", tt_test_tmp_base(), (int)getpid());
+    tt_test_write_str(path, "embedding dim=2\nflatten\ndense units=5\n");
+    c.model = path;
+    ck_assert_msg(tt_run_model(&c, &train, &none, &none, m, &err) == TT_OK, "%s", err.msg);
+    ck_assert_uint_eq(m->layers[0].vocab, 20); /* ids 0..19 */
+    tt_test_write_str(path, "embedding dim=2 vocab=10\nflatten\ndense units=5\n");
+    ck_assert_int_eq(tt_run_model(&c, &train, &none, &none, m, &err), TT_ERR_MODEL);
+    ck_assert_msg(strstr(err.msg, "token id 19") && strstr(err.msg, "vocabulary is 10"), "%s", err.msg);
+    tt_test_write_str(path, "embedding dim=2\nflatten\ndense units=5\n");
+    c.vocab = 5;
+    ck_assert_int_eq(tt_run_model(&c, &train, &none, &none, m, &err), TT_ERR_ARG);
+    ck_assert_msg(strstr(err.msg, "--vocab"), "%s", err.msg);
+    c.vocab = 0;
+    ((float *)(void *)train.x)[7] = 2.5f;
+    ck_assert_int_eq(tt_run_model(&c, &train, &none, &none, m, &err), TT_ERR_FORMAT);
+    ck_assert_msg(strstr(err.msg, "2.5"), "%s", err.msg);
+    unlink(path);
+    tt_free(m);
+    tt_dataset_free(&train);
+}
+END_TEST
+
 /* The cnn and textcnn workloads (dropout on): N towers = 1 tower, placements bit-identical, same seed bit-identical,
  * every sample trained with no allocation in the step loop. */
 static void workload_semantics(const workload *w)
@@ -579,6 +616,7 @@ int main(int argc, char **argv)
     if (is_cpu) { /* host code only: the backend does not enter */
         tcase_add_test(tc, test_sum_slots_tower_order);
         tcase_add_test(tc, test_more_towers_than_batch_is_an_error);
+        tcase_add_test(tc, test_token_checks);
     } else {
         printf("%s: %d GPU%s (towers run on them round-robin)\n", g_device, g_be.n_devices,
                g_be.n_devices == 1 ? "" : "s");
