@@ -254,9 +254,10 @@ TT_HD float tt_softmax_xent_row(const float *z, int C, int label, float scale, f
 }
 
 /* ---- optimizers, one parameter ------------------------------------------------------------------------------
- * Keras semantics (keras.optimizers.SGD / Adam / Nadam, Keras 3 source); the per-step scalars (bias
+ * Keras semantics (keras.optimizers.SGD / Adam / Nadam / RMSprop, Keras 3 source); the per-step scalars (bias
  * corrections, momentum schedule) are computed once per step on the host by optim.c and passed in.
- * References: https://keras.io/api/optimizers/sgd/ , /adam/ , /Nadam/ ; Kingma & Ba 2015; Dozat 2016. */
+ * References: https://keras.io/api/optimizers/sgd/ , /adam/ , /Nadam/ , /rmsprop/ ; Kingma & Ba 2015; Dozat 2016;
+ * Hinton, Neural Networks for Machine Learning, lecture 6e (2012). */
 
 /* SGD with momentum mu (mu = 0: plain SGD):  v <- mu*v - lr*g;  w <- w + v   (nesterov: w <- w + mu*v - lr*g) */
 TT_HD void tt_sgd_elem(float *w, float *v, float g, float lr, float mu, int nesterov)
@@ -289,6 +290,34 @@ TT_HD void tt_nadam_elem(float *w, float *m, float *v, float g, float lr, float 
     *m = mn;
     *v = vn;
     *w -= lr * (cm * mn + cg * g) / (sqrtf(cv * vn) + eps);
+}
+
+/* RMSprop (Keras 3, keras/src/optimizers/rmsprop.py), in Keras's order of operations:
+ *   v <- rho*v + (1-rho) g^2
+ *   centered:  a <- rho*a + (1-rho) g;  var = v - a^2              otherwise:  var = v
+ *   inc = lr*g / sqrt(var + eps)
+ *   momentum:  s <- mu*s + inc;  w <- w - s                      otherwise:  w <- w - inc
+ * epsilon is INSIDE the square root here (unlike Adam's sqrt(v) + eps): with |g| near 1e-7 it sets the step.
+ * s (momentum, NULL when mu = 0) and a (average gradient, NULL when not centered) are optional state; Keras keeps
+ * them only in those configurations, and tt_optim_state_floats counts them the same way. */
+TT_HD void tt_rmsprop_elem(float *w, float *v, float *s, float *a, float g, float lr, float rho, float mu, float eps)
+{
+    float vn = rho * *v + (1.0f - rho) * (g * g);
+    *v = vn;
+    float var = vn; /* the mean square, or (centered) the variance estimate */
+    if (a) {
+        float an = rho * *a + (1.0f - rho) * g;
+        *a = an;
+        var = vn - an * an;
+    }
+    float inc = lr * g / sqrtf(var + eps);
+    if (s) {
+        float sn = mu * *s + inc;
+        *s = sn;
+        *w -= sn;
+    } else {
+        *w -= inc;
+    }
 }
 
 #endif

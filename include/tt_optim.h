@@ -1,11 +1,12 @@
 /* tt_optim.h — the optimizer that lives on the host next to the master variables.
  *
- * State (momentum / first and second moments) is flat, in the parameter buffer's layout. Each step the trainer
+ * State (momentum / first and second moments / RMSprop's averages) is flat, in the parameter buffer's layout. Each step the trainer
  * calls tt_optim_begin_step once (bias corrections and schedules: scalars), then tt_optim_apply on slices of the
  * buffer from several threads; the per-element formulas are in tt_math.h. Semantics and defaults are Keras's:
  *   SGD   lr 0.01, momentum 0, nesterov false   https://keras.io/api/optimizers/sgd/
  *   Adam  lr 0.001, beta_1 0.9, beta_2 0.999, epsilon 1e-7   https://keras.io/api/optimizers/adam/
  *   Nadam lr 0.001, beta_1 0.9, beta_2 0.999, epsilon 1e-7   https://keras.io/api/optimizers/Nadam/
+ *   RMSprop lr 0.001, rho 0.9, momentum 0, epsilon 1e-7, centered false   https://keras.io/api/optimizers/rmsprop/
  * docs/optimizers.md writes out every formula. */
 #ifndef TT_OPTIM_H
 #define TT_OPTIM_H
@@ -16,21 +17,25 @@
 extern "C" {
 #endif
 
-typedef enum { TT_OPT_SGD, TT_OPT_ADAM, TT_OPT_NADAM } tt_optim_kind;
+typedef enum { TT_OPT_SGD, TT_OPT_ADAM, TT_OPT_NADAM, TT_OPT_RMSPROP } tt_optim_kind;
 
 typedef struct tt_optim_config {
     tt_optim_kind kind;
     float lr;       /* the rate in force (after --lr-scaling) */
-    float momentum; /* SGD */
+    float momentum; /* SGD, RMSprop */
     int nesterov;   /* SGD */
-    float beta1, beta2, epsilon; /* Adam, Nadam */
+    float beta1, beta2; /* Adam, Nadam */
+    float epsilon;      /* Adam, Nadam, RMSprop */
+    float rho;          /* RMSprop: discount of the moving averages */
+    int centered;       /* RMSprop: divide by the gradient's estimated variance, not its second moment */
 } tt_optim_config;
 
 typedef struct tt_optim {
     tt_optim_config cfg;
     size_t n;
-    float *m; /* SGD velocity, or Adam/Nadam first moment (n) */
-    float *v; /* Adam/Nadam second moment (n); NULL for SGD */
+    float *m; /* SGD velocity, Adam/Nadam first moment, or RMSprop momentum (n; NULL for RMSprop with momentum 0) */
+    float *v; /* Adam/Nadam second moment, or RMSprop's average of g^2 (n); NULL for SGD */
+    float *a; /* RMSprop centered: average of g (n); NULL otherwise */
     uint64_t t;        /* steps applied so far */
     double u_product;  /* Nadam: prod of the momentum schedule so far */
     /* this step's scalars, set by tt_optim_begin_step */
@@ -42,8 +47,13 @@ int tt_optim_parse_kind(const char *name, tt_optim_kind *kind);
 const char *tt_optim_kind_name(tt_optim_kind kind);
 tt_optim_config tt_optim_defaults(tt_optim_kind kind);
 
-/* Floats of state per parameter: 1 for SGD (velocity), 2 for Adam and Nadam (moments). */
-size_t tt_optim_state_floats(tt_optim_kind kind);
+/* Floats of state per parameter that tt_optim_init allocates for this configuration: 1 for SGD (velocity), 2 for
+ * Adam and Nadam (moments), 1 to 3 for RMSprop (average of g^2; + momentum when momentum > 0; + average of g when
+ * centered). The memory budget reads it. */
+size_t tt_optim_state_floats(const tt_optim_config *cfg);
+/* The configuration's hyper-parameters after the kind and lr, as ", momentum 0.9, nesterov" or ", rho 0.9,
+ * momentum 0, epsilon 1e-07, centered" (for a banner); writes at most len bytes, always terminated. */
+void tt_optim_describe(const tt_optim_config *cfg, char *out, size_t len);
 tt_status tt_optim_init(tt_optim *o, const tt_optim_config *cfg, size_t n, tt_error *err);
 void tt_optim_free(tt_optim *o);
 void tt_optim_begin_step(tt_optim *o);

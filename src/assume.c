@@ -218,7 +218,9 @@ void tt_assume_probe(const tt_assume *a, const tt_model *m, size_t towers, size_
                           link_copy(a, L, a->d2h_gbs, N);
     p->reduce_nccl = a->nccl_us * 1e-6 + (towers > 1 ? S / (a->nccl_busbw_gbs * 1e9) : 0) +
                      link_copy(a, S, a->d2h_gbs, 1);
-    p->update = (3.0 + 2.0 * (double)tt_optim_state_floats(opt)) * 4 * P / host;
+    /* the kind's default configuration: `probe` takes --optimizer only (--momentum, --rho, --centered do not apply) */
+    const tt_optim_config oc = tt_optim_defaults(opt);
+    p->update = (3.0 + 2.0 * (double)tt_optim_state_floats(&oc)) * 4 * P / host;
 }
 
 /* ---- the report ---------------------------------------------------------------------------------------------- */

@@ -400,8 +400,8 @@ typedef struct probe_opts {
 
 static int probe_extra(const char *opt, const char *value, void *ctx, tt_error *err, tt_status *st)
 {
-    static const char *const unused[] = {"--epochs", "--lr", "--lr-scaling", "--momentum", "--nesterov",
-                                         "--seed", "--val-samples", "--train-samples", "--test-samples",
+    static const char *const unused[] = {"--epochs", "--lr", "--lr-scaling", "--momentum", "--nesterov", "--rho",
+                                         "--centered", "--seed", "--val-samples", "--train-samples", "--test-samples",
                                          "--log-json", "--progress", "--reduce", "--trace", NULL};
     probe_opts *po = (probe_opts *)ctx;
     if (strcmp(opt, "--reps") == 0) {

@@ -63,11 +63,13 @@ void tt_cli_train_help(FILE *f)
             "  --towers N            data-parallel towers, one thread each [1]\n"
             "  --batch N             global batch, split across the towers (sizes differ by at most 1) [256]\n"
             "  --epochs N            [10]\n"
-            "  --optimizer NAME      sgd | adam | nadam, Keras semantics and defaults [adam]\n"
-            "  --lr X                base learning rate [Keras default: sgd 0.01, adam/nadam 0.001]\n"
+            "  --optimizer NAME      sgd | adam | nadam | rmsprop, Keras semantics and defaults [adam]\n"
+            "  --lr X                base learning rate [Keras default: sgd 0.01, adam/nadam/rmsprop 0.001]\n"
             "  --lr-scaling RULE     none: lr as given; linear: lr x towers (Goyal et al. 2017) [none]\n"
-            "  --momentum X          sgd momentum in [0,1) [0]\n"
+            "  --momentum X          sgd or rmsprop momentum in [0,1) [0]\n"
             "  --nesterov            sgd Nesterov momentum\n"
+            "  --rho X               rmsprop discount of its moving averages, in (0,1) [0.9]\n"
+            "  --centered            rmsprop divides by the gradient's estimated variance, not its mean square\n"
             "  --seed N              initialisation and shuffling; same seed + towers = bit-identical run [1]\n"
             "  --val-samples N       validation = the last N training samples, 0 for none [10000]\n"
             "  --train-samples N     train on the first N remaining training samples only [all]\n"
@@ -85,9 +87,9 @@ void tt_cli_train_help(FILE *f)
 
 static int takes_value(const char *opt)
 {
-    static const char *valued[] = {"--data", "--model", "--vocab", "--device", "--gpus", "--towers", "--batch", "--epochs",
-                                   "--optimizer", "--lr", "--lr-scaling", "--momentum", "--seed", "--val-samples",
-                                   "--train-samples", "--test-samples", "--log-json", "--progress",
+    static const char *valued[] = {"--data", "--model", "--vocab", "--device", "--gpus", "--towers", "--batch",
+                                   "--epochs", "--optimizer", "--lr", "--lr-scaling", "--momentum", "--rho", "--seed",
+                                   "--val-samples", "--train-samples", "--test-samples", "--log-json", "--progress",
                                    "--host-threads", "--reduce", "--trace", NULL};
     for (const char **v = valued; *v; v++)
         if (strcmp(opt, *v) == 0) return 1;
@@ -98,8 +100,8 @@ tt_status tt_cli_parse_train(int argc, char **argv, int first, tt_run_config *c,
                              tt_cli_extra_fn extra, void *ctx, int *help, tt_error *err)
 {
     const char *optimizer = NULL;
-    int have_lr = 0, have_momentum = 0, nesterov = 0;
-    float lr = 0, momentum = 0;
+    int have_lr = 0, have_momentum = 0, nesterov = 0, have_rho = 0, centered = 0;
+    float lr = 0, momentum = 0, rho = 0;
     *help = 0;
     enum { MAX_SEEN = 64 };
     char seen[MAX_SEEN][64]; /* options given so far: each may appear once, as a repeated key in a model file */
@@ -165,6 +167,12 @@ tt_status tt_cli_parse_train(int argc, char **argv, int first, tt_run_config *c,
         } else if (strcmp(name, "--nesterov") == 0) {
             if (value) return tt_fail(err, TT_ERR_ARG, "--nesterov: takes no value");
             nesterov = 1;
+        } else if (strcmp(name, "--rho") == 0) {
+            s = tt_cli_float(name, value, 0, 0.999999, 1, &rho, err);
+            have_rho = 1;
+        } else if (strcmp(name, "--centered") == 0) {
+            if (value) return tt_fail(err, TT_ERR_ARG, "--centered: takes no value");
+            centered = 1;
         } else if (strcmp(name, "--seed") == 0) {
             size_t seed;
             s = tt_cli_size(name, value, 0, SIZE_MAX, &seed, err);
@@ -200,18 +208,23 @@ tt_status tt_cli_parse_train(int argc, char **argv, int first, tt_run_config *c,
     if (optimizer) {
         tt_optim_kind kind;
         if (tt_optim_parse_kind(optimizer, &kind))
-            return tt_fail(err, TT_ERR_ARG, "--optimizer: '%.64s' is not sgd, adam or nadam", optimizer);
+            return tt_fail(err, TT_ERR_ARG, "--optimizer: '%.64s' is not sgd, adam, nadam or rmsprop", optimizer);
         c->optim = tt_optim_defaults(kind);
     }
-    if ((have_momentum || nesterov) && c->optim.kind != TT_OPT_SGD)
-        return tt_fail(err, TT_ERR_ARG, "%s: applies to --optimizer sgd only",
-                       have_momentum ? "--momentum" : "--nesterov");
+    const tt_optim_kind kind = c->optim.kind;
+    if (have_momentum && kind != TT_OPT_SGD && kind != TT_OPT_RMSPROP)
+        return tt_fail(err, TT_ERR_ARG, "--momentum: applies to --optimizer sgd or rmsprop only");
+    if (nesterov && kind != TT_OPT_SGD) return tt_fail(err, TT_ERR_ARG, "--nesterov: applies to --optimizer sgd only");
+    if ((have_rho || centered) && kind != TT_OPT_RMSPROP)
+        return tt_fail(err, TT_ERR_ARG, "%s: applies to --optimizer rmsprop only", have_rho ? "--rho" : "--centered");
     if (nesterov && (!have_momentum || momentum == 0))
         return tt_fail(err, TT_ERR_ARG, "--nesterov: needs --momentum greater than 0");
     if (have_lr) c->optim.lr = lr;
     c->lr_given = have_lr;
     if (have_momentum) c->optim.momentum = momentum;
     c->optim.nesterov = nesterov;
+    if (have_rho) c->optim.rho = rho;
+    c->optim.centered = centered;
     if (c->towers > c->batch)
         return tt_fail(err, TT_ERR_ARG, "--towers %zu is more than --batch %zu: every tower needs at least one sample",
                        c->towers, c->batch);

@@ -1,6 +1,7 @@
 /* optim.c — host optimizers: per-step scalars here, per-element formulas in tt_math.h (shared with a device
  * optimizer, should one be added). */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "tt_math.h"
@@ -11,6 +12,7 @@ int tt_optim_parse_kind(const char *name, tt_optim_kind *kind)
     if (strcmp(name, "sgd") == 0) *kind = TT_OPT_SGD;
     else if (strcmp(name, "adam") == 0) *kind = TT_OPT_ADAM;
     else if (strcmp(name, "nadam") == 0) *kind = TT_OPT_NADAM;
+    else if (strcmp(name, "rmsprop") == 0) *kind = TT_OPT_RMSPROP;
     else return -1;
     return 0;
 }
@@ -21,6 +23,7 @@ const char *tt_optim_kind_name(tt_optim_kind kind)
     case TT_OPT_SGD: return "sgd";
     case TT_OPT_ADAM: return "adam";
     case TT_OPT_NADAM: return "nadam";
+    case TT_OPT_RMSPROP: return "rmsprop";
     }
     return "?";
 }
@@ -34,10 +37,40 @@ tt_optim_config tt_optim_defaults(tt_optim_kind kind)
     c.beta1 = 0.9f;
     c.beta2 = 0.999f;
     c.epsilon = 1e-7f;
+    c.rho = 0.9f;
     return c;
 }
 
-size_t tt_optim_state_floats(tt_optim_kind kind) { return kind == TT_OPT_SGD ? 1 : 2; }
+/* Which state buffers a configuration uses: m (SGD velocity, Adam/Nadam first moment, RMSprop momentum), v (second
+ * moments), a (RMSprop's average gradient). RMSprop keeps its momentum and average-gradient buffers only when it
+ * uses them, as Keras's build() does. */
+static int has_m_buf(const tt_optim_config *c) { return c->kind != TT_OPT_RMSPROP || c->momentum > 0; }
+static int has_v_buf(const tt_optim_config *c) { return c->kind != TT_OPT_SGD; }
+static int has_a_buf(const tt_optim_config *c) { return c->kind == TT_OPT_RMSPROP && c->centered; }
+
+size_t tt_optim_state_floats(const tt_optim_config *cfg)
+{
+    return (size_t)(has_m_buf(cfg) + has_v_buf(cfg) + has_a_buf(cfg));
+}
+
+void tt_optim_describe(const tt_optim_config *c, char *out, size_t len)
+{
+    if (!len) return;
+    switch (c->kind) {
+    case TT_OPT_SGD:
+        snprintf(out, len, ", momentum %g%s", (double)c->momentum, c->nesterov ? ", nesterov" : "");
+        break;
+    case TT_OPT_ADAM:
+    case TT_OPT_NADAM:
+        snprintf(out, len, ", beta_1 %g, beta_2 %g, epsilon %g", (double)c->beta1, (double)c->beta2,
+                 (double)c->epsilon);
+        break;
+    case TT_OPT_RMSPROP:
+        snprintf(out, len, ", rho %g, momentum %g, epsilon %g%s", (double)c->rho, (double)c->momentum,
+                 (double)c->epsilon, c->centered ? ", centered" : "");
+        break;
+    }
+}
 
 tt_status tt_optim_init(tt_optim *o, const tt_optim_config *cfg, size_t n, tt_error *err)
 {
@@ -45,9 +78,10 @@ tt_status tt_optim_init(tt_optim *o, const tt_optim_config *cfg, size_t n, tt_er
     o->cfg = *cfg;
     o->n = n;
     o->u_product = 1.0;
-    o->m = (float *)tt_calloc(n, sizeof(float));
-    if (cfg->kind != TT_OPT_SGD) o->v = (float *)tt_calloc(n, sizeof(float));
-    if (!o->m || (cfg->kind != TT_OPT_SGD && !o->v)) {
+    if (has_m_buf(cfg)) o->m = (float *)tt_calloc(n, sizeof(float));
+    if (has_v_buf(cfg)) o->v = (float *)tt_calloc(n, sizeof(float));
+    if (has_a_buf(cfg)) o->a = (float *)tt_calloc(n, sizeof(float));
+    if ((has_m_buf(cfg) && !o->m) || (has_v_buf(cfg) && !o->v) || (has_a_buf(cfg) && !o->a)) {
         tt_optim_free(o);
         return tt_fail(err, TT_ERR_NOMEM, "optimizer: out of memory for %zu parameters of state", n);
     }
@@ -58,7 +92,8 @@ void tt_optim_free(tt_optim *o)
 {
     tt_free(o->m);
     tt_free(o->v);
-    o->m = o->v = NULL;
+    tt_free(o->a);
+    o->m = o->v = o->a = NULL;
 }
 
 void tt_optim_begin_step(tt_optim *o)
@@ -66,7 +101,8 @@ void tt_optim_begin_step(tt_optim *o)
     o->t++;
     const double t = (double)o->t, b1 = o->cfg.beta1, b2 = o->cfg.beta2;
     switch (o->cfg.kind) {
-    case TT_OPT_SGD: break;
+    case TT_OPT_SGD:
+    case TT_OPT_RMSPROP: break; /* no per-step scalars: Keras's RMSprop has no bias correction */
     case TT_OPT_ADAM: o->alpha = (float)(o->cfg.lr * sqrt(1.0 - pow(b2, t)) / (1.0 - pow(b1, t))); break;
     case TT_OPT_NADAM: {
         /* Keras 3 Nadam's momentum schedule (keras/src/optimizers/nadam.py): u_t = beta_1 (1 - 0.5 * 0.96^t).
@@ -89,7 +125,8 @@ void tt_optim_begin_step(tt_optim *o)
 void tt_optim_apply(const tt_optim *o, float *restrict w, const float *restrict g, size_t lo, size_t hi)
 {
     const tt_optim_config *c = &o->cfg;
-    float *restrict m = o->m + lo, *restrict v = o->v ? o->v + lo : NULL;
+    float *restrict m = o->m ? o->m + lo : NULL, *restrict v = o->v ? o->v + lo : NULL;
+    float *restrict a = o->a ? o->a + lo : NULL;
     const size_t n = hi - lo;
     switch (c->kind) {
     case TT_OPT_SGD:
@@ -104,6 +141,20 @@ void tt_optim_apply(const tt_optim *o, float *restrict w, const float *restrict 
     case TT_OPT_NADAM:
         for (size_t i = 0; i < n; i++)
             tt_nadam_elem(&w[i], &m[i], &v[i], g[i], c->lr, c->beta1, c->beta2, c->epsilon, o->cm, o->cg, o->cv);
+        break;
+    case TT_OPT_RMSPROP: /* one loop per buffer combination, so each inlined tt_rmsprop_elem has no branches left */
+        if (m && a)
+            for (size_t i = 0; i < n; i++)
+                tt_rmsprop_elem(&w[i], &v[i], &m[i], &a[i], g[i], c->lr, c->rho, c->momentum, c->epsilon);
+        else if (m)
+            for (size_t i = 0; i < n; i++)
+                tt_rmsprop_elem(&w[i], &v[i], &m[i], NULL, g[i], c->lr, c->rho, c->momentum, c->epsilon);
+        else if (a)
+            for (size_t i = 0; i < n; i++)
+                tt_rmsprop_elem(&w[i], &v[i], NULL, &a[i], g[i], c->lr, c->rho, c->momentum, c->epsilon);
+        else
+            for (size_t i = 0; i < n; i++)
+                tt_rmsprop_elem(&w[i], &v[i], NULL, NULL, g[i], c->lr, c->rho, c->momentum, c->epsilon);
         break;
     }
 }

@@ -988,7 +988,7 @@ tt_status tt_trainer_plan(const tt_model *m, const tt_trainer_config *cfg, tt_me
     }
     tt_free(tr.h_slots);
     tt_mem_add(plan, "optimizer state", TT_MEM_HOST,
-               (double)tt_optim_state_floats(cfg->optim.kind) * (double)m->n_params * sizeof(float), TT_MEM_BY_PARAMS);
+               (double)tt_optim_state_floats(&cfg->optim) * (double)m->n_params * sizeof(float), TT_MEM_BY_PARAMS);
     plan->model = tt_model_file(m);
     plan->n_params = m->n_params;
     plan->towers = cfg->n_towers;

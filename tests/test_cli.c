@@ -152,10 +152,20 @@ START_TEST(test_bad_flags)
     expect("train --lr -1", 2, "--lr");
     expect("train --lr nan", 2, "--lr");
     expect("train --lr=", 2, "--lr");
-    expect("train --optimizer rmsprop", 2, "rmsprop");
-    expect("train --momentum 0.9", 2, "--momentum");
+    expect("train --optimizer adagrad", 2, "--optimizer: 'adagrad' is not sgd, adam, nadam or rmsprop");
+    expect("train --momentum 0.9", 2, "--momentum: applies to --optimizer sgd or rmsprop only");
     expect("train --optimizer sgd --momentum 1.5", 2, "--momentum");
     expect("train --optimizer sgd --nesterov", 2, "--nesterov");
+    expect("train --optimizer rmsprop --momentum 0.9 --nesterov", 2, "--nesterov: applies to --optimizer sgd only");
+    expect("train --optimizer adam --rho 0.9", 2, "--rho: applies to --optimizer rmsprop only");
+    expect("train --optimizer sgd --centered", 2, "--centered: applies to --optimizer rmsprop only");
+    expect("train --rho 0.9 --centered", 2, "--rho: applies to --optimizer rmsprop only"); /* adam by default */
+    expect("train --optimizer rmsprop --rho 1", 2, "--rho");
+    expect("train --optimizer rmsprop --rho 0", 2, "--rho");
+    expect("train --optimizer rmsprop --rho -0.5", 2, "--rho");
+    expect("train --optimizer rmsprop --centered=yes", 2, "--centered: takes no value");
+    expect("probe --optimizer rmsprop --rho 0.9", 2, "probe: --rho does not apply");
+    expect("probe --optimizer rmsprop --centered", 2, "probe: --centered does not apply");
     expect("train --lr-scaling sqrt", 2, "--lr-scaling");
     expect("train --progress loud", 2, "--progress");
     expect("train --device tpu", 2, "tpu");
@@ -387,6 +397,25 @@ START_TEST(test_small_run_and_json_log)
 END_TEST
 
 /* --trace writes a Chrome trace: one lane per tower plus host lanes, copy spans carry bytes. */
+/* --optimizer rmsprop with every option it takes (3 state buffers: the memory plan, init and update agree) trains
+ * the tiny set to a low loss in a few epochs. */
+START_TEST(test_rmsprop_run)
+{
+    char args[512];
+    snprintf(args, sizeof args,
+             "train --device cpu --data %s --val-samples 60 --epochs 4 --towers 2 --batch 32 --optimizer rmsprop "
+             "--lr 0.01 --rho 0.8 --momentum 0.5 --centered --progress lines",
+             dir);
+    expect(args, 0, "");
+    char *o = slurp(out_path);
+    ck_assert_msg(strstr(o, "optimizer: rmsprop, lr 0.01") != NULL, "%s", o);
+    const char *t = strstr(o, "test: 60 samples - loss: ");
+    ck_assert_msg(t != NULL, "%s", o);
+    double loss = atof(t + strlen("test: 60 samples - loss: "));
+    ck_assert_msg(loss < 0.5, "test loss %g after 4 epochs of rmsprop: %s", loss, o);
+}
+END_TEST
+
 START_TEST(test_trace_file)
 {
     char args[1024], trace[256];
@@ -483,6 +512,7 @@ START_TEST(test_strict_numbers_and_repeats)
     expect("train --lr 1e-3 --lr 1e-2", 2, "--lr: given twice");
     expect("train --lr=1e-3 --lr 1e-2", 2, "--lr: given twice");
     expect("train --optimizer sgd --momentum 0.9 --nesterov --nesterov", 2, "--nesterov: given twice");
+    expect("train --optimizer rmsprop --centered --centered", 2, "--centered: given twice");
     expect("bench --towers 1 --towers 2", 2, "--towers: given twice");
     expect("probe --reps 2 --reps 3", 2, "--reps: given twice");
     expect("train --log-json --nesterov", 2, "--log-json: missing value"); /* an option is not a value */
@@ -977,6 +1007,7 @@ int main(void)
     tcase_add_test(tc, test_device_and_gpus_values);
     tcase_add_test(tc, test_nccl_refused);
     tcase_add_test(tc, test_small_run_and_json_log);
+    tcase_add_test(tc, test_rmsprop_run);
     tcase_add_test(tc, test_trace_file);
     tcase_add_test(tc, test_measuring_commands);
     tcase_add_test(tc, test_strict_numbers_and_repeats);

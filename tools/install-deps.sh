@@ -6,6 +6,8 @@ SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 PKGS="build-essential cmake pkg-config python3 check libopenblas-dev zlib1g-dev libjson-c-dev dataset-fashion-mnist gnuplot-nox jq"
 PKGS="$PKGS clang libclang-rt-14-dev" # clang and its runtime libraries: libFuzzer for tools/fuzz.sh
+# word lists in /usr/share/dict: tools/make-langid builds a language-identification data set from them
+PKGS="$PKGS wamerican wngerman wfrench wspanish witalian wdutch wportuguese wswedish wdanish wnorwegian wpolish wcatalan"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

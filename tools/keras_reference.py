@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """keras_reference.py - reference numbers for tests/test_optim.c, recorded from a real Keras.
 
-What it does: applies keras.optimizers.SGD / Adam / Nadam to a small float32 variable (1 or 3 elements) with fixed
+What it does: applies keras.optimizers.SGD / Adam / Nadam / RMSprop to a small float32 variable (1 or 3 elements) with fixed
 gradient sequences (one gradient per step, given below), reads the variable back after every step, and prints the
 cases as a C fragment (every float with %.9g, which round-trips float32 exactly). The fragment is pasted into
 tests/test_optim.c between the "BEGIN keras_reference.py output" and "END" comments; the tests then compare
@@ -20,7 +20,11 @@ Why these cases: several steps each, with gradients that change in size and sign
 a wrong moment update, a wrong bias correction or a wrong momentum schedule changes the weights; and Adam / Nadam
 with gradients near 1e-4, 3e-6 and 1e-7, where sqrt(v) is 30 times, about equal to, or far below epsilon (1e-7),
 so that epsilon's placement (sqrt(v) + eps, not sqrt(v + eps)) decides the update size. With ordinary gradients
-sqrt(v) >> eps and such a bug is nearly invisible.
+sqrt(v) >> eps and such a bug is nearly invisible. RMSprop puts epsilon the other way, INSIDE the square root
+(keras/src/optimizers/rmsprop.py: sqrt(v + eps), centered sqrt(v - a^2 + eps)); its cases cover the plain default,
+a custom rho and lr, momentum, centered, centered with momentum, and gradients near 3e-3, 1e-3 and 1e-7, where v is
+about 10 eps, about eps, or far below eps, so that a misplaced epsilon (sqrt(v) + eps) changes the step from 1.05
+to ~2400 times.
 """
 import os
 
@@ -80,10 +84,46 @@ CASES = [
          g=[[1e-4, 1e-7, -3e-6], [1.5e-4, 2e-7, -2e-6], [-0.5e-4, -1e-7, 4e-6], [0.8e-4, 1.5e-7, -3e-6],
             [1.2e-4, 0.5e-7, -1e-6], [-1e-4, 1e-7, 5e-6], [0.9e-4, -0.8e-7, -2.5e-6], [1.1e-4, 1.2e-7, -3.5e-6],
             [1e-4, 1e-7, 2e-6], [0.7e-4, 0.9e-7, -3e-6]]),
+    # RMSprop with the Keras defaults (lr 0.001, rho 0.9, momentum 0, epsilon 1e-7, centered False)
+    dict(name="rmsprop_default", kind="TT_OPT_RMSPROP", args=dict(),
+         w0=[1.0, -0.5, 0.25],
+         g=[[0.5, -0.3, 1.2], [-0.25, -0.6, 0.9], [0.125, 0.2, -2.0], [0.4, -0.1, 0.3], [-0.8, 0.05, 0.6],
+            [0.3, -0.45, -0.7], [0.6, 0.25, 0.15], [-0.05, -0.3, 1.5]]),
+    dict(name="rmsprop_custom", kind="TT_OPT_RMSPROP", args=dict(learning_rate=0.01, rho=0.8),
+         w0=[1.0, -0.5, 0.25],
+         g=[[0.5, -0.3, 1.2], [-0.25, -0.6, 0.9], [0.125, 0.2, -2.0], [0.4, -0.1, 0.3], [-0.8, 0.05, 0.6],
+            [0.3, -0.45, -0.7]]),
+    dict(name="rmsprop_momentum", kind="TT_OPT_RMSPROP", args=dict(learning_rate=0.01, momentum=0.9),
+         w0=[1.0, -0.5, 0.25],
+         g=[[0.5, -0.3, 1.2], [-0.25, -0.6, 0.9], [0.125, 0.2, -2.0], [0.4, -0.1, 0.3], [-0.8, 0.05, 0.6],
+            [0.3, -0.45, -0.7], [0.6, 0.25, 0.15]]),
+    dict(name="rmsprop_centered", kind="TT_OPT_RMSPROP", args=dict(learning_rate=0.01, centered=True),
+         w0=[1.0, -0.5, 0.25],
+         g=[[0.5, -0.3, 1.2], [-0.25, -0.6, 0.9], [0.125, 0.2, -2.0], [0.4, -0.1, 0.3], [-0.8, 0.05, 0.6],
+            [0.3, -0.45, -0.7], [0.6, 0.25, 0.15]]),
+    dict(name="rmsprop_cent_mom", kind="TT_OPT_RMSPROP",
+         args=dict(learning_rate=0.005, rho=0.85, momentum=0.5, epsilon=1e-6, centered=True),
+         w0=[1.0, -0.5, 0.25],
+         g=[[0.5, -0.3, 1.2], [-0.25, -0.6, 0.9], [0.125, 0.2, -2.0], [0.4, -0.1, 0.3], [-0.8, 0.05, 0.6],
+            [0.3, -0.45, -0.7], [0.6, 0.25, 0.15], [-0.05, -0.3, 1.5]]),
+    # RMSprop, small gradients. At step 1 v = (1 - rho) g^2: element 0 (g near 3e-3) ~1e-6, 10 eps; element 1
+    # (near 1e-3) ~1e-7 = eps; element 2 (near 1e-7) ~1e-15, far below eps, which then sets the step alone.
+    # sqrt(v) + eps would make element 2's steps ~2400 times larger, element 1's ~1.4 times.
+    dict(name="rmsprop_small", kind="TT_OPT_RMSPROP", args=dict(),
+         w0=[0.5, -0.25, 0.125],
+         g=[[3e-3, 1e-3, 1e-7], [2.5e-3, 1.5e-3, 2e-7], [-3.5e-3, -0.5e-3, -1e-7], [3e-3, 0.8e-3, 1.5e-7],
+            [2e-3, 1.2e-3, 0.5e-7], [-3e-3, -1e-3, 1e-7], [4e-3, 0.9e-3, -0.8e-7], [3e-3, 1.1e-3, 1.2e-7],
+            [2.8e-3, 1e-3, 1e-7], [-3.2e-3, 0.7e-3, 0.9e-7]]),
+    # the same gradients centered, with momentum: v - a^2 + eps, the variance estimate below eps for element 2
+    dict(name="rmsprop_cent_small", kind="TT_OPT_RMSPROP", args=dict(momentum=0.9, centered=True),
+         w0=[0.5, -0.25, 0.125],
+         g=[[3e-3, 1e-3, 1e-7], [2.5e-3, 1.5e-3, 2e-7], [-3.5e-3, -0.5e-3, -1e-7], [3e-3, 0.8e-3, 1.5e-7],
+            [2e-3, 1.2e-3, 0.5e-7], [-3e-3, -1e-3, 1e-7], [4e-3, 0.9e-3, -0.8e-7], [3e-3, 1.1e-3, 1.2e-7],
+            [2.8e-3, 1e-3, 1e-7], [-3.2e-3, 0.7e-3, 0.9e-7]]),
 ]
 
 CLASSES = {"TT_OPT_SGD": keras.optimizers.SGD, "TT_OPT_ADAM": keras.optimizers.Adam,
-           "TT_OPT_NADAM": keras.optimizers.Nadam}
+           "TT_OPT_NADAM": keras.optimizers.Nadam, "TT_OPT_RMSPROP": keras.optimizers.RMSprop}
 
 
 def run_case(case):
@@ -112,11 +152,16 @@ def c_floats(values):
 
 def c_config(case, opt, indent):
     """The case's tt_optim_config, with every field Keras used written out (named fields); Adam and Nadam's
-    beta1 / beta2 / epsilon go on a second line, indented by `indent` spaces."""
+    beta1 / beta2 / epsilon and RMSprop's momentum / epsilon / rho / centered go on a second line, indented by
+    `indent` spaces."""
     lr = float(F32(opt.learning_rate.numpy() if hasattr(opt.learning_rate, "numpy") else opt.learning_rate))
     fields = [".kind = %s" % case["kind"], ".lr = %s" % c_float(lr)]
     if case["kind"] == "TT_OPT_SGD":
         fields += [".momentum = %s" % c_float(opt.momentum), ".nesterov = %d" % int(bool(opt.nesterov))]
+    elif case["kind"] == "TT_OPT_RMSPROP":
+        fields += [".momentum = %s" % c_float(opt.momentum), ".epsilon = %s" % c_float(opt.epsilon),
+                   ".rho = %s" % c_float(opt.rho), ".centered = %d" % int(bool(opt.centered))]
+        return "{" + ", ".join(fields).replace(", .momentum", ",\n" + " " * indent + ".momentum") + "}"
     else:
         fields += [".beta1 = %s" % c_float(opt.beta_1), ".beta2 = %s" % c_float(opt.beta_2),
                    ".epsilon = %s" % c_float(opt.epsilon)]
