@@ -131,10 +131,9 @@ static void print_banner(const run_state *rs)
         fprintf(out, " (--lr-scaling linear: base %g x %zu towers)", (double)c->optim.lr, N);
     else
         fprintf(out, " (--lr-scaling none: the base rate%s)", c->lr_given ? "" : ", Keras default");
-    if (o->kind == TT_OPT_SGD)
-        fprintf(out, ", momentum %g%s\n", (double)o->momentum, o->nesterov ? ", nesterov" : "");
-    else
-        fprintf(out, ", beta_1 %g, beta_2 %g, epsilon %g\n", (double)o->beta1, (double)o->beta2, (double)o->epsilon);
+    char hyper[160];
+    tt_optim_describe(o, hyper, sizeof hyper);
+    fprintf(out, "%s\n", hyper);
 }
 
 static tt_status log_start(run_state *rs, tt_error *err)
