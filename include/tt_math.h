@@ -148,6 +148,29 @@ TT_HD size_t tt_maxpool_argmax(const float *x, float y, const tt_conv_geom *g, s
     return (size_t)-1; /* y is NaN (no input equals it): no gradient; the loss is NaN anyway */
 }
 
+/* Max pooling's gradient, the scatter form, one window (oh, ow), channels c0..c1-1: adds dy[c] to the window's
+ * first input equal to y[c] (tt_maxpool_argmax's choice, found for all these channels in one pass over the window).
+ * dx, x are one sample's, dy, y the window's outputs; `routed` is scratch for c1 - c0 flags. The CPU backend runs it
+ * window after window, ascending. */
+TT_HD void tt_maxpool_scatter(float *dx, const float *dy, const float *x, const float *y, const tt_conv_geom *g,
+                              size_t oh, size_t ow, size_t c0, size_t c1, unsigned char *routed)
+{
+    for (size_t c = c0; c < c1; c++) routed[c - c0] = 0;
+    for (size_t kh = 0; kh < g->KH; kh++) {
+        size_t ih = 0, iw = 0;
+        if (!tt_conv_src(oh, kh, g->SH, g->PT, g->H, &ih)) continue;
+        for (size_t kw = 0; kw < g->KW; kw++) {
+            if (!tt_conv_src(ow, kw, g->SW, g->PL, g->W, &iw)) continue;
+            const size_t at = (ih * g->W + iw) * g->C;
+            for (size_t c = c0; c < c1; c++) {
+                const int take = !routed[c - c0] && x[at + c] == y[c];
+                dx[at + c] += take ? dy[c] : 0.0f;
+                routed[c - c0] |= (unsigned char)take;
+            }
+        }
+    }
+}
+
 /* Max pooling's gradient, the gather form, one input (ih, iw, c): the sum of dy over the windows (ascending) that
  * route to it — the order in which the CPU backend's scatter (window after window over a zeroed dx) adds them. */
 TT_HD float tt_maxpool_grad(const float *dy, const float *x, const float *y, const tt_conv_geom *g, size_t ih,

@@ -166,13 +166,17 @@ static void cpu_maxpool_bwd(void *ctx, float *dx, const float *dy, const float *
 {
     (void)ctx;
     const size_t in = g->H * g->W * g->C, out = g->OH * g->OW * g->C;
+    enum { BLOCK = 1024 }; /* channels per pass: the flags stay on the stack whatever C is */
+    unsigned char routed[BLOCK];
     for (size_t k = 0; k < rows * in; k++) dx[k] = 0.0f;
     for (size_t r = 0; r < rows; r++)
-        for (size_t o = 0; o < out; o++) {
-            const size_t c = o % g->C, ow = (o / g->C) % g->OW, oh = o / g->C / g->OW;
-            const size_t at = tt_maxpool_argmax(x + r * in, y[r * out + o], g, oh, ow, c);
-            if (at != (size_t)-1) dx[r * in + at] += dy[r * out + o];
-        }
+        for (size_t oh = 0; oh < g->OH; oh++)
+            for (size_t ow = 0; ow < g->OW; ow++) {
+                const size_t o = r * out + (oh * g->OW + ow) * g->C;
+                for (size_t c0 = 0; c0 < g->C; c0 += BLOCK)
+                    tt_maxpool_scatter(dx + r * in, dy + o, x + r * in, y + o, g, oh, ow, c0,
+                                       c0 + BLOCK < g->C ? c0 + BLOCK : g->C, routed);
+            }
 }
 
 static void cpu_dropout(void *ctx, float *y, const float *x, size_t rows, size_t cols, float rate, uint64_t key,

@@ -148,7 +148,7 @@ static tt_status log_start(run_state *rs, tt_error *err)
                   TT_VERSION, rs->ops->name, c->towers, c->batch, c->epochs, tt_optim_kind_name(rs->tc.optim.kind),
                   (double)rs->tc.optim.lr, (double)c->optim.lr, c->lr_scaling == TT_LR_LINEAR ? "linear" : "none",
                   (unsigned long long)c->seed, rs->train->n, rs->val->n, rs->test->n, rs->model->n_params,
-                  tt_model_file(rs->model) ? "file" : "mlp", tt_reduce_name(c->reduce),
+                  tt_model_file(rs->model) ? "file" : c->model, tt_reduce_name(c->reduce),
                   tt_fpu_flushing() ? "true" : "false");
     return tt_out_commit(log, err);
 }

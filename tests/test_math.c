@@ -135,11 +135,17 @@ START_TEST(test_gather_equals_scatter)
         for (size_t oh = 0; oh < g.OH; oh++)
             for (size_t ow = 0; ow < g.OW; ow++) tt_maxpool_pixel(y + (oh * g.OW + ow) * g.C, x, &g, oh, ow);
         memset(a, 0, in * sizeof(float));
-        for (size_t o = 0; o < out; o++) {
+        for (size_t o = 0; o < out; o++) { /* the argmax names an input equal to the maximum */
             size_t c = o % g.C, ow = (o / g.C) % g.OW, oh = o / g.C / g.OW, at = tt_maxpool_argmax(x, y[o], &g, oh, ow, c);
             ck_assert(at != (size_t)-1 && x[at] == y[o]);
-            a[at] += dy[o];
         }
+        unsigned char routed[8];
+        for (size_t oh = 0; oh < g.OH; oh++) /* the CPU's scatter, channels in two blocks when C > 1 */
+            for (size_t ow = 0; ow < g.OW; ow++) {
+                const size_t o = (oh * g.OW + ow) * g.C, half = g.C / 2;
+                tt_maxpool_scatter(a, dy + o, x, y + o, &g, oh, ow, 0, half, routed);
+                tt_maxpool_scatter(a, dy + o, x, y + o, &g, oh, ow, half, g.C, routed);
+            }
         for (size_t ih = 0; ih < g.H; ih++)
             for (size_t iw = 0; iw < g.W; iw++)
                 for (size_t c = 0; c < g.C; c++)
