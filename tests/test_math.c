@@ -1,6 +1,7 @@
 /* test_math.c — the shared per-row / per-element math against closed forms, through the CPU backend's ops. */
 #include "tt_dev.h"
 #include "tt_math.h"
+#include "tt_model.h"
 #include "tt_test.h"
 
 /* loss = log(sum_j e^{z_j}) - z_label, gradient = softmax - onehot: computed here in double from the definition. */
@@ -190,6 +191,118 @@ START_TEST(test_dropout_mask)
 }
 END_TEST
 
+/* Known answers: a conv2d layer's forward (im2col + sgemm, chunked) against a direct convolution written from the
+ * definition, with TensorFlow's padding rule spelled out here on its own (same: out = ceil(n/s), pad_total =
+ * max((out-1)*s + k - n, 0), pad_before = pad_total / 2 — the extra row goes after); and max pooling against a direct
+ * window maximum. Finite differences cannot catch a convolution whose forward and backward are wrong the same way
+ * (an offset in the padding); this can. */
+static double direct_conv(const float *x, const float *w, const float *b, size_t H, size_t W, size_t C, size_t K,
+                          size_t S, size_t F, int same, size_t oh, size_t ow, size_t f, size_t *OH, size_t *OW)
+{
+    size_t pt = 0, pl = 0;
+    if (same) {
+        *OH = (H + S - 1) / S;
+        *OW = (W + S - 1) / S;
+        long th = (long)((*OH - 1) * S + K) - (long)H, tw = (long)((*OW - 1) * S + K) - (long)W;
+        pt = th > 0 ? (size_t)th / 2 : 0;
+        pl = tw > 0 ? (size_t)tw / 2 : 0;
+    } else {
+        *OH = (H - K) / S + 1;
+        *OW = (W - K) / S + 1;
+    }
+    double acc = b[f];
+    for (size_t i = 0; i < K; i++)
+        for (size_t j = 0; j < K; j++) {
+            long ih = (long)(oh * S + i) - (long)pt, iw = (long)(ow * S + j) - (long)pl;
+            if (ih < 0 || iw < 0 || ih >= (long)H || iw >= (long)W) continue;
+            for (size_t c = 0; c < C; c++)
+                acc += (double)x[((size_t)ih * W + (size_t)iw) * C + c] * w[((i * K + j) * C + c) * F + f];
+        }
+    return acc;
+}
+
+START_TEST(test_conv_pool_known_answers)
+{
+    static const size_t CASES[][6] = {{7, 6, 2, 3, 1, 1}, {6, 6, 3, 3, 2, 1}, {8, 7, 1, 2, 2, 1}, {7, 7, 2, 3, 2, 0},
+                                      {5, 9, 3, 3, 1, 0}}; /* H W C K S same */
+    for (size_t k = 0; k < sizeof CASES / sizeof CASES[0]; k++) {
+        const size_t H = CASES[k][0], W = CASES[k][1], C = CASES[k][2], K = CASES[k][3], S = CASES[k][4], F = 3, B = 2;
+        char text[128];
+        snprintf(text, sizeof text, "conv2d filters=%zu kernel=%zu strides=%zu padding=%s\nflatten\ndense units=2\n", F,
+                 K, S, CASES[k][5] ? "same" : "valid");
+        tt_model m;
+        tt_error err;
+        tt_model_input in = {tt_shape3(H, W, C), 2, 0};
+        ck_assert_msg(tt_model_parse(&m, text, "t", &in, &err) == TT_OK, "%s", err.msg);
+        const tt_layer *l = &m.layers[0];
+        tt_dev dev;
+        ck_assert_int_eq(tt_dev_init(&dev, &tt_dev_cpu_ops, 0, &err), TT_OK);
+        float *p = tt_dev_alloc_f32(&dev, l->n_params), *x = tt_dev_alloc_f32(&dev, B * l->in);
+        float *y = tt_dev_alloc_f32(&dev, B * l->out), *ws = tt_dev_alloc_f32(&dev, l->kind->workspace(l, B, 1));
+        tt_rng r;
+        tt_rng_seed(&r, k, 2);
+        for (size_t i = 0; i < l->n_params; i++) p[i] = tt_rng_uniform(&r) - 0.5f;
+        for (size_t i = 0; i < B * l->in; i++) x[i] = tt_rng_uniform(&r) - 0.5f;
+        tt_pass ps = {0, 0, 0, NULL, ws, 1}; /* chunks of one sample */
+        l->kind->forward(&dev, l, &ps, p, x, y, B);
+        size_t OH = 0, OW = 0;
+        direct_conv(x, p, p + K * K * C * F, H, W, C, K, S, F, (int)CASES[k][5], 0, 0, 0, &OH, &OW);
+        ck_assert_msg(l->out_shape.d[0] == OH && l->out_shape.d[1] == OW, "case %zu: %zux%zu, Keras gives %zux%zu", k,
+                      l->out_shape.d[0], l->out_shape.d[1], OH, OW);
+        for (size_t b = 0; b < B; b++)
+            for (size_t oh = 0; oh < OH; oh++)
+                for (size_t ow = 0; ow < OW; ow++)
+                    for (size_t f = 0; f < F; f++) {
+                        double want = direct_conv(x + b * l->in, p, p + K * K * C * F, H, W, C, K, S, F,
+                                                  (int)CASES[k][5], oh, ow, f, &OH, &OW);
+                        float got = y[b * l->out + (oh * OW + ow) * F + f];
+                        ck_assert_msg(tt_close(got, want, 1e-5, 1e-5), "case %zu row %zu (%zu,%zu,%zu): %g, direct %g",
+                                      k, b, oh, ow, f, got, want);
+                    }
+        /* max pooling with the same window and stride over x: the direct maximum of the window (valid padding) */
+        tt_conv_geom g = {H, W, C, K, K, S, S, 0, 0, (H - K) / S + 1, (W - K) / S + 1};
+        float *py = tt_dev_alloc_f32(&dev, B * g.OH * g.OW * C);
+        tt_dev_maxpool_fwd(&dev, py, x, B, &g);
+        for (size_t b = 0; b < B; b++)
+            for (size_t o = 0; o < g.OH * g.OW * C; o++) {
+                size_t c = o % C, ow = (o / C) % g.OW, oh = o / C / g.OW;
+                float want = -INFINITY;
+                for (size_t i = 0; i < K; i++)
+                    for (size_t j = 0; j < K; j++)
+                        want = fmaxf(want, x[b * l->in + ((oh * S + i) * W + ow * S + j) * C + c]);
+                ck_assert_msg(py[b * g.OH * g.OW * C + o] == want, "case %zu: max pool [%zu] %g, direct %g", k, o,
+                              py[b * g.OH * g.OW * C + o], want);
+            }
+        float *bufs[] = {p, x, y, ws, py};
+        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) tt_dev_dfree(&dev, bufs[i]);
+        tt_dev_free(&dev);
+    }
+}
+END_TEST
+
+/* The dropout op keeps x / (1 - rate) (Keras's inverted dropout: the expected output is the input). */
+START_TEST(test_dropout_op_scale)
+{
+    tt_dev dev;
+    tt_error err;
+    ck_assert_int_eq(tt_dev_init(&dev, &tt_dev_cpu_ops, 0, &err), TT_OK);
+    const size_t R = 4, Cn = 1000;
+    float *x = tt_dev_alloc_f32(&dev, R * Cn), *y = tt_dev_alloc_f32(&dev, R * Cn);
+    uint32_t ids[4] = {9, 3, 7, 1};
+    for (size_t i = 0; i < R * Cn; i++) x[i] = 3.0f;
+    tt_dev_dropout(&dev, y, x, R, Cn, 0.4f, tt_dropout_key(1, 1, 1), ids);
+    double sum = 0;
+    for (size_t i = 0; i < R * Cn; i++) {
+        ck_assert_msg(y[i] == 0.0f || y[i] == 3.0f / 0.6f, "y[%zu] = %g", i, y[i]);
+        sum += y[i];
+    }
+    ck_assert_msg(fabs(sum / (double)(R * Cn) - 3.0) < 0.15, "mean %g, want 3", sum / (double)(R * Cn));
+    tt_dev_dfree(&dev, x);
+    tt_dev_dfree(&dev, y);
+    tt_dev_free(&dev);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("math");
@@ -201,6 +314,8 @@ int main(void)
     tcase_add_test(tc, test_cpu_row_ops);
     tcase_add_test(tc, test_gather_equals_scatter);
     tcase_add_test(tc, test_dropout_mask);
+    tcase_add_test(tc, test_conv_pool_known_answers);
+    tcase_add_test(tc, test_dropout_op_scale);
     suite_add_tcase(s, tc);
     return tt_test_run_suite(s);
 }

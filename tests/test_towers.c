@@ -68,7 +68,7 @@ static const tt_model_input *input_of(const tt_dataset *ds)
     static tt_model_input in;
     in.shape = ds->shape;
     in.n_classes = ds->n_classes;
-    in.vocab = ds->xtype == TT_X_F32 ? 20 : 0;
+    in.vocab = g_w == &WORKLOADS[2] ? 20 : 0;
     return &in;
 }
 
@@ -554,9 +554,9 @@ START_TEST(test_token_checks)
     c.model = path;
     ck_assert_msg(tt_run_model(&c, &train, &none, &none, m, &err) == TT_OK, "%s", err.msg);
     ck_assert_uint_eq(m->layers[0].vocab, 20); /* ids 0..19 */
-    tt_test_write_str(path, "embedding dim=2 vocab=10\nflatten\ndense units=5\n");
+    tt_test_write_str(path, "embedding dim=2 vocab=19\nflatten\ndense units=5\n"); /* one short: id 19 */
     ck_assert_int_eq(tt_run_model(&c, &train, &none, &none, m, &err), TT_ERR_MODEL);
-    ck_assert_msg(strstr(err.msg, "token id 19") && strstr(err.msg, "vocabulary is 10"), "%s", err.msg);
+    ck_assert_msg(strstr(err.msg, "token id 19") && strstr(err.msg, "vocabulary is 19"), "%s", err.msg);
     tt_test_write_str(path, "embedding dim=2\nflatten\ndense units=5\n");
     c.vocab = 5;
     ck_assert_int_eq(tt_run_model(&c, &train, &none, &none, m, &err), TT_ERR_ARG);
@@ -568,6 +568,31 @@ START_TEST(test_token_checks)
     unlink(path);
     tt_free(m);
     tt_dataset_free(&train);
+}
+END_TEST
+
+/* Token ids stored as bytes (uint8 .npy) are ids, not pixels: a model that starts with an embedding reads them
+ * unscaled, so the same ids stored as bytes or as float32 train to the same bits. */
+START_TEST(test_byte_tokens_are_ids)
+{
+    tt_dataset f32, u8;
+    make_tokens(&f32, 300, 4);
+    u8 = f32;
+    u8.x = (uint8_t *)tt_malloc(f32.n * f32.dim);
+    u8.y = (int32_t *)tt_malloc(f32.n * sizeof(int32_t));
+    u8.xtype = TT_X_U8;
+    u8.scale = 1.0f / 255.0f;
+    for (size_t i = 0; i < f32.n * f32.dim; i++) u8.x[i] = (uint8_t)((float *)(void *)f32.x)[i];
+    memcpy(u8.y, f32.y, f32.n * sizeof(int32_t));
+    g_w = &WORKLOADS[2];
+    size_t P;
+    float *a = train_steps(2, 32, tt_optim_defaults(TT_OPT_ADAM), 5, &f32, 0, &P);
+    float *b = train_steps(2, 32, tt_optim_defaults(TT_OPT_ADAM), 5, &u8, 0, &P);
+    ck_assert_msg(memcmp(a, b, P * sizeof(float)) == 0, "byte token ids trained differently from float32 ones");
+    tt_free(a);
+    tt_free(b);
+    tt_dataset_free(&f32);
+    tt_dataset_free(&u8);
 }
 END_TEST
 
@@ -617,6 +642,7 @@ int main(int argc, char **argv)
         tcase_add_test(tc, test_sum_slots_tower_order);
         tcase_add_test(tc, test_more_towers_than_batch_is_an_error);
         tcase_add_test(tc, test_token_checks);
+        tcase_add_test(tc, test_byte_tokens_are_ids);
     } else {
         printf("%s: %d GPU%s (towers run on them round-robin)\n", g_device, g_be.n_devices,
                g_be.n_devices == 1 ? "" : "s");
