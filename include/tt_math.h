@@ -56,6 +56,15 @@ TT_HD int tt_conv_src(size_t o, size_t k, size_t s, size_t pad, size_t n, size_t
     return 1;
 }
 
+/* The inverse: the output o whose kernel offset k reads input i (stride s, padding pad, n_out outputs); 0 if none. */
+TT_HD int tt_conv_dst(size_t i, size_t k, size_t s, size_t pad, size_t n_out, size_t *o)
+{
+    size_t p = i + pad; /* = o * s + k */
+    if (p < k || (p - k) % s || (p - k) / s >= n_out) return 0;
+    *o = (p - k) / s;
+    return 1;
+}
+
 /* im2col, one patch: row (oh, ow) of the (OH*OW, KH*KW*C) column matrix of sample x (H, W, C) — the KH*KW*C inputs
  * under the kernel, zeros in the padding, in (kh, kw, c) order: the order of a Keras kernel (KH, KW, C, F) viewed
  * as (KH*KW*C, F), so y = cols . W. */
@@ -101,15 +110,10 @@ TT_HD void tt_col2im_pixel(float *dx, const float *dcols, const tt_conv_geom *g,
     const size_t KC = g->KH * g->KW * g->C;
     for (size_t c = 0; c < g->C; c++) dx[c] = 0.0f;
     for (size_t kh = g->KH; kh-- > 0;) { /* oh = (ih + PT - kh) / SH ascends as kh descends */
-        size_t ph = ih + g->PT;
-        if (ph < kh || (ph - kh) % g->SH) continue;
-        size_t oh = (ph - kh) / g->SH;
-        if (oh >= g->OH) continue;
+        size_t oh = 0, ow = 0;
+        if (!tt_conv_dst(ih, kh, g->SH, g->PT, g->OH, &oh)) continue;
         for (size_t kw = g->KW; kw-- > 0;) {
-            size_t pw = iw + g->PL;
-            if (pw < kw || (pw - kw) % g->SW) continue;
-            size_t ow = (pw - kw) / g->SW;
-            if (ow >= g->OW) continue;
+            if (!tt_conv_dst(iw, kw, g->SW, g->PL, g->OW, &ow)) continue;
             const float *src = dcols + (oh * g->OW + ow) * KC + (kh * g->KW + kw) * g->C;
             for (size_t c = 0; c < g->C; c++) dx[c] += src[c];
         }
@@ -178,16 +182,11 @@ TT_HD float tt_maxpool_grad(const float *dy, const float *x, const float *y, con
 {
     float acc = 0.0f;
     const size_t self = (ih * g->W + iw) * g->C + c;
-    for (size_t kh = g->KH; kh-- > 0;) {
-        size_t ph = ih + g->PT;
-        if (ph < kh || (ph - kh) % g->SH) continue;
-        size_t oh = (ph - kh) / g->SH;
-        if (oh >= g->OH) continue;
+    for (size_t kh = g->KH; kh-- > 0;) { /* windows in ascending order, as in tt_col2im_pixel */
+        size_t oh = 0, ow = 0;
+        if (!tt_conv_dst(ih, kh, g->SH, g->PT, g->OH, &oh)) continue;
         for (size_t kw = g->KW; kw-- > 0;) {
-            size_t pw = iw + g->PL;
-            if (pw < kw || (pw - kw) % g->SW) continue;
-            size_t ow = (pw - kw) / g->SW;
-            if (ow >= g->OW) continue;
+            if (!tt_conv_dst(iw, kw, g->SW, g->PL, g->OW, &ow)) continue;
             const size_t o = (oh * g->OW + ow) * g->C + c;
             if (tt_maxpool_argmax(x, y[o], g, oh, ow, c) == self) acc += dy[o];
         }
