@@ -76,6 +76,30 @@ tt_status tt_dataset_load_cifar10(const char *dir, tt_dataset *train, tt_dataset
  * largest label + 1 over train and test. */
 tt_status tt_dataset_load_npy(const char *dir, tt_dataset *train, tt_dataset *test, tt_error *err);
 
+#define TT_CIFAR10_RECORD 3073u             /* bytes of one CIFAR-10 record: 1 label + 32 x 32 x 3 pixels */
+#define TT_NPY_MAX_HEADER ((size_t)1 << 20) /* refuse .npy headers longer than this (NumPy's own limit is 10,000) */
+#define TT_NPY_MAX_CLASSES 1000000u         /* refuse .npy labels from this on: no more classes than this */
+
+/* One CIFAR-10 batch file's bytes in memory (data[0..len); name is used in messages) as a data set of n (32, 32, 3)
+ * byte images, n_classes 10: how the fuzzer and the tests reach the reader. */
+tt_status tt_cifar10_read_mem(const void *data, size_t len, const char *name, tt_dataset *ds, tt_error *err);
+
+/* One .npy file's bytes in memory read as samples (x): fills ds->n, shape, dim, xtype, scale and x (y NULL,
+ * n_classes 0; tt_dataset_free frees it). The fuzzer's and the tests' way in. */
+tt_status tt_npy_read_x_mem(const void *data, size_t len, const char *name, tt_dataset *ds, tt_error *err);
+
+/* One .npy file's bytes in memory read as labels (y): *n int32 labels (tt_malloc'd *labels), each in
+ * [0, TT_NPY_MAX_CLASSES), and the largest of them in *max_label. */
+tt_status tt_npy_read_y_mem(const void *data, size_t len, const char *name, size_t *n, int32_t **labels,
+                            size_t *max_label, tt_error *err);
+
+/* For the readers of a directory of fixed file names (cifar10:DIR, npy:DIR): checks that dir is a directory and
+ * holds every names[i] (TT_ERR_IO, one line naming the first missing file and all the names the kind needs), and
+ * writes names[i]'s path into paths + i * TT_DATA_PATH_MAX. `kind` ("npy") names the --data prefix in messages. */
+#define TT_DATA_PATH_MAX 4200
+tt_status tt_data_dir_files(const char *kind, const char *dir, const char *const *names, size_t n, char *paths,
+                            tt_error *err);
+
 /* The --data argument: "fashion-mnist", an MNIST-format directory, "cifar10:DIR" or "npy:DIR". */
 tt_status tt_dataset_load(const char *spec, tt_dataset *train, tt_dataset *test, tt_error *err);
 

@@ -54,6 +54,12 @@ tt_status tt_input_read(tt_input *in, void *buf, size_t n, const char *what, tt_
  * min(n, TT_INPUT_FIRST_ALLOC) and doubles as data arrive (never beyond n). *out is NULL on failure. */
 tt_status tt_input_read_alloc(tt_input *in, size_t n, const char *what, uint8_t **out, tt_error *err);
 
+/* A new tt_malloc'd *out of n bytes for data derived from the input (elements converted to another width, records
+ * of several files joined), after the host-memory check of tt_input_read_alloc: TT_ERR_NOMEM naming the input and
+ * `what` if it does not fit. The caller must have checked that the input holds the data n is computed from: this is
+ * no defence against a lying header. *out is NULL on failure. */
+tt_status tt_input_alloc(const tt_input *in, size_t n, const char *what, uint8_t **out, tt_error *err);
+
 /* Checks what follows: *more = 1 if data remain, 0 at a clean end. A gzip stream is read to its end here, so a
  * missing trailer, a bad check value or bytes after the last member are reported by this call. */
 tt_status tt_input_at_end(tt_input *in, int *more, tt_error *err);

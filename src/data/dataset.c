@@ -1,6 +1,7 @@
-/* data/dataset.c — turning IDX files into a data set, finding the files of an MNIST-format directory, the --data
- * dispatch (IDX, cifar10:, npy:), and the train / validation split (the last n_val training samples, as the Keras
- * seed does with validation_split). The CIFAR-10 and .npy readers are src/data/cifar10.c and src/data/npy.c. */
+/* data/dataset.c — turning IDX files into a data set, finding the files of an MNIST-format directory (and those of
+ * a cifar10: or npy: directory), the --data dispatch (IDX, cifar10:, npy:), and the train / validation split (the
+ * last n_val training samples, as the Keras seed does with validation_split). The CIFAR-10 and .npy readers are
+ * src/data/cifar10.c and src/data/npy.c. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -136,6 +137,30 @@ tt_status tt_dataset_split_tail(tt_dataset *src, size_t n_val, tt_dataset *val, 
 void tt_dataset_truncate(tt_dataset *ds, size_t n)
 {
     if (n < ds->n) ds->n = n;
+}
+
+tt_status tt_data_dir_files(const char *kind, const char *dir, const char *const *names, size_t n, char *paths,
+                            tt_error *err)
+{
+    struct stat st;
+    if (stat(dir, &st) != 0) return tt_fail(err, TT_ERR_IO, "--data %s:%s: %s", kind, dir, strerror(errno));
+    if (!S_ISDIR(st.st_mode)) return tt_fail(err, TT_ERR_IO, "--data %s:%s: not a directory", kind, dir);
+    for (size_t i = 0; i < n; i++) {
+        char *p = paths + i * TT_DATA_PATH_MAX;
+        int len = snprintf(p, TT_DATA_PATH_MAX, "%s/%s", dir, names[i]);
+        if (len < 0 || (size_t)len >= TT_DATA_PATH_MAX)
+            return tt_fail(err, TT_ERR_ARG, "--data %s:%s: path too long", kind, dir);
+    }
+    /* every file is looked for before any is read, so a missing last file does not cost reading the first ones */
+    for (size_t i = 0; i < n; i++) {
+        if (access(paths + i * TT_DATA_PATH_MAX, F_OK) == 0) continue;
+        char all[512] = "";
+        for (size_t j = 0, k = 0; j < n && k < sizeof all; j++)
+            k += (size_t)snprintf(all + k, sizeof all - k, "%s%s", j ? (j + 1 == n ? " and " : ", ") : "", names[j]);
+        return tt_fail(err, TT_ERR_IO, "%s: missing (--data %s:DIR needs %s in DIR)", paths + i * TT_DATA_PATH_MAX,
+                       kind, all);
+    }
+    return TT_OK;
 }
 
 tt_status tt_dataset_load(const char *spec, tt_dataset *train, tt_dataset *test, tt_error *err)

@@ -341,6 +341,16 @@ tt_status tt_input_read_alloc(tt_input *in, size_t n, const char *what, uint8_t 
     return tt_fail(err, TT_ERR_NOMEM, "%s: out of memory for %zu bytes of %s", in->path, cap, what);
 }
 
+tt_status tt_input_alloc(const tt_input *in, size_t n, const char *what, uint8_t **out, tt_error *err)
+{
+    *out = NULL;
+    tt_status s = room_for(in, (double)n, what, n, err);
+    if (s) return s;
+    if (!(*out = (uint8_t *)tt_malloc(n)))
+        return tt_fail(err, TT_ERR_NOMEM, "%s: out of memory for %zu bytes of %s", in->path, n, what);
+    return TT_OK;
+}
+
 tt_status tt_input_at_end(tt_input *in, int *more, tt_error *err)
 {
     unsigned char byte;
