@@ -3,14 +3,15 @@
 # bounded time (default 60 s each) on a COPY of its seed corpus, so the repository is never written to.
 #   fuzz_idx    the IDX reader (images and labels, gzip and plain, from memory) and the input layer under it
 #   fuzz_model  the model-file parser (tt_model_parse)
+#   fuzz_npy    the .npy reader (samples and labels) and the CIFAR-10 batch reader, from memory
 # Prints each target's total executions; exits non-zero if any target crashed (a sanitizer report, a failed
 # TT_ASSERT, a timeout of -timeout=10 s per input, or more than -rss_limit_mb=2048 MB), printing the path of the
 # crashing input. The seed corpus is replayed first, so it is also a regression test.
 #
 # Turning a crash into a regression input: fix the bug, then copy the crashing file into the target's corpus,
 #   cp build-fuzz/artifacts/idx/crash-<sha1> tests/fuzz/corpus/idx/<a-name-saying-what-it-tests>
-# It is then replayed by every fuzz run and, without clang, by the CTest tests fuzz_replay_idx / fuzz_replay_model
-# (tests/fuzz/replay.c). Reproduce one input with: build-fuzz/fuzz_idx FILE. See docs/fuzzing.md.
+# It is then replayed by every fuzz run and, without clang, by the CTest tests fuzz_replay_idx / fuzz_replay_model /
+# fuzz_replay_npy (tests/fuzz/replay.c). Reproduce one input with: build-fuzz/fuzz_idx FILE. See docs/fuzzing.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
@@ -33,12 +34,16 @@ base_src=(src/common.c src/signal.c src/mem.c)
 idx_src=(tests/fuzz/fuzz_idx.c src/data/idx.c src/data/input.c "${base_src[@]}")
 model_src=(tests/fuzz/fuzz_model.c src/model.c src/layers/dense.c src/layers/relu.c src/dev.c src/data/input.c
            "${base_src[@]}")
+# dataset.c frees data sets (and pulls in idx.c for the --data dispatch)
+npy_src=(tests/fuzz/fuzz_npy.c src/data/npy.c src/data/cifar10.c src/data/dataset.c src/data/idx.c src/data/input.c
+         "${base_src[@]}")
 echo "=== fuzz: building into $out/ with $(clang --version | head -1)"
 clang "${cflags[@]}" "${idx_src[@]}" -lz -lm -o "$out/fuzz_idx"
 clang "${cflags[@]}" "${model_src[@]}" -lz -lm -o "$out/fuzz_model"
+clang "${cflags[@]}" "${npy_src[@]}" -lz -lm -o "$out/fuzz_npy"
 
 failed=0
-for target in idx model; do
+for target in idx model npy; do
   corpus=$out/corpus/$target
   artifacts=$out/artifacts/$target
   log=$out/fuzz_$target.log
