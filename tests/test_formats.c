@@ -303,6 +303,8 @@ START_TEST(test_npy_malformed_headers)
         {"{'descr': '|u1', 'fortran_order': False, 'shape': (3, 2, 2), } x", "expected only blanks after the dict"},
         {"{'descr': '|u\\x31', 'fortran_order': False, 'shape': (3, 2, 2), }", "escapes in strings are not supported"},
         {"{'descr': [('a', '|u1')], 'fortran_order': False, 'shape': (3, 2, 2), }", "a structured dtype"},
+        {"{'desc\nr': '|u1', 'fortran_order': False, 'shape': (3, 2, 2), }", "a blank other than ' ' inside a string"},
+        {"{'descr': '|u\t1', 'fortran_order': False, 'shape': (3, 2, 2), }", "a blank other than ' ' inside a string"},
         {"{'descr': '|u1', 'fortran_order': False, 'shape': (3, 2, 2), 'extra': 1, }", "unknown key 'extra'"},
         {"{'descr': '|u1', 'fortran_order': False, 'shape': (3, 2, 2), 'Shape': (3,), }", "unknown key 'Shape'"},
         {"{'descr': '|u1', 'fortran_order': False, }", "no 'shape' key"},

@@ -90,6 +90,9 @@ static tt_status npy_string(npy_text *t, char *out, size_t cap, tt_error *err)
         if (t->s[t->pos] == '\\')
             return tt_fail(err, TT_ERR_FORMAT, "%s: malformed header at byte %zu: escapes in strings are not "
                            "supported", t->path, t->pos);
+        if (t->s[t->pos] < 0x20) /* a line break inside quotes: not Python, and it would split a message in two */
+            return tt_fail(err, TT_ERR_FORMAT, "%s: malformed header at byte %zu: a blank other than ' ' inside a "
+                           "string", t->path, t->pos);
         if (n + 1 >= cap)
             return tt_fail(err, TT_ERR_FORMAT, "%s: malformed header at byte %zu: a string longer than %zu bytes",
                            t->path, t->pos, cap - 2);
