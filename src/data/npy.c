@@ -28,9 +28,8 @@ enum {
 typedef enum { NPY_U1, NPY_I4, NPY_I8, NPY_F4 } npy_type;
 static const struct {
     const char *descr; /* the little-endian spelling NumPy writes ('|' for a single byte) */
-    size_t size;
-    const char *c_name;
-} g_npy_types[] = {{"|u1", 1, "uint8"}, {"<i4", 4, "int32"}, {"<i8", 8, "int64"}, {"<f4", 4, "float32"}};
+    size_t size;       /* bytes of one element */
+} g_npy_types[] = {{"|u1", 1}, {"<i4", 4}, {"<i8", 8}, {"<f4", 4}};
 
 typedef enum { NPY_X, NPY_Y } npy_role; /* samples or labels */
 
