@@ -155,23 +155,28 @@ __global__ void k_softmax_xent(float *dlogits, float *stats, const float *logits
 
 /* Convolution and pooling: the geometry travels by value (kernel parameter space), one thread per patch, pixel or
  * element as in the comments of tt_math.h. The gathers add in the CPU scatters' order: the same bits. */
-__global__ void k_im2col(float *cols, const float *x, size_t rows, tt_conv_geom g)
+__global__ void k_im2col(float *cols, const float *x, size_t q0, size_t n, tt_conv_geom g)
 {
     const size_t P = g.OH * g.OW, KC = g.KH * g.KW * g.C, in = g.H * g.W * g.C;
-    GRID_STRIDE(q, rows * P)
+    GRID_STRIDE(i, n)
     {
-        const size_t r = q / P, o = q % P;
-        tt_im2col_row(cols + q * KC, x + r * in, &g, o / g.OW, o % g.OW);
+        const size_t q = q0 + i, r = q / P, o = q % P;
+        tt_im2col_row(cols + i * KC, x + r * in, &g, o / g.OW, o % g.OW);
     }
 }
 
-__global__ void k_col2im(float *dx, const float *dcols, size_t rows, tt_conv_geom g)
+/* One thread per pixel of the samples the patches q0 .. q0+n-1 belong to; each adds the patches of its sample that
+ * lie in the range (ascending, as the CPU's scatter). */
+__global__ void k_col2im(float *dx, const float *dcols, size_t q0, size_t n, tt_conv_geom g)
 {
-    const size_t HW = g.H * g.W, in = HW * g.C, pcols = g.OH * g.OW * g.KH * g.KW * g.C;
-    GRID_STRIDE(q, rows * HW)
+    const size_t HW = g.H * g.W, in = HW * g.C, P = g.OH * g.OW, KC = g.KH * g.KW * g.C;
+    const size_t r0 = q0 / P, r1 = (q0 + n + P - 1) / P; /* the samples touched */
+    GRID_STRIDE(i, (r1 - r0) * HW)
     {
-        const size_t r = q / HW, p = q % HW;
-        tt_col2im_pixel(dx + r * in + p * g.C, dcols + r * pcols, &g, p / g.W, p % g.W);
+        const size_t r = r0 + i / HW, p = i % HW, base = r * P; /* this sample's first patch */
+        const size_t lo = q0 > base ? q0 - base : 0, hi = q0 + n - base < P ? q0 + n - base : P;
+        /* dcols row j holds patch q0 + j; this sample's patch q is row base + q - q0 */
+        tt_col2im_pixel(dx + r * in + p * g.C, dcols + (base + lo - q0) * KC, &g, p / g.W, p % g.W, lo, hi);
     }
 }
 
@@ -478,17 +483,18 @@ static void cu_softmax_xent(void *ctx, float *dlogits, float *stats, const float
     LAUNCH_CHECK(c);
 }
 
-static void cu_im2col(void *ctx, float *cols, const float *x, size_t rows, const tt_conv_geom *g)
+static void cu_im2col(void *ctx, float *cols, const float *x, size_t q0, size_t n, const tt_conv_geom *g)
 {
     cuda_ctx *c = TOWER_CTX(ctx);
-    k_im2col<<<blocks_for(rows * g->OH * g->OW), kThreads, 0, c->stream>>>(cols, x, rows, *g);
+    k_im2col<<<blocks_for(n), kThreads, 0, c->stream>>>(cols, x, q0, n, *g);
     LAUNCH_CHECK(c);
 }
 
-static void cu_col2im(void *ctx, float *dx, const float *dcols, size_t rows, const tt_conv_geom *g)
+static void cu_col2im(void *ctx, float *dx, const float *dcols, size_t q0, size_t n, const tt_conv_geom *g)
 {
     cuda_ctx *c = TOWER_CTX(ctx);
-    k_col2im<<<blocks_for(rows * g->H * g->W), kThreads, 0, c->stream>>>(dx, dcols, rows, *g);
+    const size_t P = g->OH * g->OW, samples = (q0 + n + P - 1) / P - q0 / P;
+    k_col2im<<<blocks_for(samples * g->H * g->W), kThreads, 0, c->stream>>>(dx, dcols, q0, n, *g);
     LAUNCH_CHECK(c);
 }
 

@@ -63,11 +63,12 @@ typedef struct tt_dev_ops {
      * d_dlogits (may be NULL) = grad_scale * (softmax - onehot). */
     void (*softmax_xent)(void *ctx, float *d_dlogits, float *d_stats, const float *d_logits, const int32_t *d_labels,
                          size_t rows, size_t classes, float grad_scale);
-    /* Convolution and pooling over `rows` samples, NHWC (geometry g; tt_math.h's per-patch / per-pixel functions):
-     * im2col: cols (rows*OH*OW, KH*KW*C) from x (rows, H, W, C); col2im: dx (rows, H, W, C) = the gather of dcols
-     * (overwritten, not accumulated); maxpool_fwd: y (rows, OH, OW, C); maxpool_bwd: dx (rows, H, W, C) from dy. */
-    void (*im2col)(void *ctx, float *d_cols, const float *d_x, size_t rows, const tt_conv_geom *g);
-    void (*col2im)(void *ctx, float *d_dx, const float *d_dcols, size_t rows, const tt_conv_geom *g);
+    /* Convolution and pooling, NHWC (geometry g; tt_math.h's per-patch / per-pixel functions). x and dx are a shard
+     * of samples (row r at r * H*W*C); its patches are numbered q = r * OH*OW + oh * OW + ow. im2col: cols (n, KH*KW*C)
+     * = the patches q0 .. q0+n-1; col2im: ADDS those patches' column gradients into dx (the caller zeroes dx once,
+     * then adds its chunks in ascending order); maxpool_fwd: y (rows, OH, OW, C); maxpool_bwd: dx (rows, H, W, C). */
+    void (*im2col)(void *ctx, float *d_cols, const float *d_x, size_t q0, size_t n, const tt_conv_geom *g);
+    void (*col2im)(void *ctx, float *d_dx, const float *d_dcols, size_t q0, size_t n, const tt_conv_geom *g);
     void (*maxpool_fwd)(void *ctx, float *d_y, const float *d_x, size_t rows, const tt_conv_geom *g);
     void (*maxpool_bwd)(void *ctx, float *d_dx, const float *d_dy, const float *d_x, const float *d_y, size_t rows,
                         const tt_conv_geom *g);
@@ -138,8 +139,8 @@ void tt_dev_relu_fwd(tt_dev *dev, float *d_y, const float *d_x, size_t n);
 void tt_dev_relu_bwd(tt_dev *dev, float *d_dx, const float *d_dy, const float *d_y, size_t n);
 void tt_dev_softmax_xent(tt_dev *dev, float *d_dlogits, float *d_stats, const float *d_logits,
                          const int32_t *d_labels, size_t rows, size_t classes, float grad_scale);
-void tt_dev_im2col(tt_dev *dev, float *d_cols, const float *d_x, size_t rows, const tt_conv_geom *g);
-void tt_dev_col2im(tt_dev *dev, float *d_dx, const float *d_dcols, size_t rows, const tt_conv_geom *g);
+void tt_dev_im2col(tt_dev *dev, float *d_cols, const float *d_x, size_t q0, size_t n, const tt_conv_geom *g);
+void tt_dev_col2im(tt_dev *dev, float *d_dx, const float *d_dcols, size_t q0, size_t n, const tt_conv_geom *g);
 void tt_dev_maxpool_fwd(tt_dev *dev, float *d_y, const float *d_x, size_t rows, const tt_conv_geom *g);
 void tt_dev_maxpool_bwd(tt_dev *dev, float *d_dx, const float *d_dy, const float *d_x, const float *d_y, size_t rows,
                         const tt_conv_geom *g);

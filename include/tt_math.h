@@ -102,19 +102,22 @@ TT_HD void tt_col2im_patch(float *dx, const float *dcol, const tt_conv_geom *g, 
     }
 }
 
-/* col2im, the gather form, one input pixel: dx[c] of input (ih, iw) = the sum of the column gradient over the
- * patches that read it, in ascending patch order — the order tt_col2im_patch adds them in, so the two forms give
- * the same bits (tests/test_math.c checks it). One thread per pixel on a GPU: no atomics. */
-TT_HD void tt_col2im_pixel(float *dx, const float *dcols, const tt_conv_geom *g, size_t ih, size_t iw)
+/* col2im, the gather form, one input pixel: adds to dx[c] of input (ih, iw) the column gradient of the patches that
+ * read it and lie in [q0, q1) (this sample's patch indices, oh * OW + ow), in ascending patch order — the order
+ * tt_col2im_patch adds them in, so the two forms give the same bits (tests/test_math.c checks it). dcols holds the
+ * rows of patches q0.. of this sample. One thread per pixel on a GPU: no atomics. */
+TT_HD void tt_col2im_pixel(float *dx, const float *dcols, const tt_conv_geom *g, size_t ih, size_t iw, size_t q0,
+                           size_t q1)
 {
     const size_t KC = g->KH * g->KW * g->C;
-    for (size_t c = 0; c < g->C; c++) dx[c] = 0.0f;
     for (size_t kh = g->KH; kh-- > 0;) { /* oh = (ih + PT - kh) / SH ascends as kh descends */
         size_t oh = 0, ow = 0;
         if (!tt_conv_dst(ih, kh, g->SH, g->PT, g->OH, &oh)) continue;
         for (size_t kw = g->KW; kw-- > 0;) {
             if (!tt_conv_dst(iw, kw, g->SW, g->PL, g->OW, &ow)) continue;
-            const float *src = dcols + (oh * g->OW + ow) * KC + (kh * g->KW + kw) * g->C;
+            const size_t q = oh * g->OW + ow;
+            if (q < q0 || q >= q1) continue;
+            const float *src = dcols + (q - q0) * KC + (kh * g->KW + kw) * g->C;
             for (size_t c = 0; c < g->C; c++) dx[c] += src[c];
         }
     }

@@ -161,18 +161,18 @@ void tt_dev_softmax_xent(tt_dev *dev, float *d_dlogits, float *d_stats, const fl
     dev->ops->softmax_xent(dev->ctx, d_dlogits, d_stats, d_logits, d_labels, rows, classes, grad_scale);
 }
 
-void tt_dev_im2col(tt_dev *dev, float *d_cols, const float *d_x, size_t rows, const tt_conv_geom *g)
+void tt_dev_im2col(tt_dev *dev, float *d_cols, const float *d_x, size_t q0, size_t n, const tt_conv_geom *g)
 {
-    if (rows == 0) return;
+    if (n == 0) return;
     TT_ASSERT(d_cols && d_x && g->OH && g->OW && g->SH && g->SW);
-    dev->ops->im2col(dev->ctx, d_cols, d_x, rows, g);
+    dev->ops->im2col(dev->ctx, d_cols, d_x, q0, n, g);
 }
 
-void tt_dev_col2im(tt_dev *dev, float *d_dx, const float *d_dcols, size_t rows, const tt_conv_geom *g)
+void tt_dev_col2im(tt_dev *dev, float *d_dx, const float *d_dcols, size_t q0, size_t n, const tt_conv_geom *g)
 {
-    if (rows == 0) return;
-    TT_ASSERT(d_dx && d_dcols && g->SH && g->SW);
-    dev->ops->col2im(dev->ctx, d_dx, d_dcols, rows, g);
+    if (n == 0) return;
+    TT_ASSERT(d_dx && d_dcols && g->OH && g->OW && g->SH && g->SW);
+    dev->ops->col2im(dev->ctx, d_dx, d_dcols, q0, n, g);
 }
 
 void tt_dev_maxpool_fwd(tt_dev *dev, float *d_y, const float *d_x, size_t rows, const tt_conv_geom *g)

@@ -126,27 +126,26 @@ static void cpu_softmax_xent(void *ctx, float *dlogits, float *stats, const floa
     }
 }
 
-static void cpu_im2col(void *ctx, float *cols, const float *x, size_t rows, const tt_conv_geom *g)
-{
-    (void)ctx;
-    const size_t in = g->H * g->W * g->C, KC = g->KH * g->KW * g->C;
-    for (size_t r = 0; r < rows; r++)
-        for (size_t oh = 0; oh < g->OH; oh++)
-            for (size_t ow = 0; ow < g->OW; ow++)
-                tt_im2col_row(cols + ((r * g->OH + oh) * g->OW + ow) * KC, x + r * in, g, oh, ow);
-}
-
-/* The scatter form, patch after patch in ascending order over a zeroed dx (tt_col2im_patch): the sums of the CUDA
- * backend's gather (tt_col2im_pixel), in the same order. */
-static void cpu_col2im(void *ctx, float *dx, const float *dcols, size_t rows, const tt_conv_geom *g)
+static void cpu_im2col(void *ctx, float *cols, const float *x, size_t q0, size_t n, const tt_conv_geom *g)
 {
     (void)ctx;
     const size_t in = g->H * g->W * g->C, KC = g->KH * g->KW * g->C, P = g->OH * g->OW;
-    for (size_t k = 0; k < rows * in; k++) dx[k] = 0.0f;
-    for (size_t r = 0; r < rows; r++)
-        for (size_t oh = 0; oh < g->OH; oh++)
-            for (size_t ow = 0; ow < g->OW; ow++)
-                tt_col2im_patch(dx + r * in, dcols + (r * P + oh * g->OW + ow) * KC, g, oh, ow);
+    for (size_t q = q0; q < q0 + n; q++) {
+        const size_t r = q / P, o = q % P;
+        tt_im2col_row(cols + (q - q0) * KC, x + r * in, g, o / g->OW, o % g->OW);
+    }
+}
+
+/* The scatter form, patch after patch in ascending order (tt_col2im_patch): the sums of the CUDA backend's gather
+ * (tt_col2im_pixel), in the same order. */
+static void cpu_col2im(void *ctx, float *dx, const float *dcols, size_t q0, size_t n, const tt_conv_geom *g)
+{
+    (void)ctx;
+    const size_t in = g->H * g->W * g->C, KC = g->KH * g->KW * g->C, P = g->OH * g->OW;
+    for (size_t q = q0; q < q0 + n; q++) {
+        const size_t r = q / P, o = q % P;
+        tt_col2im_patch(dx + r * in, dcols + (q - q0) * KC, g, o / g->OW, o % g->OW);
+    }
 }
 
 static void cpu_maxpool_fwd(void *ctx, float *y, const float *x, size_t rows, const tt_conv_geom *g)

@@ -371,16 +371,22 @@ START_TEST(test_conv_pool_ops)
         float *hx = random_host(R * in, 70 + k), *hc = random_host(R * P * KC, 80 + k), *hy = random_host(R * out, 90 + k);
         float *x0, *x1, *c0, *c1, *d0, *d1, *y0, *y1, *dy0, *dy1;
         char what[64];
+        /* in two chunks of patches, the first ending inside a sample: im2col writes rows q0.., col2im adds them */
+        const size_t Q = R * P, q1 = Q / 2 + 1;
         upload(&p, hx, R * in, &x0, &x1);
-        upload(&p, hc, R * P * KC, &c0, &c1);
-        tt_dev_im2col(&p.cpu, c0, x0, R, &g);
-        tt_dev_im2col(&p.dev, c1, x1, R, &g);
+        upload(&p, hc, Q * KC, &c0, &c1);
+        tt_dev_im2col(&p.cpu, c0, x0, 0, q1, &g);
+        tt_dev_im2col(&p.dev, c1, x1, 0, q1, &g);
+        tt_dev_im2col(&p.cpu, c0 + q1 * KC, x0, q1, Q - q1, &g);
+        tt_dev_im2col(&p.dev, c1 + q1 * KC, x1, q1, Q - q1, &g);
         snprintf(what, sizeof what, "im2col geometry %zu", k);
-        compare(&p, what, c0, c1, R * P * KC, 0, 0);
-        upload(&p, hc, R * P * KC, &c0, &c1);
-        upload(&p, hx, R * in, &d0, &d1);
-        tt_dev_col2im(&p.cpu, d0, c0, R, &g);
-        tt_dev_col2im(&p.dev, d1, c1, R, &g);
+        compare(&p, what, c0, c1, Q * KC, 0, 0);
+        upload(&p, hc, Q * KC, &c0, &c1);
+        upload(&p, hx, R * in, &d0, &d1); /* col2im adds into what dx holds */
+        tt_dev_col2im(&p.cpu, d0, c0, 0, q1, &g);
+        tt_dev_col2im(&p.dev, d1, c1, 0, q1, &g);
+        tt_dev_col2im(&p.cpu, d0, c0 + q1 * KC, q1, Q - q1, &g);
+        tt_dev_col2im(&p.dev, d1, c1 + q1 * KC, q1, Q - q1, &g);
         snprintf(what, sizeof what, "col2im geometry %zu", k);
         compare(&p, what, d0, d1, R * in, 0, 0);
         tt_dev_dfree(&p.cpu, c0);

@@ -7,23 +7,25 @@
  *   b: (F)              (use_bias=false: none)
  * forward:  cols (B·P, KC) = im2col(x);  y (B·P, F) = cols · W + b        — y is (B, OH, OW, F) as it stands
  * backward: dW (KC, F) = colsᵀ · dy;  db (F) = Σ_rows dy;  dcols (B·P, KC) = dy · Wᵀ;  dx = col2im(dcols)
- * The rows are processed in chunks sized by the backend's chunk_floats: on the CPU one sample's columns at a time,
- * so they stay in L2 between im2col and the GEMMs (the columns of a whole shard — 50 MB for the cnn's second layer
- * at 64 rows — would stream through memory three times); on a GPU the whole shard in one GEMM. dW accumulates
- * over the chunks in a fixed order (beta = 1 after the first), so a run is bit-identical to itself.
+ * The B·P patches are processed in chunks sized by the backend's chunk_floats: on the CPU about 384 KiB of columns
+ * at a time (half a sample for the cnn's second layer, 14 samples for its first), so they stay in L2 between im2col
+ * and the GEMMs — the columns of a whole shard (50 MB for that second layer at 64 rows) would stream through memory
+ * three times; on a GPU the whole shard in one GEMM. dW accumulates over the chunks in a fixed order (beta = 1
+ * after the first) and col2im adds them in ascending order, so a run is bit-identical to itself.
  * Not for: Winograd or FFT convolutions (the GEMM is the point here). */
 #include <stddef.h>
 #include <stdio.h>
 
 #include "layers.h"
 
-/* Output positions, patch length, and rows per chunk of the layer for a shard of B rows. */
+/* Patches (rows of the column matrix) per chunk for a shard of B rows: as many as fit in chunk_floats (at least
+ * one), or the whole shard when the backend sets no limit. */
 static size_t conv_chunk(const tt_layer *l, size_t B, size_t chunk_floats)
 {
-    const size_t per_row = l->g.OH * l->g.OW * l->g.KH * l->g.KW * l->g.C;
-    size_t ch = chunk_floats ? chunk_floats / per_row : B;
+    const size_t KC = l->g.KH * l->g.KW * l->g.C, Q = B * l->g.OH * l->g.OW;
+    size_t ch = chunk_floats ? chunk_floats / KC : Q;
     if (ch < 1) ch = 1;
-    return ch < B ? ch : (B ? B : 1);
+    return ch < Q ? ch : (Q ? Q : 1);
 }
 
 static tt_status conv2d_setup(tt_layer *l, tt_error *err)
@@ -73,18 +75,18 @@ void tt_conv_init(const tt_layer *l, float *p, tt_rng *rng)
 
 size_t tt_conv_workspace(const tt_layer *l, size_t B, size_t chunk_floats)
 {
-    return conv_chunk(l, B, chunk_floats) * l->g.OH * l->g.OW * l->g.KH * l->g.KW * l->g.C;
+    return conv_chunk(l, B, chunk_floats) * l->g.KH * l->g.KW * l->g.C;
 }
 
 int tt_conv_gemms(const tt_layer *l, size_t B, int need_dx, size_t chunk_floats, tt_gemm_shape *out)
 {
-    const size_t P = l->g.OH * l->g.OW, KC = l->g.KH * l->g.KW * l->g.C, F = l->units;
-    const size_t ch = conv_chunk(l, B, chunk_floats), full = B / ch, rest = B % ch;
+    const size_t Q = B * l->g.OH * l->g.OW, KC = l->g.KH * l->g.KW * l->g.C, F = l->units;
+    const size_t ch = conv_chunk(l, B, chunk_floats), full = Q / ch, rest = Q % ch;
     int n = 0;
     const size_t rows[2] = {ch, rest}, calls[2] = {full, 1};
     for (int k = 0; k < 2; k++) {
         if (!rows[k] || !calls[k]) continue;
-        const size_t M = rows[k] * P;
+        const size_t M = rows[k];
         out[n++] = (tt_gemm_shape){0, 0, M, F, KC, calls[k]}; /* y = cols W */
         out[n++] = (tt_gemm_shape){1, 0, KC, F, M, calls[k]}; /* dW += colsᵀ dy */
         if (need_dx) out[n++] = (tt_gemm_shape){0, 1, M, KC, F, calls[k]}; /* dcols = dy Wᵀ */
@@ -96,15 +98,15 @@ void tt_conv_forward(tt_dev *dev, const tt_layer *l, const tt_pass *ps, const fl
                      float *d_y, size_t B)
 {
     const tt_conv_geom *g = &l->g;
-    const size_t in = l->in, out = l->out, P = g->OH * g->OW, KC = g->KH * g->KW * g->C, F = l->units;
+    const size_t Q = B * g->OH * g->OW, KC = g->KH * g->KW * g->C, F = l->units;
     const size_t ch = conv_chunk(l, B, ps->chunk_floats);
     const float *d_w = d_p, *d_b = d_p + KC * F;
-    for (size_t r0 = 0; r0 < B; r0 += ch) {
-        const size_t n = B - r0 < ch ? B - r0 : ch;
-        tt_dev_im2col(dev, ps->d_ws, d_x + r0 * in, n, g);
-        tt_dev_sgemm(dev, 0, 0, n * P, F, KC, 1.0f, ps->d_ws, KC, d_w, F, 0.0f, d_y + r0 * out, F);
+    for (size_t q0 = 0; q0 < Q; q0 += ch) {
+        const size_t n = Q - q0 < ch ? Q - q0 : ch;
+        tt_dev_im2col(dev, ps->d_ws, d_x, q0, n, g);
+        tt_dev_sgemm(dev, 0, 0, n, F, KC, 1.0f, ps->d_ws, KC, d_w, F, 0.0f, d_y + q0 * F, F);
     }
-    if (l->use_bias) tt_dev_bias_add(dev, d_y, d_b, B * P, F);
+    if (l->use_bias) tt_dev_bias_add(dev, d_y, d_b, Q, F);
 }
 
 void tt_conv_backward(tt_dev *dev, const tt_layer *l, const tt_pass *ps, const float *d_p, float *d_g,
@@ -112,19 +114,20 @@ void tt_conv_backward(tt_dev *dev, const tt_layer *l, const tt_pass *ps, const f
 {
     (void)d_y;
     const tt_conv_geom *g = &l->g;
-    const size_t in = l->in, out = l->out, P = g->OH * g->OW, KC = g->KH * g->KW * g->C, F = l->units;
+    const size_t Q = B * g->OH * g->OW, KC = g->KH * g->KW * g->C, F = l->units;
     const size_t ch = conv_chunk(l, B, ps->chunk_floats);
     const float *d_w = d_p;
     float *d_gw = d_g, *d_gb = d_g + KC * F;
-    if (l->use_bias) tt_dev_col_sum(dev, d_gb, d_dy, B * P, F);
-    for (size_t r0 = 0; r0 < B; r0 += ch) {
-        const size_t n = B - r0 < ch ? B - r0 : ch;
-        const float *d_dyc = d_dy + r0 * out;
-        tt_dev_im2col(dev, ps->d_ws, d_x + r0 * in, n, g); /* recomputed: cheaper than keeping a shard's columns */
-        tt_dev_sgemm(dev, 1, 0, KC, F, n * P, 1.0f, ps->d_ws, KC, d_dyc, F, r0 ? 1.0f : 0.0f, d_gw, F);
+    if (l->use_bias) tt_dev_col_sum(dev, d_gb, d_dy, Q, F);
+    if (d_dx) tt_dev_fill(dev, d_dx, B * l->in, 0.0f); /* col2im adds the chunks */
+    for (size_t q0 = 0; q0 < Q; q0 += ch) {
+        const size_t n = Q - q0 < ch ? Q - q0 : ch;
+        const float *d_dyc = d_dy + q0 * F;
+        tt_dev_im2col(dev, ps->d_ws, d_x, q0, n, g); /* recomputed: cheaper than keeping a shard's columns */
+        tt_dev_sgemm(dev, 1, 0, KC, F, n, 1.0f, ps->d_ws, KC, d_dyc, F, q0 ? 1.0f : 0.0f, d_gw, F);
         if (!d_dx) continue;
-        tt_dev_sgemm(dev, 0, 1, n * P, KC, F, 1.0f, d_dyc, F, d_w, F, 0.0f, ps->d_ws, KC); /* dcols, over cols */
-        tt_dev_col2im(dev, d_dx + r0 * in, ps->d_ws, n, g);
+        tt_dev_sgemm(dev, 0, 1, n, KC, F, 1.0f, d_dyc, F, d_w, F, 0.0f, ps->d_ws, KC); /* dcols, over cols */
+        tt_dev_col2im(dev, d_dx, ps->d_ws, q0, n, g);
     }
 }
 
