@@ -971,6 +971,18 @@ START_TEST(test_summary_and_models)
     snprintf(args, sizeof args, "train --device cpu --data %s --val-samples 50 --epochs 2 --towers 2 --batch 32 --model %s",
              dir, p);
     expect(args, 0, "");
+    /* every measuring command takes a conv model: its GEMMs, scratch and shapes come from the layers */
+    snprintf(args, sizeof args, "probe --device cpu --model %s --towers 2 --batch 16 --reps 2", p);
+    expect(args, 0, "");
+    snprintf(args, sizeof args, "probe --device cpu --model %s --data %s --towers 2 --batch 16 --reps 2", p, dir);
+    expect(args, 0, "");
+    snprintf(args, sizeof args, "bench --device cpu --model %s --data %s --val-samples 50 --towers 1,2 --batch 32 "
+             "--epochs 1 --reps 2", p, dir);
+    expect(args, 0, "");
+    ck_assert_msg(strstr(slurp(out_path), "ratio") != NULL, "%s", slurp(out_path));
+    snprintf(args, sizeof args, "compare --device cpu --model %s --data %s --val-samples 50 --batch 32", p, dir);
+    expect(args, 0, "");
+    ck_assert_msg(strstr(slurp(out_path), "max |dw| between any two placements: 0 ") != NULL, "%s", slurp(out_path));
     snprintf(args, sizeof args, "summary --model cnn --data %s", dir); /* 4x4 images: the cnn does not fit */
     expect(args, 1, "window does not fit");
     snprintf(args, sizeof args, "summary --model textcnn --data %s", dir);
