@@ -1002,6 +1002,11 @@ START_TEST(test_summary_and_models)
     expect(args, 1, "input: shape must be 1 to 3 positive integers");
     tt_test_write_str(p, "input shape=\nflatten\ndense units=10\n");
     expect(args, 1, "input: shape must be 1 to 3 positive integers");
+    /* --vocab names the first embedding's vocabulary: not for a model without one, not against a file's vocab= */
+    expect("summary --model cnn --vocab 5", 2, "--vocab: built-in cnn does not start with an embedding");
+    tt_test_write_str(p, "input shape=20\nembedding dim=4 vocab=100\nflatten\ndense units=3\n");
+    snprintf(args, sizeof args, "summary --model %s --vocab 10", p);
+    expect(args, 2, "sets vocab=100 for its embedding");
 }
 END_TEST
 
