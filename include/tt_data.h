@@ -103,8 +103,11 @@ tt_status tt_data_dir_files(const char *kind, const char *dir, const char *const
 /* The --data argument: "fashion-mnist", an MNIST-format directory, "cifar10:DIR" or "npy:DIR". */
 tt_status tt_dataset_load(const char *spec, tt_dataset *train, tt_dataset *test, tt_error *err);
 
-/* For data sets of token ids: 0 and *max = the largest sample value if every value is a non-negative integer
- * (always for TT_X_U8), else -1 (*max is then the first offending value). */
+/* For data sets of token ids: 0 and *max = the largest sample value if every value is an integer in
+ * 0 .. TT_TOKEN_LIMIT - 1 (always for TT_X_U8), else -1 (*max is then the first offending value). The limit is
+ * float32's last run of exact integers, and an embedding's largest vocabulary. */
+#define TT_TOKEN_LIMIT 16777216.0f
+int tt_dataset_token_max(const tt_dataset *ds, double *max);
 int tt_dataset_token_max(const tt_dataset *ds, double *max);
 
 /* Splits the last n_val samples of src off into val (copies); src keeps the first n - n_val. */

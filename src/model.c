@@ -89,7 +89,12 @@ static tt_status model_finish(tt_model *m, tt_error *err)
         int nt = l->kind->tensors ? l->kind->tensors(l, t) : 0;
         size_t n = 0;
         for (int k = 0; k < nt; k++) {
-            if (t[k].size > ((size_t)1 << 40) - off - n)
+            /* the kinds multiply the sizes unchecked: recount from the shape, so a product that wrapped around
+             * (a 4096x4096 kernel over 2^24 channels, 65536 filters: 2^64 = 0) is refused, not counted small */
+            size_t elems = 1;
+            int wrapped = 0;
+            for (int d = 0; d < t[k].ndim; d++) wrapped |= tt_mul_size(elems, t[k].shape[d], &elems);
+            if (wrapped || elems != t[k].size || t[k].size > ((size_t)1 << 40) - off - n)
                 return tt_fail(err, TT_ERR_MODEL, "%s: %s: too many parameters", m->source, l->name);
             t[k].offset = off + n;
             n += t[k].size;
@@ -371,6 +376,11 @@ static tt_status parse_input(tt_model *m, char **save, const char *where, tt_err
     *eq = '\0';
     tt_shape want = {0, {0, 0, 0, 0}};
     if (strcmp(tok, "size") == 0 || strcmp(tok, "shape") == 0) {
+        const char *v = eq + 1;
+        const size_t vlen = strlen(v);
+        if (vlen == 0 || v[0] == ',' || v[vlen - 1] == ',' || strstr(v, ",,")) /* strtok would skip an empty size */
+            return tt_fail(err, TT_ERR_MODEL, "%s: input: %s must be 1 to 3 positive integers, like 28,28,1", where,
+                           tok);
         char *psave = NULL;
         for (char *part = strtok_r(eq + 1, ",", &psave); part; part = strtok_r(NULL, ",", &psave)) {
             if (want.ndim == 3 || parse_size(part, 1, (size_t)1 << 24, &want.d[want.ndim]))

@@ -544,10 +544,24 @@ static tt_status token_max(const tt_dataset *const *sets, const char *const *nam
         double m;
         if (!sets[i]->n) continue;
         if (tt_dataset_token_max(sets[i], &m))
-            return tt_fail(err, TT_ERR_FORMAT, "the %s data hold %g, not a token id (a non-negative integer): a model "
+            return tt_fail(err, TT_ERR_FORMAT, "the %s data hold %.9g, not a token id (an integer in 0..16777215): a model "
                            "that starts with an embedding needs token ids", names[i], m);
         *max = m > *max ? m : *max;
     }
+    return TT_OK;
+}
+
+/* --vocab is the vocabulary of a model's first embedding: refused for a model without one, and for a model file
+ * whose vocab= says otherwise (the file's value would win silently, and a message would blame --vocab for it). */
+static tt_status vocab_flag_applies(const tt_run_config *c, const tt_model *m, tt_error *err)
+{
+    if (!c->vocab) return TT_OK;
+    if (m->layers[0].kind != &tt_layer_embedding)
+        return tt_fail(err, TT_ERR_ARG, "--vocab: %s does not start with an embedding (--vocab is its vocabulary)",
+                       m->source);
+    if (m->layers[0].vocab != c->vocab)
+        return tt_fail(err, TT_ERR_ARG, "--vocab: %zu, but %s sets vocab=%zu for its embedding (give one of them)",
+                       c->vocab, m->source, m->layers[0].vocab);
     return TT_OK;
 }
 
@@ -567,6 +581,7 @@ tt_status tt_run_model(const tt_run_config *c, const tt_dataset *train, const tt
     }
     if (!c->vocab) in.vocab = tokens_ok ? (size_t)max + 1 : 1; /* 1: a stand-in, refused below for an embedding */
     tt_status s = tt_model_make(m, c->model, &in, err);
+    if (!s) s = vocab_flag_applies(c, m, err);
     if (s || m->layers[0].kind != &tt_layer_embedding) return s;
     if ((s = token_max(sets, names, &max, err))) return s;
     const size_t V = m->layers[0].vocab;
@@ -604,7 +619,8 @@ tt_status tt_run_describe_model(tt_run_config *c, const char *data, tt_model *m,
         tt_model_input in;
         tt_status s = tt_model_default_input(c->model, &in, err);
         if (!s && c->vocab) in.vocab = c->vocab;
-        return s ? s : tt_model_make(m, c->model, &in, err);
+        if (!s) s = tt_model_make(m, c->model, &in, err);
+        return s ? s : vocab_flag_applies(c, m, err);
     }
     tt_dataset train, val, test;
     c->data = data;

@@ -1003,6 +1003,22 @@ START_TEST(test_summary_and_models)
     expect(args, 1, "an embedding must be the first layer");
     tt_test_write_str(p, "conv2d filters=3 kernel=2\nconv2d filters=3 kernel=2\ndense units=10\n");
     expect(args, 1, "dense needs a flat input");
+    /* parameter counts whose size_t product wraps to 0: refused, not counted as the bias alone */
+    snprintf(args, sizeof args, "summary --model %s", p);
+    tt_test_write_str(p, "input shape=1,1,16777216\nconv2d filters=65536 kernel=4096 padding=same\nflatten\n"
+                         "dense units=10\n"); /* 4096 * 4096 * 2^24 * 65536 = 2^64 */
+    expect(args, 1, "conv2d: too many parameters");
+    tt_test_write_str(p, "input shape=16777216,16777216\ndense units=65536\ndense units=10\n"); /* 2^48 * 2^16 */
+    expect(args, 1, "dense: too many parameters");
+    tt_test_write_str(p, "input shape=8,,8\nflatten\ndense units=10\n"); /* not silently 8,8 */
+    expect(args, 1, "input: shape must be 1 to 3 positive integers");
+    tt_test_write_str(p, "input shape=\nflatten\ndense units=10\n");
+    expect(args, 1, "input: shape must be 1 to 3 positive integers");
+    /* --vocab names the first embedding's vocabulary: not for a model without one, not against a file's vocab= */
+    expect("summary --model cnn --vocab 5", 2, "--vocab: built-in cnn does not start with an embedding");
+    tt_test_write_str(p, "input shape=20\nembedding dim=4 vocab=100\nflatten\ndense units=3\n");
+    snprintf(args, sizeof args, "summary --model %s --vocab 10", p);
+    expect(args, 2, "sets vocab=100 for its embedding");
 }
 END_TEST
 

@@ -565,6 +565,23 @@ START_TEST(test_token_checks)
     ((float *)(void *)train.x)[7] = 2.5f;
     ck_assert_int_eq(tt_run_model(&c, &train, &none, &none, m, &err), TT_ERR_FORMAT);
     ck_assert_msg(strstr(err.msg, "2.5"), "%s", err.msg);
+    /* integers too large to be token ids: 2^24 (float32 stops being exact there; an embedding's largest vocab) and
+     * 1e30 (an integer as a float, whose size_t conversion would be undefined) */
+    ((float *)(void *)train.x)[7] = 16777216.0f;
+    ck_assert_int_eq(tt_run_model(&c, &train, &none, &none, m, &err), TT_ERR_FORMAT);
+    ck_assert_msg(strstr(err.msg, "16777216,") && strstr(err.msg, "not a token id"), "%s", err.msg);
+    ((float *)(void *)train.x)[7] = 1e30f;
+    ck_assert_int_eq(tt_run_model(&c, &train, &none, &none, m, &err), TT_ERR_FORMAT);
+    ck_assert_msg(strstr(err.msg, "e+30,") && strstr(err.msg, "not a token id"), "%s", err.msg);
+    ((float *)(void *)train.x)[7] = 3.0f;
+    /* --vocab with a model file that sets vocab= (ids fit both): refused, not silently the file's */
+    tt_test_write_str(path, "embedding dim=2 vocab=30\nflatten\ndense units=5\n");
+    c.vocab = 25;
+    ck_assert_int_eq(tt_run_model(&c, &train, &none, &none, m, &err), TT_ERR_ARG);
+    ck_assert_msg(strstr(err.msg, "--vocab: 25") && strstr(err.msg, "vocab=30"), "%s", err.msg);
+    c.vocab = 30;
+    ck_assert_msg(tt_run_model(&c, &train, &none, &none, m, &err) == TT_OK, "%s", err.msg);
+    c.vocab = 0;
     unlink(path);
     tt_free(m);
     tt_dataset_free(&train);

@@ -183,7 +183,7 @@ int tt_dataset_token_max(const tt_dataset *ds, double *max)
     const float *x = (const float *)(const void *)ds->x;
     float m = 0;
     for (size_t i = 0; i < n; i++) {
-        if (!(x[i] >= 0.0f) || x[i] != floorf(x[i])) {
+        if (!(x[i] >= 0.0f) || x[i] >= TT_TOKEN_LIMIT || x[i] != floorf(x[i])) {
             *max = x[i];
             return -1;
         }
