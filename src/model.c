@@ -3,6 +3,8 @@
  * reads their tables (shapes, keys, tensors, GEMMs), never what a kind computes. */
 #include <ctype.h>
 #include <errno.h>
+#include <float.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -307,7 +309,9 @@ static int parse_float(const char *v, double lo, double hi, float *out)
     char *end;
     double x = strtod(v, &end);
     if (errno || *end || !(x >= lo && x <= hi)) return -1;
-    *out = (float)x;
+    const float f = (float)x;
+    if (x != 0 && !(fabsf(f) >= FLT_MIN)) return -1; /* 0 or subnormal as a float32: not the value written */
+    *out = f;
     return 0;
 }
 
@@ -393,6 +397,10 @@ static tt_status parse_input(tt_model *m, char **save, const char *where, tt_err
     }
     if ((tok = strtok_r(NULL, " \t\r", save)) != NULL)
         return tt_fail(err, TT_ERR_MODEL, "%s: input: unexpected '%s'", where, tok);
+    size_t elems = 1;
+    for (int i = 0; i < want.ndim; i++)
+        if (tt_mul_size(elems, want.d[i], &elems) || elems > TT_MAX_SAMPLE_ELEMS)
+            return tt_fail(err, TT_ERR_MODEL, "%s: input: a sample of more than %zu values", where, TT_MAX_SAMPLE_ELEMS);
     if (m->input_shape.ndim == 0 && want.ndim) { /* no data: the file says what the model is for */
         m->input_shape = want;
         m->input_dim = tt_shape_elems(&want);
@@ -404,6 +412,7 @@ static tt_status parse_input(tt_model *m, char **save, const char *where, tt_err
         return tt_fail(err, TT_ERR_MODEL, "%s: input shape %s but the data's samples are %s", where,
                        tt_shape_str(&want, 0, a, sizeof a), tt_shape_str(&m->input_shape, 0, b, sizeof b));
     }
+    m->input_shape = want; /* a flat line over images: the model sees the sample flattened, as the line says */
     return TT_OK;
 }
 

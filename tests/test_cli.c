@@ -997,6 +997,12 @@ START_TEST(test_summary_and_models)
     expect(args, 1, "softmax must be the last layer");
     tt_test_write_str(p, "dropout rate=1.5\n");
     expect(args, 1, "rate must be a number in [0, 0.99]");
+    tt_test_write_str(p, "dropout rate=1e-50\nflatten\ndense units=10\n"); /* 0 as a float32: not what was written */
+    expect(args, 1, "rate must be a number");
+    tt_test_write_str(p, "input shape=16777216,16777216,16777216\nflatten\ndense units=10\n");
+    expect(args, 1, "input: a sample of more than");
+    tt_test_write_str(p, "input size=16\nconv2d filters=2 kernel=2\nflatten\ndense units=10\n"); /* 4x4 seen flat */
+    expect(args, 1, "conv2d needs an (H, W, C) input, got 16");
     tt_test_write_str(p, "conv2d filters=3 kernel=3 padding=full\n");
     expect(args, 1, "padding must be same or valid");
     tt_test_write_str(p, "dense units=10\nembedding dim=3\n");
@@ -1008,8 +1014,8 @@ START_TEST(test_summary_and_models)
     tt_test_write_str(p, "input shape=1,1,16777216\nconv2d filters=65536 kernel=4096 padding=same\nflatten\n"
                          "dense units=10\n"); /* 4096 * 4096 * 2^24 * 65536 = 2^64 */
     expect(args, 1, "conv2d: too many parameters");
-    tt_test_write_str(p, "input shape=16777216,16777216\ndense units=65536\ndense units=10\n"); /* 2^48 * 2^16 */
-    expect(args, 1, "dense: too many parameters");
+    tt_test_write_str(p, "input shape=16777216,16777216\ndense units=65536\ndense units=10\n"); /* 2^48 inputs */
+    expect(args, 1, "input: a sample of more than"); /* refused before its 2^64 parameters are counted */
     tt_test_write_str(p, "input shape=8,,8\nflatten\ndense units=10\n"); /* not silently 8,8 */
     expect(args, 1, "input: shape must be 1 to 3 positive integers");
     tt_test_write_str(p, "input shape=\nflatten\ndense units=10\n");
