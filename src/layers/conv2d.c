@@ -105,8 +105,8 @@ void tt_conv_forward(tt_dev *dev, const tt_layer *l, const tt_pass *ps, const fl
         const size_t n = Q - q0 < ch ? Q - q0 : ch;
         tt_dev_im2col(dev, ps->d_ws, d_x, q0, n, g);
         tt_dev_sgemm(dev, 0, 0, n, F, KC, 1.0f, ps->d_ws, KC, d_w, F, 0.0f, d_y + q0 * F, F);
+        if (l->use_bias) tt_dev_bias_add(dev, d_y + q0 * F, d_b, n, F); /* while the chunk is in cache */
     }
-    if (l->use_bias) tt_dev_bias_add(dev, d_y, d_b, Q, F);
 }
 
 void tt_conv_backward(tt_dev *dev, const tt_layer *l, const tt_pass *ps, const float *d_p, float *d_g,
