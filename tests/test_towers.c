@@ -613,6 +613,43 @@ START_TEST(test_byte_tokens_are_ids)
 }
 END_TEST
 
+/* Evaluation runs the layers in evaluation mode: a dropout layer is the identity there, so a model with dropout
+ * evaluates exactly like the same model without it (dropout has no parameters: the same weights fit both); and a
+ * training step does drop (the two train differently). */
+START_TEST(test_dropout_off_in_evaluation)
+{
+    tt_dataset ds;
+    make_vectors(&ds, 300, 9);
+    tt_model with, without;
+    tt_error err;
+    ck_assert_int_eq(tt_model_parse(&with, "dense units=16 activation=relu\ndropout rate=0.5\ndense units=5\n", "t",
+                                    input_of(&ds), &err), TT_OK);
+    ck_assert_int_eq(tt_model_parse(&without, "dense units=16 activation=relu\ndense units=5\n", "t", input_of(&ds),
+                                    &err), TT_OK);
+    ck_assert_uint_eq(with.n_params, without.n_params);
+    float *w = (float *)tt_malloc(with.n_params * sizeof(float));
+    tt_model_init_params(&without, w, 3);
+    tt_eval_result r[2];
+    tt_step_result st[2];
+    uint32_t idx[32];
+    for (int i = 0; i < 32; i++) idx[i] = (uint32_t)i;
+    const tt_model *models[2] = {&with, &without};
+    for (int k = 0; k < 2; k++) {
+        tt_trainer_config tc = tower_config(2, 32, tt_optim_defaults(TT_OPT_SGD), TT_REDUCE_CPU);
+        tt_trainer tr;
+        ck_assert_msg(tt_trainer_init(&tr, models[k], &tc, w, &err) == TT_OK, "%s", err.msg);
+        ck_assert_int_eq(tt_trainer_evaluate(&tr, &ds, &r[k], &err), TT_OK);
+        ck_assert_int_eq(tt_trainer_step(&tr, &ds, idx, 32, &st[k], &err), TT_OK);
+        tt_trainer_free(&tr);
+    }
+    ck_assert_msg(r[0].loss == r[1].loss && r[0].accuracy == r[1].accuracy, "evaluation with dropout: loss %.9g, "
+                  "without: %.9g", r[0].loss, r[1].loss);
+    ck_assert_msg(st[0].loss_sum != st[1].loss_sum, "a training step with dropout 0.5 dropped nothing");
+    tt_free(w);
+    tt_dataset_free(&ds);
+}
+END_TEST
+
 /* The cnn and textcnn workloads (dropout on): N towers = 1 tower, placements bit-identical, same seed bit-identical,
  * every sample trained with no allocation in the step loop. */
 static void workload_semantics(const workload *w)
@@ -660,6 +697,7 @@ int main(int argc, char **argv)
         tcase_add_test(tc, test_more_towers_than_batch_is_an_error);
         tcase_add_test(tc, test_token_checks);
         tcase_add_test(tc, test_byte_tokens_are_ids);
+        tcase_add_test(tc, test_dropout_off_in_evaluation);
     } else {
         printf("%s: %d GPU%s (towers run on them round-robin)\n", g_device, g_be.n_devices,
                g_be.n_devices == 1 ? "" : "s");
