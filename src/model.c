@@ -69,7 +69,13 @@ static tt_status model_finish(tt_model *m, tt_error *err)
     m->max_width = m->input_dim;
     for (size_t i = 0; i < m->n_layers; i++) {
         tt_layer *l = &m->layers[i];
-        if (l->kind == &tt_layer_embedding && l->vocab == 0) l->vocab = m->vocab; /* vocab from the data */
+        if (l->kind->token_input) {
+            if (i != 0)
+                return tt_fail(err, TT_ERR_MODEL, "%s: %s: an %s must be the first layer (its input is token ids)",
+                               m->source, l->name, l->kind->name);
+            m->vocab_from_input = l->vocab == 0;
+            if (l->vocab == 0) l->vocab = m->vocab; /* the input's (the data's) vocabulary */
+        }
         l->in_shape = shape;
         l->in = tt_shape_elems(&shape);
         tt_status s = l->kind->setup(l, err);
@@ -82,9 +88,9 @@ static tt_status model_finish(tt_model *m, tt_error *err)
         if (l->out == 0 || l->out > TT_MAX_SAMPLE_ELEMS)
             return tt_fail(err, TT_ERR_MODEL, "%s: %s: %zu outputs per sample (at most %zu)", m->source, l->name,
                            l->out, TT_MAX_SAMPLE_ELEMS);
-        if (l->kind == &tt_layer_softmax && i + 1 != m->n_layers)
-            return tt_fail(err, TT_ERR_MODEL, "%s: %s: softmax must be the last layer (the loss follows it)",
-                           m->source, l->name);
+        if (l->kind->fused_into_loss && i + 1 != m->n_layers)
+            return tt_fail(err, TT_ERR_MODEL, "%s: %s: %s must be the last layer (the loss follows it)", m->source,
+                           l->name, l->kind->name);
         shape = l->out_shape;
         l->offset = off;
         tt_tensor_info *t = &m->tensors[m->n_tensors];
@@ -108,7 +114,8 @@ static tt_status model_finish(tt_model *m, tt_error *err)
     }
     const tt_layer *last = &m->layers[m->n_layers - 1];
     if (m->n_classes == 0) m->n_classes = last->out; /* no data: the classes are what the model says */
-    m->n_logits = last->kind == &tt_layer_softmax ? m->n_layers - 1 : m->n_layers;
+    m->n_logits = last->kind->fused_into_loss ? m->n_layers - 1 : m->n_layers;
+    m->token_vocab = m->layers[0].kind->token_input ? m->layers[0].vocab : 0;
     if (last->out_shape.ndim != 1 || last->out != m->n_classes) {
         char out[64];
         return tt_fail(err, TT_ERR_MODEL, "%s: the last layer's output is %s but the data has %zu classes (end with "

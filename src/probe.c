@@ -398,7 +398,7 @@ static tt_status probe_data_make(const tt_model *m, size_t batch, probe_data *d,
     d->ds.shape = m->input_shape;
     d->ds.n_classes = m->n_classes;
     d->ds.scale = 1.0f / 255.0f;
-    const int tokens = m->layers[0].kind == &tt_layer_embedding; /* then token ids below the vocabulary */
+    const int tokens = m->token_vocab != 0; /* then token ids below the vocabulary */
     d->ds.xtype = tokens ? TT_X_F32 : TT_X_U8;
     d->ds.scale = tokens ? 1.0f : d->ds.scale;
     d->ds.x = (uint8_t *)tt_malloc(n * tt_dataset_sample_bytes(&d->ds));
@@ -408,7 +408,7 @@ static tt_status probe_data_make(const tt_model *m, size_t batch, probe_data *d,
     for (size_t i = 0; i < n * D; i++) {
         const uint32_t h = (uint32_t)(i * 2654435761u);
         if (tokens)
-            ((float *)(void *)d->ds.x)[i] = (float)(h % (uint32_t)m->layers[0].vocab);
+            ((float *)(void *)d->ds.x)[i] = (float)(h % (uint32_t)m->token_vocab);
         else
             d->ds.x[i] = (uint8_t)(h >> 24);
     }

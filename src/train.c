@@ -551,17 +551,17 @@ static tt_status token_max(const tt_dataset *const *sets, const char *const *nam
     return TT_OK;
 }
 
-/* --vocab is the vocabulary of a model's first embedding: refused for a model without one, and for a model file
+/* --vocab is the vocabulary of a model that reads token ids: refused for a model without one, and for a model file
  * whose vocab= says otherwise (the file's value would win silently, and a message would blame --vocab for it). */
 static tt_status vocab_flag_applies(const tt_run_config *c, const tt_model *m, tt_error *err)
 {
     if (!c->vocab) return TT_OK;
-    if (m->layers[0].kind != &tt_layer_embedding)
+    if (!m->token_vocab)
         return tt_fail(err, TT_ERR_ARG, "--vocab: %s does not start with an embedding (--vocab is its vocabulary)",
                        m->source);
-    if (m->layers[0].vocab != c->vocab)
+    if (m->token_vocab != c->vocab)
         return tt_fail(err, TT_ERR_ARG, "--vocab: %zu, but %s sets vocab=%zu for its embedding (give one of them)",
-                       c->vocab, m->source, m->layers[0].vocab);
+                       c->vocab, m->source, m->token_vocab);
     return TT_OK;
 }
 
@@ -570,21 +570,19 @@ tt_status tt_run_model(const tt_run_config *c, const tt_dataset *train, const tt
 {
     const tt_dataset *sets[3] = {train, val, test};
     const char *names[3] = {"training", "validation", "test"};
-    tt_model_input in = {train->shape, train->n_classes, c->vocab};
-    /* build once to see whether the model starts with an embedding; only then do the data have to be token ids */
-    double max = 0;
-    int tokens_ok = 1;
-    for (int i = 0; i < 3 && tokens_ok; i++) {
-        double mx;
-        if (sets[i]->n && tt_dataset_token_max(sets[i], &mx)) tokens_ok = 0;
-        else if (sets[i]->n && mx > max) max = mx;
-    }
-    if (!c->vocab) in.vocab = tokens_ok ? (size_t)max + 1 : 1; /* 1: a stand-in, refused below for an embedding */
+    /* the vocabulary matters only to a model that reads token ids: build first (1 stands in for a vocabulary the
+     * data will give), and scan the data only for such a model — once */
+    tt_model_input in = {train->shape, train->n_classes, c->vocab ? c->vocab : 1};
     tt_status s = tt_model_make(m, c->model, &in, err);
     if (!s) s = vocab_flag_applies(c, m, err);
-    if (s || m->layers[0].kind != &tt_layer_embedding) return s;
+    if (s || !m->token_vocab) return s;
+    double max;
     if ((s = token_max(sets, names, &max, err))) return s;
-    const size_t V = m->layers[0].vocab;
+    if (m->vocab_from_input && !c->vocab) { /* the data's vocabulary: the largest id + 1 */
+        in.vocab = (size_t)max + 1;
+        if ((s = tt_model_make(m, c->model, &in, err))) return s;
+    }
+    const size_t V = m->token_vocab;
     if (max >= (double)V)
         return tt_fail(err, c->vocab ? TT_ERR_ARG : TT_ERR_MODEL, "%s: the data hold token id %.0f but the vocabulary "
                        "is %zu (ids 0..%zu)%s", c->vocab ? "--vocab" : m->source, max, V, V - 1,

@@ -289,8 +289,8 @@ static void phase_data(tt_tower *tw, const tt_dataset *ds, const uint32_t *idx, 
         tw->h_labels[r] = ds->y[s];
         tw->h_ids[r] = (uint32_t)s;
     }
-    if (ds->xtype == TT_X_U8) { /* pixels to [0,1]; for a model that starts with an embedding, bytes are token ids */
-        const float scale = tw->tr->model->layers[0].kind == &tt_layer_embedding ? 1.0f : ds->scale;
+    if (ds->xtype == TT_X_U8) { /* pixels to [0,1]; for a model that reads token ids, bytes are ids */
+        const float scale = tw->tr->model->token_vocab ? 1.0f : ds->scale;
         tt_dev_h2d(&tw->dev, tw->d_x8, tw->h_x, rows * SB);
         tt_dev_u8_to_f32(&tw->dev, tw->d_act[0], tw->d_x8, rows * ds->dim, scale);
     } else {

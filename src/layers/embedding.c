@@ -15,8 +15,6 @@
 static tt_status embedding_setup(tt_layer *l, tt_error *err)
 {
     char in[64];
-    if (l->index != 0)
-        return tt_fail(err, TT_ERR_MODEL, "%s: an embedding must be the first layer (its input is token ids)", l->name);
     if (l->in_shape.ndim != 1)
         return tt_fail(err, TT_ERR_MODEL, "%s: embedding needs a sequence of token ids (L), got %s", l->name,
                        tt_shape_str(&l->in_shape, 0, in, sizeof in));
@@ -63,6 +61,7 @@ const tt_layer_kind tt_layer_embedding = {
     .name = "embedding",
     .stem = "embedding",
     .keras = "Embedding",
+    .token_input = 1,
     .keys = {{"vocab", TT_KEY_SIZE, offsetof(tt_layer, vocab), 1, 16777216, "data"},
              {"dim", TT_KEY_SIZE, offsetof(tt_layer, units), 1, TT_MAX_WIDTH, NULL},
              {NULL, 0, 0, 0, 0, NULL}},

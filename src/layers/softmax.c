@@ -22,6 +22,7 @@ const tt_layer_kind tt_layer_softmax = {
     .name = "softmax",
     .stem = "softmax",
     .keras = "Softmax",
+    .fused_into_loss = 1,
     .keys = {{NULL, 0, 0, 0, 0, NULL}},
     .setup = softmax_setup,
 };
