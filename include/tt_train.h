@@ -19,7 +19,8 @@ typedef enum { TT_LR_NONE, TT_LR_LINEAR } tt_lr_scaling;
 typedef enum { TT_PROGRESS_AUTO, TT_PROGRESS_BAR, TT_PROGRESS_LINES, TT_PROGRESS_QUIET } tt_progress;
 
 typedef struct tt_run_config {
-    const char *data;     /* "fashion-mnist" or a directory */
+    const char *data;     /* "fashion-mnist", a directory, cifar10:DIR or npy:DIR */
+    int data_given;       /* --data was on the command line (not the default): summary and probe then use its shapes */
     const char *model;    /* a built-in model (mlp, cnn, textcnn) or a model file */
     size_t vocab;         /* --vocab: an embedding's vocabulary; 0 = the data's largest token id + 1 */
     const char *device;   /* backend name: auto, cpu, cuda */
@@ -73,10 +74,10 @@ tt_status tt_run_load(const tt_run_config *c, tt_dataset *train, tt_dataset *val
 tt_status tt_run_model(const tt_run_config *c, const tt_dataset *train, const tt_dataset *val,
                        const tt_dataset *test, tt_model *m, tt_error *err);
 
-/* The model a command describes without training it (summary, probe): built for data's sample shape, classes and
- * tokens when data is not NULL (loaded with c's options; c->data and c->val_samples are set), else for the model's
- * own default input (tt_model_default_input; --vocab applies). */
-tt_status tt_run_describe_model(tt_run_config *c, const char *data, tt_model *m, tt_error *err);
+/* The model a command describes without training it (summary, probe): built for the data's sample shape, classes
+ * and tokens when --data was given (loaded with c's options, no validation split), else for the model's own
+ * default input (tt_model_default_input; --vocab applies). */
+tt_status tt_run_describe_model(const tt_run_config *c, tt_model *m, tt_error *err);
 
 /* Runs the whole job, printing to out (NULL = silent). Errors return a status with a one-line message. */
 tt_status tt_run(const tt_run_config *c, FILE *out, tt_run_result *res, tt_error *err);

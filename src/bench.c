@@ -395,7 +395,6 @@ int tt_cmd_bench(int argc, char **argv)
 typedef struct probe_opts {
     size_t reps;
     const char *assume; /* --assume SPEC: predict from assumed figures instead of measuring */
-    const char *data;   /* --data: the model is built for its shape (the probe's samples stay synthetic) */
 } probe_opts;
 
 static int probe_extra(const char *opt, const char *value, void *ctx, tt_error *err, tt_status *st)
@@ -407,11 +406,6 @@ static int probe_extra(const char *opt, const char *value, void *ctx, tt_error *
     if (strcmp(opt, "--reps") == 0) {
         *st = value ? tt_cli_size(opt, value, 1, 64, &po->reps, err)
                     : tt_fail(err, TT_ERR_ARG, "%s: missing value", opt);
-        return 1;
-    }
-    if (strcmp(opt, "--data") == 0) {
-        if (!value || !*value) *st = tt_fail(err, TT_ERR_ARG, "--data: missing value");
-        po->data = value;
         return 1;
     }
     if (strcmp(opt, "--assume") == 0) {
@@ -438,7 +432,7 @@ int tt_cmd_probe(int argc, char **argv)
 {
     tt_run_config c;
     tt_run_config_defaults(&c);
-    probe_opts po = {30, NULL, NULL};
+    probe_opts po = {30, NULL};
     tt_error err = {{0}};
     int help;
     tt_status s = tt_cli_parse_train(argc, argv, 2, &c, "probe", probe_extra, &po, &help, &err);
@@ -477,7 +471,7 @@ int tt_cmd_probe(int argc, char **argv)
         tt_model *m = (tt_model *)tt_calloc(1, sizeof *m);
         if (!m) return fail(tt_fail(&err, TT_ERR_NOMEM, "out of memory"), &err);
         s = tt_assume_parse(po.assume, &a, &err);
-        if (!s) s = tt_run_describe_model(&c, po.data, m, &err);
+        if (!s) s = tt_run_describe_model(&c, m, &err);
         if (!s) s = tt_assume_report(stdout, &a, m, c.batch, c.optim.kind, &err);
         if (!s) s = tt_flush_stdout(stdout, &err);
         tt_free(m);
@@ -490,7 +484,7 @@ int tt_cmd_probe(int argc, char **argv)
     if (be.notice[0]) tt_report_notice(be.notice);
     tt_model *model = (tt_model *)tt_calloc(1, sizeof *model);
     if (!model) return fail(tt_fail(&err, TT_ERR_NOMEM, "out of memory"), &err);
-    s = tt_run_describe_model(&c, po.data, model, &err);
+    s = tt_run_describe_model(&c, model, &err);
     if (s) {
         tt_free(model);
         return fail(s, &err);

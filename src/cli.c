@@ -145,7 +145,10 @@ tt_status tt_cli_parse_train(int argc, char **argv, int first, tt_run_config *c,
             value = argv[++i];
         }
         tt_status s = TT_OK;
-        if (strcmp(name, "--data") == 0) c->data = value;
+        if (strcmp(name, "--data") == 0) {
+            c->data = value;
+            c->data_given = 1;
+        }
         else if (strcmp(name, "--model") == 0) c->model = value;
         else if (strcmp(name, "--vocab") == 0) s = tt_cli_size(name, value, 1, 16777216, &c->vocab, err);
         else if (strcmp(name, "--device") == 0) c->device = value;
@@ -266,19 +269,12 @@ int tt_cmd_train(int argc, char **argv)
 
 /* ---- summary --------------------------------------------------------------------------------------------------- */
 
-typedef struct summary_opts {
-    const char *data;
-} summary_opts;
-
 static int summary_extra(const char *opt, const char *value, void *ctx, tt_error *err, tt_status *st)
 {
-    summary_opts *so = (summary_opts *)ctx;
-    if (strcmp(opt, "--data") == 0) {
-        if (!value || !*value) *st = tt_fail(err, TT_ERR_ARG, "--data: missing value");
-        so->data = value;
-        return 1;
-    }
-    if (strcmp(opt, "--model") == 0 || strcmp(opt, "--vocab") == 0) return 0; /* the train parser's */
+    (void)value;
+    (void)ctx;
+    if (strcmp(opt, "--model") == 0 || strcmp(opt, "--data") == 0 || strcmp(opt, "--vocab") == 0)
+        return 0; /* the train parser's */
     *st = tt_fail(err, TT_ERR_ARG, "summary: %s does not apply (it takes --model, --data and --vocab)", opt);
     return 1;
 }
@@ -287,10 +283,9 @@ int tt_cmd_summary(int argc, char **argv)
 {
     tt_run_config c;
     tt_run_config_defaults(&c);
-    summary_opts so = {NULL};
     tt_error err = {{0}};
     int help;
-    tt_status s = tt_cli_parse_train(argc, argv, 2, &c, "summary", summary_extra, &so, &help, &err);
+    tt_status s = tt_cli_parse_train(argc, argv, 2, &c, "summary", summary_extra, NULL, &help, &err);
     if (help) {
         printf("usage: towertrain summary [--model NAME|FILE] [--data SPEC] [--vocab N]\n\n"
                "Prints the model's layers as Keras's model.summary() does: each layer (type), its output shape and\n"
@@ -302,7 +297,7 @@ int tt_cmd_summary(int argc, char **argv)
     }
     tt_model *m = (tt_model *)tt_calloc(1, sizeof *m);
     if (!s && !m) s = tt_fail(&err, TT_ERR_NOMEM, "out of memory");
-    if (!s) s = tt_run_describe_model(&c, so.data, m, &err);
+    if (!s) s = tt_run_describe_model(&c, m, &err);
     if (!s) {
         if (m->notes[0]) fputs(m->notes, stdout);
         tt_model_summary(m, stdout);

@@ -611,9 +611,9 @@ tt_status tt_run(const tt_run_config *c, FILE *out, tt_run_result *res, tt_error
     return s;
 }
 
-tt_status tt_run_describe_model(tt_run_config *c, const char *data, tt_model *m, tt_error *err)
+tt_status tt_run_describe_model(const tt_run_config *c, tt_model *m, tt_error *err)
 {
-    if (!data) {
+    if (!c->data_given) {
         tt_model_input in;
         tt_status s = tt_model_default_input(c->model, &in, err);
         if (!s && c->vocab) in.vocab = c->vocab;
@@ -621,10 +621,10 @@ tt_status tt_run_describe_model(tt_run_config *c, const char *data, tt_model *m,
         return s ? s : vocab_flag_applies(c, m, err);
     }
     tt_dataset train, val, test;
-    c->data = data;
-    c->val_samples = 0;
-    tt_status s = tt_run_load(c, &train, &val, &test, err);
-    if (!s) s = tt_run_model(c, &train, &val, &test, m, err);
+    tt_run_config whole = *c;
+    whole.val_samples = 0; /* the shapes and tokens of every training sample */
+    tt_status s = tt_run_load(&whole, &train, &val, &test, err);
+    if (!s) s = tt_run_model(&whole, &train, &val, &test, m, err);
     tt_dataset_free(&train); /* zeroed by a load that failed */
     tt_dataset_free(&val);
     tt_dataset_free(&test);
