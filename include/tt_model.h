@@ -28,7 +28,7 @@ extern "C" {
 typedef struct tt_tensor_info {
     char name[48];
     size_t offset; /* in floats, from the start of the flat buffer */
-    size_t size;   /* elements */
+    size_t size;   /* elements: the product of shape (set by the model, not the kind) */
     int ndim;
     size_t shape[TT_MAX_DIMS];
 } tt_tensor_info;
@@ -86,8 +86,8 @@ typedef struct tt_layer_kind {
     int fused_into_loss; /* an output activation the loss computes with itself: the last layer only, never run (softmax) */
     /* Checks the input shape and the hyper-parameters; sets l->out_shape. One line naming the layer on error. */
     tt_status (*setup)(tt_layer *l, tt_error *err);
-    /* Describes the parameter tensors (suffix names and shapes; offsets are filled by the model); returns how many
-     * (0..2). NULL: none. */
+    /* Describes the parameter tensors (names and shapes, tt_tensor_set; sizes and offsets are filled by the model);
+     * returns how many (0..2). NULL: none. */
     int (*tensors)(const tt_layer *l, tt_tensor_info *out);
     /* Keras-default initialisation of this layer's parameters (p points at the layer's first parameter). */
     void (*init)(const tt_layer *l, float *h_p, tt_rng *rng);

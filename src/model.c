@@ -97,13 +97,14 @@ static tt_status model_finish(tt_model *m, tt_error *err)
         int nt = l->kind->tensors ? l->kind->tensors(l, t) : 0;
         size_t n = 0;
         for (int k = 0; k < nt; k++) {
-            /* the kinds multiply the sizes unchecked: recount from the shape, so a product that wrapped around
-             * (a 4096x4096 kernel over 2^24 channels, 65536 filters: 2^64 = 0) is refused, not counted small */
+            /* a tensor's size is the product of its shape, checked: one that wraps around (a 4096x4096 kernel over
+             * 2^24 channels, 65536 filters: 2^64 = 0) is refused, not counted small */
             size_t elems = 1;
             int wrapped = 0;
             for (int d = 0; d < t[k].ndim; d++) wrapped |= tt_mul_size(elems, t[k].shape[d], &elems);
-            if (wrapped || elems != t[k].size || t[k].size > ((size_t)1 << 40) - off - n)
+            if (wrapped || elems > ((size_t)1 << 40) - off - n)
                 return tt_fail(err, TT_ERR_MODEL, "%s: %s: too many parameters", m->source, l->name);
+            t[k].size = elems;
             t[k].offset = off + n;
             n += t[k].size;
         }

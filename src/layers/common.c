@@ -1,6 +1,7 @@
 /* layers/common.c — helpers more than one layer kind needs: Keras's padding arithmetic and the Glorot-uniform
  * initializer. No layer's computation lives here (see layers.h). */
 #include <math.h>
+#include <stdio.h>
 
 #include "layers.h"
 
@@ -35,6 +36,15 @@ tt_status tt_layer_geom(tt_layer *l, size_t H, size_t W, size_t C, tt_error *err
                        l->name, g->KH, g->KW, tt_shape_str(&l->in_shape, 0, in, sizeof in));
     }
     return TT_OK;
+}
+
+void tt_tensor_set(tt_tensor_info *t, const tt_layer *l, const char *suffix, int ndim, size_t d0, size_t d1, size_t d2,
+                   size_t d3)
+{
+    snprintf(t->name, sizeof t->name, "%s/%s", l->name, suffix);
+    t->ndim = ndim;
+    const size_t d[TT_MAX_DIMS] = {d0, d1, d2, d3};
+    for (int i = 0; i < TT_MAX_DIMS; i++) t->shape[i] = i < ndim ? d[i] : 0;
 }
 
 void tt_glorot_uniform(float *p, size_t n, size_t fan_in, size_t fan_out, tt_rng *rng)

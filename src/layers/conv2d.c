@@ -43,25 +43,12 @@ static tt_status conv2d_setup(tt_layer *l, tt_error *err)
 int tt_conv_tensors(const tt_layer *l, tt_tensor_info *out)
 {
     const tt_conv_geom *g = &l->g;
-    snprintf(out[0].name, sizeof out[0].name, "%s/kernel", l->name);
-    if (l->in_shape.ndim == 3) { /* conv2d: (KH, KW, C, F) */
-        out[0].ndim = 4;
-        out[0].shape[0] = g->KH;
-        out[0].shape[1] = g->KW;
-        out[0].shape[2] = g->C;
-        out[0].shape[3] = l->units;
-    } else { /* conv1d: (K, C, F) */
-        out[0].ndim = 3;
-        out[0].shape[0] = g->KW;
-        out[0].shape[1] = g->C;
-        out[0].shape[2] = l->units;
-    }
-    out[0].size = g->KH * g->KW * g->C * l->units;
+    if (l->in_shape.ndim == 3)
+        tt_tensor_set(&out[0], l, "kernel", 4, g->KH, g->KW, g->C, l->units); /* conv2d: (KH, KW, C, F) */
+    else
+        tt_tensor_set(&out[0], l, "kernel", 3, g->KW, g->C, l->units, 0); /* conv1d: (K, C, F) */
     if (!l->use_bias) return 1;
-    snprintf(out[1].name, sizeof out[1].name, "%s/bias", l->name);
-    out[1].ndim = 1;
-    out[1].shape[0] = l->units;
-    out[1].size = l->units;
+    tt_tensor_set(&out[1], l, "bias", 1, l->units, 0, 0, 0);
     return 2;
 }
 

@@ -27,16 +27,9 @@ static tt_status dense_setup(tt_layer *l, tt_error *err)
 
 static int dense_tensors(const tt_layer *l, tt_tensor_info *out)
 {
-    snprintf(out[0].name, sizeof out[0].name, "%s/kernel", l->name);
-    out[0].ndim = 2;
-    out[0].shape[0] = l->in;
-    out[0].shape[1] = l->out;
-    out[0].size = l->in * l->out;
+    tt_tensor_set(&out[0], l, "kernel", 2, l->in, l->out, 0, 0);
     if (!l->use_bias) return 1;
-    snprintf(out[1].name, sizeof out[1].name, "%s/bias", l->name);
-    out[1].ndim = 1;
-    out[1].shape[0] = l->out;
-    out[1].size = l->out;
+    tt_tensor_set(&out[1], l, "bias", 1, l->out, 0, 0, 0);
     return 2;
 }
 

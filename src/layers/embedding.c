@@ -27,11 +27,7 @@ static tt_status embedding_setup(tt_layer *l, tt_error *err)
 
 static int embedding_tensors(const tt_layer *l, tt_tensor_info *out)
 {
-    snprintf(out[0].name, sizeof out[0].name, "%s/embeddings", l->name);
-    out[0].ndim = 2;
-    out[0].shape[0] = l->vocab;
-    out[0].shape[1] = l->units;
-    out[0].size = l->vocab * l->units;
+    tt_tensor_set(&out[0], l, "embeddings", 2, l->vocab, l->units, 0, 0);
     return 1;
 }
 

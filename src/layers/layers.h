@@ -32,6 +32,11 @@ void tt_pool_forward(tt_dev *dev, const tt_layer *l, const tt_pass *ps, const fl
 void tt_pool_backward(tt_dev *dev, const tt_layer *l, const tt_pass *ps, const float *d_p, float *d_g,
                       const float *d_x, const float *d_y, const float *d_dy, float *d_dx, size_t B);
 
+/* Names tensor t "<layer>/<suffix>" with the given shape (ndim dims, the rest ignored); the model derives its size
+ * from the shape (checked for overflow) when it lays the tensors out. */
+void tt_tensor_set(tt_tensor_info *t, const tt_layer *l, const char *suffix, int ndim, size_t d0, size_t d1, size_t d2,
+                   size_t d3);
+
 /* Glorot-uniform (Keras's default kernel initializer) for fan_in, fan_out: U(-limit, limit),
  * limit = sqrt(6 / (fan_in + fan_out)). https://keras.io/api/layers/initializers/#glorotuniform-class */
 void tt_glorot_uniform(float *p, size_t n, size_t fan_in, size_t fan_out, tt_rng *rng);
