@@ -209,9 +209,8 @@ void tt_model_init_params(const tt_model *m, float *h_params, uint64_t seed);
 /* Prints the Keras-style summary table (layer (type), output shape, parameters; totals) to f (a FILE*). */
 void tt_model_summary(const tt_model *m, void *f);
 
-/* FLOPs of the GEMMs of one training sample (forward + backward) and of one forward pass. */
+/* FLOPs of the GEMMs of one training sample (forward + backward). */
 double tt_model_train_flops(const tt_model *m);
-double tt_model_forward_flops(const tt_model *m);
 
 /* Every GEMM of a training step for a shard of B rows, over all layers, into out (room for max); returns the count. */
 size_t tt_model_gemms(const tt_model *m, size_t B, size_t chunk_floats, tt_gemm_shape *out, size_t max);

@@ -614,20 +614,14 @@ size_t tt_model_gemms(const tt_model *m, size_t B, size_t chunk_floats, tt_gemm_
     return n;
 }
 
-static double gemm_flops(const tt_model *m, int forward_only)
+double tt_model_train_flops(const tt_model *m)
 {
     tt_gemm_shape g[TT_MAX_LAYERS * TT_MAX_LAYER_GEMMS];
     size_t n = tt_model_gemms(m, 1, 0, g, sizeof g / sizeof g[0]);
     double f = 0;
-    for (size_t i = 0; i < n; i++)
-        if (!forward_only || (!g[i].ta && !g[i].tb)) /* the forward GEMMs are the NN ones */
-            f += 2.0 * (double)g[i].M * (double)g[i].N * (double)g[i].K * (double)g[i].calls;
+    for (size_t i = 0; i < n; i++) f += 2.0 * (double)g[i].M * (double)g[i].N * (double)g[i].K * (double)g[i].calls;
     return f;
 }
-
-double tt_model_forward_flops(const tt_model *m) { return gemm_flops(m, 1); }
-
-double tt_model_train_flops(const tt_model *m) { return gemm_flops(m, 0); }
 
 size_t tt_model_workspace(const tt_model *m, size_t B, size_t chunk_floats)
 {
