@@ -221,7 +221,8 @@ __global__ void k_embed_bwd(float *dw, const float *dy, const float *t, size_t n
         for (size_t v = lo; v < hi; v++) dw[v * E + e] = 0.0f;
         for (size_t i = 0; i < n; i++) {
             size_t id;
-            if (tt_token_id(t[i], V, &id) && id >= lo && id < hi) dw[id * E + e] = tt_add(dw[id * E + e], dy[i * E + e]);
+            if (tt_token_id(t[i], V, &id) && id >= lo && id < hi)
+                dw[id * E + e] = tt_add(dw[id * E + e], dy[i * E + e]);
         }
     }
 }

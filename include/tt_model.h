@@ -83,7 +83,7 @@ typedef struct tt_layer_kind {
     const char *keras; /* Keras class, for the summary: "Conv2D" */
     tt_layer_key keys[TT_MAX_KEYS]; /* its model-file keys, ended by a NULL name */
     int token_input;     /* its input is token ids (l->vocab of them), not features: a first layer only (embedding) */
-    int fused_into_loss; /* an output activation the loss computes with itself: the last layer only, never run (softmax) */
+    int fused_into_loss; /* an output activation the loss computes itself: the last layer only, never run (softmax) */
     /* Checks the input shape and the hyper-parameters; sets l->out_shape. One line naming the layer on error. */
     tt_status (*setup)(tt_layer *l, tt_error *err);
     /* Describes the parameter tensors (names and shapes, tt_tensor_set; sizes and offsets are filled by the model);
@@ -143,7 +143,7 @@ typedef struct tt_model {
     tt_shape input_shape; /* one sample's shape */
     size_t n_classes;     /* C: width of the logits */
     size_t vocab;         /* the input's vocabulary (tt_model_input.vocab): what a vocab-less embedding takes */
-    size_t token_vocab;   /* the model reads token ids 0 .. token_vocab-1 (its first kind has token_input); 0: features */
+    size_t token_vocab;   /* the model reads token ids 0 .. token_vocab-1 (a first kind with token_input); 0: features */
     int vocab_from_input; /* token_vocab is the input's vocab, not a model file's vocab= */
     size_t n_layers;
     tt_layer layers[TT_MAX_LAYERS];

@@ -233,7 +233,8 @@ static tt_status build_textcnn(tt_model *m, tt_error *err)
     };
     if (m->input_shape.ndim != 1) {
         char in[64];
-        return tt_fail(err, TT_ERR_MODEL, "built-in textcnn: needs sequences of token ids (L), the data's samples are %s",
+        return tt_fail(err, TT_ERR_MODEL,
+                       "built-in textcnn: needs sequences of token ids (L), the data's samples are %s",
                        tt_shape_str(&m->input_shape, 0, in, sizeof in));
     }
     return build_steps(m, steps, sizeof steps / sizeof steps[0], err);
@@ -356,7 +357,8 @@ static tt_status parse_key(const tt_layer_key *k, const char *val, tt_layer *l, 
         return TT_OK;
     case TT_KEY_PADDING:
     case TT_KEY_BOOL: {
-        const char *yes = k->type == TT_KEY_PADDING ? "same" : "true", *no = k->type == TT_KEY_PADDING ? "valid" : "false";
+        const char *yes = k->type == TT_KEY_PADDING ? "same" : "true",
+                   *no = k->type == TT_KEY_PADDING ? "valid" : "false";
         if (strcmp(val, yes) != 0 && strcmp(val, no) != 0)
             return tt_fail(err, TT_ERR_MODEL, "%s: %s: %s must be %s or %s, got '%s'", where, kind, k->name, yes, no,
                            val);
@@ -408,7 +410,8 @@ static tt_status parse_input(tt_model *m, char **save, const char *where, tt_err
     size_t elems = 1;
     for (int i = 0; i < want.ndim; i++)
         if (tt_mul_size(elems, want.d[i], &elems) || elems > TT_MAX_SAMPLE_ELEMS)
-            return tt_fail(err, TT_ERR_MODEL, "%s: input: a sample of more than %zu values", where, TT_MAX_SAMPLE_ELEMS);
+            return tt_fail(err, TT_ERR_MODEL, "%s: input: a sample of more than %zu values", where,
+                           TT_MAX_SAMPLE_ELEMS);
     if (m->input_shape.ndim == 0 && want.ndim) { /* no data: the file says what the model is for */
         m->input_shape = want;
         m->input_dim = tt_shape_elems(&want);
@@ -450,7 +453,8 @@ static tt_status parse_layer(tt_model *m, const tt_layer_kind *kind, char **save
         if (!kind->keys[k].name) {
             char known[160] = "";
             for (int j = 0; kind->keys[j].name; j++)
-                snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", j ? ", " : "", kind->keys[j].name);
+                snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", j ? ", " : "",
+                         kind->keys[j].name);
             return tt_fail(err, TT_ERR_MODEL, "%s: %s: unknown key '%s' (known: %s)", where, kind->name, tok,
                            known[0] ? known : "none");
         }

@@ -316,7 +316,8 @@ static void run_init(probe_run *r, const tt_probe_config *c)
     r->rows = (c->batch + c->towers - 1) / c->towers;
     r->reps = c->reps ? c->reps : 30;
     if (r->reps > PROBE_MAX_REPS) r->reps = PROBE_MAX_REPS;
-    r->n_gemms = tt_model_gemms(c->model, r->rows, c->ops->chunk_floats, r->gemms, sizeof r->gemms / sizeof r->gemms[0]);
+    r->n_gemms =
+        tt_model_gemms(c->model, r->rows, c->ops->chunk_floats, r->gemms, sizeof r->gemms / sizeof r->gemms[0]);
 }
 
 /* What the link measurements allocate, before they allocate it: per measuring thread (n_dev of them: three
@@ -451,7 +452,8 @@ static tt_status probe_placement(const tt_probe_config *c, tt_reduce r, const pr
     tt_status s = tt_trainer_plan(c->model, &tc, &plan, err);
     if (s) return s;
     tt_mem_add(&plan, "synthetic inputs", TT_MEM_HOST,
-               (double)PROBE_DATA_ROWS * ((double)c->model->input_dim * sizeof(float) + sizeof(int32_t)), TT_MEM_BY_RUN);
+               (double)PROBE_DATA_ROWS * ((double)c->model->input_dim * sizeof(float) + sizeof(int32_t)),
+               TT_MEM_BY_RUN);
     if ((s = tt_mem_check(&plan, c->ops, err))) return s;
     float *w = (float *)tt_malloc(c->model->n_params * sizeof(float));
     tt_trainer *tr = (tt_trainer *)tt_calloc(1, sizeof *tr);

@@ -544,8 +544,10 @@ static tt_status token_max(const tt_dataset *const *sets, const char *const *nam
         double m;
         if (!sets[i]->n) continue;
         if (tt_dataset_token_max(sets[i], &m))
-            return tt_fail(err, TT_ERR_FORMAT, "the %s data hold %.9g, not a token id (an integer in 0..16777215): a model "
-                           "that starts with an embedding needs token ids", names[i], m);
+            return tt_fail(err, TT_ERR_FORMAT,
+                           "the %s data hold %.9g, not a token id (an integer in 0..16777215): a model "
+                           "that starts with an embedding needs token ids",
+                           names[i], m);
         *max = m > *max ? m : *max;
     }
     return TT_OK;

@@ -368,7 +368,8 @@ START_TEST(test_conv_pool_ops)
         const tt_conv_geom g = {G[k][0], G[k][1], G[k][2], G[k][3], G[k][4], G[k][5], G[k][6], G[k][7], G[k][8],
                                 G[k][9], G[k][10]};
         const size_t in = g.H * g.W * g.C, P = g.OH * g.OW, KC = g.KH * g.KW * g.C, out = P * g.C;
-        float *hx = random_host(R * in, 70 + k), *hc = random_host(R * P * KC, 80 + k), *hy = random_host(R * out, 90 + k);
+        float *hx = random_host(R * in, 70 + k), *hc = random_host(R * P * KC, 80 + k),
+              *hy = random_host(R * out, 90 + k);
         float *x0, *x1, *c0, *c1, *d0, *d1, *y0, *y1, *dy0, *dy1;
         char what[64];
         /* in two chunks of patches, the first ending inside a sample: im2col writes rows q0.., col2im adds them */

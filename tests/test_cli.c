@@ -963,13 +963,14 @@ START_TEST(test_summary_and_models)
     snprintf(p, sizeof p, "%s/conv.txt", dir);
     tt_test_write_str(p, "input shape=4,4,1\nconv2d filters=3 kernel=3 padding=same activation=relu\nmaxpool2d\n"
                          "dropout rate=0.2\nflatten\ndense units=10 activation=softmax\n");
-    static const char *const file[] = {"(None, 4, 4, 3)", "(None, 2, 2, 3)", "Total params: 160", "using default", NULL};
+    static const char *const file[] = {"(None, 4, 4, 3)", "(None, 2, 2, 3)", "Total params: 160", "using default",
+                                       NULL};
     snprintf(args, sizeof args, "summary --model %s", p);
     expect_stdout(args, file);
     snprintf(args, sizeof args, "summary --model %s --data %s", p, dir);
     expect_stdout(args, file);
-    snprintf(args, sizeof args, "train --device cpu --data %s --val-samples 50 --epochs 2 --towers 2 --batch 32 --model %s",
-             dir, p);
+    snprintf(args, sizeof args,
+             "train --device cpu --data %s --val-samples 50 --epochs 2 --towers 2 --batch 32 --model %s", dir, p);
     expect(args, 0, "");
     /* every measuring command takes a conv model: its GEMMs, scratch and shapes come from the layers */
     snprintf(args, sizeof args, "probe --device cpu --model %s --towers 2 --batch 16 --reps 2", p);

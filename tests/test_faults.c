@@ -128,7 +128,8 @@ START_TEST(test_nonfinite_gradient_with_finite_loss)
             ds.scale = 1e30f;
             tt_model m;
             tt_error err;
-            ck_assert_int_eq(tt_model_parse(&m, "dense units=4\ndense units=3\n", "t", TT_FLAT_INPUT(6, 3), &err), TT_OK);
+            ck_assert_int_eq(tt_model_parse(&m, "dense units=4\ndense units=3\n", "t", TT_FLAT_INPUT(6, 3), &err),
+                             TT_OK);
             ck_assert_uint_eq(m.n_params, 6 * 4 + 4 + 4 * 3 + 3);
             float *init = (float *)tt_calloc(m.n_params, sizeof(float));
             float *w2 = init + m.layers[1].offset; /* (4, 3) row-major, then the bias (3) */

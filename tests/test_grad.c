@@ -198,7 +198,10 @@ START_TEST(test_maxpool1d_grad)
 END_TEST
 
 /* In a training step dropout is linear in x with a fixed mask: the finite differences see the mask */
-START_TEST(test_dropout_grad) { check_layer("dropout rate=0.5\nflatten\ndense units=2\n", tt_shape2(4, 3), 2, 0, 4, 23); }
+START_TEST(test_dropout_grad)
+{
+    check_layer("dropout rate=0.5\nflatten\ndense units=2\n", tt_shape2(4, 3), 2, 0, 4, 23);
+}
 END_TEST
 
 START_TEST(test_flatten_grad) { check_layer("flatten\ndense units=2\n", tt_shape3(2, 3, 2), 2, 0, 2, 24); }
@@ -244,7 +247,8 @@ static void check_model(const char *text, tt_shape in, size_t C, size_t vocab)
     ck_assert_int_eq(tt_dev_init(&dev, &tt_dev_cpu_ops, 0, &err), TT_OK);
     float *params = tt_dev_alloc_f32(&dev, P), *grads = tt_dev_alloc_f32(&dev, P);
     float *act[TT_MAX_LAYERS + 1], *delta[2];
-    for (size_t i = 0; i <= m.n_logits; i++) act[i] = tt_dev_alloc_f32(&dev, B * (i ? m.layers[i - 1].out : m.input_dim));
+    for (size_t i = 0; i <= m.n_logits; i++)
+        act[i] = tt_dev_alloc_f32(&dev, B * (i ? m.layers[i - 1].out : m.input_dim));
     delta[0] = tt_dev_alloc_f32(&dev, B * m.max_width);
     delta[1] = tt_dev_alloc_f32(&dev, B * m.max_width);
     size_t ws = tt_model_workspace(&m, B, tt_dev_cpu_ops.chunk_floats);

@@ -122,7 +122,8 @@ START_TEST(test_gather_equals_scatter)
         float *b = (float *)tt_calloc(in, sizeof(float));
         tt_rng r;
         tt_rng_seed(&r, k, 1);
-        for (size_t i = 0; i < P * KC; i++) dcols[i] = ldexpf(tt_rng_uniform(&r) - 0.5f, (int)tt_rng_below(&r, 20) - 10);
+        for (size_t i = 0; i < P * KC; i++)
+            dcols[i] = ldexpf(tt_rng_uniform(&r) - 0.5f, (int)tt_rng_below(&r, 20) - 10);
         for (size_t oh = 0; oh < g.OH; oh++)
             for (size_t ow = 0; ow < g.OW; ow++) tt_col2im_patch(a, dcols + (oh * g.OW + ow) * KC, &g, oh, ow);
         /* the gather in two chunks of patches, split inside a row of patches, as a chunked col2im adds them */
@@ -143,7 +144,8 @@ START_TEST(test_gather_equals_scatter)
             for (size_t ow = 0; ow < g.OW; ow++) tt_maxpool_pixel(y + (oh * g.OW + ow) * g.C, x, &g, oh, ow);
         memset(a, 0, in * sizeof(float));
         for (size_t o = 0; o < out; o++) { /* the argmax names an input equal to the maximum */
-            size_t c = o % g.C, ow = (o / g.C) % g.OW, oh = o / g.C / g.OW, at = tt_maxpool_argmax(x, y[o], &g, oh, ow, c);
+            size_t c = o % g.C, ow = (o / g.C) % g.OW, oh = o / g.C / g.OW,
+                   at = tt_maxpool_argmax(x, y[o], &g, oh, ow, c);
             ck_assert(at != (size_t)-1 && x[at] == y[o]);
         }
         unsigned char routed[8];
@@ -186,12 +188,14 @@ START_TEST(test_dropout_mask)
     ck_assert_msg(fabs((double)dropped - rate * (double)n) < 4 * sd, "dropped %zu of %zu at rate %g", dropped, n,
                   (double)rate);
     ck_assert(tt_dropout(1.0f, key, 5, 9, 0.0f, 1.0f) == 1.0f); /* rate 0 keeps everything */
-    /* another seed, epoch or layer gives another mask (over 500 elements, identical masks are impossible in practice) */
+    /* another seed, epoch or layer gives another mask (over 500 elements, identical masks are impossible in practice)
+     */
     const uint64_t others[3] = {tt_dropout_key(8, 3, 2), tt_dropout_key(7, 4, 2), tt_dropout_key(7, 3, 3)};
     for (int o = 0; o < 3; o++) {
         size_t same = 0;
         for (uint64_t j = 0; j < 500; j++)
-            same += (tt_dropout(1.0f, key, 11, j, 0.5f, 2.0f) == 0) == (tt_dropout(1.0f, others[o], 11, j, 0.5f, 2.0f) == 0);
+            same += (tt_dropout(1.0f, key, 11, j, 0.5f, 2.0f) == 0) ==
+                    (tt_dropout(1.0f, others[o], 11, j, 0.5f, 2.0f) == 0);
         ck_assert_msg(same < 450, "key %d: %zu of 500 mask bits equal", o, same);
     }
 }

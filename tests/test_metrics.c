@@ -50,8 +50,9 @@ static void make_dataset(tt_dataset *ds)
 static void make_model(tt_model *m, float *params)
 {
     tt_error err;
-    ck_assert_msg(tt_model_parse(m, "dense units=10 activation=linear\n", "metrics", TT_FLAT_INPUT(D, C), &err) == TT_OK, "%s",
-                  err.msg);
+    ck_assert_msg(tt_model_parse(m, "dense units=10 activation=linear\n", "metrics", TT_FLAT_INPUT(D, C), &err) ==
+                      TT_OK,
+                  "%s", err.msg);
     ck_assert_uint_eq(m->n_params, D * C + C);
     for (size_t i = 0; i < m->n_params; i++) params[i] = 0.0f;
     for (size_t j = 0; j < D; j++) params[j * C + j] = 1.0f;
