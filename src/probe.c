@@ -253,7 +253,7 @@ static void body_gemm(probe_run *r, probe_thread *t)
     for (size_t i = 0; i < r->n_gemms; i++) {
         const tt_gemm_shape *g = &r->gemms[i];
         const size_t lda = g->ta ? g->M : g->K, ldb = g->tb ? g->K : g->N;
-        for (size_t c = 0; c < g->calls; c++)
+        for (size_t c = 0; c < g->calls && !tt_signal_caught(); c++) /* a stop is not kept waiting for a big shard */
             tt_dev_sgemm(&t->dev, g->ta, g->tb, g->M, g->N, g->K, 1.0f, t->gemm[0], lda, t->gemm[1], ldb, 0.0f,
                          t->gemm[2], g->N);
     }
@@ -427,10 +427,8 @@ static void probe_data_free(probe_data *d)
     tt_free(d->idx);
 }
 
-/* The step's phases under placement r, timed by the trainer (a trainer of its own). A placement that cannot run
- * here (nccl on the CPU backend) is skipped: *ran = 0. */
-static tt_status probe_placement(const tt_probe_config *c, tt_reduce r, const probe_data *d, tt_phase_times *pt,
-                                 tt_probe *p, int *ran, tt_error *err)
+/* The trainer config of placement r's probe. */
+static tt_trainer_config placement_config(const tt_probe_config *c, tt_reduce r)
 {
     tt_trainer_config tc;
     memset(&tc, 0, sizeof tc);
@@ -444,9 +442,19 @@ static tt_status probe_placement(const tt_probe_config *c, tt_reduce r, const pr
     tc.host_threads = c->host_threads;
     tc.seed = 1;
     tc.stop = tt_signal_flag();
+    return tc;
+}
+
+/* Whether placement r's trainer and the synthetic inputs fit: tt_probe_run asks for every placement before it
+ * measures anything (a batch too large for the machine is refused at once, not after minutes of GEMMs at its
+ * shapes), and probe_placement again before it allocates. *ran = 0 for a placement that cannot run here. */
+static tt_status placement_check_memory(const tt_probe_config *c, tt_reduce r, int *ran, tt_error *err)
+{
+    const tt_trainer_config tc = placement_config(c, r);
     tt_error ignored;
     *ran = 0;
     if (tt_trainer_check(&tc, &ignored)) return TT_OK;
+    *ran = 1;
     tt_mem_plan plan;
     memset(&plan, 0, sizeof plan);
     tt_status s = tt_trainer_plan(c->model, &tc, &plan, err);
@@ -454,7 +462,19 @@ static tt_status probe_placement(const tt_probe_config *c, tt_reduce r, const pr
     tt_mem_add(&plan, "synthetic inputs", TT_MEM_HOST,
                (double)PROBE_DATA_ROWS * ((double)c->model->input_dim * sizeof(float) + sizeof(int32_t)),
                TT_MEM_BY_RUN);
-    if ((s = tt_mem_check(&plan, c->ops, err))) return s;
+    return tt_mem_check(&plan, c->ops, err);
+}
+
+/* The step's phases under placement r, timed by the trainer (a trainer of its own). A placement that cannot run
+ * here (nccl on the CPU backend) is skipped: *ran = 0. */
+static tt_status probe_placement(const tt_probe_config *c, tt_reduce r, const probe_data *d, tt_phase_times *pt,
+                                 tt_probe *p, int *ran, tt_error *err)
+{
+    const tt_trainer_config tc = placement_config(c, r);
+    int can;
+    *ran = 0;
+    tt_status s = placement_check_memory(c, r, &can, err);
+    if (s || !can) return s;
     float *w = (float *)tt_malloc(c->model->n_params * sizeof(float));
     tt_trainer *tr = (tt_trainer *)tt_calloc(1, sizeof *tr);
     if (!w || !tr) s = tt_fail(err, TT_ERR_NOMEM, "probe: out of host memory");
@@ -502,6 +522,10 @@ tt_status tt_probe_run(const tt_probe_config *c, tt_probe *p, tt_error *err)
     run_init(r, c);
     tt_status s = probe_check_memory(c, r, n_dev, 0, err);
     if (!s) s = probe_check_memory(c, r, n_dev, 1, err);
+    for (int pl = 0; pl < TT_REDUCE_COUNT && !s; pl++) { /* the trainers it will build, before measuring anything */
+        int can;
+        s = placement_check_memory(c, (tt_reduce)pl, &can, err);
+    }
     float **slots = NULL, *copy_dst = NULL;
     tt_barrier barrier;
     if (!s) {

@@ -894,6 +894,34 @@ static void expect_fast(const char *args, int code, const char *fragment)
     ck_assert_msg(tt_now() - t0 < 1.0, "towertrain %s took %.2f s", args, tt_now() - t0);
 }
 
+/* A probe is refused before it measures anything when one of the trainers it will build does not fit (cnn at
+ * 4096 rows: 5 GB; it used to measure the step's GEMMs at those shapes first, 16 s here — hours at --batch 100000),
+ * and a signal during its GEMM measurement stops it within one GEMM call, not one whole step's GEMMs (3 s here). */
+START_TEST(test_probe_refuses_and_stops_promptly)
+{
+    setenv("TT_MEM_LIMIT", "1000000000", 1);
+    expect_fast("probe --device cpu --model cnn --batch 4096 --reps 2", 1, "largest part: activations");
+    unsetenv("TT_MEM_LIMIT");
+    char model[256], args[1024];
+    snprintf(model, sizeof model, "%s/heavy.txt", dir); /* 2.5 GFLOP a sample, 0.5 MB of activations */
+    tt_test_write_str(model, "input shape=16,16,256\nconv2d filters=256 kernel=5 padding=same\nflatten\n"
+                             "dense units=10\n");
+    snprintf(args, sizeof args, "probe --device cpu --model %s --batch 256 --reps 2", model);
+    pid_t pid = spawn(args);
+    struct timespec ts = {3, 0}; /* the link measurements take milliseconds: by now it is in the GEMMs' first rep */
+    nanosleep(&ts, NULL);
+    int st;
+    ck_assert_msg(waitpid(pid, &st, WNOHANG) == 0, "the probe ended before the signal: %s", slurp(err_path));
+    double t0 = tt_now();
+    kill(pid, SIGINT);
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    const double took = tt_now() - t0;
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 130, "status 0x%x: %s", st, slurp(err_path));
+    ck_assert_msg(strstr(slurp(err_path), "stopped by SIGINT"), "%s", slurp(err_path));
+    ck_assert_msg(took < 1.0, "the probe took %.2f s to stop after SIGINT", took);
+}
+END_TEST
+
 /* A FIFO in place of a data file, a model file or the log is refused at once; nothing waits for a writer or a
  * reader. A gzip that inflates past the memory available stops with one line. */
 START_TEST(test_hostile_files)
@@ -1055,6 +1083,7 @@ int main(void)
     tcase_add_test(tc, test_failed_writes);
     tcase_add_test(tc, test_crash_regressions);
     tcase_add_test(tc, test_memory_budget);
+    tcase_add_test(tc, test_probe_refuses_and_stops_promptly);
     tcase_add_test(tc, test_hostile_files);
     tcase_add_test(tc, test_summary_and_models);
     suite_add_tcase(s, tc);
