@@ -15,6 +15,21 @@
 
 static const char *MODEL = "dense units=8 activation=relu\ndense units=3\n";
 
+/* The buffer tests run over both: the dense MODEL on 6 flat features, and a conv model on the same 6 values seen as
+ * a 2x3x1 image — with scratch (im2col), pooling, dropout — under a backend whose chunk_floats is 16, so that a
+ * convolution's chunks end inside a sample and its last chunk is short. */
+static const char *CONV_MODEL = "conv2d filters=4 kernel=2 padding=same activation=relu\nmaxpool2d pool=2 "
+                                "padding=same\ndropout rate=0.3\nflatten\ndense units=3\n";
+
+static const tt_model_input *buffer_test_input(int conv)
+{
+    static tt_model_input in;
+    in.shape = conv ? tt_shape3(2, 3, 1) : tt_shape1(6);
+    in.n_classes = 3;
+    in.vocab = 0;
+    return &in;
+}
+
 /* n samples of dim features; samples in [bad_lo, bad_hi) have a pixel of 255, all others are zero. With
  * scale = 1e38 such a pixel is +Inf as a float input, so exactly the towers whose shard holds one go non-finite. */
 static void poisoned_dataset(tt_dataset *ds, size_t n, size_t dim, size_t bad_lo, size_t bad_hi)
@@ -316,11 +331,14 @@ START_TEST(test_plan_matches_allocations)
     ops.alloc = count_alloc;
     ops.host_alloc = count_host_alloc;
     ops.host_free = NULL;
+    ops.chunk_floats = 16;
+    for (int conv = 0; conv <= 1; conv++)
     for (int red = TT_REDUCE_CPU; red <= TT_REDUCE_ALLREDUCE; red++)
         for (size_t towers = 1; towers <= 4; towers++) {
             tt_model m;
             tt_error err;
-            ck_assert_int_eq(tt_model_parse(&m, MODEL, "t", TT_FLAT_INPUT(6, 3), &err), TT_OK);
+            ck_assert_int_eq(tt_model_parse(&m, conv ? CONV_MODEL : MODEL, "t", buffer_test_input(conv), &err), TT_OK);
+            ck_assert(!conv || tt_model_workspace(&m, 10, ops.chunk_floats) > 0); /* the plan has scratch to count */
             float *init = (float *)tt_calloc(m.n_params, sizeof(float));
             tt_trainer_config tc = tt_test_config(towers, 37, tt_optim_defaults(TT_OPT_NADAM), (tt_reduce)red);
             tc.ops = &ops;
@@ -333,11 +351,12 @@ START_TEST(test_plan_matches_allocations)
             ck_assert_int_eq(tt_trainer_init(&tr, &m, &tc, init, &err), TT_OK);
             double optim = 2.0 * (double)m.n_params * sizeof(float);
             const double dev = (double)atomic_load(&g_dev_bytes), host = (double)atomic_load(&g_host_bytes);
-            ck_assert_msg(tt_mem_total(&plan, 0) == dev, "--reduce %s, %zu towers: plan %g, allocated %g device",
-                          tt_reduce_name((tt_reduce)red), towers, tt_mem_total(&plan, 0), dev);
+            ck_assert_msg(tt_mem_total(&plan, 0) == dev, "%s --reduce %s, %zu towers: plan %g, allocated %g device",
+                          conv ? "conv" : "dense", tt_reduce_name((tt_reduce)red), towers, tt_mem_total(&plan, 0), dev);
             ck_assert_msg(tt_mem_total(&plan, TT_MEM_HOST) == host + optim,
-                          "--reduce %s, %zu towers: plan %g, allocated %g host + %g optimizer",
-                          tt_reduce_name((tt_reduce)red), towers, tt_mem_total(&plan, TT_MEM_HOST), host, optim);
+                          "%s --reduce %s, %zu towers: plan %g, allocated %g host + %g optimizer",
+                          conv ? "conv" : "dense", tt_reduce_name((tt_reduce)red), towers,
+                          tt_mem_total(&plan, TT_MEM_HOST), host, optim);
             tt_trainer_free(&tr);
             tt_free(init);
         }
@@ -438,19 +457,22 @@ static tt_dev_ops guard_ops(void)
 }
 
 /* Steps (a full batch of 37 and a partial one of 23: uneven shards), then an evaluation in chunks, for 1..4 towers
- * and every placement; every guard must be intact when the trainer frees its buffers. */
+ * and every placement, the dense and the conv model; every guard must be intact when the trainer frees its buffers. */
 START_TEST(test_buffers_hold_what_is_written)
 {
     tt_dev_ops ops = guard_ops();
+    ops.chunk_floats = 16;
     tt_dataset ds;
     tt_test_dataset(&ds, 60, 6, 3, 7);
     uint32_t idx[60];
     for (uint32_t i = 0; i < 60; i++) idx[i] = i;
+    for (int conv = 0; conv <= 1; conv++)
     for (int red = TT_REDUCE_CPU; red <= TT_REDUCE_ALLREDUCE; red++)
         for (size_t towers = 1; towers <= 4; towers++) {
             tt_model m;
             tt_error err;
-            ck_assert_int_eq(tt_model_parse(&m, MODEL, "t", TT_FLAT_INPUT(6, 3), &err), TT_OK);
+            ds.shape = buffer_test_input(conv)->shape;
+            ck_assert_int_eq(tt_model_parse(&m, conv ? CONV_MODEL : MODEL, "t", buffer_test_input(conv), &err), TT_OK);
             float *init = (float *)tt_malloc(m.n_params * sizeof(float));
             tt_model_init_params(&m, init, 3);
             tt_trainer_config tc = tt_test_config(towers, 37, tt_optim_defaults(TT_OPT_ADAM), (tt_reduce)red);
@@ -467,8 +489,9 @@ START_TEST(test_buffers_hold_what_is_written)
             tt_eval_result ev;
             ck_assert_int_eq(tt_trainer_evaluate(&tr, &ds, &ev, &err), TT_OK);
             tt_trainer_free(&tr);
-            ck_assert_msg(atomic_load(&g_guards_damaged) == 0, "--reduce %s, %zu towers: %d buffers written past",
-                          tt_reduce_name((tt_reduce)red), towers, atomic_load(&g_guards_damaged));
+            ck_assert_msg(atomic_load(&g_guards_damaged) == 0, "%s --reduce %s, %zu towers: %d buffers written past",
+                          conv ? "conv" : "dense", tt_reduce_name((tt_reduce)red), towers,
+                          atomic_load(&g_guards_damaged));
             tt_free(init);
         }
     tt_dataset_free(&ds);
