@@ -156,7 +156,7 @@ END_TEST
 
 /* ---- a CPU backend whose ops take known times: the ledger and the phase timing must see them ---------------- */
 
-enum { SLOW_COPY_US = 1000, SLOW_SCALE_US = 2000, SLOW_EXTRA_US = 4000 }; /* tower 1's data phase is slower */
+enum { SLOW_COPY_US = 1000, SLOW_SCALE_US = 2000, SLOW_EXTRA_US = 20000 }; /* tower 1's data phase is slower */
 
 static void *slow_ctx[8]; /* tower t's context (device ordinal t): which tower an op runs for */
 
@@ -241,8 +241,10 @@ START_TEST(test_ledger_spans_are_the_phases)
         ck_assert_msg(tt_trainer_time_phases(&tr, &f.ds, f.idx, 16, 5, &pt, &err) == TT_OK, "%s", err.msg);
         ck_assert_msg(pt.pull >= tol * c && pt.data >= tol * (2 * c + u + x / 2), "pull %g data %g", pt.pull,
                       pt.data);
-        /* tower 1's data phase is x longer: the slowest beyond the mean is x / 2 */
-        ck_assert_msg(pt.straggle >= tol * x / 2 && pt.straggle < 0.75 * x + c, "straggle %g, want ~%g", pt.straggle,
+        /* tower 1's data phase is x longer: the slowest beyond the mean is x / 2. Noise in tower 0's phases (a
+         * sanitizer, a busy machine) shrinks it, noise in tower 1's grows it: the bounds tell x / 2 from 0 and from x,
+         * with 5 ms of slack either way (a busy machine delays each wake-up by up to a time slice). */
+        ck_assert_msg(pt.straggle >= 0.5 * x / 2 && pt.straggle < 0.75 * x, "straggle %g, want ~%g", pt.straggle,
                       x / 2);
         if (red == TT_REDUCE_DEVICE) /* tower 0 alone works: the wall, not the mean over the towers */
             ck_assert_msg(pt.reduce >= tol * 2 * c, "device reduce %g: one peer copy + the push of the sum", pt.reduce);
