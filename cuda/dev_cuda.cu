@@ -140,6 +140,12 @@ __global__ void k_relu_bwd(float *dx, const float *dy, const float *y, size_t n)
     GRID_STRIDE(i, n) dx[i] = tt_relu_grad(dy[i], y[i]);
 }
 
+/* One thread per element of y (cols, rows): y[c, r] = x[r, c]. */
+__global__ void k_transpose(float *y, const float *x, size_t rows, size_t cols)
+{
+    GRID_STRIDE(i, rows * cols) y[i] = x[tt_transpose_src(i, rows, cols)];
+}
+
 /* One thread per row (classes is small: 10 for the seed model). */
 __global__ void k_softmax_xent(float *dlogits, float *stats, const float *logits, const int32_t *labels, size_t rows,
                                int classes, float scale)
@@ -474,6 +480,13 @@ static void cu_relu_bwd(void *ctx, float *dx, const float *dy, const float *y, s
     LAUNCH_CHECK(c);
 }
 
+static void cu_transpose(void *ctx, float *y, const float *x, size_t rows, size_t cols)
+{
+    cuda_ctx *c = TOWER_CTX(ctx);
+    k_transpose<<<blocks_for(rows * cols), kThreads, 0, c->stream>>>(y, x, rows, cols);
+    LAUNCH_CHECK(c);
+}
+
 static void cu_softmax_xent(void *ctx, float *dlogits, float *stats, const float *logits, const int32_t *labels,
                             size_t rows, size_t classes, float scale)
 {
@@ -772,7 +785,7 @@ extern const tt_dev_ops tt_dev_cuda_ops;
 /* In tt_dev_ops member order (C++17 has no designated initializers). */
 const tt_dev_ops tt_dev_cuda_ops = {
     "cuda",           /* name */
-    0,                /* chunk_floats: no limit, one GEMM per shard */
+    0,                /* chunk_mnk: no limit, one GEMM per shard */
     cu_init,          /* init */
     cu_destroy,       /* destroy */
     cu_mem_info,      /* mem_info */
@@ -794,6 +807,7 @@ const tt_dev_ops tt_dev_cuda_ops = {
     cu_col_sum,       /* col_sum */
     cu_relu_fwd,      /* relu_fwd */
     cu_relu_bwd,      /* relu_bwd */
+    cu_transpose,     /* transpose */
     cu_softmax_xent,  /* softmax_xent */
     cu_im2col,        /* im2col */
     cu_col2im,        /* col2im */

@@ -20,9 +20,11 @@ extern "C" {
 
 typedef struct tt_dev_ops {
     const char *name;
-    /* The scratch a layer should work in at a time, in floats (im2col columns): the CPU wants them to stay in its
-     * L2 cache and works sample by sample; a GPU wants one large GEMM (0: no limit). */
-    size_t chunk_floats;
+    /* The largest GEMM a layer should issue at a time, as M*N*K (0: no limit): a convolution cuts its patches into
+     * chunks that size and runs im2col + its GEMMs chunk by chunk. The CPU wants GEMMs OpenBLAS runs without packing
+     * (its small-matrix kernels, M*N*K <= 10^6 on AVX-512 cores) on columns that stay in cache; a GPU wants one large
+     * GEMM per shard. */
+    size_t chunk_mnk;
     /* Create the per-tower context bound to device `ordinal` (GPU index; ignored by the CPU backend). */
     tt_status (*init)(void **ctx, int ordinal, tt_error *err);
     void (*destroy)(void *ctx);
@@ -59,6 +61,8 @@ typedef struct tt_dev_ops {
     void (*col_sum)(void *ctx, float *d_out, const float *d_x, size_t rows, size_t cols);
     void (*relu_fwd)(void *ctx, float *d_y, const float *d_x, size_t n);
     void (*relu_bwd)(void *ctx, float *d_dx, const float *d_dy, const float *d_y, size_t n);
+    /* y (cols, rows) = the transpose of x (rows, cols); y and x do not overlap. */
+    void (*transpose)(void *ctx, float *d_y, const float *d_x, size_t rows, size_t cols);
     /* Per row of (rows, classes) logits: stats[2r] = loss, stats[2r+1] = rank of the label (see tt_math.h);
      * d_dlogits (may be NULL) = grad_scale * (softmax - onehot). */
     void (*softmax_xent)(void *ctx, float *d_dlogits, float *d_stats, const float *d_logits, const int32_t *d_labels,
@@ -137,6 +141,7 @@ void tt_dev_bias_add(tt_dev *dev, float *d_y, const float *d_b, size_t rows, siz
 void tt_dev_col_sum(tt_dev *dev, float *d_out, const float *d_x, size_t rows, size_t cols);
 void tt_dev_relu_fwd(tt_dev *dev, float *d_y, const float *d_x, size_t n);
 void tt_dev_relu_bwd(tt_dev *dev, float *d_dx, const float *d_dy, const float *d_y, size_t n);
+void tt_dev_transpose(tt_dev *dev, float *d_y, const float *d_x, size_t rows, size_t cols);
 void tt_dev_softmax_xent(tt_dev *dev, float *d_dlogits, float *d_stats, const float *d_logits,
                          const int32_t *d_labels, size_t rows, size_t classes, float grad_scale);
 void tt_dev_im2col(tt_dev *dev, float *d_cols, const float *d_x, size_t q0, size_t n, const tt_conv_geom *g);

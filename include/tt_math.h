@@ -36,6 +36,9 @@ TT_HD float tt_relu(float x) { return x > 0.0f ? x : 0.0f; }
 /* dL/dx of y = relu(x), written in terms of the output y (so the forward input need not be kept). */
 TT_HD float tt_relu_grad(float dy, float y) { return y > 0.0f ? dy : 0.0f; }
 
+/* Transpose: element i of y (cols, rows) is element tt_transpose_src(i) of x (rows, cols). */
+TT_HD size_t tt_transpose_src(size_t i, size_t rows, size_t cols) { return i % rows * cols + i / rows; }
+
 /* ---- convolution and pooling (NHWC, one sample; 1-D layers are H = 1) -------------------------------------------
  * Output position (oh, ow) with kernel offset (kh, kw) reads input (oh*SH + kh - PT, ow*SW + kw - PL): Keras's
  * `same` padding puts PT = floor(total/2) zeros before and the rest after; `valid` has none. */
@@ -65,40 +68,56 @@ TT_HD int tt_conv_dst(size_t i, size_t k, size_t s, size_t pad, size_t n_out, si
     return 1;
 }
 
+/* The kernel offsets k in [*k0, *k1) of output o whose input o*s + k - pad lies inside [0, n) (kernel size K): a
+ * window's in-bounds offsets are one run, and so are the inputs they read (consecutive k, consecutive inputs). */
+TT_HD void tt_conv_window(size_t o, size_t s, size_t pad, size_t n, size_t K, size_t *k0, size_t *k1)
+{
+    const size_t p = o * s; /* input index + pad of offset 0 */
+    size_t lo = pad > p ? pad - p : 0, hi = n + pad > p ? n + pad - p : 0;
+    hi = hi < K ? hi : K;
+    *k0 = lo < hi ? lo : hi;
+    *k1 = hi;
+}
+
 /* im2col, one patch: row (oh, ow) of the (OH*OW, KH*KW*C) column matrix of sample x (H, W, C) — the KH*KW*C inputs
  * under the kernel, zeros in the padding, in (kh, kw, c) order: the order of a Keras kernel (KH, KW, C, F) viewed
- * as (KH*KW*C, F), so y = cols . W. */
+ * as (KH*KW*C, F), so y = cols . W. A kernel row's in-bounds pixels are adjacent in x and in the column (channels
+ * last): one contiguous copy of (kw1 - kw0)*C floats per kernel row, zeros around it. */
 TT_HD void tt_im2col_row(float *col, const float *x, const tt_conv_geom *g, size_t oh, size_t ow)
 {
+    const size_t C = g->C, KWC = g->KW * C;
+    size_t kw0, kw1;
+    tt_conv_window(ow, g->SW, g->PL, g->W, g->KW, &kw0, &kw1);
+    const size_t a = kw0 * C, b = kw1 * C;
     for (size_t kh = 0; kh < g->KH; kh++) {
-        size_t ih = 0, iw = 0;
-        int row_in = tt_conv_src(oh, kh, g->SH, g->PT, g->H, &ih);
-        for (size_t kw = 0; kw < g->KW; kw++) {
-            float *dst = col + (kh * g->KW + kw) * g->C;
-            if (row_in && tt_conv_src(ow, kw, g->SW, g->PL, g->W, &iw)) {
-                const float *src = x + (ih * g->W + iw) * g->C;
-                for (size_t c = 0; c < g->C; c++) dst[c] = src[c];
-            } else {
-                for (size_t c = 0; c < g->C; c++) dst[c] = 0.0f;
-            }
+        float *dst = col + kh * KWC;
+        size_t ih = 0;
+        if (!tt_conv_src(oh, kh, g->SH, g->PT, g->H, &ih) || a == b) {
+            for (size_t i = 0; i < KWC; i++) dst[i] = 0.0f;
+            continue;
         }
+        const float *src = x + (ih * g->W + ow * g->SW + kw0 - g->PL) * C - a; /* src[a..b) = the run */
+        for (size_t i = 0; i < a; i++) dst[i] = 0.0f;
+        for (size_t i = a; i < b; i++) dst[i] = src[i];
+        for (size_t i = b; i < KWC; i++) dst[i] = 0.0f;
     }
 }
 
 /* col2im, the scatter form, one patch: adds row (oh, ow) of the column gradient into the KH*KW pixels it was read
  * from (dx of one sample, (H, W, C); padding is skipped). The CPU backend runs it patch after patch in ascending
- * order over a zeroed dx: contiguous channel adds, no index arithmetic per element. */
+ * order over a zeroed dx: per kernel row one contiguous add of the in-bounds run, as in tt_im2col_row. */
 TT_HD void tt_col2im_patch(float *dx, const float *dcol, const tt_conv_geom *g, size_t oh, size_t ow)
 {
-    for (size_t kh = 0; kh < g->KH; kh++) {
-        size_t ih = 0, iw = 0;
+    const size_t C = g->C, KWC = g->KW * C;
+    size_t kw0, kw1;
+    tt_conv_window(ow, g->SW, g->PL, g->W, g->KW, &kw0, &kw1);
+    const size_t a = kw0 * C, b = kw1 * C;
+    for (size_t kh = 0; kh < g->KH && a < b; kh++) {
+        size_t ih = 0;
         if (!tt_conv_src(oh, kh, g->SH, g->PT, g->H, &ih)) continue;
-        for (size_t kw = 0; kw < g->KW; kw++) {
-            if (!tt_conv_src(ow, kw, g->SW, g->PL, g->W, &iw)) continue;
-            float *dst = dx + (ih * g->W + iw) * g->C;
-            const float *src = dcol + (kh * g->KW + kw) * g->C;
-            for (size_t c = 0; c < g->C; c++) dst[c] += src[c];
-        }
+        float *dst = dx + (ih * g->W + ow * g->SW + kw0 - g->PL) * C - a; /* dst[a..b) = the run */
+        const float *src = dcol + kh * KWC;
+        for (size_t i = a; i < b; i++) dst[i] += src[i];
     }
 }
 

@@ -41,7 +41,7 @@ typedef struct tt_pass {
     const uint32_t *d_ids; /* (B) device: the data-set index of every row of the shard (training steps): a sample's
                             * dropout mask depends on the sample, never on the tower that computes it */
     float *d_ws;    /* this tower's scratch: tt_model_workspace floats, shared by the layers (they run in turn) */
-    size_t chunk_floats; /* the backend's preferred scratch chunk (tt_dev_ops.chunk_floats; 0: no limit) */
+    size_t chunk_mnk; /* the backend's largest GEMM per chunk, M*N*K (tt_dev_ops.chunk_mnk; 0: no limit) */
 } tt_pass;
 
 /* One GEMM a layer runs per step for a shard: op(A) (M x K) times op(B) (K x N), `calls` times. The probe runs these
@@ -92,10 +92,10 @@ typedef struct tt_layer_kind {
     /* Keras-default initialisation of this layer's parameters (p points at the layer's first parameter). */
     void (*init)(const tt_layer *l, float *h_p, tt_rng *rng);
     /* Floats of scratch for a shard of B rows (im2col columns); NULL: none. Sized once, at the trainer's init. */
-    size_t (*workspace)(const tt_layer *l, size_t B, size_t chunk_floats);
+    size_t (*workspace)(const tt_layer *l, size_t B, size_t chunk_mnk);
     /* The GEMMs of forward + backward for a shard of B rows (need_dx: the input gradient is computed); returns how
      * many (0..TT_MAX_LAYER_GEMMS). NULL: none. */
-    int (*gemms)(const tt_layer *l, size_t B, int need_dx, size_t chunk_floats, tt_gemm_shape *out);
+    int (*gemms)(const tt_layer *l, size_t B, int need_dx, size_t chunk_mnk, tt_gemm_shape *out);
     /* y (B, out) = f(x (B, in)); p points at the layer's parameters in device memory. */
     void (*forward)(tt_dev *dev, const tt_layer *l, const tt_pass *ps, const float *d_p, const float *d_x, float *d_y,
                     size_t B);
@@ -213,10 +213,10 @@ void tt_model_summary(const tt_model *m, void *f);
 double tt_model_train_flops(const tt_model *m);
 
 /* Every GEMM of a training step for a shard of B rows, over all layers, into out (room for max); returns the count. */
-size_t tt_model_gemms(const tt_model *m, size_t B, size_t chunk_floats, tt_gemm_shape *out, size_t max);
+size_t tt_model_gemms(const tt_model *m, size_t B, size_t chunk_mnk, tt_gemm_shape *out, size_t max);
 
 /* Scratch floats a tower needs for a shard of B rows: the largest any layer asks for. */
-size_t tt_model_workspace(const tt_model *m, size_t B, size_t chunk_floats);
+size_t tt_model_workspace(const tt_model *m, size_t B, size_t chunk_mnk);
 
 /* Activations of one tower: act[0] is the input (B_max, D), act[l+1] the output of layer l, for l < n_logits
  * (a final softmax is fused into the loss and not run). */

@@ -153,6 +153,14 @@ void tt_dev_relu_bwd(tt_dev *dev, float *d_dx, const float *d_dy, const float *d
     dev->ops->relu_bwd(dev->ctx, d_dx, d_dy, d_y, n);
 }
 
+void tt_dev_transpose(tt_dev *dev, float *d_y, const float *d_x, size_t rows, size_t cols)
+{
+    if (rows == 0 || cols == 0) return;
+    TT_ASSERT(d_y && d_x);
+    TT_ASSERT(d_y + rows * cols <= d_x || d_x + rows * cols <= d_y);
+    dev->ops->transpose(dev->ctx, d_y, d_x, rows, cols);
+}
+
 void tt_dev_softmax_xent(tt_dev *dev, float *d_dlogits, float *d_stats, const float *d_logits,
                          const int32_t *d_labels, size_t rows, size_t classes, float grad_scale)
 {

@@ -114,6 +114,12 @@ static void cpu_relu_bwd(void *ctx, float *dx, const float *dy, const float *y, 
     for (size_t i = 0; i < n; i++) dx[i] = tt_relu_grad(dy[i], y[i]);
 }
 
+static void cpu_transpose(void *ctx, float *y, const float *x, size_t rows, size_t cols)
+{
+    (void)ctx;
+    for (size_t i = 0; i < rows * cols; i++) y[i] = x[tt_transpose_src(i, rows, cols)];
+}
+
 static void cpu_softmax_xent(void *ctx, float *dlogits, float *stats, const float *logits, const int32_t *labels,
                              size_t rows, size_t classes, float scale)
 {
@@ -130,9 +136,10 @@ static void cpu_im2col(void *ctx, float *cols, const float *x, size_t q0, size_t
 {
     (void)ctx;
     const size_t in = g->H * g->W * g->C, KC = g->KH * g->KW * g->C, P = g->OH * g->OW;
-    for (size_t q = q0; q < q0 + n; q++) {
-        const size_t r = q / P, o = q % P;
-        tt_im2col_row(cols + (q - q0) * KC, x + r * in, g, o / g->OW, o % g->OW);
+    size_t r = q0 / P, oh = q0 % P / g->OW, ow = q0 % g->OW; /* patch q = (r, oh, ow), stepped without divisions */
+    for (size_t q = 0; q < n; q++) {
+        tt_im2col_row(cols + q * KC, x + r * in, g, oh, ow);
+        if (++ow == g->OW && (ow = 0, ++oh == g->OH)) oh = 0, r++;
     }
 }
 
@@ -142,9 +149,10 @@ static void cpu_col2im(void *ctx, float *dx, const float *dcols, size_t q0, size
 {
     (void)ctx;
     const size_t in = g->H * g->W * g->C, KC = g->KH * g->KW * g->C, P = g->OH * g->OW;
-    for (size_t q = q0; q < q0 + n; q++) {
-        const size_t r = q / P, o = q % P;
-        tt_col2im_patch(dx + r * in, dcols + (q - q0) * KC, g, o / g->OW, o % g->OW);
+    size_t r = q0 / P, oh = q0 % P / g->OW, ow = q0 % g->OW;
+    for (size_t q = 0; q < n; q++) {
+        tt_col2im_patch(dx + r * in, dcols + q * KC, g, oh, ow);
+        if (++ow == g->OW && (ow = 0, ++oh == g->OH)) oh = 0, r++;
     }
 }
 
@@ -232,7 +240,7 @@ static double cpu_event_elapsed(void *ctx, void *a, void *b)
 
 const tt_dev_ops tt_dev_cpu_ops = {
     .name = "cpu",
-    .chunk_floats = 98304, /* 384 KiB of columns: with the GEMM's packed panels they stay in a 1 MiB L2 */
+    .chunk_mnk = 1000000, /* OpenBLAS's small-matrix limit (docs/perf.md): ~20% faster GEMMs at conv shapes */
     .init = cpu_init,
     .destroy = cpu_destroy,
     .mem_info = NULL, /* tower memory is host RAM: the budget counts it as host memory */
@@ -254,6 +262,7 @@ const tt_dev_ops tt_dev_cpu_ops = {
     .col_sum = cpu_col_sum,
     .relu_fwd = cpu_relu_fwd,
     .relu_bwd = cpu_relu_bwd,
+    .transpose = cpu_transpose,
     .softmax_xent = cpu_softmax_xent,
     .im2col = cpu_im2col,
     .col2im = cpu_col2im,

@@ -605,14 +605,14 @@ void tt_model_summary(const tt_model *m, void *fp)
     fprintf(f, "Trainable params: %s\nNon-trainable params: 0\n%s\n", count, rule);
 }
 
-size_t tt_model_gemms(const tt_model *m, size_t B, size_t chunk_floats, tt_gemm_shape *out, size_t max)
+size_t tt_model_gemms(const tt_model *m, size_t B, size_t chunk_mnk, tt_gemm_shape *out, size_t max)
 {
     size_t n = 0;
     for (size_t i = 0; i < m->n_logits; i++) {
         const tt_layer *l = &m->layers[i];
         if (!l->kind->gemms) continue;
         tt_gemm_shape g[TT_MAX_LAYER_GEMMS];
-        int k = l->kind->gemms(l, B, i > 0, chunk_floats, g); /* the first layer's dx is not computed */
+        int k = l->kind->gemms(l, B, i > 0, chunk_mnk, g); /* the first layer's dx is not computed */
         for (int j = 0; j < k && n < max; j++) out[n++] = g[j];
     }
     return n;
@@ -627,12 +627,12 @@ double tt_model_train_flops(const tt_model *m)
     return f;
 }
 
-size_t tt_model_workspace(const tt_model *m, size_t B, size_t chunk_floats)
+size_t tt_model_workspace(const tt_model *m, size_t B, size_t chunk_mnk)
 {
     size_t ws = 0;
     for (size_t i = 0; i < m->n_logits; i++) {
         const tt_layer *l = &m->layers[i];
-        size_t w = l->kind->workspace ? l->kind->workspace(l, B, chunk_floats) : 0;
+        size_t w = l->kind->workspace ? l->kind->workspace(l, B, chunk_mnk) : 0;
         ws = w > ws ? w : ws;
     }
     return ws;

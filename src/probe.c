@@ -317,7 +317,7 @@ static void run_init(probe_run *r, const tt_probe_config *c)
     r->reps = c->reps ? c->reps : 30;
     if (r->reps > PROBE_MAX_REPS) r->reps = PROBE_MAX_REPS;
     r->n_gemms =
-        tt_model_gemms(c->model, r->rows, c->ops->chunk_floats, r->gemms, sizeof r->gemms / sizeof r->gemms[0]);
+        tt_model_gemms(c->model, r->rows, c->ops->chunk_mnk, r->gemms, sizeof r->gemms / sizeof r->gemms[0]);
 }
 
 /* What the link measurements allocate, before they allocate it: per measuring thread (n_dev of them: three

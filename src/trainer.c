@@ -209,7 +209,7 @@ static void tower_buffers(tt_trainer *tr, tt_tower *tw, buf_list *l)
     add_buf(l, &tw->d_delta[0], R * m->max_width * F, 0, "activations", TT_MEM_BY_WIDTH);
     add_buf(l, &tw->d_delta[1], R * m->max_width * F, 0, "activations", TT_MEM_BY_WIDTH);
     add_buf(l, &tw->d_dlogits, R * m->n_classes * F, 0, "activations", TT_MEM_BY_WIDTH);
-    const size_t ws = tt_model_workspace(m, R, tr->cfg.ops->chunk_floats);
+    const size_t ws = tt_model_workspace(m, R, tr->cfg.ops->chunk_mnk);
     if (ws) add_buf(l, &tw->d_ws, ws * F, 0, "layer scratch (im2col)", TT_MEM_BY_WIDTH);
     add_buf(l, &tw->d_labels, R * sizeof(int32_t), 0, "batch staging", TT_MEM_BY_RUN);
     add_buf(l, &tw->d_ids, R * sizeof(uint32_t), 0, "batch staging", TT_MEM_BY_RUN);
@@ -304,7 +304,7 @@ static void phase_data(tt_tower *tw, const tt_dataset *ds, const uint32_t *idx, 
 static tt_pass tower_pass(const tt_tower *tw, int training)
 {
     const tt_trainer *tr = tw->tr;
-    tt_pass ps = {training, tr->cfg.seed, tr->epoch, tw->d_ids, tw->d_ws, tr->cfg.ops->chunk_floats};
+    tt_pass ps = {training, tr->cfg.seed, tr->epoch, tw->d_ids, tw->d_ws, tr->cfg.ops->chunk_mnk};
     return ps;
 }
 

@@ -206,6 +206,12 @@ START_TEST(test_elementwise_and_rows)
         tt_dev_relu_bwd(&p.cpu, d0, x0, y0, n);
         tt_dev_relu_bwd(&p.dev, d1, x1, y1, n);
         compare(&p, "relu_bwd", d0, d1, n, 0, 0);
+        /* transpose (R, C) -> (C, R) */
+        float *t0, *t1;
+        upload(&p, hy, n, &t0, &t1);
+        tt_dev_transpose(&p.cpu, t0, x0, R, C);
+        tt_dev_transpose(&p.dev, t1, x1, R, C);
+        compare(&p, "transpose", t0, t1, n, 0, 0);
         /* raw pixels to floats */
         uint8_t *px = (uint8_t *)tt_malloc(n), *p0 = (uint8_t *)tt_dev_alloc(&p.cpu, n),
                 *p1 = (uint8_t *)tt_dev_alloc(&p.dev, n);

@@ -16,7 +16,7 @@
 static const char *MODEL = "dense units=8 activation=relu\ndense units=3\n";
 
 /* The buffer tests run over both: the dense MODEL on 6 flat features, and a conv model on the same 6 values seen as
- * a 2x3x1 image — with scratch (im2col), pooling, dropout — under a backend whose chunk_floats is 16, so that a
+ * a 2x3x1 image — with scratch (im2col), pooling, dropout — under a backend whose chunk_mnk is 16, so that a
  * convolution's chunks end inside a sample and its last chunk is short. */
 static const char *CONV_MODEL = "conv2d filters=4 kernel=2 padding=same activation=relu\nmaxpool2d pool=2 "
                                 "padding=same\ndropout rate=0.3\nflatten\ndense units=3\n";
@@ -331,14 +331,14 @@ START_TEST(test_plan_matches_allocations)
     ops.alloc = count_alloc;
     ops.host_alloc = count_host_alloc;
     ops.host_free = NULL;
-    ops.chunk_floats = 16;
+    ops.chunk_mnk = 16;
     for (int conv = 0; conv <= 1; conv++)
     for (int red = TT_REDUCE_CPU; red <= TT_REDUCE_ALLREDUCE; red++)
         for (size_t towers = 1; towers <= 4; towers++) {
             tt_model m;
             tt_error err;
             ck_assert_int_eq(tt_model_parse(&m, conv ? CONV_MODEL : MODEL, "t", buffer_test_input(conv), &err), TT_OK);
-            ck_assert(!conv || tt_model_workspace(&m, 10, ops.chunk_floats) > 0); /* the plan has scratch to count */
+            ck_assert(!conv || tt_model_workspace(&m, 10, ops.chunk_mnk) > 0); /* the plan has scratch to count */
             float *init = (float *)tt_calloc(m.n_params, sizeof(float));
             tt_trainer_config tc = tt_test_config(towers, 37, tt_optim_defaults(TT_OPT_NADAM), (tt_reduce)red);
             tc.ops = &ops;
@@ -461,7 +461,7 @@ static tt_dev_ops guard_ops(void)
 START_TEST(test_buffers_hold_what_is_written)
 {
     tt_dev_ops ops = guard_ops();
-    ops.chunk_floats = 16;
+    ops.chunk_mnk = 16;
     tt_dataset ds;
     tt_test_dataset(&ds, 60, 6, 3, 7);
     uint32_t idx[60];

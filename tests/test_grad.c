@@ -92,9 +92,9 @@ static void layer_inputs(const tt_layer *l, float *x, size_t n, tt_rng *r)
         for (size_t i = 0; i < n; i++) x[i] = (float)tt_rng_below(r, l->vocab);
 }
 
-/* Runs layer li's forward and backward with chunk_floats, checks them against finite differences, and returns the
+/* Runs layer li's forward and backward with chunk_mnk, checks them against finite differences, and returns the
  * analytic parameter and input gradients (caller frees) so that two chunkings can be compared. */
-static void check_layer_chunk(const tt_model *m, size_t li, size_t B, uint64_t seed, size_t chunk_floats,
+static void check_layer_chunk(const tt_model *m, size_t li, size_t B, uint64_t seed, size_t chunk_mnk,
                               float **g_out, float **dx_out)
 {
     tt_dev dev;
@@ -103,7 +103,7 @@ static void check_layer_chunk(const tt_model *m, size_t li, size_t B, uint64_t s
     const tt_layer *l = &m->layers[li];
     tt_rng r;
     tt_rng_seed(&r, seed, 0);
-    size_t np = l->n_params ? l->n_params : 1, ws = l->kind->workspace ? l->kind->workspace(l, B, chunk_floats) : 1;
+    size_t np = l->n_params ? l->n_params : 1, ws = l->kind->workspace ? l->kind->workspace(l, B, chunk_mnk) : 1;
     float *p = tt_dev_alloc_f32(&dev, np), *g = tt_dev_alloc_f32(&dev, np), *w = tt_dev_alloc_f32(&dev, ws);
     float *x = tt_dev_alloc_f32(&dev, B * l->in), *y = tt_dev_alloc_f32(&dev, B * l->out);
     float *R = tt_dev_alloc_f32(&dev, B * l->out), *dx = tt_dev_alloc_f32(&dev, B * l->in);
@@ -113,14 +113,14 @@ static void check_layer_chunk(const tt_model *m, size_t li, size_t B, uint64_t s
     fill_uniform(p, np, &r, -0.8f, 0.8f);
     layer_inputs(l, x, B * l->in, &r);
     fill_uniform(R, B * l->out, &r, -1.0f, 1.0f);
-    layer_case c = {&dev, l, {1, 5, 2, ids, w, chunk_floats}, p, x, y, R, B};
+    layer_case c = {&dev, l, {1, 5, 2, ids, w, chunk_mnk}, p, x, y, R, B};
     l->kind->forward(&dev, l, &c.ps, p, x, y, B);
     const int has_dx = l->kind != &tt_layer_embedding; /* token ids have no gradient */
     l->kind->backward(&dev, l, &c.ps, p, g, x, y, R, has_dx ? dx : NULL, B);
     char what[64];
-    snprintf(what, sizeof what, "%s param (chunk %zu)", l->name, chunk_floats);
+    snprintf(what, sizeof what, "%s param (chunk %zu)", l->name, chunk_mnk);
     if (l->n_params) check_fd(what, p, l->n_params, g, H, layer_loss, &c);
-    snprintf(what, sizeof what, "%s dx (chunk %zu)", l->name, chunk_floats);
+    snprintf(what, sizeof what, "%s dx (chunk %zu)", l->name, chunk_mnk);
     if (has_dx) check_fd(what, x, B * l->in, dx, H, layer_loss, &c);
     *g_out = (float *)tt_malloc(np * sizeof(float));
     *dx_out = (float *)tt_malloc(B * l->in * sizeof(float));
@@ -251,7 +251,7 @@ static void check_model(const char *text, tt_shape in, size_t C, size_t vocab)
         act[i] = tt_dev_alloc_f32(&dev, B * (i ? m.layers[i - 1].out : m.input_dim));
     delta[0] = tt_dev_alloc_f32(&dev, B * m.max_width);
     delta[1] = tt_dev_alloc_f32(&dev, B * m.max_width);
-    size_t ws = tt_model_workspace(&m, B, tt_dev_cpu_ops.chunk_floats);
+    size_t ws = tt_model_workspace(&m, B, tt_dev_cpu_ops.chunk_mnk);
     float *w = tt_dev_alloc_f32(&dev, ws ? ws : 1);
     float *dlogits = tt_dev_alloc_f32(&dev, B * m.n_classes), *stats = tt_dev_alloc_f32(&dev, 2 * B);
     int32_t labels[5] = {0, 3, 1, 2, 3};
@@ -264,7 +264,7 @@ static void check_model(const char *text, tt_shape in, size_t C, size_t vocab)
     fill_uniform(act[0], B * m.input_dim, &r, 0.0f, 1.0f);
     if (vocab)
         for (size_t i = 0; i < B * m.input_dim; i++) act[0][i] = (float)tt_rng_below(&r, vocab);
-    model_case mc = {&dev, &m, {1, 7, 1, ids, w, tt_dev_cpu_ops.chunk_floats}, params, act, stats, labels, B};
+    model_case mc = {&dev, &m, {1, 7, 1, ids, w, tt_dev_cpu_ops.chunk_mnk}, params, act, stats, labels, B};
     tt_model_forward(&dev, &m, &mc.ps, params, act, B);
     tt_dev_softmax_xent(&dev, dlogits, stats, tt_model_logits(&m, act), labels, B, m.n_classes, 1.0f / (float)B);
     tt_model_backward(&dev, &m, &mc.ps, params, grads, act, delta, dlogits, B);

@@ -80,6 +80,15 @@ START_TEST(test_cpu_row_ops)
     ck_assert_float_eq(s[0], 25.0f);
     ck_assert_float_eq(s[1], 47.0f);
     ck_assert_float_eq(s[2], 69.0f);
+    /* transpose: (2, 3) -> (3, 2) */
+    float *d_t = tt_dev_alloc_f32(&dev, 6), t[6];
+    tt_dev_h2d(&dev, d_y, y, sizeof y);
+    tt_dev_transpose(&dev, d_t, d_y, 2, 3);
+    tt_dev_d2h(&dev, t, d_t, sizeof t);
+    tt_dev_sync(&dev);
+    const float want[6] = {1, 4, 2, 5, 3, 6};
+    for (int i = 0; i < 6; i++) ck_assert_msg(t[i] == want[i], "transpose [%d] = %g, want %g", i, t[i], want[i]);
+    tt_dev_dfree(&dev, d_t);
     tt_dev_dfree(&dev, d_y);
     tt_dev_dfree(&dev, d_b);
     tt_dev_dfree(&dev, d_s);
@@ -253,7 +262,7 @@ START_TEST(test_conv_pool_known_answers)
         tt_rng_seed(&r, k, 2);
         for (size_t i = 0; i < l->n_params; i++) p[i] = tt_rng_uniform(&r) - 0.5f;
         for (size_t i = 0; i < B * l->in; i++) x[i] = tt_rng_uniform(&r) - 0.5f;
-        tt_pass ps = {0, 0, 0, NULL, ws, 1}; /* chunks of one sample */
+        tt_pass ps = {0, 0, 0, NULL, ws, 1}; /* chunks of one patch */
         l->kind->forward(&dev, l, &ps, p, x, y, B);
         size_t OH = 0, OW = 0;
         direct_conv(x, p, p + K * K * C * F, H, W, C, K, S, F, (int)CASES[k][5], 0, 0, 0, &OH, &OW);

@@ -7,23 +7,26 @@
  *   b: (F)              (use_bias=false: none)
  * forward:  cols (B·P, KC) = im2col(x);  y (B·P, F) = cols · W + b        — y is (B, OH, OW, F) as it stands
  * backward: dW (KC, F) = colsᵀ · dy;  db (F) = Σ_rows dy;  dcols (B·P, KC) = dy · Wᵀ;  dx = col2im(dcols)
- * The B·P patches are processed in chunks sized by the backend's chunk_floats: on the CPU about 384 KiB of columns
- * at a time (half a sample for the cnn's second layer, 14 samples for its first), so they stay in L2 between im2col
- * and the GEMMs — the columns of a whole shard (50 MB for that second layer at 64 rows) would stream through memory
- * three times; on a GPU the whole shard in one GEMM. dW accumulates over the chunks in a fixed order (beta = 1
- * after the first) and col2im adds them in ascending order, so a run is bit-identical to itself.
+ * Wᵀ (F, KC) is transposed once per backward into the workspace, so all three GEMMs are NN or TN: the forms
+ * OpenBLAS's small-matrix kernels take. The B·P patches are processed in chunks whose GEMMs have M·N·K = n·KC·F at
+ * most the backend's chunk_mnk: on the CPU 10^6 (108 patches for the cnn's second layer, 3,472 for its first),
+ * columns that stay in cache between im2col and the GEMMs, and GEMMs OpenBLAS runs without packing their operands —
+ * the columns of a whole shard (50 MB for that second layer at 64 rows) would stream through memory three times; on
+ * a GPU the whole shard in one GEMM. dW accumulates over the chunks in a fixed order (beta = 1 after the first) and
+ * col2im adds them in ascending order, so a run is bit-identical to itself.
  * Not for: Winograd or FFT convolutions (the GEMM is the point here). */
 #include <stddef.h>
 #include <stdio.h>
 
 #include "layers.h"
 
-/* Patches (rows of the column matrix) per chunk for a shard of B rows: as many as fit in chunk_floats (at least
- * one), or the whole shard when the backend sets no limit. */
-static size_t conv_chunk(const tt_layer *l, size_t B, size_t chunk_floats)
+/* Patches (rows of the column matrix) per chunk for a shard of B rows: as many as keep a chunk's GEMMs
+ * (n x KC times KC x F, and their transposes) within chunk_mnk = M·N·K (at least one), or the whole shard when the
+ * backend sets no limit. */
+static size_t conv_chunk(const tt_layer *l, size_t B, size_t chunk_mnk)
 {
     const size_t KC = l->g.KH * l->g.KW * l->g.C, Q = B * l->g.OH * l->g.OW;
-    size_t ch = chunk_floats ? chunk_floats / KC : Q;
+    size_t ch = chunk_mnk ? chunk_mnk / KC / l->units : Q;
     if (ch < 1) ch = 1;
     return ch < Q ? ch : (Q ? Q : 1);
 }
@@ -60,15 +63,17 @@ void tt_conv_init(const tt_layer *l, float *p, tt_rng *rng)
     for (size_t i = 0; l->use_bias && i < l->units; i++) p[nw + i] = 0.0f;
 }
 
-size_t tt_conv_workspace(const tt_layer *l, size_t B, size_t chunk_floats)
+/* The columns of one chunk, then Wᵀ. */
+size_t tt_conv_workspace(const tt_layer *l, size_t B, size_t chunk_mnk)
 {
-    return conv_chunk(l, B, chunk_floats) * l->g.KH * l->g.KW * l->g.C;
+    const size_t KC = l->g.KH * l->g.KW * l->g.C;
+    return (conv_chunk(l, B, chunk_mnk) + l->units) * KC;
 }
 
-int tt_conv_gemms(const tt_layer *l, size_t B, int need_dx, size_t chunk_floats, tt_gemm_shape *out)
+int tt_conv_gemms(const tt_layer *l, size_t B, int need_dx, size_t chunk_mnk, tt_gemm_shape *out)
 {
     const size_t Q = B * l->g.OH * l->g.OW, KC = l->g.KH * l->g.KW * l->g.C, F = l->units;
-    const size_t ch = conv_chunk(l, B, chunk_floats), full = Q / ch, rest = Q % ch;
+    const size_t ch = conv_chunk(l, B, chunk_mnk), full = Q / ch, rest = Q % ch;
     int n = 0;
     const size_t rows[2] = {ch, rest}, calls[2] = {full, 1};
     for (int k = 0; k < 2; k++) {
@@ -76,7 +81,7 @@ int tt_conv_gemms(const tt_layer *l, size_t B, int need_dx, size_t chunk_floats,
         const size_t M = rows[k];
         out[n++] = (tt_gemm_shape){0, 0, M, F, KC, calls[k]}; /* y = cols W */
         out[n++] = (tt_gemm_shape){1, 0, KC, F, M, calls[k]}; /* dW += colsᵀ dy */
-        if (need_dx) out[n++] = (tt_gemm_shape){0, 1, M, KC, F, calls[k]}; /* dcols = dy Wᵀ */
+        if (need_dx) out[n++] = (tt_gemm_shape){0, 0, M, KC, F, calls[k]}; /* dcols = dy Wᵀ */
     }
     return n;
 }
@@ -86,7 +91,7 @@ void tt_conv_forward(tt_dev *dev, const tt_layer *l, const tt_pass *ps, const fl
 {
     const tt_conv_geom *g = &l->g;
     const size_t Q = B * g->OH * g->OW, KC = g->KH * g->KW * g->C, F = l->units;
-    const size_t ch = conv_chunk(l, B, ps->chunk_floats);
+    const size_t ch = conv_chunk(l, B, ps->chunk_mnk);
     const float *d_w = d_p, *d_b = d_p + KC * F;
     for (size_t q0 = 0; q0 < Q; q0 += ch) {
         const size_t n = Q - q0 < ch ? Q - q0 : ch;
@@ -102,18 +107,21 @@ void tt_conv_backward(tt_dev *dev, const tt_layer *l, const tt_pass *ps, const f
     (void)d_y;
     const tt_conv_geom *g = &l->g;
     const size_t Q = B * g->OH * g->OW, KC = g->KH * g->KW * g->C, F = l->units;
-    const size_t ch = conv_chunk(l, B, ps->chunk_floats);
+    const size_t ch = conv_chunk(l, B, ps->chunk_mnk);
     const float *d_w = d_p;
-    float *d_gw = d_g, *d_gb = d_g + KC * F;
+    float *d_gw = d_g, *d_gb = d_g + KC * F, *d_wt = ps->d_ws + ch * KC;
     if (l->use_bias) tt_dev_col_sum(dev, d_gb, d_dy, Q, F);
-    if (d_dx) tt_dev_fill(dev, d_dx, B * l->in, 0.0f); /* col2im adds the chunks */
+    if (d_dx) {
+        tt_dev_fill(dev, d_dx, B * l->in, 0.0f); /* col2im adds the chunks */
+        tt_dev_transpose(dev, d_wt, d_w, KC, F);
+    }
     for (size_t q0 = 0; q0 < Q; q0 += ch) {
         const size_t n = Q - q0 < ch ? Q - q0 : ch;
         const float *d_dyc = d_dy + q0 * F;
         tt_dev_im2col(dev, ps->d_ws, d_x, q0, n, g); /* recomputed: cheaper than keeping a shard's columns */
         tt_dev_sgemm(dev, 1, 0, KC, F, n, 1.0f, ps->d_ws, KC, d_dyc, F, q0 ? 1.0f : 0.0f, d_gw, F);
         if (!d_dx) continue;
-        tt_dev_sgemm(dev, 0, 1, n, KC, F, 1.0f, d_dyc, F, d_w, F, 0.0f, ps->d_ws, KC); /* dcols, over cols */
+        tt_dev_sgemm(dev, 0, 0, n, KC, F, 1.0f, d_dyc, F, d_wt, KC, 0.0f, ps->d_ws, KC); /* dcols, over cols */
         tt_dev_col2im(dev, d_dx, ps->d_ws, q0, n, g);
     }
 }

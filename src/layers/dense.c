@@ -41,9 +41,9 @@ static void dense_init(const tt_layer *l, float *p, tt_rng *rng)
     for (size_t i = 0; l->use_bias && i < l->out; i++) p[nw + i] = 0.0f;
 }
 
-static int dense_gemms(const tt_layer *l, size_t B, int need_dx, size_t chunk_floats, tt_gemm_shape *out)
+static int dense_gemms(const tt_layer *l, size_t B, int need_dx, size_t chunk_mnk, tt_gemm_shape *out)
 {
-    (void)chunk_floats;
+    (void)chunk_mnk;
     const size_t D = l->in, O = l->out;
     out[0] = (tt_gemm_shape){0, 0, B, O, D, 1}; /* y = x W */
     out[1] = (tt_gemm_shape){1, 0, D, O, B, 1}; /* dW = xᵀ dy */

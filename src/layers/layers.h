@@ -19,8 +19,8 @@ tt_status tt_layer_geom(tt_layer *l, size_t H, size_t W, size_t C, tt_error *err
 /* Convolution (l->g, l->units filters, kernel (KH, KW, C, F), optional bias): the parts conv2d and conv1d share. */
 int tt_conv_tensors(const tt_layer *l, tt_tensor_info *out);
 void tt_conv_init(const tt_layer *l, float *h_p, tt_rng *rng);
-size_t tt_conv_workspace(const tt_layer *l, size_t B, size_t chunk_floats);
-int tt_conv_gemms(const tt_layer *l, size_t B, int need_dx, size_t chunk_floats, tt_gemm_shape *out);
+size_t tt_conv_workspace(const tt_layer *l, size_t B, size_t chunk_mnk);
+int tt_conv_gemms(const tt_layer *l, size_t B, int need_dx, size_t chunk_mnk, tt_gemm_shape *out);
 void tt_conv_forward(tt_dev *dev, const tt_layer *l, const tt_pass *ps, const float *d_p, const float *d_x,
                      float *d_y, size_t B);
 void tt_conv_backward(tt_dev *dev, const tt_layer *l, const tt_pass *ps, const float *d_p, float *d_g,
