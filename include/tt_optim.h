@@ -55,6 +55,15 @@ size_t tt_optim_state_floats(const tt_optim_config *cfg);
  * momentum 0, epsilon 1e-07, centered" (for a banner); writes at most len bytes, always terminated. */
 void tt_optim_describe(const tt_optim_config *cfg, char *out, size_t len);
 tt_status tt_optim_init(tt_optim *o, const tt_optim_config *cfg, size_t n, tt_error *err);
+/* One of the optimizer's per-parameter vectors (n floats), under Keras 3's name for it. */
+typedef struct tt_optim_slot {
+    const char *name; /* "momentum" (SGD velocity, Adam/Nadam first moment, RMSprop momentum), "velocity" (second
+                       * moment, RMSprop's average of g^2), "average_gradient" (centered RMSprop) */
+    float *data;
+} tt_optim_slot;
+/* The vectors this configuration keeps, in that order; returns how many (tt_optim_state_floats of them). With o->t
+ * and o->u_product they are the whole state: restore all of them and the next step is the one that would have come. */
+int tt_optim_slots(const tt_optim *o, tt_optim_slot out[3]);
 void tt_optim_free(tt_optim *o);
 void tt_optim_begin_step(tt_optim *o);
 /* Updates parameters lo..hi-1 of the buffer: w[k] and g[k] (k = 0..hi-lo-1) are parameter lo+k and its gradient

@@ -45,6 +45,10 @@ typedef struct tt_run_config {
 
 void tt_run_config_defaults(tt_run_config *c);
 
+/* The training set's sample order in an epoch: a permutation of 0..n-1 that depends on (seed, epoch) alone — not on
+ * the epochs before it — so a run resumed at any epoch takes the same order without replaying the shuffles. */
+void tt_epoch_order(uint32_t *idx, size_t n, uint64_t seed, uint64_t epoch);
+
 /* Per-epoch figures, for callers that want them (bench, tests). */
 typedef struct tt_epoch_stats {
     size_t epoch, steps, samples;

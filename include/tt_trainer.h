@@ -163,6 +163,14 @@ tt_status tt_trainer_init(tt_trainer *tr, const tt_model *m, const tt_trainer_co
                           const float *h_init_params, tt_error *err);
 void tt_trainer_free(tt_trainer *tr); /* accepts a half-built trainer */
 
+/* The master weights, P floats in the layout table's order: a copy out, or replaced — between runs of steps, never
+ * while steps are in flight. The towers pull the new weights at the next step. */
+void tt_trainer_get_params(const tt_trainer *tr, float *h_out);
+void tt_trainer_set_params(tt_trainer *tr, const float *h_params);
+/* The optimizer and its state (tt_optim_slots, t, u_product): read it, or overwrite it to resume — between runs of
+ * steps. */
+tt_optim *tt_trainer_optim(tt_trainer *tr);
+
 /* Starts ceil(n / B) synchronous steps over samples idx[0..n) of ds, batch after batch (the last may be
  * partial), and returns at once; results[k] describes step k once tt_trainer_wait has reported it done, and
  * ledger[k * N + t] (if ledger is not NULL) tower t's part of it. */

@@ -88,6 +88,15 @@ tt_status tt_optim_init(tt_optim *o, const tt_optim_config *cfg, size_t n, tt_er
     return TT_OK;
 }
 
+int tt_optim_slots(const tt_optim *o, tt_optim_slot out[3])
+{
+    int n = 0;
+    if (o->m) out[n++] = (tt_optim_slot){"momentum", o->m};
+    if (o->v) out[n++] = (tt_optim_slot){"velocity", o->v};
+    if (o->a) out[n++] = (tt_optim_slot){"average_gradient", o->a};
+    return n;
+}
+
 void tt_optim_free(tt_optim *o)
 {
     tt_free(o->m);

@@ -191,7 +191,6 @@ static tt_status run_open(run_state *rs, tt_error *err)
     if (!rs->h_init || !rs->idx || !rs->step_secs || !rs->results || !rs->ledger)
         return tt_fail(err, TT_ERR_NOMEM, "out of memory");
     tt_model_init_params(rs->model, rs->h_init, c->seed);
-    for (size_t i = 0; i < rs->train->n; i++) rs->idx[i] = (uint32_t)i;
     if (c->log_json) {
         char what[200];
         snprintf(what, sizeof what, "--log-json %s", c->log_json);
@@ -373,15 +372,21 @@ static tt_status run_halted(run_state *rs, size_t epoch, size_t steps, tt_error 
     return run_stopped(rs, where, epoch, steps, err);
 }
 
+void tt_epoch_order(uint32_t *idx, size_t n, uint64_t seed, uint64_t epoch)
+{
+    for (size_t i = 0; i < n; i++) idx[i] = (uint32_t)i;
+    tt_rng rng;
+    tt_rng_seed(&rng, seed, epoch);
+    tt_rng_shuffle(&rng, idx, n);
+}
+
 /* One epoch: shuffle, the steps, validation, then console, log and trace. */
 static tt_status run_epoch(run_state *rs, size_t epoch, tt_run_result *res, tt_error *err)
 {
     const tt_run_config *c = rs->c;
     tt_status s;
     if (c->before_epoch && (s = c->before_epoch(c->before_epoch_ctx, epoch, err)) != TT_OK) return s;
-    tt_rng rng;
-    tt_rng_seed(&rng, c->seed, epoch); /* reshuffled every epoch, from the seed */
-    tt_rng_shuffle(&rng, rs->idx, rs->train->n);
+    tt_epoch_order(rs->idx, rs->train->n, c->seed, epoch);
     if (rs->out) fprintf(rs->out, "Epoch %zu/%zu\n", epoch, c->epochs);
     double e0 = tt_now();
     tt_trainer_set_epoch(&rs->tr, epoch);
@@ -433,7 +438,7 @@ static tt_status run_finish(run_state *rs, tt_run_result *res, tt_error *err)
     }
     res->n_params = rs->model->n_params;
     res->final_params = (float *)tt_malloc(rs->model->n_params * sizeof(float));
-    if (res->final_params) memcpy(res->final_params, rs->tr.h_params, rs->model->n_params * sizeof(float));
+    if (res->final_params) tt_trainer_get_params(&rs->tr, res->final_params);
     return TT_OK;
 }
 

@@ -887,9 +887,21 @@ tt_status tt_trainer_init(tt_trainer *tr, const tt_model *m, const tt_trainer_co
         s = cfg->ops->comm_init(&tr->comm, ctxs, (int)N, err);
         if (s) return s;
     }
-    memcpy(tr->h_params, h_init_params, P * sizeof(float));
+    tt_trainer_set_params(tr, h_init_params);
     return TT_OK;
 }
+
+void tt_trainer_get_params(const tt_trainer *tr, float *h_out)
+{
+    memcpy(h_out, tr->h_params, tr->model->n_params * sizeof(float));
+}
+
+void tt_trainer_set_params(tt_trainer *tr, const float *h_params)
+{
+    memcpy(tr->h_params, h_params, tr->model->n_params * sizeof(float));
+}
+
+tt_optim *tt_trainer_optim(tt_trainer *tr) { return &tr->opt; }
 
 void tt_trainer_free(tt_trainer *tr)
 {

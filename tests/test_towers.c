@@ -335,17 +335,17 @@ START_TEST(test_epoch_trains_every_sample_and_allocates_nothing) { trains_every_
 END_TEST
 
 /* ---- the epoch loop, replayed by hand ----------------------------------------------------------------------
- * tt_run_on shuffles one index array in place at the start of every epoch e with tt_rng_seed(seed, e) (train.c:
- * identity before epoch 1, then each epoch's shuffle applied to the previous epoch's order) and trains its batches
- * in order, the last one partial. The replay below does exactly that through tt_trainer_step; the weights must be
- * equal to the bit (same steps, same additions). A loop that shuffled only in epoch 1, or restarted from the
- * identity each epoch, trains other batches and gives other weights. The replay also adds up each epoch's step
+ * tt_run_on takes every epoch e's order from tt_epoch_order(seed, e): the identity shuffled with tt_rng_seed(seed, e),
+ * a function of (seed, epoch) alone, so a resumed run needs no replay of earlier shuffles; it trains the batches in
+ * order, the last one partial. The replay below does exactly that through tt_trainer_step; the weights must be
+ * equal to the bit (same steps, same additions). A loop that shuffled only in epoch 1, or shuffled the previous
+ * epoch's order again, trains other batches and gives other weights. The replay also adds up each epoch's step
  * results and evaluates the validation set after each epoch, as train.c does: the run's epoch statistics (loss,
  * accuracy, top-5, samples, steps, and the validation figures) must equal those sums exactly — same numbers, same
  * order of additions. */
 enum { REPLAY_N = 203, REPLAY_BATCH = 32, REPLAY_EPOCHS = 3, REPLAY_TOWERS = 2 }; /* 203 = 6 x 32 + 11 */
 
-typedef enum { SHUFFLE_EVERY_EPOCH, SHUFFLE_FIRST_EPOCH_ONLY } replay_mode;
+typedef enum { SHUFFLE_EVERY_EPOCH, SHUFFLE_FIRST_EPOCH_ONLY, SHUFFLE_CUMULATIVE } replay_mode;
 
 /* eps (may be NULL): REPLAY_EPOCHS records, filled as train.c's epoch_stats fills them (loss, accuracy, top5,
  * samples, steps) and with the validation set's evaluation after the epoch. */
@@ -364,7 +364,9 @@ static float *replay_run(const tt_run_config *c, const tt_dataset *train, const 
     uint32_t idx[REPLAY_N];
     for (size_t i = 0; i < train->n; i++) idx[i] = (uint32_t)i;
     for (size_t e = 1; e <= c->epochs; e++) {
-        if (e == 1 || mode == SHUFFLE_EVERY_EPOCH) {
+        if (mode == SHUFFLE_EVERY_EPOCH || e == 1) {
+            tt_epoch_order(idx, train->n, c->seed, e);
+        } else if (mode == SHUFFLE_CUMULATIVE) { /* the previous order, shuffled again */
             tt_rng rng;
             tt_rng_seed(&rng, c->seed, e);
             tt_rng_shuffle(&rng, idx, train->n);
@@ -453,12 +455,130 @@ START_TEST(test_run_equals_hand_replay)
     float *once = replay_run(&c, &train, &val, SHUFFLE_FIRST_EPOCH_ONLY, NULL, &P);
     ck_assert(memcmp(once, want, P * sizeof(float)) != 0);
     tt_free(once);
+    float *cumulative = replay_run(&c, &train, &val, SHUFFLE_CUMULATIVE, NULL, &P);
+    ck_assert(memcmp(cumulative, want, P * sizeof(float)) != 0);
+    tt_free(cumulative);
     tt_free(want);
     tt_free(res->final_params);
     tt_free(res);
     tt_dataset_free(&train);
     tt_dataset_free(&val);
 }
+END_TEST
+
+/* ---- exact resume from the trainer's state ----------------------------------------------------------------
+ * A run is its master weights, the optimizer's state (tt_optim_slots, t, u_product), and where it is: the epoch (the
+ * sample order is tt_epoch_order(seed, epoch); dropout's masks depend on the epoch) and the step in it. A trainer built
+ * anew from that state, continuing at the next step, must give the same weights to the bit as the run that never
+ * stopped — at an epoch boundary and mid-epoch. Nadam: the optimizer with the most state (two vectors, t, the
+ * schedule's running product). The test can tell: a resume that restores the weights only gives other weights. */
+enum { RESUME_N = 203, RESUME_BATCH = 32, RESUME_EPOCHS = 3 }; /* 7 steps per epoch, the last partial */
+
+typedef struct resume_state {
+    float *params, *slots[3];
+    int n_slots;
+    uint64_t t;
+    double u_product;
+} resume_state;
+
+/* Global steps [from, to) of the run: step k is step k % 7 of epoch k / 7 + 1. */
+static void resume_span(tt_trainer *tr, const tt_dataset *train, uint64_t seed, size_t from, size_t to)
+{
+    const size_t spe = (RESUME_N + RESUME_BATCH - 1) / RESUME_BATCH;
+    uint32_t idx[RESUME_N];
+    tt_error err;
+    for (size_t k = from; k < to; k++) {
+        const size_t e = k / spe + 1, first = k % spe * RESUME_BATCH;
+        if (k == from || k % spe == 0) {
+            tt_epoch_order(idx, RESUME_N, seed, e);
+            tt_trainer_set_epoch(tr, e);
+        }
+        const size_t n = RESUME_N - first < RESUME_BATCH ? RESUME_N - first : RESUME_BATCH;
+        tt_step_result res;
+        ck_assert_msg(tt_trainer_step(tr, train, idx + first, n, &res, &err) == TT_OK, "%s", err.msg);
+    }
+}
+
+/* A trainer over steps [from, to); from > 0 starts from *in (restore_optim: its optimizer state too); *out (may be
+ * NULL) receives the state at the end. Returns the final weights (caller frees). */
+static float *resume_run(const tt_dataset *train, size_t towers, size_t from, size_t to, const resume_state *in,
+                         int restore_optim, resume_state *out, size_t *P)
+{
+    tt_model m;
+    tt_error err;
+    const uint64_t seed = 5;
+    ck_assert_int_eq(tt_model_parse(&m, MODEL, "t", input_of(train), &err), TT_OK);
+    float *init = (float *)tt_malloc(m.n_params * sizeof(float));
+    tt_model_init_params(&m, init, seed);
+    tt_trainer_config tc = tower_config(towers, RESUME_BATCH, tt_optim_defaults(TT_OPT_NADAM), g_reduce);
+    tc.seed = seed;
+    tt_trainer tr;
+    ck_assert_msg(tt_trainer_init(&tr, &m, &tc, from ? in->params : init, &err) == TT_OK, "%s", err.msg);
+    tt_optim *o = tt_trainer_optim(&tr);
+    tt_optim_slot sl[3];
+    const int ns = tt_optim_slots(o, sl);
+    ck_assert_int_eq(ns, (int)tt_optim_state_floats(&o->cfg));
+    if (from && restore_optim) {
+        ck_assert_int_eq(ns, in->n_slots);
+        for (int k = 0; k < ns; k++) memcpy(sl[k].data, in->slots[k], m.n_params * sizeof(float));
+        o->t = in->t;
+        o->u_product = in->u_product;
+    }
+    resume_span(&tr, train, seed, from, to);
+    *P = m.n_params;
+    float *w = (float *)tt_malloc(m.n_params * sizeof(float));
+    tt_trainer_get_params(&tr, w);
+    if (out) {
+        out->params = (float *)tt_malloc(m.n_params * sizeof(float));
+        memcpy(out->params, w, m.n_params * sizeof(float));
+        out->n_slots = ns;
+        for (int k = 0; k < ns; k++) {
+            out->slots[k] = (float *)tt_malloc(m.n_params * sizeof(float));
+            memcpy(out->slots[k], sl[k].data, m.n_params * sizeof(float));
+        }
+        out->t = o->t;
+        out->u_product = o->u_product;
+    }
+    tt_trainer_free(&tr);
+    tt_free(init);
+    return w;
+}
+
+static void resume_state_free(resume_state *s)
+{
+    tt_free(s->params);
+    for (int k = 0; k < s->n_slots; k++) tt_free(s->slots[k]);
+}
+
+static void resume_is_exact(void)
+{
+    tt_dataset train;
+    g_w->make(&train, RESUME_N, 13);
+    const size_t spe = 7, total = RESUME_EPOCHS * spe, cuts[2] = {spe, spe + 3}; /* an epoch boundary, mid-epoch */
+    const size_t towers = max_towers(RESUME_BATCH) < 2 ? max_towers(RESUME_BATCH) : 2;
+    size_t P;
+    float *straight = resume_run(&train, towers, 0, total, NULL, 0, NULL, &P);
+    for (int c = 0; c < 2; c++) {
+        resume_state st;
+        tt_free(resume_run(&train, towers, 0, cuts[c], NULL, 0, &st, &P));
+        ck_assert_uint_eq(st.t, cuts[c]);
+        float *resumed = resume_run(&train, towers, cuts[c], total, &st, 1, NULL, &P);
+        double worst = 0;
+        for (size_t i = 0; i < P; i++) worst = fmax(worst, fabs((double)resumed[i] - straight[i]));
+        ck_assert_msg(memcmp(resumed, straight, P * sizeof(float)) == 0,
+                      "%s: resumed after step %zu differs from the straight run (max |dw| %g)", g_w->name, cuts[c],
+                      worst);
+        float *weights_only = resume_run(&train, towers, cuts[c], total, &st, 0, NULL, &P);
+        ck_assert_msg(memcmp(weights_only, straight, P * sizeof(float)) != 0, "the optimizer's state made no difference");
+        tt_free(weights_only);
+        tt_free(resumed);
+        resume_state_free(&st);
+    }
+    tt_free(straight);
+    tt_dataset_free(&train);
+}
+
+START_TEST(test_resume_is_exact) { resume_is_exact(); }
 END_TEST
 
 /* ---- the host's sum of the slots -------------------------------------------------------------------------------
@@ -659,6 +779,7 @@ static void workload_semantics(const workload *w)
     placements_agree();
     same_seed_bit_identical();
     trains_every_sample();
+    resume_is_exact();
     g_w = &WORKLOADS[0];
 }
 
@@ -690,6 +811,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_same_seed_bit_identical);
     tcase_add_test(tc, test_epoch_trains_every_sample_and_allocates_nothing);
     tcase_add_test(tc, test_run_equals_hand_replay);
+    tcase_add_test(tc, test_resume_is_exact);
     tcase_add_test(tc, test_cnn_workload);
     tcase_add_test(tc, test_textcnn_workload);
     if (is_cpu) { /* host code only: the backend does not enter */

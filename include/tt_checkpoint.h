@@ -1,0 +1,77 @@
+/* tt_checkpoint.h — a training run's state in one safetensors file (docs/checkpoints.md).
+ *
+ * The file: an 8-byte little-endian header length, a JSON header, then raw little-endian float32 tensors
+ * (https://huggingface.co/docs/safetensors: dtype "F32", shape, data_offsets relative to the end of the header).
+ * Tensors: the master weights under the model's layout-table names ("conv2d/kernel", "dense/bias", ...) in Keras's
+ * layouts, then the optimizer's vectors as "optimizer/<slot>/<tensor name>" with the same shapes (tt_optim_slots:
+ * "momentum", "velocity", "average_gradient"). The header's "__metadata__" (string to string, as the format requires)
+ * holds where the run is, what trained it, and a CRC-32 of the tensor bytes, verified on load.
+ *
+ * A checkpoint does not depend on the tower count: the master weights live on the host and are what is saved; the
+ * tower count and backend are written for information only.
+ * Not for: deciding when to save or what to resume (train.c). */
+#ifndef TT_CHECKPOINT_H
+#define TT_CHECKPOINT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tt_common.h"
+#include "tt_model.h"
+#include "tt_optim.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { TT_CKPT_MAX_SLOTS = 3 };
+
+typedef struct tt_checkpoint {
+    /* where the run is: epoch `epoch` (1-based) has `step` of its `steps_per_epoch` steps done (step ==
+     * steps_per_epoch: the epoch is finished); `global_step` steps applied since the start (= optimizer t) */
+    uint64_t epoch, step, steps_per_epoch, global_step;
+    uint64_t seed;      /* the run's --seed: with epoch it gives the sample order and the dropout masks */
+    size_t batch;       /* the global batch (a resume must use the same) */
+    /* the optimizer: its configuration and scalars (its vectors are tensors) */
+    tt_optim_config optim;
+    double u_product;   /* Nadam's running product of the momentum schedule */
+    /* --save-best: the monitored metric's best value so far (NaN: none yet) */
+    double best;
+    /* information only: what wrote it */
+    size_t towers;
+    char backend[16];
+    /* the model's description (the model file's text, or "builtin:NAME"), tt_malloc'd, may be NULL */
+    char *model_desc;
+    /* the training options as a JSON object in text, tt_malloc'd, may be NULL */
+    char *options;
+    /* tensors: n_params floats each, tt_malloc'd */
+    size_t n_params;
+    float *params;
+    int n_slots;
+    char slot_names[TT_CKPT_MAX_SLOTS][24];
+    float *slots[TT_CKPT_MAX_SLOTS];
+} tt_checkpoint;
+
+/* Writes ck for model m to path, safely: a temporary file in the same directory, written, fsync'd, renamed over path,
+ * then the directory fsync'd — a crash at any moment leaves either the old file or the new one, never a torn one.
+ * Every failed write, fsync or rename is an error naming the file. */
+tt_status tt_checkpoint_write(const char *path, const tt_model *m, const tt_checkpoint *ck, tt_error *err);
+
+/* Reads and checks path against model m. Opens regular files only; every size and offset is checked against the
+ * file (nothing is allocated beyond what the file holds); dtype F32 only; the checksum must match; every tensor of m
+ * and of the optimizer's slots must be there with m's shape, and no other tensor (else one line naming the first
+ * tensor that differs). m NULL: the header, metadata and checksum only (params and slots stay NULL) — to learn the
+ * model (model_desc) before building it. On error ck is left empty. */
+tt_status tt_checkpoint_read(const char *path, const tt_model *m, tt_checkpoint *ck, tt_error *err);
+
+/* The same from a buffer (the fuzz target's entry). `what` names the source in messages. */
+tt_status tt_checkpoint_parse(const uint8_t *buf, size_t len, const char *what, const tt_model *m, tt_checkpoint *ck,
+                              tt_error *err);
+
+void tt_checkpoint_free(tt_checkpoint *ck); /* accepts an empty or half-filled one */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
