@@ -26,6 +26,8 @@ int tt_cmd_bench(int argc, char **argv);
 int tt_cmd_probe(int argc, char **argv);
 int tt_cmd_compare(int argc, char **argv);
 int tt_cmd_summary(int argc, char **argv);
+int tt_cmd_eval(int argc, char **argv);
+int tt_cmd_predict(int argc, char **argv);
 
 #ifdef __cplusplus
 }

@@ -87,6 +87,13 @@ tt_status tt_cifar10_read_mem(const void *data, size_t len, const char *name, tt
 /* One .npy file's bytes in memory read as samples (x): fills ds->n, shape, dim, xtype, scale and x (y NULL,
  * n_classes 0; tt_dataset_free frees it). The fuzzer's and the tests' way in. */
 tt_status tt_npy_read_x_mem(const void *data, size_t len, const char *name, tt_dataset *ds, tt_error *err);
+/* The same from a file. */
+tt_status tt_npy_read_x(const char *path, tt_dataset *ds, tt_error *err);
+
+/* Samples without labels, for `towertrain predict --input FILE`: a .npy file (by its name) as tt_npy_read_x reads
+ * it, else an IDX image file (gzip or plain) as (rows, cols, 1) bytes scaled by 1/255 as the IDX data sets are.
+ * Labels are all 0 (n_classes 0). */
+tt_status tt_samples_load(const char *path, tt_dataset *ds, tt_error *err);
 
 /* One .npy file's bytes in memory read as labels (y): *n int32 labels (tt_malloc'd *labels), each in
  * [0, TT_NPY_MAX_CLASSES), and the largest of them in *max_label. */

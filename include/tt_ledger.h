@@ -22,10 +22,10 @@ void tt_ledger_split_line(FILE *f, const tt_step_times *sum);
 /* JSON object body (no braces) of a split summed over steps: "pull":…,"data":…,… */
 void tt_ledger_json_split(tt_out *o, const tt_step_times *sum);
 
-/* One JSON line per step (steps 1..steps of the epoch), each committed whole:
- * {"event":"step","epoch":E,"step":K,"total":…,"towers":[{…}]}. */
-tt_status tt_ledger_json_steps(tt_out *o, size_t epoch, const tt_step_result *res,
-                               const tt_tower_ledger *led, size_t steps, size_t n_towers, tt_error *err);
+/* One JSON line per step, for steps first+1..end of the epoch (res and led indexed by the epoch's step, from 0),
+ * each committed whole: {"event":"step","epoch":E,"step":K,"total":…,"towers":[{…}]}. */
+tt_status tt_ledger_json_steps(tt_out *o, size_t epoch, const tt_step_result *res, const tt_tower_ledger *led,
+                               size_t first, size_t end, size_t n_towers, tt_error *err);
 
 /* Chrome trace-event JSON: one lane per tower, one for the host reducer, one for the optimizer, one for the run. */
 typedef struct tt_trace {
@@ -37,8 +37,8 @@ typedef struct tt_trace {
 
 tt_status tt_trace_open(tt_trace *t, const char *path, size_t n_towers, const char *backend, const char *reduce,
                         tt_error *err);
-/* Writes the spans of `steps` steps (copies carry their bytes), committed event by event. */
-tt_status tt_trace_steps(tt_trace *t, const tt_step_result *res, const tt_tower_ledger *led, size_t steps,
+/* Writes the spans of steps first..end-1 (copies carry their bytes), committed event by event. */
+tt_status tt_trace_steps(tt_trace *t, const tt_step_result *res, const tt_tower_ledger *led, size_t first, size_t end,
                          tt_error *err);
 /* A span on the run lane (epochs, validation). */
 void tt_trace_span(tt_trace *t, const char *name, double t0, double t1);

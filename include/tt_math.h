@@ -264,6 +264,17 @@ TT_HD void tt_embed_row(float *y, const float *w, float t, size_t V, size_t E)
 
 /* ---- softmax cross-entropy from logits, one row ------------------------------------------------------------ */
 
+/* Probabilities p[0..C) of one row of logits: exp(z_i - m) / sum_j exp(z_j - m), m = max z (as below). */
+TT_HD void tt_softmax_row(const float *z, int C, float *p)
+{
+    float m = z[0];
+    for (int i = 1; i < C; i++) m = z[i] > m ? z[i] : m;
+    float s = 0.0f;
+    for (int i = 0; i < C; i++) s += expf(z[i] - m);
+    const float inv = 1.0f / s;
+    for (int i = 0; i < C; i++) p[i] = expf(z[i] - m) * inv;
+}
+
 /* For one sample with logits z[0..C) and integer label:
  *   p_i    = exp(z_i - m) / s,  m = max_j z_j,  s = sum_j exp(z_j - m)        (max-shift avoids overflow)
  *   loss   = -log p_label = log(s) - (z_label - m)

@@ -6,6 +6,7 @@
 
 #include <stdio.h>
 
+#include "tt_checkpoint.h"
 #include "tt_data.h"
 #include "tt_model.h"
 #include "tt_optim.h"
@@ -17,6 +18,7 @@ extern "C" {
 
 typedef enum { TT_LR_NONE, TT_LR_LINEAR } tt_lr_scaling;
 typedef enum { TT_PROGRESS_AUTO, TT_PROGRESS_BAR, TT_PROGRESS_LINES, TT_PROGRESS_QUIET } tt_progress;
+typedef enum { TT_SAVE_BEST_NONE, TT_SAVE_BEST_VAL_LOSS, TT_SAVE_BEST_VAL_ACCURACY } tt_save_best;
 
 typedef struct tt_run_config {
     const char *data;     /* "fashion-mnist", a directory, cifar10:DIR or npy:DIR */
@@ -38,6 +40,13 @@ typedef struct tt_run_config {
     int host_threads;     /* 0 = all CPUs */
     tt_reduce reduce;     /* where the gradients are summed */
     const char *trace;    /* Chrome trace-event file, or NULL */
+    /* checkpoints (docs/checkpoints.md) */
+    const char *checkpoint_dir; /* --checkpoint-dir: where checkpoints go (NULL: none, and a stop writes none) */
+    int save_every_epoch;       /* --save-every-epoch: after every epoch's validation */
+    size_t save_every_steps;    /* --save-every-steps N: after every N-th step of the run (0: off) */
+    tt_save_best save_best;     /* --save-best: best.safetensors when the metric improves */
+    size_t keep;                /* --keep N: the newest N periodic checkpoints are kept [3] */
+    const char *resume;         /* --resume FILE|DIR: continue from it (a directory: its newest valid one) */
     /* optional: called before every epoch (bench measures its GEMM floor there, interleaved with training) */
     tt_status (*before_epoch)(void *ctx, size_t epoch, tt_error *err);
     void *before_epoch_ctx;
@@ -49,9 +58,21 @@ void tt_run_config_defaults(tt_run_config *c);
  * the epochs before it — so a run resumed at any epoch takes the same order without replaying the shuffles. */
 void tt_epoch_order(uint32_t *idx, size_t n, uint64_t seed, uint64_t epoch);
 
+/* A checkpoint directory (ckpt_dir.c): the path of the periodic checkpoint after `step` steps of epoch `epoch`
+ * (names sort as the run progresses); the newest checkpoint there that reads as valid for m (*skipped: newer ones
+ * that did not); deleting all but the newest `keep` periodic ones (other files are never touched). */
+void tt_ckpt_path(char *buf, size_t len, const char *dir, uint64_t epoch, uint64_t step);
+tt_status tt_ckpt_newest(const char *dir, const tt_model *m, tt_checkpoint *ck, char *path, size_t len,
+                         size_t *skipped, tt_error *err);
+tt_status tt_ckpt_prune(const char *dir, size_t keep, tt_error *err);
+/* --checkpoint-dir before training: created if missing (one level), and a writable directory — a run fails now,
+ * not after its first epoch. */
+tt_status tt_ckpt_dir_ready(const char *dir, tt_error *err);
+
 /* Per-epoch figures, for callers that want them (bench, tests). */
 typedef struct tt_epoch_stats {
-    size_t epoch, steps, samples;
+    size_t epoch, steps, samples; /* steps: those run in this process */
+    size_t first_step;            /* steps of the epoch done before them (a resumed run), else 0 */
     double seconds; /* training steps only */
     double step_median; /* median step time (robust to a noisy machine) */
     double loss, accuracy, top5;

@@ -149,6 +149,7 @@ typedef struct tt_trainer {
     tt_halt halt;            /* set at the end of a step; the crew leaves the run of steps */
     atomic_int stop_request; /* tt_trainer_request_stop */
     float *h_grad;           /* device / allreduce / nccl: the reduced gradient pushed by the towers (P) */
+    float *h_logits;         /* tt_trainer_predict: where the evaluation copies every sample's logits */
     uint64_t steps;          /* steps applied since init */
     uint64_t epoch;          /* tt_trainer_set_epoch */
     void *comm;              /* nccl: the backend's communicator over the towers */
@@ -208,6 +209,9 @@ tt_status tt_trainer_step(tt_trainer *tr, const tt_dataset *ds, const uint32_t *
 
 /* Loss, accuracy and top-5 of the master weights over all of ds, the samples split across the towers. */
 tt_status tt_trainer_evaluate(tt_trainer *tr, const tt_dataset *ds, tt_eval_result *res, tt_error *err);
+/* The same, and every sample's logits into h_logits (ds->n, classes), in data-set order (eval, predict). */
+tt_status tt_trainer_predict(tt_trainer *tr, const tt_dataset *ds, float *h_logits, tt_eval_result *res,
+                             tt_error *err);
 
 /* The host reduces and updates in blocks of this many floats (8 KiB): a block stays in L1 between the sum and the
  * optimizer, so the summed gradient never travels through memory. */

@@ -82,7 +82,15 @@ void tt_cli_train_help(FILE *f)
             "                        gathers and sums, like ReductionToOneDevice), allreduce (each tower sums one\n"
             "                        slice: reduce-scatter, then gather to the host), nccl (NCCL sums into tower\n"
             "                        0's GPU; cuda, one GPU per tower) [cpu]\n"
-            "  --trace FILE          Chrome trace-event JSON of every step (open in Perfetto or chrome://tracing)\n",
+            "  --trace FILE          Chrome trace-event JSON of every step (open in Perfetto or chrome://tracing)\n"
+            "  --checkpoint-dir DIR  where checkpoints go (safetensors; docs/checkpoints.md); a stop by SIGINT or\n"
+            "                        SIGTERM then writes one at the step boundary\n"
+            "  --save-every-epoch    a checkpoint after every epoch\n"
+            "  --save-every-steps N  a checkpoint after every N steps of the run\n"
+            "  --save-best METRIC    val_loss | val_accuracy: best.safetensors whenever it improves\n"
+            "  --keep N              periodic checkpoints kept, the newest [3]\n"
+            "  --resume FILE|DIR     continue a run from a checkpoint (a directory: its newest valid one); give the\n"
+            "                        run's --model, --batch, --seed and optimizer again; --epochs counts the total\n",
             tt_backend_list());
 }
 
@@ -91,7 +99,8 @@ static int takes_value(const char *opt)
     static const char *valued[] = {"--data", "--model", "--vocab", "--device", "--gpus", "--towers", "--batch",
                                    "--epochs", "--optimizer", "--lr", "--lr-scaling", "--momentum", "--rho", "--seed",
                                    "--val-samples", "--train-samples", "--test-samples", "--log-json", "--progress",
-                                   "--host-threads", "--reduce", "--trace", NULL};
+                                   "--host-threads", "--reduce", "--trace", "--checkpoint-dir", "--save-every-steps",
+                                   "--save-best", "--keep", "--resume", NULL};
     for (const char **v = valued; *v; v++)
         if (strcmp(opt, *v) == 0) return 1;
     return 0;
@@ -146,6 +155,11 @@ tt_status tt_cli_parse_train(int argc, char **argv, int first, tt_run_config *c,
             value = argv[++i];
         }
         tt_status s = TT_OK;
+        static const char *const ckpt_opts[] = {"--checkpoint-dir", "--save-every-epoch", "--save-every-steps",
+                                                "--save-best", "--keep", "--resume"};
+        for (size_t k = 0; k < sizeof ckpt_opts / sizeof *ckpt_opts; k++)
+            if (strcmp(name, ckpt_opts[k]) == 0 && strcmp(cmd, "train") != 0)
+                return tt_fail(err, TT_ERR_ARG, "%s: applies to towertrain train only, not %s", name, cmd);
         if (strcmp(name, "--data") == 0) {
             c->data = value;
             c->data_given = 1;
@@ -199,6 +213,21 @@ tt_status tt_cli_parse_train(int argc, char **argv, int first, tt_run_config *c,
         } else if (strcmp(name, "--trace") == 0) {
             if (!*value) s = tt_fail(err, TT_ERR_ARG, "--trace: empty file name");
             c->trace = value;
+        } else if (strcmp(name, "--checkpoint-dir") == 0) {
+            c->checkpoint_dir = value;
+        } else if (strcmp(name, "--save-every-epoch") == 0) {
+            if (value) return tt_fail(err, TT_ERR_ARG, "--save-every-epoch: takes no value");
+            c->save_every_epoch = 1;
+        } else if (strcmp(name, "--save-every-steps") == 0) {
+            s = tt_cli_size(name, value, 1, 1000000000, &c->save_every_steps, err);
+        } else if (strcmp(name, "--save-best") == 0) {
+            if (strcmp(value, "val_loss") == 0) c->save_best = TT_SAVE_BEST_VAL_LOSS;
+            else if (strcmp(value, "val_accuracy") == 0) c->save_best = TT_SAVE_BEST_VAL_ACCURACY;
+            else s = tt_fail(err, TT_ERR_ARG, "--save-best: '%.64s' is not val_loss or val_accuracy", value);
+        } else if (strcmp(name, "--keep") == 0) {
+            s = tt_cli_size(name, value, 1, 100000, &c->keep, err);
+        } else if (strcmp(name, "--resume") == 0) {
+            c->resume = value;
         } else if (strcmp(name, "--host-threads") == 0) {
             size_t n;
             s = tt_cli_size(name, value, 1, 256, &n, err);
@@ -232,6 +261,13 @@ tt_status tt_cli_parse_train(int argc, char **argv, int first, tt_run_config *c,
     if (c->towers > c->batch)
         return tt_fail(err, TT_ERR_ARG, "--towers %zu is more than --batch %zu: every tower needs at least one sample",
                        c->towers, c->batch);
+    const char *needs_dir = c->save_every_epoch ? "--save-every-epoch"
+                            : c->save_every_steps ? "--save-every-steps"
+                            : c->save_best ? "--save-best"
+                            : NULL;
+    if (needs_dir && !c->checkpoint_dir) return tt_fail(err, TT_ERR_ARG, "%s: needs --checkpoint-dir DIR", needs_dir);
+    if (c->save_best && c->val_samples == 0)
+        return tt_fail(err, TT_ERR_ARG, "--save-best: needs a validation set (--val-samples is 0)");
     return TT_OK;
 }
 

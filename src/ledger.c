@@ -49,10 +49,10 @@ void tt_ledger_json_split(tt_out *f, const tt_step_times *s)
     tt_out_json_num(f, "total", s->total, 0);
 }
 
-tt_status tt_ledger_json_steps(tt_out *f, size_t epoch, const tt_step_result *res,
-                               const tt_tower_ledger *led, size_t steps, size_t N, tt_error *err)
+tt_status tt_ledger_json_steps(tt_out *f, size_t epoch, const tt_step_result *res, const tt_tower_ledger *led,
+                               size_t first, size_t end, size_t N, tt_error *err)
 {
-    for (size_t k = 0; k < steps; k++) {
+    for (size_t k = first; k < end; k++) {
         const tt_step_result *r = &res[k];
         tt_out_printf(f, "{\"event\":\"step\",\"epoch\":%zu,\"step\":%zu,\"samples\":%zu,", epoch, k + 1, r->n);
         tt_out_json_num(f, "total", r->t.total, 1);
@@ -130,11 +130,11 @@ static void span(tt_trace *t, int tid, const char *name, double t0, double t1, c
     tt_out_printf(&t->out, "}");
 }
 
-tt_status tt_trace_steps(tt_trace *t, const tt_step_result *res, const tt_tower_ledger *led, size_t steps,
+tt_status tt_trace_steps(tt_trace *t, const tt_step_result *res, const tt_tower_ledger *led, size_t first, size_t end,
                          tt_error *err)
 {
     const size_t N = t->n_towers;
-    for (size_t k = 0; k < steps; k++) {
+    for (size_t k = first; k < end; k++) {
         for (size_t i = 0; i < N; i++) {
             const tt_tower_ledger *l = &led[k * N + i];
             int tid = (int)i;

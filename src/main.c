@@ -20,6 +20,8 @@ static void usage(FILE *f)
                "  probe     measure copy, sum and sgemm speeds and predict each placement's step time\n"
                "  compare   train the same steps under each reduction placement: times and max |dw|\n"
                "  summary   the model's layers, output shapes and parameters, as Keras's model.summary()\n"
+               "  eval      a checkpoint's loss, accuracy, per-class precision/recall, confusion matrix\n"
+               "  predict   a checkpoint's top-k classes and probabilities for every sample of a file\n"
                "  --help    this text\n"
                "  --version version, backends and BLAS\n\n"
                "exit codes: 0 done | 1 a file, memory or write problem | 2 a bad flag or value | 3 training diverged\n"
@@ -47,6 +49,8 @@ static int dispatch(int argc, char **argv)
     if (strcmp(cmd, "probe") == 0) return tt_cmd_probe(argc, argv);
     if (strcmp(cmd, "compare") == 0) return tt_cmd_compare(argc, argv);
     if (strcmp(cmd, "summary") == 0) return tt_cmd_summary(argc, argv);
+    if (strcmp(cmd, "eval") == 0) return tt_cmd_eval(argc, argv);
+    if (strcmp(cmd, "predict") == 0) return tt_cmd_predict(argc, argv);
     tt_error err;
     tt_fail(&err, TT_ERR_ARG, "unknown command '%.100s' (try towertrain --help)", cmd);
     tt_report_error(err.msg);

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <math.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "tt_backend.h"
@@ -27,11 +28,14 @@ void tt_run_config_defaults(tt_run_config *c)
     c->val_samples = 10000;
     c->progress = TT_PROGRESS_AUTO;
     c->reduce = TT_REDUCE_CPU;
+    c->keep = 3;
 }
 
 /* ---- console ----------------------------------------------------------------------------------------------- */
 
-static void print_bar(FILE *out, size_t step, size_t steps, double elapsed, double loss, double acc, int final)
+/* step of steps done; `first` of them were done before this process (a resumed epoch): the ETA counts the rest. */
+static void print_bar(FILE *out, size_t first, size_t step, size_t steps, double elapsed, double loss, double acc,
+                      int final)
 {
     const int width = 30;
     int filled = steps ? (int)((double)width * (double)step / (double)steps) : width;
@@ -42,7 +46,7 @@ static void print_bar(FILE *out, size_t step, size_t steps, double elapsed, doub
     int digits = snprintf(NULL, 0, "%zu", steps);
     fprintf(out, "\r%*zu/%zu [%s]", digits, step, steps, bar);
     if (!final) {
-        double eta = step ? elapsed / (double)step * (double)(steps - step) : 0;
+        double eta = step > first ? elapsed / (double)(step - first) * (double)(steps - step) : 0;
         fprintf(out, " - ETA: %.0fs - loss: %.4f - accuracy: %.4f\033[K", eta, loss, acc);
         fflush(out);
     }
@@ -84,9 +88,17 @@ typedef struct run_state {
     tt_out log;
     tt_trace trace;
     int log_ended;            /* the log's final "error" / "stopped" record is written */
+    /* checkpoints */
+    float *h_ckpt;            /* --checkpoint-dir: the master weights copied out for a checkpoint */
+    size_t start_epoch, start_step; /* where the run begins: 1, 0; or where --resume's checkpoint left off */
+    double best;              /* --save-best: the best value of the metric so far (NaN: none yet) */
+    tt_checkpoint resume_ck;  /* --resume: the checkpoint, until its state is in the trainer */
     tt_status console_status; /* a failed console write noticed while the crew ran */
     tt_error console_err;
 } run_state;
+
+static tt_status run_resume_load(run_state *rs, tt_error *err);
+static void run_resume_optim(run_state *rs);
 
 /* The whole run's memory, before anything large is allocated: the trainer's buffers and the run's own. */
 static tt_status run_check_memory(run_state *rs, tt_error *err)
@@ -99,6 +111,11 @@ static tt_status run_check_memory(run_state *rs, tt_error *err)
     const double P = (double)rs->model->n_params, steps = (double)rs->steps, N = (double)c->towers;
     tt_mem_add(&plan, "initial and final weights", TT_MEM_HOST, 2 * P * sizeof(float), TT_MEM_BY_PARAMS);
     tt_mem_add(&plan, "shuffle index", TT_MEM_HOST, (double)rs->train->n * sizeof(uint32_t), TT_MEM_BY_RUN);
+    const double slots = (double)tt_optim_state_floats(&rs->tc.optim);
+    if (c->checkpoint_dir)
+        tt_mem_add(&plan, "checkpoint copy of the weights", TT_MEM_HOST, P * sizeof(float), TT_MEM_BY_PARAMS);
+    if (c->resume)
+        tt_mem_add(&plan, "--resume checkpoint", TT_MEM_HOST, (1 + slots) * P * sizeof(float), TT_MEM_BY_PARAMS);
     tt_mem_add(&plan, "step records", TT_MEM_HOST,
                steps * (sizeof(tt_step_result) + sizeof(double) + N * sizeof(tt_tower_ledger)), TT_MEM_BY_RUN);
     return tt_mem_check(&plan, rs->ops, err);
@@ -188,9 +205,11 @@ static tt_status run_open(run_state *rs, tt_error *err)
     rs->step_secs = (double *)tt_malloc(rs->steps * sizeof(double));
     rs->results = (tt_step_result *)tt_calloc(rs->steps, sizeof(tt_step_result));
     rs->ledger = (tt_tower_ledger *)tt_calloc(rs->steps * c->towers, sizeof(tt_tower_ledger));
-    if (!rs->h_init || !rs->idx || !rs->step_secs || !rs->results || !rs->ledger)
+    if (c->checkpoint_dir) rs->h_ckpt = (float *)tt_malloc(rs->model->n_params * sizeof(float));
+    if (!rs->h_init || !rs->idx || !rs->step_secs || !rs->results || !rs->ledger || (c->checkpoint_dir && !rs->h_ckpt))
         return tt_fail(err, TT_ERR_NOMEM, "out of memory");
     tt_model_init_params(rs->model, rs->h_init, c->seed);
+    if (c->checkpoint_dir && (s = tt_ckpt_dir_ready(c->checkpoint_dir, err))) return s;
     if (c->log_json) {
         char what[200];
         snprintf(what, sizeof what, "--log-json %s", c->log_json);
@@ -208,50 +227,55 @@ static tt_status run_open(run_state *rs, tt_error *err)
         tt_backend_print_links(rs->out, "", rs->ops, ords, n, link);
         if ((s = tt_flush_stdout(rs->out, err))) return s;
     }
+    if (c->resume && (s = run_resume_load(rs, err))) return s;
     s = tt_trainer_init(&rs->tr, rs->model, tc, rs->h_init, err);
     if (s) return s;
+    if (c->resume) run_resume_optim(rs);
     if (c->trace) s = tt_trace_open(&rs->trace, c->trace, c->towers, rs->ops->name, tt_reduce_name(c->reduce), err);
     return s;
 }
 
-/* Runs the epoch's steps on the crew; the calling thread only draws the bar (and notices a console that fails). */
-static void run_steps(run_state *rs, double e0, size_t *done_steps)
+/* Runs started steps first.. of the epoch on the crew (the epoch began at step `begin` in this process); the calling
+ * thread only draws the bar (and notices a console that fails). */
+static void run_steps(run_state *rs, double e0, size_t begin, size_t first, size_t *done_steps)
 {
-    size_t drawn = 0, seen = 0, top1 = 0;
+    size_t drawn = begin, seen = 0, top1 = 0;
     double loss_sum = 0;
     while (!tt_trainer_wait(&rs->tr, rs->bar ? 0.1 : -1, done_steps)) {
-        /* results[0..done_steps) are final: fold them in and redraw the bar */
-        for (; drawn < *done_steps; drawn++) {
+        /* results[begin..first + done_steps) are final: fold them in and redraw the bar */
+        for (; drawn < first + *done_steps; drawn++) {
             loss_sum += rs->results[drawn].loss_sum;
             top1 += rs->results[drawn].top1;
             seen += rs->results[drawn].n;
         }
         if (!seen || rs->console_status) continue;
-        print_bar(rs->out, *done_steps, rs->steps, tt_now() - e0, loss_sum / (double)seen, (double)top1 / (double)seen,
-                  0);
+        print_bar(rs->out, begin, first + *done_steps, rs->steps, tt_now() - e0, loss_sum / (double)seen,
+                  (double)top1 / (double)seen, 0);
         rs->console_status = tt_flush_stdout(rs->out, &rs->console_err);
         if (rs->console_status) tt_trainer_request_stop(&rs->tr); /* stop now, not after training */
     }
 }
 
-/* The steps of an epoch that ran (all of them, or those before a halt): stats, console, log, trace. */
-static void epoch_stats(run_state *rs, size_t epoch, size_t steps, tt_epoch_stats *es)
+/* The steps of an epoch that ran in this process, first..end-1 (all of them; from a resumed step; or those before a
+ * halt): stats, console, log, trace. */
+static void epoch_stats(run_state *rs, size_t epoch, size_t first, size_t end, tt_epoch_stats *es)
 {
     memset(es, 0, sizeof *es);
     es->epoch = epoch;
-    es->steps = steps;
+    es->first_step = first;
+    es->steps = end - first;
     double loss_sum = 0;
     size_t top1 = 0, top5 = 0, seen = 0;
-    for (size_t st = 0; st < steps; st++) {
+    for (size_t st = first; st < end; st++) {
         const tt_step_result *r = &rs->results[st];
         loss_sum += r->loss_sum;
         top1 += r->top1;
         top5 += r->top5;
         seen += r->n;
         add_times(&es->split, &r->t);
-        rs->step_secs[st] = r->t.total;
+        rs->step_secs[st - first] = r->t.total;
     }
-    es->step_median = tt_median(rs->step_secs, steps);
+    es->step_median = tt_median(rs->step_secs, end - first);
     es->samples = seen;
     es->loss = seen ? loss_sum / (double)seen : NAN;
     es->accuracy = seen ? (double)top1 / (double)seen : NAN;
@@ -278,16 +302,19 @@ static tt_status log_epoch(run_state *rs, const tt_epoch_stats *es, tt_error *er
     tt_ledger_json_split(log, &es->split);
     tt_out_printf(log, "}}\n");
     tt_status s = tt_out_commit(log, err);
-    return s ? s : tt_ledger_json_steps(log, es->epoch, rs->results, rs->ledger, es->steps, rs->c->towers, err);
+    return s ? s
+             : tt_ledger_json_steps(log, es->epoch, rs->results, rs->ledger, es->first_step,
+                                    es->first_step + es->steps, rs->c->towers, err);
 }
 
 static void print_epoch(run_state *rs, const tt_epoch_stats *es)
 {
     FILE *out = rs->out;
+    const size_t end = es->first_step + es->steps;
     if (rs->bar)
-        print_bar(out, es->steps, es->steps, es->seconds, 0, 0, 1);
+        print_bar(out, es->first_step, end, end, es->seconds, 0, 0, 1);
     else
-        fprintf(out, "%zu/%zu", es->steps, es->steps);
+        fprintf(out, "%zu/%zu", end, end);
     fprintf(out, " - %.2fs %.1fms/step - loss: %.4f - accuracy: %.4f - top5: %.4f", es->seconds,
             1e3 * es->seconds / (double)es->steps, es->loss, es->accuracy, es->top5);
     if (rs->val->n)
@@ -310,11 +337,209 @@ static void log_end(run_state *rs, const char *event, const char *fields, const 
     rs->log_ended = 1;
 }
 
+/* ---- checkpoints ---------------------------------------------------------------------------------------------- */
+
+/* What the model is, for the checkpoint's metadata: "builtin:NAME" or "file:PATH". */
+static void model_desc(const run_state *rs, char *buf, size_t len)
+{
+    const char *file = tt_model_file(rs->model);
+    snprintf(buf, len, "%s:%s", file ? "file" : "builtin", file ? file : rs->c->model);
+}
+
+/* Writes the run's state after `step` steps of epoch `epoch` (between steps: the trainer is idle) to `path`, or to
+ * the periodic name when path is NULL (then prunes to --keep); says so on the console and in the log. The written
+ * path goes to written[wlen]. */
+static tt_status run_save(run_state *rs, size_t epoch, size_t step, const char *path, char *written, size_t wlen,
+                          tt_error *err)
+{
+    const tt_run_config *c = rs->c;
+    char periodic[4096], desc[300], options[640], shape[96];
+    if (!path) {
+        tt_ckpt_path(periodic, sizeof periodic, c->checkpoint_dir, epoch, step);
+        path = periodic;
+    }
+    snprintf(written, wlen, "%s", path);
+    const double t0 = tt_now();
+    tt_optim *o = tt_trainer_optim(&rs->tr);
+    tt_checkpoint ck;
+    memset(&ck, 0, sizeof ck);
+    ck.epoch = epoch;
+    ck.step = step;
+    ck.steps_per_epoch = rs->steps;
+    ck.global_step = o->t;
+    ck.seed = c->seed;
+    ck.batch = rs->tc.batch;
+    ck.optim = o->cfg;
+    ck.u_product = o->u_product;
+    ck.best = rs->best;
+    ck.towers = c->towers;
+    snprintf(ck.backend, sizeof ck.backend, "%s", rs->ops->name);
+    model_desc(rs, desc, sizeof desc);
+    ck.model_desc = desc;
+    const tt_shape *in = &rs->model->input_shape;
+    size_t len = 0;
+    for (int i = 0; i < in->ndim && len < sizeof shape; i++)
+        len += (size_t)snprintf(shape + len, sizeof shape - len, "%s%zu", i ? "," : "", in->d[i]);
+    /* what eval and predict rebuild the model from (input, classes, vocab), and the run's other options */
+    snprintf(options, sizeof options,
+             "{\"input\":[%s],\"classes\":%zu,\"vocab\":%zu,\"towers\":%zu,\"batch\":%zu,\"epochs\":%zu,"
+             "\"reduce\":\"%s\",\"lr_scaling\":\"%s\",\"base_lr\":%.9g}",
+             shape, rs->model->n_classes, rs->model->token_vocab, c->towers, c->batch, c->epochs,
+             tt_reduce_name(c->reduce), c->lr_scaling == TT_LR_LINEAR ? "linear" : "none", (double)c->optim.lr);
+    ck.options = options;
+    ck.n_params = rs->model->n_params;
+    tt_trainer_get_params(&rs->tr, rs->h_ckpt);
+    ck.params = rs->h_ckpt;
+    tt_optim_slot sl[TT_CKPT_MAX_SLOTS];
+    ck.n_slots = tt_optim_slots(o, sl);
+    for (int k = 0; k < ck.n_slots; k++) {
+        snprintf(ck.slot_names[k], sizeof ck.slot_names[k], "%s", sl[k].name);
+        ck.slots[k] = sl[k].data;
+    }
+    tt_status s = tt_checkpoint_write(path, rs->model, &ck, err);
+    if (s) return s;
+    const double secs = tt_now() - t0, mb = (double)(1 + ck.n_slots) * (double)ck.n_params * sizeof(float) / 1e6;
+    if (rs->out) {
+        char esc[300];
+        tt_escape(path, esc, sizeof esc);
+        fprintf(rs->out, "checkpoint: %s (epoch %zu, step %zu/%zu; %.1f MB in %.0f ms)\n", esc, epoch, step, rs->steps,
+                mb, 1e3 * secs);
+        if ((s = tt_flush_stdout(rs->out, err))) return s;
+    }
+    if (rs->log.buf) {
+        tt_out_printf(&rs->log, "{\"event\":\"checkpoint\",\"epoch\":%zu,\"step\":%zu,", epoch, step);
+        tt_out_json_str(&rs->log, "path", path, 1);
+        tt_out_json_num(&rs->log, "megabytes", mb, 1);
+        tt_out_json_num(&rs->log, "seconds", secs, 0);
+        tt_out_printf(&rs->log, "}\n");
+        if ((s = tt_out_commit(&rs->log, err))) return s;
+    }
+    if (path == periodic) s = tt_ckpt_prune(c->checkpoint_dir, c->keep, err);
+    return s;
+}
+
+/* After an epoch's validation: --save-every-epoch (or a --save-every-steps boundary at the epoch's end), and
+ * --save-best when the metric improved. */
+static tt_status run_save_epoch(run_state *rs, size_t epoch, const tt_epoch_stats *es, tt_error *err)
+{
+    const tt_run_config *c = rs->c;
+    char written[4096];
+    tt_status s = TT_OK;
+    const uint64_t global = (uint64_t)epoch * rs->steps;
+    if (c->save_every_epoch || (c->save_every_steps && global % c->save_every_steps == 0))
+        s = run_save(rs, epoch, rs->steps, NULL, written, sizeof written, err);
+    if (!s && c->save_best && rs->val->n) {
+        const double v = c->save_best == TT_SAVE_BEST_VAL_LOSS ? es->val.loss : es->val.accuracy;
+        const int better = isnan(rs->best) || (c->save_best == TT_SAVE_BEST_VAL_LOSS ? v < rs->best : v > rs->best);
+        if (better && isfinite(v)) {
+            rs->best = v;
+            char path[4096];
+            snprintf(path, sizeof path, "%s/best.safetensors", c->checkpoint_dir);
+            s = run_save(rs, epoch, rs->steps, path, written, sizeof written, err);
+        }
+    }
+    return s;
+}
+
+/* A stop by signal with --checkpoint-dir: the state at this step boundary, then the stop's line says where it is.
+ * A failed write is said in the same line (the run is stopping anyway). */
+static void run_save_on_stop(run_state *rs, size_t epoch, size_t step, char *note, size_t len)
+{
+    note[0] = '\0';
+    if (!rs->c->checkpoint_dir || !rs->h_ckpt || epoch == 0) return; /* nothing trained yet: nothing to save */
+    char written[4096];
+    tt_error e;
+    if (run_save(rs, epoch, step, NULL, written, sizeof written, &e) == TT_OK)
+        snprintf(note, len, "; checkpoint %.3000s", written);
+    else
+        snprintf(note, len, "; no checkpoint: %.3000s", e.msg);
+}
+
+/* --resume: the checkpoint (a file, or a directory's newest valid one), checked against this run: same model
+ * (tensor by tensor), batch, seed, optimizer and steps per epoch. Sets the weights to start from (h_init), where to
+ * begin, and keeps the optimizer's state for run_resume_optim. */
+static tt_status run_resume_load(run_state *rs, tt_error *err)
+{
+    const tt_run_config *c = rs->c;
+    tt_checkpoint *ck = &rs->resume_ck;
+    char path[4096];
+    struct stat st;
+    tt_status s;
+    if (stat(c->resume, &st) == 0 && S_ISDIR(st.st_mode)) {
+        size_t skipped = 0;
+        s = tt_ckpt_newest(c->resume, rs->model, ck, path, sizeof path, &skipped, err);
+        if (!s && skipped && rs->out)
+            fprintf(rs->out, "resume: %zu newer checkpoint%s in %s did not read as valid; skipped\n", skipped,
+                    skipped == 1 ? "" : "s", c->resume);
+    } else {
+        snprintf(path, sizeof path, "%s", c->resume);
+        s = tt_checkpoint_read(c->resume, rs->model, ck, err);
+    }
+    if (s) return s;
+    char have[160], want[160];
+    tt_optim_describe(&ck->optim, have, sizeof have);
+    tt_optim_describe(&rs->tc.optim, want, sizeof want);
+    const tt_optim_config *a = &ck->optim, *b = &rs->tc.optim;
+    if (ck->batch != rs->tc.batch)
+        return tt_fail(err, TT_ERR_ARG, "--resume %.200s: trained with --batch %zu, this run has %zu (give the same)",
+                       path, ck->batch, rs->tc.batch);
+    if (ck->seed != c->seed)
+        return tt_fail(err, TT_ERR_ARG, "--resume %.200s: trained with --seed %llu, this run has %llu (give the same)",
+                       path, (unsigned long long)ck->seed, (unsigned long long)c->seed);
+    if (a->kind != b->kind || a->lr != b->lr || strcmp(have, want) != 0)
+        return tt_fail(err, TT_ERR_ARG,
+                       "--resume %.200s: trained with --optimizer %s, lr %g%s; this run has %s, lr %g%s (give the same)",
+                       path, tt_optim_kind_name(a->kind), (double)a->lr, have, tt_optim_kind_name(b->kind),
+                       (double)b->lr, want);
+    if (ck->steps_per_epoch != rs->steps)
+        return tt_fail(err, TT_ERR_ARG,
+                       "--resume %.200s: its epochs have %llu steps, this run's have %zu (the same --data, "
+                       "--val-samples and --train-samples?)",
+                       path, (unsigned long long)ck->steps_per_epoch, rs->steps);
+    const int done = ck->step >= ck->steps_per_epoch;
+    rs->start_epoch = (size_t)ck->epoch + (done ? 1 : 0);
+    rs->start_step = done ? 0 : (size_t)ck->step;
+    if (rs->start_epoch > c->epochs)
+        return tt_fail(err, TT_ERR_ARG,
+                       "--resume %.200s: it has finished epoch %llu, and --epochs %zu counts the total (as Keras's "
+                       "initial_epoch does): nothing to train",
+                       path, (unsigned long long)ck->epoch, c->epochs);
+    memcpy(rs->h_init, ck->params, rs->model->n_params * sizeof(float));
+    rs->best = ck->best;
+    if (rs->out) {
+        char esc[300];
+        tt_escape(path, esc, sizeof esc);
+        fprintf(rs->out, "resume: %s (epoch %llu, step %llu/%zu; written by %zu tower%s on %s) -> epoch %zu, step %zu\n",
+                esc, (unsigned long long)ck->epoch, (unsigned long long)ck->step, rs->steps, ck->towers,
+                ck->towers == 1 ? "" : "s", ck->backend, rs->start_epoch, rs->start_step + 1);
+    }
+    return TT_OK;
+}
+
+/* --resume, once the trainer exists: the optimizer's vectors, step count and schedule term; then the checkpoint's
+ * memory goes. */
+static void run_resume_optim(run_state *rs)
+{
+    tt_checkpoint *ck = &rs->resume_ck;
+    tt_optim *o = tt_trainer_optim(&rs->tr);
+    tt_optim_slot sl[TT_CKPT_MAX_SLOTS];
+    const int n = tt_optim_slots(o, sl);
+    for (int k = 0; k < n; k++)
+        for (int j = 0; j < ck->n_slots; j++)
+            if (strcmp(sl[k].name, ck->slot_names[j]) == 0)
+                memcpy(sl[k].data, ck->slots[j], rs->model->n_params * sizeof(float));
+    o->t = ck->global_step;
+    o->u_product = ck->u_product;
+    tt_checkpoint_free(ck);
+}
+
 /* A stop request seen between steps (during loading, validation or before the test set). */
 static tt_status run_stopped(run_state *rs, const char *where, size_t epoch, size_t step, tt_error *err)
 {
     int sig = tt_signal_caught();
-    tt_status s = tt_fail(err, TT_ERR_STOPPED, "stopped by %s %s", tt_signal_name(sig), where);
+    char note[3100];
+    run_save_on_stop(rs, epoch, step, note, sizeof note);
+    tt_status s = tt_fail(err, TT_ERR_STOPPED, "stopped by %s %s%s", tt_signal_name(sig), where, note);
     char fields[128];
     snprintf(fields, sizeof fields, "\"signal\":\"%s\",\"epoch\":%zu,\"step\":%zu,", tt_signal_name(sig), epoch, step);
     log_end(rs, "stopped", fields, err);
@@ -352,13 +577,14 @@ static tt_status run_nonfinite(run_state *rs, size_t epoch, size_t step, tt_erro
     return s;
 }
 
-/* A run that halted after `steps` steps of this epoch: those steps' records, then the reason. */
-static tt_status run_halted(run_state *rs, size_t epoch, size_t steps, tt_error *err)
+/* A run that halted after `steps` steps of this epoch, `first` of them before this process: their records, then the
+ * reason. */
+static tt_status run_halted(run_state *rs, size_t epoch, size_t first, size_t steps, tt_error *err)
 {
     tt_error werr;
-    if (rs->log.buf && steps)
-        tt_ledger_json_steps(&rs->log, epoch, rs->results, rs->ledger, steps, rs->c->towers, &werr);
-    if (rs->trace.out.buf && steps) tt_trace_steps(&rs->trace, rs->results, rs->ledger, steps, &werr);
+    if (rs->log.buf && steps > first)
+        tt_ledger_json_steps(&rs->log, epoch, rs->results, rs->ledger, first, steps, rs->c->towers, &werr);
+    if (rs->trace.out.buf && steps > first) tt_trace_steps(&rs->trace, rs->results, rs->ledger, first, steps, &werr);
     if (rs->out && rs->bar && !rs->console_status) fputc('\n', rs->out);
     if (tt_trainer_halted(&rs->tr) == TT_HALT_NONFINITE) return run_nonfinite(rs, epoch, steps, err);
     if (rs->console_status) { /* stdout failed while the crew ran: that is the error */
@@ -380,8 +606,37 @@ void tt_epoch_order(uint32_t *idx, size_t n, uint64_t seed, uint64_t epoch)
     tt_rng_shuffle(&rng, idx, n);
 }
 
-/* One epoch: shuffle, the steps, validation, then console, log and trace. */
-static tt_status run_epoch(run_state *rs, size_t epoch, tt_run_result *res, tt_error *err)
+/* The steps of an epoch from step `first` (0, or where a resumed checkpoint left off) to its end, in runs of steps
+ * that end at every --save-every-steps boundary of the run's global step count, with a checkpoint there. */
+static tt_status run_epoch_steps(run_state *rs, size_t epoch, size_t first, double e0, tt_error *err)
+{
+    const tt_run_config *c = rs->c;
+    const size_t B = rs->tc.batch, n = rs->train->n, before = (epoch - 1) * rs->steps; /* global steps before */
+    for (size_t k = first; k < rs->steps;) {
+        size_t end = rs->steps;
+        if (c->save_every_steps) { /* the next multiple of N after global step before + k */
+            const size_t next = ((before + k) / c->save_every_steps + 1) * c->save_every_steps - before;
+            end = next < end ? next : end;
+        }
+        const size_t lo = k * B, hi = end * B < n ? end * B : n;
+        tt_status s = tt_trainer_start_steps(&rs->tr, rs->train, rs->idx + lo, hi - lo, rs->results + k, end - k,
+                                             rs->ledger + k * c->towers, err);
+        if (s) return s;
+        size_t done = 0;
+        run_steps(rs, e0, first, k, &done);
+        if (tt_trainer_halted(&rs->tr)) return run_halted(rs, epoch, first, k + done, err);
+        k = end;
+        if (c->save_every_steps && k < rs->steps && (before + k) % c->save_every_steps == 0) {
+            char written[4096];
+            if (rs->bar && rs->out) fputc('\n', rs->out);
+            if ((s = run_save(rs, epoch, k, NULL, written, sizeof written, err))) return s;
+        }
+    }
+    return TT_OK;
+}
+
+/* One epoch: its order, the steps (from `first`), validation, then console, log, trace and checkpoints. */
+static tt_status run_epoch(run_state *rs, size_t epoch, size_t first, tt_run_result *res, tt_error *err)
 {
     const tt_run_config *c = rs->c;
     tt_status s;
@@ -390,13 +645,9 @@ static tt_status run_epoch(run_state *rs, size_t epoch, tt_run_result *res, tt_e
     if (rs->out) fprintf(rs->out, "Epoch %zu/%zu\n", epoch, c->epochs);
     double e0 = tt_now();
     tt_trainer_set_epoch(&rs->tr, epoch);
-    s = tt_trainer_start_steps(&rs->tr, rs->train, rs->idx, rs->train->n, rs->results, rs->steps, rs->ledger, err);
-    if (s) return s;
-    size_t done = 0;
-    run_steps(rs, e0, &done);
-    if (tt_trainer_halted(&rs->tr)) return run_halted(rs, epoch, done, err);
+    if ((s = run_epoch_steps(rs, epoch, first, e0, err))) return s;
     tt_epoch_stats es;
-    epoch_stats(rs, epoch, rs->steps, &es);
+    epoch_stats(rs, epoch, first, rs->steps, &es);
     es.seconds = tt_now() - e0;
     double v0 = tt_now();
     s = tt_trainer_evaluate(&rs->tr, rs->val, &es.val, err);
@@ -406,7 +657,7 @@ static tt_status run_epoch(run_state *rs, size_t epoch, tt_run_result *res, tt_e
         snprintf(name, sizeof name, "epoch %zu", epoch);
         tt_trace_span(&rs->trace, name, e0, e0 + es.seconds);
         tt_trace_span(&rs->trace, "validation", v0, tt_now());
-        if ((s = tt_trace_steps(&rs->trace, rs->results, rs->ledger, rs->steps, err))) return s;
+        if ((s = tt_trace_steps(&rs->trace, rs->results, rs->ledger, first, rs->steps, err))) return s;
     }
     if (rs->out) {
         print_epoch(rs, &es);
@@ -415,7 +666,7 @@ static tt_status run_epoch(run_state *rs, size_t epoch, tt_run_result *res, tt_e
     if (rs->log.buf && (s = log_epoch(rs, &es, err))) return s;
     if (epoch <= sizeof res->epochs / sizeof res->epochs[0]) res->epochs[epoch - 1] = es;
     res->n_epochs = epoch;
-    return TT_OK;
+    return c->checkpoint_dir ? run_save_epoch(rs, epoch, &es, err) : TT_OK;
 }
 
 /* The test set, its line and record, and the final weights. */
@@ -473,6 +724,8 @@ static tt_status run_close(run_state *rs, tt_status s, tt_error *err)
     tt_free(rs->results);
     tt_free(rs->ledger);
     tt_free(rs->h_init);
+    tt_free(rs->h_ckpt);
+    tt_checkpoint_free(&rs->resume_ck);
     tt_free(rs->model);
     return s;
 }
@@ -488,6 +741,8 @@ tt_status tt_run_on(const tt_run_config *c, const tt_dataset *train, const tt_da
     run_state *rs = (run_state *)tt_calloc(1, sizeof *rs);
     if (!rs) return tt_fail(err, TT_ERR_NOMEM, "out of memory");
     rs->c = c;
+    rs->start_epoch = 1;
+    rs->best = NAN;
     rs->train = train;
     rs->val = val;
     rs->test = test;
@@ -496,12 +751,14 @@ tt_status tt_run_on(const tt_run_config *c, const tt_dataset *train, const tt_da
     tt_status s = run_open(rs, err);
     uint64_t allocs_mark = tt_alloc_count() + tt_trainer_device_allocs(&rs->tr);
     char where[64];
-    for (size_t epoch = 1; !s && epoch <= c->epochs; epoch++) {
+    for (size_t epoch = rs->start_epoch; !s && epoch <= c->epochs; epoch++) {
+        const size_t first = epoch == rs->start_epoch ? rs->start_step : 0;
         if (tt_signal_caught()) { /* it came between steps: while loading or validating */
             snprintf(where, sizeof where, "before epoch %zu", epoch);
-            s = run_stopped(rs, where, epoch - 1, epoch > 1 ? rs->steps : 0, err);
+            s = first ? run_stopped(rs, where, epoch, first, err)
+                      : run_stopped(rs, where, epoch - 1, epoch > 1 ? rs->steps : 0, err);
         } else {
-            s = run_epoch(rs, epoch, res, err);
+            s = run_epoch(rs, epoch, first, res, err);
         }
     }
     res->allocs_after_first_step = tt_alloc_count() + tt_trainer_device_allocs(&rs->tr) - allocs_mark;

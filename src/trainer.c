@@ -490,6 +490,9 @@ static void tower_eval(tt_tower *tw)
         tt_dev_softmax_xent(dev, NULL, tw->d_stats, tt_model_logits(m, tw->d_act), tw->d_labels, rows, m->n_classes,
                             0.0f);
         tt_dev_d2h(dev, tw->h_stats, tw->d_stats, 2 * rows * sizeof(float));
+        if (tr->h_logits) /* tt_trainer_predict: this tower's rows, in data-set order */
+            tt_dev_d2h(dev, tr->h_logits + (lo + done) * m->n_classes, tt_model_logits(m, tw->d_act),
+                       rows * m->n_classes * sizeof(float));
         tt_dev_sync(dev);
         tower_count_stats(tw, rows);
         done += rows;
@@ -1032,6 +1035,15 @@ tt_status tt_trainer_evaluate(tt_trainer *tr, const tt_dataset *ds, tt_eval_resu
     res->accuracy = (double)top1 / (double)ds->n;
     res->top5 = (double)top5 / (double)ds->n;
     return TT_OK;
+}
+
+tt_status tt_trainer_predict(tt_trainer *tr, const tt_dataset *ds, float *h_logits, tt_eval_result *res,
+                             tt_error *err)
+{
+    tr->h_logits = h_logits;
+    tt_status s = tt_trainer_evaluate(tr, ds, res, err);
+    tr->h_logits = NULL;
+    return s;
 }
 
 uint64_t tt_trainer_device_allocs(const tt_trainer *tr)

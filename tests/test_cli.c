@@ -1,6 +1,7 @@
 /* test_cli.c — the towertrain executable as a user meets it: help and version, every kind of bad flag (exit 2, one
  * line naming the flag), bad data and model files (exit 1, one line naming the file), and a small successful run
  * whose JSON log has the promised fields. */
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/ioctl.h>
@@ -164,6 +165,14 @@ START_TEST(test_bad_flags)
     expect("train --optimizer rmsprop --rho 0", 2, "--rho");
     expect("train --optimizer rmsprop --rho -0.5", 2, "--rho");
     expect("train --optimizer rmsprop --centered=yes", 2, "--centered: takes no value");
+    expect("train --save-every-epoch", 2, "--save-every-epoch: needs --checkpoint-dir DIR");
+    expect("train --save-every-steps 0 --checkpoint-dir /tmp", 2, "--save-every-steps: '0' is not an integer");
+    expect("train --save-best val_top5 --checkpoint-dir /tmp", 2, "--save-best: 'val_top5' is not val_loss or");
+    expect("train --save-best val_loss --checkpoint-dir /tmp --val-samples 0", 2, "--save-best: needs a validation");
+    expect("train --keep 0 --checkpoint-dir /tmp", 2, "--keep: '0' is not an integer");
+    expect("train --save-every-epoch=1 --checkpoint-dir /tmp", 2, "--save-every-epoch: takes no value");
+    expect("bench --checkpoint-dir /tmp", 2, "--checkpoint-dir: applies to towertrain train only, not bench");
+    expect("probe --resume /tmp", 2, "--resume: applies to towertrain train only, not probe");
     expect("probe --optimizer rmsprop --rho 0.9", 2, "probe: --rho does not apply");
     expect("probe --optimizer rmsprop --centered", 2, "probe: --centered does not apply");
     expect("train --lr-scaling sqrt", 2, "--lr-scaling");
@@ -719,6 +728,41 @@ START_TEST(test_signals_stop_cleanly)
 }
 END_TEST
 
+/* SIGINT with --checkpoint-dir: the run writes a checkpoint at the step boundary, its one line names it, and a run
+ * with --resume DIR continues from it to the end. */
+START_TEST(test_signal_writes_checkpoint)
+{
+    char args[1024], log[256], ck[256];
+    snprintf(log, sizeof log, "%s/sigck.json", dir);
+    snprintf(ck, sizeof ck, "%s/sigck", dir);
+    snprintf(args, sizeof args, "train --device cpu --data %s --val-samples 10 --epochs 1000 --batch 2 --towers 2 "
+             "--log-json %s --checkpoint-dir %s --progress lines", dir, log, ck);
+    int rc = run_and_signal(args, log, 300, SIGINT);
+    char *e = slurp(err_path);
+    ck_assert_msg(rc == 130, "exit %d: %s", rc, e);
+    ck_assert_msg(strstr(e, "stopped by SIGINT") && strstr(e, "; checkpoint "), "%s", e);
+    DIR *d = opendir(ck);
+    ck_assert_ptr_nonnull(d);
+    struct dirent *de;
+    unsigned long long epoch = 0, step = 0;
+    int found = 0;
+    while ((de = readdir(d)) != NULL)
+        if (sscanf(de->d_name, "ckpt-e%6llu-s%9llu.safetensors", &epoch, &step) == 2) found++;
+    closedir(d);
+    ck_assert_msg(found == 1, "%d checkpoints after one stop", found);
+    ck_assert_msg(strstr(e, "ckpt-e") != NULL, "the line does not name the file: %s", e);
+    /* resume to the end of the next epoch */
+    snprintf(args, sizeof args, "train --device cpu --data %s --val-samples 10 --epochs %llu --batch 2 --towers 1 "
+             "--resume %s --progress lines", dir, epoch + 1, ck);
+    pid_t pid = spawn(args);
+    int st;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the resumed run failed: %s", slurp(err_path));
+    char *o = slurp(out_path);
+    ck_assert_msg(strstr(o, "resume: ") != NULL, "%s", o);
+}
+END_TEST
+
 /* Is process pid running towertrain, and does it hold a descriptor for the file `want`? (Compared by device and
  * inode through /proc/PID/exe and /proc/PID/fd: between fork and exec, the child is a copy of this test process.) */
 static int towertrain_holds(pid_t pid, const struct stat *want)
@@ -1079,6 +1123,7 @@ int main(void)
     tcase_add_test(tc, test_errors_escape_control_characters);
     tcase_add_test(tc, test_divergence_exit_3);
     tcase_add_test(tc, test_signals_stop_cleanly);
+    tcase_add_test(tc, test_signal_writes_checkpoint);
     tcase_add_test(tc, test_second_signal_exits_at_once);
     tcase_add_test(tc, test_failed_writes);
     tcase_add_test(tc, test_crash_regressions);

@@ -498,6 +498,18 @@ tt_status tt_npy_read_y_mem(const void *data, size_t len, const char *name, size
     return s;
 }
 
+tt_status tt_npy_read_x(const char *path, tt_dataset *ds, tt_error *err)
+{
+    tt_input in;
+    npy_header h;
+    memset(ds, 0, sizeof *ds);
+    tt_status s = tt_input_open(&in, path, err);
+    if (!s) s = npy_read_x(&in, ds, &h, err);
+    tt_input_close(&in);
+    if (s) tt_dataset_free(ds);
+    return s;
+}
+
 /* One split: x and y files into ds (its n_classes is set by the caller); *max_label for n_classes. */
 static tt_status npy_load_split(const char *xpath, const char *ypath, tt_dataset *ds, npy_header *h,
                                 size_t *max_label, tt_error *err)

@@ -1,0 +1,439 @@
+/* eval.c — using a checkpoint: `towertrain eval` (loss, accuracy, top-5, per-class precision and recall and the
+ * confusion matrix of a data set's test or validation split) and `towertrain predict` (the top-k classes with their
+ * probabilities for every sample of an IDX or .npy file).
+ *
+ * The model comes from the checkpoint: its description (a built-in name or a model file's path) and the input shape,
+ * classes and vocabulary it was trained on (the checkpoint's options); --model overrides the description. Its
+ * tensors are then checked name by name and shape by shape against the file. The forward passes run on the towers
+ * (tt_trainer_predict), so eval on N towers is the same evaluation train does after every epoch.
+ * Not for: training (train.c) or the file format (checkpoint.c). */
+#include <json-c/json.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tt_backend.h"
+#include "tt_cli.h"
+#include "tt_mem.h"
+#include "tt_out.h"
+#include "tt_signal.h"
+#include "tt_train.h"
+
+typedef struct use_opts {
+    const char *cmd;        /* "eval" or "predict" */
+    const char *checkpoint; /* --checkpoint FILE */
+    const char *input;      /* predict --input FILE */
+    int split_val;          /* eval --split val */
+    size_t top_k;           /* predict --top-k */
+    int jsonl;              /* predict --format jsonl */
+    int model_given;        /* --model overrides the checkpoint's */
+} use_opts;
+
+/* The train options each command takes (the rest are refused: they would be silently ignored). */
+static const char *const EVAL_TAKES[] = {"--data", "--model", "--vocab", "--device", "--gpus", "--towers", "--batch",
+                                         "--val-samples", "--test-samples", "--log-json", "--host-threads", NULL};
+static const char *const PREDICT_TAKES[] = {"--model", "--vocab", "--device", "--gpus", "--towers", "--batch",
+                                            "--host-threads", NULL};
+
+static int use_extra(const char *opt, const char *value, void *ctx, tt_error *err, tt_status *st)
+{
+    use_opts *o = (use_opts *)ctx;
+    const int eval = strcmp(o->cmd, "eval") == 0;
+    if (strcmp(opt, "--checkpoint") == 0 || (!eval && strcmp(opt, "--input") == 0)) {
+        if (!value || !*value) *st = tt_fail(err, TT_ERR_ARG, "%s: missing value", opt);
+        else if (opt[2] == 'c') o->checkpoint = value;
+        else o->input = value;
+        return 1;
+    }
+    if (eval && strcmp(opt, "--split") == 0) {
+        if (!value) *st = tt_fail(err, TT_ERR_ARG, "--split: missing value");
+        else if (strcmp(value, "test") == 0) o->split_val = 0;
+        else if (strcmp(value, "val") == 0) o->split_val = 1;
+        else *st = tt_fail(err, TT_ERR_ARG, "--split: '%.64s' is not test or val", value);
+        return 1;
+    }
+    if (!eval && strcmp(opt, "--top-k") == 0) {
+        *st = tt_cli_size(opt, value, 1, 1000000, &o->top_k, err);
+        return 1;
+    }
+    if (!eval && strcmp(opt, "--format") == 0) {
+        if (!value) *st = tt_fail(err, TT_ERR_ARG, "--format: missing value");
+        else if (strcmp(value, "table") == 0) o->jsonl = 0;
+        else if (strcmp(value, "jsonl") == 0) o->jsonl = 1;
+        else *st = tt_fail(err, TT_ERR_ARG, "--format: '%.64s' is not table or jsonl", value);
+        return 1;
+    }
+    for (const char *const *t = eval ? EVAL_TAKES : PREDICT_TAKES; *t; t++)
+        if (strcmp(opt, *t) == 0) {
+            if (strcmp(opt, "--model") == 0) o->model_given = 1;
+            return 0; /* the train parser's */
+        }
+    *st = tt_fail(err, TT_ERR_ARG, "%s: %s does not apply (see towertrain %s --help)", o->cmd, opt, o->cmd);
+    return 1;
+}
+
+/* The input the checkpoint's model was trained on, from its options: "input":[d...], "classes":C, "vocab":V. */
+static tt_status ckpt_input(const tt_checkpoint *ck, const char *path, tt_model_input *in, tt_error *err)
+{
+    memset(in, 0, sizeof *in);
+    json_object *o = ck->options ? json_tokener_parse(ck->options) : NULL, *v;
+    tt_status s = TT_OK;
+    if (!o || !json_object_is_type(o, json_type_object) || !json_object_object_get_ex(o, "input", &v) ||
+        !json_object_is_type(v, json_type_array) || json_object_array_length(v) < 1 ||
+        json_object_array_length(v) > TT_MAX_DIMS) {
+        s = tt_fail(err, TT_ERR_FORMAT, "%s: its options do not say the model's input shape", path);
+        goto done;
+    }
+    in->shape.ndim = (int)json_object_array_length(v);
+    for (int i = 0; i < in->shape.ndim; i++) {
+        int64_t d = json_object_get_int64(json_object_array_get_idx(v, (size_t)i));
+        if (d < 1 || d > (1 << 24)) {
+            s = tt_fail(err, TT_ERR_FORMAT, "%s: the model's input shape is not positive sizes", path);
+            goto done;
+        }
+        in->shape.d[i] = (size_t)d;
+    }
+    int64_t classes = json_object_object_get_ex(o, "classes", &v) ? json_object_get_int64(v) : 0;
+    int64_t vocab = json_object_object_get_ex(o, "vocab", &v) ? json_object_get_int64(v) : 0;
+    if (classes < 1 || classes > (1 << 24) || vocab < 0 || vocab > (1 << 24)) {
+        s = tt_fail(err, TT_ERR_FORMAT, "%s: its options do not say the model's classes and vocabulary", path);
+        goto done;
+    }
+    in->n_classes = (size_t)classes;
+    in->vocab = vocab ? (size_t)vocab : 1;
+done:
+    json_object_put(o);
+    return s;
+}
+
+/* The model of the checkpoint, for samples of `shape` (NULL: the checkpoint's) and `classes` (0: the checkpoint's),
+ * and the checkpoint read and checked against it. */
+static tt_status load_model(const tt_run_config *c, const use_opts *o, const tt_shape *shape, size_t classes,
+                            tt_model *m, tt_checkpoint *ck, tt_error *err)
+{
+    tt_status s = tt_checkpoint_read(o->checkpoint, NULL, ck, err);
+    if (s) return s;
+    tt_model_input in;
+    s = ckpt_input(ck, o->checkpoint, &in, err);
+    char spec[512];
+    if (!s && o->model_given) {
+        snprintf(spec, sizeof spec, "%s", c->model);
+    } else if (!s) {
+        const char *d = ck->model_desc ? ck->model_desc : "";
+        if (strncmp(d, "builtin:", 8) == 0) snprintf(spec, sizeof spec, "%s", d + 8);
+        else if (strncmp(d, "file:", 5) == 0) snprintf(spec, sizeof spec, "%s", d + 5);
+        else s = tt_fail(err, TT_ERR_FORMAT, "%s: it does not say its model: give --model", o->checkpoint);
+    }
+    if (!s && shape && tt_shape_eq(shape, &in.shape) == 0) {
+        size_t a = 1, b = 1;
+        for (int i = 0; i < shape->ndim; i++) a *= shape->d[i];
+        for (int i = 0; i < in.shape.ndim; i++) b *= in.shape.d[i];
+        char x[64], y[64];
+        if (a != b)
+            s = tt_fail(err, TT_ERR_ARG, "%s: the samples are %s, the checkpoint's model takes %s", o->cmd,
+                        tt_shape_str(shape, 0, x, sizeof x), tt_shape_str(&in.shape, 0, y, sizeof y));
+    }
+    if (!s && classes && classes != in.n_classes)
+        s = tt_fail(err, TT_ERR_ARG, "%s: the data have %zu classes, the checkpoint's model %zu", o->cmd, classes,
+                    in.n_classes);
+    if (!s && c->vocab) in.vocab = c->vocab;
+    if (!s) s = tt_model_make(m, spec, &in, err);
+    tt_checkpoint_free(ck);
+    if (!s) s = tt_checkpoint_read(o->checkpoint, m, ck, err);
+    return s;
+}
+
+/* Every sample's logits (ds->n, classes) with the checkpoint's weights, on c->towers towers; the memory checked
+ * first. */
+static tt_status infer(const tt_run_config *c, const tt_model *m, const float *params, const tt_dataset *ds,
+                       float **logits, tt_eval_result *res, tt_error *err)
+{
+    *logits = NULL;
+    tt_backend be;
+    tt_status s = tt_backend_open(c->device, c->gpus, &be, err);
+    if (s) return s;
+    if (be.notice[0]) tt_report_notice(be.notice);
+    tt_trainer_config tc;
+    memset(&tc, 0, sizeof tc);
+    tc.ops = be.ops;
+    tc.n_devices = be.n_devices;
+    tc.devices = be.devices;
+    tc.n_towers = c->towers;
+    tc.batch = c->batch < c->towers ? c->towers : c->batch;
+    tc.optim = tt_optim_defaults(TT_OPT_SGD); /* never applied: its state is one vector */
+    tc.host_threads = c->host_threads;
+    tc.stop = tt_signal_flag();
+    tt_mem_plan plan;
+    memset(&plan, 0, sizeof plan);
+    if ((s = tt_trainer_plan(m, &tc, &plan, err))) return s;
+    tt_mem_add(&plan, "logits", TT_MEM_HOST, (double)ds->n * (double)m->n_classes * sizeof(float), TT_MEM_BY_RUN);
+    if ((s = tt_mem_check(&plan, be.ops, err))) return s;
+    *logits = (float *)tt_malloc(ds->n * m->n_classes * sizeof(float));
+    if (!*logits) return tt_fail(err, TT_ERR_NOMEM, "out of memory for %zu x %zu logits", ds->n, m->n_classes);
+    tt_trainer tr;
+    s = tt_trainer_init(&tr, m, &tc, params, err);
+    if (!s) s = tt_trainer_predict(&tr, ds, *logits, res, err);
+    tt_trainer_free(&tr);
+    if (!s && tt_signal_caught())
+        s = tt_fail(err, TT_ERR_STOPPED, "stopped by %s", tt_signal_name(tt_signal_caught()));
+    if (s) {
+        tt_free(*logits);
+        *logits = NULL;
+    }
+    return s;
+}
+
+/* The first largest logit of a row (a NaN row: class 0). */
+static size_t argmax(const float *z, size_t C)
+{
+    size_t best = 0;
+    for (size_t i = 1; i < C; i++)
+        if (z[i] > z[best]) best = i;
+    return best;
+}
+
+/* ---- eval ----------------------------------------------------------------------------------------------------- */
+
+static void eval_help(void)
+{
+    printf("usage: towertrain eval --checkpoint FILE [--data SPEC] [--split test|val] [options]\n\n"
+           "Evaluates a checkpoint's weights on a data set's test split (or its validation split: the last\n"
+           "--val-samples training samples, as train takes them): loss, accuracy, top-5, each class's precision\n"
+           "and recall, and the confusion matrix. The model is the checkpoint's (--model to override).\n\n"
+           "options:\n"
+           "  --checkpoint FILE     a checkpoint written by towertrain train --checkpoint-dir (required)\n"
+           "  --split test|val      which split [test]\n"
+           "  --data, --model, --vocab, --device, --gpus, --towers, --batch, --val-samples, --test-samples,\n"
+           "  --log-json FILE, --host-threads: as for train (--log-json writes one \"eval\" JSON object)\n");
+}
+
+static tt_status eval_report(const use_opts *o, const tt_run_config *c, const tt_dataset *ds, const float *logits,
+                             const tt_eval_result *res, size_t C, tt_error *err)
+{
+    size_t *conf = (size_t *)tt_calloc(C * C, sizeof(size_t));
+    if (!conf) return tt_fail(err, TT_ERR_NOMEM, "out of memory for a %zu x %zu confusion matrix", C, C);
+    for (size_t i = 0; i < ds->n; i++) conf[(size_t)ds->y[i] * C + argmax(logits + i * C, C)]++;
+    printf("eval: %s on %s %s (%zu samples): loss %.4f - accuracy %.4f - top5 %.4f\n", o->checkpoint, c->data,
+           o->split_val ? "val" : "test", res->n, res->loss, res->accuracy, res->top5);
+    printf("%6s %10s %10s %8s\n", "class", "precision", "recall", "support");
+    tt_out log;
+    memset(&log, 0, sizeof log);
+    tt_status s = TT_OK;
+    if (c->log_json) {
+        char what[300];
+        snprintf(what, sizeof what, "--log-json %s", c->log_json);
+        s = tt_out_open(&log, c->log_json, what, 4096 + 64 * C * (C + 4), err);
+        if (!s) {
+            tt_out_printf(&log, "{\"event\":\"eval\",");
+            tt_out_json_str(&log, "checkpoint", o->checkpoint, 1);
+            tt_out_printf(&log, "\"split\":\"%s\",\"samples\":%zu,", o->split_val ? "val" : "test", res->n);
+            tt_out_json_num(&log, "loss", res->loss, 1);
+            tt_out_json_num(&log, "accuracy", res->accuracy, 1);
+            tt_out_json_num(&log, "top5", res->top5, 1);
+            tt_out_printf(&log, "\"classes\":[");
+        }
+    }
+    for (size_t k = 0; k < C; k++) {
+        size_t tp = conf[k * C + k], support = 0, predicted = 0;
+        for (size_t j = 0; j < C; j++) {
+            support += conf[k * C + j];
+            predicted += conf[j * C + k];
+        }
+        const double prec = predicted ? (double)tp / (double)predicted : NAN;
+        const double rec = support ? (double)tp / (double)support : NAN;
+        printf("%6zu %10.4f %10.4f %8zu\n", k, prec, rec, support);
+        if (log.buf) {
+            tt_out_printf(&log, "%s{\"class\":%zu,", k ? "," : "", k);
+            tt_out_json_num(&log, "precision", prec, 1);
+            tt_out_json_num(&log, "recall", rec, 1);
+            tt_out_printf(&log, "\"support\":%zu}", support);
+        }
+    }
+    printf("confusion matrix (rows: true class, columns: predicted)\n%6s", "");
+    for (size_t j = 0; j < C; j++) printf(" %6zu", j);
+    printf("\n");
+    if (log.buf) tt_out_printf(&log, "],\"confusion\":[");
+    for (size_t k = 0; k < C; k++) {
+        printf("%6zu", k);
+        if (log.buf) tt_out_printf(&log, "%s[", k ? "," : "");
+        for (size_t j = 0; j < C; j++) {
+            printf(" %6zu", conf[k * C + j]);
+            if (log.buf) tt_out_printf(&log, "%s%zu", j ? "," : "", conf[k * C + j]);
+        }
+        printf("\n");
+        if (log.buf) tt_out_printf(&log, "]");
+    }
+    if (log.buf) {
+        tt_out_printf(&log, "]}\n");
+        if (!s) s = tt_out_commit(&log, err);
+        tt_error cerr;
+        tt_status cs = tt_out_close(&log, &cerr);
+        if (!s && cs) {
+            *err = cerr;
+            s = cs;
+        }
+    }
+    tt_free(conf);
+    if (!s) s = tt_flush_stdout(stdout, err);
+    return s;
+}
+
+int tt_cmd_eval(int argc, char **argv)
+{
+    tt_run_config c;
+    tt_run_config_defaults(&c);
+    use_opts o = {.cmd = "eval"};
+    tt_error err = {{0}};
+    int help;
+    tt_status s = tt_cli_parse_train(argc, argv, 2, &c, "eval", use_extra, &o, &help, &err);
+    if (!s && help) {
+        eval_help();
+        return 0;
+    }
+    if (!s && !o.checkpoint) s = tt_fail(&err, TT_ERR_ARG, "eval: --checkpoint FILE is required");
+    if (s) {
+        tt_report_error(err.msg);
+        return tt_status_exit_code(s);
+    }
+    tt_dataset train, val, test;
+    memset(&train, 0, sizeof train);
+    memset(&val, 0, sizeof val);
+    memset(&test, 0, sizeof test);
+    tt_model *m = (tt_model *)tt_calloc(1, sizeof *m);
+    tt_checkpoint ck;
+    memset(&ck, 0, sizeof ck);
+    float *logits = NULL;
+    tt_eval_result res;
+    if (!m) s = tt_fail(&err, TT_ERR_NOMEM, "out of memory");
+    if (!s) s = tt_run_load(&c, &train, &val, &test, &err);
+    const tt_dataset *ds = o.split_val ? &val : &test;
+    if (!s && ds->n == 0)
+        s = tt_fail(&err, TT_ERR_ARG, "eval: the %s split is empty", o.split_val ? "val (--val-samples 0?)" : "test");
+    if (!s) s = load_model(&c, &o, &ds->shape, train.n_classes, m, &ck, &err);
+    if (!s) s = infer(&c, m, ck.params, ds, &logits, &res, &err);
+    if (!s) s = eval_report(&o, &c, ds, logits, &res, m->n_classes, &err);
+    tt_free(logits);
+    tt_checkpoint_free(&ck);
+    tt_free(m);
+    tt_dataset_free(&train);
+    tt_dataset_free(&val);
+    tt_dataset_free(&test);
+    if (s) {
+        fflush(stdout);
+        tt_report_error(err.msg);
+        return tt_status_exit_code(s);
+    }
+    return 0;
+}
+
+/* ---- predict -------------------------------------------------------------------------------------------------- */
+
+static void predict_help(void)
+{
+    printf("usage: towertrain predict --checkpoint FILE --input FILE [--top-k K] [--format table|jsonl] [options]\n\n"
+           "The top-k classes and their probabilities (softmax of the logits) for every sample of an IDX image file\n"
+           "(gzip or plain) or a .npy file of samples, with a checkpoint's weights. The model is the checkpoint's\n"
+           "(--model to override); the samples must have its input shape.\n\n"
+           "options:\n"
+           "  --checkpoint FILE     a checkpoint written by towertrain train --checkpoint-dir (required)\n"
+           "  --input FILE          the samples: FILE.npy, or an IDX image file (required)\n"
+           "  --top-k K             classes per sample, the most probable first [5, at most the classes]\n"
+           "  --format FORMAT       table: a line per sample; jsonl: {\"sample\":i,\"top\":[{\"class\":c,\"p\":p},...]}\n"
+           "                        per line [table]\n"
+           "  --model, --vocab, --device, --gpus, --towers, --batch, --host-threads: as for train\n");
+}
+
+static tt_status predict_print(const use_opts *o, size_t n, const float *logits, size_t C, tt_error *err)
+{
+    const size_t K = o->top_k < C ? o->top_k : C;
+    float *p = (float *)tt_malloc(C * sizeof(float));
+    size_t *top = (size_t *)tt_malloc(K * sizeof(size_t));
+    if (!p || !top) {
+        tt_free(p);
+        tt_free(top);
+        return tt_fail(err, TT_ERR_NOMEM, "out of memory");
+    }
+    if (!o->jsonl) {
+        printf("%8s", "sample");
+        for (size_t k = 0; k < K; k++) printf("  %5s%zu %7s", "top", k + 1, "p");
+        printf("\n");
+    }
+    tt_status s = TT_OK;
+    for (size_t i = 0; i < n && !s; i++) {
+        tt_softmax_row(logits + i * C, (int)C, p);
+        for (size_t k = 0; k < K; k++) { /* selection: the k-th most probable, ties to the lower class */
+            size_t best = C;
+            for (size_t j = 0; j < C; j++) {
+                int taken = 0;
+                for (size_t q = 0; q < k; q++) taken |= top[q] == j;
+                if (!taken && (best == C || p[j] > p[best])) best = j;
+            }
+            top[k] = best;
+        }
+        if (o->jsonl) {
+            printf("{\"sample\":%zu,\"top\":[", i);
+            for (size_t k = 0; k < K; k++)
+                printf("%s{\"class\":%zu,\"p\":%.6g}", k ? "," : "", top[k], (double)p[top[k]]);
+            printf("]}\n");
+        } else {
+            printf("%8zu", i);
+            for (size_t k = 0; k < K; k++) printf("  %6zu %7.4f", top[k], (double)p[top[k]]);
+            printf("\n");
+        }
+        if (i % 4096 == 4095) s = tt_flush_stdout(stdout, err);
+    }
+    if (!s) s = tt_flush_stdout(stdout, err);
+    tt_free(p);
+    tt_free(top);
+    return s;
+}
+
+int tt_cmd_predict(int argc, char **argv)
+{
+    tt_run_config c;
+    tt_run_config_defaults(&c);
+    use_opts o = {.cmd = "predict", .top_k = 5};
+    tt_error err = {{0}};
+    int help;
+    tt_status s = tt_cli_parse_train(argc, argv, 2, &c, "predict", use_extra, &o, &help, &err);
+    if (!s && help) {
+        predict_help();
+        return 0;
+    }
+    if (!s && !o.checkpoint) s = tt_fail(&err, TT_ERR_ARG, "predict: --checkpoint FILE is required");
+    if (!s && !o.input) s = tt_fail(&err, TT_ERR_ARG, "predict: --input FILE is required");
+    if (s) {
+        tt_report_error(err.msg);
+        return tt_status_exit_code(s);
+    }
+    tt_dataset ds;
+    memset(&ds, 0, sizeof ds);
+    tt_model *m = (tt_model *)tt_calloc(1, sizeof *m);
+    tt_checkpoint ck;
+    memset(&ck, 0, sizeof ck);
+    float *logits = NULL;
+    tt_eval_result res;
+    if (!m) s = tt_fail(&err, TT_ERR_NOMEM, "out of memory");
+    if (!s) s = tt_samples_load(o.input, &ds, &err);
+    if (!s) s = load_model(&c, &o, &ds.shape, 0, m, &ck, &err);
+    if (!s) { /* same number of features in another shape (a .npy of (N, 28, 28) for a 28x28x1 model): the model's */
+        ds.shape = m->input_shape;
+        ds.n_classes = m->n_classes;
+    }
+    double max_token;
+    if (!s && m->token_vocab && (tt_dataset_token_max(&ds, &max_token) || max_token >= (double)m->token_vocab))
+        s = tt_fail(&err, TT_ERR_ARG, "%s: holds values that are not token ids below the model's vocabulary %zu",
+                    o.input, m->token_vocab);
+    if (!s) s = infer(&c, m, ck.params, &ds, &logits, &res, &err);
+    if (!s) s = predict_print(&o, ds.n, logits, m->n_classes, &err);
+    tt_free(logits);
+    tt_checkpoint_free(&ck);
+    tt_free(m);
+    tt_dataset_free(&ds);
+    if (s) {
+        fflush(stdout);
+        tt_report_error(err.msg);
+        return tt_status_exit_code(s);
+    }
+    return 0;
+}

@@ -1,0 +1,328 @@
+/* test_resume.c — checkpoints as a run uses them (train.c, ckpt_dir.c): --save-every-epoch, --save-every-steps,
+ * --save-best, --keep, --resume FILE|DIR, and the refusals; the file format itself is test_checkpoint.c's.
+ *
+ * Exact resume: 2 epochs straight and 1 epoch + resume + 1 epoch give the same weights to the bit with the same
+ * tower count, also from a checkpoint taken mid-epoch (--save-every-steps); with another tower count the resumed run
+ * agrees within the N-tower tolerance of test_towers (|dw| <= 2e-6 + 1e-5 |w| per step, loosened to 1e-4 + 1e-3 |w|
+ * here for a whole epoch of Adam after the switch). The model is a small cnn with dropout, whose masks depend on the
+ * epoch: a resume that lost the epoch would drop other units. */
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include "tt_test.h"
+#include "tt_train.h"
+
+static const char *MODEL = "input shape=6,6,1\n"
+                           "conv2d filters=3 kernel=3 padding=same activation=relu\n"
+                           "maxpool2d pool=2\n"
+                           "dropout rate=0.25\n"
+                           "flatten\n"
+                           "dense units=4\n";
+
+enum { N_TRAIN = 203, N_VAL = 40, BATCH = 32 }; /* 7 steps per epoch, the last one partial */
+
+static tt_dataset g_train, g_val, g_test;
+static char g_model_path[512];
+
+static void make_images(tt_dataset *ds, size_t n, uint64_t seed)
+{
+    tt_test_dataset_zero(ds, n, 6, 6, 4);
+    tt_rng r;
+    tt_rng_seed(&r, seed, 1);
+    for (size_t s = 0; s < n; s++) {
+        ds->y[s] = (int32_t)tt_rng_below(&r, 4);
+        for (size_t j = 0; j < 36; j++) ds->x[s * 36 + j] = (uint8_t)(tt_rng_below(&r, 128) + 32 * (size_t)ds->y[s] * (j % 4 == (size_t)ds->y[s]));
+    }
+}
+
+static void setup(void)
+{
+    make_images(&g_train, N_TRAIN, 1);
+    make_images(&g_val, N_VAL, 2);
+    make_images(&g_test, 30, 3);
+    snprintf(g_model_path, sizeof g_model_path, "%s/tt_resume_model_%d.txt", tt_test_tmp_base(), (int)getpid());
+    tt_test_write_str(g_model_path, MODEL);
+}
+
+static void teardown(void)
+{
+    unlink(g_model_path);
+    tt_dataset_free(&g_train);
+    tt_dataset_free(&g_val);
+    tt_dataset_free(&g_test);
+}
+
+static void config(tt_run_config *c, size_t towers, size_t epochs)
+{
+    tt_run_config_defaults(c);
+    c->model = g_model_path;
+    c->device = "cpu";
+    c->towers = towers;
+    c->batch = BATCH;
+    c->epochs = epochs;
+    c->seed = 3;
+    c->optim = tt_optim_defaults(TT_OPT_NADAM); /* the most state: two vectors, t, the schedule's product */
+    c->progress = TT_PROGRESS_QUIET;
+}
+
+/* Runs c; returns the final weights (caller frees) and the run's status. */
+static float *run(const tt_run_config *c, size_t *P, tt_status *st, tt_error *err)
+{
+    tt_run_result *res = (tt_run_result *)tt_calloc(1, sizeof *res);
+    *st = tt_run_on(c, &g_train, &g_val, &g_test, NULL, res, err);
+    float *w = res->final_params;
+    *P = res->n_params;
+    tt_free(res);
+    return w;
+}
+
+static float *run_ok(const tt_run_config *c, size_t *P)
+{
+    tt_status st;
+    tt_error err;
+    float *w = run(c, P, &st, &err);
+    ck_assert_msg(st == TT_OK, "%s", err.msg);
+    ck_assert_ptr_nonnull(w);
+    return w;
+}
+
+static int exists(const char *path)
+{
+    struct stat s;
+    return stat(path, &s) == 0;
+}
+
+/* Periodic checkpoints in dir. */
+static size_t count_ckpts(const char *dir)
+{
+    DIR *d = opendir(dir);
+    ck_assert_ptr_nonnull(d);
+    size_t n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) n += strncmp(de->d_name, "ckpt-e", 6) == 0;
+    closedir(d);
+    return n;
+}
+
+/* 2 epochs straight = 1 epoch, a checkpoint, a resume from it and 1 more; from a file and from the directory. */
+START_TEST(test_resume_epoch_boundary_is_exact)
+{
+    for (size_t towers = 1; towers <= 2; towers++) {
+        char dir[512], path[1024];
+        tt_test_tmpdir(dir, sizeof dir);
+        tt_run_config c;
+        size_t P, P2;
+        config(&c, towers, 2);
+        float *straight = run_ok(&c, &P);
+        config(&c, towers, 1);
+        c.checkpoint_dir = dir;
+        c.save_every_epoch = 1;
+        tt_free(run_ok(&c, &P2));
+        tt_ckpt_path(path, sizeof path, dir, 1, 7);
+        ck_assert_msg(exists(path), "no %s", path);
+        for (int from_dir = 0; from_dir <= 1; from_dir++) {
+            config(&c, towers, 2);
+            c.resume = from_dir ? dir : path;
+            float *resumed = run_ok(&c, &P2);
+            ck_assert_uint_eq(P, P2);
+            ck_assert_msg(memcmp(resumed, straight, P * sizeof(float)) == 0,
+                          "%zu towers: resumed from %s differs from the straight run", towers, c.resume);
+            tt_free(resumed);
+        }
+        tt_free(straight);
+    }
+}
+END_TEST
+
+/* A checkpoint every 3 steps of the run: mid-epoch ones (steps 3 and 6 of epoch 1, 2 of epoch 2, ...). Resuming
+ * from the one after step 3 of epoch 2 (global step 10? no: 9 = 7 + 2) continues at the next step of that epoch. */
+START_TEST(test_resume_mid_epoch_is_exact)
+{
+    char dir[512], path[1024];
+    tt_test_tmpdir(dir, sizeof dir);
+    tt_run_config c;
+    size_t P, P2;
+    config(&c, 2, 3);
+    float *straight = run_ok(&c, &P);
+    config(&c, 2, 3);
+    c.checkpoint_dir = dir;
+    c.save_every_steps = 3;
+    c.keep = 100;
+    float *with_saves = run_ok(&c, &P2);
+    ck_assert_msg(memcmp(with_saves, straight, P * sizeof(float)) == 0, "saving checkpoints changed the run");
+    tt_free(with_saves);
+    /* global steps 3, 6 | 9 = epoch 2 step 2, 12 = step 5 | 15 = epoch 3 step 1, 18 = step 4, 21 = the end */
+    static const size_t want[][2] = {{1, 3}, {1, 6}, {2, 2}, {2, 5}, {3, 1}, {3, 4}, {3, 7}};
+    for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) {
+        tt_ckpt_path(path, sizeof path, dir, want[k][0], want[k][1]);
+        ck_assert_msg(exists(path), "no %s", path);
+    }
+    ck_assert_uint_eq(count_ckpts(dir), 7);
+    for (size_t k = 0; k + 1 < sizeof want / sizeof want[0]; k++) {
+        tt_ckpt_path(path, sizeof path, dir, want[k][0], want[k][1]);
+        config(&c, 2, 3);
+        c.resume = path;
+        float *resumed = run_ok(&c, &P2);
+        ck_assert_msg(memcmp(resumed, straight, P * sizeof(float)) == 0, "resumed from %s: other weights", path);
+        tt_free(resumed);
+    }
+    tt_free(straight);
+}
+END_TEST
+
+/* Another tower count: the same run within the N-tower tolerance, not to the bit. */
+START_TEST(test_resume_other_towers_within_tolerance)
+{
+    char dir[512], path[1024];
+    tt_test_tmpdir(dir, sizeof dir);
+    tt_run_config c;
+    size_t P, P2;
+    config(&c, 1, 2);
+    float *straight = run_ok(&c, &P);
+    config(&c, 1, 1);
+    c.checkpoint_dir = dir;
+    c.save_every_epoch = 1;
+    tt_free(run_ok(&c, &P2));
+    tt_ckpt_path(path, sizeof path, dir, 1, 7);
+    config(&c, 3, 2);
+    c.resume = path;
+    float *resumed = run_ok(&c, &P2);
+    double worst = 0, moved = 0;
+    for (size_t i = 0; i < P; i++) {
+        worst = fmax(worst, fabs((double)resumed[i] - straight[i]) / (1e-4 + 1e-3 * fabs(straight[i])));
+        moved = fmax(moved, fabs((double)straight[i]));
+    }
+    ck_assert_msg(worst <= 1.0, "3 towers after a 1-tower checkpoint: |dw| is %g of the tolerance", worst);
+    tt_free(resumed);
+    tt_free(straight);
+}
+END_TEST
+
+/* --keep N leaves the newest N periodic checkpoints, and never touches other files. */
+START_TEST(test_keep_prunes_oldest)
+{
+    char dir[512], path[1024], other[1024];
+    tt_test_tmpdir(dir, sizeof dir);
+    snprintf(other, sizeof other, "%s/notes.txt", dir);
+    tt_test_write_str(other, "mine\n");
+    tt_run_config c;
+    size_t P;
+    config(&c, 1, 3);
+    c.checkpoint_dir = dir;
+    c.save_every_steps = 2;
+    c.keep = 2;
+    tt_free(run_ok(&c, &P));
+    ck_assert_uint_eq(count_ckpts(dir), 2);
+    tt_ckpt_path(path, sizeof path, dir, 3, 6); /* global 20 = epoch 3 step 6 */
+    ck_assert_msg(exists(path), "the newest but one is gone");
+    tt_ckpt_path(path, sizeof path, dir, 3, 4);
+    ck_assert_msg(exists(path), "the newest but one is gone");
+    ck_assert(exists(other));
+}
+END_TEST
+
+/* --save-best val_accuracy: best.safetensors holds the best epoch's weights. */
+START_TEST(test_save_best)
+{
+    char dir[512], path[1024];
+    tt_test_tmpdir(dir, sizeof dir);
+    tt_run_config c;
+    size_t P;
+    config(&c, 1, 2);
+    c.checkpoint_dir = dir;
+    c.save_best = TT_SAVE_BEST_VAL_LOSS;
+    tt_free(run_ok(&c, &P));
+    snprintf(path, sizeof path, "%s/best.safetensors", dir);
+    ck_assert_msg(exists(path), "no best.safetensors");
+    ck_assert_uint_eq(count_ckpts(dir), 0);
+}
+END_TEST
+
+/* Refusals: one line naming the thing. */
+START_TEST(test_resume_refusals)
+{
+    char dir[512], path[1024], other_model[1024];
+    tt_test_tmpdir(dir, sizeof dir);
+    tt_run_config c;
+    size_t P;
+    config(&c, 1, 1);
+    c.checkpoint_dir = dir;
+    c.save_every_epoch = 1;
+    tt_free(run_ok(&c, &P));
+    tt_ckpt_path(path, sizeof path, dir, 1, 7);
+    struct {
+        const char *what, *want;
+    } cases[] = {{"batch", "--batch"}, {"seed", "--seed"}, {"optimizer", "--optimizer"}, {"epochs", "nothing to train"},
+                 {"model", "conv2d/kernel"}, {"missing", "No such file"}, {"empty dir", "no checkpoint"}};
+    snprintf(other_model, sizeof other_model, "%s/other.txt", dir);
+    tt_test_write_str(other_model, "input shape=6,6,1\nconv2d filters=5 kernel=3 padding=same\nflatten\ndense units=4\n");
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char empty[512], missing[1024];
+        config(&c, 1, 2);
+        c.resume = path;
+        switch (k) {
+        case 0: c.batch = 16; break;
+        case 1: c.seed = 4; break;
+        case 2: c.optim = tt_optim_defaults(TT_OPT_ADAM); break;
+        case 3: c.epochs = 1; break;
+        case 4: c.model = other_model; break;
+        case 5:
+            snprintf(missing, sizeof missing, "%s/nope.safetensors", dir);
+            c.resume = missing;
+            break;
+        case 6:
+            tt_test_tmpdir(empty, sizeof empty);
+            c.resume = empty;
+            break;
+        }
+        tt_status st;
+        tt_error err;
+        float *w = run(&c, &P, &st, &err);
+        tt_free(w);
+        ck_assert_msg(st != TT_OK, "%s: accepted", cases[k].what);
+        ck_assert_msg(strstr(err.msg, cases[k].want) != NULL, "%s: '%s' does not say %s", cases[k].what, err.msg,
+                      cases[k].want);
+        ck_assert_msg(strchr(err.msg, '\n') == NULL, "%s: more than one line", cases[k].what);
+    }
+}
+END_TEST
+
+/* --checkpoint-dir must be a writable directory, checked before training; a missing one is created. */
+START_TEST(test_checkpoint_dir_checked_first)
+{
+    char dir[512], file[1024], fresh[1024];
+    tt_test_tmpdir(dir, sizeof dir);
+    snprintf(file, sizeof file, "%s/a-file", dir);
+    tt_test_write_str(file, "x");
+    tt_run_config c;
+    size_t P;
+    tt_status st;
+    tt_error err;
+    config(&c, 1, 1);
+    c.checkpoint_dir = file;
+    c.save_every_epoch = 1;
+    tt_free(run(&c, &P, &st, &err));
+    ck_assert_msg(st != TT_OK && strstr(err.msg, "not a directory"), "%s", err.msg);
+    snprintf(fresh, sizeof fresh, "%s/new", dir);
+    c.checkpoint_dir = fresh;
+    tt_free(run_ok(&c, &P));
+    ck_assert_uint_eq(count_ckpts(fresh), 1);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("resume");
+    TCase *tc = tcase_create("runs");
+    tcase_set_timeout(tc, 120);
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_resume_epoch_boundary_is_exact);
+    tcase_add_test(tc, test_resume_mid_epoch_is_exact);
+    tcase_add_test(tc, test_resume_other_towers_within_tolerance);
+    tcase_add_test(tc, test_keep_prunes_oldest);
+    tcase_add_test(tc, test_save_best);
+    tcase_add_test(tc, test_resume_refusals);
+    tcase_add_test(tc, test_checkpoint_dir_checked_first);
+    suite_add_tcase(s, tc);
+    return tt_test_run_suite(s);
+}
