@@ -732,10 +732,13 @@ static tt_status ck_entry_read(const ck_parse *p, const char *name, json_object 
             elems *= e->shape[d];
     }
     if (!json_object_is_type(off, json_type_array) || json_object_array_length(off) != 2 ||
-        !ck_uint(json_object_array_get_idx(off, 0), p->data_len, &e->begin) ||
-        !ck_uint(json_object_array_get_idx(off, 1), p->data_len, &e->end) || e->begin > e->end)
-        return tt_fail(p->err, TT_ERR_FORMAT, "%s: tensor %s: data_offsets is not [begin, end] with begin <= end <= "
-                       "%llu (the data section's bytes)", p->what, nq, (unsigned long long)p->data_len);
+        !ck_uint(json_object_array_get_idx(off, 0), UINT64_MAX, &e->begin) ||
+        !ck_uint(json_object_array_get_idx(off, 1), UINT64_MAX, &e->end) || e->begin > e->end)
+        return tt_fail(p->err, TT_ERR_FORMAT, "%s: tensor %s: data_offsets is not [begin, end] with 0 <= begin <= end",
+                       p->what, nq);
+    if (e->end > p->data_len)
+        return tt_fail(p->err, TT_ERR_FORMAT, "%s: tensor %s ends at byte %llu of the data section, which holds %llu "
+                       "(a truncated file?)", p->what, nq, (unsigned long long)e->end, (unsigned long long)p->data_len);
     if (elems > max_elems || elems * sizeof(float) != e->end - e->begin) {
         char sh[160];
         return tt_fail(p->err, TT_ERR_FORMAT, "%s: tensor %s: shape %s %s, data_offsets [%llu, %llu] hold %llu bytes",

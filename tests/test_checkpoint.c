@@ -13,6 +13,7 @@
 
 #include "tt_checkpoint.h"
 #include "tt_test.h"
+#include "fuzz/tt_fuzz.h"
 
 /* A small conv model (its own input line) and an MLP over 12 features and 5 classes. */
 static const char CONV_TEXT[] = "input shape=6,6,2\nconv2d filters=3 kernel=3 activation=relu\nmaxpool2d pool=2\n"
@@ -343,7 +344,7 @@ START_TEST(test_truncated)
     char path[600];
     tmp_path(path, sizeof path, "short.safetensors");
     tt_test_write(path, b, len - 1);
-    refused(tt_checkpoint_read(path, &m, &ck, &err), &err, &ck, path, "data section");
+    refused(tt_checkpoint_read(path, &m, &ck, &err), &err, &ck, path, "(a truncated file?)");
     tt_test_write(path, b, 5);
     refused(tt_checkpoint_read(path, &m, &ck, &err), &err, &ck, path, "too short");
     free(b);
@@ -455,6 +456,8 @@ START_TEST(test_bad_tensor_entries)
     snprintf(to, sizeof to, "[%zu,%zu]", K + B, K);
     edited_refused(from, to, "data_offsets is not [begin, end]");
     snprintf(to, sizeof to, "[%zu,99999999999]", K);
+    edited_refused(from, to, "tensor dense/bias ends at byte 99999999999 of the data section");
+    snprintf(to, sizeof to, "[%zu,-1]", K);
     edited_refused(from, to, "data_offsets is not [begin, end]");
     snprintf(to, sizeof to, "[%zu]", K);
     edited_refused(from, to, "data_offsets is not [begin, end]");
@@ -618,6 +621,45 @@ START_TEST(test_write_failure)
 }
 END_TEST
 
+/* The fuzz target's seeds (tests/fuzz/make_checkpoint_seeds.c) still mean what their names say: ok-* accepted with
+ * its model and without, bad-* refused with it; all under libFuzzer's 4 KB. A format change that forgets to
+ * regenerate them fails here. */
+START_TEST(test_seed_corpus)
+{
+    tt_model m;
+    const tt_model_input none = {{0, {0, 0, 0, 0}}, 0, 0};
+    tt_error err;
+    ck_assert_msg(tt_model_parse(&m, TT_FUZZ_CKPT_MODEL, "seed", &none, &err) == TT_OK, "%s", err.msg);
+    DIR *d = opendir(TT_CKPT_CORPUS);
+    ck_assert_ptr_nonnull(d);
+    int ok = 0, bad = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.') continue;
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", TT_CKPT_CORPUS, de->d_name);
+        size_t len;
+        free(slurp(path, &len));
+        ck_assert_msg(len < 4096, "%s: %zu bytes, over libFuzzer's default -max_len", path, len);
+        tt_checkpoint ck;
+        if (strncmp(de->d_name, "ok-", 3) == 0) {
+            ck_assert_msg(tt_checkpoint_read(path, &m, &ck, &err) == TT_OK, "%s", err.msg);
+            tt_checkpoint_free(&ck);
+            ck_assert_msg(tt_checkpoint_read(path, NULL, &ck, &err) == TT_OK, "%s", err.msg);
+            tt_checkpoint_free(&ck);
+            ok++;
+        } else {
+            ck_assert_msg(strncmp(de->d_name, "bad-", 4) == 0, "%s: neither ok- nor bad-", path);
+            refused(tt_checkpoint_read(path, &m, &ck, &err), &err, &ck, path, "");
+            bad++;
+        }
+    }
+    closedir(d);
+    ck_assert_int_ge(ok, 5);
+    ck_assert_int_ge(bad, 10);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("checkpoint");
@@ -633,6 +675,7 @@ int main(void)
     tcase_add_test(tc, test_not_regular);
     tcase_add_test(tc, test_write_replaces);
     tcase_add_test(tc, test_write_failure);
+    tcase_add_test(tc, test_seed_corpus);
     suite_add_tcase(s, tc);
     return tt_test_run_suite(s);
 }
