@@ -64,6 +64,9 @@ typedef struct tt_optim_slot {
 /* The vectors this configuration keeps, in that order; returns how many (tt_optim_state_floats of them). With o->t
  * and o->u_product they are the whole state: restore all of them and the next step is the one that would have come. */
 int tt_optim_slots(const tt_optim *o, tt_optim_slot out[3]);
+/* The names tt_optim_slots gives for a configuration, in the same order, without an optimizer (a checkpoint reader
+ * learns which vectors to expect from the configuration it read); returns how many (tt_optim_state_floats). */
+int tt_optim_slot_names(const tt_optim_config *cfg, const char *out[3]);
 void tt_optim_free(tt_optim *o);
 void tt_optim_begin_step(tt_optim *o);
 /* Updates parameters lo..hi-1 of the buffer: w[k] and g[k] (k = 0..hi-lo-1) are parameter lo+k and its gradient

@@ -88,12 +88,27 @@ tt_status tt_optim_init(tt_optim *o, const tt_optim_config *cfg, size_t n, tt_er
     return TT_OK;
 }
 
-int tt_optim_slots(const tt_optim *o, tt_optim_slot out[3])
+/* The state vectors in the order tt_optim_slots and checkpoints list them (m, v, a): Keras 3's name and whether a
+ * configuration keeps it. */
+static const struct {
+    const char *name;
+    int (*kept)(const tt_optim_config *c);
+} g_slots[3] = {{"momentum", has_m_buf}, {"velocity", has_v_buf}, {"average_gradient", has_a_buf}};
+
+int tt_optim_slot_names(const tt_optim_config *cfg, const char *out[3])
 {
     int n = 0;
-    if (o->m) out[n++] = (tt_optim_slot){"momentum", o->m};
-    if (o->v) out[n++] = (tt_optim_slot){"velocity", o->v};
-    if (o->a) out[n++] = (tt_optim_slot){"average_gradient", o->a};
+    for (int k = 0; k < 3; k++)
+        if (g_slots[k].kept(cfg)) out[n++] = g_slots[k].name;
+    return n;
+}
+
+int tt_optim_slots(const tt_optim *o, tt_optim_slot out[3])
+{
+    float *const bufs[3] = {o->m, o->v, o->a}; /* g_slots' order */
+    int n = 0;
+    for (int k = 0; k < 3; k++)
+        if (g_slots[k].kept(&o->cfg)) out[n++] = (tt_optim_slot){g_slots[k].name, bufs[k]};
     return n;
 }
 

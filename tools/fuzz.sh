@@ -4,6 +4,7 @@
 #   fuzz_idx    the IDX reader (images and labels, gzip and plain, from memory) and the input layer under it
 #   fuzz_model  the model-file parser (tt_model_parse)
 #   fuzz_npy    the .npy reader (samples and labels) and the CIFAR-10 batch reader, from memory
+#   fuzz_checkpoint  the checkpoint reader (tt_checkpoint_parse: safetensors header, metadata, tensors), from memory
 # Prints each target's total executions; exits non-zero if any target crashed (a sanitizer report, a failed
 # TT_ASSERT, a timeout of -timeout=10 s per input, or more than -rss_limit_mb=2048 MB), printing the path of the
 # crashing input. The seed corpus is replayed first, so it is also a regression test.
@@ -11,7 +12,8 @@
 # Turning a crash into a regression input: fix the bug, then copy the crashing file into the target's corpus,
 #   cp build-fuzz/artifacts/idx/crash-<sha1> tests/fuzz/corpus/idx/<a-name-saying-what-it-tests>
 # It is then replayed by every fuzz run and, without clang, by the CTest tests fuzz_replay_idx / fuzz_replay_model /
-# fuzz_replay_npy (tests/fuzz/replay.c). Reproduce one input with: build-fuzz/fuzz_idx FILE. See docs/fuzzing.md.
+# fuzz_replay_npy / fuzz_replay_checkpoint (tests/fuzz/replay.c). Reproduce one input with: build-fuzz/fuzz_idx FILE.
+# TT_FUZZ_TARGETS="checkpoint" (a space-separated list) builds and runs only those targets. See docs/fuzzing.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
@@ -37,13 +39,34 @@ model_src=(tests/fuzz/fuzz_model.c src/model.c src/layers/*.c src/dev.c src/data
 # dataset.c frees data sets (and pulls in idx.c for the --data dispatch)
 npy_src=(tests/fuzz/fuzz_npy.c src/data/npy.c src/data/cifar10.c src/data/dataset.c src/data/idx.c src/data/input.c
          "${base_src[@]}")
-echo "=== fuzz: building into $out/ with $(clang --version | head -1)"
-clang "${cflags[@]}" "${idx_src[@]}" -lz -lm -o "$out/fuzz_idx"
-clang "${cflags[@]}" "${model_src[@]}" -lz -lm -o "$out/fuzz_model"
-clang "${cflags[@]}" "${npy_src[@]}" -lz -lm -o "$out/fuzz_npy"
+# the checkpoint reader builds the fuzz target's model (model.c, the layer kinds) and names the optimizer's slots
+# (optim.c); it parses its header with json-c and sums the data with zlib's crc32
+ckpt_src=(tests/fuzz/fuzz_checkpoint.c src/checkpoint.c src/optim.c src/model.c src/layers/*.c src/dev.c
+          src/data/input.c "${base_src[@]}")
+if ! jsonc=$(pkg-config --cflags --libs json-c); then
+  echo "fuzz.sh: json-c not found (apt-get install libjson-c-dev, or run tools/install-deps.sh)" >&2
+  exit 1
+fi
+targets=${TT_FUZZ_TARGETS:-idx model npy checkpoint}
+echo "=== fuzz: building $targets into $out/ with $(clang --version | head -1)"
+build() { # build TARGET SOURCES... [LIBRARIES...]
+  local target=$1
+  shift
+  clang "${cflags[@]}" "$@" -lz -lm -o "$out/fuzz_$target"
+}
+for target in $targets; do
+  case $target in
+    idx) build idx "${idx_src[@]}" ;;
+    model) build model "${model_src[@]}" ;;
+    npy) build npy "${npy_src[@]}" ;;
+    # shellcheck disable=SC2086 # pkg-config's flags are separate words
+    checkpoint) build checkpoint "${ckpt_src[@]}" $jsonc ;;
+    *) echo "fuzz.sh: unknown target '$target' in TT_FUZZ_TARGETS (idx, model, npy, checkpoint)" >&2; exit 2 ;;
+  esac
+done
 
 failed=0
-for target in idx model npy; do
+for target in $targets; do
   corpus=$out/corpus/$target
   artifacts=$out/artifacts/$target
   log=$out/fuzz_$target.log

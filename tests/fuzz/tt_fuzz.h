@@ -23,4 +23,8 @@ static inline void tt_fuzz_check_refusal(tt_status s, const tt_error *err, const
     TT_ASSERT(strchr(err->msg, '\n') == NULL);
 }
 
+/* The model fuzz_checkpoint reads checkpoints for, and that tests/fuzz/make_checkpoint_seeds.c writes its seeds for
+ * (a model file's text: its input line gives the shape). 47 parameters: seeds of at most 1 KB of tensors. */
+#define TT_FUZZ_CKPT_MODEL "input shape=4,4,1\nconv2d filters=2 kernel=3\nflatten\ndense units=3\n"
+
 #endif

@@ -1,0 +1,936 @@
+/* checkpoint.c — a training run's state in one safetensors file (tt_checkpoint.h, docs/checkpoints.md).
+ *
+ * The file: u64 little-endian N, N bytes of JSON header (padded with spaces so the data start 8-byte aligned), then
+ * the tensors' float32 bytes, contiguous, in layout-table order: the weights, then each optimizer slot's copy of
+ * them ("optimizer/<slot>/<tensor>"). The header's "__metadata__" holds strings only (the format's rule): where the
+ * run is, the optimizer, what wrote it, and "crc32:%08x" of the data section.
+ *
+ * Reading treats the file as hostile, as src/data/npy.c does: a regular file only (tt_input_open), the header's
+ * length capped and checked against the file before it is parsed, the header parsed by json-c with its length (never
+ * its NUL), a pre-scan that json-c lacks (control bytes, single quotes, \u0000, duplicate keys — json-c keeps the last
+ * of a repeated key silently), every tensor's dtype, shape and offsets checked and the tensors required to tile the
+ * data section exactly, the checksum verified, and only then, with a model, buffers of the model's size allocated and
+ * filled. Every refusal is one line that starts with the file's name.
+ *
+ * Writing never leaves a torn file at the path: a temporary beside it, written, fsync'd, closed, renamed over the
+ * path, then the directory fsync'd.
+ * Not for: deciding when to save or what to resume (train.c), other dtypes than F32, big-endian hosts. */
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <json-c/json.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "tt_checkpoint.h"
+#include "tt_input.h"
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "checkpoint.c copies float32 tensors as they lie in memory: it assumes a little-endian host"
+#endif
+
+enum {
+    CK_HEADER_MAX = 64 << 20, /* a header of 1M tensors' entries; anything larger is not a checkpoint */
+    CK_MAX_NDIM = 8,          /* ours have at most TT_MAX_DIMS; safetensors files from elsewhere rarely more */
+    CK_JSON_DEPTH = 8,        /* ours nest 3 deep (header, entry, shape) */
+    CK_NAME_MAX = 255,        /* bytes of a tensor name */
+    CK_QUOTE = 64             /* bytes of a file's value quoted in a message */
+};
+#define CK_FORMAT "towertrain-checkpoint"
+#define CK_FORMAT_VERSION "1"
+#define CK_DIM_MAX ((uint64_t)1 << 48) /* larger dims are refused before any product is formed */
+
+/* The metadata keys, all required but the two marked optional; any other key is refused. */
+static const struct {
+    const char *key;
+    int optional;
+} g_md_keys[] = {
+    {"format", 0}, {"format_version", 0}, {"epoch", 0}, {"step", 0}, {"steps_per_epoch", 0}, {"global_step", 0},
+    {"seed", 0}, {"batch", 0}, {"optimizer", 0}, {"lr", 0}, {"momentum", 0}, {"nesterov", 0}, {"beta_1", 0},
+    {"beta_2", 0}, {"epsilon", 0}, {"rho", 0}, {"centered", 0}, {"u_product", 0}, {"best", 0}, {"towers", 0},
+    {"backend", 0}, {"model", 1}, {"options", 1}, {"n_params", 0}, {"checksum", 0},
+};
+enum { CK_N_MD_KEYS = (int)(sizeof g_md_keys / sizeof g_md_keys[0]) };
+
+/* ---- shared by both directions ---------------------------------------------------------------------------------- */
+
+/* CRC-32 (zlib's) of n bytes, in pieces zlib's uInt length can take. */
+static uint32_t ck_crc(uint32_t crc, const void *p, size_t n)
+{
+    const unsigned char *b = (const unsigned char *)p;
+    while (n) {
+        const size_t k = n < ((size_t)1 << 30) ? n : ((size_t)1 << 30);
+        crc = (uint32_t)crc32(crc, b, (uInt)k);
+        b += k;
+        n -= k;
+    }
+    return crc;
+}
+
+/* Tensor j of a checkpoint of model m, in file order: the weights (j < T), then slot k's copy (j / T = k + 1). Writes
+ * its name and sets *ti to its layout-table entry; returns -1 for the weights, else the slot's index. */
+static int ck_tensor(const tt_model *m, const char (*slot_names)[24], size_t j, char *name, size_t cap,
+                     const tt_tensor_info **ti)
+{
+    const size_t T = m->n_tensors;
+    const int k = (int)(j / T) - 1;
+    *ti = &m->tensors[j % T];
+    if (k < 0) snprintf(name, cap, "%s", (*ti)->name);
+    else snprintf(name, cap, "optimizer/%s/%s", slot_names[k], (*ti)->name);
+    return k;
+}
+
+/* "(784, 128)", as Keras and NumPy print a shape ("(5,)" for one dimension, "()" for none). */
+static const char *ck_shape_str(int ndim, const uint64_t *d, char *out, size_t len)
+{
+    size_t k = (size_t)snprintf(out, len, "(");
+    for (int i = 0; i < ndim && k < len; i++)
+        k += (size_t)snprintf(out + k, len - k, "%s%llu", i ? ", " : "", (unsigned long long)d[i]);
+    if (k < len) snprintf(out + k, len - k, ndim == 1 ? ",)" : ")");
+    return out;
+}
+
+/* 1 if s[0..n) is valid UTF-8 (no overlongs, no surrogates, nothing past U+10FFFF) without NUL bytes: what a JSON
+ * string may hold, so other readers (Python's json) take the header. */
+static int ck_utf8(const char *s, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    for (size_t i = 0; i < n;) {
+        const unsigned c = p[i];
+        size_t k;
+        unsigned cp;
+        if (c == 0) return 0;
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        if (c >= 0xc2 && c <= 0xdf) k = 1, cp = c & 0x1f;
+        else if (c >= 0xe0 && c <= 0xef) k = 2, cp = c & 0x0f;
+        else if (c >= 0xf0 && c <= 0xf4) k = 3, cp = c & 0x07;
+        else return 0;
+        if (n - i <= k) return 0;
+        for (size_t t = 1; t <= k; t++) {
+            if ((p[i + t] & 0xc0) != 0x80) return 0;
+            cp = cp << 6 | (p[i + t] & 0x3f);
+        }
+        if ((k == 2 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) || (k == 3 && (cp < 0x10000 || cp > 0x10ffff)))
+            return 0;
+        i += k + 1;
+    }
+    return 1;
+}
+
+void tt_checkpoint_free(tt_checkpoint *ck)
+{
+    if (!ck) return;
+    tt_free(ck->model_desc);
+    tt_free(ck->options);
+    tt_free(ck->params);
+    for (int k = 0; k < TT_CKPT_MAX_SLOTS; k++) tt_free(ck->slots[k]);
+    memset(ck, 0, sizeof *ck);
+}
+
+/* ---- writing ---------------------------------------------------------------------------------------------------- */
+
+/* Adds key: v to a JSON object, taking v (NULL: json-c ran out of memory); -1 on failure. */
+static int ck_put(json_object *o, const char *key, json_object *v)
+{
+    if (!v) return -1;
+    if (json_object_object_add(o, key, v) != 0) {
+        json_object_put(v);
+        return -1;
+    }
+    return 0;
+}
+
+static int md_str(json_object *md, const char *key, const char *v) { return ck_put(md, key, json_object_new_string(v)); }
+
+static int md_u64(json_object *md, const char *key, uint64_t v)
+{
+    char b[32];
+    snprintf(b, sizeof b, "%llu", (unsigned long long)v);
+    return md_str(md, key, b);
+}
+
+/* A float as "%.9g": nine significant digits bring back the same float. */
+static int md_f32(json_object *md, const char *key, float v)
+{
+    char b[48];
+    snprintf(b, sizeof b, "%.9g", (double)v);
+    return md_str(md, key, b);
+}
+
+/* A double as "%.17g" (the same double back), NaN as "nan" (glibc may print "-nan"). */
+static int md_f64(json_object *md, const char *key, double v)
+{
+    char b[48];
+    if (isnan(v)) snprintf(b, sizeof b, "nan");
+    else snprintf(b, sizeof b, "%.17g", v);
+    return md_str(md, key, b);
+}
+
+static json_object *ck_metadata(const tt_checkpoint *ck, uint32_t crc)
+{
+    json_object *md = json_object_new_object();
+    if (!md) return NULL;
+    const tt_optim_config *c = &ck->optim;
+    char sum[16];
+    snprintf(sum, sizeof sum, "crc32:%08x", (unsigned)crc);
+    int bad = md_str(md, "format", CK_FORMAT) | md_str(md, "format_version", CK_FORMAT_VERSION) |
+              md_u64(md, "epoch", ck->epoch) | md_u64(md, "step", ck->step) |
+              md_u64(md, "steps_per_epoch", ck->steps_per_epoch) | md_u64(md, "global_step", ck->global_step) |
+              md_u64(md, "seed", ck->seed) | md_u64(md, "batch", ck->batch) |
+              md_str(md, "optimizer", tt_optim_kind_name(c->kind)) | md_f32(md, "lr", c->lr) |
+              md_f32(md, "momentum", c->momentum) | md_str(md, "nesterov", c->nesterov ? "true" : "false") |
+              md_f32(md, "beta_1", c->beta1) | md_f32(md, "beta_2", c->beta2) | md_f32(md, "epsilon", c->epsilon) |
+              md_f32(md, "rho", c->rho) | md_str(md, "centered", c->centered ? "true" : "false") |
+              md_f64(md, "u_product", ck->u_product) | md_f64(md, "best", ck->best) |
+              md_u64(md, "towers", ck->towers) | md_str(md, "backend", ck->backend);
+    if (ck->model_desc) bad |= md_str(md, "model", ck->model_desc);
+    if (ck->options) bad |= md_str(md, "options", ck->options);
+    bad |= md_u64(md, "n_params", ck->n_params) | md_str(md, "checksum", sum);
+    if (bad) {
+        json_object_put(md);
+        return NULL;
+    }
+    return md;
+}
+
+/* Appends v to a JSON array, taking v (NULL: out of memory); -1 on failure. */
+static int ck_push(json_object *a, json_object *v)
+{
+    if (!v) return -1;
+    if (json_object_array_add(a, v) != 0) {
+        json_object_put(v);
+        return -1;
+    }
+    return 0;
+}
+
+/* {"dtype": "F32", "shape": [...], "data_offsets": [begin, begin + bytes]}; NULL: out of memory. */
+static json_object *ck_entry_json(const tt_tensor_info *t, uint64_t begin)
+{
+    json_object *e = json_object_new_object(), *shape = NULL, *off = NULL;
+    if (!e) return NULL;
+    /* each child is handed to e as soon as it exists, so freeing e frees everything on any failure */
+    int bad = ck_put(e, "dtype", json_object_new_string("F32")) || ck_put(e, "shape", shape = json_object_new_array()) ||
+              ck_put(e, "data_offsets", off = json_object_new_array());
+    for (int d = 0; !bad && d < t->ndim; d++) bad = ck_push(shape, json_object_new_int64((int64_t)t->shape[d]));
+    if (!bad)
+        bad = ck_push(off, json_object_new_int64((int64_t)begin)) ||
+              ck_push(off, json_object_new_int64((int64_t)(begin + t->size * sizeof(float))));
+    if (bad) {
+        json_object_put(e);
+        return NULL;
+    }
+    return e;
+}
+
+/* The whole header as text, padded with spaces to a multiple of 8 bytes (tt_malloc'd), or NULL (out of memory). */
+static char *ck_header_text(const tt_model *m, const tt_checkpoint *ck, uint32_t crc, size_t *len)
+{
+    json_object *h = json_object_new_object();
+    int bad = !h || ck_put(h, "__metadata__", ck_metadata(ck, crc));
+    uint64_t at = 0;
+    char name[128];
+    const size_t n = (size_t)(1 + ck->n_slots) * m->n_tensors;
+    for (size_t j = 0; !bad && j < n; j++) {
+        const tt_tensor_info *t;
+        ck_tensor(m, ck->slot_names, j, name, sizeof name, &t);
+        bad = ck_put(h, name, ck_entry_json(t, at));
+        at += t->size * sizeof(float);
+    }
+    char *out = NULL;
+    size_t tl = 0;
+    const char *text = bad ? NULL : json_object_to_json_string_length(h, JSON_C_TO_STRING_PLAIN |
+                                                                          JSON_C_TO_STRING_NOSLASHESCAPE, &tl);
+    if (text) {
+        *len = (tl + 7) / 8 * 8;
+        if ((out = (char *)tt_malloc(*len))) {
+            memcpy(out, text, tl);
+            memset(out + tl, ' ', *len - tl);
+        }
+    }
+    json_object_put(h);
+    return out;
+}
+
+/* Writes all n bytes: short writes continued, EINTR retried. 0, or -1 with errno set. */
+static int ck_write_all(int fd, const void *p, size_t n)
+{
+    const char *b = (const char *)p;
+    while (n) {
+        const size_t k = n < ((size_t)1 << 30) ? n : ((size_t)1 << 30);
+        const ssize_t w = write(fd, b, k);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0) return -1;
+        if (w == 0) {
+            errno = EIO; /* no progress and no error: do not spin */
+            return -1;
+        }
+        b += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* What the writer is given must describe a file the reader takes back: the model's size, the optimizer's slots. */
+static tt_status ck_check_for_write(const char *path, const tt_model *m, const tt_checkpoint *ck, tt_error *err)
+{
+    const char *names[3];
+    const int ns = tt_optim_slot_names(&ck->optim, names);
+    if (ck->n_params != m->n_params || !ck->params)
+        return tt_fail(err, TT_ERR_ARG, "%s: checkpoint of %zu parameters for a model of %zu", path, ck->n_params,
+                       m->n_params);
+    if (ck->n_slots != ns)
+        return tt_fail(err, TT_ERR_ARG, "%s: %d optimizer slots given, optimizer %s keeps %d", path, ck->n_slots,
+                       tt_optim_kind_name(ck->optim.kind), ns);
+    for (int k = 0; k < ns; k++)
+        if (strcmp(ck->slot_names[k], names[k]) != 0 || !ck->slots[k])
+            return tt_fail(err, TT_ERR_ARG, "%s: optimizer slot %d is '%.23s', optimizer %s keeps '%s' there", path, k,
+                           ck->slot_names[k], tt_optim_kind_name(ck->optim.kind), names[k]);
+    if (!memchr(ck->backend, '\0', sizeof ck->backend) || !ck_utf8(ck->backend, strlen(ck->backend)) ||
+        (ck->model_desc && !ck_utf8(ck->model_desc, strlen(ck->model_desc))) ||
+        (ck->options && !ck_utf8(ck->options, strlen(ck->options))))
+        return tt_fail(err, TT_ERR_ARG, "%s: the backend, model description or options are not UTF-8 text", path);
+    return TT_OK;
+}
+
+/* Writes the prefix, header and tensors to fd. 0, or -1 with errno set. */
+static int ck_write_body(int fd, const tt_model *m, const tt_checkpoint *ck, const char *hdr, size_t hlen)
+{
+    unsigned char prefix[8];
+    for (int i = 0; i < 8; i++) prefix[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
+    if (ck_write_all(fd, prefix, 8) || ck_write_all(fd, hdr, hlen)) return -1;
+    char name[128];
+    const size_t n = (size_t)(1 + ck->n_slots) * m->n_tensors;
+    for (size_t j = 0; j < n; j++) {
+        const tt_tensor_info *t;
+        const int k = ck_tensor(m, ck->slot_names, j, name, sizeof name, &t);
+        const float *base = k < 0 ? ck->params : ck->slots[k];
+        if (ck_write_all(fd, base + t->offset, t->size * sizeof(float))) return -1;
+    }
+    return 0;
+}
+
+/* The directory holding path ("." for a bare name) and the temporary's template ".<basename>.XXXXXX" beside it. */
+static tt_status ck_temp_names(const char *path, char *dir, char *tmpl, size_t cap, tt_error *err)
+{
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    if (!*base) return tt_fail(err, TT_ERR_ARG, "%s: not a file name (it ends in '/')", path);
+    const size_t dl = slash ? (size_t)(slash - path) : 0;
+    int n1 = slash ? snprintf(dir, cap, "%.*s", (int)(dl ? dl : 1), dl ? path : "/") : snprintf(dir, cap, ".");
+    int n2 = snprintf(tmpl, cap, "%.*s.%s.XXXXXX", (int)(slash ? dl + 1 : 0), path, base);
+    if (n1 < 0 || n2 < 0 || (size_t)n1 >= cap || (size_t)n2 >= cap)
+        return tt_fail(err, TT_ERR_ARG, "%.200s...: path too long", path);
+    return TT_OK;
+}
+
+tt_status tt_checkpoint_write(const char *path, const tt_model *m, const tt_checkpoint *ck, tt_error *err)
+{
+    tt_status s = ck_check_for_write(path, m, ck, err);
+    if (s) return s;
+    char dir[PATH_MAX], tmp[PATH_MAX];
+    if ((s = ck_temp_names(path, dir, tmp, sizeof tmp, err))) return s;
+
+    /* the checksum goes into the header, so the data are summed first, in file order */
+    uint32_t crc = (uint32_t)crc32(0L, Z_NULL, 0);
+    char name[128];
+    for (size_t j = 0; j < (size_t)(1 + ck->n_slots) * m->n_tensors; j++) {
+        const tt_tensor_info *t;
+        const int k = ck_tensor(m, ck->slot_names, j, name, sizeof name, &t);
+        crc = ck_crc(crc, (k < 0 ? ck->params : ck->slots[k]) + t->offset, t->size * sizeof(float));
+    }
+    size_t hlen = 0;
+    char *hdr = ck_header_text(m, ck, crc, &hlen);
+    if (!hdr) return tt_fail(err, TT_ERR_NOMEM, "%s: out of memory for the checkpoint's header", path);
+
+    const int fd = mkstemp(tmp);
+    if (fd < 0) {
+        tt_free(hdr);
+        return tt_fail(err, TT_ERR_IO, "%s: cannot create a temporary file in %s: %s", path, dir, strerror(errno));
+    }
+    /* mkstemp makes it 0600: keep the mode of the file it replaces, else rw-r--r-- as most tools write */
+    struct stat old;
+    const mode_t mode = stat(path, &old) == 0 && S_ISREG(old.st_mode) ? (old.st_mode & 07777) : 0644;
+    const char *step = NULL;
+    int e = 0;
+    if (fchmod(fd, mode) != 0) step = "cannot set the mode of", e = errno;
+    else if (ck_write_body(fd, m, ck, hdr, hlen) != 0) step = "cannot write", e = errno;
+    else if (fsync(fd) != 0) step = "cannot fsync", e = errno; /* the data on disk before the name points at them */
+    tt_free(hdr);
+    if (close(fd) != 0 && !step) step = "cannot close", e = errno; /* NFS and quotas may report a failed write here */
+    if (!step && rename(tmp, path) != 0) step = "cannot rename the temporary file over", e = errno;
+    if (step) {
+        unlink(tmp);
+        return tt_fail(err, TT_ERR_IO, "%s: %s the checkpoint (temporary %s): %s", path, step, tmp, strerror(e));
+    }
+    /* the rename on disk: until the directory is synced, a crash can bring the old entry back */
+    const int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0 || fsync(dfd) != 0) {
+        const int de = errno;
+        if (dfd >= 0) close(dfd);
+        return tt_fail(err, TT_ERR_IO, "%s: written, but cannot fsync its directory %s: %s", path, dir, strerror(de));
+    }
+    close(dfd);
+    return TT_OK;
+}
+
+/* ---- reading: the header's text --------------------------------------------------------------------------------- */
+
+typedef struct ck_entry {
+    const char *name; /* json-c's copy of the key (lives as long as the parsed header) */
+    uint64_t begin, end; /* bytes, from the start of the data section */
+    int ndim;
+    uint64_t shape[CK_MAX_NDIM];
+    int used; /* matched to a model tensor */
+} ck_entry;
+
+typedef struct ck_parse {
+    const char *what; /* the source's name, first in every message */
+    tt_error *err;
+    json_object *top; /* the parsed header */
+    json_object *md;  /* its "__metadata__" */
+    const uint8_t *data; /* the data section */
+    uint64_t data_len;
+    ck_entry *e;
+    size_t n_e;
+} ck_parse;
+
+/* What json-c does not check, over the raw header: no control byte (NUL included) outside JSON's blanks, none inside
+ * a string, no \u0000 (a name that C strings would cut short), no single-quoted strings (json-c takes them even when
+ * strict). Counts the object keys, so that a repeated key — which json-c keeps only once — shows as a difference. */
+static tt_status ck_prescan(const ck_parse *p, const char *h, size_t n, size_t *keys)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char c = (unsigned char)h[i];
+        if (c == '\'')
+            return tt_fail(p->err, TT_ERR_FORMAT, "%s: the header is not JSON: a single quote at byte %zu", p->what, i);
+        if (c < 0x20 && c != '\t' && c != '\n' && c != '\r')
+            return tt_fail(p->err, TT_ERR_FORMAT, "%s: the header holds control byte 0x%02x at byte %zu", p->what, c, i);
+        if (c != '"') continue;
+        for (i++; i < n && h[i] != '"'; i++) {
+            if ((unsigned char)h[i] < 0x20)
+                return tt_fail(p->err, TT_ERR_FORMAT, "%s: the header holds control byte 0x%02x in a string at byte "
+                               "%zu", p->what, (unsigned char)h[i], i);
+            if (h[i] == '\\' && i + 1 < n) {
+                if (n - i >= 6 && memcmp(h + i + 1, "u0000", 5) == 0)
+                    return tt_fail(p->err, TT_ERR_FORMAT, "%s: the header holds \\u0000 in a string at byte %zu",
+                                   p->what, i);
+                i++;
+            }
+        }
+        size_t j = i + 1; /* a string followed by ':' is an object's key */
+        while (j < n && (h[j] == ' ' || h[j] == '\t' || h[j] == '\n' || h[j] == '\r')) j++;
+        if (j < n && h[j] == ':') k++;
+    }
+    *keys = k;
+    return TT_OK;
+}
+
+/* Keys of every object in a parsed value (depth bounded by the tokener). */
+static size_t ck_count_keys(json_object *v)
+{
+    size_t k = 0;
+    if (json_object_is_type(v, json_type_object)) {
+        json_object_object_foreach(v, key, val) {
+            (void)key;
+            k += 1 + ck_count_keys(val);
+        }
+    } else if (json_object_is_type(v, json_type_array)) {
+        for (size_t i = 0; i < json_object_array_length(v); i++) k += ck_count_keys(json_object_array_get_idx(v, i));
+    }
+    return k;
+}
+
+/* Parses n bytes of JSON text (never reading past them) into one value with only blanks after it. */
+static json_object *ck_json(const char *text, size_t n, int depth, char *why, size_t why_len)
+{
+    json_tokener *tok = json_tokener_new_ex(depth);
+    if (!tok) {
+        snprintf(why, why_len, "out of memory");
+        return NULL;
+    }
+    json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_ALLOW_TRAILING_CHARS | JSON_TOKENER_VALIDATE_UTF8);
+    json_object *v = n > INT_MAX ? NULL : json_tokener_parse_ex(tok, text, (int)n);
+    const enum json_tokener_error e = json_tokener_get_error(tok);
+    size_t end = json_tokener_get_parse_end(tok);
+    if (v && e == json_tokener_success) {
+        while (end < n && (text[end] == ' ' || text[end] == '\t' || text[end] == '\n' || text[end] == '\r')) end++;
+        if (end < n) {
+            snprintf(why, why_len, "more after the JSON value, at byte %zu", end);
+            json_object_put(v);
+            v = NULL;
+        }
+    } else {
+        if (e == json_tokener_continue) snprintf(why, why_len, "it ends inside the JSON value");
+        else snprintf(why, why_len, "%s at byte %zu", json_tokener_error_desc(e), end);
+        json_object_put(v);
+        v = NULL;
+    }
+    json_tokener_free(tok);
+    return v;
+}
+
+/* ---- reading: the metadata -------------------------------------------------------------------------------------- */
+
+/* A file's value for a message: escaped, at most CK_QUOTE bytes. */
+static const char *ck_quote(const char *s, char *out, size_t len)
+{
+    tt_escape(s, out, len);
+    return out;
+}
+
+/* The metadata value of key (required unless *v may stay NULL for an optional key). */
+static tt_status md_get(const ck_parse *p, const char *key, int optional, const char **v)
+{
+    json_object *o;
+    *v = NULL;
+    if (!json_object_object_get_ex(p->md, key, &o)) {
+        if (optional) return TT_OK;
+        return tt_fail(p->err, TT_ERR_FORMAT, "%s: metadata: no key '%s'", p->what, key);
+    }
+    *v = json_object_get_string(o); /* a string without NUL bytes: checked with the keys */
+    return TT_OK;
+}
+
+static tt_status md_bad(const ck_parse *p, const char *key, const char *v, const char *want)
+{
+    char q[CK_QUOTE];
+    return tt_fail(p->err, TT_ERR_FORMAT, "%s: metadata: key '%s' is '%s', not %s", p->what, key, ck_quote(v, q, sizeof q),
+                   want);
+}
+
+/* A decimal unsigned integer, all of the string, at most max. */
+static tt_status md_uint(const ck_parse *p, const char *key, uint64_t max, uint64_t *out)
+{
+    const char *v;
+    tt_status s = md_get(p, key, 0, &v);
+    if (s) return s;
+    char *end;
+    errno = 0;
+    const unsigned long long x = (*v >= '0' && *v <= '9') ? strtoull(v, &end, 10) : 0;
+    if (!(*v >= '0' && *v <= '9') || *end || errno == ERANGE) return md_bad(p, key, v, "an unsigned integer");
+    if (x > max) {
+        char want[64];
+        snprintf(want, sizeof want, "an integer up to %llu", (unsigned long long)max);
+        return md_bad(p, key, v, want);
+    }
+    *out = (uint64_t)x;
+    return TT_OK;
+}
+
+static tt_status md_size(const ck_parse *p, const char *key, size_t *out)
+{
+    uint64_t x;
+    tt_status s = md_uint(p, key, SIZE_MAX, &x);
+    if (!s) *out = (size_t)x;
+    return s;
+}
+
+/* A finite float, all of the string ("%.9g" as written). */
+static tt_status md_float(const ck_parse *p, const char *key, float *out)
+{
+    const char *v;
+    tt_status s = md_get(p, key, 0, &v);
+    if (s) return s;
+    char *end;
+    const float x = strtof(v, &end);
+    if (!*v || isspace((unsigned char)*v) || end == v || *end || !isfinite(x)) return md_bad(p, key, v, "a finite number");
+    *out = x;
+    return TT_OK;
+}
+
+/* A double, all of the string ("%.17g" as written); "nan" only where allowed (the best metric: none yet). */
+static tt_status md_double(const ck_parse *p, const char *key, int nan_ok, double *out)
+{
+    const char *v;
+    tt_status s = md_get(p, key, 0, &v);
+    if (s) return s;
+    if (nan_ok && strcmp(v, "nan") == 0) {
+        *out = NAN;
+        return TT_OK;
+    }
+    char *end;
+    const double x = strtod(v, &end);
+    if (!*v || isspace((unsigned char)*v) || end == v || *end || isnan(x) || (!nan_ok && !isfinite(x)))
+        return md_bad(p, key, v, nan_ok ? "a number or nan" : "a finite number");
+    *out = x;
+    return TT_OK;
+}
+
+static tt_status md_bool(const ck_parse *p, const char *key, int *out)
+{
+    const char *v;
+    tt_status s = md_get(p, key, 0, &v);
+    if (s) return s;
+    if (strcmp(v, "true") == 0) *out = 1;
+    else if (strcmp(v, "false") == 0) *out = 0;
+    else return md_bad(p, key, v, "true or false");
+    return TT_OK;
+}
+
+/* Every key known, every value a string without NUL bytes. */
+static tt_status md_keys(const ck_parse *p)
+{
+    json_object_object_foreach(p->md, key, val) {
+        int known = 0;
+        for (int i = 0; i < CK_N_MD_KEYS; i++) known |= strcmp(key, g_md_keys[i].key) == 0;
+        char q[CK_QUOTE];
+        if (!known)
+            return tt_fail(p->err, TT_ERR_FORMAT, "%s: metadata: unknown key '%s'", p->what, ck_quote(key, q, sizeof q));
+        if (!json_object_is_type(val, json_type_string))
+            return tt_fail(p->err, TT_ERR_FORMAT, "%s: metadata: key '%s' is not a string (safetensors metadata are "
+                           "strings)", p->what, key);
+    }
+    return TT_OK;
+}
+
+/* The run's position, the optimizer and what wrote it, into ck. */
+static tt_status md_read(const ck_parse *p, tt_checkpoint *ck)
+{
+    tt_status s = md_keys(p);
+    const char *v;
+    char q[CK_QUOTE];
+    if (!s && !(s = md_get(p, "format", 0, &v)) && strcmp(v, CK_FORMAT) != 0)
+        return tt_fail(p->err, TT_ERR_FORMAT, "%s: metadata: format is '%s', not '" CK_FORMAT "'", p->what,
+                       ck_quote(v, q, sizeof q));
+    if (!s && !(s = md_get(p, "format_version", 0, &v)) && strcmp(v, CK_FORMAT_VERSION) != 0)
+        return tt_fail(p->err, TT_ERR_FORMAT, "%s: metadata: format_version is '%s'; this towertrain reads version "
+                       CK_FORMAT_VERSION, p->what, ck_quote(v, q, sizeof q));
+    if (s) return s;
+    if ((s = md_uint(p, "epoch", UINT64_MAX, &ck->epoch)) || (s = md_uint(p, "step", UINT64_MAX, &ck->step)) ||
+        (s = md_uint(p, "steps_per_epoch", UINT64_MAX, &ck->steps_per_epoch)) ||
+        (s = md_uint(p, "global_step", UINT64_MAX, &ck->global_step)) || (s = md_uint(p, "seed", UINT64_MAX, &ck->seed)) ||
+        (s = md_size(p, "batch", &ck->batch)) || (s = md_size(p, "towers", &ck->towers)) ||
+        (s = md_size(p, "n_params", &ck->n_params)))
+        return s;
+    if (ck->step > ck->steps_per_epoch)
+        return tt_fail(p->err, TT_ERR_FORMAT, "%s: metadata: step %llu is beyond steps_per_epoch %llu", p->what,
+                       (unsigned long long)ck->step, (unsigned long long)ck->steps_per_epoch);
+    if ((s = md_get(p, "optimizer", 0, &v))) return s;
+    tt_optim_kind kind;
+    if (tt_optim_parse_kind(v, &kind) != 0) return md_bad(p, "optimizer", v, "sgd, adam, nadam or rmsprop");
+    tt_optim_config *c = &ck->optim;
+    *c = tt_optim_defaults(kind);
+    if ((s = md_float(p, "lr", &c->lr)) || (s = md_float(p, "momentum", &c->momentum)) ||
+        (s = md_bool(p, "nesterov", &c->nesterov)) || (s = md_float(p, "beta_1", &c->beta1)) ||
+        (s = md_float(p, "beta_2", &c->beta2)) || (s = md_float(p, "epsilon", &c->epsilon)) ||
+        (s = md_float(p, "rho", &c->rho)) || (s = md_bool(p, "centered", &c->centered)) ||
+        (s = md_double(p, "u_product", 0, &ck->u_product)) || (s = md_double(p, "best", 1, &ck->best)))
+        return s;
+    if ((s = md_get(p, "backend", 0, &v))) return s;
+    if (strlen(v) >= sizeof ck->backend) return md_bad(p, "backend", v, "a backend name");
+    memcpy(ck->backend, v, strlen(v) + 1);
+    const char *names[3];
+    ck->n_slots = tt_optim_slot_names(c, names);
+    for (int k = 0; k < ck->n_slots; k++) snprintf(ck->slot_names[k], sizeof ck->slot_names[k], "%s", names[k]);
+    return TT_OK;
+}
+
+/* The optional texts: the model's description, and the options (a JSON object in a string). */
+static tt_status md_texts(const ck_parse *p, tt_checkpoint *ck)
+{
+    const char *desc, *opts;
+    tt_status s = md_get(p, "model", 1, &desc);
+    if (!s) s = md_get(p, "options", 1, &opts);
+    if (s) return s;
+    if (opts) {
+        char why[128];
+        json_object *o = ck_json(opts, strlen(opts), CK_JSON_DEPTH, why, sizeof why);
+        const int obj = o && json_object_is_type(o, json_type_object);
+        json_object_put(o);
+        if (!obj)
+            return tt_fail(p->err, TT_ERR_FORMAT, "%s: metadata: options is not a JSON object (%s)", p->what,
+                           o ? "another JSON value" : why);
+    }
+    if ((desc && !(ck->model_desc = (char *)tt_malloc(strlen(desc) + 1))) ||
+        (opts && !(ck->options = (char *)tt_malloc(strlen(opts) + 1))))
+        return tt_fail(p->err, TT_ERR_NOMEM, "%s: out of memory for the metadata", p->what);
+    if (desc) memcpy(ck->model_desc, desc, strlen(desc) + 1);
+    if (opts) memcpy(ck->options, opts, strlen(opts) + 1);
+    return TT_OK;
+}
+
+/* "crc32:xxxxxxxx" (8 lower-case hex digits) against the data section's CRC-32. */
+static tt_status md_checksum(const ck_parse *p)
+{
+    const char *v;
+    tt_status s = md_get(p, "checksum", 0, &v);
+    if (s) return s;
+    unsigned want = 0;
+    int ok = strlen(v) == 14 && strncmp(v, "crc32:", 6) == 0;
+    for (int i = 6; ok && i < 14; i++) {
+        const char c = v[i];
+        ok = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+        want = want << 4 | (unsigned)(c <= '9' ? c - '0' : c - 'a' + 10);
+    }
+    if (!ok) return md_bad(p, "checksum", v, "crc32: and 8 lower-case hex digits");
+    const uint32_t got = ck_crc((uint32_t)crc32(0L, Z_NULL, 0), p->data, (size_t)p->data_len);
+    if (got != want)
+        return tt_fail(p->err, TT_ERR_FORMAT, "%s: checksum mismatch: the data's CRC-32 is %08x, the header says %08x "
+                       "(the file is damaged)", p->what, (unsigned)got, want);
+    return TT_OK;
+}
+
+/* ---- reading: the tensors --------------------------------------------------------------------------------------- */
+
+/* A JSON integer in [0, max]. */
+static int ck_uint(json_object *v, uint64_t max, uint64_t *out)
+{
+    if (!json_object_is_type(v, json_type_int)) return 0;
+    const int64_t x = json_object_get_int64(v); /* json-c gives INT64_MAX for anything larger: refused below */
+    if (x < 0 || x == INT64_MAX || (uint64_t)x > max) return 0;
+    *out = (uint64_t)x;
+    return 1;
+}
+
+/* One tensor's entry: exactly dtype "F32", a shape of at most CK_MAX_NDIM dims, data_offsets inside the data section
+ * holding exactly the shape's bytes. */
+static tt_status ck_entry_read(const ck_parse *p, const char *name, json_object *v, ck_entry *e)
+{
+    char q[CK_QUOTE];
+    const char *nq = ck_quote(name, q, sizeof q);
+    json_object *dtype, *shape, *off;
+    memset(e, 0, sizeof *e);
+    e->name = name;
+    if (strlen(name) > CK_NAME_MAX)
+        return tt_fail(p->err, TT_ERR_FORMAT, "%s: a tensor name of %zu bytes ('%s...'): at most %d", p->what,
+                       strlen(name), nq, CK_NAME_MAX);
+    if (!json_object_is_type(v, json_type_object) || json_object_object_length(v) != 3 ||
+        !json_object_object_get_ex(v, "dtype", &dtype) || !json_object_object_get_ex(v, "shape", &shape) ||
+        !json_object_object_get_ex(v, "data_offsets", &off))
+        return tt_fail(p->err, TT_ERR_FORMAT, "%s: tensor %s: not an object of exactly dtype, shape and data_offsets",
+                       p->what, nq);
+    if (!json_object_is_type(dtype, json_type_string) || strcmp(json_object_get_string(dtype), "F32") != 0) {
+        char dq[CK_QUOTE];
+        return tt_fail(p->err, TT_ERR_FORMAT, "%s: tensor %s has dtype '%s' (towertrain reads F32 only)", p->what, nq,
+                       json_object_is_type(dtype, json_type_string) ? ck_quote(json_object_get_string(dtype), dq, sizeof dq)
+                                                                    : "(not a string)");
+    }
+    if (!json_object_is_type(shape, json_type_array) || json_object_array_length(shape) > CK_MAX_NDIM)
+        return tt_fail(p->err, TT_ERR_FORMAT, "%s: tensor %s: shape is not an array of at most %d dimensions", p->what,
+                       nq, CK_MAX_NDIM);
+    e->ndim = (int)json_object_array_length(shape);
+    uint64_t elems = 1;
+    const uint64_t max_elems = p->data_len / sizeof(float);
+    for (int d = 0; d < e->ndim; d++) {
+        if (!ck_uint(json_object_array_get_idx(shape, (size_t)d), CK_DIM_MAX, &e->shape[d]))
+            return tt_fail(p->err, TT_ERR_FORMAT, "%s: tensor %s: shape dimension %d is not an integer in [0, 2^48]",
+                           p->what, nq, d);
+        if (e->shape[d] && elems > max_elems / e->shape[d])
+            elems = max_elems + 1; /* more than the file holds: saturate, no overflow */
+        else
+            elems *= e->shape[d];
+    }
+    if (!json_object_is_type(off, json_type_array) || json_object_array_length(off) != 2 ||
+        !ck_uint(json_object_array_get_idx(off, 0), UINT64_MAX, &e->begin) ||
+        !ck_uint(json_object_array_get_idx(off, 1), UINT64_MAX, &e->end) || e->begin > e->end)
+        return tt_fail(p->err, TT_ERR_FORMAT, "%s: tensor %s: data_offsets is not [begin, end] with 0 <= begin <= end",
+                       p->what, nq);
+    if (e->end > p->data_len)
+        return tt_fail(p->err, TT_ERR_FORMAT, "%s: tensor %s ends at byte %llu of the data section, which holds %llu "
+                       "(a truncated file?)", p->what, nq, (unsigned long long)e->end, (unsigned long long)p->data_len);
+    if (elems > max_elems || elems * sizeof(float) != e->end - e->begin) {
+        char sh[160];
+        return tt_fail(p->err, TT_ERR_FORMAT, "%s: tensor %s: shape %s %s, data_offsets [%llu, %llu] hold %llu bytes",
+                       p->what, nq, ck_shape_str(e->ndim, e->shape, sh, sizeof sh),
+                       elems > max_elems ? "is larger than the data section" : "does not fit its bytes",
+                       (unsigned long long)e->begin, (unsigned long long)e->end,
+                       (unsigned long long)(e->end - e->begin));
+    }
+    return TT_OK;
+}
+
+static int ck_by_offset(const void *a, const void *b)
+{
+    const ck_entry *x = (const ck_entry *)a, *y = (const ck_entry *)b;
+    if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
+    if (x->end != y->end) return x->end < y->end ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+static int ck_by_name(const void *a, const void *b)
+{
+    return strcmp(((const ck_entry *)a)->name, ((const ck_entry *)b)->name);
+}
+
+/* Every entry read, and together they tile the data section: from byte 0, each where the previous ended, the last
+ * at its end — no overlap, no gap, nothing after. Leaves the entries sorted by name. */
+static tt_status ck_entries(ck_parse *p)
+{
+    const size_t n = (size_t)json_object_object_length(p->top) - 1; /* all but __metadata__ */
+    if (n && !(p->e = (ck_entry *)tt_calloc(n, sizeof *p->e)))
+        return tt_fail(p->err, TT_ERR_NOMEM, "%s: out of memory for %zu tensor entries", p->what, n);
+    tt_status s = TT_OK;
+    json_object_object_foreach(p->top, key, val) {
+        if (strcmp(key, "__metadata__") == 0) continue;
+        if ((s = ck_entry_read(p, key, val, &p->e[p->n_e]))) return s;
+        p->n_e++;
+    }
+    if (n) qsort(p->e, n, sizeof *p->e, ck_by_offset);
+    uint64_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+        const ck_entry *e = &p->e[i];
+        if (e->begin != at) {
+            char q1[CK_QUOTE], q2[CK_QUOTE];
+            if (i == 0)
+                return tt_fail(p->err, TT_ERR_FORMAT, "%s: the data section starts with %llu bytes no tensor holds "
+                               "(the first, %s, begins at %llu)", p->what, (unsigned long long)e->begin,
+                               ck_quote(e->name, q1, sizeof q1), (unsigned long long)e->begin);
+            return tt_fail(p->err, TT_ERR_FORMAT, "%s: tensors %s [%llu, %llu] and %s [%llu, %llu] %s", p->what,
+                           ck_quote(p->e[i - 1].name, q1, sizeof q1), (unsigned long long)p->e[i - 1].begin,
+                           (unsigned long long)p->e[i - 1].end, ck_quote(e->name, q2, sizeof q2),
+                           (unsigned long long)e->begin, (unsigned long long)e->end,
+                           e->begin < at ? "overlap" : "leave a gap");
+        }
+        at = e->end;
+    }
+    if (at != p->data_len)
+        return tt_fail(p->err, TT_ERR_FORMAT, "%s: the data section holds %llu bytes, the tensors %llu", p->what,
+                       (unsigned long long)p->data_len, (unsigned long long)at);
+    if (n) qsort(p->e, n, sizeof *p->e, ck_by_name);
+    return TT_OK;
+}
+
+/* Every tensor of m and of each slot, with m's shapes, and no other; then the buffers filled from them. */
+static tt_status ck_match(ck_parse *p, const tt_model *m, tt_checkpoint *ck)
+{
+    char name[128];
+    const size_t n = (size_t)(1 + ck->n_slots) * m->n_tensors;
+    for (size_t j = 0; j < n; j++) {
+        const tt_tensor_info *t;
+        ck_tensor(m, ck->slot_names, j, name, sizeof name, &t);
+        const ck_entry key = {.name = name};
+        ck_entry *e = p->n_e ? (ck_entry *)bsearch(&key, p->e, p->n_e, sizeof *p->e, ck_by_name) : NULL;
+        if (!e && j < m->n_tensors)
+            return tt_fail(p->err, TT_ERR_FORMAT, "%s: has no tensor %s (the model has it: a different --model?)",
+                           p->what, name);
+        if (!e)
+            return tt_fail(p->err, TT_ERR_FORMAT, "%s: has no tensor %s (optimizer %s keeps it: a damaged file?)",
+                           p->what, name, tt_optim_kind_name(ck->optim.kind));
+        uint64_t want[TT_MAX_DIMS];
+        int same = e->ndim == t->ndim;
+        for (int d = 0; d < t->ndim; d++) {
+            want[d] = t->shape[d];
+            same = same && e->shape[d] == want[d];
+        }
+        if (!same) {
+            char a[160], b[160];
+            return tt_fail(p->err, TT_ERR_FORMAT, "%s: tensor %s has shape %s, the model has %s", p->what, name,
+                           ck_shape_str(e->ndim, e->shape, a, sizeof a), ck_shape_str(t->ndim, want, b, sizeof b));
+        }
+        e->used = 1;
+    }
+    for (size_t i = 0; i < p->n_e; i++)
+        if (!p->e[i].used) {
+            char q[CK_QUOTE];
+            return tt_fail(p->err, TT_ERR_FORMAT, "%s: tensor %s is not one of the model's or optimizer %s's (a "
+                           "different --model or optimizer?)", p->what, ck_quote(p->e[i].name, q, sizeof q),
+                           tt_optim_kind_name(ck->optim.kind));
+        }
+    if (ck->n_params != m->n_params)
+        return tt_fail(p->err, TT_ERR_FORMAT, "%s: metadata: n_params is %zu, the model has %zu", p->what,
+                       ck->n_params, m->n_params);
+    const size_t bytes = m->n_params * sizeof(float);
+    if (!(ck->params = (float *)tt_malloc(bytes)))
+        return tt_fail(p->err, TT_ERR_NOMEM, "%s: out of memory for %zu parameters", p->what, m->n_params);
+    for (int k = 0; k < ck->n_slots; k++)
+        if (!(ck->slots[k] = (float *)tt_malloc(bytes)))
+            return tt_fail(p->err, TT_ERR_NOMEM, "%s: out of memory for the optimizer's %s", p->what,
+                           ck->slot_names[k]);
+    for (size_t j = 0; j < n; j++) {
+        const tt_tensor_info *t;
+        const int k = ck_tensor(m, ck->slot_names, j, name, sizeof name, &t);
+        const ck_entry key = {.name = name};
+        const ck_entry *e = (const ck_entry *)bsearch(&key, p->e, p->n_e, sizeof *p->e, ck_by_name);
+        memcpy((k < 0 ? ck->params : ck->slots[k]) + t->offset, p->data + e->begin, t->size * sizeof(float));
+    }
+    return TT_OK;
+}
+
+/* The prefix and the header: its length sane and inside the buffer, its text JSON as the format says, one object
+ * with a __metadata__ object. Sets p->top, p->md, p->data, p->data_len. */
+static tt_status ck_header(ck_parse *p, const uint8_t *buf, size_t len)
+{
+    if (len < 8)
+        return tt_fail(p->err, TT_ERR_FORMAT, "%s: %zu bytes is too short for a safetensors file (an 8-byte header "
+                       "length first)", p->what, len);
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; i--) n = n << 8 | buf[i];
+    if (n > CK_HEADER_MAX)
+        return tt_fail(p->err, TT_ERR_FORMAT, "%s: header length %llu is over the limit of %d bytes (not a "
+                       "safetensors file?)", p->what, (unsigned long long)n, CK_HEADER_MAX);
+    if (n > len - 8)
+        return tt_fail(p->err, TT_ERR_FORMAT, "%s: header length %llu is beyond the end of the file (%zu bytes): "
+                       "truncated?", p->what, (unsigned long long)n, len);
+    const char *h = (const char *)buf + 8;
+    size_t keys = 0;
+    tt_status s = ck_prescan(p, h, (size_t)n, &keys);
+    if (s) return s;
+    char why[160];
+    if (!(p->top = ck_json(h, (size_t)n, CK_JSON_DEPTH, why, sizeof why)))
+        return tt_fail(p->err, TT_ERR_FORMAT, "%s: the header is not JSON: %s", p->what, why);
+    if (!json_object_is_type(p->top, json_type_object))
+        return tt_fail(p->err, TT_ERR_FORMAT, "%s: the header is not a JSON object", p->what);
+    if (ck_count_keys(p->top) != keys)
+        return tt_fail(p->err, TT_ERR_FORMAT, "%s: the header repeats a key", p->what);
+    if (!json_object_object_get_ex(p->top, "__metadata__", &p->md))
+        return tt_fail(p->err, TT_ERR_FORMAT, "%s: the header has no __metadata__ (not a towertrain checkpoint)",
+                       p->what);
+    if (!json_object_is_type(p->md, json_type_object))
+        return tt_fail(p->err, TT_ERR_FORMAT, "%s: __metadata__ is not an object", p->what);
+    p->data = buf + 8 + n;
+    p->data_len = (uint64_t)len - 8 - n;
+    return TT_OK;
+}
+
+tt_status tt_checkpoint_parse(const uint8_t *buf, size_t len, const char *what, const tt_model *m, tt_checkpoint *ck,
+                              tt_error *err)
+{
+    memset(ck, 0, sizeof *ck);
+    ck_parse p = {.what = what, .err = err};
+    tt_status s = ck_header(&p, buf, len);
+    if (!s) s = md_read(&p, ck);
+    if (!s) s = ck_entries(&p);
+    if (!s) s = md_checksum(&p);
+    if (!s) s = md_texts(&p, ck);
+    if (!s && m) s = ck_match(&p, m, ck);
+    const uint64_t per_param = sizeof(float) * (uint64_t)(1 + ck->n_slots); /* bytes: the weight and its slots */
+    if (!s && !m && (p.data_len % per_param != 0 || p.data_len / per_param != ck->n_params))
+        s = tt_fail(err, TT_ERR_FORMAT, "%s: the tensors hold %llu bytes, not n_params %zu x (weights + %d optimizer "
+                    "slots) x 4", what, (unsigned long long)p.data_len, ck->n_params, ck->n_slots);
+    tt_free(p.e);
+    json_object_put(p.top);
+    if (s) tt_checkpoint_free(ck);
+    return s;
+}
+
+tt_status tt_checkpoint_read(const char *path, const tt_model *m, tt_checkpoint *ck, tt_error *err)
+{
+    memset(ck, 0, sizeof *ck);
+    tt_input in;
+    uint64_t size = 0;
+    uint8_t *buf = NULL;
+    int more = 0;
+    tt_status s = tt_input_open(&in, path, err); /* regular files only; FIFOs refused without blocking */
+    if (!s) {
+        tt_input_left(&in, &size);
+        if (size > SIZE_MAX) s = tt_fail(err, TT_ERR_FORMAT, "%s: too large for this machine", path);
+    }
+    if (!s) s = tt_input_read_alloc(&in, (size_t)size, "the checkpoint", &buf, err);
+    if (!s) s = tt_input_at_end(&in, &more, err);
+    if (!s && more) s = tt_fail(err, TT_ERR_IO, "%s: the file grew while being read", path);
+    tt_input_close(&in);
+    if (!s) s = tt_checkpoint_parse(buf, (size_t)size, path, m, ck, err);
+    tt_free(buf);
+    return s;
+}
