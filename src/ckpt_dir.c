@@ -3,8 +3,9 @@
  *
  * Periodic checkpoints (epoch ends, --save-every-steps, a stop by signal) are ckpt-e<epoch>-s<step>.safetensors with
  * the epoch in 6 digits and the steps done in it in 9, so names sort as the run progresses; --save-best writes
- * best.safetensors. Only names of exactly that form are ever listed or deleted: other files in the directory are
- * left alone. Not for: the file format (checkpoint.c). */
+ * best.safetensors. Only names of exactly that form are ever listed or deleted, and the temporaries a killed write
+ * leaves (.ckpt-e…-s….safetensors.XXXXXX, tt_checkpoint_write's), which pruning deletes: other files in the
+ * directory are left alone. One run writes to a directory at a time. Not for: the file format (checkpoint.c). */
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -89,7 +90,7 @@ static tt_status list_dir(const char *dir, ckpt_entry **out, size_t *n, tt_error
         }
         v[*n].epoch = e;
         v[*n].step = st;
-        snprintf(v[*n].name, sizeof v[*n].name, "%s", de->d_name);
+        memcpy(v[*n].name, de->d_name, strlen(de->d_name) + 1); /* parse_name: 35 characters */
         (*n)++;
         errno = 0;
     }
@@ -129,8 +130,36 @@ tt_status tt_ckpt_newest(const char *dir, const tt_model *m, tt_checkpoint *ck, 
     return tt_fail(err, TT_ERR_FORMAT, "%s: none of its %zu checkpoints is valid (the newest: %s)", dir, n, first.msg);
 }
 
+/* 1 if name is a temporary of a periodic checkpoint's write: "." + the name + "." + 6 characters. */
+static int temp_name(const char *name)
+{
+    uint64_t e, s;
+    char base[40];
+    const size_t len = strlen(name);
+    if (len != 1 + 35 + 7 || name[0] != '.' || name[36] != '.') return 0;
+    memcpy(base, name + 1, 35);
+    base[35] = '\0';
+    return parse_name(base, &e, &s);
+}
+
+/* Deletes what killed writes left behind. */
+static void prune_temps(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *de;
+    char path[4096];
+    while ((de = readdir(d)) != NULL)
+        if (temp_name(de->d_name)) {
+            snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+            unlink(path);
+        }
+    closedir(d);
+}
+
 tt_status tt_ckpt_prune(const char *dir, size_t keep, tt_error *err)
 {
+    prune_temps(dir);
     ckpt_entry *v;
     size_t n;
     tt_status s = list_dir(dir, &v, &n, err);

@@ -15,6 +15,7 @@
 #include "tt_backend.h"
 #include "tt_cli.h"
 #include "tt_test.h"
+#include "tt_train.h"
 
 static char dir[64];
 static char out_path[128], err_path[128];
@@ -763,6 +764,81 @@ START_TEST(test_signal_writes_checkpoint)
 }
 END_TEST
 
+/* The greatest periodic checkpoint name in dir ("" if none). */
+static void newest_name(const char *d, char *out, size_t len)
+{
+    out[0] = '\0';
+    DIR *dh = opendir(d);
+    if (!dh) return;
+    struct dirent *de;
+    while ((de = readdir(dh)) != NULL)
+        if (strncmp(de->d_name, "ckpt-e", 6) == 0 && strcmp(de->d_name, out) > 0) snprintf(out, len, "%s", de->d_name);
+    closedir(dh);
+}
+
+/* kill -9 at random moments of a run that writes a checkpoint after every step (--keep 2), again and again, each run
+ * resuming from the directory: after every kill the newest checkpoint there reads as valid (checksum included), and
+ * it is never older than the one before — a torn write never replaces a good file, and no work is lost beyond the
+ * last completed checkpoint. */
+START_TEST(test_kill_during_checkpoint_writes)
+{
+    char ck[256], args[1024], path[4096];
+    snprintf(ck, sizeof ck, "%s/killck", dir);
+    uint64_t last = 0;
+    int survivors = 0;
+    tt_rng r;
+    tt_rng_seed(&r, 77, 1);
+    for (int k = 0; k < 25; k++) {
+        snprintf(args, sizeof args, "train --device cpu --data %s --val-samples 10 --epochs 100000 --batch 2 "
+                 "--towers 2 --checkpoint-dir %s --save-every-steps 1 --keep 2 --progress quiet%s%s", dir, ck,
+                 survivors ? " --resume " : "", survivors ? ck : "");
+        char before[256], now[256];
+        newest_name(ck, before, sizeof before);
+        pid_t pid = spawn(args);
+        /* once this run has written a checkpoint of its own (so it is in its stream of writes, however slow a
+         * sanitizer build starts), kill it 0-40 ms later */
+        for (int i = 0; i < 2000; i++) {
+            newest_name(ck, now, sizeof now);
+            if (strcmp(now, before) != 0) break;
+            struct timespec poll = {0, 10000000};
+            nanosleep(&poll, NULL);
+        }
+        struct timespec ts = {0, (long)tt_rng_below(&r, 40) * 1000000L};
+        nanosleep(&ts, NULL);
+        kill(pid, SIGKILL);
+        int st;
+        ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+        ck_assert_msg(WIFSIGNALED(st), "the run ended before the kill: %s", slurp(err_path));
+        tt_checkpoint c;
+        tt_error err;
+        size_t skipped;
+        if (tt_ckpt_newest(ck, NULL, &c, path, sizeof path, &skipped, &err) != TT_OK) {
+            ck_assert_msg(!survivors, "after a kill, no valid checkpoint is left: %s", err.msg);
+            continue; /* killed before the first one */
+        }
+        ck_assert_msg(skipped == 0, "kill %d: %zu newer checkpoints are torn", k, skipped);
+        ck_assert_msg(c.global_step >= last, "kill %d: the newest checkpoint went back from step %llu to %llu", k,
+                      (unsigned long long)last, (unsigned long long)c.global_step);
+        last = c.global_step;
+        survivors++;
+        tt_checkpoint_free(&c);
+    }
+    ck_assert_msg(survivors == 25, "only %d of 25 runs wrote a checkpoint before the kill", survivors);
+    /* a run's saves delete the temporaries earlier kills left: at most the last kill's is there */
+    DIR *dh = opendir(ck);
+    ck_assert_ptr_nonnull(dh);
+    struct dirent *de;
+    int temps = 0, ckpts = 0;
+    while ((de = readdir(dh)) != NULL) {
+        temps += strncmp(de->d_name, ".ckpt-e", 7) == 0;
+        ckpts += strncmp(de->d_name, "ckpt-e", 6) == 0;
+    }
+    closedir(dh);
+    ck_assert_msg(temps <= 1, "%d temporaries left behind", temps);
+    ck_assert_msg(ckpts <= 3, "%d checkpoints with --keep 2 (a kill between a write and its pruning leaves 3)", ckpts);
+}
+END_TEST
+
 /* Is process pid running towertrain, and does it hold a descriptor for the file `want`? (Compared by device and
  * inode through /proc/PID/exe and /proc/PID/fd: between fork and exec, the child is a copy of this test process.) */
 static int towertrain_holds(pid_t pid, const struct stat *want)
@@ -1124,6 +1200,7 @@ int main(void)
     tcase_add_test(tc, test_divergence_exit_3);
     tcase_add_test(tc, test_signals_stop_cleanly);
     tcase_add_test(tc, test_signal_writes_checkpoint);
+    tcase_add_test(tc, test_kill_during_checkpoint_writes);
     tcase_add_test(tc, test_second_signal_exits_at_once);
     tcase_add_test(tc, test_failed_writes);
     tcase_add_test(tc, test_crash_regressions);
