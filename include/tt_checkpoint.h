@@ -44,7 +44,8 @@ typedef struct tt_checkpoint {
     char *model_desc;
     /* the training options as a JSON object in text, tt_malloc'd, may be NULL */
     char *options;
-    /* tensors: n_params floats each, tt_malloc'd */
+    /* tensors: n_params floats each, in the layout table's order; tt_malloc'd by tt_checkpoint_read (for
+     * tt_checkpoint_write: any buffers, only read). slot_names / slots: tt_optim_slot_names(&optim)'s, in its order */
     size_t n_params;
     float *params;
     int n_slots;
@@ -54,7 +55,9 @@ typedef struct tt_checkpoint {
 
 /* Writes ck for model m to path, safely: a temporary file in the same directory, written, fsync'd, renamed over path,
  * then the directory fsync'd — a crash at any moment leaves either the old file or the new one, never a torn one.
- * Every failed write, fsync or rename is an error naming the file. */
+ * Every failed write, fsync or rename is an error naming the file (TT_ERR_IO; the temporary is removed). ck must
+ * describe a file the reader takes back — n_params == m->n_params, the slots tt_optim_slot_names gives for ck->optim,
+ * model_desc and options (if not NULL) UTF-8 — else TT_ERR_ARG before anything is written. */
 tt_status tt_checkpoint_write(const char *path, const tt_model *m, const tt_checkpoint *ck, tt_error *err);
 
 /* Reads and checks path against model m. Opens regular files only; every size and offset is checked against the

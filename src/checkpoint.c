@@ -40,7 +40,11 @@ enum {
     CK_MAX_NDIM = 8,          /* ours have at most TT_MAX_DIMS; safetensors files from elsewhere rarely more */
     CK_JSON_DEPTH = 8,        /* ours nest 3 deep (header, entry, shape) */
     CK_NAME_MAX = 255,        /* bytes of a tensor name */
-    CK_QUOTE = 64             /* bytes of a file's value quoted in a message */
+    CK_QUOTE = 64,            /* bytes of a file's value quoted in a message */
+    /* JSON values in a header (counted as commas by the pre-scan, before json-c allocates an object for each): ours
+     * have ~15 per tensor, at most 4 x TT_MAX_TENSORS tensors, so about 8,000; a 64 MiB header of "[0,0,0,...]"
+     * would have 32 million, some gigabytes as json-c objects */
+    CK_MAX_VALUES = 1 << 16
 };
 #define CK_FORMAT "towertrain-checkpoint"
 #define CK_FORMAT_VERSION "1"
@@ -406,12 +410,16 @@ typedef struct ck_parse {
 
 /* What json-c does not check, over the raw header: no control byte (NUL included) outside JSON's blanks, none inside
  * a string, no \u0000 (a name that C strings would cut short), no single-quoted strings (json-c takes them even when
- * strict). Counts the object keys, so that a repeated key — which json-c keeps only once — shows as a difference. */
+ * strict), not more than CK_MAX_VALUES values (json-c's memory). Counts the object keys, so that a repeated key —
+ * which json-c keeps only once — shows as a difference. */
 static tt_status ck_prescan(const ck_parse *p, const char *h, size_t n, size_t *keys)
 {
-    size_t k = 0;
+    size_t k = 0, commas = 0;
     for (size_t i = 0; i < n; i++) {
         const unsigned char c = (unsigned char)h[i];
+        if (c == ',' && ++commas >= CK_MAX_VALUES)
+            return tt_fail(p->err, TT_ERR_FORMAT, "%s: the header holds more than %d JSON values (a checkpoint's has "
+                           "at most about 8,000)", p->what, CK_MAX_VALUES);
         if (c == '\'')
             return tt_fail(p->err, TT_ERR_FORMAT, "%s: the header is not JSON: a single quote at byte %zu", p->what, i);
         if (c < 0x20 && c != '\t' && c != '\n' && c != '\r')

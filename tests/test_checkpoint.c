@@ -425,6 +425,13 @@ START_TEST(test_header_not_json)
     edited_refused("\"checksum\":\"crc32:", "\"checksum\":\"crc64:", "key 'checksum'");
     edited_refused("\"backend\":\"cpu\"", "\"backend\":\"a-very-long-backend\"", "key 'backend'");
     edited_refused("\"options\":\"{", "\"options\":\"[", "options is not a JSON object");
+    /* a header of many small values: refused before json-c makes an object of each */
+    char *many = (char *)malloc(2 * 70000 + 32);
+    size_t k = (size_t)sprintf(many, "\"shape\":[12,7");
+    for (int i = 0; i < 70000; i++) k += (size_t)sprintf(many + k, ",1");
+    sprintf(many + k, "]");
+    edited_refused("\"shape\":[12,7]", many, "more than 65536 JSON values");
+    free(many);
 }
 END_TEST
 
