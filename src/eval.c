@@ -305,6 +305,7 @@ int tt_cmd_eval(int argc, char **argv)
     float *logits = NULL;
     tt_eval_result res;
     if (!m) s = tt_fail(&err, TT_ERR_NOMEM, "out of memory");
+    if (!o.split_val) c.val_samples = 0; /* the test split: no validation split to take off */
     if (!s) s = tt_run_load(&c, &train, &val, &test, &err);
     const tt_dataset *ds = o.split_val ? &val : &test;
     if (!s && ds->n == 0)

@@ -764,6 +764,78 @@ START_TEST(test_signal_writes_checkpoint)
 }
 END_TEST
 
+/* eval and predict on a checkpoint of a short run: eval's test figures are the ones train printed, every class has a
+ * row, predict gives one line per sample with k probabilities in descending order; and their refusals. */
+START_TEST(test_eval_and_predict)
+{
+    char args[1024], ck[256], path[512], log[256], npy[256];
+    snprintf(ck, sizeof ck, "%s/evalck", dir);
+    snprintf(path, sizeof path, "%s/ckpt-e000002-s000000010.safetensors", ck);
+    snprintf(log, sizeof log, "%s/eval.json", dir);
+    snprintf(args, sizeof args, "train --device cpu --data %s --val-samples 60 --epochs 2 --batch 24 --towers 2 "
+             "--checkpoint-dir %s --save-every-epoch --progress lines", dir, ck);
+    ck_assert_msg(run(args) == 0, "%s", slurp(err_path));
+    char *o = slurp(out_path), *t = strstr(o, "test: 60 samples - loss: ");
+    ck_assert_msg(t != NULL, "%s", o);
+    char want[64];
+    float loss, acc;
+    ck_assert_int_eq(sscanf(t, "test: 60 samples - loss: %f - accuracy: %f", &loss, &acc), 2);
+    snprintf(want, sizeof want, "loss %.4f - accuracy %.4f", (double)loss, (double)acc);
+    snprintf(args, sizeof args, "eval --device cpu --checkpoint %s --data %s --towers 3 --log-json %s", path, dir, log);
+    ck_assert_msg(run(args) == 0, "%s", slurp(err_path));
+    o = slurp(out_path);
+    ck_assert_msg(strstr(o, want) != NULL, "eval does not give train's test figures (%s): %s", want, o);
+    ck_assert_msg(strstr(o, "confusion matrix") && strstr(o, "\n     9 "), "%s", o);
+    json_object *e = json_object_from_file(log), *v;
+    ck_assert_ptr_nonnull(e);
+    ck_assert(json_object_object_get_ex(e, "confusion", &v) && json_object_array_length(v) == 10);
+    json_object_put(e);
+    /* predict on the test images: 60 lines + a header, the top 3 in descending order */
+    snprintf(args, sizeof args, "predict --device cpu --checkpoint %s --input %s/t10k-images-idx3-ubyte.gz --top-k 3 "
+             "--format jsonl", path, dir);
+    ck_assert_msg(run(args) == 0, "%s", slurp(err_path));
+    o = slurp(out_path);
+    ck_assert_uint_eq(count_lines(o), 60);
+    for (char *line = o; *line; line = strchr(line, '\n') + 1) {
+        char *nl = strchr(line, '\n');
+        *nl = '\0';
+        json_object *j = json_tokener_parse(line), *top;
+        ck_assert_msg(j && json_object_object_get_ex(j, "top", &top) && json_object_array_length(top) == 3, "%s",
+                      line);
+        double prev = 2;
+        for (size_t k = 0; k < 3; k++) {
+            json_object *p;
+            ck_assert(json_object_object_get_ex(json_object_array_get_idx(top, k), "p", &p));
+            ck_assert_msg(json_object_get_double(p) <= prev, "not descending: %s", line);
+            prev = json_object_get_double(p);
+        }
+        json_object_put(j);
+        *nl = '\n';
+    }
+    /* refusals: one line naming the problem */
+    snprintf(npy, sizeof npy, "%s/wrong.npy", dir);
+    static const unsigned char hdr[] = "\x93NUMPY\x01\x00\x76\x00{'descr': '|u1', 'fortran_order': False, "
+                                       "'shape': (2, 5), }";
+    unsigned char buf[128 + 10];
+    memset(buf, ' ', 128);
+    memcpy(buf, hdr, sizeof hdr - 1);
+    buf[127] = '\n';
+    memset(buf + 128, 7, 10);
+    tt_test_write(npy, buf, sizeof buf);
+    expect("eval --data /tmp", 2, "eval: --checkpoint FILE is required");
+    snprintf(args, sizeof args, "predict --checkpoint %s", path);
+    expect(args, 2, "predict: --input FILE is required");
+    snprintf(args, sizeof args, "predict --checkpoint %s --input %s --epochs 3", path, npy);
+    expect(args, 2, "predict: --epochs does not apply");
+    snprintf(args, sizeof args, "predict --device cpu --checkpoint %s --input %s", path, npy);
+    expect(args, 2, "the samples are 5, the checkpoint's model takes 4x4x1");
+    snprintf(args, sizeof args, "eval --device cpu --checkpoint %s/nope.safetensors --data %s", ck, dir);
+    expect(args, 1, "nope.safetensors");
+    snprintf(args, sizeof args, "predict --device cpu --checkpoint %s --input %s --top-k 0", path, npy);
+    expect(args, 2, "--top-k: '0' is not an integer");
+}
+END_TEST
+
 /* The greatest periodic checkpoint name in dir ("" if none). */
 static void newest_name(const char *d, char *out, size_t len)
 {
@@ -1201,6 +1273,7 @@ int main(void)
     tcase_add_test(tc, test_signals_stop_cleanly);
     tcase_add_test(tc, test_signal_writes_checkpoint);
     tcase_add_test(tc, test_kill_during_checkpoint_writes);
+    tcase_add_test(tc, test_eval_and_predict);
     tcase_add_test(tc, test_second_signal_exits_at_once);
     tcase_add_test(tc, test_failed_writes);
     tcase_add_test(tc, test_crash_regressions);
