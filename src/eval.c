@@ -192,6 +192,46 @@ static size_t argmax(const float *z, size_t C)
     return best;
 }
 
+/* A model that reads token ids: every value of ds must be one below its vocabulary (the embedding would read
+ * outside its table otherwise). */
+static tt_status check_tokens(const tt_model *m, const tt_dataset *ds, const char *what, tt_error *err)
+{
+    double max;
+    if (!m->token_vocab) return TT_OK;
+    if (tt_dataset_token_max(ds, &max))
+        return tt_fail(err, TT_ERR_FORMAT, "%s: holds %.9g, not a token id (the model starts with an embedding)", what,
+                       max);
+    if (max >= (double)m->token_vocab)
+        return tt_fail(err, TT_ERR_ARG, "%s: holds token id %.0f, the checkpoint's vocabulary is %zu (ids 0..%zu)",
+                       what, max, m->token_vocab, m->token_vocab - 1);
+    return TT_OK;
+}
+
+/* A command's whole life: options, --help, the required files, the body, and one line and an exit code on error. */
+static int use_main(int argc, char **argv, use_opts *o, void (*help_fn)(void),
+                    tt_status (*body)(tt_run_config *c, const use_opts *o, tt_error *err))
+{
+    tt_run_config c;
+    tt_run_config_defaults(&c);
+    tt_error err = {{0}};
+    int help;
+    tt_status s = tt_cli_parse_train(argc, argv, 2, &c, o->cmd, use_extra, o, &help, &err);
+    if (!s && help) {
+        help_fn();
+        return 0;
+    }
+    if (!s && !o->checkpoint) s = tt_fail(&err, TT_ERR_ARG, "%s: --checkpoint FILE is required", o->cmd);
+    if (!s && strcmp(o->cmd, "predict") == 0 && !o->input)
+        s = tt_fail(&err, TT_ERR_ARG, "predict: --input FILE is required");
+    if (!s) s = body(&c, o, &err);
+    if (s) {
+        fflush(stdout);
+        tt_report_error(err.msg);
+        return tt_status_exit_code(s);
+    }
+    return 0;
+}
+
 /* ---- eval ----------------------------------------------------------------------------------------------------- */
 
 static void eval_help(void)
@@ -278,23 +318,9 @@ static tt_status eval_report(const use_opts *o, const tt_run_config *c, const tt
     return s;
 }
 
-int tt_cmd_eval(int argc, char **argv)
+/* The checkpoint on the chosen split of --data. */
+static tt_status eval_body(tt_run_config *c, const use_opts *o, tt_error *err)
 {
-    tt_run_config c;
-    tt_run_config_defaults(&c);
-    use_opts o = {.cmd = "eval"};
-    tt_error err = {{0}};
-    int help;
-    tt_status s = tt_cli_parse_train(argc, argv, 2, &c, "eval", use_extra, &o, &help, &err);
-    if (!s && help) {
-        eval_help();
-        return 0;
-    }
-    if (!s && !o.checkpoint) s = tt_fail(&err, TT_ERR_ARG, "eval: --checkpoint FILE is required");
-    if (s) {
-        tt_report_error(err.msg);
-        return tt_status_exit_code(s);
-    }
     tt_dataset train, val, test;
     memset(&train, 0, sizeof train);
     memset(&val, 0, sizeof val);
@@ -304,27 +330,29 @@ int tt_cmd_eval(int argc, char **argv)
     memset(&ck, 0, sizeof ck);
     float *logits = NULL;
     tt_eval_result res;
-    if (!m) s = tt_fail(&err, TT_ERR_NOMEM, "out of memory");
-    if (!o.split_val) c.val_samples = 0; /* the test split: no validation split to take off */
-    if (!s) s = tt_run_load(&c, &train, &val, &test, &err);
-    const tt_dataset *ds = o.split_val ? &val : &test;
+    tt_status s = m ? TT_OK : tt_fail(err, TT_ERR_NOMEM, "out of memory");
+    if (!o->split_val) c->val_samples = 0; /* the test split: no validation split to take off */
+    if (!s) s = tt_run_load(c, &train, &val, &test, err);
+    const tt_dataset *ds = o->split_val ? &val : &test;
     if (!s && ds->n == 0)
-        s = tt_fail(&err, TT_ERR_ARG, "eval: the %s split is empty", o.split_val ? "val (--val-samples 0?)" : "test");
-    if (!s) s = load_model(&c, &o, &ds->shape, train.n_classes, m, &ck, &err);
-    if (!s) s = infer(&c, m, ck.params, ds, &logits, &res, &err);
-    if (!s) s = eval_report(&o, &c, ds, logits, &res, m->n_classes, &err);
+        s = tt_fail(err, TT_ERR_ARG, "eval: the %s split is empty", o->split_val ? "val (--val-samples 0?)" : "test");
+    if (!s) s = load_model(c, o, &ds->shape, train.n_classes, m, &ck, err);
+    if (!s) s = check_tokens(m, ds, c->data, err);
+    if (!s) s = infer(c, m, ck.params, ds, &logits, &res, err);
+    if (!s) s = eval_report(o, c, ds, logits, &res, m->n_classes, err);
     tt_free(logits);
     tt_checkpoint_free(&ck);
     tt_free(m);
     tt_dataset_free(&train);
     tt_dataset_free(&val);
     tt_dataset_free(&test);
-    if (s) {
-        fflush(stdout);
-        tt_report_error(err.msg);
-        return tt_status_exit_code(s);
-    }
-    return 0;
+    return s;
+}
+
+int tt_cmd_eval(int argc, char **argv)
+{
+    use_opts o = {.cmd = "eval"};
+    return use_main(argc, argv, &o, eval_help, eval_body);
 }
 
 /* ---- predict -------------------------------------------------------------------------------------------------- */
@@ -389,24 +417,9 @@ static tt_status predict_print(const use_opts *o, size_t n, const float *logits,
     return s;
 }
 
-int tt_cmd_predict(int argc, char **argv)
+/* The checkpoint's top-k classes for every sample of --input. */
+static tt_status predict_body(tt_run_config *c, const use_opts *o, tt_error *err)
 {
-    tt_run_config c;
-    tt_run_config_defaults(&c);
-    use_opts o = {.cmd = "predict", .top_k = 5};
-    tt_error err = {{0}};
-    int help;
-    tt_status s = tt_cli_parse_train(argc, argv, 2, &c, "predict", use_extra, &o, &help, &err);
-    if (!s && help) {
-        predict_help();
-        return 0;
-    }
-    if (!s && !o.checkpoint) s = tt_fail(&err, TT_ERR_ARG, "predict: --checkpoint FILE is required");
-    if (!s && !o.input) s = tt_fail(&err, TT_ERR_ARG, "predict: --input FILE is required");
-    if (s) {
-        tt_report_error(err.msg);
-        return tt_status_exit_code(s);
-    }
     tt_dataset ds;
     memset(&ds, 0, sizeof ds);
     tt_model *m = (tt_model *)tt_calloc(1, sizeof *m);
@@ -414,27 +427,25 @@ int tt_cmd_predict(int argc, char **argv)
     memset(&ck, 0, sizeof ck);
     float *logits = NULL;
     tt_eval_result res;
-    if (!m) s = tt_fail(&err, TT_ERR_NOMEM, "out of memory");
-    if (!s) s = tt_samples_load(o.input, &ds, &err);
-    if (!s) s = load_model(&c, &o, &ds.shape, 0, m, &ck, &err);
+    tt_status s = m ? TT_OK : tt_fail(err, TT_ERR_NOMEM, "out of memory");
+    if (!s) s = tt_samples_load(o->input, &ds, err);
+    if (!s) s = load_model(c, o, &ds.shape, 0, m, &ck, err);
     if (!s) { /* same number of features in another shape (a .npy of (N, 28, 28) for a 28x28x1 model): the model's */
         ds.shape = m->input_shape;
         ds.n_classes = m->n_classes;
     }
-    double max_token;
-    if (!s && m->token_vocab && (tt_dataset_token_max(&ds, &max_token) || max_token >= (double)m->token_vocab))
-        s = tt_fail(&err, TT_ERR_ARG, "%s: holds values that are not token ids below the model's vocabulary %zu",
-                    o.input, m->token_vocab);
-    if (!s) s = infer(&c, m, ck.params, &ds, &logits, &res, &err);
-    if (!s) s = predict_print(&o, ds.n, logits, m->n_classes, &err);
+    if (!s) s = check_tokens(m, &ds, o->input, err);
+    if (!s) s = infer(c, m, ck.params, &ds, &logits, &res, err);
+    if (!s) s = predict_print(o, ds.n, logits, m->n_classes, err);
     tt_free(logits);
     tt_checkpoint_free(&ck);
     tt_free(m);
     tt_dataset_free(&ds);
-    if (s) {
-        fflush(stdout);
-        tt_report_error(err.msg);
-        return tt_status_exit_code(s);
-    }
-    return 0;
+    return s;
+}
+
+int tt_cmd_predict(int argc, char **argv)
+{
+    use_opts o = {.cmd = "predict", .top_k = 5};
+    return use_main(argc, argv, &o, predict_help, predict_body);
 }
