@@ -68,6 +68,10 @@ tt_status tt_ckpt_prune(const char *dir, size_t keep, tt_error *err);
 /* --checkpoint-dir before training: created if missing (one level), and a writable directory — a run fails now,
  * not after its first epoch. */
 tt_status tt_ckpt_dir_ready(const char *dir, tt_error *err);
+/* Refuses a directory holding a periodic checkpoint beyond where this run starts (after `step` steps of epoch
+ * `epoch`, of `steps_per_epoch`): another run's, which --keep would keep while deleting this run's as it writes them,
+ * and which --resume DIR would take. */
+tt_status tt_ckpt_none_ahead(const char *dir, uint64_t epoch, uint64_t step, uint64_t steps_per_epoch, tt_error *err);
 
 /* Per-epoch figures, for callers that want them (bench, tests). */
 typedef struct tt_epoch_stats {

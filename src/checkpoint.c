@@ -48,6 +48,7 @@ enum {
 };
 #define CK_FORMAT "towertrain-checkpoint"
 #define CK_FORMAT_VERSION "1"
+#define CK_EPOCH_MAX ((uint64_t)1 << 32) /* a run resumes at epoch + 1: no wrap-around to 0 */
 #define CK_DIM_MAX ((uint64_t)1 << 48) /* larger dims are refused before any product is formed */
 
 /* The metadata keys, all required but the two marked optional; any other key is refused. */
@@ -621,6 +622,11 @@ static tt_status md_read(const ck_parse *p, tt_checkpoint *ck)
         (s = md_size(p, "batch", &ck->batch)) || (s = md_size(p, "towers", &ck->towers)) ||
         (s = md_size(p, "n_params", &ck->n_params)))
         return s;
+    if (ck->epoch < 1 || ck->epoch > CK_EPOCH_MAX)
+        return tt_fail(p->err, TT_ERR_FORMAT, "%s: metadata: epoch %llu is not in 1..%llu", p->what,
+                       (unsigned long long)ck->epoch, (unsigned long long)CK_EPOCH_MAX);
+    if (ck->steps_per_epoch < 1)
+        return tt_fail(p->err, TT_ERR_FORMAT, "%s: metadata: steps_per_epoch is 0", p->what);
     if (ck->step > ck->steps_per_epoch)
         return tt_fail(p->err, TT_ERR_FORMAT, "%s: metadata: step %llu is beyond steps_per_epoch %llu", p->what,
                        (unsigned long long)ck->step, (unsigned long long)ck->steps_per_epoch);

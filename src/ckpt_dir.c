@@ -130,12 +130,13 @@ tt_status tt_ckpt_newest(const char *dir, const tt_model *m, tt_checkpoint *ck, 
     return tt_fail(err, TT_ERR_FORMAT, "%s: none of its %zu checkpoints is valid (the newest: %s)", dir, n, first.msg);
 }
 
-/* 1 if name is a temporary of a periodic checkpoint's write: "." + the name + "." + 6 characters. */
+/* 1 if name is a temporary of a checkpoint's write (periodic or best): "." + the name + "." + 6 characters. */
 static int temp_name(const char *name)
 {
     uint64_t e, s;
     char base[40];
     const size_t len = strlen(name);
+    if (len == 1 + 16 + 7 && strncmp(name, ".best.safetensors.", 18) == 0) return 1; /* best.safetensors's */
     if (len != 1 + 35 + 7 || name[0] != '.' || name[36] != '.') return 0;
     memcpy(base, name + 1, 35);
     base[35] = '\0';
@@ -187,4 +188,21 @@ tt_status tt_ckpt_dir_ready(const char *dir, tt_error *err)
     if (access(dir, W_OK | X_OK) != 0)
         return tt_fail(err, TT_ERR_IO, "--checkpoint-dir %s: not writable: %s", dir, strerror(errno));
     return TT_OK;
+}
+
+/* Steps done after `step` steps of epoch `epoch` (epochs of n steps). */
+static uint64_t progress(uint64_t epoch, uint64_t step, uint64_t n) { return (epoch ? epoch - 1 : 0) * n + step; }
+
+tt_status tt_ckpt_none_ahead(const char *dir, uint64_t epoch, uint64_t step, uint64_t steps_per_epoch, tt_error *err)
+{
+    ckpt_entry *v;
+    size_t n;
+    tt_status s = list_dir(dir, &v, &n, err);
+    if (s) return s;
+    if (n && progress(v[n - 1].epoch, v[n - 1].step, steps_per_epoch) > progress(epoch, step, steps_per_epoch))
+        s = tt_fail(err, TT_ERR_ARG, "--checkpoint-dir %.300s: holds %s, beyond where this run starts (epoch %llu, "
+                    "step %llu): another run's? --resume it, or give an empty directory", dir, v[n - 1].name,
+                    (unsigned long long)epoch, (unsigned long long)step);
+    tt_free(v);
+    return s;
 }

@@ -83,8 +83,9 @@ void tt_cli_train_help(FILE *f)
             "                        slice: reduce-scatter, then gather to the host), nccl (NCCL sums into tower\n"
             "                        0's GPU; cuda, one GPU per tower) [cpu]\n"
             "  --trace FILE          Chrome trace-event JSON of every step (open in Perfetto or chrome://tracing)\n"
-            "  --checkpoint-dir DIR  where checkpoints go (safetensors; docs/checkpoints.md); a stop by SIGINT or\n"
-            "                        SIGTERM then writes one at the step boundary\n"
+            "  --checkpoint-dir DIR  where checkpoints go (safetensors; docs/checkpoints.md); the end of training and a\n"
+            "                        stop by SIGINT or SIGTERM (at the step boundary) then write one; a directory\n"
+            "                        holding a later run's checkpoints is refused\n"
             "  --save-every-epoch    a checkpoint after every epoch\n"
             "  --save-every-steps N  a checkpoint after every N steps of the run\n"
             "  --save-best METRIC    val_loss | val_accuracy: best.safetensors whenever it improves\n"
@@ -110,7 +111,7 @@ tt_status tt_cli_parse_train(int argc, char **argv, int first, tt_run_config *c,
                              tt_cli_extra_fn extra, void *ctx, int *help, tt_error *err)
 {
     const char *optimizer = NULL;
-    int have_lr = 0, have_momentum = 0, nesterov = 0, have_rho = 0, centered = 0;
+    int have_lr = 0, have_momentum = 0, nesterov = 0, have_rho = 0, centered = 0, keep_given = 0;
     float lr = 0, momentum = 0, rho = 0;
     *help = 0;
     enum { MAX_SEEN = 64 };
@@ -226,6 +227,7 @@ tt_status tt_cli_parse_train(int argc, char **argv, int first, tt_run_config *c,
             else s = tt_fail(err, TT_ERR_ARG, "--save-best: '%.64s' is not val_loss or val_accuracy", value);
         } else if (strcmp(name, "--keep") == 0) {
             s = tt_cli_size(name, value, 1, 100000, &c->keep, err);
+            keep_given = 1;
         } else if (strcmp(name, "--resume") == 0) {
             c->resume = value;
         } else if (strcmp(name, "--host-threads") == 0) {
@@ -264,6 +266,7 @@ tt_status tt_cli_parse_train(int argc, char **argv, int first, tt_run_config *c,
     const char *needs_dir = c->save_every_epoch ? "--save-every-epoch"
                             : c->save_every_steps ? "--save-every-steps"
                             : c->save_best ? "--save-best"
+                            : keep_given ? "--keep"
                             : NULL;
     if (needs_dir && !c->checkpoint_dir) return tt_fail(err, TT_ERR_ARG, "%s: needs --checkpoint-dir DIR", needs_dir);
     if (c->save_best && c->val_samples == 0)

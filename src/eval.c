@@ -106,6 +106,19 @@ done:
     return s;
 }
 
+/* The same sizes in the same order once dimensions of size 1 are left out: (28, 28) is (28, 28, 1), but (3, 32, 32)
+ * is not (32, 32, 3) — channels first would be read as channels last. */
+static int same_but_ones(const tt_shape *a, const tt_shape *b)
+{
+    int i = 0, j = 0;
+    for (;;) {
+        while (i < a->ndim && a->d[i] == 1) i++;
+        while (j < b->ndim && b->d[j] == 1) j++;
+        if (i == a->ndim || j == b->ndim) return i == a->ndim && j == b->ndim;
+        if (a->d[i++] != b->d[j++]) return 0;
+    }
+}
+
 /* The model of the checkpoint, for samples of `shape` (NULL: the checkpoint's) and `classes` (0: the checkpoint's),
  * and the checkpoint read and checked against it. */
 static tt_status load_model(const tt_run_config *c, const use_opts *o, const tt_shape *shape, size_t classes,
@@ -124,20 +137,18 @@ static tt_status load_model(const tt_run_config *c, const use_opts *o, const tt_
         else if (strncmp(d, "file:", 5) == 0) snprintf(spec, sizeof spec, "%s", d + 5);
         else s = tt_fail(err, TT_ERR_FORMAT, "%s: it does not say its model: give --model", o->checkpoint);
     }
-    if (!s && shape && tt_shape_eq(shape, &in.shape) == 0) {
-        size_t a = 1, b = 1;
-        for (int i = 0; i < shape->ndim; i++) a *= shape->d[i];
-        for (int i = 0; i < in.shape.ndim; i++) b *= in.shape.d[i];
+    if (!s && shape && !same_but_ones(shape, &in.shape)) {
         char x[64], y[64];
-        if (a != b)
-            s = tt_fail(err, TT_ERR_ARG, "%s: the samples are %s, the checkpoint's model takes %s", o->cmd,
-                        tt_shape_str(shape, 0, x, sizeof x), tt_shape_str(&in.shape, 0, y, sizeof y));
+        s = tt_fail(err, TT_ERR_ARG, "%s: the samples are %s, the checkpoint's model takes %s", o->cmd,
+                    tt_shape_str(shape, 0, x, sizeof x), tt_shape_str(&in.shape, 0, y, sizeof y));
     }
     if (!s && classes && classes != in.n_classes)
         s = tt_fail(err, TT_ERR_ARG, "%s: the data have %zu classes, the checkpoint's model %zu", o->cmd, classes,
                     in.n_classes);
     if (!s && c->vocab) in.vocab = c->vocab;
     if (!s) s = tt_model_make(m, spec, &in, err);
+    if (!s && c->vocab && !m->token_vocab)
+        s = tt_fail(err, TT_ERR_ARG, "--vocab: the checkpoint's model does not start with an embedding");
     tt_checkpoint_free(ck);
     if (!s) s = tt_checkpoint_read(o->checkpoint, m, ck, err);
     return s;
@@ -247,8 +258,9 @@ static void eval_help(void)
            "  --log-json FILE, --host-threads: as for train (--log-json writes one \"eval\" JSON object)\n");
 }
 
+/* The report on stdout, and in the --log-json file opened before the evaluation (log->buf NULL: none). */
 static tt_status eval_report(const use_opts *o, const tt_run_config *c, const tt_dataset *ds, const float *logits,
-                             const tt_eval_result *res, size_t C, tt_error *err)
+                             const tt_eval_result *res, size_t C, tt_out *log_out, tt_error *err)
 {
     size_t *conf = (size_t *)tt_calloc(C * C, sizeof(size_t));
     if (!conf) return tt_fail(err, TT_ERR_NOMEM, "out of memory for a %zu x %zu confusion matrix", C, C);
@@ -256,22 +268,17 @@ static tt_status eval_report(const use_opts *o, const tt_run_config *c, const tt
     printf("eval: %s on %s %s (%zu samples): loss %.4f - accuracy %.4f - top5 %.4f\n", o->checkpoint, c->data,
            o->split_val ? "val" : "test", res->n, res->loss, res->accuracy, res->top5);
     printf("%6s %10s %10s %8s\n", "class", "precision", "recall", "support");
-    tt_out log;
-    memset(&log, 0, sizeof log);
+    tt_out log = *log_out;
     tt_status s = TT_OK;
-    if (c->log_json) {
-        char what[300];
-        snprintf(what, sizeof what, "--log-json %s", c->log_json);
-        s = tt_out_open(&log, c->log_json, what, 4096 + 64 * C * (C + 4), err);
-        if (!s) {
-            tt_out_printf(&log, "{\"event\":\"eval\",");
-            tt_out_json_str(&log, "checkpoint", o->checkpoint, 1);
-            tt_out_printf(&log, "\"split\":\"%s\",\"samples\":%zu,", o->split_val ? "val" : "test", res->n);
-            tt_out_json_num(&log, "loss", res->loss, 1);
-            tt_out_json_num(&log, "accuracy", res->accuracy, 1);
-            tt_out_json_num(&log, "top5", res->top5, 1);
-            tt_out_printf(&log, "\"classes\":[");
-        }
+    (void)c;
+    if (log.buf) {
+        tt_out_printf(&log, "{\"event\":\"eval\",");
+        tt_out_json_str(&log, "checkpoint", o->checkpoint, 1);
+        tt_out_printf(&log, "\"split\":\"%s\",\"samples\":%zu,", o->split_val ? "val" : "test", res->n);
+        tt_out_json_num(&log, "loss", res->loss, 1);
+        tt_out_json_num(&log, "accuracy", res->accuracy, 1);
+        tt_out_json_num(&log, "top5", res->top5, 1);
+        tt_out_printf(&log, "\"classes\":[");
     }
     for (size_t k = 0; k < C; k++) {
         size_t tp = conf[k * C + k], support = 0, predicted = 0;
@@ -306,13 +313,8 @@ static tt_status eval_report(const use_opts *o, const tt_run_config *c, const tt
     if (log.buf) {
         tt_out_printf(&log, "]}\n");
         if (!s) s = tt_out_commit(&log, err);
-        tt_error cerr;
-        tt_status cs = tt_out_close(&log, &cerr);
-        if (!s && cs) {
-            *err = cerr;
-            s = cs;
-        }
     }
+    *log_out = log; /* eval_body closes it */
     tt_free(conf);
     if (!s) s = tt_flush_stdout(stdout, err);
     return s;
@@ -338,8 +340,21 @@ static tt_status eval_body(tt_run_config *c, const use_opts *o, tt_error *err)
         s = tt_fail(err, TT_ERR_ARG, "eval: the %s split is empty", o->split_val ? "val (--val-samples 0?)" : "test");
     if (!s) s = load_model(c, o, &ds->shape, train.n_classes, m, &ck, err);
     if (!s) s = check_tokens(m, ds, c->data, err);
+    tt_out log;
+    memset(&log, 0, sizeof log);
+    if (!s && c->log_json) { /* opened now: a bad path is said before the evaluation, not after it */
+        char what[300];
+        snprintf(what, sizeof what, "--log-json %s", c->log_json);
+        s = tt_out_open(&log, c->log_json, what, 4096 + 64 * m->n_classes * (m->n_classes + 4), err);
+    }
     if (!s) s = infer(c, m, ck.params, ds, &logits, &res, err);
-    if (!s) s = eval_report(o, c, ds, logits, &res, m->n_classes, err);
+    if (!s) s = eval_report(o, c, ds, logits, &res, m->n_classes, &log, err);
+    tt_error cerr;
+    tt_status cs = tt_out_close(&log, &cerr);
+    if (!s && cs) {
+        *err = cerr;
+        s = cs;
+    }
     tt_free(logits);
     tt_checkpoint_free(&ck);
     tt_free(m);

@@ -92,6 +92,7 @@ typedef struct run_state {
     float *h_ckpt;            /* --checkpoint-dir: the master weights copied out for a checkpoint */
     size_t start_epoch, start_step; /* where the run begins: 1, 0; or where --resume's checkpoint left off */
     double best;              /* --save-best: the best value of the metric so far (NaN: none yet) */
+    uint64_t saved_step;      /* the global step of the last periodic checkpoint written (or resumed from) */
     tt_checkpoint resume_ck;  /* --resume: the checkpoint, until its state is in the trainer */
     tt_status console_status; /* a failed console write noticed while the crew ran */
     tt_error console_err;
@@ -228,6 +229,9 @@ static tt_status run_open(run_state *rs, tt_error *err)
         if ((s = tt_flush_stdout(rs->out, err))) return s;
     }
     if (c->resume && (s = run_resume_load(rs, err))) return s;
+    if (c->checkpoint_dir &&
+        (s = tt_ckpt_none_ahead(c->checkpoint_dir, rs->start_epoch, rs->start_step, rs->steps, err)))
+        return s;
     s = tt_trainer_init(&rs->tr, rs->model, tc, rs->h_init, err);
     if (s) return s;
     if (c->resume) run_resume_optim(rs);
@@ -414,7 +418,10 @@ static tt_status run_save(run_state *rs, size_t epoch, size_t step, const char *
         tt_out_printf(&rs->log, "}\n");
         if ((s = tt_out_commit(&rs->log, err))) return s;
     }
-    if (path == periodic) s = tt_ckpt_prune(c->checkpoint_dir, c->keep, err);
+    if (path == periodic) {
+        rs->saved_step = o->t;
+        s = tt_ckpt_prune(c->checkpoint_dir, c->keep, err);
+    }
     return s;
 }
 
@@ -426,17 +433,22 @@ static tt_status run_save_epoch(run_state *rs, size_t epoch, const tt_epoch_stat
     char written[4096];
     tt_status s = TT_OK;
     const uint64_t global = (uint64_t)epoch * rs->steps;
-    if (c->save_every_epoch || (c->save_every_steps && global % c->save_every_steps == 0))
-        s = run_save(rs, epoch, rs->steps, NULL, written, sizeof written, err);
-    if (!s && c->save_best && rs->val->n) {
+    int improved = 0;
+    if (c->save_best && rs->val->n) { /* first: the periodic checkpoint must carry the new best, or a run resumed
+                                       * from it overwrites best.safetensors with a worse epoch */
         const double v = c->save_best == TT_SAVE_BEST_VAL_LOSS ? es->val.loss : es->val.accuracy;
         const int better = isnan(rs->best) || (c->save_best == TT_SAVE_BEST_VAL_LOSS ? v < rs->best : v > rs->best);
         if (better && isfinite(v)) {
             rs->best = v;
-            char path[4096];
-            snprintf(path, sizeof path, "%s/best.safetensors", c->checkpoint_dir);
-            s = run_save(rs, epoch, rs->steps, path, written, sizeof written, err);
+            improved = 1;
         }
+    }
+    if (c->save_every_epoch || (c->save_every_steps && global % c->save_every_steps == 0))
+        s = run_save(rs, epoch, rs->steps, NULL, written, sizeof written, err);
+    if (!s && improved) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/best.safetensors", c->checkpoint_dir);
+        s = run_save(rs, epoch, rs->steps, path, written, sizeof written, err);
     }
     return s;
 }
@@ -488,9 +500,16 @@ static tt_status run_resume_load(run_state *rs, tt_error *err)
                        path, (unsigned long long)ck->seed, (unsigned long long)c->seed);
     if (a->kind != b->kind || a->lr != b->lr || strcmp(have, want) != 0)
         return tt_fail(err, TT_ERR_ARG,
-                       "--resume %.200s: trained with --optimizer %s, lr %g%s; this run has %s, lr %g%s (give the same)",
+                       "--resume %.200s: trained with --optimizer %s, lr %g%s; this run has %s, lr %g%s (give the "
+                       "same%s)",
                        path, tt_optim_kind_name(a->kind), (double)a->lr, have, tt_optim_kind_name(b->kind),
-                       (double)b->lr, want);
+                       (double)b->lr, want,
+                       c->lr_scaling == TT_LR_LINEAR ? "; --lr-scaling linear multiplies --lr by the towers" : "");
+    if (ck->global_step != (ck->epoch - 1) * ck->steps_per_epoch + ck->step)
+        return tt_fail(err, TT_ERR_FORMAT,
+                       "--resume %.200s: global_step %llu is not (epoch - 1) x steps_per_epoch + step = %llu",
+                       path, (unsigned long long)ck->global_step,
+                       (unsigned long long)((ck->epoch - 1) * ck->steps_per_epoch + ck->step));
     if (ck->steps_per_epoch != rs->steps)
         return tt_fail(err, TT_ERR_ARG,
                        "--resume %.200s: its epochs have %llu steps, this run's have %zu (the same --data, "
@@ -506,6 +525,7 @@ static tt_status run_resume_load(run_state *rs, tt_error *err)
                        path, (unsigned long long)ck->epoch, c->epochs);
     memcpy(rs->h_init, ck->params, rs->model->n_params * sizeof(float));
     rs->best = ck->best;
+    rs->saved_step = ck->global_step;
     if (rs->out) {
         char esc[300];
         tt_escape(path, esc, sizeof esc);
@@ -762,6 +782,10 @@ tt_status tt_run_on(const tt_run_config *c, const tt_dataset *train, const tt_da
         }
     }
     res->allocs_after_first_step = tt_alloc_count() + tt_trainer_device_allocs(&rs->tr) - allocs_mark;
+    if (!s && c->checkpoint_dir && rs->saved_step != (uint64_t)c->epochs * rs->steps) { /* the end of training */
+        char written[4096];
+        s = run_save(rs, c->epochs, rs->steps, NULL, written, sizeof written, err);
+    }
     if (!s && tt_signal_caught()) s = run_stopped(rs, "before the test set", c->epochs, rs->steps, err);
     if (!s) s = run_finish(rs, res, err);
     if (!s && tt_signal_caught()) s = run_stopped(rs, "while the test set was evaluated (it was finished)", c->epochs, rs->steps, err);

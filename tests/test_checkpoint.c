@@ -667,6 +667,33 @@ START_TEST(test_seed_corpus)
 }
 END_TEST
 
+/* A run's position the reader refuses: epoch 0 (no epoch is 0), an epoch a resume would wrap to 0 at its +1, epochs
+ * of no steps. */
+START_TEST(test_bad_position)
+{
+    tt_model m;
+    make_model(&m, 0, NULL);
+    static const struct {
+        uint64_t epoch, step, steps;
+        const char *want;
+    } cases[] = {{0, 2, 7, "epoch 0 is not in 1.."}, {UINT64_MAX, 7, 7, "is not in 1.."}, {1, 0, 0, "steps_per_epoch is 0"}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        tt_checkpoint ck, back;
+        fill(&ck, &m, optim_case(0), NAN, 7);
+        ck.epoch = cases[k].epoch;
+        ck.step = cases[k].step;
+        ck.steps_per_epoch = cases[k].steps;
+        char path[600];
+        tmp_path(path, sizeof path, "ck.safetensors");
+        tt_error err;
+        ck_assert_msg(tt_checkpoint_write(path, &m, &ck, &err) == TT_OK, "%s", err.msg);
+        refused(tt_checkpoint_read(path, NULL, &back, &err), &err, &back, path, cases[k].want);
+        refused(tt_checkpoint_read(path, &m, &back, &err), &err, &back, path, cases[k].want);
+        tt_checkpoint_free(&ck);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("checkpoint");
@@ -683,6 +710,7 @@ int main(void)
     tcase_add_test(tc, test_write_replaces);
     tcase_add_test(tc, test_write_failure);
     tcase_add_test(tc, test_seed_corpus);
+    tcase_add_test(tc, test_bad_position);
     suite_add_tcase(s, tc);
     return tt_test_run_suite(s);
 }

@@ -171,6 +171,7 @@ START_TEST(test_bad_flags)
     expect("train --save-best val_top5 --checkpoint-dir /tmp", 2, "--save-best: 'val_top5' is not val_loss or");
     expect("train --save-best val_loss --checkpoint-dir /tmp --val-samples 0", 2, "--save-best: needs a validation");
     expect("train --keep 0 --checkpoint-dir /tmp", 2, "--keep: '0' is not an integer");
+    expect("train --keep 2", 2, "--keep: needs --checkpoint-dir DIR");
     expect("train --save-every-epoch=1 --checkpoint-dir /tmp", 2, "--save-every-epoch: takes no value");
     expect("bench --checkpoint-dir /tmp", 2, "--checkpoint-dir: applies to towertrain train only, not bench");
     expect("probe --resume /tmp", 2, "--resume: applies to towertrain train only, not probe");
@@ -800,6 +801,20 @@ START_TEST(test_signal_writes_checkpoint)
 }
 END_TEST
 
+/* A .npy file of uint8 samples of the given shape ("(2, 5)"), n bytes of value 7 (version 1, header padded to 128). */
+static void write_u1_npy(const char *path, const char *shape, size_t n)
+{
+    unsigned char buf[128 + 64];
+    ck_assert(n <= 64);
+    memset(buf, ' ', 128);
+    memcpy(buf, "\x93NUMPY\x01\x00\x76\x00", 10);
+    int len = snprintf((char *)buf + 10, 118, "{'descr': '|u1', 'fortran_order': False, 'shape': %s, }", shape);
+    buf[10 + len] = ' ';
+    buf[127] = '\n';
+    memset(buf + 128, 7, n);
+    tt_test_write(path, buf, 128 + n);
+}
+
 /* eval and predict on a checkpoint of a short run: eval's test figures are the ones train printed, every class has a
  * row, predict gives one line per sample with k probabilities in descending order; and their refusals. */
 START_TEST(test_eval_and_predict)
@@ -850,14 +865,7 @@ START_TEST(test_eval_and_predict)
     }
     /* refusals: one line naming the problem */
     snprintf(npy, sizeof npy, "%s/wrong.npy", dir);
-    static const unsigned char hdr[] = "\x93NUMPY\x01\x00\x76\x00{'descr': '|u1', 'fortran_order': False, "
-                                       "'shape': (2, 5), }";
-    unsigned char buf[128 + 10];
-    memset(buf, ' ', 128);
-    memcpy(buf, hdr, sizeof hdr - 1);
-    buf[127] = '\n';
-    memset(buf + 128, 7, 10);
-    tt_test_write(npy, buf, sizeof buf);
+    write_u1_npy(npy, "(2, 5)", 10);
     expect("eval --data /tmp", 2, "eval: --checkpoint FILE is required");
     snprintf(args, sizeof args, "predict --checkpoint %s", path);
     expect(args, 2, "predict: --input FILE is required");
@@ -869,6 +877,18 @@ START_TEST(test_eval_and_predict)
     expect(args, 1, "nope.safetensors");
     snprintf(args, sizeof args, "predict --device cpu --checkpoint %s --input %s --top-k 0", path, npy);
     expect(args, 2, "--top-k: '0' is not an integer");
+    /* the samples' shape: (4, 4) is the model's 4x4x1; 16 flat values are not, though as many */
+    char npy2[256];
+    snprintf(npy2, sizeof npy2, "%s/flat.npy", dir);
+    write_u1_npy(npy2, "(2, 16)", 32);
+    snprintf(args, sizeof args, "predict --device cpu --checkpoint %s --input %s", path, npy2);
+    expect(args, 2, "the samples are 16, the checkpoint's model takes 4x4x1");
+    snprintf(npy2, sizeof npy2, "%s/square.npy", dir);
+    write_u1_npy(npy2, "(2, 4, 4)", 32);
+    snprintf(args, sizeof args, "predict --device cpu --checkpoint %s --input %s", path, npy2);
+    ck_assert_msg(run(args) == 0, "(2, 4, 4) samples for a 4x4x1 model: %s", slurp(err_path));
+    snprintf(args, sizeof args, "predict --device cpu --checkpoint %s --input %s --vocab 5", path, npy2);
+    expect(args, 2, "--vocab: the checkpoint's model does not start with an embedding");
 }
 END_TEST
 

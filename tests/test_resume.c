@@ -213,9 +213,9 @@ START_TEST(test_keep_prunes_oldest)
     c.keep = 2;
     tt_free(run_ok(&c, &P));
     ck_assert_uint_eq(count_ckpts(dir), 2);
+    tt_ckpt_path(path, sizeof path, dir, 3, 7); /* the end of training (global 21: no multiple of 2) */
+    ck_assert_msg(exists(path), "no checkpoint at the end of training");
     tt_ckpt_path(path, sizeof path, dir, 3, 6); /* global 20 = epoch 3 step 6 */
-    ck_assert_msg(exists(path), "the newest but one is gone");
-    tt_ckpt_path(path, sizeof path, dir, 3, 4);
     ck_assert_msg(exists(path), "the newest but one is gone");
     ck_assert(exists(other));
 }
@@ -234,7 +234,71 @@ START_TEST(test_save_best)
     tt_free(run_ok(&c, &P));
     snprintf(path, sizeof path, "%s/best.safetensors", dir);
     ck_assert_msg(exists(path), "no best.safetensors");
-    ck_assert_uint_eq(count_ckpts(dir), 0);
+    ck_assert_uint_eq(count_ckpts(dir), 1); /* the end of training */
+}
+END_TEST
+
+/* --save-best with periodic checkpoints: each one carries the best value up to and including its epoch (the value
+ * best.safetensors was written with), so a run resumed from it does not take a worse epoch for a better one. */
+START_TEST(test_periodic_carries_best)
+{
+    char dir[512], path[1024], best[1024];
+    tt_test_tmpdir(dir, sizeof dir);
+    tt_run_config c;
+    size_t P;
+    config(&c, 1, 3);
+    c.checkpoint_dir = dir;
+    c.save_every_epoch = 1;
+    c.keep = 10;
+    c.save_best = TT_SAVE_BEST_VAL_LOSS;
+    tt_free(run_ok(&c, &P));
+    snprintf(best, sizeof best, "%s/best.safetensors", dir);
+    tt_checkpoint b, e;
+    tt_error err;
+    ck_assert_msg(tt_checkpoint_read(best, NULL, &b, &err) == TT_OK, "%s", err.msg);
+    tt_ckpt_path(path, sizeof path, dir, b.epoch, 7);
+    ck_assert_msg(tt_checkpoint_read(path, NULL, &e, &err) == TT_OK, "%s", err.msg);
+    ck_assert_msg(b.best == e.best, "epoch %llu improved the best to %.17g, its periodic checkpoint says %.17g",
+                  (unsigned long long)b.epoch, b.best, e.best);
+    tt_checkpoint_free(&b);
+    tt_checkpoint_free(&e);
+}
+END_TEST
+
+/* A directory holding checkpoints beyond where a run starts (another run's) is refused before training: --keep would
+ * delete this run's checkpoints as it writes them and --resume DIR would take the other run's. */
+START_TEST(test_dir_with_newer_checkpoints)
+{
+    char dir[512], path[1024], copy[1024];
+    tt_test_tmpdir(dir, sizeof dir);
+    tt_run_config c;
+    size_t P;
+    config(&c, 1, 3);
+    c.checkpoint_dir = dir;
+    c.save_every_epoch = 1;
+    c.keep = 10;
+    tt_free(run_ok(&c, &P));
+    tt_ckpt_path(path, sizeof path, dir, 1, 7);
+    snprintf(copy, sizeof copy, "%s.copy", dir);
+    ck_assert_int_eq(rename(path, copy), 0); /* epoch 1's, outside the directory */
+    for (int k = 0; k < 2; k++) {
+        config(&c, 1, 2);
+        c.checkpoint_dir = dir;
+        c.save_every_epoch = 1;
+        c.resume = k ? copy : NULL;
+        tt_status st;
+        tt_error err;
+        tt_free(run(&c, &P, &st, &err));
+        ck_assert_msg(st == TT_ERR_ARG, "%s: accepted", k ? "a resume from epoch 1" : "a fresh run");
+        ck_assert_msg(strstr(err.msg, "beyond where this run starts") && strstr(err.msg, "ckpt-e000003-s000000007"),
+                      "%s", err.msg);
+    }
+    config(&c, 1, 4); /* from the directory's newest: nothing beyond it */
+    c.checkpoint_dir = dir;
+    c.save_every_epoch = 1;
+    c.resume = dir;
+    tt_free(run_ok(&c, &P));
+    remove(copy);
 }
 END_TEST
 
@@ -322,6 +386,8 @@ int main(void)
     tcase_add_test(tc, test_keep_prunes_oldest);
     tcase_add_test(tc, test_save_best);
     tcase_add_test(tc, test_resume_refusals);
+    tcase_add_test(tc, test_periodic_carries_best);
+    tcase_add_test(tc, test_dir_with_newer_checkpoints);
     tcase_add_test(tc, test_checkpoint_dir_checked_first);
     suite_add_tcase(s, tc);
     return tt_test_run_suite(s);
