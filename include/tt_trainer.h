@@ -209,7 +209,8 @@ tt_status tt_trainer_step(tt_trainer *tr, const tt_dataset *ds, const uint32_t *
 
 /* Loss, accuracy and top-5 of the master weights over all of ds, the samples split across the towers. */
 tt_status tt_trainer_evaluate(tt_trainer *tr, const tt_dataset *ds, tt_eval_result *res, tt_error *err);
-/* The same, and every sample's logits into h_logits (ds->n, classes), in data-set order (eval, predict). */
+/* The same, and every sample's logits into h_logits (ds->n, classes), in data-set order (eval, predict); a raised
+ * cfg.stop ends it between chunks with TT_ERR_STOPPED. */
 tt_status tt_trainer_predict(tt_trainer *tr, const tt_dataset *ds, float *h_logits, tt_eval_result *res,
                              tt_error *err);
 

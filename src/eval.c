@@ -72,10 +72,14 @@ static int use_extra(const char *opt, const char *value, void *ctx, tt_error *er
     return 1;
 }
 
-/* The input the checkpoint's model was trained on, from its options: "input":[d...], "classes":C, "vocab":V. */
-static tt_status ckpt_input(const tt_checkpoint *ck, const char *path, tt_model_input *in, tt_error *err)
+/* The input the checkpoint's model was trained on, from its options: "input":[d...], "classes":C, "vocab":V; and a
+ * model file's text, "model_text" (*text, tt_malloc'd; NULL if none). */
+static tt_status ckpt_input(const tt_checkpoint *ck, const char *path, tt_model_input *in, char **text, tt_error *err)
 {
     memset(in, 0, sizeof *in);
+    *text = NULL;
+    if (ck->options && strlen(ck->options) > ((size_t)8 << 20)) /* a model file is at most 1 MiB */
+        return tt_fail(err, TT_ERR_FORMAT, "%s: its options are larger than 8 MiB", path);
     json_object *o = ck->options ? json_tokener_parse(ck->options) : NULL, *v;
     tt_status s = TT_OK;
     if (!o || !json_object_is_type(o, json_type_object) || !json_object_object_get_ex(o, "input", &v) ||
@@ -101,6 +105,20 @@ static tt_status ckpt_input(const tt_checkpoint *ck, const char *path, tt_model_
     }
     in->n_classes = (size_t)classes;
     in->vocab = vocab ? (size_t)vocab : 1;
+    if (json_object_object_get_ex(o, "model_text", &v)) {
+        const char *t = json_object_get_string(v);
+        const size_t len = t ? strlen(t) : 0;
+        if (!json_object_is_type(v, json_type_string) || !len || (size_t)json_object_get_string_len(v) != len) {
+            s = tt_fail(err, TT_ERR_FORMAT, "%s: its model text is not a string without NUL bytes", path);
+            goto done;
+        }
+        *text = (char *)tt_malloc(len + 1);
+        if (!*text) {
+            s = tt_fail(err, TT_ERR_NOMEM, "%s: out of memory for its model text", path);
+            goto done;
+        }
+        memcpy(*text, t, len + 1);
+    }
 done:
     json_object_put(o);
     return s;
@@ -127,7 +145,8 @@ static tt_status load_model(const tt_run_config *c, const use_opts *o, const tt_
     tt_status s = tt_checkpoint_read(o->checkpoint, NULL, ck, err);
     if (s) return s;
     tt_model_input in;
-    s = ckpt_input(ck, o->checkpoint, &in, err);
+    char *text = NULL; /* a model file's text, saved in the checkpoint: the model does not need the file */
+    s = ckpt_input(ck, o->checkpoint, &in, &text, err);
     char spec[512];
     if (!s && o->model_given) {
         snprintf(spec, sizeof spec, "%s", c->model);
@@ -146,7 +165,11 @@ static tt_status load_model(const tt_run_config *c, const use_opts *o, const tt_
         s = tt_fail(err, TT_ERR_ARG, "%s: the data have %zu classes, the checkpoint's model %zu", o->cmd, classes,
                     in.n_classes);
     if (!s && c->vocab) in.vocab = c->vocab;
-    if (!s) s = tt_model_make(m, spec, &in, err);
+    if (!s && text && !o->model_given)
+        s = tt_model_parse(m, text, spec, &in, err);
+    else if (!s)
+        s = tt_model_make(m, spec, &in, err);
+    tt_free(text);
     if (!s && c->vocab && !m->token_vocab)
         s = tt_fail(err, TT_ERR_ARG, "--vocab: the checkpoint's model does not start with an embedding");
     tt_checkpoint_free(ck);
@@ -156,8 +179,8 @@ static tt_status load_model(const tt_run_config *c, const use_opts *o, const tt_
 
 /* Every sample's logits (ds->n, classes) with the checkpoint's weights, on c->towers towers; the memory checked
  * first. */
-static tt_status infer(const tt_run_config *c, const tt_model *m, const float *params, const tt_dataset *ds,
-                       float **logits, tt_eval_result *res, tt_error *err)
+static tt_status infer(const char *o_cmd, const tt_run_config *c, const tt_model *m, const float *params,
+                       const tt_dataset *ds, float **logits, tt_eval_result *res, tt_error *err)
 {
     *logits = NULL;
     tt_backend be;
@@ -185,8 +208,8 @@ static tt_status infer(const tt_run_config *c, const tt_model *m, const float *p
     s = tt_trainer_init(&tr, m, &tc, params, err);
     if (!s) s = tt_trainer_predict(&tr, ds, *logits, res, err);
     tt_trainer_free(&tr);
-    if (!s && tt_signal_caught())
-        s = tt_fail(err, TT_ERR_STOPPED, "stopped by %s", tt_signal_name(tt_signal_caught()));
+    if ((!s || s == TT_ERR_STOPPED) && tt_signal_caught())
+        s = tt_fail(err, TT_ERR_STOPPED, "%s: stopped by %s", o_cmd, tt_signal_name(tt_signal_caught()));
     if (s) {
         tt_free(*logits);
         *logits = NULL;
@@ -347,7 +370,7 @@ static tt_status eval_body(tt_run_config *c, const use_opts *o, tt_error *err)
         snprintf(what, sizeof what, "--log-json %s", c->log_json);
         s = tt_out_open(&log, c->log_json, what, 4096 + 64 * m->n_classes * (m->n_classes + 4), err);
     }
-    if (!s) s = infer(c, m, ck.params, ds, &logits, &res, err);
+    if (!s) s = infer(o->cmd, c, m, ck.params, ds, &logits, &res, err);
     if (!s) s = eval_report(o, c, ds, logits, &res, m->n_classes, &log, err);
     tt_error cerr;
     tt_status cs = tt_out_close(&log, &cerr);
@@ -450,7 +473,7 @@ static tt_status predict_body(tt_run_config *c, const use_opts *o, tt_error *err
         ds.n_classes = m->n_classes;
     }
     if (!s) s = check_tokens(m, &ds, o->input, err);
-    if (!s) s = infer(c, m, ck.params, &ds, &logits, &res, err);
+    if (!s) s = infer(o->cmd, c, m, ck.params, &ds, &logits, &res, err);
     if (!s) s = predict_print(o, ds.n, logits, m->n_classes, err);
     tt_free(logits);
     tt_checkpoint_free(&ck);

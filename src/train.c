@@ -6,8 +6,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <json-c/json.h>
+
 #include "tt_backend.h"
 #include "tt_blas.h"
+#include "tt_input.h"
 #include "tt_ledger.h"
 #include "tt_rng.h"
 #include "tt_signal.h"
@@ -93,6 +96,7 @@ typedef struct run_state {
     size_t start_epoch, start_step; /* where the run begins: 1, 0; or where --resume's checkpoint left off */
     double best;              /* --save-best: the best value of the metric so far (NaN: none yet) */
     uint64_t saved_step;      /* the global step of the last periodic checkpoint written (or resumed from) */
+    char *model_text;         /* --checkpoint-dir with a model file: its text, saved in every checkpoint */
     tt_checkpoint resume_ck;  /* --resume: the checkpoint, until its state is in the trainer */
     tt_status console_status; /* a failed console write noticed while the crew ran */
     tt_error console_err;
@@ -211,6 +215,10 @@ static tt_status run_open(run_state *rs, tt_error *err)
         return tt_fail(err, TT_ERR_NOMEM, "out of memory");
     tt_model_init_params(rs->model, rs->h_init, c->seed);
     if (c->checkpoint_dir && (s = tt_ckpt_dir_ready(c->checkpoint_dir, err))) return s;
+    if (c->checkpoint_dir && tt_model_file(rs->model)) { /* a checkpoint carries the model file's text */
+        size_t len;
+        if ((s = tt_input_read_text(c->model, "model file", (size_t)1 << 20, &rs->model_text, &len, err))) return s;
+    }
     if (c->log_json) {
         char what[200];
         snprintf(what, sizeof what, "--log-json %s", c->log_json);
@@ -357,7 +365,7 @@ static tt_status run_save(run_state *rs, size_t epoch, size_t step, const char *
                           tt_error *err)
 {
     const tt_run_config *c = rs->c;
-    char periodic[4096], desc[300], options[640], shape[96];
+    char periodic[4096], desc[300];
     if (!path) {
         tt_ckpt_path(periodic, sizeof periodic, c->checkpoint_dir, epoch, step);
         path = periodic;
@@ -380,17 +388,27 @@ static tt_status run_save(run_state *rs, size_t epoch, size_t step, const char *
     snprintf(ck.backend, sizeof ck.backend, "%s", rs->ops->name);
     model_desc(rs, desc, sizeof desc);
     ck.model_desc = desc;
+    /* what eval and predict rebuild the model from (input, classes, vocab, a model file's text), and the run's
+     * other options */
     const tt_shape *in = &rs->model->input_shape;
-    size_t len = 0;
-    for (int i = 0; i < in->ndim && len < sizeof shape; i++)
-        len += (size_t)snprintf(shape + len, sizeof shape - len, "%s%zu", i ? "," : "", in->d[i]);
-    /* what eval and predict rebuild the model from (input, classes, vocab), and the run's other options */
-    snprintf(options, sizeof options,
-             "{\"input\":[%s],\"classes\":%zu,\"vocab\":%zu,\"towers\":%zu,\"batch\":%zu,\"epochs\":%zu,"
-             "\"reduce\":\"%s\",\"lr_scaling\":\"%s\",\"base_lr\":%.9g}",
-             shape, rs->model->n_classes, rs->model->token_vocab, c->towers, c->batch, c->epochs,
-             tt_reduce_name(c->reduce), c->lr_scaling == TT_LR_LINEAR ? "linear" : "none", (double)c->optim.lr);
-    ck.options = options;
+    json_object *opt = json_object_new_object(), *shape = json_object_new_array();
+    if (!opt || !shape) {
+        json_object_put(opt);
+        json_object_put(shape);
+        return tt_fail(err, TT_ERR_NOMEM, "%s: out of memory for the checkpoint's options", path);
+    }
+    for (int i = 0; i < in->ndim; i++) json_object_array_add(shape, json_object_new_int64((int64_t)in->d[i]));
+    json_object_object_add(opt, "input", shape);
+    json_object_object_add(opt, "classes", json_object_new_int64((int64_t)rs->model->n_classes));
+    json_object_object_add(opt, "vocab", json_object_new_int64((int64_t)rs->model->token_vocab));
+    if (rs->model_text) json_object_object_add(opt, "model_text", json_object_new_string(rs->model_text));
+    json_object_object_add(opt, "towers", json_object_new_int64((int64_t)c->towers));
+    json_object_object_add(opt, "batch", json_object_new_int64((int64_t)c->batch));
+    json_object_object_add(opt, "epochs", json_object_new_int64((int64_t)c->epochs));
+    json_object_object_add(opt, "reduce", json_object_new_string(tt_reduce_name(c->reduce)));
+    json_object_object_add(opt, "lr_scaling", json_object_new_string(c->lr_scaling == TT_LR_LINEAR ? "linear" : "none"));
+    json_object_object_add(opt, "base_lr", json_object_new_double((double)c->optim.lr));
+    ck.options = (char *)json_object_to_json_string_ext(opt, JSON_C_TO_STRING_PLAIN);
     ck.n_params = rs->model->n_params;
     tt_trainer_get_params(&rs->tr, rs->h_ckpt);
     ck.params = rs->h_ckpt;
@@ -400,7 +418,9 @@ static tt_status run_save(run_state *rs, size_t epoch, size_t step, const char *
         snprintf(ck.slot_names[k], sizeof ck.slot_names[k], "%s", sl[k].name);
         ck.slots[k] = sl[k].data;
     }
-    tt_status s = tt_checkpoint_write(path, rs->model, &ck, err);
+    tt_status s = ck.options ? tt_checkpoint_write(path, rs->model, &ck, err)
+                             : tt_fail(err, TT_ERR_NOMEM, "%s: out of memory for the checkpoint's options", path);
+    json_object_put(opt);
     if (s) return s;
     const double secs = tt_now() - t0, mb = (double)(1 + ck.n_slots) * (double)ck.n_params * sizeof(float) / 1e6;
     if (rs->out) {
@@ -745,6 +765,7 @@ static tt_status run_close(run_state *rs, tt_status s, tt_error *err)
     tt_free(rs->ledger);
     tt_free(rs->h_init);
     tt_free(rs->h_ckpt);
+    tt_free(rs->model_text);
     tt_checkpoint_free(&rs->resume_ck);
     tt_free(rs->model);
     return s;

@@ -484,6 +484,9 @@ static void tower_eval(tt_tower *tw)
     const tt_pass ps = tower_pass(tw, 0);
     phase_pull(tw);
     for (size_t done = 0; done < total;) {
+        /* eval and predict stop at a signal between chunks (their result is then discarded); train's validation
+         * runs to its end, and the run stops after it, with a checkpoint */
+        if (tr->h_logits && tr->cfg.stop && atomic_load(tr->cfg.stop)) break;
         size_t rows = total - done < tr->shard_max ? total - done : tr->shard_max;
         phase_data(tw, tr->ds, NULL, lo + done, rows);
         tt_model_forward(dev, m, &ps, tw->d_params, tw->d_act, rows);
@@ -1043,6 +1046,7 @@ tt_status tt_trainer_predict(tt_trainer *tr, const tt_dataset *ds, float *h_logi
     tr->h_logits = h_logits;
     tt_status s = tt_trainer_evaluate(tr, ds, res, err);
     tr->h_logits = NULL;
+    if (!s && tr->cfg.stop && atomic_load(tr->cfg.stop)) s = tt_fail(err, TT_ERR_STOPPED, "stopped by a signal");
     return s;
 }
 

@@ -863,6 +863,19 @@ START_TEST(test_eval_and_predict)
         json_object_put(j);
         *nl = '\n';
     }
+    /* a model file's checkpoint carries the file's text: eval works with the file gone */
+    char mf[256], ck4[256];
+    snprintf(mf, sizeof mf, "%s/gone.txt", dir);
+    snprintf(ck4, sizeof ck4, "%s/fileck", dir);
+    tt_test_write_str(mf, "# a model file\ndense units=8 activation=relu\ndense units=10\n");
+    snprintf(args, sizeof args, "train --device cpu --data %s --val-samples 60 --epochs 1 --batch 24 --model %s "
+             "--checkpoint-dir %s --progress quiet", dir, mf, ck4);
+    ck_assert_msg(run(args) == 0, "%s", slurp(err_path));
+    unlink(mf);
+    snprintf(args, sizeof args, "eval --device cpu --checkpoint %s/ckpt-e000001-s000000010.safetensors --data %s",
+             ck4, dir);
+    ck_assert_msg(run(args) == 0, "eval of a model file's checkpoint after the file was deleted: %s",
+                  slurp(err_path));
     /* refusals: one line naming the problem */
     snprintf(npy, sizeof npy, "%s/wrong.npy", dir);
     write_u1_npy(npy, "(2, 5)", 10);
