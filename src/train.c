@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <json-c/json.h>
+#include <zlib.h>
 
 #include "tt_backend.h"
 #include "tt_blas.h"
@@ -97,6 +98,7 @@ typedef struct run_state {
     double best;              /* --save-best: the best value of the metric so far (NaN: none yet) */
     uint64_t saved_step;      /* the global step of the last periodic checkpoint written (or resumed from) */
     char *model_text;         /* --checkpoint-dir with a model file: its text, saved in every checkpoint */
+    uint32_t data_crc;        /* checkpoints: CRC-32 of the training set's samples and labels (which data it was) */
     tt_checkpoint resume_ck;  /* --resume: the checkpoint, until its state is in the trainer */
     tt_status console_status; /* a failed console write noticed while the crew ran */
     tt_error console_err;
@@ -215,6 +217,18 @@ static tt_status run_open(run_state *rs, tt_error *err)
         return tt_fail(err, TT_ERR_NOMEM, "out of memory");
     tt_model_init_params(rs->model, rs->h_init, c->seed);
     if (c->checkpoint_dir && (s = tt_ckpt_dir_ready(c->checkpoint_dir, err))) return s;
+    if (c->checkpoint_dir || c->resume) { /* which training set: a resume on other data with as many steps is refused */
+        uLong crc = crc32(0L, Z_NULL, 0);
+        const unsigned char *x = rs->train->x, *y = (const unsigned char *)rs->train->y;
+        for (size_t left = rs->train->n * tt_dataset_sample_bytes(rs->train); left;) {
+            const uInt k = left > (1u << 30) ? 1u << 30 : (uInt)left;
+            crc = crc32(crc, x, k);
+            x += k;
+            left -= k;
+        }
+        crc = crc32(crc, y, (uInt)(rs->train->n * sizeof(int32_t)));
+        rs->data_crc = (uint32_t)crc;
+    }
     if (c->checkpoint_dir && tt_model_file(rs->model)) { /* a checkpoint carries the model file's text */
         size_t len;
         if ((s = tt_input_read_text(c->model, "model file", (size_t)1 << 20, &rs->model_text, &len, err))) return s;
@@ -408,6 +422,11 @@ static tt_status run_save(run_state *rs, size_t epoch, size_t step, const char *
     json_object_object_add(opt, "reduce", json_object_new_string(tt_reduce_name(c->reduce)));
     json_object_object_add(opt, "lr_scaling", json_object_new_string(c->lr_scaling == TT_LR_LINEAR ? "linear" : "none"));
     json_object_object_add(opt, "base_lr", json_object_new_double((double)c->optim.lr));
+    json_object_object_add(opt, "train_samples", json_object_new_int64((int64_t)rs->train->n));
+    json_object_object_add(opt, "val_samples", json_object_new_int64((int64_t)rs->val->n));
+    char crc[16];
+    snprintf(crc, sizeof crc, "%08x", (unsigned)rs->data_crc);
+    json_object_object_add(opt, "train_crc32", json_object_new_string(crc));
     ck.options = (char *)json_object_to_json_string_ext(opt, JSON_C_TO_STRING_PLAIN);
     ck.n_params = rs->model->n_params;
     tt_trainer_get_params(&rs->tr, rs->h_ckpt);
@@ -487,6 +506,29 @@ static void run_save_on_stop(run_state *rs, size_t epoch, size_t step, char *not
         snprintf(note, len, "; no checkpoint: %.3000s", e.msg);
 }
 
+/* The checkpoint's training set (its options' train_samples, val_samples, train_crc32; absent: not checked) must be
+ * this run's: the same sample order needs the same samples. */
+static tt_status resume_same_data(const run_state *rs, const tt_checkpoint *ck, const char *path, tt_error *err)
+{
+    json_object *o = ck->options && strlen(ck->options) <= ((size_t)8 << 20) ? json_tokener_parse(ck->options) : NULL;
+    json_object *v;
+    tt_status s = TT_OK;
+    char crc[16];
+    snprintf(crc, sizeof crc, "%08x", (unsigned)rs->data_crc);
+    if (o && json_object_object_get_ex(o, "train_samples", &v) && json_object_get_int64(v) != (int64_t)rs->train->n)
+        s = tt_fail(err, TT_ERR_ARG, "--resume %.200s: trained on %lld training samples, this run has %zu (the same "
+                    "--data, --val-samples and --train-samples?)", path, (long long)json_object_get_int64(v),
+                    rs->train->n);
+    else if (o && json_object_object_get_ex(o, "val_samples", &v) && json_object_get_int64(v) != (int64_t)rs->val->n)
+        s = tt_fail(err, TT_ERR_ARG, "--resume %.200s: trained with %lld validation samples, this run has %zu (the "
+                    "same --val-samples?)", path, (long long)json_object_get_int64(v), rs->val->n);
+    else if (o && json_object_object_get_ex(o, "train_crc32", &v) && strcmp(json_object_get_string(v), crc) != 0)
+        s = tt_fail(err, TT_ERR_ARG, "--resume %.200s: trained on other training data (CRC-32 %.16s, this run's %s: "
+                    "the same --data?)", path, json_object_get_string(v), crc);
+    json_object_put(o);
+    return s;
+}
+
 /* --resume: the checkpoint (a file, or a directory's newest valid one), checked against this run: same model
  * (tensor by tensor), batch, seed, optimizer and steps per epoch. Sets the weights to start from (h_init), where to
  * begin, and keeps the optimizer's state for run_resume_optim. */
@@ -535,6 +577,7 @@ static tt_status run_resume_load(run_state *rs, tt_error *err)
                        "--resume %.200s: its epochs have %llu steps, this run's have %zu (the same --data, "
                        "--val-samples and --train-samples?)",
                        path, (unsigned long long)ck->steps_per_epoch, rs->steps);
+    if ((s = resume_same_data(rs, ck, path, err))) return s;
     const int done = ck->step >= ck->steps_per_epoch;
     rs->start_epoch = (size_t)ck->epoch + (done ? 1 : 0);
     rs->start_step = done ? 0 : (size_t)ck->step;

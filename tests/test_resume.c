@@ -317,7 +317,9 @@ START_TEST(test_resume_refusals)
     struct {
         const char *what, *want;
     } cases[] = {{"batch", "--batch"}, {"seed", "--seed"}, {"optimizer", "--optimizer"}, {"epochs", "nothing to train"},
-                 {"model", "conv2d/kernel"}, {"missing", "No such file"}, {"empty dir", "no checkpoint"}};
+                 {"model", "conv2d/kernel"}, {"missing", "No such file"}, {"empty dir", "no checkpoint"},
+                 {"other data, as many samples", "trained on other training data"},
+                 {"fewer samples, as many steps", "trained on 203 training samples, this run has 200"}};
     snprintf(other_model, sizeof other_model, "%s/other.txt", dir);
     tt_test_write_str(other_model, "input shape=6,6,1\nconv2d filters=5 kernel=3 padding=same\nflatten\ndense units=4\n");
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
@@ -338,11 +340,15 @@ START_TEST(test_resume_refusals)
             tt_test_tmpdir(empty, sizeof empty);
             c.resume = empty;
             break;
+        case 7: g_train.y[0] = (g_train.y[0] + 1) % 4; break; /* one label changed */
+        case 8: g_train.n = 200; break;                      /* still 7 steps of 32 */
         }
         tt_status st;
         tt_error err;
         float *w = run(&c, &P, &st, &err);
         tt_free(w);
+        if (k == 7) g_train.y[0] = (g_train.y[0] + 3) % 4;
+        if (k == 8) g_train.n = N_TRAIN;
         ck_assert_msg(st != TT_OK, "%s: accepted", cases[k].what);
         ck_assert_msg(strstr(err.msg, cases[k].want) != NULL, "%s: '%s' does not say %s", cases[k].what, err.msg,
                       cases[k].want);
