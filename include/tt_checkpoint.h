@@ -67,6 +67,11 @@ tt_status tt_checkpoint_write(const char *path, const tt_model *m, const tt_chec
  * model (model_desc) before building it. On error ck is left empty. */
 tt_status tt_checkpoint_read(const char *path, const tt_model *m, tt_checkpoint *ck, tt_error *err);
 
+/* The file's bytes, read as tt_checkpoint_read reads them (regular files only, the memory checked first), into *buf
+ * (tt_malloc'd, caller frees): for a caller that parses them twice — the metadata to build the model, then against it
+ * (eval, predict). */
+tt_status tt_checkpoint_read_bytes(const char *path, uint8_t **buf, size_t *len, tt_error *err);
+
 /* The same from a buffer (the fuzz target's entry). `what` names the source in messages. */
 tt_status tt_checkpoint_parse(const uint8_t *buf, size_t len, const char *what, const tt_model *m, tt_checkpoint *ck,
                               tt_error *err);

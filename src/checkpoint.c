@@ -324,7 +324,9 @@ static int ck_write_body(int fd, const tt_model *m, const tt_checkpoint *ck, con
     return 0;
 }
 
-/* The directory holding path ("." for a bare name) and the temporary's template ".<basename>.XXXXXX" beside it. */
+/* The directory holding path ("." for a bare name) and mkstemp's template for the temporary beside it: "." + the
+ * base name + "." + TEMP_RANDOM 'X' characters, which mkstemp replaces with a unique suffix. */
+enum { TEMP_RANDOM = 6 };
 static tt_status ck_temp_names(const char *path, char *dir, char *tmpl, size_t cap, tt_error *err)
 {
     const char *slash = strrchr(path, '/');
@@ -332,9 +334,11 @@ static tt_status ck_temp_names(const char *path, char *dir, char *tmpl, size_t c
     if (!*base) return tt_fail(err, TT_ERR_ARG, "%s: not a file name (it ends in '/')", path);
     const size_t dl = slash ? (size_t)(slash - path) : 0;
     int n1 = slash ? snprintf(dir, cap, "%.*s", (int)(dl ? dl : 1), dl ? path : "/") : snprintf(dir, cap, ".");
-    int n2 = snprintf(tmpl, cap, "%.*s.%s.XXXXXX", (int)(slash ? dl + 1 : 0), path, base);
-    if (n1 < 0 || n2 < 0 || (size_t)n1 >= cap || (size_t)n2 >= cap)
+    int n2 = snprintf(tmpl, cap, "%.*s.%s.", (int)(slash ? dl + 1 : 0), path, base);
+    if (n1 < 0 || n2 < 0 || (size_t)n1 >= cap || (size_t)n2 + TEMP_RANDOM >= cap)
         return tt_fail(err, TT_ERR_ARG, "%.200s...: path too long", path);
+    memset(tmpl + n2, 'X', TEMP_RANDOM);
+    tmpl[n2 + TEMP_RANDOM] = '\0';
     return TT_OK;
 }
 
@@ -674,7 +678,7 @@ static tt_status md_texts(const ck_parse *p, tt_checkpoint *ck)
     return TT_OK;
 }
 
-/* "crc32:xxxxxxxx" (8 lower-case hex digits) against the data section's CRC-32. */
+/* The checksum value, "crc32:" and 8 lower-case hex digits, against the data section's CRC-32. */
 static tt_status md_checksum(const ck_parse *p)
 {
     const char *v;
@@ -931,6 +935,18 @@ tt_status tt_checkpoint_parse(const uint8_t *buf, size_t len, const char *what, 
 tt_status tt_checkpoint_read(const char *path, const tt_model *m, tt_checkpoint *ck, tt_error *err)
 {
     memset(ck, 0, sizeof *ck);
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    tt_status s = tt_checkpoint_read_bytes(path, &buf, &len, err);
+    if (!s) s = tt_checkpoint_parse(buf, len, path, m, ck, err);
+    tt_free(buf);
+    return s;
+}
+
+tt_status tt_checkpoint_read_bytes(const char *path, uint8_t **out, size_t *len, tt_error *err)
+{
+    *out = NULL;
+    *len = 0;
     tt_input in;
     uint64_t size = 0;
     uint8_t *buf = NULL;
@@ -944,7 +960,11 @@ tt_status tt_checkpoint_read(const char *path, const tt_model *m, tt_checkpoint 
     if (!s) s = tt_input_at_end(&in, &more, err);
     if (!s && more) s = tt_fail(err, TT_ERR_IO, "%s: the file grew while being read", path);
     tt_input_close(&in);
-    if (!s) s = tt_checkpoint_parse(buf, (size_t)size, path, m, ck, err);
-    tt_free(buf);
-    return s;
+    if (s) {
+        tt_free(buf);
+        return s;
+    }
+    *out = buf;
+    *len = (size_t)size;
+    return TT_OK;
 }

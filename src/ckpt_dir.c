@@ -4,7 +4,7 @@
  * Periodic checkpoints (epoch ends, --save-every-steps, a stop by signal) are ckpt-e<epoch>-s<step>.safetensors with
  * the epoch in 6 digits and the steps done in it in 9, so names sort as the run progresses; --save-best writes
  * best.safetensors. Only names of exactly that form are ever listed or deleted, and the temporaries a killed write
- * leaves (.ckpt-e…-s….safetensors.XXXXXX, tt_checkpoint_write's), which pruning deletes: other files in the
+ * leaves ("." + a checkpoint's name + "." + mkstemp's 6 random characters), which pruning deletes: other files in the
  * directory are left alone. One run writes to a directory at a time. Not for: the file format (checkpoint.c). */
 #include <dirent.h>
 #include <errno.h>

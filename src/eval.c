@@ -142,8 +142,14 @@ static int same_but_ones(const tt_shape *a, const tt_shape *b)
 static tt_status load_model(const tt_run_config *c, const use_opts *o, const tt_shape *shape, size_t classes,
                             tt_model *m, tt_checkpoint *ck, tt_error *err)
 {
-    tt_status s = tt_checkpoint_read(o->checkpoint, NULL, ck, err);
-    if (s) return s;
+    uint8_t *bytes = NULL; /* read once, parsed twice: the metadata, then against the model it describes */
+    size_t len = 0;
+    tt_status s = tt_checkpoint_read_bytes(o->checkpoint, &bytes, &len, err);
+    if (!s) s = tt_checkpoint_parse(bytes, len, o->checkpoint, NULL, ck, err);
+    if (s) {
+        tt_free(bytes);
+        return s;
+    }
     tt_model_input in;
     char *text = NULL; /* a model file's text, saved in the checkpoint: the model does not need the file */
     s = ckpt_input(ck, o->checkpoint, &in, &text, err);
@@ -173,7 +179,8 @@ static tt_status load_model(const tt_run_config *c, const use_opts *o, const tt_
     if (!s && c->vocab && !m->token_vocab)
         s = tt_fail(err, TT_ERR_ARG, "--vocab: the checkpoint's model does not start with an embedding");
     tt_checkpoint_free(ck);
-    if (!s) s = tt_checkpoint_read(o->checkpoint, m, ck, err);
+    if (!s) s = tt_checkpoint_parse(bytes, len, o->checkpoint, m, ck, err);
+    tt_free(bytes);
     return s;
 }
 
@@ -343,6 +350,37 @@ static tt_status eval_report(const use_opts *o, const tt_run_config *c, const tt
     return s;
 }
 
+/* What a command holds once it has run a checkpoint over samples. */
+typedef struct use_state {
+    tt_model *m;
+    tt_checkpoint ck;
+    float *logits; /* (n, classes) */
+    tt_eval_result res;
+} use_state;
+
+/* The checkpoint's model for the samples ds (classes: the data's, 0 if unlabelled), its tensors checked, token ids
+ * checked, and every sample's logits. ds takes the model's shape (the same up to dimensions of size 1). */
+static tt_status use_run(const tt_run_config *c, const use_opts *o, tt_dataset *ds, size_t classes, use_state *st,
+                         tt_error *err)
+{
+    st->m = (tt_model *)tt_calloc(1, sizeof *st->m);
+    if (!st->m) return tt_fail(err, TT_ERR_NOMEM, "out of memory");
+    tt_status s = load_model(c, o, &ds->shape, classes, st->m, &st->ck, err);
+    if (s) return s;
+    ds->shape = st->m->input_shape;
+    ds->n_classes = st->m->n_classes;
+    if ((s = check_tokens(st->m, ds, o->input ? o->input : c->data, err))) return s;
+    return infer(o->cmd, c, st->m, st->ck.params, ds, &st->logits, &st->res, err);
+}
+
+static void use_state_free(use_state *st)
+{
+    tt_free(st->logits);
+    tt_checkpoint_free(&st->ck);
+    tt_free(st->m);
+    memset(st, 0, sizeof *st);
+}
+
 /* The checkpoint on the chosen split of --data. */
 static tt_status eval_body(tt_run_config *c, const use_opts *o, tt_error *err)
 {
@@ -350,37 +388,30 @@ static tt_status eval_body(tt_run_config *c, const use_opts *o, tt_error *err)
     memset(&train, 0, sizeof train);
     memset(&val, 0, sizeof val);
     memset(&test, 0, sizeof test);
-    tt_model *m = (tt_model *)tt_calloc(1, sizeof *m);
-    tt_checkpoint ck;
-    memset(&ck, 0, sizeof ck);
-    float *logits = NULL;
-    tt_eval_result res;
-    tt_status s = m ? TT_OK : tt_fail(err, TT_ERR_NOMEM, "out of memory");
-    if (!o->split_val) c->val_samples = 0; /* the test split: no validation split to take off */
-    if (!s) s = tt_run_load(c, &train, &val, &test, err);
-    const tt_dataset *ds = o->split_val ? &val : &test;
-    if (!s && ds->n == 0)
-        s = tt_fail(err, TT_ERR_ARG, "eval: the %s split is empty", o->split_val ? "val (--val-samples 0?)" : "test");
-    if (!s) s = load_model(c, o, &ds->shape, train.n_classes, m, &ck, err);
-    if (!s) s = check_tokens(m, ds, c->data, err);
+    use_state st;
+    memset(&st, 0, sizeof st);
     tt_out log;
     memset(&log, 0, sizeof log);
+    if (!o->split_val) c->val_samples = 0; /* the test split: no validation split to take off */
+    tt_status s = tt_run_load(c, &train, &val, &test, err);
+    tt_dataset *ds = o->split_val ? &val : &test;
+    if (!s && ds->n == 0)
+        s = tt_fail(err, TT_ERR_ARG, "eval: the %s split is empty", o->split_val ? "val (--val-samples 0?)" : "test");
+    const size_t C = train.n_classes;
     if (!s && c->log_json) { /* opened now: a bad path is said before the evaluation, not after it */
         char what[300];
         snprintf(what, sizeof what, "--log-json %s", c->log_json);
-        s = tt_out_open(&log, c->log_json, what, 4096 + 64 * m->n_classes * (m->n_classes + 4), err);
+        s = tt_out_open(&log, c->log_json, what, 4096 + 64 * C * (C + 4), err);
     }
-    if (!s) s = infer(o->cmd, c, m, ck.params, ds, &logits, &res, err);
-    if (!s) s = eval_report(o, c, ds, logits, &res, m->n_classes, &log, err);
+    if (!s) s = use_run(c, o, ds, C, &st, err);
+    if (!s) s = eval_report(o, c, ds, st.logits, &st.res, C, &log, err);
     tt_error cerr;
     tt_status cs = tt_out_close(&log, &cerr);
     if (!s && cs) {
         *err = cerr;
         s = cs;
     }
-    tt_free(logits);
-    tt_checkpoint_free(&ck);
-    tt_free(m);
+    use_state_free(&st);
     tt_dataset_free(&train);
     tt_dataset_free(&val);
     tt_dataset_free(&test);
@@ -459,25 +490,12 @@ static tt_status predict_print(const use_opts *o, size_t n, const float *logits,
 static tt_status predict_body(tt_run_config *c, const use_opts *o, tt_error *err)
 {
     tt_dataset ds;
-    memset(&ds, 0, sizeof ds);
-    tt_model *m = (tt_model *)tt_calloc(1, sizeof *m);
-    tt_checkpoint ck;
-    memset(&ck, 0, sizeof ck);
-    float *logits = NULL;
-    tt_eval_result res;
-    tt_status s = m ? TT_OK : tt_fail(err, TT_ERR_NOMEM, "out of memory");
-    if (!s) s = tt_samples_load(o->input, &ds, err);
-    if (!s) s = load_model(c, o, &ds.shape, 0, m, &ck, err);
-    if (!s) { /* same number of features in another shape (a .npy of (N, 28, 28) for a 28x28x1 model): the model's */
-        ds.shape = m->input_shape;
-        ds.n_classes = m->n_classes;
-    }
-    if (!s) s = check_tokens(m, &ds, o->input, err);
-    if (!s) s = infer(o->cmd, c, m, ck.params, &ds, &logits, &res, err);
-    if (!s) s = predict_print(o, ds.n, logits, m->n_classes, err);
-    tt_free(logits);
-    tt_checkpoint_free(&ck);
-    tt_free(m);
+    use_state st;
+    memset(&st, 0, sizeof st);
+    tt_status s = tt_samples_load(o->input, &ds, err);
+    if (!s) s = use_run(c, o, &ds, 0, &st, err);
+    if (!s) s = predict_print(o, ds.n, st.logits, st.m->n_classes, err);
+    use_state_free(&st);
     tt_dataset_free(&ds);
     return s;
 }

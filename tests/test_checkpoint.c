@@ -105,21 +105,6 @@ static void tmp_path(char *path, size_t len, const char *name)
     snprintf(path, len, "%s/%s", dir, name);
 }
 
-static uint8_t *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    ck_assert_ptr_nonnull(f);
-    ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
-    const long n = ftell(f);
-    ck_assert_int_ge(n, 0);
-    rewind(f);
-    uint8_t *b = (uint8_t *)malloc((size_t)n + 1);
-    ck_assert_uint_eq(fread(b, 1, (size_t)n, f), (size_t)n);
-    fclose(f);
-    *len = (size_t)n;
-    return b;
-}
-
 /* A refusal: the status, ck left empty, one line starting with the source's name and containing `want`. */
 static void refused(tt_status s, const tt_error *err, const tt_checkpoint *ck, const char *name, const char *want)
 {
@@ -207,9 +192,8 @@ START_TEST(test_independent_reader)
     tt_error err;
     ck_assert_msg(tt_checkpoint_write(path, &m, &ck, &err) == TT_OK, "%s", err.msg);
     size_t len;
-    uint8_t *b = slurp(path, &len);
-    uint64_t n = 0;
-    for (int i = 7; i >= 0; i--) n = n << 8 | b[i];
+    uint8_t *b = tt_test_read_file(path, &len);
+    const uint64_t n = tt_test_le64(b);
     ck_assert_uint_eq((8 + n) % 8, 0);
     ck_assert_uint_le(8 + n, len);
     char *text = (char *)malloc(n + 1);
@@ -276,14 +260,13 @@ static uint8_t *valid_file(const tt_model *m, size_t *len, int conv)
     ck_assert_msg(tt_checkpoint_write(path, m, &ck, &err) == TT_OK, "%s", err.msg);
     tt_checkpoint_free(&ck);
     (void)conv;
-    return slurp(path, len);
+    return tt_test_read_file(path, len);
 }
 
 /* The file with its header's first `from` replaced by `to`, the length prefix rewritten (data and checksum kept). */
 static uint8_t *edit_header(const uint8_t *b, size_t len, const char *from, const char *to, size_t *out_len)
 {
-    uint64_t n = 0;
-    for (int i = 7; i >= 0; i--) n = n << 8 | b[i];
+    const uint64_t n = tt_test_le64(b);
     char *text = (char *)malloc(n + 1);
     memcpy(text, b + 8, n);
     text[n] = '\0';
@@ -358,8 +341,7 @@ START_TEST(test_flipped_data_byte)
     make_model(&m, 0, NULL);
     size_t len;
     uint8_t *b = valid_file(&m, &len, 0);
-    uint64_t n = 0;
-    for (int i = 7; i >= 0; i--) n = n << 8 | b[i];
+    const uint64_t n = tt_test_le64(b);
     const size_t at[] = {8 + n, 8 + n + (len - 8 - n) / 2, len - 1};
     tt_checkpoint ck;
     tt_error err;
@@ -607,7 +589,7 @@ START_TEST(test_write_failure)
     ck_assert_int_eq(waitpid(pid, &st, 0), pid);
     ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the failed write was not reported as expected");
     size_t len;
-    uint8_t *b = slurp(path, &len);
+    uint8_t *b = tt_test_read_file(path, &len);
     ck_assert_msg(len == strlen("the old checkpoint") && memcmp(b, "the old checkpoint", len) == 0,
                   "the old checkpoint was changed");
     free(b);
@@ -646,7 +628,7 @@ START_TEST(test_seed_corpus)
         char path[1024];
         snprintf(path, sizeof path, "%s/%s", TT_CKPT_CORPUS, de->d_name);
         size_t len;
-        free(slurp(path, &len));
+        free(tt_test_read_file(path, &len));
         ck_assert_msg(len < 4096, "%s: %zu bytes, over libFuzzer's default -max_len", path, len);
         tt_checkpoint ck;
         if (strncmp(de->d_name, "ok-", 3) == 0) {

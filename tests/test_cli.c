@@ -730,22 +730,6 @@ START_TEST(test_signals_stop_cleanly)
 }
 END_TEST
 
-/* A whole file (caller frees); *n = 0 if it cannot be read. */
-static unsigned char *read_all(const char *path, size_t *n)
-{
-    *n = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    unsigned char *b = NULL;
-    if (fseek(f, 0, SEEK_END) == 0) {
-        long len = ftell(f);
-        if (len > 0 && fseek(f, 0, SEEK_SET) == 0 && (b = (unsigned char *)malloc((size_t)len)) != NULL)
-            *n = fread(b, 1, (size_t)len, f);
-    }
-    fclose(f);
-    return b;
-}
-
 /* SIGINT with --checkpoint-dir: the run writes a checkpoint at the step boundary, its one line names it, and a run
  * with --resume DIR continues from it to the end. */
 START_TEST(test_signal_writes_checkpoint)
@@ -785,13 +769,9 @@ START_TEST(test_signal_writes_checkpoint)
     snprintf(f2, sizeof f2, "%s/ckpt-e%06llu-s000000145.safetensors", ck2, epoch + 1);
     snprintf(f3, sizeof f3, "%s/ckpt-e%06llu-s000000145.safetensors", ck3, epoch + 1);
     size_t n2, n3;
-    unsigned char *b2 = read_all(f2, &n2), *b3 = read_all(f3, &n3);
-    ck_assert_msg(n2 > 8 && n3 > 8, "%s or %s is missing", f2, f3);
-    uint64_t h2 = 0, h3 = 0;
-    for (int i = 7; i >= 0; i--) {
-        h2 = h2 << 8 | b2[i];
-        h3 = h3 << 8 | b3[i];
-    }
+    uint8_t *b2 = tt_test_read_file(f2, &n2), *b3 = tt_test_read_file(f3, &n3);
+    ck_assert_msg(n2 > 8 && n3 > 8, "%s or %s is too short", f2, f3);
+    const uint64_t h2 = tt_test_le64(b2), h3 = tt_test_le64(b3);
     ck_assert(8 + h2 <= n2 && 8 + h3 <= n3);
     ck_assert_msg(n2 - 8 - h2 == n3 - 8 - h3 && memcmp(b2 + 8 + h2, b3 + 8 + h3, n2 - 8 - h2) == 0,
                   "stopped by SIGINT after epoch %llu step %llu and resumed: not the straight run's weights", epoch,

@@ -104,22 +104,36 @@ static size_t count_ckpts(const char *dir)
     return n;
 }
 
+/* c: epochs of a run that saves a checkpoint after every epoch into dir. */
+static void saving(tt_run_config *c, size_t towers, size_t epochs, const char *dir)
+{
+    config(c, towers, epochs);
+    c->checkpoint_dir = dir;
+    c->save_every_epoch = 1;
+}
+
+/* A fresh dir, one epoch on `towers` towers saved there, and path = that epoch's checkpoint. */
+static void first_epoch_saved(size_t towers, char *dir, size_t dlen, char *path, size_t plen)
+{
+    tt_run_config c;
+    size_t P;
+    tt_test_tmpdir(dir, dlen);
+    saving(&c, towers, 1, dir);
+    tt_free(run_ok(&c, &P));
+    tt_ckpt_path(path, plen, dir, 1, 7);
+    ck_assert_msg(exists(path), "no %s", path);
+}
+
 /* 2 epochs straight = 1 epoch, a checkpoint, a resume from it and 1 more; from a file and from the directory. */
 START_TEST(test_resume_epoch_boundary_is_exact)
 {
     for (size_t towers = 1; towers <= 2; towers++) {
         char dir[512], path[1024];
-        tt_test_tmpdir(dir, sizeof dir);
         tt_run_config c;
         size_t P, P2;
         config(&c, towers, 2);
         float *straight = run_ok(&c, &P);
-        config(&c, towers, 1);
-        c.checkpoint_dir = dir;
-        c.save_every_epoch = 1;
-        tt_free(run_ok(&c, &P2));
-        tt_ckpt_path(path, sizeof path, dir, 1, 7);
-        ck_assert_msg(exists(path), "no %s", path);
+        first_epoch_saved(towers, dir, sizeof dir, path, sizeof path);
         for (int from_dir = 0; from_dir <= 1; from_dir++) {
             config(&c, towers, 2);
             c.resume = from_dir ? dir : path;
@@ -134,8 +148,8 @@ START_TEST(test_resume_epoch_boundary_is_exact)
 }
 END_TEST
 
-/* A checkpoint every 3 steps of the run: mid-epoch ones (steps 3 and 6 of epoch 1, 2 of epoch 2, ...). Resuming
- * from the one after step 3 of epoch 2 (global step 10? no: 9 = 7 + 2) continues at the next step of that epoch. */
+/* A checkpoint every 3 steps of the run: mid-epoch ones (steps 3 and 6 of epoch 1, 2 and 5 of epoch 2, ...). A resume
+ * from each continues at the next step of its epoch and ends with the straight run's weights. */
 START_TEST(test_resume_mid_epoch_is_exact)
 {
     char dir[512], path[1024];
@@ -174,24 +188,17 @@ END_TEST
 START_TEST(test_resume_other_towers_within_tolerance)
 {
     char dir[512], path[1024];
-    tt_test_tmpdir(dir, sizeof dir);
     tt_run_config c;
     size_t P, P2;
     config(&c, 1, 2);
     float *straight = run_ok(&c, &P);
-    config(&c, 1, 1);
-    c.checkpoint_dir = dir;
-    c.save_every_epoch = 1;
-    tt_free(run_ok(&c, &P2));
-    tt_ckpt_path(path, sizeof path, dir, 1, 7);
+    first_epoch_saved(1, dir, sizeof dir, path, sizeof path);
     config(&c, 3, 2);
     c.resume = path;
     float *resumed = run_ok(&c, &P2);
-    double worst = 0, moved = 0;
-    for (size_t i = 0; i < P; i++) {
+    double worst = 0;
+    for (size_t i = 0; i < P; i++)
         worst = fmax(worst, fabs((double)resumed[i] - straight[i]) / (1e-4 + 1e-3 * fabs(straight[i])));
-        moved = fmax(moved, fabs((double)straight[i]));
-    }
     ck_assert_msg(worst <= 1.0, "3 towers after a 1-tower checkpoint: |dw| is %g of the tolerance", worst);
     tt_free(resumed);
     tt_free(straight);
@@ -221,7 +228,7 @@ START_TEST(test_keep_prunes_oldest)
 }
 END_TEST
 
-/* --save-best val_accuracy: best.safetensors holds the best epoch's weights. */
+/* --save-best val_loss: best.safetensors is written (and the end of training's periodic checkpoint). */
 START_TEST(test_save_best)
 {
     char dir[512], path[1024];
@@ -246,9 +253,7 @@ START_TEST(test_periodic_carries_best)
     tt_test_tmpdir(dir, sizeof dir);
     tt_run_config c;
     size_t P;
-    config(&c, 1, 3);
-    c.checkpoint_dir = dir;
-    c.save_every_epoch = 1;
+    saving(&c, 1, 3, dir);
     c.keep = 10;
     c.save_best = TT_SAVE_BEST_VAL_LOSS;
     tt_free(run_ok(&c, &P));
@@ -273,18 +278,14 @@ START_TEST(test_dir_with_newer_checkpoints)
     tt_test_tmpdir(dir, sizeof dir);
     tt_run_config c;
     size_t P;
-    config(&c, 1, 3);
-    c.checkpoint_dir = dir;
-    c.save_every_epoch = 1;
+    saving(&c, 1, 3, dir);
     c.keep = 10;
     tt_free(run_ok(&c, &P));
     tt_ckpt_path(path, sizeof path, dir, 1, 7);
     snprintf(copy, sizeof copy, "%s.copy", dir);
     ck_assert_int_eq(rename(path, copy), 0); /* epoch 1's, outside the directory */
     for (int k = 0; k < 2; k++) {
-        config(&c, 1, 2);
-        c.checkpoint_dir = dir;
-        c.save_every_epoch = 1;
+        saving(&c, 1, 2, dir);
         c.resume = k ? copy : NULL;
         tt_status st;
         tt_error err;
@@ -293,9 +294,7 @@ START_TEST(test_dir_with_newer_checkpoints)
         ck_assert_msg(strstr(err.msg, "beyond where this run starts") && strstr(err.msg, "ckpt-e000003-s000000007"),
                       "%s", err.msg);
     }
-    config(&c, 1, 4); /* from the directory's newest: nothing beyond it */
-    c.checkpoint_dir = dir;
-    c.save_every_epoch = 1;
+    saving(&c, 1, 4, dir); /* from the directory's newest: nothing beyond it */
     c.resume = dir;
     tt_free(run_ok(&c, &P));
     remove(copy);
@@ -306,14 +305,9 @@ END_TEST
 START_TEST(test_resume_refusals)
 {
     char dir[512], path[1024], other_model[1024];
-    tt_test_tmpdir(dir, sizeof dir);
     tt_run_config c;
     size_t P;
-    config(&c, 1, 1);
-    c.checkpoint_dir = dir;
-    c.save_every_epoch = 1;
-    tt_free(run_ok(&c, &P));
-    tt_ckpt_path(path, sizeof path, dir, 1, 7);
+    first_epoch_saved(1, dir, sizeof dir, path, sizeof path);
     struct {
         const char *what, *want;
     } cases[] = {{"batch", "--batch"}, {"seed", "--seed"}, {"optimizer", "--optimizer"}, {"epochs", "nothing to train"},
@@ -368,9 +362,7 @@ START_TEST(test_checkpoint_dir_checked_first)
     size_t P;
     tt_status st;
     tt_error err;
-    config(&c, 1, 1);
-    c.checkpoint_dir = file;
-    c.save_every_epoch = 1;
+    saving(&c, 1, 1, file);
     tt_free(run(&c, &P, &st, &err));
     ck_assert_msg(st != TT_OK && strstr(err.msg, "not a directory"), "%s", err.msg);
     snprintf(fresh, sizeof fresh, "%s/new", dir);

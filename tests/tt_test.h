@@ -99,6 +99,31 @@ static inline void tt_test_write(const char *path, const void *data, size_t n)
 
 static inline void tt_test_write_str(const char *path, const char *text) { tt_test_write(path, text, strlen(text)); }
 
+/* A whole file, malloc'd (caller frees), *len its size; the test fails if it cannot be read. */
+static inline uint8_t *tt_test_read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
+    const long n = ftell(f);
+    ck_assert_int_ge(n, 0);
+    rewind(f);
+    uint8_t *b = (uint8_t *)malloc((size_t)n + 1);
+    ck_assert_ptr_nonnull(b);
+    ck_assert_uint_eq(fread(b, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    *len = (size_t)n;
+    return b;
+}
+
+/* A little-endian unsigned 64-bit integer (a safetensors file's header length). */
+static inline uint64_t tt_test_le64(const uint8_t *b)
+{
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; i--) n = n << 8 | b[i];
+    return n;
+}
+
 /* Runs a suite; 0 if every test passed, else 1. fork: CK_FORK_GETENV (Check's default: a child per test, so a crash
  * fails one test and the run goes on; CK_FORK=no in the environment for gdb) or CK_NOFORK, which every suite run by a
  * process that has initialised CUDA must use — CUDA does not survive a fork, so a forked child's first CUDA call

@@ -74,11 +74,18 @@ static uint8_t *seed(const char *name, const tt_model *m, tt_optim_config c, dou
     return b;
 }
 
-/* b with the header's first `from` replaced by `to` (length prefix rewritten, data kept), written as name. */
-static void edited(const char *name, const uint8_t *b, size_t len, const char *from, const char *to)
+/* A safetensors file's header length: the little-endian u64 it starts with. */
+static uint64_t header_length(const uint8_t *b)
 {
     uint64_t n = 0;
     for (int i = 7; i >= 0; i--) n = n << 8 | b[i];
+    return n;
+}
+
+/* b with the header's first `from` replaced by `to` (length prefix rewritten, data kept), written as name. */
+static void edited(const char *name, const uint8_t *b, size_t len, const char *from, const char *to)
+{
+    const uint64_t n = header_length(b);
     const char *h = (const char *)b + 8;
     const char *at = NULL;
     for (size_t i = 0; !at && i + strlen(from) <= n; i++)
@@ -121,8 +128,7 @@ int main(int argc, char **argv)
     free(seed("ok-rmsprop-centered-momentum.safetensors", &m, rms3, 1.5, 1, &len));
     free(seed("bad-other-model.safetensors", &other, sgd, NAN, 1, &len)); /* conv2d/kernel (3, 3, 1, 3) */
     b = seed("ok-sgd-momentum.safetensors", &m, sgd, NAN, 1, &len);
-    n = 0;
-    for (int i = 7; i >= 0; i--) n = n << 8 | b[i];
+    n = header_length(b);
     put("bad-truncated.safetensors", b, len - 3);
     put("bad-header-only.safetensors", b, 8 + n);
     b[len - 1] ^= 1;
