@@ -78,6 +78,10 @@ tt_status tt_checkpoint_parse(const uint8_t *buf, size_t len, const char *what, 
 
 void tt_checkpoint_free(tt_checkpoint *ck); /* accepts an empty or half-filled one */
 
+/* zlib's CRC-32 of n bytes continued from crc (start from 0), in pieces zlib's uInt length can take: the checksum of
+ * a checkpoint's data, and train's fingerprint of its training set. */
+uint32_t tt_crc32(uint32_t crc, const void *p, size_t n);
+
 #ifdef __cplusplus
 }
 #endif

@@ -168,6 +168,7 @@ void tt_trainer_free(tt_trainer *tr); /* accepts a half-built trainer */
  * while steps are in flight. The towers pull the new weights at the next step. */
 void tt_trainer_get_params(const tt_trainer *tr, float *h_out);
 void tt_trainer_set_params(tt_trainer *tr, const float *h_params);
+const float *tt_trainer_params(const tt_trainer *tr); /* the master weights themselves, read only (a checkpoint) */
 /* The optimizer and its state (tt_optim_slots, t, u_product): read it, or overwrite it to resume — between runs of
  * steps. */
 tt_optim *tt_trainer_optim(tt_trainer *tr);

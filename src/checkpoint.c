@@ -65,8 +65,7 @@ enum { CK_N_MD_KEYS = (int)(sizeof g_md_keys / sizeof g_md_keys[0]) };
 
 /* ---- shared by both directions ---------------------------------------------------------------------------------- */
 
-/* CRC-32 (zlib's) of n bytes, in pieces zlib's uInt length can take. */
-static uint32_t ck_crc(uint32_t crc, const void *p, size_t n)
+uint32_t tt_crc32(uint32_t crc, const void *p, size_t n)
 {
     const unsigned char *b = (const unsigned char *)p;
     while (n) {
@@ -355,7 +354,7 @@ tt_status tt_checkpoint_write(const char *path, const tt_model *m, const tt_chec
     for (size_t j = 0; j < (size_t)(1 + ck->n_slots) * m->n_tensors; j++) {
         const tt_tensor_info *t;
         const int k = ck_tensor(m, ck->slot_names, j, name, sizeof name, &t);
-        crc = ck_crc(crc, (k < 0 ? ck->params : ck->slots[k]) + t->offset, t->size * sizeof(float));
+        crc = tt_crc32(crc, (k < 0 ? ck->params : ck->slots[k]) + t->offset, t->size * sizeof(float));
     }
     size_t hlen = 0;
     char *hdr = ck_header_text(m, ck, crc, &hlen);
@@ -631,6 +630,11 @@ static tt_status md_read(const ck_parse *p, tt_checkpoint *ck)
                        (unsigned long long)ck->epoch, (unsigned long long)CK_EPOCH_MAX);
     if (ck->steps_per_epoch < 1)
         return tt_fail(p->err, TT_ERR_FORMAT, "%s: metadata: steps_per_epoch is 0", p->what);
+    if (ck->step <= ck->steps_per_epoch &&
+        ck->global_step != (ck->epoch - 1) * ck->steps_per_epoch + ck->step)
+        return tt_fail(p->err, TT_ERR_FORMAT, "%s: metadata: global_step %llu is not (epoch - 1) x steps_per_epoch + "
+                       "step = %llu", p->what, (unsigned long long)ck->global_step,
+                       (unsigned long long)((ck->epoch - 1) * ck->steps_per_epoch + ck->step));
     if (ck->step > ck->steps_per_epoch)
         return tt_fail(p->err, TT_ERR_FORMAT, "%s: metadata: step %llu is beyond steps_per_epoch %llu", p->what,
                        (unsigned long long)ck->step, (unsigned long long)ck->steps_per_epoch);
@@ -692,7 +696,7 @@ static tt_status md_checksum(const ck_parse *p)
         want = want << 4 | (unsigned)(c <= '9' ? c - '0' : c - 'a' + 10);
     }
     if (!ok) return md_bad(p, "checksum", v, "crc32: and 8 lower-case hex digits");
-    const uint32_t got = ck_crc((uint32_t)crc32(0L, Z_NULL, 0), p->data, (size_t)p->data_len);
+    const uint32_t got = tt_crc32((uint32_t)crc32(0L, Z_NULL, 0), p->data, (size_t)p->data_len);
     if (got != want)
         return tt_fail(p->err, TT_ERR_FORMAT, "%s: checksum mismatch: the data's CRC-32 is %08x, the header says %08x "
                        "(the file is damaged)", p->what, (unsigned)got, want);

@@ -290,7 +290,7 @@ static void eval_help(void)
 
 /* The report on stdout, and in the --log-json file opened before the evaluation (log->buf NULL: none). */
 static tt_status eval_report(const use_opts *o, const tt_run_config *c, const tt_dataset *ds, const float *logits,
-                             const tt_eval_result *res, size_t C, tt_out *log_out, tt_error *err)
+                             const tt_eval_result *res, size_t C, tt_out *log, tt_error *err)
 {
     size_t *conf = (size_t *)tt_calloc(C * C, sizeof(size_t));
     if (!conf) return tt_fail(err, TT_ERR_NOMEM, "out of memory for a %zu x %zu confusion matrix", C, C);
@@ -298,17 +298,15 @@ static tt_status eval_report(const use_opts *o, const tt_run_config *c, const tt
     printf("eval: %s on %s %s (%zu samples): loss %.4f - accuracy %.4f - top5 %.4f\n", o->checkpoint, c->data,
            o->split_val ? "val" : "test", res->n, res->loss, res->accuracy, res->top5);
     printf("%6s %10s %10s %8s\n", "class", "precision", "recall", "support");
-    tt_out log = *log_out;
     tt_status s = TT_OK;
-    (void)c;
-    if (log.buf) {
-        tt_out_printf(&log, "{\"event\":\"eval\",");
-        tt_out_json_str(&log, "checkpoint", o->checkpoint, 1);
-        tt_out_printf(&log, "\"split\":\"%s\",\"samples\":%zu,", o->split_val ? "val" : "test", res->n);
-        tt_out_json_num(&log, "loss", res->loss, 1);
-        tt_out_json_num(&log, "accuracy", res->accuracy, 1);
-        tt_out_json_num(&log, "top5", res->top5, 1);
-        tt_out_printf(&log, "\"classes\":[");
+    if (log->buf) {
+        tt_out_printf(log, "{\"event\":\"eval\",");
+        tt_out_json_str(log, "checkpoint", o->checkpoint, 1);
+        tt_out_printf(log, "\"split\":\"%s\",\"samples\":%zu,", o->split_val ? "val" : "test", res->n);
+        tt_out_json_num(log, "loss", res->loss, 1);
+        tt_out_json_num(log, "accuracy", res->accuracy, 1);
+        tt_out_json_num(log, "top5", res->top5, 1);
+        tt_out_printf(log, "\"classes\":[");
     }
     for (size_t k = 0; k < C; k++) {
         size_t tp = conf[k * C + k], support = 0, predicted = 0;
@@ -319,32 +317,31 @@ static tt_status eval_report(const use_opts *o, const tt_run_config *c, const tt
         const double prec = predicted ? (double)tp / (double)predicted : NAN;
         const double rec = support ? (double)tp / (double)support : NAN;
         printf("%6zu %10.4f %10.4f %8zu\n", k, prec, rec, support);
-        if (log.buf) {
-            tt_out_printf(&log, "%s{\"class\":%zu,", k ? "," : "", k);
-            tt_out_json_num(&log, "precision", prec, 1);
-            tt_out_json_num(&log, "recall", rec, 1);
-            tt_out_printf(&log, "\"support\":%zu}", support);
+        if (log->buf) {
+            tt_out_printf(log, "%s{\"class\":%zu,", k ? "," : "", k);
+            tt_out_json_num(log, "precision", prec, 1);
+            tt_out_json_num(log, "recall", rec, 1);
+            tt_out_printf(log, "\"support\":%zu}", support);
         }
     }
     printf("confusion matrix (rows: true class, columns: predicted)\n%6s", "");
     for (size_t j = 0; j < C; j++) printf(" %6zu", j);
     printf("\n");
-    if (log.buf) tt_out_printf(&log, "],\"confusion\":[");
+    if (log->buf) tt_out_printf(log, "],\"confusion\":[");
     for (size_t k = 0; k < C; k++) {
         printf("%6zu", k);
-        if (log.buf) tt_out_printf(&log, "%s[", k ? "," : "");
+        if (log->buf) tt_out_printf(log, "%s[", k ? "," : "");
         for (size_t j = 0; j < C; j++) {
             printf(" %6zu", conf[k * C + j]);
-            if (log.buf) tt_out_printf(&log, "%s%zu", j ? "," : "", conf[k * C + j]);
+            if (log->buf) tt_out_printf(log, "%s%zu", j ? "," : "", conf[k * C + j]);
         }
         printf("\n");
-        if (log.buf) tt_out_printf(&log, "]");
+        if (log->buf) tt_out_printf(log, "]");
     }
-    if (log.buf) {
-        tt_out_printf(&log, "]}\n");
-        if (!s) s = tt_out_commit(&log, err);
+    if (log->buf) {
+        tt_out_printf(log, "]}\n");
+        if (!s) s = tt_out_commit(log, err);
     }
-    *log_out = log; /* eval_body closes it */
     tt_free(conf);
     if (!s) s = tt_flush_stdout(stdout, err);
     return s;

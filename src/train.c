@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <json-c/json.h>
-#include <zlib.h>
 
 #include "tt_backend.h"
 #include "tt_blas.h"
@@ -93,18 +92,19 @@ typedef struct run_state {
     tt_trace trace;
     int log_ended;            /* the log's final "error" / "stopped" record is written */
     /* checkpoints */
-    float *h_ckpt;            /* --checkpoint-dir: the master weights copied out for a checkpoint */
     size_t start_epoch, start_step; /* where the run begins: 1, 0; or where --resume's checkpoint left off */
     double best;              /* --save-best: the best value of the metric so far (NaN: none yet) */
     uint64_t saved_step;      /* the global step of the last periodic checkpoint written (or resumed from) */
-    char *model_text;         /* --checkpoint-dir with a model file: its text, saved in every checkpoint */
     uint32_t data_crc;        /* checkpoints: CRC-32 of the training set's samples and labels (which data it was) */
+    char *ckpt_options;       /* --checkpoint-dir: the checkpoints' options (JSON text, the same for the whole run) */
+    char ckpt_desc[300];      /* and their model description */
     tt_checkpoint resume_ck;  /* --resume: the checkpoint, until its state is in the trainer */
     tt_status console_status; /* a failed console write noticed while the crew ran */
     tt_error console_err;
 } run_state;
 
 static tt_status run_resume_load(run_state *rs, tt_error *err);
+static tt_status run_ckpt_options(run_state *rs, tt_error *err);
 static void run_resume_optim(run_state *rs);
 
 /* The whole run's memory, before anything large is allocated: the trainer's buffers and the run's own. */
@@ -119,8 +119,6 @@ static tt_status run_check_memory(run_state *rs, tt_error *err)
     tt_mem_add(&plan, "initial and final weights", TT_MEM_HOST, 2 * P * sizeof(float), TT_MEM_BY_PARAMS);
     tt_mem_add(&plan, "shuffle index", TT_MEM_HOST, (double)rs->train->n * sizeof(uint32_t), TT_MEM_BY_RUN);
     const double slots = (double)tt_optim_state_floats(&rs->tc.optim);
-    if (c->checkpoint_dir)
-        tt_mem_add(&plan, "checkpoint copy of the weights", TT_MEM_HOST, P * sizeof(float), TT_MEM_BY_PARAMS);
     if (c->resume)
         tt_mem_add(&plan, "--resume checkpoint", TT_MEM_HOST, (1 + slots) * P * sizeof(float), TT_MEM_BY_PARAMS);
     tt_mem_add(&plan, "step records", TT_MEM_HOST,
@@ -212,27 +210,15 @@ static tt_status run_open(run_state *rs, tt_error *err)
     rs->step_secs = (double *)tt_malloc(rs->steps * sizeof(double));
     rs->results = (tt_step_result *)tt_calloc(rs->steps, sizeof(tt_step_result));
     rs->ledger = (tt_tower_ledger *)tt_calloc(rs->steps * c->towers, sizeof(tt_tower_ledger));
-    if (c->checkpoint_dir) rs->h_ckpt = (float *)tt_malloc(rs->model->n_params * sizeof(float));
-    if (!rs->h_init || !rs->idx || !rs->step_secs || !rs->results || !rs->ledger || (c->checkpoint_dir && !rs->h_ckpt))
+    if (!rs->h_init || !rs->idx || !rs->step_secs || !rs->results || !rs->ledger)
         return tt_fail(err, TT_ERR_NOMEM, "out of memory");
     tt_model_init_params(rs->model, rs->h_init, c->seed);
     if (c->checkpoint_dir && (s = tt_ckpt_dir_ready(c->checkpoint_dir, err))) return s;
     if (c->checkpoint_dir || c->resume) { /* which training set: a resume on other data with as many steps is refused */
-        uLong crc = crc32(0L, Z_NULL, 0);
-        const unsigned char *x = rs->train->x, *y = (const unsigned char *)rs->train->y;
-        for (size_t left = rs->train->n * tt_dataset_sample_bytes(rs->train); left;) {
-            const uInt k = left > (1u << 30) ? 1u << 30 : (uInt)left;
-            crc = crc32(crc, x, k);
-            x += k;
-            left -= k;
-        }
-        crc = crc32(crc, y, (uInt)(rs->train->n * sizeof(int32_t)));
-        rs->data_crc = (uint32_t)crc;
+        uint32_t crc = tt_crc32(0, rs->train->x, rs->train->n * tt_dataset_sample_bytes(rs->train));
+        rs->data_crc = tt_crc32(crc, rs->train->y, rs->train->n * sizeof(int32_t));
     }
-    if (c->checkpoint_dir && tt_model_file(rs->model)) { /* a checkpoint carries the model file's text */
-        size_t len;
-        if ((s = tt_input_read_text(c->model, "model file", (size_t)1 << 20, &rs->model_text, &len, err))) return s;
-    }
+    if (c->checkpoint_dir && (s = run_ckpt_options(rs, err))) return s;
     if (c->log_json) {
         char what[200];
         snprintf(what, sizeof what, "--log-json %s", c->log_json);
@@ -365,26 +351,58 @@ static void log_end(run_state *rs, const char *event, const char *fields, const 
 
 /* ---- checkpoints ---------------------------------------------------------------------------------------------- */
 
-/* What the model is, for the checkpoint's metadata: "builtin:NAME" or "file:PATH". */
-static void model_desc(const run_state *rs, char *buf, size_t len)
-{
-    const char *file = tt_model_file(rs->model);
-    snprintf(buf, len, "%s:%s", file ? "file" : "builtin", file ? file : rs->c->model);
-}
-
-/* Writes the run's state after `step` steps of epoch `epoch` (between steps: the trainer is idle) to `path`, or to
- * the periodic name when path is NULL (then prunes to --keep); says so on the console and in the log. The written
- * path goes to written[wlen]. */
-static tt_status run_save(run_state *rs, size_t epoch, size_t step, const char *path, char *written, size_t wlen,
-                          tt_error *err)
+/* The checkpoints' model description ("builtin:NAME" or "file:PATH") and options, built once for the run: what eval
+ * and predict rebuild the model from (input shape, classes, vocabulary, a model file's text), which training data it
+ * was (the resume check), and the run's other options. */
+static tt_status run_ckpt_options(run_state *rs, tt_error *err)
 {
     const tt_run_config *c = rs->c;
-    char periodic[4096], desc[300];
+    const char *file = tt_model_file(rs->model);
+    snprintf(rs->ckpt_desc, sizeof rs->ckpt_desc, "%s:%s", file ? "file" : "builtin", file ? file : c->model);
+    char *text = NULL;
+    size_t len;
+    tt_status s = file ? tt_input_read_text(c->model, "model file", (size_t)1 << 20, &text, &len, err) : TT_OK;
+    if (s) return s;
+    const tt_shape *in = &rs->model->input_shape;
+    json_object *opt = json_object_new_object(), *shape = json_object_new_array();
+    char crc[16];
+    snprintf(crc, sizeof crc, "%08x", (unsigned)rs->data_crc);
+    if (opt && shape) {
+        for (int i = 0; i < in->ndim; i++) json_object_array_add(shape, json_object_new_int64((int64_t)in->d[i]));
+        json_object_object_add(opt, "input", shape);
+        shape = NULL; /* opt owns it */
+        json_object_object_add(opt, "classes", json_object_new_int64((int64_t)rs->model->n_classes));
+        json_object_object_add(opt, "vocab", json_object_new_int64((int64_t)rs->model->token_vocab));
+        if (text) json_object_object_add(opt, "model_text", json_object_new_string(text));
+        json_object_object_add(opt, "train_samples", json_object_new_int64((int64_t)rs->train->n));
+        json_object_object_add(opt, "val_samples", json_object_new_int64((int64_t)rs->val->n));
+        json_object_object_add(opt, "train_crc32", json_object_new_string(crc));
+        json_object_object_add(opt, "epochs", json_object_new_int64((int64_t)c->epochs));
+        json_object_object_add(opt, "reduce", json_object_new_string(tt_reduce_name(c->reduce)));
+        json_object_object_add(opt, "lr_scaling",
+                               json_object_new_string(c->lr_scaling == TT_LR_LINEAR ? "linear" : "none"));
+        json_object_object_add(opt, "base_lr", json_object_new_double((double)c->optim.lr));
+        const char *j = json_object_to_json_string_ext(opt, JSON_C_TO_STRING_PLAIN);
+        if (j && (rs->ckpt_options = (char *)tt_malloc(strlen(j) + 1)) != NULL)
+            memcpy(rs->ckpt_options, j, strlen(j) + 1);
+    }
+    json_object_put(opt);
+    json_object_put(shape);
+    tt_free(text);
+    return rs->ckpt_options ? TT_OK : tt_fail(err, TT_ERR_NOMEM, "out of memory for the checkpoints' options");
+}
+
+/* Writes the run's state after `step` steps of epoch `epoch` (between steps: the trainer is idle, and its master
+ * weights and optimizer state are written as they stand) to `path`, or to the periodic name when path is NULL (then
+ * prunes to --keep); says so on the console and in the log. */
+static tt_status run_save(run_state *rs, size_t epoch, size_t step, const char *path, tt_error *err)
+{
+    const tt_run_config *c = rs->c;
+    char periodic[4096];
     if (!path) {
         tt_ckpt_path(periodic, sizeof periodic, c->checkpoint_dir, epoch, step);
         path = periodic;
     }
-    snprintf(written, wlen, "%s", path);
     const double t0 = tt_now();
     tt_optim *o = tt_trainer_optim(&rs->tr);
     tt_checkpoint ck;
@@ -400,46 +418,17 @@ static tt_status run_save(run_state *rs, size_t epoch, size_t step, const char *
     ck.best = rs->best;
     ck.towers = c->towers;
     snprintf(ck.backend, sizeof ck.backend, "%s", rs->ops->name);
-    model_desc(rs, desc, sizeof desc);
-    ck.model_desc = desc;
-    /* what eval and predict rebuild the model from (input, classes, vocab, a model file's text), and the run's
-     * other options */
-    const tt_shape *in = &rs->model->input_shape;
-    json_object *opt = json_object_new_object(), *shape = json_object_new_array();
-    if (!opt || !shape) {
-        json_object_put(opt);
-        json_object_put(shape);
-        return tt_fail(err, TT_ERR_NOMEM, "%s: out of memory for the checkpoint's options", path);
-    }
-    for (int i = 0; i < in->ndim; i++) json_object_array_add(shape, json_object_new_int64((int64_t)in->d[i]));
-    json_object_object_add(opt, "input", shape);
-    json_object_object_add(opt, "classes", json_object_new_int64((int64_t)rs->model->n_classes));
-    json_object_object_add(opt, "vocab", json_object_new_int64((int64_t)rs->model->token_vocab));
-    if (rs->model_text) json_object_object_add(opt, "model_text", json_object_new_string(rs->model_text));
-    json_object_object_add(opt, "towers", json_object_new_int64((int64_t)c->towers));
-    json_object_object_add(opt, "batch", json_object_new_int64((int64_t)c->batch));
-    json_object_object_add(opt, "epochs", json_object_new_int64((int64_t)c->epochs));
-    json_object_object_add(opt, "reduce", json_object_new_string(tt_reduce_name(c->reduce)));
-    json_object_object_add(opt, "lr_scaling", json_object_new_string(c->lr_scaling == TT_LR_LINEAR ? "linear" : "none"));
-    json_object_object_add(opt, "base_lr", json_object_new_double((double)c->optim.lr));
-    json_object_object_add(opt, "train_samples", json_object_new_int64((int64_t)rs->train->n));
-    json_object_object_add(opt, "val_samples", json_object_new_int64((int64_t)rs->val->n));
-    char crc[16];
-    snprintf(crc, sizeof crc, "%08x", (unsigned)rs->data_crc);
-    json_object_object_add(opt, "train_crc32", json_object_new_string(crc));
-    ck.options = (char *)json_object_to_json_string_ext(opt, JSON_C_TO_STRING_PLAIN);
+    ck.model_desc = rs->ckpt_desc;
+    ck.options = rs->ckpt_options;
     ck.n_params = rs->model->n_params;
-    tt_trainer_get_params(&rs->tr, rs->h_ckpt);
-    ck.params = rs->h_ckpt;
+    ck.params = (float *)tt_trainer_params(&rs->tr); /* read only: the writer does not change a tensor */
     tt_optim_slot sl[TT_CKPT_MAX_SLOTS];
     ck.n_slots = tt_optim_slots(o, sl);
     for (int k = 0; k < ck.n_slots; k++) {
         snprintf(ck.slot_names[k], sizeof ck.slot_names[k], "%s", sl[k].name);
         ck.slots[k] = sl[k].data;
     }
-    tt_status s = ck.options ? tt_checkpoint_write(path, rs->model, &ck, err)
-                             : tt_fail(err, TT_ERR_NOMEM, "%s: out of memory for the checkpoint's options", path);
-    json_object_put(opt);
+    tt_status s = tt_checkpoint_write(path, rs->model, &ck, err);
     if (s) return s;
     const double secs = tt_now() - t0, mb = (double)(1 + ck.n_slots) * (double)ck.n_params * sizeof(float) / 1e6;
     if (rs->out) {
@@ -469,7 +458,6 @@ static tt_status run_save(run_state *rs, size_t epoch, size_t step, const char *
 static tt_status run_save_epoch(run_state *rs, size_t epoch, const tt_epoch_stats *es, tt_error *err)
 {
     const tt_run_config *c = rs->c;
-    char written[4096];
     tt_status s = TT_OK;
     const uint64_t global = (uint64_t)epoch * rs->steps;
     int improved = 0;
@@ -483,11 +471,11 @@ static tt_status run_save_epoch(run_state *rs, size_t epoch, const tt_epoch_stat
         }
     }
     if (c->save_every_epoch || (c->save_every_steps && global % c->save_every_steps == 0))
-        s = run_save(rs, epoch, rs->steps, NULL, written, sizeof written, err);
+        s = run_save(rs, epoch, rs->steps, NULL, err);
     if (!s && improved) {
         char path[4096];
         snprintf(path, sizeof path, "%s/best.safetensors", c->checkpoint_dir);
-        s = run_save(rs, epoch, rs->steps, path, written, sizeof written, err);
+        s = run_save(rs, epoch, rs->steps, path, err);
     }
     return s;
 }
@@ -497,11 +485,12 @@ static tt_status run_save_epoch(run_state *rs, size_t epoch, const tt_epoch_stat
 static void run_save_on_stop(run_state *rs, size_t epoch, size_t step, char *note, size_t len)
 {
     note[0] = '\0';
-    if (!rs->c->checkpoint_dir || !rs->h_ckpt || epoch == 0) return; /* nothing trained yet: nothing to save */
-    char written[4096];
+    if (!rs->ckpt_options || epoch == 0) return; /* no --checkpoint-dir, or nothing trained yet: nothing to save */
+    char path[4096];
+    tt_ckpt_path(path, sizeof path, rs->c->checkpoint_dir, epoch, step);
     tt_error e;
-    if (run_save(rs, epoch, step, NULL, written, sizeof written, &e) == TT_OK)
-        snprintf(note, len, "; checkpoint %.3000s", written);
+    if (run_save(rs, epoch, step, NULL, &e) == TT_OK)
+        snprintf(note, len, "; checkpoint %.3000s", path);
     else
         snprintf(note, len, "; no checkpoint: %.3000s", e.msg);
 }
@@ -567,11 +556,6 @@ static tt_status run_resume_load(run_state *rs, tt_error *err)
                        path, tt_optim_kind_name(a->kind), (double)a->lr, have, tt_optim_kind_name(b->kind),
                        (double)b->lr, want,
                        c->lr_scaling == TT_LR_LINEAR ? "; --lr-scaling linear multiplies --lr by the towers" : "");
-    if (ck->global_step != (ck->epoch - 1) * ck->steps_per_epoch + ck->step)
-        return tt_fail(err, TT_ERR_FORMAT,
-                       "--resume %.200s: global_step %llu is not (epoch - 1) x steps_per_epoch + step = %llu",
-                       path, (unsigned long long)ck->global_step,
-                       (unsigned long long)((ck->epoch - 1) * ck->steps_per_epoch + ck->step));
     if (ck->steps_per_epoch != rs->steps)
         return tt_fail(err, TT_ERR_ARG,
                        "--resume %.200s: its epochs have %llu steps, this run's have %zu (the same --data, "
@@ -710,9 +694,8 @@ static tt_status run_epoch_steps(run_state *rs, size_t epoch, size_t first, doub
         if (tt_trainer_halted(&rs->tr)) return run_halted(rs, epoch, first, k + done, err);
         k = end;
         if (c->save_every_steps && k < rs->steps && (before + k) % c->save_every_steps == 0) {
-            char written[4096];
             if (rs->bar && rs->out) fputc('\n', rs->out);
-            if ((s = run_save(rs, epoch, k, NULL, written, sizeof written, err))) return s;
+            if ((s = run_save(rs, epoch, k, NULL, err))) return s;
         }
     }
     return TT_OK;
@@ -807,8 +790,7 @@ static tt_status run_close(run_state *rs, tt_status s, tt_error *err)
     tt_free(rs->results);
     tt_free(rs->ledger);
     tt_free(rs->h_init);
-    tt_free(rs->h_ckpt);
-    tt_free(rs->model_text);
+    tt_free(rs->ckpt_options);
     tt_checkpoint_free(&rs->resume_ck);
     tt_free(rs->model);
     return s;
@@ -847,8 +829,7 @@ tt_status tt_run_on(const tt_run_config *c, const tt_dataset *train, const tt_da
     }
     res->allocs_after_first_step = tt_alloc_count() + tt_trainer_device_allocs(&rs->tr) - allocs_mark;
     if (!s && c->checkpoint_dir && rs->saved_step != (uint64_t)c->epochs * rs->steps) { /* the end of training */
-        char written[4096];
-        s = run_save(rs, c->epochs, rs->steps, NULL, written, sizeof written, err);
+        s = run_save(rs, c->epochs, rs->steps, NULL, err);
     }
     if (!s && tt_signal_caught()) s = run_stopped(rs, "before the test set", c->epochs, rs->steps, err);
     if (!s) s = run_finish(rs, res, err);

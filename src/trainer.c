@@ -909,6 +909,8 @@ void tt_trainer_set_params(tt_trainer *tr, const float *h_params)
 
 tt_optim *tt_trainer_optim(tt_trainer *tr) { return &tr->opt; }
 
+const float *tt_trainer_params(const tt_trainer *tr) { return tr->h_params; }
+
 void tt_trainer_free(tt_trainer *tr)
 {
     if (tr->comm) tr->cfg.ops->comm_free(tr->comm);
@@ -1046,7 +1048,8 @@ tt_status tt_trainer_predict(tt_trainer *tr, const tt_dataset *ds, float *h_logi
     tr->h_logits = h_logits;
     tt_status s = tt_trainer_evaluate(tr, ds, res, err);
     tr->h_logits = NULL;
-    if (!s && tr->cfg.stop && atomic_load(tr->cfg.stop)) s = tt_fail(err, TT_ERR_STOPPED, "stopped by a signal");
+    if (!s && tr->cfg.stop && atomic_load(tr->cfg.stop)) /* the caller names the signal */
+        s = tt_fail(err, TT_ERR_STOPPED, "stopped");
     return s;
 }
 

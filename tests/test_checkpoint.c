@@ -673,6 +673,16 @@ START_TEST(test_bad_position)
         refused(tt_checkpoint_read(path, &m, &back, &err), &err, &back, path, cases[k].want);
         tt_checkpoint_free(&ck);
     }
+    /* a global step that is not where epoch and step say the run is (the optimizer's t would be off) */
+    tt_checkpoint ck, back;
+    fill(&ck, &m, optim_case(0), NAN, 7);
+    ck.global_step++;
+    char path[600];
+    tmp_path(path, sizeof path, "ck.safetensors");
+    tt_error err;
+    ck_assert_msg(tt_checkpoint_write(path, &m, &ck, &err) == TT_OK, "%s", err.msg);
+    refused(tt_checkpoint_read(path, NULL, &back, &err), &err, &back, path, "global_step 17 is not (epoch - 1)");
+    tt_checkpoint_free(&ck);
 }
 END_TEST
 
