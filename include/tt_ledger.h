@@ -27,16 +27,22 @@ void tt_ledger_json_split(tt_out *o, const tt_step_times *sum);
 tt_status tt_ledger_json_steps(tt_out *o, size_t epoch, const tt_step_result *res, const tt_tower_ledger *led,
                                size_t first, size_t end, size_t n_towers, tt_error *err);
 
-/* Chrome trace-event JSON: one lane per tower, one for the host reducer, one for the optimizer, one for the run. */
+/* Chrome trace-event JSON: one lane per tower, one for the host reducer, one for the cross-node combine (K ranks),
+ * one for the optimizer, one for the run. */
 typedef struct tt_trace {
     tt_out out;
     double origin; /* tt_now() at open: trace time 0 */
     int first;     /* no event written yet */
     size_t n_towers;
+    int pid;       /* the process the next events belong to: rank + 1 */
+    double shift;  /* added to their times: that rank's clock against rank 0's */
 } tt_trace;
 
-tt_status tt_trace_open(tt_trace *t, const char *path, size_t n_towers, const char *backend, const char *reduce,
-                        tt_error *err);
+/* A job of `ranks` ranks (docs/scaleout.md) has one trace process per rank, each with its towers' lanes. */
+tt_status tt_trace_open(tt_trace *t, const char *path, size_t n_towers, int ranks, const char *backend,
+                        const char *reduce, tt_error *err);
+/* The next tt_trace_steps are rank `rank`'s, whose clock reads `offset` seconds behind rank 0's. */
+void tt_trace_rank(tt_trace *t, int rank, double offset);
 /* Writes the spans of steps first..end-1 (copies carry their bytes), committed event by event. */
 tt_status tt_trace_steps(tt_trace *t, const tt_step_result *res, const tt_tower_ledger *led, size_t first, size_t end,
                          tt_error *err);

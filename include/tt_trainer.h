@@ -22,6 +22,7 @@
 #include "tt_dev.h"
 #include "tt_mem.h"
 #include "tt_model.h"
+#include "tt_node.h"
 #include "tt_optim.h"
 #include "tt_pool.h"
 
@@ -50,6 +51,11 @@ typedef struct tt_trainer_config {
     int host_threads;      /* host crew for reduce + update; 0 = number of CPUs */
     uint64_t seed;         /* the run's seed: dropout masks are a hash of (seed, epoch, layer, sample, element) */
     const atomic_int *stop; /* may be NULL; non-zero at the end of a step halts the run there (tt_signal_flag) */
+    /* the job's ranks (tt_node.h; NULL or one rank: this process alone). With K ranks the step's samples are split
+     * over K x N towers, this rank's towers taking the shards of global towers rank*N .. rank*N+N-1, and the node's
+     * sum is combined with the other ranks' (node_reduce) before the update. Every rank must step together. */
+    tt_node *node;
+    tt_node_reduce node_reduce;
 } tt_trainer_config;
 
 /* Why a run of steps ended before its last step. */
@@ -59,7 +65,8 @@ typedef enum {
                         * a non-finite gradient block is not applied (the finite blocks of that step are: the check
                         * is fused into the block-by-block sum + update, with no barrier between) — the master
                         * weights stay finite either way */
-    TT_HALT_STOP       /* cfg.stop was raised: the step in flight finished and was applied */
+    TT_HALT_STOP,      /* cfg.stop was raised (on any rank): the step in flight finished and was applied */
+    TT_HALT_NODE       /* a cross-node collective failed (tt_trainer_node_error says which): the step was not applied */
 } tt_halt;
 
 /* One tower's step in absolute clock times (tt_now seconds) and bytes: the ledger and the trace read these.
@@ -85,10 +92,11 @@ typedef struct tt_step_times {
     double wait;    /* a finished tower waiting for the slowest at the barrier after the tower phase */
     double towers;  /* wall: step start -> every tower done (launch+pull+data+compute+push+wait) */
     double reduce;  /* wall: the reduction (host sum for cpu; device gather+sum+push otherwise) */
+    double combine; /* wall: the cross-node combine (K ranks: exchange + rank-order sum + gather; 0 for one rank) */
     double update;  /* wall: the optimizer on the host */
     double total;
-    /* host-side timestamps of the reduction and the update (crew thread 0), for the trace */
-    double reduce0, reduce1, update0, update1, step0, step1;
+    /* host-side timestamps of the reduction, the combine and the update (crew thread 0), for the trace */
+    double reduce0, reduce1, combine0, combine1, update0, update1, step0, step1;
 } tt_step_times;
 
 typedef struct tt_step_result {
@@ -150,6 +158,14 @@ typedef struct tt_trainer {
     atomic_int stop_request; /* tt_trainer_request_stop */
     float *h_grad;           /* device / allreduce / nccl: the reduced gradient pushed by the towers (P) */
     float *h_logits;         /* tt_trainer_predict: where the evaluation copies every sample's logits */
+    /* K ranks: the node sum is reduce-scattered into h_slice (this rank's slice [node_lo, node_lo + node_n) of the
+     * global sum, through h_recv: K slices); allreduce gathers the global sum into h_grad, ps updates the slice and
+     * gathers the weights. ps: the optimizer's state covers the slice only. */
+    float *h_recv, *h_slice;
+    size_t node_lo, node_n;
+    double t_combine0, t_combine1, t_gather;
+    tt_status node_status;   /* a failed collective (TT_HALT_NODE) */
+    tt_error node_err;
     uint64_t steps;          /* steps applied since init */
     uint64_t epoch;          /* tt_trainer_set_epoch */
     void *comm;              /* nccl: the backend's communicator over the towers */
@@ -192,6 +208,13 @@ void tt_trainer_request_stop(tt_trainer *tr);
 
 /* After tt_trainer_wait returned 1: TT_HALT_NONE if every step ran, else why the run stopped early. */
 tt_halt tt_trainer_halted(const tt_trainer *tr);
+
+/* After TT_HALT_NODE: the failed collective's status and one line (err). */
+tt_status tt_trainer_node_error(const tt_trainer *tr, tt_error *err);
+
+/* ps across K ranks: the optimizer's vectors cover this rank's slice only; its first parameter's position in the
+ * buffer (0 otherwise: they cover it all). */
+size_t tt_trainer_optim_offset(const tt_trainer *tr);
 
 /* After TT_HALT_NONFINITE: for each tower t, loss_bad[t] = its loss in the failing step was not finite, grad_bad[t]
  * = its own gradient held a NaN or an Inf (-1: could not be read back). Reads every tower's gradient: for the

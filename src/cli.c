@@ -82,6 +82,10 @@ void tt_cli_train_help(FILE *f)
             "                        gathers and sums, like ReductionToOneDevice), allreduce (each tower sums one\n"
             "                        slice: reduce-scatter, then gather to the host), nccl (NCCL sums into tower\n"
             "                        0's GPU; cuda, one GPU per tower) [cpu]\n"
+            "  --node-reduce MODE    under mpirun -np K: how the ranks combine their node sums (docs/scaleout.md):\n"
+            "                        allreduce (every rank gets the global sum and updates its own copy) or ps (rank\n"
+            "                        r updates slice r and holds 1/K of the optimizer state; the weights are\n"
+            "                        gathered) [allreduce]\n"
             "  --trace FILE          Chrome trace-event JSON of every step (open in Perfetto or chrome://tracing)\n"
             "  --checkpoint-dir DIR  where checkpoints go (safetensors; docs/checkpoints.md); the end of training and a\n"
             "                        stop by SIGINT or SIGTERM (at the step boundary) then write one; a directory\n"
@@ -100,7 +104,7 @@ static int takes_value(const char *opt)
     static const char *valued[] = {"--data", "--model", "--vocab", "--device", "--gpus", "--towers", "--batch",
                                    "--epochs", "--optimizer", "--lr", "--lr-scaling", "--momentum", "--rho", "--seed",
                                    "--val-samples", "--train-samples", "--test-samples", "--log-json", "--progress",
-                                   "--host-threads", "--reduce", "--trace", "--checkpoint-dir", "--save-every-steps",
+                                   "--host-threads", "--reduce", "--node-reduce", "--trace", "--checkpoint-dir", "--save-every-steps",
                                    "--save-best", "--keep", "--resume", NULL};
     for (const char **v = valued; *v; v++)
         if (strcmp(opt, *v) == 0) return 1;
@@ -211,6 +215,9 @@ tt_status tt_cli_parse_train(int argc, char **argv, int first, tt_run_config *c,
         } else if (strcmp(name, "--reduce") == 0) {
             if (tt_reduce_parse(value, &c->reduce))
                 s = tt_fail(err, TT_ERR_ARG, "--reduce: '%.64s' is not cpu, device, allreduce or nccl", value);
+        } else if (strcmp(name, "--node-reduce") == 0) {
+            if (tt_node_reduce_parse(value, &c->node_reduce))
+                s = tt_fail(err, TT_ERR_ARG, "--node-reduce: '%.64s' is not allreduce or ps", value);
         } else if (strcmp(name, "--trace") == 0) {
             if (!*value) s = tt_fail(err, TT_ERR_ARG, "--trace: empty file name");
             c->trace = value;
@@ -281,6 +288,7 @@ int tt_cmd_train(int argc, char **argv)
     tt_error err = {{0}};
     int help;
     tt_status s = tt_cli_parse_train(argc, argv, 2, &c, "train", NULL, NULL, &help, &err);
+    s = tt_node_agree(tt_node_world(), s, &err); /* a rank started with a bad flag stops the whole job */
     if (s) {
         tt_report_error(err.msg);
         return tt_status_exit_code(s);
@@ -296,7 +304,7 @@ int tt_cmd_train(int argc, char **argv)
         tt_report_error("out of memory");
         return 1;
     }
-    s = tt_run(&c, stdout, res, &err);
+    s = tt_run(&c, tt_node_speaks() ? stdout : NULL, res, &err); /* rank 0 prints for the job */
     tt_free(res->final_params);
     tt_free(res);
     if (s) {

@@ -1,5 +1,6 @@
 /* common.c — the small utilities of tt_common.h: error formatting, abort, clock, counted allocation. */
 #include "tt_common.h"
+#include "tt_node.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -80,9 +81,26 @@ static void report_line(const char *prefix, const char *msg)
     }
 }
 
-void tt_report_error(const char *msg) { report_line("towertrain: ", msg); }
+/* A job of several ranks speaks once: a failure every rank agreed on (tt_node_agree; its message names the rank) is
+ * printed by rank 0 alone, one only this rank knows by this rank, naming itself. Notices: rank 0. */
+void tt_report_error(const char *msg)
+{
+    const tt_node *nd = tt_node_world();
+    if (nd->size <= 1) {
+        report_line("towertrain: ", msg);
+    } else if (tt_node_agreed()) {
+        if (nd->rank == 0) report_line("towertrain: ", msg);
+    } else {
+        char prefix[48];
+        snprintf(prefix, sizeof prefix, "towertrain: rank %d: ", nd->rank);
+        report_line(prefix, msg);
+    }
+}
 
-void tt_report_notice(const char *msg) { report_line("towertrain: notice: ", msg); }
+void tt_report_notice(const char *msg)
+{
+    if (tt_node_speaks()) report_line("towertrain: notice: ", msg);
+}
 
 int tt_fpu_flushing(void)
 {

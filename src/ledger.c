@@ -9,15 +9,16 @@ void tt_ledger_verdict(const tt_step_times *s, char *out, size_t len)
     struct {
         const char *kind, *what;
         double v;
-    } g[5] = {
+    } g[6] = {
         {"compute-bound", "forward+backward", s->compute},
         {"transfer-bound", "pull+data+push", s->pull + s->data + s->push},
         {"reduction-bound", "reduce", s->reduce},
         {"optimizer-bound", "update", s->update},
         {"sync-bound", "launch+wait at the barrier", s->launch + s->wait},
+        {"network-bound", "the cross-node combine", s->combine},
     };
     int best = 0;
-    for (int i = 1; i < 5; i++)
+    for (int i = 1; i < 6; i++)
         if (g[i].v > g[best].v) best = i;
     double total = s->total > 0 ? s->total : 1;
     snprintf(out, len, "%s: %s %.0f%% of the step", g[best].kind, g[best].what, 100 * g[best].v / total);
@@ -26,13 +27,15 @@ void tt_ledger_verdict(const tt_step_times *s, char *out, size_t len)
 void tt_ledger_split_line(FILE *f, const tt_step_times *s)
 {
     double total = s->total > 0 ? s->total : 1;
-    char verdict[128];
+    char verdict[128], combine[32] = "";
     tt_ledger_verdict(s, verdict, sizeof verdict);
+    if (s->combine > 0) snprintf(combine, sizeof combine, " | combine %.0f%%", 100 * s->combine / total);
     fprintf(f,
             "  step split: launch %.0f%% | pull %.0f%% | data %.0f%% | compute %.0f%% | push %.0f%% | wait %.0f%% | "
-            "reduce %.0f%% | update %.0f%% -> %s\n",
+            "reduce %.0f%%%s | update %.0f%% -> %s\n",
             100 * s->launch / total, 100 * s->pull / total, 100 * s->data / total, 100 * s->compute / total,
-            100 * s->push / total, 100 * s->wait / total, 100 * s->reduce / total, 100 * s->update / total, verdict);
+            100 * s->push / total, 100 * s->wait / total, 100 * s->reduce / total, combine, 100 * s->update / total,
+            verdict);
 }
 
 void tt_ledger_json_split(tt_out *f, const tt_step_times *s)
@@ -44,6 +47,7 @@ void tt_ledger_json_split(tt_out *f, const tt_step_times *s)
     tt_out_json_num(f, "push", s->push, 1);
     tt_out_json_num(f, "wait", s->wait, 1);
     tt_out_json_num(f, "reduce", s->reduce, 1);
+    tt_out_json_num(f, "combine", s->combine, 1);
     tt_out_json_num(f, "update", s->update, 1);
     tt_out_json_num(f, "reduce_update", s->reduce + s->update, 1);
     tt_out_json_num(f, "total", s->total, 0);
@@ -57,6 +61,7 @@ tt_status tt_ledger_json_steps(tt_out *f, size_t epoch, const tt_step_result *re
         tt_out_printf(f, "{\"event\":\"step\",\"epoch\":%zu,\"step\":%zu,\"samples\":%zu,", epoch, k + 1, r->n);
         tt_out_json_num(f, "total", r->t.total, 1);
         tt_out_json_num(f, "reduce", r->t.reduce, 1);
+        tt_out_json_num(f, "combine", r->t.combine, 1);
         tt_out_json_num(f, "update", r->t.update, 1);
         tt_out_printf(f, "\"towers\":[");
         for (size_t t = 0; t < N; t++) {
@@ -83,19 +88,25 @@ tt_status tt_ledger_json_steps(tt_out *f, size_t epoch, const tt_step_result *re
 
 /* ---- Chrome trace events (https://docs.google.com/document/d/1CvAClvFfyA5R-PhYUmn5OOQtYMH4h6I0nSsKchNAySU) ---- */
 
-enum { LANE_HOST_REDUCE = 1000, LANE_OPTIMIZER = 1001, LANE_RUN = 1002 };
+enum { LANE_HOST_REDUCE = 1000, LANE_OPTIMIZER = 1001, LANE_RUN = 1002, LANE_COMBINE = 1003 };
 
-static void lane_name(tt_trace *t, int tid, const char *name)
+static void lane_name(tt_trace *t, int pid, int tid, const char *name)
 {
-    tt_out_printf(&t->out, "%s{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":%d,\"args\":{\"name\":\"%s\"}}",
-            t->first ? "" : ",\n", tid, name);
+    tt_out_printf(&t->out, "%s{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"%s\"}}",
+            t->first ? "" : ",\n", pid, tid, name);
     t->first = 0;
-    tt_out_printf(&t->out, ",\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":1,\"tid\":%d,\"args\":{\"sort_index\":%d}}",
-            tid, tid);
+    tt_out_printf(&t->out, ",\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"sort_index\":%d}}",
+            pid, tid, tid);
 }
 
-tt_status tt_trace_open(tt_trace *t, const char *path, size_t n_towers, const char *backend, const char *reduce,
-                        tt_error *err)
+void tt_trace_rank(tt_trace *t, int rank, double offset)
+{
+    t->pid = rank + 1;
+    t->shift = offset;
+}
+
+tt_status tt_trace_open(tt_trace *t, const char *path, size_t n_towers, int ranks, const char *backend,
+                        const char *reduce, tt_error *err)
 {
     memset(t, 0, sizeof *t);
     char what[180];
@@ -105,27 +116,33 @@ tt_status tt_trace_open(tt_trace *t, const char *path, size_t n_towers, const ch
     t->origin = tt_now();
     t->first = 1;
     t->n_towers = n_towers;
-    tt_out_printf(&t->out, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"backend\":\"%s\",\"reduce\":\"%s\"},\"traceEvents\":[\n",
-            backend, reduce);
-    tt_out_printf(&t->out, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"args\":{\"name\":\"towertrain (%s, --reduce %s)\"}}",
-            backend, reduce);
-    t->first = 0;
-    for (size_t i = 0; i < n_towers; i++) {
-        char name[32];
-        snprintf(name, sizeof name, "tower %zu", i);
-        lane_name(t, (int)i, name);
+    t->pid = 1;
+    tt_out_printf(&t->out, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"backend\":\"%s\",\"reduce\":\"%s\",\"ranks\":%d},\"traceEvents\":[\n",
+            backend, reduce, ranks);
+    for (int r = 0; r < ranks; r++) { /* one process per rank */
+        tt_out_printf(&t->out, "%s{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"towertrain",
+                      r ? ",\n" : "", r + 1);
+        if (ranks > 1) tt_out_printf(&t->out, " rank %d", r);
+        tt_out_printf(&t->out, " (%s, --reduce %s)\"}}", backend, reduce);
+        t->first = 0;
+        for (size_t i = 0; i < n_towers; i++) {
+            char name[32];
+            snprintf(name, sizeof name, "tower %zu", i);
+            lane_name(t, r + 1, (int)i, name);
+        }
+        lane_name(t, r + 1, LANE_HOST_REDUCE, "host reducer");
+        if (ranks > 1) lane_name(t, r + 1, LANE_COMBINE, "cross-node combine");
+        lane_name(t, r + 1, LANE_OPTIMIZER, "optimizer");
+        if (r == 0) lane_name(t, 1, LANE_RUN, "run");
     }
-    lane_name(t, LANE_HOST_REDUCE, "host reducer");
-    lane_name(t, LANE_OPTIMIZER, "optimizer");
-    lane_name(t, LANE_RUN, "run");
     return tt_out_commit(&t->out, err);
 }
 
 static void span(tt_trace *t, int tid, const char *name, double t0, double t1, const char *arg, uint64_t bytes)
 {
     if (!(t1 > t0)) return;
-    tt_out_printf(&t->out, ",\n{\"name\":\"%s\",\"ph\":\"X\",\"pid\":1,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f", name, tid,
-            1e6 * (t0 - t->origin), 1e6 * (t1 - t0));
+    tt_out_printf(&t->out, ",\n{\"name\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f", name,
+                  t->pid, tid, 1e6 * (t0 + t->shift - t->origin), 1e6 * (t1 - t0));
     if (arg) tt_out_printf(&t->out, ",\"args\":{\"%s\":%llu}", arg, (unsigned long long)bytes);
     tt_out_printf(&t->out, "}");
 }
@@ -147,6 +164,7 @@ tt_status tt_trace_steps(tt_trace *t, const tt_step_result *res, const tt_tower_
         }
         const tt_step_times *s = &res[k].t;
         span(t, LANE_HOST_REDUCE, "sum slots", s->reduce0, s->reduce1, NULL, 0);
+        span(t, LANE_COMBINE, "cross-node combine", s->combine0, s->combine1, NULL, 0);
         span(t, LANE_OPTIMIZER, "update", s->update0, s->update1, NULL, 0);
         tt_status st = tt_out_commit(&t->out, err); /* a step's events at a time: each ends at an event boundary */
         if (st) return st;

@@ -6,6 +6,7 @@
 #include "tt_backend.h"
 #include "tt_blas.h"
 #include "tt_cli.h"
+#include "tt_node.h"
 #include "tt_signal.h"
 
 static void usage(FILE *f)
@@ -36,6 +37,16 @@ static int dispatch(int argc, char **argv)
         return 2;
     }
     const char *cmd = argv[1];
+    const tt_node *nd = tt_node_world();
+    if (nd->size > 1 && strcmp(cmd, "train") != 0 && strcmp(cmd, "bench") != 0 && strcmp(cmd, "probe") != 0) {
+        tt_error err;
+        tt_status s = tt_fail(&err, TT_ERR_ARG,
+                              "towertrain %.40s runs in one process: only train, bench and probe run as a job of "
+                              "%d ranks (start it without mpirun)", cmd, nd->size);
+        tt_node_agree(tt_node_world(), s, &err);
+        tt_report_error(err.msg);
+        return 2;
+    }
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
         usage(stdout);
         return 0;
@@ -63,12 +74,16 @@ int main(int argc, char **argv)
     tt_blas_single_thread();
     tt_signal_install();
     tt_fpu_flush_denormals();
+    tt_error err;
+    if (tt_node_init(&argc, &argv, &err) != TT_OK) { /* under mpirun: join the job (docs/scaleout.md) */
+        tt_report_error(err.msg);
+        return tt_node_finish(2);
+    }
     int rc = dispatch(argc, argv);
     /* whatever the command printed must have reached stdout: /dev/full or a closed pipe is an error, not a 0 */
-    tt_error err;
     if (tt_flush_stdout(stdout, &err) != TT_OK && rc == 0) {
         tt_report_error(err.msg);
         rc = 1;
     }
-    return rc;
+    return tt_node_finish(rc);
 }

@@ -65,6 +65,7 @@ static void add_times(tt_step_times *a, const tt_step_times *b)
     a->wait += b->wait;
     a->towers += b->towers;
     a->reduce += b->reduce;
+    a->combine += b->combine;
     a->update += b->update;
     a->total += b->total;
 }
@@ -101,9 +102,15 @@ typedef struct run_state {
     tt_checkpoint resume_ck;  /* --resume: the checkpoint, until its state is in the trainer */
     tt_status console_status; /* a failed console write noticed while the crew ran */
     tt_error console_err;
+    /* a job of K ranks (docs/scaleout.md): rank 0 prints, logs, traces and checkpoints; every rank steps */
+    tt_node *nd;
+    int K, rank0;
+    float *ck_full[TT_CKPT_MAX_SLOTS]; /* ps, rank 0: the optimizer's whole vectors, gathered for a checkpoint */
+    double *clock_offsets;             /* --trace: every rank's clock against rank 0's */
 } run_state;
 
 static tt_status run_resume_load(run_state *rs, tt_error *err);
+static tt_status run_trace_steps(run_state *rs, size_t first, size_t end, tt_error *err);
 static tt_status run_ckpt_options(run_state *rs, tt_error *err);
 static void run_resume_optim(run_state *rs);
 
@@ -123,6 +130,16 @@ static tt_status run_check_memory(run_state *rs, tt_error *err)
         tt_mem_add(&plan, "--resume checkpoint", TT_MEM_HOST, (1 + slots) * P * sizeof(float), TT_MEM_BY_PARAMS);
     tt_mem_add(&plan, "step records", TT_MEM_HOST,
                steps * (sizeof(tt_step_result) + sizeof(double) + N * sizeof(tt_tower_ledger)), TT_MEM_BY_RUN);
+    if (rs->K > 1 && rs->rank0 && c->checkpoint_dir && c->node_reduce == TT_NODE_PS)
+        tt_mem_add(&plan, "optimizer state gathered for checkpoints (ps)", TT_MEM_HOST, slots * P * sizeof(float),
+                   TT_MEM_BY_PARAMS);
+    if (rs->K > 1 && c->resume) /* the checkpoint's bytes, broadcast by rank 0 */
+        tt_mem_add(&plan, "--resume checkpoint", TT_MEM_HOST, (1 + slots) * P * sizeof(float), TT_MEM_BY_PARAMS);
+    if (rs->nd->local_size > 1) { /* ranks on one machine share its memory: each plans for all of them */
+        const double mine = tt_mem_total(&plan, TT_MEM_HOST) + (rs->ops->mem_info ? 0 : tt_mem_total(&plan, 0));
+        tt_mem_add(&plan, "the other ranks on this machine", TT_MEM_HOST, (rs->nd->local_size - 1) * mine,
+                   TT_MEM_BY_RUN);
+    }
     return tt_mem_check(&plan, rs->ops, err);
 }
 
@@ -134,7 +151,12 @@ static void print_banner(const run_state *rs)
     fprintf(out, "towertrain %s | backend %s (%d device%s) | %zu tower%s | batch %zu", TT_VERSION, rs->ops->name,
             rs->be.n_devices, rs->be.n_devices == 1 ? "" : "s", N, N == 1 ? "" : "s", c->batch);
     if (B < c->batch) fprintf(out, " (more than the %zu training samples: shards sized for %zu)", rs->train->n, B);
-    fprintf(out, " (shards of %zu..%zu) | --reduce %s\n", B / N, (B + N - 1) / N, tt_reduce_name(c->reduce));
+    const size_t G = N * (size_t)rs->K; /* every tower of the job */
+    fprintf(out, " (shards of %zu..%zu) | --reduce %s\n", B / G, (B + G - 1) / G, tt_reduce_name(c->reduce));
+    if (rs->K > 1)
+        fprintf(out, "job: %d ranks x %zu tower%s = %zu towers (mpirun; %d on this machine, %d host thread%s each) | "
+                "--node-reduce %s\n", rs->K, N, N == 1 ? "" : "s", G, rs->nd->local_size, rs->tc.host_threads,
+                rs->tc.host_threads == 1 ? "" : "s", tt_node_reduce_name(c->node_reduce));
     fprintf(out, "BLAS: %s\n", tt_blas_describe());
     fprintf(out, "float: %s\n",
             tt_fpu_flushing() ? "subnormals flushed to zero (FTZ+DAZ) on tower and host threads"
@@ -150,7 +172,7 @@ static void print_banner(const run_state *rs)
     const tt_optim_config *o = &rs->tc.optim;
     fprintf(out, "optimizer: %s, lr %g", tt_optim_kind_name(o->kind), (double)o->lr);
     if (c->lr_scaling == TT_LR_LINEAR)
-        fprintf(out, " (--lr-scaling linear: base %g x %zu towers)", (double)c->optim.lr, N);
+        fprintf(out, " (--lr-scaling linear: base %g x %zu towers)", (double)c->optim.lr, N * (size_t)rs->K);
     else
         fprintf(out, " (--lr-scaling none: the base rate%s)", c->lr_given ? "" : ", Keras default");
     char hyper[160];
@@ -166,18 +188,18 @@ static tt_status log_start(run_state *rs, tt_error *err)
                   "{\"event\":\"start\",\"version\":\"%s\",\"backend\":\"%s\",\"towers\":%zu,\"batch\":%zu,"
                   "\"epochs\":%zu,\"optimizer\":\"%s\",\"lr\":%.7g,\"base_lr\":%.7g,\"lr_scaling\":\"%s\","
                   "\"seed\":%llu,\"train_samples\":%zu,\"val_samples\":%zu,\"test_samples\":%zu,\"params\":%zu,"
-                  "\"model\":\"%s\",\"reduce\":\"%s\",\"flush_denormals\":%s}\n",
+                  "\"model\":\"%s\",\"reduce\":\"%s\",\"flush_denormals\":%s,\"ranks\":%d,\"node_reduce\":\"%s\"}\n",
                   TT_VERSION, rs->ops->name, c->towers, c->batch, c->epochs, tt_optim_kind_name(rs->tc.optim.kind),
                   (double)rs->tc.optim.lr, (double)c->optim.lr, c->lr_scaling == TT_LR_LINEAR ? "linear" : "none",
                   (unsigned long long)c->seed, rs->train->n, rs->val->n, rs->test->n, rs->model->n_params,
                   tt_model_file(rs->model) ? "file" : c->model, tt_reduce_name(c->reduce),
-                  tt_fpu_flushing() ? "true" : "false");
+                  tt_fpu_flushing() ? "true" : "false", rs->K, tt_node_reduce_name(c->node_reduce));
     return tt_out_commit(log, err);
 }
 
-/* Model, trainer configuration, memory check, buffers, log, banner, towers, trace — in that order, so nothing large
- * is allocated before the budget says it fits. */
-static tt_status run_open(run_state *rs, tt_error *err)
+/* This rank's part of opening: model, trainer configuration, memory check, buffers, checkpoint options, log — in that
+ * order, so nothing large is allocated before the budget says it fits. */
+static tt_status run_open_local(run_state *rs, tt_error *err)
 {
     const tt_run_config *c = rs->c;
     tt_status s = tt_backend_open(c->device, c->gpus, &rs->be, err);
@@ -197,10 +219,16 @@ static tt_status run_open(run_state *rs, tt_error *err)
     if (tc->batch < c->towers) tc->batch = c->towers;
     tc->optim = c->optim;
     tc->host_threads = c->host_threads;
+    if (!tc->host_threads && rs->nd->local_size > 1) { /* ranks on one machine share its cores */
+        const int share = tt_cpu_count() / rs->nd->local_size;
+        tc->host_threads = share > 1 ? share : 1;
+    }
     tc->reduce = c->reduce;
     tc->seed = c->seed;
     tc->stop = tt_signal_flag();
-    if (c->lr_scaling == TT_LR_LINEAR) tc->optim.lr = c->optim.lr * (float)c->towers;
+    tc->node = rs->K > 1 ? rs->nd : NULL;
+    tc->node_reduce = c->node_reduce;
+    if (c->lr_scaling == TT_LR_LINEAR) tc->optim.lr = c->optim.lr * (float)(c->towers * (size_t)rs->K);
     rs->steps = (rs->train->n + tc->batch - 1) / tc->batch;
     s = run_check_memory(rs, err);
     if (s) return s;
@@ -213,19 +241,99 @@ static tt_status run_open(run_state *rs, tt_error *err)
     if (!rs->h_init || !rs->idx || !rs->step_secs || !rs->results || !rs->ledger)
         return tt_fail(err, TT_ERR_NOMEM, "out of memory");
     tt_model_init_params(rs->model, rs->h_init, c->seed);
-    if (c->checkpoint_dir && (s = tt_ckpt_dir_ready(c->checkpoint_dir, err))) return s;
-    if (c->checkpoint_dir || c->resume) { /* which training set: a resume on other data with as many steps is refused */
+    if (rs->K > 1 && rs->rank0 && c->checkpoint_dir && c->node_reduce == TT_NODE_PS) {
+        const int n = (int)tt_optim_state_floats(&tc->optim);
+        for (int k = 0; k < n; k++)
+            if (!(rs->ck_full[k] = (float *)tt_malloc(rs->model->n_params * sizeof(float))))
+                return tt_fail(err, TT_ERR_NOMEM, "out of memory");
+    }
+    if (rs->rank0 && c->checkpoint_dir && (s = tt_ckpt_dir_ready(c->checkpoint_dir, err))) return s;
+    /* which training set: a resume on other data with as many steps is refused; every rank of a job must have it */
+    if (c->checkpoint_dir || c->resume || rs->K > 1) {
         uint32_t crc = tt_crc32(0, rs->train->x, rs->train->n * tt_dataset_sample_bytes(rs->train));
         rs->data_crc = tt_crc32(crc, rs->train->y, rs->train->n * sizeof(int32_t));
     }
     if (c->checkpoint_dir && (s = run_ckpt_options(rs, err))) return s;
-    if (c->log_json) {
+    if (c->log_json && rs->rank0) {
         char what[200];
         snprintf(what, sizeof what, "--log-json %s", c->log_json);
         s = tt_out_open(&rs->log, c->log_json, what, 4096 + 512 * c->towers, err);
         if (!s) s = log_start(rs, err);
-        if (s) return s;
     }
+    return s;
+}
+
+/* What must be the same on every rank of a job, as (name, value) pairs: a rank started with another model, batch,
+ * data or option would step out of line with the others (or wait for a collective they never call). */
+enum { FP_FIELDS = 24 };
+typedef struct fingerprint {
+    uint64_t v[FP_FIELDS];
+} fingerprint;
+static const char *const fp_names[FP_FIELDS] = {
+    "the model's parameters", "the model's layout (CRC-32)", "--batch", "--towers", "training samples",
+    "validation samples", "test samples", "sample bytes", "classes", "--seed", "--optimizer", "--lr (bits)",
+    "the optimizer's settings (CRC-32)", "--epochs", "--node-reduce", "--reduce", "the training data (CRC-32)",
+    "--checkpoint-dir given", "--save-every-epoch", "--save-every-steps", "--save-best", "--resume given",
+    "--trace given", "--log-json given"};
+
+static void run_fingerprint_of(const run_state *rs, fingerprint *f)
+{
+    const tt_run_config *c = rs->c;
+    const tt_model *m = rs->model;
+    memset(f, 0, sizeof *f);
+    uint32_t layout = 0;
+    for (size_t t = 0; t < m->n_tensors; t++) {
+        const tt_tensor_info *ti = &m->tensors[t];
+        layout = tt_crc32(layout, ti->name, strlen(ti->name));
+        for (int d = 0; d < ti->ndim; d++) {
+            uint64_t dim = ti->shape[d];
+            layout = tt_crc32(layout, &dim, sizeof dim);
+        }
+    }
+    char hyper[160];
+    tt_optim_describe(&rs->tc.optim, hyper, sizeof hyper);
+    uint32_t lr;
+    memcpy(&lr, &rs->tc.optim.lr, sizeof lr);
+    const uint64_t v[FP_FIELDS] = {m->n_params, layout, c->batch, c->towers, rs->train->n, rs->val->n, rs->test->n,
+                                   tt_dataset_sample_bytes(rs->train), rs->train->n_classes, c->seed,
+                                   (uint64_t)rs->tc.optim.kind, lr, tt_crc32(0, hyper, strlen(hyper)), c->epochs,
+                                   (uint64_t)c->node_reduce, (uint64_t)c->reduce, rs->data_crc,
+                                   c->checkpoint_dir != NULL, (uint64_t)c->save_every_epoch, c->save_every_steps,
+                                   (uint64_t)c->save_best, c->resume != NULL, c->trace != NULL, c->log_json != NULL};
+    memcpy(f->v, v, sizeof v);
+}
+
+/* Every rank compares its fingerprint with rank 0's: a rank that differs fails, naming the first difference, and
+ * every rank learns it (tt_node_agree). */
+static tt_status run_check_fingerprints(run_state *rs, tt_error *err)
+{
+    if (rs->K <= 1) return TT_OK;
+    fingerprint mine, *all = (fingerprint *)tt_calloc((size_t)rs->K, sizeof mine);
+    if (!all) return tt_node_agree(rs->nd, tt_fail(err, TT_ERR_NOMEM, "out of memory"), err);
+    run_fingerprint_of(rs, &mine);
+    tt_status s = tt_node_allgather(rs->nd, &mine, all, sizeof mine, err);
+    if (!s)
+        for (int f = 0; f < FP_FIELDS; f++)
+            if (mine.v[f] != all[0].v[f]) {
+                s = tt_fail(err, TT_ERR_ARG,
+                            "started with another configuration than rank 0: %s is %llu here, %llu on rank 0 (every "
+                            "rank must run the same model, batch, data and options)",
+                            fp_names[f], (unsigned long long)mine.v[f], (unsigned long long)all[0].v[f]);
+                break;
+            }
+    tt_free(all);
+    return tt_node_agree(rs->nd, s, err);
+}
+
+/* Opening a run: this rank's part, every rank's agreement (a rank that failed ends the job with its line), the
+ * fingerprints, the banner, --resume, the towers, the trace. */
+static tt_status run_open(run_state *rs, tt_error *err)
+{
+    const tt_run_config *c = rs->c;
+    tt_trainer_config *tc = &rs->tc;
+    tt_status s = tt_node_agree(rs->nd, run_open_local(rs, err), err);
+    if (!s) s = run_check_fingerprints(rs, err);
+    if (s) return s;
     if (rs->out) {
         /* how copies between the towers' devices travel: peer access is enabled here (the trainer asks again, and
          * finds it enabled), so the banner can say it before the towers start */
@@ -236,14 +344,20 @@ static tt_status run_open(run_state *rs, tt_error *err)
         tt_backend_print_links(rs->out, "", rs->ops, ords, n, link);
         if ((s = tt_flush_stdout(rs->out, err))) return s;
     }
-    if (c->resume && (s = run_resume_load(rs, err))) return s;
-    if (c->checkpoint_dir &&
-        (s = tt_ckpt_none_ahead(c->checkpoint_dir, rs->start_epoch, rs->start_step, rs->steps, err)))
-        return s;
-    s = tt_trainer_init(&rs->tr, rs->model, tc, rs->h_init, err);
-    if (s) return s;
-    if (c->resume) run_resume_optim(rs);
-    if (c->trace) s = tt_trace_open(&rs->trace, c->trace, c->towers, rs->ops->name, tt_reduce_name(c->reduce), err);
+    if (c->resume && (s = tt_node_agree(rs->nd, run_resume_load(rs, err), err))) return s;
+    if (rs->rank0 && c->checkpoint_dir)
+        s = tt_ckpt_none_ahead(c->checkpoint_dir, rs->start_epoch, rs->start_step, rs->steps, err);
+    if (!s) s = tt_trainer_init(&rs->tr, rs->model, tc, rs->h_init, err);
+    if (!s && c->resume) run_resume_optim(rs);
+    if (!s && c->trace && rs->rank0)
+        s = tt_trace_open(&rs->trace, c->trace, c->towers, rs->K, rs->ops->name, tt_reduce_name(c->reduce), err);
+    s = tt_node_agree(rs->nd, s, err);
+    if (!s && c->trace && rs->K > 1) { /* the trace puts every rank's steps on rank 0's clock */
+        rs->clock_offsets = (double *)tt_calloc((size_t)rs->K, sizeof(double));
+        s = rs->clock_offsets ? tt_node_allgather(rs->nd, &rs->nd->clock_offset, rs->clock_offsets, sizeof(double), err)
+                              : tt_fail(err, TT_ERR_NOMEM, "out of memory");
+        s = tt_node_agree(rs->nd, s, err);
+    }
     return s;
 }
 
@@ -395,7 +509,28 @@ static tt_status run_ckpt_options(run_state *rs, tt_error *err)
 /* Writes the run's state after `step` steps of epoch `epoch` (between steps: the trainer is idle, and its master
  * weights and optimizer state are written as they stand) to `path`, or to the periodic name when path is NULL (then
  * prunes to --keep); says so on the console and in the log. */
+static tt_status run_save_here(run_state *rs, size_t epoch, size_t step, const char *path, tt_error *err);
+
+/* Every rank calls it at the same point: ps gathers the optimizer's shards to rank 0, rank 0 writes, and every rank
+ * learns how that went (a failed write ends the whole job, with its line). */
 static tt_status run_save(run_state *rs, size_t epoch, size_t step, const char *path, tt_error *err)
+{
+    tt_status s = TT_OK;
+    if (rs->K > 1 && rs->c->node_reduce == TT_NODE_PS) {
+        tt_optim *o = tt_trainer_optim(&rs->tr);
+        tt_optim_slot sl[TT_CKPT_MAX_SLOTS];
+        const int n = tt_optim_slots(o, sl);
+        for (int k = 0; !s && k < n; k++)
+            s = tt_node_gather_slices(rs->nd, sl[k].data, tt_trainer_optim_offset(&rs->tr), rs->ck_full[k],
+                                      rs->model->n_params, err);
+    }
+    if (!s && rs->rank0) s = run_save_here(rs, epoch, step, path, err);
+    if (!path && !s) rs->saved_step = tt_trainer_optim(&rs->tr)->t; /* every rank: the end-of-training decision */
+    return tt_node_agree(rs->nd, s, err);
+}
+
+/* Rank 0's part of run_save: the file, its line and its record, and pruning. */
+static tt_status run_save_here(run_state *rs, size_t epoch, size_t step, const char *path, tt_error *err)
 {
     const tt_run_config *c = rs->c;
     char periodic[4096];
@@ -416,7 +551,7 @@ static tt_status run_save(run_state *rs, size_t epoch, size_t step, const char *
     ck.optim = o->cfg;
     ck.u_product = o->u_product;
     ck.best = rs->best;
-    ck.towers = c->towers;
+    ck.towers = c->towers * (size_t)rs->K; /* every tower of the job */
     snprintf(ck.backend, sizeof ck.backend, "%s", rs->ops->name);
     ck.model_desc = rs->ckpt_desc;
     ck.options = rs->ckpt_options;
@@ -426,7 +561,7 @@ static tt_status run_save(run_state *rs, size_t epoch, size_t step, const char *
     ck.n_slots = tt_optim_slots(o, sl);
     for (int k = 0; k < ck.n_slots; k++) {
         snprintf(ck.slot_names[k], sizeof ck.slot_names[k], "%s", sl[k].name);
-        ck.slots[k] = sl[k].data;
+        ck.slots[k] = rs->ck_full[k] ? rs->ck_full[k] : sl[k].data; /* ps: the gathered vectors */
     }
     tt_status s = tt_checkpoint_write(path, rs->model, &ck, err);
     if (s) return s;
@@ -446,10 +581,7 @@ static tt_status run_save(run_state *rs, size_t epoch, size_t step, const char *
         tt_out_printf(&rs->log, "}\n");
         if ((s = tt_out_commit(&rs->log, err))) return s;
     }
-    if (path == periodic) {
-        rs->saved_step = o->t;
-        s = tt_ckpt_prune(c->checkpoint_dir, c->keep, err);
-    }
+    if (path == periodic) s = tt_ckpt_prune(c->checkpoint_dir, c->keep, err);
     return s;
 }
 
@@ -518,6 +650,41 @@ static tt_status resume_same_data(const run_state *rs, const tt_checkpoint *ck, 
     return s;
 }
 
+/* --resume in a job of K ranks: rank 0 finds the checkpoint (a directory's newest valid one) and reads it, every rank
+ * gets its bytes (the other nodes need not see rank 0's disk) and parses them. */
+static tt_status run_resume_bytes(run_state *rs, char *path, size_t len, tt_error *err)
+{
+    const tt_run_config *c = rs->c;
+    tt_checkpoint *ck = &rs->resume_ck;
+    struct stat st;
+    uint8_t *buf = NULL;
+    size_t n = 0;
+    tt_status s = TT_OK;
+    snprintf(path, len, "%s", c->resume);
+    if (rs->rank0) {
+        size_t skipped = 0;
+        if (stat(c->resume, &st) == 0 && S_ISDIR(st.st_mode)) {
+            s = tt_ckpt_newest(c->resume, rs->model, ck, path, len, &skipped, err);
+            tt_checkpoint_free(ck);
+            if (!s && skipped && rs->out)
+                fprintf(rs->out, "resume: %zu newer checkpoint%s in %s did not read as valid; skipped\n", skipped,
+                        skipped == 1 ? "" : "s", c->resume);
+        }
+        if (!s) s = tt_checkpoint_read_bytes(path, &buf, &n, err);
+    }
+    if ((s = tt_node_agree(rs->nd, s, err))) return s;
+    uint64_t n64 = n;
+    s = tt_node_bcast(rs->nd, &n64, sizeof n64, err);
+    if (!s) s = tt_node_bcast(rs->nd, path, len, err);
+    if (!s && !rs->rank0 && !(buf = (uint8_t *)tt_malloc(n64 ? (size_t)n64 : 1)))
+        s = tt_fail(err, TT_ERR_NOMEM, "out of memory for the checkpoint's %llu bytes", (unsigned long long)n64);
+    if ((s = tt_node_agree(rs->nd, s, err)) == TT_OK) s = tt_node_bcast(rs->nd, buf, (size_t)n64, err);
+    path[len - 1] = '\0';
+    if (!s) s = tt_checkpoint_parse(buf, (size_t)n64, path, rs->model, ck, err);
+    tt_free(buf);
+    return s;
+}
+
 /* --resume: the checkpoint (a file, or a directory's newest valid one), checked against this run: same model
  * (tensor by tensor), batch, seed, optimizer and steps per epoch. Sets the weights to start from (h_init), where to
  * begin, and keeps the optimizer's state for run_resume_optim. */
@@ -528,7 +695,9 @@ static tt_status run_resume_load(run_state *rs, tt_error *err)
     char path[4096];
     struct stat st;
     tt_status s;
-    if (stat(c->resume, &st) == 0 && S_ISDIR(st.st_mode)) {
+    if (rs->K > 1) {
+        s = run_resume_bytes(rs, path, sizeof path, err);
+    } else if (stat(c->resume, &st) == 0 && S_ISDIR(st.st_mode)) {
         size_t skipped = 0;
         s = tt_ckpt_newest(c->resume, rs->model, ck, path, sizeof path, &skipped, err);
         if (!s && skipped && rs->out)
@@ -591,19 +760,33 @@ static void run_resume_optim(run_state *rs)
     tt_optim *o = tt_trainer_optim(&rs->tr);
     tt_optim_slot sl[TT_CKPT_MAX_SLOTS];
     const int n = tt_optim_slots(o, sl);
+    const size_t off = tt_trainer_optim_offset(&rs->tr); /* ps: this rank's slice of each vector */
     for (int k = 0; k < n; k++)
         for (int j = 0; j < ck->n_slots; j++)
-            if (strcmp(sl[k].name, ck->slot_names[j]) == 0)
-                memcpy(sl[k].data, ck->slots[j], rs->model->n_params * sizeof(float));
+            if (strcmp(sl[k].name, ck->slot_names[j]) == 0) memcpy(sl[k].data, ck->slots[j] + off, o->n * sizeof(float));
     o->t = ck->global_step;
     o->u_product = ck->u_product;
     tt_checkpoint_free(ck);
 }
 
+/* The signal that stopped the job: this rank's, or (K ranks) the one any rank caught — every rank must decide
+ * alike, or one would leave while the others wait for it. 0: none. */
+static int run_signal(run_state *rs)
+{
+    const int mine = tt_signal_caught();
+    if (rs->K <= 1) return mine;
+    uint32_t bits = mine > 0 && mine < 32 ? 1u << mine : 0;
+    tt_error e;
+    if (tt_node_or(rs->nd, &bits, 1, &e)) return mine;
+    for (int sig = 1; sig < 32; sig++)
+        if (bits & (1u << sig)) return sig;
+    return 0;
+}
+
 /* A stop request seen between steps (during loading, validation or before the test set). */
 static tt_status run_stopped(run_state *rs, const char *where, size_t epoch, size_t step, tt_error *err)
 {
-    int sig = tt_signal_caught();
+    int sig = run_signal(rs);
     char note[3100];
     run_save_on_stop(rs, epoch, step, note, sizeof note);
     tt_status s = tt_fail(err, TT_ERR_STOPPED, "stopped by %s %s%s", tt_signal_name(sig), where, note);
@@ -618,7 +801,7 @@ static tt_status run_nonfinite(run_state *rs, size_t epoch, size_t step, tt_erro
 {
     const size_t N = rs->c->towers;
     int *bad = (int *)tt_calloc(2 * N, sizeof(int));   /* loss, then gradient, per tower */
-    char *fields = (char *)tt_calloc(8 * N + 160, 1); /* the record's fields: every tower's index fits */
+    char *fields = (char *)tt_calloc(8 * N * (size_t)rs->K + 160, 1); /* the record's fields: every tower fits */
     double loss = rs->results[step - 1].loss_sum;
     char *list = fields;
     size_t len = 0;
@@ -626,7 +809,17 @@ static tt_status run_nonfinite(run_state *rs, size_t epoch, size_t step, tt_erro
         list += sprintf(fields, "\"kind\":\"nonfinite\",\"epoch\":%zu,\"step\":%zu,\"towers\":[", epoch, step);
         tt_trainer_nonfinite_towers(&rs->tr, bad, bad + N);
         for (size_t t = 0; t < N; t++)
-            if (bad[t] || bad[N + t]) len += (size_t)sprintf(list + len, "%s%zu", len ? "," : "", t);
+            if (rs->K == 1 && (bad[t] || bad[N + t])) len += (size_t)sprintf(list + len, "%s%zu", len ? "," : "", t);
+    }
+    if (bad && fields && rs->K > 1) { /* every rank's towers, named as the job's towers rank * N + t */
+        int *all = (int *)tt_calloc(2 * N * (size_t)rs->K, sizeof(int));
+        tt_error e;
+        if (all && !tt_node_allgather(rs->nd, bad, all, 2 * N * sizeof(int), &e))
+            for (size_t g = 0; g < N * (size_t)rs->K; g++) {
+                const int *b = all + (g / N) * 2 * N;
+                if (b[g % N] || b[N + g % N]) len += (size_t)sprintf(list + len, "%s%zu", len ? "," : "", g);
+            }
+        tt_free(all);
     }
     /* a non-finite loss skips the whole update; a gradient that is non-finite only in places skips those blocks */
     tt_status s = tt_fail(err, TT_ERR_NUMERIC,
@@ -649,9 +842,11 @@ static tt_status run_nonfinite(run_state *rs, size_t epoch, size_t step, tt_erro
 static tt_status run_halted(run_state *rs, size_t epoch, size_t first, size_t steps, tt_error *err)
 {
     tt_error werr;
+    if (tt_trainer_halted(&rs->tr) == TT_HALT_NODE) /* a collective failed: no other one can be trusted now */
+        return tt_trainer_node_error(&rs->tr, err);
     if (rs->log.buf && steps > first)
         tt_ledger_json_steps(&rs->log, epoch, rs->results, rs->ledger, first, steps, rs->c->towers, &werr);
-    if (rs->trace.out.buf && steps > first) tt_trace_steps(&rs->trace, rs->results, rs->ledger, first, steps, &werr);
+    if (rs->c->trace && steps > first) run_trace_steps(rs, first, steps, &werr);
     if (rs->out && rs->bar && !rs->console_status) fputc('\n', rs->out);
     if (tt_trainer_halted(&rs->tr) == TT_HALT_NONFINITE) return run_nonfinite(rs, epoch, steps, err);
     if (rs->console_status) { /* stdout failed while the crew ran: that is the error */
@@ -663,6 +858,29 @@ static tt_status run_halted(run_state *rs, size_t epoch, size_t first, size_t st
     snprintf(where, sizeof where, "in epoch %zu after step %zu/%zu (the master weights are those after that step)",
              epoch, steps, rs->steps);
     return run_stopped(rs, where, epoch, steps, err);
+}
+
+/* The trace of steps first..end-1: this rank's, or (K ranks) every rank's gathered to rank 0, each rank a process
+ * of the trace on rank 0's clock. Every rank calls it at the same point. */
+static tt_status run_trace_steps(run_state *rs, size_t first, size_t end, tt_error *err)
+{
+    if (rs->K <= 1) return rs->trace.out.buf ? tt_trace_steps(&rs->trace, rs->results, rs->ledger, first, end, err)
+                                             : TT_OK;
+    const size_t N = rs->c->towers, n = end - first, K = (size_t)rs->K;
+    const size_t rb = n * sizeof(tt_step_result), lb = n * N * sizeof(tt_tower_ledger);
+    tt_step_result *res = (tt_step_result *)tt_malloc(rb ? K * rb : 1);
+    tt_tower_ledger *led = (tt_tower_ledger *)tt_malloc(lb ? K * lb : 1);
+    tt_status s = res && led ? TT_OK : tt_fail(err, TT_ERR_NOMEM, "out of memory for the trace");
+    if (!s) s = tt_node_allgather(rs->nd, rs->results + first, res, rb, err);
+    if (!s) s = tt_node_allgather(rs->nd, rs->ledger + first * N, led, lb, err);
+    for (size_t r = 0; !s && rs->trace.out.buf && r < K; r++) {
+        tt_trace_rank(&rs->trace, (int)r, rs->clock_offsets[r]);
+        s = tt_trace_steps(&rs->trace, res + r * n, led + r * n * N, 0, n, err);
+    }
+    if (rs->trace.out.buf) tt_trace_rank(&rs->trace, 0, 0);
+    tt_free(res);
+    tt_free(led);
+    return s;
 }
 
 void tt_epoch_order(uint32_t *idx, size_t n, uint64_t seed, uint64_t epoch)
@@ -718,12 +936,14 @@ static tt_status run_epoch(run_state *rs, size_t epoch, size_t first, tt_run_res
     double v0 = tt_now();
     s = tt_trainer_evaluate(&rs->tr, rs->val, &es.val, err);
     if (s) return s;
-    if (rs->trace.out.buf) {
+    if (c->trace) {
         char name[32];
         snprintf(name, sizeof name, "epoch %zu", epoch);
-        tt_trace_span(&rs->trace, name, e0, e0 + es.seconds);
-        tt_trace_span(&rs->trace, "validation", v0, tt_now());
-        if ((s = tt_trace_steps(&rs->trace, rs->results, rs->ledger, first, rs->steps, err))) return s;
+        if (rs->trace.out.buf) {
+            tt_trace_span(&rs->trace, name, e0, e0 + es.seconds);
+            tt_trace_span(&rs->trace, "validation", v0, tt_now());
+        }
+        if ((s = run_trace_steps(rs, first, rs->steps, err))) return s;
     }
     if (rs->out) {
         print_epoch(rs, &es);
@@ -792,6 +1012,8 @@ static tt_status run_close(run_state *rs, tt_status s, tt_error *err)
     tt_free(rs->h_init);
     tt_free(rs->ckpt_options);
     tt_checkpoint_free(&rs->resume_ck);
+    for (int k = 0; k < TT_CKPT_MAX_SLOTS; k++) tt_free(rs->ck_full[k]);
+    tt_free(rs->clock_offsets);
     tt_free(rs->model);
     return s;
 }
@@ -807,6 +1029,9 @@ tt_status tt_run_on(const tt_run_config *c, const tt_dataset *train, const tt_da
     run_state *rs = (run_state *)tt_calloc(1, sizeof *rs);
     if (!rs) return tt_fail(err, TT_ERR_NOMEM, "out of memory");
     rs->c = c;
+    rs->nd = c->node ? c->node : tt_node_world();
+    rs->K = rs->nd->size > 1 ? rs->nd->size : 1;
+    rs->rank0 = rs->nd->rank == 0;
     rs->start_epoch = 1;
     rs->best = NAN;
     rs->train = train;
@@ -817,23 +1042,27 @@ tt_status tt_run_on(const tt_run_config *c, const tt_dataset *train, const tt_da
     tt_status s = run_open(rs, err);
     uint64_t allocs_mark = tt_alloc_count() + tt_trainer_device_allocs(&rs->tr);
     char where[64];
+    /* K ranks: every point where one rank could fail alone (rank 0's output, a checkpoint) is followed by an
+     * agreement, so all ranks leave together (tt_node_agree); only a failed collective is left to abort the job */
     for (size_t epoch = rs->start_epoch; !s && epoch <= c->epochs; epoch++) {
         const size_t first = epoch == rs->start_epoch ? rs->start_step : 0;
-        if (tt_signal_caught()) { /* it came between steps: while loading or validating */
+        if (run_signal(rs)) { /* it came between steps: while loading or validating */
             snprintf(where, sizeof where, "before epoch %zu", epoch);
             s = first ? run_stopped(rs, where, epoch, first, err)
                       : run_stopped(rs, where, epoch - 1, epoch > 1 ? rs->steps : 0, err);
         } else {
             s = run_epoch(rs, epoch, first, res, err);
         }
+        if (!s || tt_trainer_halted(&rs->tr) != TT_HALT_NODE) s = tt_node_agree(rs->nd, s, err);
     }
     res->allocs_after_first_step = tt_alloc_count() + tt_trainer_device_allocs(&rs->tr) - allocs_mark;
     if (!s && c->checkpoint_dir && rs->saved_step != (uint64_t)c->epochs * rs->steps) { /* the end of training */
         s = run_save(rs, c->epochs, rs->steps, NULL, err);
     }
-    if (!s && tt_signal_caught()) s = run_stopped(rs, "before the test set", c->epochs, rs->steps, err);
-    if (!s) s = run_finish(rs, res, err);
-    if (!s && tt_signal_caught()) s = run_stopped(rs, "while the test set was evaluated (it was finished)", c->epochs, rs->steps, err);
+    if (!s && run_signal(rs)) s = run_stopped(rs, "before the test set", c->epochs, rs->steps, err);
+    if (!s) s = tt_node_agree(rs->nd, run_finish(rs, res, err), err);
+    if (!s && run_signal(rs))
+        s = run_stopped(rs, "while the test set was evaluated (it was finished)", c->epochs, rs->steps, err);
     s = run_close(rs, s, err);
     tt_free(rs);
     return s;
@@ -927,13 +1156,22 @@ tt_status tt_run(const tt_run_config *c, FILE *out, tt_run_result *res, tt_error
 {
     tt_backend be;
     tt_status s = tt_backend_open(c->device, c->gpus, &be, err); /* before spending seconds on the data */
-    if (s) return s;
-    if (be.notice[0] && out) tt_report_notice(be.notice);
+    if (!s && be.notice[0] && out) tt_report_notice(be.notice);
     tt_trainer_config place = {.ops = be.ops, .n_devices = be.n_devices, .n_towers = c->towers, .reduce = c->reduce};
-    if ((s = tt_trainer_check(&place, err))) return s; /* --reduce nccl where it cannot run: before the data */
+    if (!s) s = tt_trainer_check(&place, err); /* --reduce nccl where it cannot run: before the data */
     tt_dataset train, val, test;
-    s = tt_run_load(c, &train, &val, &test, err);
-    if (s) return s;
+    memset(&train, 0, sizeof train);
+    memset(&val, 0, sizeof val);
+    memset(&test, 0, sizeof test);
+    if (!s) s = tt_run_load(c, &train, &val, &test, err);
+    /* K ranks: a rank whose backend or files failed ends the job, named (a failed load leaves its sets zeroed) */
+    s = tt_node_agree(c->node ? c->node : tt_node_world(), s, err);
+    if (s) {
+        tt_dataset_free(&train);
+        tt_dataset_free(&val);
+        tt_dataset_free(&test);
+        return s;
+    }
     if (tt_signal_caught()) /* loading takes seconds: a signal then stops the run before it starts */
         s = tt_fail(err, TT_ERR_STOPPED, "stopped by %s while loading the data", tt_signal_name(tt_signal_caught()));
     else

@@ -93,6 +93,25 @@ static void shard_of(size_t n, size_t N, size_t t, size_t *lo, size_t *rows)
     *lo = t * base + (t < extra ? t : extra);
 }
 
+/* Rows a tower must hold: the largest shard of a batch over every tower of the job. */
+static size_t shard_rows(const tt_trainer_config *cfg)
+{
+    const size_t G = cfg->n_towers * (cfg->node && cfg->node->size > 1 ? (size_t)cfg->node->size : 1);
+    return (cfg->batch + G - 1) / G;
+}
+
+/* More than one rank: the step ends with the cross-node combine (tt_node.h). */
+static int multi_node(const tt_trainer_config *cfg) { return cfg->node && cfg->node->size > 1; }
+
+/* Tower t's shard of a step (or an evaluation) of n samples: with K ranks, global tower rank*N + t of K*N, so K
+ * ranks of N towers take exactly the shards one process of K*N towers would. */
+static void tower_shard(const tt_trainer_config *cfg, size_t n, size_t t, size_t *lo, size_t *rows)
+{
+    const size_t N = cfg->n_towers, K = multi_node(cfg) ? (size_t)cfg->node->size : 1;
+    const size_t rank = K > 1 ? (size_t)cfg->node->rank : 0;
+    shard_of(n, K * N, rank * N + t, lo, rows);
+}
+
 /* ---- buffers ----------------------------------------------------------------------------------------------- */
 
 /* Every buffer a tower allocates: where its pointer goes, its size, whether it is device or (pinned) host memory,
@@ -222,7 +241,14 @@ static void tower_buffers(tt_trainer *tr, tt_tower *tw, buf_list *l)
     tr->place->buffers(tr, tw, l);
     if (tw->id == 0) { /* pinned, so every tower's pull is a fast async copy */
         add_buf(l, &tr->h_params, P * F, 1, "master weights", TT_MEM_BY_PARAMS);
-        if (!tr->place->host_sum) add_buf(l, &tr->h_grad, P * F, 1, "reduced gradient", TT_MEM_BY_PARAMS);
+        if (!tr->place->host_sum || multi_node(&tr->cfg))
+            add_buf(l, &tr->h_grad, P * F, 1, "reduced gradient", TT_MEM_BY_PARAMS);
+        if (multi_node(&tr->cfg)) { /* the reduce-scatter's K received slices, and this rank's slice of the sum */
+            size_t lo0, S;
+            tt_node_slice(P, tr->cfg.node->size, 0, &lo0, &S);
+            add_buf(l, &tr->h_recv, (size_t)tr->cfg.node->size * S * F, 1, "cross-node buffers", TT_MEM_BY_PARAMS);
+            add_buf(l, &tr->h_slice, S * F, 1, "cross-node buffers", TT_MEM_BY_PARAMS);
+        }
     }
 }
 
@@ -519,53 +545,78 @@ static void tower_diagnose(tt_tower *tw)
 
 /* ---- host side: the run of steps ---------------------------------------------------------------------------- */
 
-/* Slice i of T of the buffer, block by block. cpu placement: sum the towers' slots in tower order into a block
- * buffer on this thread's stack, then apply the optimizer to the block — the summed gradient never exists as a
- * whole buffer, so it costs no memory traffic. Other placements: the towers already pushed the sum into h_grad.
+/* What a host pass does over its range of the buffer, block by block, split across the crew. */
+typedef struct host_pass {
+    size_t lo, hi;      /* the range [lo, hi) of the buffer */
+    int sum;            /* sum the towers' slots in tower order (cpu placement) ... */
+    float *sum_out;     /* ... into this buffer (the node sum of a rank), or (NULL) straight into the optimizer */
+    const float *grad;  /* not summing: the gradient of position lo (grad[k - lo] is position k's) */
+    int update;         /* apply the optimizer */
+    size_t state_lo;    /* the optimizer's state starts at this position (ps: the rank's slice) */
+} host_pass;
+
+/* The single-node step's fused pass: the whole buffer, summed (cpu) or read from the pushed sum, and updated. */
+static host_pass fused_pass(const tt_trainer *tr)
+{
+    host_pass p = {0, tr->model->n_params, tr->place->host_sum, NULL, tr->h_grad, 1, 0};
+    return p;
+}
+
+/* Slice i of T of a host pass, block by block. The fused pass (cpu placement, one rank): sum the towers' slots in
+ * tower order into a block buffer on this thread's stack, then apply the optimizer to the block — the summed
+ * gradient never exists as a whole buffer, so it costs no memory traffic. Other placements: the towers already
+ * pushed the sum into h_grad. K ranks: a node-sum pass (into h_grad), then after the combine an update pass.
  * A fixed order makes the result independent of which tower finished first and of T.
  * Every block of the summed gradient is checked for NaN/Inf on its way to the optimizer — by the sum itself, or
  * by a read that brings the block into L1 for the optimizer — so the check costs no pass over memory. A block that
  * is not finite is not applied (the master weights stay finite) and the step halts the run; so is every block when
  * the loss was not finite (barrier A saw it). t_sum and t_update (may be NULL) get this thread's seconds of each. */
-static void host_slice(tt_trainer *tr, int i, int T, double *t_sum, double *t_update)
+static void host_slice(tt_trainer *tr, const host_pass *p, int i, int T, double *t_sum, double *t_update)
 {
-    const size_t P = tr->model->n_params, N = tr->cfg.n_towers;
-    size_t chunk = ((P + (size_t)T - 1) / (size_t)T + 15) & ~(size_t)15; /* 64-byte aligned slices */
-    size_t lo = (size_t)i * chunk, hi = lo + chunk;
-    if (lo > P) lo = P;
-    if (hi > P) hi = P;
+    const size_t N = tr->cfg.n_towers, len_all = p->hi - p->lo;
+    size_t chunk = ((len_all + (size_t)T - 1) / (size_t)T + 15) & ~(size_t)15; /* 64-byte aligned slices */
+    size_t lo = p->lo + (size_t)i * chunk, hi = lo + chunk;
+    if (lo > p->hi) lo = p->hi;
+    if (hi > p->hi) hi = p->hi;
     _Alignas(64) float block[TT_REDUCE_BLOCK];
-    const int host_sum = tr->place->host_sum;
     double t_reduce = 0, t_upd = 0, t_begin = tt_now(), t = t_begin;
     for (size_t b = lo; b < hi; b += TT_REDUCE_BLOCK) {
         size_t e = b + TT_REDUCE_BLOCK < hi ? b + TT_REDUCE_BLOCK : hi, len = e - b;
-        const float *grad = host_sum ? tr->h_slots[0] + b : tr->h_grad + b; /* one tower: its slot is the sum */
-        int finite;
-        if (host_sum && N > 1) {
-            finite = tt_sum_slots(block, tr->h_slots, N, b, len);
-            grad = block;
-        } else {
+        const float *grad = p->sum ? tr->h_slots[0] + b : p->grad + (b - p->lo); /* one tower: its slot is the sum */
+        int finite = 1;
+        if (p->sum && N > 1) {
+            float *out = p->sum_out ? p->sum_out + b : block;
+            finite = tt_sum_slots(out, tr->h_slots, N, b, len);
+            grad = out;
+        } else if (p->update) {
             finite = tt_all_finite(grad, len);
         }
         double t1 = tt_now();
-        if (!finite) atomic_store_explicit(&tr->grad_nonfinite, 1, memory_order_relaxed);
-        else if (!tr->loss_nonfinite) tt_optim_apply(&tr->opt, tr->h_params + b, grad, b, e);
+        if (p->update) {
+            if (!finite) atomic_store_explicit(&tr->grad_nonfinite, 1, memory_order_relaxed);
+            else if (!tr->loss_nonfinite)
+                tt_optim_apply(&tr->opt, tr->h_params + b, grad, b - p->state_lo, e - p->state_lo);
+        }
         double t2 = tt_now();
         t_reduce += t1 - t;
         t_upd += t2 - t1;
         t = t2;
     }
-    if (!host_sum) { /* the check of a pushed sum is part of the update's read */
+    if (!p->sum) { /* the check of a pushed sum is part of the update's read */
         t_upd += t_reduce;
         t_reduce = 0;
     }
     if (t_sum) *t_sum = t_reduce;
     if (t_update) *t_update = t_upd;
     if (i == 0) { /* thread 0's slice stands for the host in the trace: the reduction, then the update */
-        tr->t_reduce0 = t_begin;
-        tr->t_reduce1 = t_begin + t_reduce;
-        tr->t_update0 = tr->t_reduce1;
-        tr->t_update1 = tr->t_update0 + t_upd;
+        if (p->sum) {
+            tr->t_reduce0 = t_begin;
+            tr->t_reduce1 = t_begin + t_reduce;
+        }
+        if (p->update) {
+            tr->t_update0 = p->sum ? tr->t_reduce1 : t_begin;
+            tr->t_update1 = tr->t_update0 + t_upd;
+        }
     }
 }
 /* The exponent field of x: all ones exactly for Inf and NaN. Integer work, so the loops below vectorise and no
@@ -647,7 +698,54 @@ static void after_towers(void *arg)
     tr->t_towers_done = now;
     /* a loss that is not finite: no slice applies this step (they still check the gradient, to report it) */
     tr->loss_nonfinite = !isfinite(res->loss_sum);
+    if (!multi_node(&tr->cfg)) tt_optim_begin_step(&tr->opt); /* K ranks: after the combine */
+}
+
+/* The rank's node sum: h_slots[0] (cpu, one tower: its slot), or h_grad (the node-sum pass or a placement's push). */
+static const float *node_sum(const tt_trainer *tr)
+{
+    return tr->place->host_sum && tr->cfg.n_towers == 1 ? tr->h_slots[0] : tr->h_grad;
+}
+
+/* Serial section after the node sum (K ranks): the cross-node combine. Every rank's statistics (the step's loss and
+ * counts are the job's, added in rank order), the reduce-scatter of the node sums (this rank's slice of the global
+ * sum, added in rank order), and for allreduce the gather of the whole sum into h_grad. Then the optimizer's step
+ * starts. A failed collective halts the run (TT_HALT_NODE) with nothing applied. */
+static void after_node_sum(void *arg)
+{
+    tt_trainer *tr = (tt_trainer *)arg;
+    tt_node *nd = tr->cfg.node;
+    tt_step_result *res = &tr->results[tr->cur_step];
+    const size_t P = tr->model->n_params;
+    const int K = nd->size;
+    tr->t_combine0 = tt_now();
+    double mine[4] = {(double)res->n, res->loss_sum, (double)res->top1, (double)res->top5}, all[4 * TT_MAX_RANKS];
+    tt_status s = tt_node_allgather(nd, mine, all, sizeof mine, &tr->node_err);
+    if (!s) {
+        double n = 0, loss = 0, top1 = 0, top5 = 0;
+        for (int r = 0; r < K; r++) { /* rank order: every rank adds the same numbers the same way */
+            n += all[4 * r];
+            loss += all[4 * r + 1];
+            top1 += all[4 * r + 2];
+            top5 += all[4 * r + 3];
+        }
+        res->n = (size_t)n;
+        res->loss_sum = loss;
+        res->top1 = (size_t)top1;
+        res->top5 = (size_t)top5;
+        tr->loss_nonfinite = !isfinite(loss);
+        s = tt_node_reduce_scatter(nd, node_sum(tr), tr->h_recv, tr->h_slice, P, &tr->node_err);
+    }
+    if (!s && tr->cfg.node_reduce == TT_NODE_ALLREDUCE) {
+        memcpy(tr->h_grad + tr->node_lo, tr->h_slice, tr->node_n * sizeof(float));
+        s = tt_node_allgather_slices(nd, tr->h_grad, P, &tr->node_err);
+    }
+    if (s) {
+        tr->node_status = s;
+        tr->loss_nonfinite = 1; /* nothing is applied: the update pass only reads */
+    }
     tt_optim_begin_step(&tr->opt);
+    tr->t_combine1 = tt_now();
 }
 
 /* Serial section of barrier R (device, allreduce): the reduced gradient is on the host. */
@@ -671,9 +769,26 @@ static void after_update(void *arg)
         res->t.reduce0 = tr->t_reduce0;
         res->t.reduce1 = tr->t_reduce1;
     }
+    /* the end of a step is where a run may halt: a non-finite loss or gradient, or a stop request (a signal) */
+    uint32_t flags[2] = {tr->loss_nonfinite || atomic_load_explicit(&tr->grad_nonfinite, memory_order_relaxed),
+                         (tr->cfg.stop && atomic_load(tr->cfg.stop)) || atomic_load(&tr->stop_request)};
+    if (multi_node(&tr->cfg)) { /* ps: every rank's updated slice of the weights; then every rank's halt flags */
+        double g0 = tt_now();
+        tt_status s = tr->node_status;
+        if (!s && tr->cfg.node_reduce == TT_NODE_PS)
+            s = tt_node_allgather_slices(tr->cfg.node, tr->h_params, tr->model->n_params, &tr->node_err);
+        if (!s) s = tt_node_or(tr->cfg.node, flags, 2, &tr->node_err);
+        tr->node_status = s;
+        now = tt_now();
+        res->t.combine = tr->t_combine1 - tr->t_combine0 + (now - g0);
+        res->t.combine0 = tr->t_combine0;
+        res->t.combine1 = tr->t_combine1;
+        tr->t_gather = now - g0;
+    }
     res->t.update0 = tr->t_update0;
     res->t.update1 = tr->t_update1;
-    res->t.update = now - tr->t_step - res->t.towers - res->t.reduce; /* the rest of the step: the host's update */
+    /* the rest of the step: the host's update */
+    res->t.update = now - tr->t_step - res->t.towers - res->t.reduce - res->t.combine;
     res->t.total = now - tr->t_step;
     res->t.step1 = now;
     if (tr->ledger)
@@ -681,11 +796,9 @@ static void after_update(void *arg)
     tr->t_step = now;
     tr->cur_step++;
     tr->steps++;
-    /* the end of a step is where a run may halt: a non-finite loss or gradient, or a stop request (a signal) */
-    if (tr->loss_nonfinite || atomic_load_explicit(&tr->grad_nonfinite, memory_order_relaxed))
-        tr->halt = TT_HALT_NONFINITE;
-    else if ((tr->cfg.stop && atomic_load(tr->cfg.stop)) || atomic_load(&tr->stop_request))
-        tr->halt = TT_HALT_STOP;
+    if (tr->node_status) tr->halt = TT_HALT_NODE;
+    else if (flags[0]) tr->halt = TT_HALT_NONFINITE;
+    else if (flags[1]) tr->halt = TT_HALT_STOP;
     atomic_store(&tr->steps_done, tr->cur_step);
 }
 
@@ -697,15 +810,34 @@ static void tower_barrier(tt_trainer *tr, tt_barrier *b, int i, void (*serial)(v
     if ((size_t)i < tr->cfg.n_towers) tr->towers[i].led.wait += tt_now() - t0;
 }
 
+/* The host's part of a step across K ranks, as a composition of phases: the node sum (the cpu placement's slots
+ * summed into h_grad; a placement's reduce or a single tower's slot already is it), the cross-node combine (a serial
+ * section: one crew thread talks MPI), then the update — of the whole buffer from the global sum (allreduce) or of
+ * this rank's slice (ps; the weights are gathered at barrier B). */
+static void host_node_step(tt_trainer *tr, int i, int T)
+{
+    const size_t P = tr->model->n_params;
+    if (tr->place->host_sum && tr->cfg.n_towers > 1) {
+        const host_pass sum = {0, P, 1, tr->h_grad, NULL, 0, 0};
+        host_slice(tr, &sum, i, T, NULL, NULL);
+    }
+    tt_barrier_wait(&tr->bar_reduce, after_node_sum, tr);
+    const int ps = tr->cfg.node_reduce == TT_NODE_PS;
+    const host_pass upd = {ps ? tr->node_lo : 0, ps ? tr->node_lo + tr->node_n : P, 0, NULL,
+                           ps ? tr->h_slice : tr->h_grad, 1, ps ? tr->node_lo : 0};
+    host_slice(tr, &upd, i, T, NULL, NULL);
+}
+
 static void crew_steps(tt_trainer *tr, int i, int T)
 {
     const size_t N = tr->cfg.n_towers, B = tr->cfg.batch;
     const size_t steps = (tr->n + B - 1) / B;
     tt_tower *tw = (size_t)i < N ? &tr->towers[i] : NULL;
+    const host_pass fused = fused_pass(tr);
     for (size_t st = 0; st < steps; st++) {
         size_t first = st * B, n = tr->n - first < B ? tr->n - first : B;
         if (tw) {
-            shard_of(n, N, (size_t)i, &tw->lo, &tw->rows);
+            tower_shard(&tr->cfg, n, (size_t)i, &tw->lo, &tw->rows);
             tower_step(tw, tr->idx + first, n);
         }
         tower_barrier(tr, &tr->bar_push, i, after_towers, tr);
@@ -713,7 +845,10 @@ static void crew_steps(tt_trainer *tr, int i, int T)
             if (tw) tr->place->reduce(tw);
             tower_barrier(tr, &tr->bar_reduce, i, after_reduce, tr);
         }
-        host_slice(tr, i, T, NULL, NULL);
+        if (multi_node(&tr->cfg))
+            host_node_step(tr, i, T);
+        else
+            host_slice(tr, &fused, i, T, NULL, NULL); /* one rank: the fused block-wise sum + update */
         tt_barrier_wait(&tr->bar_update, after_update, tr);
         if (tr->halt) break; /* set in the serial section above: every thread sees the same value */
     }
@@ -761,7 +896,8 @@ static void crew_phases(tt_trainer *tr, int i, int T)
                 }
                 tt_dev_sync(&tw->dev);
             } else if (!tower_phase) {
-                host_slice(tr, i, T, &sum, &upd);
+                const host_pass fused = fused_pass(tr);
+                host_slice(tr, &fused, i, T, &sum, &upd);
             }
             double t1 = tt_now();
             if (tw && tower_phase && ph == TT_PHASE_PUSH) tower_count_stats(tw, tw->rows);
@@ -823,6 +959,7 @@ static void job_begin(tt_trainer *tr, const tt_dataset *ds, const uint32_t *idx,
     atomic_store(&tr->stop_request, 0); /* a request is for the job in flight: one left from an earlier job is void */
     tr->loss_nonfinite = 0;
     atomic_store(&tr->grad_nonfinite, 0);
+    tr->node_status = TT_OK;
 }
 
 static tt_status towers_status(tt_trainer *tr, tt_error *err)
@@ -857,7 +994,18 @@ tt_status tt_trainer_init(tt_trainer *tr, const tt_model *m, const tt_trainer_co
     tt_status s = tt_trainer_check(cfg, err);
     if (s) return s;
     tr->place = &placements[cfg->reduce];
-    tr->shard_max = (cfg->batch + N - 1) / N;
+    if (multi_node(cfg)) {
+        if ((unsigned)cfg->node_reduce >= TT_NODE_REDUCE_COUNT)
+            return tt_fail(err, TT_ERR_ARG, "--node-reduce: unknown mode");
+        if (cfg->batch < N * (size_t)cfg->node->size)
+            return tt_fail(err, TT_ERR_ARG,
+                           "--batch %zu is less than %d ranks x %zu towers: every tower needs at least one sample",
+                           cfg->batch, cfg->node->size, N);
+        tt_node_slice(P, cfg->node->size, cfg->node->rank, &tr->node_lo, &tr->node_n);
+    } else {
+        tr->node_n = P;
+    }
+    tr->shard_max = shard_rows(cfg);
     tr->h_slots = (float **)tt_calloc(N, sizeof(float *));
     tr->towers = (tt_tower *)tt_calloc(N, sizeof(tt_tower));
     if (!tr->h_slots || !tr->towers)
@@ -866,7 +1014,9 @@ tt_status tt_trainer_init(tt_trainer *tr, const tt_model *m, const tt_trainer_co
     tr->n_links = tt_trainer_link_devices(cfg, tr->link_devs);
     s = tt_backend_links(cfg->ops, tr->link_devs, tr->n_links, tr->links, err);
     if (s) return s;
-    s = tt_optim_init(&tr->opt, &cfg->optim, P, err);
+    /* ps: this rank is the parameter server of its slice, and holds the optimizer's state of that slice only */
+    const int ps = multi_node(cfg) && cfg->node_reduce == TT_NODE_PS;
+    s = tt_optim_init(&tr->opt, &cfg->optim, ps ? tr->node_n : P, err);
     if (s) return s;
     for (size_t t = 0; t < N; t++) {
         tr->towers[t].id = (int)t;
@@ -970,6 +1120,17 @@ tt_status tt_trainer_step(tt_trainer *tr, const tt_dataset *ds, const uint32_t *
 
 tt_halt tt_trainer_halted(const tt_trainer *tr) { return tr->halt; }
 
+tt_status tt_trainer_node_error(const tt_trainer *tr, tt_error *err)
+{
+    if (tr->node_status && err) *err = tr->node_err;
+    return tr->node_status;
+}
+
+size_t tt_trainer_optim_offset(const tt_trainer *tr)
+{
+    return multi_node(&tr->cfg) && tr->cfg.node_reduce == TT_NODE_PS ? tr->node_lo : 0;
+}
+
 void tt_trainer_set_epoch(tt_trainer *tr, uint64_t epoch) { tr->epoch = epoch; }
 
 void tt_trainer_request_stop(tt_trainer *tr) { atomic_store(&tr->stop_request, 1); }
@@ -993,7 +1154,7 @@ tt_status tt_trainer_plan(const tt_model *m, const tt_trainer_config *cfg, tt_me
     tr.cfg = *cfg;
     tr.model = m;
     tr.place = &placements[cfg->reduce];
-    tr.shard_max = (cfg->batch + cfg->n_towers - 1) / cfg->n_towers;
+    tr.shard_max = shard_rows(cfg);
     tr.h_slots = (float **)tt_calloc(cfg->n_towers, sizeof(float *));
     if (!tr.h_slots) return tt_fail(err, TT_ERR_NOMEM, "out of memory");
     tt_tower tw;
@@ -1007,8 +1168,11 @@ tt_status tt_trainer_plan(const tt_model *m, const tt_trainer_config *cfg, tt_me
             tt_mem_add(plan, l.b[i].part, l.b[i].on_host ? TT_MEM_HOST : ord, (double)l.b[i].bytes, l.b[i].driver);
     }
     tt_free(tr.h_slots);
+    size_t lo, owned = m->n_params; /* ps: the optimizer's state of this rank's slice only */
+    if (multi_node(cfg) && cfg->node_reduce == TT_NODE_PS)
+        tt_node_slice(m->n_params, cfg->node->size, cfg->node->rank, &lo, &owned);
     tt_mem_add(plan, "optimizer state", TT_MEM_HOST,
-               (double)tt_optim_state_floats(&cfg->optim) * (double)m->n_params * sizeof(float), TT_MEM_BY_PARAMS);
+               (double)tt_optim_state_floats(&cfg->optim) * (double)owned * sizeof(float), TT_MEM_BY_PARAMS);
     plan->model = tt_model_file(m);
     plan->n_params = m->n_params;
     plan->towers = cfg->n_towers;
@@ -1025,8 +1189,10 @@ tt_status tt_trainer_evaluate(tt_trainer *tr, const tt_dataset *ds, tt_eval_resu
     tr->ds = ds;
     tr->idx = NULL;
     tr->n = ds->n;
+    if (multi_node(&tr->cfg) && tr->h_logits)
+        return tt_fail(err, TT_ERR_ARG, "predicting runs in one process (not under mpirun with more than one rank)");
     for (size_t t = 0; t < tr->cfg.n_towers; t++)
-        shard_of(ds->n, tr->cfg.n_towers, t, &tr->towers[t].lo, &tr->towers[t].rows);
+        tower_shard(&tr->cfg, ds->n, t, &tr->towers[t].lo, &tr->towers[t].rows);
     run_job(tr, JOB_EVAL);
     double loss = 0;
     size_t top1 = 0, top5 = 0;
@@ -1034,6 +1200,24 @@ tt_status tt_trainer_evaluate(tt_trainer *tr, const tt_dataset *ds, tt_eval_resu
         loss += tr->towers[t].loss_sum;
         top1 += tr->towers[t].top1;
         top5 += tr->towers[t].top5;
+    }
+    if (multi_node(&tr->cfg)) { /* every rank evaluated its part: the sums over all ranks, in rank order */
+        const int K = tr->cfg.node->size;
+        double mine[3] = {loss, (double)top1, (double)top5}, *all = (double *)tt_calloc(3 * (size_t)K, sizeof(double));
+        if (!all) return tt_fail(err, TT_ERR_NOMEM, "out of memory");
+        tt_status s = tt_node_allgather(tr->cfg.node, mine, all, sizeof mine, err);
+        if (s) {
+            tt_free(all);
+            return s;
+        }
+        loss = 0;
+        top1 = top5 = 0;
+        for (int r = 0; r < K; r++) {
+            loss += all[3 * r];
+            top1 += (size_t)all[3 * r + 1];
+            top5 += (size_t)all[3 * r + 2];
+        }
+        tt_free(all);
     }
     res->n = ds->n;
     res->loss = loss / (double)ds->n;
@@ -1076,6 +1260,7 @@ tt_status tt_trainer_time_phases(tt_trainer *tr, const tt_dataset *ds, const uin
     memset(out, 0, sizeof *out);
     const size_t N = tr->cfg.n_towers;
     const int T = tr->crew.n;
+    if (multi_node(&tr->cfg)) return tt_fail(err, TT_ERR_ARG, "phase timing: one rank's trainer only");
     if (n < N || n > tr->cfg.batch || reps < 1)
         return tt_fail(err, TT_ERR_ARG, "phase timing: %zu samples for %zu towers (batch %zu), %zu reps", n, N,
                        tr->cfg.batch, reps);
