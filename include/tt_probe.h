@@ -69,6 +69,35 @@ void tt_probe_predict(const tt_probe *p, tt_reduce r, tt_step_times *out);
 
 void tt_probe_print(FILE *f, const tt_probe *p, const tt_probe_config *c);
 
+/* ---- the cross-node combine (docs/scaleout.md) ------------------------------------------------------------------ */
+
+/* The link between the ranks as the cost model sees it: alpha (latency) and beta (bandwidth), and the host's rate
+ * of the rank-order sum. Measured by tt_probe_net over a real job, or assumed (--link) for a cluster. */
+typedef struct tt_net {
+    int ranks;        /* K of the job it was measured on (1: assumed or not measured) */
+    double latency;   /* alpha: seconds one way for a small message (rank 0 <-> rank 1) */
+    double bandwidth; /* beta: GB/s of one message of a gradient slice's size, one way */
+    double sum_rate;  /* GB/s of the host's addition of two float vectors (bytes of one read per second) */
+    double combine;   /* measured: the step's combine collectives at the gradient's size, seconds (0: none) */
+    double small;     /* measured: the step's two small collectives (statistics, halt flags), seconds */
+} tt_net;
+
+/* Measures it on the job nd (collective: every rank calls it) for a P-float gradient: ping-pong of rank 0 and 1,
+ * and the combine's own collectives (tt_node_reduce_scatter + tt_node_allgather_slices + the small ones), reps
+ * times, medians. On one rank only the sum rate is measured. */
+tt_status tt_probe_net(tt_node *nd, size_t P, size_t reps, tt_net *net, tt_error *err);
+
+/* The model of the combine for K ranks and P floats (seconds): the reduce-scatter and the gather each send K - 1
+ * slices of ceil(P/K) floats (alpha + bytes/beta each), the rank-order sum adds K - 1 slices, and the statistics and
+ * halt flags cost 2 ceil(log2 K) alpha. allreduce and ps move the same bytes: they differ in the update. */
+double tt_net_combine(const tt_net *net, int K, size_t P);
+
+/* The predicted step of K ranks x N towers (p: one rank's probe, its share of the batch), node-reduce mode m:
+ * tower phases and the node sum from p, the combine (measured when K is the job's own, else the model), and the
+ * update of all P floats (allreduce) or of 1/K of them (ps). */
+void tt_probe_predict_node(const tt_probe *p, const tt_net *net, int K, size_t P, tt_node_reduce m, tt_reduce r,
+                           tt_step_times *out);
+
 #ifdef __cplusplus
 }
 #endif

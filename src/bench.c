@@ -4,6 +4,7 @@
  *   towertrain probe    measures what the cost model needs and predicts each placement's step time;
  *   towertrain compare  trains the same steps under every placement from the same seed: max |dw| and times.
  * Not for: training itself (tt_train.h) or the measurements (tt_probe.h). */
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -395,17 +396,28 @@ int tt_cmd_bench(int argc, char **argv)
 typedef struct probe_opts {
     size_t reps;
     const char *assume; /* --assume SPEC: predict from assumed figures instead of measuring */
+    double link_gbps, link_us; /* --link GBPS:US: the cross-node link the prediction assumes (0: the measured one) */
 } probe_opts;
 
 static int probe_extra(const char *opt, const char *value, void *ctx, tt_error *err, tt_status *st)
 {
     static const char *const unused[] = {"--epochs", "--lr", "--lr-scaling", "--momentum", "--nesterov", "--rho",
                                          "--centered", "--seed", "--val-samples", "--train-samples", "--test-samples",
-                                         "--log-json", "--progress", "--reduce", "--trace", NULL};
+                                         "--log-json", "--progress", "--reduce", "--trace", "--node-reduce", NULL};
     probe_opts *po = (probe_opts *)ctx;
     if (strcmp(opt, "--reps") == 0) {
         *st = value ? tt_cli_size(opt, value, 1, 64, &po->reps, err)
                     : tt_fail(err, TT_ERR_ARG, "%s: missing value", opt);
+        return 1;
+    }
+    if (strcmp(opt, "--link") == 0) {
+        char *end = NULL;
+        double g = value ? strtod(value, &end) : 0, u = end && *end == ':' ? strtod(end + 1, &end) : -1;
+        if (!value || !(g > 0 && g < 1e4) || !(u >= 0 && u < 1e6) || *end || !isdigit((unsigned char)value[0]))
+            *st = tt_fail(err, TT_ERR_ARG, "--link: '%.64s' is not GBPS:MICROSECONDS (a link's bandwidth in GB/s and "
+                          "one-way latency, e.g. 3.1:20 for 25 Gb Ethernet)", value ? value : "");
+        po->link_gbps = g;
+        po->link_us = u;
         return 1;
     }
     if (strcmp(opt, "--assume") == 0) {
@@ -428,14 +440,61 @@ static int compare_extra(const char *opt, const char *value, void *ctx, tt_error
                   st);
 }
 
+/* The cross-node part of probe: the link, the combine measured against its model, the step of both --node-reduce
+ * modes at this job's K, and the model's K = 1..16 on the link (measured, or --link's). */
+static void probe_print_net(const tt_probe *p, const tt_net *measured, const probe_opts *po, int K, size_t P, size_t N,
+                            size_t B)
+{
+    tt_net net = *measured;
+    printf("\ncross-node combine (%zu floats = %.2f MB per rank, docs/scaleout.md):\n", P, 4e-6 * (double)P);
+    if (K > 1) {
+        printf("  measured over %d ranks: latency %.1f us, bandwidth %.2f GB/s (one message of a %.0f KB slice), "
+               "rank-order sum %.2f GB/s\n", K, 1e6 * net.latency, net.bandwidth, 4e-3 * (double)P / K, net.sum_rate);
+        printf("  the step's combine collectives: %.3f ms (of them statistics + halt flags %.3f ms); the model says "
+               "%.3f ms\n", 1e3 * net.combine, 1e3 * net.small, 1e3 * tt_net_combine(&net, K, P));
+        printf("  predicted step of %d ranks x %zu tower%s, batch %zu (ms):\n%12s %8s %8s %8s %8s %9s\n", K, N,
+               N == 1 ? "" : "s", B, "node-reduce", "towers", "reduce", "combine", "update", "total");
+        for (int m = 0; m < TT_NODE_REDUCE_COUNT; m++) {
+            tt_step_times t;
+            tt_probe_predict_node(p, &net, K, P, (tt_node_reduce)m, TT_REDUCE_CPU, &t);
+            printf("%12s %8.3f %8.3f %8.3f %8.3f %9.3f\n", tt_node_reduce_name((tt_node_reduce)m), 1e3 * t.towers,
+                   1e3 * t.reduce, 1e3 * t.combine, 1e3 * t.update, 1e3 * t.total);
+        }
+    } else if (po->link_gbps <= 0) {
+        printf("  one process: nothing to measure (run it under mpirun -np K, or give --link GBPS:US)\n");
+        return;
+    }
+    if (po->link_gbps > 0) {
+        net.bandwidth = po->link_gbps;
+        net.latency = 1e-6 * po->link_us;
+        net.ranks = 1; /* the model, not this job's measurement */
+    }
+    printf("  the model on a link of %.2f GB/s and %.1f us%s, each rank as this one (its towers, its share of a batch "
+           "that grows with K):\n%6s %12s %12s %12s %12s\n", net.bandwidth, 1e6 * net.latency,
+           po->link_gbps > 0 ? " (--link)" : " (measured)", "ranks", "combine ms", "allreduce ms", "ps ms", "speedup");
+    tt_step_times one;
+    tt_probe_predict_node(p, &net, 1, P, TT_NODE_ALLREDUCE, TT_REDUCE_CPU, &one);
+    for (int k = 1; k <= 16; k *= 2) {
+        tt_step_times a, b;
+        tt_probe_predict_node(p, &net, k, P, TT_NODE_ALLREDUCE, TT_REDUCE_CPU, &a);
+        tt_probe_predict_node(p, &net, k, P, TT_NODE_PS, TT_REDUCE_CPU, &b);
+        if (k > 1 && net.ranks != k) a.combine = b.combine = tt_net_combine(&net, k, P);
+        const double best = a.total < b.total ? a.total : b.total;
+        printf("%6d %12.3f %12.3f %12.3f %11.2fx\n", k, 1e3 * a.combine, 1e3 * a.total, 1e3 * b.total,
+               (double)k * one.total / best);
+    }
+}
+
 int tt_cmd_probe(int argc, char **argv)
 {
     tt_run_config c;
     tt_run_config_defaults(&c);
-    probe_opts po = {30, NULL};
+    probe_opts po = {30, NULL, 0, 0};
     tt_error err = {{0}};
     int help;
     tt_status s = tt_cli_parse_train(argc, argv, 2, &c, "probe", probe_extra, &po, &help, &err);
+    s = tt_node_agree(tt_node_world(), s, &err);
+    if (help && !tt_node_speaks()) return 0;
     if (help) {
         printf("usage: towertrain probe [--model M] [--towers N] [--batch B] [--optimizer O] [--device D] "
                "[--reps N]\n"
@@ -449,6 +508,11 @@ int tt_cmd_probe(int argc, char **argv)
                "options: the train options --model --data --vocab --towers --batch --optimizer --device --gpus\n"
                "  --host-threads, and\n"
                "  --reps N          reps per measurement, median [30]\n"
+               "  --link GBPS:US    the cross-node link to predict K ranks on (bandwidth GB/s : one-way latency\n"
+               "                    microseconds), e.g. 3.1:20 for 25 Gb Ethernet [under mpirun: the measured one]\n"
+               "Under mpirun -np K each rank probes its share of the batch, and the combine between the ranks is\n"
+               "measured (ping-pong latency and bandwidth, the combine's own collectives); the table predicts both\n"
+               "--node-reduce modes, and the cost model K = 1..16 ranks on the link (docs/scaleout.md).\n"
                "  --assume SPEC     measure nothing: predict 1-8 GPUs, strong and weak scaling, every placement, from\n"
                "                    assumed figures — a profile (%s), optionally followed by\n"
                "                    KEY=VALUE overrides, or KEY=VALUE alone (docs/whatif.md lists the keys)\n",
@@ -489,12 +553,20 @@ int tt_cmd_probe(int argc, char **argv)
         tt_free(model);
         return fail(s, &err);
     }
-    tt_probe_config pc = {model, be.ops, be.n_devices, be.devices, c.towers, c.batch, c.optim, c.host_threads, reps};
+    tt_node *nd = tt_node_world();
+    const int K = nd->size > 1 ? nd->size : 1;
+    int host = c.host_threads;
+    if (!host && nd->local_size > 1) host = tt_cpu_count() / nd->local_size > 1 ? tt_cpu_count() / nd->local_size : 1;
+    /* one rank's share of the batch: the shards of B over K x N towers */
+    tt_probe_config pc = {model, be.ops, be.n_devices, be.devices, c.towers, (c.batch + (size_t)K - 1) / (size_t)K,
+                          c.optim, host, reps};
     tt_probe p;
-    s = tt_probe_run(&pc, &p, &err);
+    tt_net net;
+    s = tt_node_agree(nd, tt_probe_run(&pc, &p, &err), &err);
+    if (!s) s = tt_node_agree(nd, tt_probe_net(nd, model->n_params, reps, &net, &err), &err);
     if (!s && tt_signal_caught())
         s = tt_fail(&err, TT_ERR_STOPPED, "probe: stopped by %s", tt_signal_name(tt_signal_caught()));
-    if (!s) {
+    if (!s && tt_node_speaks()) {
         printf("BLAS: %s\n", tt_blas_describe());
         tt_probe_print(stdout, &p, &pc);
         printf("\npredicted step (ms):\n%10s %8s %8s %8s %8s %8s %8s %8s %9s\n", "reduce", "pull", "data", "compute",
@@ -514,6 +586,7 @@ int tt_cmd_probe(int argc, char **argv)
                    1e3 * t.data, 1e3 * t.compute, 1e3 * t.push, 1e3 * t.wait, 1e3 * t.reduce, 1e3 * t.update,
                    1e3 * t.total);
         }
+        probe_print_net(&p, &net, &po, K, model->n_params, c.towers, c.batch);
     }
     tt_free(model);
     return s ? fail(s, &err) : 0;
