@@ -22,6 +22,7 @@
 #define MAX_LIST 16
 
 typedef struct bench_opts {
+    size_t ranks[MAX_LIST], n_ranks; /* under mpirun -np K: sub-jobs of the first k ranks */
     size_t towers[MAX_LIST], n_towers;
     size_t batches[MAX_LIST], n_batches;
     tt_reduce reduces[TT_REDUCE_COUNT];
@@ -70,6 +71,14 @@ static int bench_extra(const char *opt, const char *value, void *ctx, tt_error *
     bench_opts *b = (bench_opts *)ctx;
     if (strcmp(opt, "--towers") == 0) {
         *st = parse_list(opt, value, 1, 64, b->towers, &b->n_towers, err);
+        return 1;
+    }
+    if (strcmp(opt, "--ranks") == 0) {
+        *st = parse_list(opt, value, 1, TT_MAX_RANKS, b->ranks, &b->n_ranks, err);
+        for (size_t i = 0; !*st && i < b->n_ranks; i++)
+            if (b->ranks[i] > (size_t)tt_node_world()->size)
+                *st = tt_fail(err, TT_ERR_ARG, "--ranks: %zu, but the job has %d rank%s (mpirun -np K, K >= the "
+                              "largest)", b->ranks[i], tt_node_world()->size, tt_node_world()->size == 1 ? "" : "s");
         return 1;
     }
     if (strcmp(opt, "--batch") == 0) {
@@ -205,14 +214,16 @@ static tt_status bench_before_epoch(void *ctx, size_t epoch, tt_error *err)
 
 static void bench_help(void)
 {
-    printf("usage: towertrain bench [--towers 1,2] [--batch 256] [--reduce cpu] [--scaling strong|weak]\n"
+    printf("usage: [mpirun -np K] towertrain bench [--ranks 1,2] [--towers 1,2] [--batch 256] [--reduce cpu]\n"
+           "                        [--node-reduce allreduce|ps] [--scaling strong|weak]\n"
            "                        [--csv FILE] [--reps N] [train options]\n\n"
            "Trains --epochs epochs (default 3) for every combination of the lists and prints, per row, the median\n"
            "seconds per epoch and step, validation accuracy, the cost model's predicted step (towertrain probe,\n"
            "measured just before the row), and the GEMM floor (the step's GEMMs alone, re-measured before every\n"
            "epoch) with the ratio of the median step to it. The prediction is the phase-by-phase median of three\n"
            "probes: before the row, before its middle epoch, and after it.\n\n"
-           "  --towers LIST    tower counts [1,2]\n"
+           "  --ranks LIST     under mpirun -np K: rows on the first k ranks of the job (the others sleep) [K]\n"
+           "  --towers LIST    tower counts per rank [1,2]\n"
            "  --batch LIST     batch sizes [256]\n"
            "  --reduce LIST    placements: cpu, device, allreduce, nccl [cpu]\n"
            "  --scaling strong the global batch stays as given while towers grow: each tower gets less work\n"
@@ -228,10 +239,18 @@ int tt_cmd_bench(int argc, char **argv)
     tt_run_config_defaults(&c);
     c.epochs = 3;
     c.progress = TT_PROGRESS_QUIET;
-    bench_opts b = {{1, 2}, 2, {256}, 1, {TT_REDUCE_CPU}, 1, 0, 30, NULL};
+    bench_opts b = {{(size_t)tt_node_world()->size}, 1, {1, 2}, 2, {256}, 1, {TT_REDUCE_CPU}, 1, 0, 30, NULL};
     tt_error err = {{0}};
     int help;
     tt_status s = tt_cli_parse_train(argc, argv, 2, &c, "bench", bench_extra, &b, &help, &err);
+    s = tt_node_agree(tt_node_world(), s, &err);
+    tt_node *world = tt_node_world();
+    if (!tt_node_speaks()) { /* rank 0 prints and writes the CSV for the job */
+        if (!freopen("/dev/null", "w", stdout)) return fail(tt_fail(&err, TT_ERR_IO, "/dev/null: cannot open"), &err);
+        b.csv = NULL;
+        help = 0;
+    }
+    if (help && !tt_node_speaks()) return 0;
     if (help) {
         bench_help();
         return 0;
@@ -241,6 +260,7 @@ int tt_cmd_bench(int argc, char **argv)
     s = setup_open(&c, &setup, &err);
     bench_run *br = (bench_run *)tt_calloc(1, sizeof *br);
     if (!s && !br) s = tt_fail(&err, TT_ERR_NOMEM, "out of memory");
+    s = tt_node_agree(world, s, &err);
     if (s) {
         setup_close(&setup);
         tt_free(br);
@@ -268,7 +288,7 @@ int tt_cmd_bench(int argc, char **argv)
         return fail(s, &err);
     }
     if (b.csv)
-        tt_out_printf(&csv, "towers,batch,per_tower_batch,reduce,scaling,epochs,s_per_epoch,ms_per_step,pred_ms_per_step,"
+        tt_out_printf(&csv, "ranks,node_reduce,combine_ms,pred_combine_ms,towers,batch,per_tower_batch,reduce,scaling,epochs,s_per_epoch,ms_per_step,pred_ms_per_step,"
                      "pred_error,floor_ms_per_step,ratio,val_accuracy,launch_ms,pull_ms,data_ms,compute_ms,push_ms,"
                      "wait_ms,reduce_ms,update_ms,pred_pull_ms,pred_data_ms,pred_compute_ms,pred_push_ms,"
                      "pred_wait_ms,pred_reduce_ms,pred_update_ms,s_per_epoch_2_4,s_per_epoch_5_on,verdict\n");
@@ -279,15 +299,27 @@ int tt_cmd_bench(int argc, char **argv)
            "%zu epochs per row, medians\n\n",
            model->source, model->n_params, tt_model_train_flops(model) / 1e6, setup.train.n, b.weak ? "weak" : "strong",
            c.epochs);
-    printf("%6s %6s %9s %9s %11s %9s %9s %7s %9s %6s %8s\n", "towers", "batch", "reduce", "s/epoch", "floor s/ep",
-           "ms/step", "pred ms", "pred", "floor ms", "ratio", "val_acc");
+    if (world->size > 1)
+        printf("job: %d ranks (mpirun; %d on this machine) | rows on the first --ranks of them | --node-reduce %s | "
+               "towers: per rank; batch: the job's\n", world->size, world->local_size,
+               tt_node_reduce_name(c.node_reduce));
+    printf("%5s %6s %6s %9s %9s %11s %9s %9s %7s %9s %6s %8s\n", "ranks", "towers", "batch", "reduce", "s/epoch",
+           "floor s/ep", "ms/step", "pred ms", "pred", "floor ms", "ratio", "val_acc");
     if (!s) s = tt_flush_stdout(stdout, &err);
-    for (size_t bi = 0; !s && bi < b.n_batches; bi++)
+    for (size_t ki = 0; !s && ki < b.n_ranks; ki++) {
+    const int K = (int)b.ranks[ki];
+    tt_node sub;
+    s = tt_node_split(world, K, &sub, &err);
+    if (!s && world->size > 1 && sub.size > 0 && sub.local_size > K) sub.local_size = K; /* the others sleep */
+    tt_net net;
+    memset(&net, 0, sizeof net);
+    if (!s && sub.size > 0) s = tt_probe_net(&sub, model->n_params, b.reps, &net, &err);
+    for (size_t bi = 0; !s && sub.size > 0 && bi < b.n_batches; bi++)
         for (size_t ti = 0; !s && ti < b.n_towers; ti++)
             for (size_t ri = 0; !s && ri < b.n_reduces; ri++) {
-                size_t N = b.towers[ti], B = b.weak ? b.batches[bi] * N : b.batches[bi];
-                if (N > B) {
-                    printf("%6zu %6zu %9s   (skipped: more towers than samples in the batch)\n", N, B,
+                size_t N = b.towers[ti], B = b.weak ? b.batches[bi] * N * (size_t)K : b.batches[bi];
+                if (N * (size_t)K > B) {
+                    printf("%5d %6zu %6zu %9s   (skipped: more towers than samples in the batch)\n", K, N, B,
                            tt_reduce_name(b.reduces[ri]));
                     continue;
                 }
@@ -295,21 +327,24 @@ int tt_cmd_bench(int argc, char **argv)
                                         .reduce = b.reduces[ri]};
                 tt_error why;
                 if (tt_trainer_check(&tc, &why)) { /* nccl with more towers than GPUs */
-                    printf("%6zu %6zu %9s   (skipped: %s)\n", N, B, tt_reduce_name(b.reduces[ri]), why.msg);
+                    printf("%5d %6zu %6zu %9s   (skipped: %s)\n", K, N, B, tt_reduce_name(b.reduces[ri]), why.msg);
                     continue;
                 }
                 c.towers = N;
                 c.batch = B;
                 c.reduce = b.reduces[ri];
+                c.node = &sub;
                 memset(&br->pc, 0, sizeof br->pc);
                 br->pc.model = model;
                 br->pc.ops = ops;
                 br->pc.n_devices = setup.be.n_devices;
                 br->pc.devices = setup.be.devices;
                 br->pc.towers = N;
-                br->pc.batch = B;
+                br->pc.batch = (B + (size_t)K - 1) / (size_t)K; /* this rank's share */
                 br->pc.optim = c.optim;
                 br->pc.host_threads = c.host_threads;
+                if (!c.host_threads && sub.local_size > 1) /* as tt_run gives each rank on one machine */
+                    br->pc.host_threads = tt_cpu_count() / sub.local_size > 1 ? tt_cpu_count() / sub.local_size : 1;
                 br->pc.reps = b.reps;
                 /* the prediction is the median of probes before, during and after the row's training */
                 br->epochs = c.epochs;
@@ -325,7 +360,7 @@ int tt_cmd_bench(int argc, char **argv)
                 tt_probe probe;
                 tt_probe_median(br->probes, br->n_probes, &probe);
                 tt_step_times pred;
-                tt_probe_predict(&probe, c.reduce, &pred);
+                tt_probe_predict_node(&probe, &net, K, model->n_params, c.node_reduce, c.reduce, &pred);
                 tt_free(res->final_params);
                 size_t ne = res->n_epochs < 1024 ? res->n_epochs : 1024, steps = res->epochs[0].steps;
                 double secs[1024], step_ms[1024], floor_ms[1024], ratio[1024];
@@ -342,18 +377,18 @@ int tt_cmd_bench(int argc, char **argv)
                 double fl = tt_median(floor_ms, ne), rt = tt_median(ratio, ne), acc = res->epochs[ne - 1].val.accuracy;
                 char verdict[128];
                 tt_ledger_verdict(&split, verdict, sizeof verdict);
-                printf("%6zu %6zu %9s %9.3f %11.3f %9.3f %9.3f %+6.0f%% %9.3f %6.2f %8.4f\n", N, B,
+                printf("%5d %6zu %6zu %9s %9.3f %11.3f %9.3f %9.3f %+6.0f%% %9.3f %6.2f %8.4f\n", K, N, B,
                        tt_reduce_name(c.reduce), tt_median(secs, ne), fl * 1e-3 * (double)steps, ms, pred_ms, err_pc, fl,
                        rt, acc);
                 double k = 1e3 / (double)steps;
                 printf("       measured ms/step: pull %.3f data %.3f compute %.3f push %.3f wait %.3f reduce %.3f "
-                       "update %.3f | %s\n",
+                       "combine %.3f update %.3f | %s\n",
                        k * split.pull, k * split.data, k * split.compute, k * split.push, k * (split.wait + split.launch),
-                       k * split.reduce, k * split.update, verdict);
+                       k * split.reduce, k * split.combine, k * split.update, verdict);
                 printf("       predicted:        pull %.3f data %.3f compute %.3f push %.3f wait %.3f reduce %.3f "
-                       "update %.3f\n",
+                       "combine %.3f update %.3f\n",
                        1e3 * pred.pull, 1e3 * pred.data, 1e3 * pred.compute, 1e3 * pred.push, 1e3 * pred.wait,
-                       1e3 * pred.reduce, 1e3 * pred.update);
+                       1e3 * pred.reduce, 1e3 * pred.combine, 1e3 * pred.update);
                 /* later epochs must cost what early ones do (subnormals, leaks, growing state would show here) */
                 double early = epochs_median(res, 2, 4, 0), late = epochs_median(res, 5, ne, 0);
                 if (ne >= 5) {
@@ -367,9 +402,10 @@ int tt_cmd_bench(int argc, char **argv)
                 if (!s) s = tt_flush_stdout(stdout, &err);
                 if (b.csv)
                     tt_out_printf(&csv,
-                            "%zu,%zu,%.6g,%s,%s,%zu,%.6g,%.6g,%.6g,%.4g,%.6g,%.4g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,"
+                            "%d,%s,%.6g,%.6g,%zu,%zu,%.6g,%s,%s,%zu,%.6g,%.6g,%.6g,%.4g,%.6g,%.4g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,"
                             "%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,\"%s\"\n",
-                            N, B, (double)B / (double)N, tt_reduce_name(c.reduce), b.weak ? "weak" : "strong", ne,
+                            K, tt_node_reduce_name(c.node_reduce), k * split.combine, 1e3 * pred.combine, N, B,
+                            (double)B / (double)(N * (size_t)K), tt_reduce_name(c.reduce), b.weak ? "weak" : "strong", ne,
                             tt_median(secs, ne), ms, pred_ms, err_pc / 100, fl, rt, acc, k * split.launch,
                             k * split.pull, k * split.data, k * split.compute, k * split.push, k * split.wait,
                             k * split.reduce, k * split.update, 1e3 * pred.pull, 1e3 * pred.data, 1e3 * pred.compute,
@@ -380,6 +416,11 @@ int tt_cmd_bench(int argc, char **argv)
                     s = tt_fail(&err, TT_ERR_STOPPED, "bench: stopped by %s after the row of %zu towers, batch %zu",
                                 tt_signal_name(tt_signal_caught()), N, B);
             }
+    /* the ranks that sat this out wait, asleep, for the ones that ran the rows */
+    if (sub.size > 0) tt_node_free(&sub);
+    if (world->size > 1) s = tt_node_agree(world, s, &err);
+    if (!s) s = tt_node_idle_barrier(world, &err);
+    }
     tt_error cerr;
     tt_status cs = tt_out_close(&csv, &cerr);
     if (!s && cs) {
