@@ -197,6 +197,26 @@ static tt_status log_start(run_state *rs, tt_error *err)
     return tt_out_commit(log, err);
 }
 
+/* K ranks: what every rank holds, counted from its own allocations — the optimizer's floats (ps: 1/K each) — in a
+ * "ranks" record of rank 0's log. Every rank calls it. */
+static tt_status log_ranks(run_state *rs, tt_error *err)
+{
+    tt_optim *o = tt_trainer_optim(&rs->tr);
+    const uint64_t mine = (uint64_t)o->n * tt_optim_state_floats(&o->cfg);
+    uint64_t *all = (uint64_t *)tt_calloc((size_t)rs->K, sizeof(uint64_t));
+    tt_status s = all ? tt_node_allgather(rs->nd, &mine, all, sizeof mine, err)
+                      : tt_fail(err, TT_ERR_NOMEM, "out of memory");
+    if (!s && rs->log.buf) {
+        tt_out_printf(&rs->log, "{\"event\":\"ranks\",\"ranks\":%d,\"node_reduce\":\"%s\",\"params\":%zu,"
+                      "\"optimizer_floats\":[", rs->K, tt_node_reduce_name(rs->c->node_reduce), rs->model->n_params);
+        for (int r = 0; r < rs->K; r++) tt_out_printf(&rs->log, "%s%llu", r ? "," : "", (unsigned long long)all[r]);
+        tt_out_printf(&rs->log, "]}\n");
+        s = tt_out_commit(&rs->log, err);
+    }
+    tt_free(all);
+    return s;
+}
+
 /* This rank's part of opening: model, trainer configuration, memory check, buffers, checkpoint options, log — in that
  * order, so nothing large is allocated before the budget says it fits. */
 static tt_status run_open_local(run_state *rs, tt_error *err)
@@ -358,6 +378,7 @@ static tt_status run_open(run_state *rs, tt_error *err)
                               : tt_fail(err, TT_ERR_NOMEM, "out of memory");
         s = tt_node_agree(rs->nd, s, err);
     }
+    if (!s && rs->K > 1) s = tt_node_agree(rs->nd, log_ranks(rs, err), err);
     return s;
 }
 

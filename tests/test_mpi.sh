@@ -1,0 +1,155 @@
+#!/usr/bin/env bash
+# test_mpi.sh TOWERTRAIN MPIRUN K — scale-out under Open MPI on loopback (docs/scaleout.md), K = 2 or 3 ranks:
+#   equivalence   K ranks x 1 tower == 1 process x K towers, bit for bit (allreduce and ps); K x 2 within tolerance
+#                 of 1 x 2K; the test line of rank 0 equals the single process's (evaluation sums over the ranks)
+#   determinism   a rerun of K x 2 (ps) gives the same bits
+#   checkpoints   ps gathers the shards: its checkpoint equals the single process's; resumed with another K it
+#                 continues bit for bit
+#   ps memory     every rank's optimizer state (counted from its allocation) is its 1/K slice; allreduce: all of it
+#   one voice     only rank 0 prints (one banner)
+#   faults        a bad --data on one rank, a rank started with another --batch: one line naming the rank, non-zero
+#                 exit, within seconds; a rank killed with SIGKILL ends the job within seconds
+# Exit 77 (a visible skip) when this build has no MPI or mpirun is not installed.
+set -uo pipefail
+TT=$1
+MPIRUN=${2:-}
+K=${3:-2}
+if [ -z "$MPIRUN" ] || [ ! -x "$MPIRUN" ]; then
+  echo "SKIP: Open MPI's mpirun not found at configure time (install openmpi-bin libopenmpi-dev: tools/install-deps.sh)"
+  exit 77
+fi
+if ! "$TT" --version >/dev/null 2>&1; then echo "FAIL: $TT does not run"; exit 1; fi
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo OMPI_MCA_rmaps_base_oversubscribe=1
+export OMPI_MCA_btl_vader_single_copy_mechanism=none # containers often forbid the cross-memory attach
+W=$(mktemp -d)
+trap 'rm -rf "$W"' EXIT
+fails=0
+ok() { echo "ok: $*"; }
+bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
+DATA=(--train-samples 2048 --val-samples 512 --test-samples 512 --batch 128 --progress lines --seed 7)
+mpi() { timeout 120 "$MPIRUN" --oversubscribe -np "$K" "$TT" "$@"; }
+
+# the tensors of a checkpoint (everything after the header) as one hex digest; and the largest |difference| of two
+tensors() { python3 -c 'import sys,struct,hashlib; b=open(sys.argv[1],"rb").read(); n=struct.unpack("<Q",b[:8])[0]; print(hashlib.sha256(b[8+n:]).hexdigest())' "$1"; }
+maxdiff() { python3 -c '
+import sys,struct,array
+def d(p):
+    b=open(p,"rb").read(); n=struct.unpack("<Q",b[:8])[0]; return array.array("f",b[8+n:])
+a,b=d(sys.argv[1]),d(sys.argv[2])
+print(max(abs(x-y) for x,y in zip(a,b)) if len(a)==len(b) else "sizes differ")' "$1" "$2"; }
+last() { ls "$1"/ckpt-*.safetensors | tail -1; }
+
+# ---- equivalence and determinism ----
+"$TT" train "${DATA[@]}" --epochs 2 --towers "$K" --checkpoint-dir "$W/one" >"$W/one.txt" 2>&1 || bad "1 x $K towers failed: $(tail -2 "$W/one.txt")"
+for mode in allreduce ps; do
+  mpi train "${DATA[@]}" --epochs 2 --towers 1 --node-reduce $mode --checkpoint-dir "$W/k$mode" --log-json "$W/k$mode.jsonl" \
+    >"$W/k$mode.txt" 2>&1 || bad "$K ranks x 1 ($mode) failed: $(tail -3 "$W/k$mode.txt")"
+  if [ "$(tensors "$(last "$W/one")")" = "$(tensors "$(last "$W/k$mode")")" ]; then
+    ok "$K ranks x 1 tower ($mode) == 1 process x $K towers, weights and optimizer state bit for bit"
+  else
+    bad "$K ranks x 1 tower ($mode) differs from 1 x $K towers: max |d| $(maxdiff "$(last "$W/one")" "$(last "$W/k$mode")")"
+  fi
+  if [ "$(grep '^test:' "$W/one.txt")" = "$(grep '^test:' "$W/k$mode.txt")" ] && grep -q '^test:' "$W/one.txt"; then
+    ok "$mode: rank 0's test line (summed over ranks) == the single process's"
+  else
+    bad "$mode: test lines differ: '$(grep '^test:' "$W/one.txt")' vs '$(grep '^test:' "$W/k$mode.txt")'"
+  fi
+  n=$(grep -c '^towertrain ' "$W/k$mode.txt")
+  [ "$n" = 1 ] && ok "$mode: one banner for $K ranks (rank 0 speaks)" || bad "$mode: $n banners"
+done
+"$TT" train "${DATA[@]}" --epochs 2 --towers $((2 * K)) --checkpoint-dir "$W/one2" >/dev/null 2>&1 || bad "1 x $((2 * K)) failed"
+for run in a b; do
+  mpi train "${DATA[@]}" --epochs 2 --towers 2 --node-reduce ps --checkpoint-dir "$W/k2$run" >"$W/k2$run.txt" 2>&1 \
+    || bad "$K x 2 (ps) run $run failed: $(tail -3 "$W/k2$run.txt")"
+done
+d=$(maxdiff "$(last "$W/one2")" "$(last "$W/k2a")")
+python3 -c "import sys; sys.exit(0 if float('$d') < 1e-4 else 1)" 2>/dev/null \
+  && ok "$K ranks x 2 towers vs 1 x $((2 * K)): max |dw| $d (< 1e-4: the node sums group the additions)" \
+  || bad "$K ranks x 2 towers vs 1 x $((2 * K)): max |dw| $d"
+[ "$(tensors "$(last "$W/k2a")")" = "$(tensors "$(last "$W/k2b")")" ] \
+  && ok "$K x 2 (ps) rerun: bit-identical" || bad "$K x 2 (ps) rerun differs"
+
+# ---- ps holds 1/K of the optimizer state (each rank's own allocation, gathered into rank 0's log) ----
+python3 - "$W/kps.jsonl" "$W/kallreduce.jsonl" "$K" <<'EOF' && ok "ps: every rank holds its 1/$K slice of Adam's state; allreduce: all of it" || bad "optimizer state per rank"
+import json, sys
+def ranks(p):
+    return next(json.loads(l) for l in open(p) if '"ranks"' in l and '"event":"ranks"' in l)
+ps, ar, K = ranks(sys.argv[1]), ranks(sys.argv[2]), int(sys.argv[3])
+P = ps["params"]
+f = ps["optimizer_floats"]
+print("ps optimizer floats per rank:", f, "allreduce:", ar["optimizer_floats"], "P =", P)
+assert len(f) == K and sum(f) == 2 * P and max(f) <= 2 * (P // K + 16)
+assert ar["optimizer_floats"] == [2 * P] * K
+EOF
+
+# ---- checkpoints: resume with another K, bit for bit ----
+"$TT" train "${DATA[@]}" --epochs 3 --towers "$K" --checkpoint-dir "$W/straight" >/dev/null 2>&1 || bad "straight 3 epochs failed"
+mpi train "${DATA[@]}" --epochs 3 --towers 1 --node-reduce ps --resume "$W/kps" --checkpoint-dir "$W/resumed" \
+  >"$W/resumed.txt" 2>&1 || bad "resume under $K ranks (ps) failed: $(tail -3 "$W/resumed.txt")"
+[ "$(tensors "$(last "$W/straight")")" = "$(tensors "$(last "$W/resumed")")" ] \
+  && ok "a $K-rank ps checkpoint resumed by $K ranks (ps) == a straight run" || bad "resumed (ps) differs from straight"
+"$TT" train "${DATA[@]}" --epochs 3 --towers "$K" --resume "$W/kps" --checkpoint-dir "$W/resumed1" >/dev/null 2>&1 \
+  || bad "resume of a $K-rank checkpoint by one process failed"
+[ "$(tensors "$(last "$W/straight")")" = "$(tensors "$(last "$W/resumed1")")" ] \
+  && ok "a $K-rank ps checkpoint resumed by one process of $K towers == a straight run" || bad "resumed by one process differs"
+
+# ---- faults: each must end within seconds, non-zero, one line naming the rank ----
+last_rank=$((K - 1))
+mpmd=()
+for ((r = 0; r < K; r++)); do
+  [ $r -gt 0 ] && mpmd+=(:)
+  if [ $r = $last_rank ]; then mpmd+=(-np 1 "$TT" train "${DATA[@]}" --epochs 1 --data "$W/missing-dir"); else
+    mpmd+=(-np 1 "$TT" train "${DATA[@]}" --epochs 1); fi
+done
+t0=$(date +%s)
+timeout 60 "$MPIRUN" --oversubscribe "${mpmd[@]}" >"$W/badfile.txt" 2>&1
+rc=$?
+t1=$(date +%s)
+lines=$(grep -c '^towertrain: ' "$W/badfile.txt")
+if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "^towertrain: rank $last_rank: .*missing-dir" "$W/badfile.txt" && [ "$lines" = 1 ] && [ $((t1 - t0)) -le 20 ]; then
+  ok "a bad --data on rank $last_rank: exit $rc in $((t1 - t0)) s, one line: $(grep '^towertrain: ' "$W/badfile.txt")"
+else
+  bad "bad --data on rank $last_rank: rc $rc, $((t1 - t0)) s, $lines lines: $(head -c 600 "$W/badfile.txt")"
+fi
+mpmd=()
+for ((r = 0; r < K; r++)); do
+  [ $r -gt 0 ] && mpmd+=(:)
+  b=128; [ $r = $last_rank ] && b=64
+  mpmd+=(-np 1 "$TT" train --train-samples 2048 --val-samples 512 --test-samples 512 --progress lines --epochs 1 --batch $b)
+done
+timeout 60 "$MPIRUN" --oversubscribe "${mpmd[@]}" >"$W/mismatch.txt" 2>&1
+rc=$?
+if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "^towertrain: rank $last_rank: started with another configuration than rank 0: --batch is 64 here, 128 on rank 0" "$W/mismatch.txt" \
+   && ! grep -q '^Epoch' "$W/mismatch.txt"; then
+  ok "a rank started with another --batch is refused before training: $(grep '^towertrain: ' "$W/mismatch.txt")"
+else
+  bad "mismatched --batch: rc $rc: $(head -c 600 "$W/mismatch.txt")"
+fi
+# a rank killed mid-training: mpirun ends the job and names the rank
+( timeout 120 "$MPIRUN" --oversubscribe -np "$K" "$TT" train --epochs 50 --progress lines --train-samples 20000 \
+    --val-samples 512 --test-samples 512 >"$W/killed.txt" 2>&1; echo $? >"$W/killed.rc" ) &
+victim=""
+for _ in $(seq 1 100); do
+  for p in $(pgrep -f "$TT train --epochs 50" 2>/dev/null); do
+    if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$last_rank"; then victim=$p; fi
+  done
+  [ -n "$victim" ] && grep -q '^Epoch 1/50' "$W/killed.txt" 2>/dev/null && break
+  sleep 0.1
+done
+sleep 0.5
+t0=$(date +%s)
+[ -n "$victim" ] && kill -9 "$victim"
+for _ in $(seq 1 300); do [ -s "$W/killed.rc" ] && break; sleep 0.1; done
+t1=$(date +%s)
+rc=$(cat "$W/killed.rc" 2>/dev/null || echo none)
+if [ -n "$victim" ] && [ "$rc" != none ] && [ "$rc" != 0 ] && [ "$rc" != 124 ] && [ $((t1 - t0)) -le 15 ] \
+   && grep -q "rank $last_rank" "$W/killed.txt"; then
+  ok "rank $last_rank killed (SIGKILL): the job ended in $((t1 - t0)) s, exit $rc: $(grep -m1 "rank $last_rank" "$W/killed.txt" | head -c 200)"
+else
+  bad "killed rank: victim '$victim', rc $rc after $((t1 - t0)) s: $(tail -c 600 "$W/killed.txt")"
+fi
+wait
+
+if [ $fails -ne 0 ]; then echo "test_mpi ($K ranks): $fails failure(s)"; exit 1; fi
+echo "test_mpi ($K ranks): all passed"
