@@ -288,10 +288,11 @@ int tt_cmd_bench(int argc, char **argv)
         return fail(s, &err);
     }
     if (b.csv)
-        tt_out_printf(&csv, "ranks,node_reduce,combine_ms,pred_combine_ms,towers,batch,per_tower_batch,reduce,scaling,epochs,s_per_epoch,ms_per_step,pred_ms_per_step,"
+        tt_out_printf(&csv, "towers,batch,per_tower_batch,reduce,scaling,epochs,s_per_epoch,ms_per_step,pred_ms_per_step,"
                      "pred_error,floor_ms_per_step,ratio,val_accuracy,launch_ms,pull_ms,data_ms,compute_ms,push_ms,"
                      "wait_ms,reduce_ms,update_ms,pred_pull_ms,pred_data_ms,pred_compute_ms,pred_push_ms,"
-                     "pred_wait_ms,pred_reduce_ms,pred_update_ms,s_per_epoch_2_4,s_per_epoch_5_on,verdict\n");
+                     "pred_wait_ms,pred_reduce_ms,pred_update_ms,s_per_epoch_2_4,s_per_epoch_5_on,verdict,ranks,node_reduce,"
+                     "combine_ms,pred_combine_ms\n");
     if (b.csv) s = tt_out_commit(&csv, &err);
 
     printf("towertrain bench | backend %s | %d CPUs | BLAS: %s\n", ops->name, tt_cpu_count(), tt_blas_describe());
@@ -313,7 +314,7 @@ int tt_cmd_bench(int argc, char **argv)
     if (!s && world->size > 1 && sub.size > 0 && sub.local_size > K) sub.local_size = K; /* the others sleep */
     tt_net net;
     memset(&net, 0, sizeof net);
-    if (!s && sub.size > 0) s = tt_probe_net(&sub, model->n_params, b.reps, &net, &err);
+    if (!s && sub.size > 1) s = tt_probe_net(&sub, model->n_params, b.reps, &net, &err); /* one rank: no combine */
     for (size_t bi = 0; !s && sub.size > 0 && bi < b.n_batches; bi++)
         for (size_t ti = 0; !s && ti < b.n_towers; ti++)
             for (size_t ri = 0; !s && ri < b.n_reduces; ri++) {
@@ -402,15 +403,14 @@ int tt_cmd_bench(int argc, char **argv)
                 if (!s) s = tt_flush_stdout(stdout, &err);
                 if (b.csv)
                     tt_out_printf(&csv,
-                            "%d,%s,%.6g,%.6g,%zu,%zu,%.6g,%s,%s,%zu,%.6g,%.6g,%.6g,%.4g,%.6g,%.4g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,"
-                            "%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,\"%s\"\n",
-                            K, tt_node_reduce_name(c.node_reduce), k * split.combine, 1e3 * pred.combine, N, B,
-                            (double)B / (double)(N * (size_t)K), tt_reduce_name(c.reduce), b.weak ? "weak" : "strong", ne,
+                            "%zu,%zu,%.6g,%s,%s,%zu,%.6g,%.6g,%.6g,%.4g,%.6g,%.4g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,"
+                            "%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,\"%s\",%d,%s,%.6g,%.6g\n",
+                            N, B, (double)B / (double)(N * (size_t)K), tt_reduce_name(c.reduce), b.weak ? "weak" : "strong", ne,
                             tt_median(secs, ne), ms, pred_ms, err_pc / 100, fl, rt, acc, k * split.launch,
                             k * split.pull, k * split.data, k * split.compute, k * split.push, k * split.wait,
                             k * split.reduce, k * split.update, 1e3 * pred.pull, 1e3 * pred.data, 1e3 * pred.compute,
                             1e3 * pred.push, 1e3 * pred.wait, 1e3 * pred.reduce, 1e3 * pred.update, early, late,
-                            verdict);
+                            verdict, K, tt_node_reduce_name(c.node_reduce), k * split.combine, 1e3 * pred.combine);
                 if (!s && b.csv) s = tt_out_commit(&csv, &err);
                 if (!s && tt_signal_caught())
                     s = tt_fail(&err, TT_ERR_STOPPED, "bench: stopped by %s after the row of %zu towers, batch %zu",

@@ -716,12 +716,15 @@ tt_status tt_probe_net(tt_node *nd, size_t P, size_t reps, tt_net *net, tt_error
     net->ranks = K;
     size_t lo, S;
     tt_node_slice(P, K, 0, &lo, &S);
-    float *sum = (float *)tt_calloc(P ? P : 1, sizeof(float));
-    float *recv = (float *)tt_calloc((size_t)K * S + 1, sizeof(float));
-    float *slice = (float *)tt_calloc(S + 1, sizeof(float));
+    /* one rank measures only the sum rate, on at most 4 MB: a model too large to train gets its memory line from
+     * the trainer's budget, not from here */
+    const size_t n_sum = K > 1 ? P : (S < ((size_t)1 << 20) ? S : ((size_t)1 << 20));
+    float *sum = (float *)tt_calloc(n_sum ? n_sum : 1, sizeof(float));
+    float *recv = (float *)tt_calloc(K > 1 ? (size_t)K * S + 1 : n_sum + 1, sizeof(float));
+    float *slice = (float *)tt_calloc(K > 1 ? S + 1 : 1, sizeof(float));
     double *v = (double *)tt_calloc(reps + 1, sizeof(double)), *w = (double *)tt_calloc(reps + 1, sizeof(double));
     tt_status s = sum && recv && slice && v && w ? TT_OK : tt_fail(err, TT_ERR_NOMEM, "probe: out of memory");
-    if (!s) net->sum_rate = sum_rate_of(recv, sum, S, reps);
+    if (!s) net->sum_rate = sum_rate_of(recv, sum, K > 1 ? S : n_sum, reps);
     if (!s && K > 1) {
         double one;
         s = tt_node_pingpong(nd, 1, 8, (int)reps, &one, err);
