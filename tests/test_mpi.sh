@@ -28,7 +28,7 @@ fails=0
 ok() { echo "ok: $*"; }
 bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
 DATA=(--train-samples 2048 --val-samples 512 --test-samples 512 --batch 128 --progress lines --seed 7)
-mpi() { timeout 120 "$MPIRUN" --oversubscribe -np "$K" "$TT" "$@"; }
+mpi() { timeout 300 "$MPIRUN" --oversubscribe -np "$K" "$TT" "$@"; }
 
 # the tensors of a checkpoint (everything after the header) as one hex digest; and the largest |difference| of two
 tensors() { python3 -c 'import sys,struct,hashlib; b=open(sys.argv[1],"rb").read(); n=struct.unpack("<Q",b[:8])[0]; print(hashlib.sha256(b[8+n:]).hexdigest())' "$1"; }
@@ -61,7 +61,7 @@ done
 "$TT" train "${DATA[@]}" --epochs 2 --towers $((2 * K)) --checkpoint-dir "$W/one2" >/dev/null 2>&1 || bad "1 x $((2 * K)) failed"
 for run in a b; do
   mpi train "${DATA[@]}" --epochs 2 --towers 2 --node-reduce ps --checkpoint-dir "$W/k2$run" >"$W/k2$run.txt" 2>&1 \
-    || bad "$K x 2 (ps) run $run failed: $(tail -3 "$W/k2$run.txt")"
+    || bad "$K x 2 (ps) run $run failed (exit $?): $(tail -3 "$W/k2$run.txt")"
 done
 d=$(maxdiff "$(last "$W/one2")" "$(last "$W/k2a")")
 python3 -c "import sys; sys.exit(0 if float('$d') < 1e-4 else 1)" 2>/dev/null \
