@@ -32,7 +32,7 @@ cflags=(-g -O1 -std=c11 -D_POSIX_C_SOURCE=200809L -Iinclude -Itests/fuzz -fsanit
         -Wmissing-prototypes -Wno-unused-parameter -Werror)
 # what the readers link against: common.c (errors, allocation; it names signals in exit codes), mem.c (input.c
 # checks available memory before growing a buffer)
-base_src=(src/common.c src/signal.c src/mem.c)
+base_src=(src/common.c src/signal.c src/mem.c src/node.c) # node.c: one rank (no MPI here); common.c reports through it
 idx_src=(tests/fuzz/fuzz_idx.c src/data/idx.c src/data/input.c "${base_src[@]}")
 # the model parser reaches every layer kind's setup and tables (src/layers/*.c), but never a device op
 model_src=(tests/fuzz/fuzz_model.c src/model.c src/layers/*.c src/dev.c src/data/input.c "${base_src[@]}")
