@@ -290,7 +290,7 @@ typedef struct fingerprint {
     uint64_t v[FP_FIELDS];
 } fingerprint;
 static const char *const fp_names[FP_FIELDS] = {
-    "the model's parameters", "the model's layout (CRC-32)", "--batch", "--towers", "training samples",
+    "the model's parameters", "the model (CRC-32 of its layout and description)", "--batch", "--towers", "training samples",
     "validation samples", "test samples", "sample bytes", "classes", "--seed", "--optimizer", "--lr (bits)",
     "the optimizer's settings (CRC-32)", "--epochs", "--node-reduce", "--reduce", "the training data (CRC-32)",
     "--checkpoint-dir given", "--save-every-epoch", "--save-every-steps", "--save-best", "--resume given",
@@ -310,6 +310,16 @@ static void run_fingerprint_of(const run_state *rs, fingerprint *f)
             layout = tt_crc32(layout, &dim, sizeof dim);
         }
     }
+    /* the model's description too: a model file's text (dropout rates, activations, strides are not in the layout) */
+    const char *file = tt_model_file(m);
+    char *text = NULL;
+    size_t text_len = 0;
+    tt_error e;
+    if (file && tt_input_read_text(c->model, "model file", (size_t)1 << 20, &text, &text_len, &e) == TT_OK)
+        layout = tt_crc32(layout, text, text_len);
+    else
+        layout = tt_crc32(layout, c->model, strlen(c->model));
+    tt_free(text);
     char hyper[160];
     tt_optim_describe(&rs->tc.optim, hyper, sizeof hyper);
     uint32_t lr;
@@ -870,6 +880,15 @@ static tt_status run_halted(run_state *rs, size_t epoch, size_t first, size_t st
     if (rs->c->trace && steps > first) run_trace_steps(rs, first, steps, &werr);
     if (rs->out && rs->bar && !rs->console_status) fputc('\n', rs->out);
     if (tt_trainer_halted(&rs->tr) == TT_HALT_NONFINITE) return run_nonfinite(rs, epoch, steps, err);
+    if (rs->K > 1) { /* every rank takes the stop's collectives (signal, checkpoint); rank 0's failed stdout wins */
+        char at[128];
+        snprintf(at, sizeof at, "in epoch %zu after step %zu/%zu (the master weights are those after that step)",
+                 epoch, steps, rs->steps);
+        tt_status st = run_stopped(rs, at, epoch, steps, err);
+        if (!rs->console_status) return st;
+        *err = rs->console_err;
+        return rs->console_status;
+    }
     if (rs->console_status) { /* stdout failed while the crew ran: that is the error */
         *err = rs->console_err;
         log_end(rs, "error", "\"kind\":\"output\",", err);
@@ -968,9 +987,11 @@ static tt_status run_epoch(run_state *rs, size_t epoch, size_t first, tt_run_res
     }
     if (rs->out) {
         print_epoch(rs, &es);
-        if ((s = tt_flush_stdout(rs->out, err))) return s;
+        s = tt_flush_stdout(rs->out, err);
     }
-    if (rs->log.buf && (s = log_epoch(rs, &es, err))) return s;
+    if (!s && rs->log.buf) s = log_epoch(rs, &es, err);
+    /* K ranks: rank 0's console or log may have failed; every rank learns it before the checkpoint's collectives */
+    if ((s = tt_node_agree(rs->nd, s, err))) return s;
     if (epoch <= sizeof res->epochs / sizeof res->epochs[0]) res->epochs[epoch - 1] = es;
     res->n_epochs = epoch;
     return c->checkpoint_dir ? run_save_epoch(rs, epoch, &es, err) : TT_OK;
