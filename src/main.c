@@ -5,6 +5,7 @@
 
 #include "tt_backend.h"
 #include "tt_blas.h"
+#include "tt_checkpoint.h"
 #include "tt_cli.h"
 #include "tt_node.h"
 #include "tt_signal.h"
@@ -37,7 +38,21 @@ static int dispatch(int argc, char **argv)
         return 2;
     }
     const char *cmd = argv[1];
-    const tt_node *nd = tt_node_world();
+    tt_node *nd = tt_node_world();
+    if (nd->size > 1) { /* every rank must run the same command (and --help alike), or one waits for the others */
+        uint32_t mine[2] = {tt_crc32(0, cmd, strlen(cmd)), 0}, *all = (uint32_t *)tt_calloc((size_t)nd->size, sizeof mine);
+        for (int i = 2; i < argc; i++) mine[1] |= strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0;
+        tt_error err;
+        tt_status s = all ? tt_node_allgather(nd, mine, all, sizeof mine, &err) : tt_fail(&err, TT_ERR_NOMEM, "out of memory");
+        if (!s && (mine[0] != all[0] || mine[1] != all[1]))
+            s = tt_fail(&err, TT_ERR_ARG, "started as 'towertrain %.40s%s', unlike rank 0 (every rank must run the "
+                        "same command)", cmd, mine[1] ? " --help" : "");
+        tt_free(all);
+        if ((s = tt_node_agree(nd, s, &err))) {
+            tt_report_error(err.msg);
+            return tt_status_exit_code(s);
+        }
+    }
     if (nd->size > 1 && strcmp(cmd, "train") != 0 && strcmp(cmd, "bench") != 0 && strcmp(cmd, "probe") != 0) {
         tt_error err;
         tt_status s = tt_fail(&err, TT_ERR_ARG,
