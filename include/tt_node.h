@@ -78,9 +78,9 @@ tt_status tt_node_agree(tt_node *nd, tt_status s, tt_error *err);
 tt_status tt_node_reduce_scatter(tt_node *nd, const float *sum, float *recv, float *out, size_t P, tt_error *err);
 /* buf (P floats) holds this rank's slice at its place: afterwards every rank's slice, on every rank. */
 tt_status tt_node_allgather_slices(tt_node *nd, float *buf, size_t P, tt_error *err);
-/* Rank 0 gets every rank's slice of their `mine` (P floats each, slice r at its place) into full (P floats, rank 0
+/* Rank 0 gets every rank's slice (`mine`: rank r's slice r, tt_node_slice floats) into full (P floats, rank 0
  * only; NULL elsewhere) — a ps checkpoint's optimizer state. */
-tt_status tt_node_gather_slices(tt_node *nd, const float *mine, size_t mine_lo, float *full, size_t P, tt_error *err);
+tt_status tt_node_gather_slices(tt_node *nd, const float *mine, float *full, size_t P, tt_error *err);
 
 /* all[r * bytes ..] = rank r's `mine` (bytes each). */
 tt_status tt_node_allgather(tt_node *nd, const void *mine, void *all, size_t bytes, tt_error *err);

@@ -163,7 +163,7 @@ typedef struct tt_trainer {
      * gathers the weights. ps: the optimizer's state covers the slice only. */
     float *h_recv, *h_slice;
     size_t node_lo, node_n;
-    double t_combine0, t_combine1, t_gather;
+    double t_combine0, t_combine1;
     tt_status node_status;   /* a failed collective (TT_HALT_NODE) */
     tt_error node_err;
     uint64_t steps;          /* steps applied since init */

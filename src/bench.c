@@ -519,7 +519,6 @@ static void probe_print_net(const tt_probe *p, const tt_net *measured, const pro
         tt_step_times a, b;
         tt_probe_predict_node(p, &net, k, P, TT_NODE_ALLREDUCE, TT_REDUCE_CPU, &a);
         tt_probe_predict_node(p, &net, k, P, TT_NODE_PS, TT_REDUCE_CPU, &b);
-        if (k > 1 && net.ranks != k) a.combine = b.combine = tt_net_combine(&net, k, P);
         const double best = a.total < b.total ? a.total : b.total;
         printf("%6d %12.3f %12.3f %12.3f %11.2fx\n", k, 1e3 * a.combine, 1e3 * a.total, 1e3 * b.total,
                (double)k * one.total / best);

@@ -56,25 +56,20 @@ void tt_node_slice(size_t P, int K, int r, size_t *lo, size_t *n)
     *n = *lo + S < P ? S : P - *lo;
 }
 
-/* The rank-order sum of K received slices of n floats (recv[j * stride ..] from rank j) into out. */
+#ifdef TT_WITH_MPI
+
+static MPI_Comm g_comm_world;
+
+/* The rank-order sum of K >= 2 received slices of n floats (recv[j * stride ..] from rank j) into out. */
 static void sum_rank_order(float *restrict out, const float *recv, size_t stride, int K, size_t n)
 {
-    const float *r0 = recv;
-    if (K == 1) {
-        memcpy(out, r0, n * sizeof(float));
-        return;
-    }
-    const float *restrict r1 = recv + stride;
+    const float *restrict r0 = recv, *restrict r1 = recv + stride; /* K >= 2 */
     for (size_t k = 0; k < n; k++) out[k] = tt_add(r0[k], r1[k]);
     for (int j = 2; j < K; j++) {
         const float *restrict rj = recv + (size_t)j * stride;
         for (size_t k = 0; k < n; k++) out[k] = tt_add(out[k], rj[k]);
     }
 }
-
-#ifdef TT_WITH_MPI
-
-static MPI_Comm g_comm_world;
 
 static MPI_Comm comm_of(const tt_node *nd) { return *(MPI_Comm *)nd->comm; }
 
@@ -140,9 +135,9 @@ int tt_node_finish(int rc)
     return rc;
 }
 
-tt_status tt_node_agree(tt_node *nd, tt_status s, tt_error *err)
+/* The MPI halves of the collectives below: each is called only with more than one rank. */
+static tt_status mpi_agree(tt_node *nd, tt_status s, tt_error *err)
 {
-    if (nd->size <= 1 || !nd->mpi) return s;
     enum { MSG = 600 };
     struct {
         int32_t status;
@@ -177,33 +172,6 @@ tt_status tt_node_agree(tt_node *nd, tt_status s, tt_error *err)
     return out;
 }
 
-tt_status tt_node_reduce_scatter(tt_node *nd, const float *sum, float *recv, float *out, size_t P, tt_error *err)
-{
-    const int K = nd->size;
-    size_t lo, n, S;
-    tt_node_slice(P, K, 0, &lo, &S); /* the slice stride: rank 0's is the largest */
-    tt_node_slice(P, K, nd->rank, &lo, &n);
-    if (K == 1) {
-        memcpy(out, sum, P * sizeof(float));
-        return TT_OK;
-    }
-    if (!fits_int(P) || !fits_int((size_t)K * S))
-        return tt_fail(err, TT_ERR_ARG, "cross-node: %zu parameters are more than one MPI call can move", P);
-    int sc[TT_MAX_RANKS], sd[TT_MAX_RANKS], rc_[TT_MAX_RANKS], rd[TT_MAX_RANKS];
-    for (int j = 0; j < K; j++) {
-        size_t jl, jn;
-        tt_node_slice(P, K, j, &jl, &jn);
-        sc[j] = (int)jn; /* my sum's slice j goes to rank j */
-        sd[j] = (int)jl;
-        rc_[j] = (int)n; /* rank j's slice of mine arrives at recv[j * S] */
-        rd[j] = (int)((size_t)j * S);
-    }
-    int rc = MPI_Alltoallv(sum, sc, sd, MPI_FLOAT, recv, rc_, rd, MPI_FLOAT, comm_of(nd));
-    if (rc != MPI_SUCCESS) return mpi_fail(err, rc, "MPI_Alltoallv (reduce-scatter of the node sums)");
-    sum_rank_order(out, recv, S, K, n);
-    return TT_OK;
-}
-
 /* counts and displacements of every rank's slice */
 static void slice_table(size_t P, int K, int *cnt, int *dsp)
 {
@@ -215,9 +183,29 @@ static void slice_table(size_t P, int K, int *cnt, int *dsp)
     }
 }
 
-tt_status tt_node_allgather_slices(tt_node *nd, float *buf, size_t P, tt_error *err)
+static tt_status mpi_reduce_scatter(tt_node *nd, const float *sum, float *recv, float *out, size_t P, tt_error *err)
 {
-    if (nd->size <= 1) return TT_OK;
+    const int K = nd->size;
+    if (K < 2 || K > TT_MAX_RANKS) return tt_fail(err, TT_ERR_ARG, "cross-node: %d ranks", K);
+    size_t lo, n, S;
+    tt_node_slice(P, K, 0, &lo, &S); /* the slice stride: rank 0's is the largest */
+    tt_node_slice(P, K, nd->rank, &lo, &n);
+    if (!fits_int(P) || !fits_int((size_t)K * S))
+        return tt_fail(err, TT_ERR_ARG, "cross-node: %zu parameters are more than one MPI call can move", P);
+    int sc[TT_MAX_RANKS], sd[TT_MAX_RANKS], rcnt[TT_MAX_RANKS], rd[TT_MAX_RANKS];
+    slice_table(P, K, sc, sd); /* my sum's slice j goes to rank j */
+    for (int j = 0; j < K; j++) {
+        rcnt[j] = (int)n; /* rank j's slice of mine arrives at recv[j * S] */
+        rd[j] = (int)((size_t)j * S);
+    }
+    int rc = MPI_Alltoallv(sum, sc, sd, MPI_FLOAT, recv, rcnt, rd, MPI_FLOAT, comm_of(nd));
+    if (rc != MPI_SUCCESS) return mpi_fail(err, rc, "MPI_Alltoallv (reduce-scatter of the node sums)");
+    sum_rank_order(out, recv, S, K, n);
+    return TT_OK;
+}
+
+static tt_status mpi_allgather_slices(tt_node *nd, float *buf, size_t P, tt_error *err)
+{
     if (!fits_int(P)) return tt_fail(err, TT_ERR_ARG, "cross-node: %zu parameters are more than one MPI call can move", P);
     int cnt[TT_MAX_RANKS], dsp[TT_MAX_RANKS];
     slice_table(P, nd->size, cnt, dsp);
@@ -225,33 +213,24 @@ tt_status tt_node_allgather_slices(tt_node *nd, float *buf, size_t P, tt_error *
     return rc == MPI_SUCCESS ? TT_OK : mpi_fail(err, rc, "MPI_Allgatherv (gathering the slices)");
 }
 
-tt_status tt_node_gather_slices(tt_node *nd, const float *mine, size_t mine_lo, float *full, size_t P, tt_error *err)
+static tt_status mpi_gather_slices(tt_node *nd, const float *mine, float *full, size_t P, tt_error *err)
 {
-    if (nd->size <= 1) {
-        memcpy(full, mine, P * sizeof(float));
-        return TT_OK;
-    }
+    if (!fits_int(P)) return tt_fail(err, TT_ERR_ARG, "cross-node: %zu parameters are more than one MPI call can move", P);
     int cnt[TT_MAX_RANKS], dsp[TT_MAX_RANKS];
     slice_table(P, nd->size, cnt, dsp);
-    (void)mine_lo;
     int rc = MPI_Gatherv(mine, cnt[nd->rank], MPI_FLOAT, full, cnt, dsp, MPI_FLOAT, 0, comm_of(nd));
     return rc == MPI_SUCCESS ? TT_OK : mpi_fail(err, rc, "MPI_Gatherv (the optimizer state's shards)");
 }
 
-tt_status tt_node_allgather(tt_node *nd, const void *mine, void *all, size_t bytes, tt_error *err)
+static tt_status mpi_allgather(tt_node *nd, const void *mine, void *all, size_t bytes, tt_error *err)
 {
-    if (nd->size <= 1) {
-        memcpy(all, mine, bytes);
-        return TT_OK;
-    }
     if (!fits_int(bytes)) return tt_fail(err, TT_ERR_ARG, "cross-node: %zu bytes per rank is too many", bytes);
     int rc = MPI_Allgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, comm_of(nd));
     return rc == MPI_SUCCESS ? TT_OK : mpi_fail(err, rc, "MPI_Allgather");
 }
 
-tt_status tt_node_bcast(tt_node *nd, void *buf, size_t bytes, tt_error *err)
+static tt_status mpi_bcast(tt_node *nd, void *buf, size_t bytes, tt_error *err)
 {
-    if (nd->size <= 1) return TT_OK;
     const size_t piece = (size_t)1 << 30; /* counts are ints: a large checkpoint goes in pieces */
     for (size_t off = 0; off < bytes; off += piece) {
         size_t n = bytes - off < piece ? bytes - off : piece;
@@ -261,16 +240,14 @@ tt_status tt_node_bcast(tt_node *nd, void *buf, size_t bytes, tt_error *err)
     return TT_OK;
 }
 
-tt_status tt_node_or(tt_node *nd, uint32_t *v, int n, tt_error *err)
+static tt_status mpi_or(tt_node *nd, uint32_t *v, int n, tt_error *err)
 {
-    if (nd->size <= 1) return TT_OK;
     int rc = MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_UINT32_T, MPI_BOR, comm_of(nd));
     return rc == MPI_SUCCESS ? TT_OK : mpi_fail(err, rc, "MPI_Allreduce (agreeing on the step's halt flags)");
 }
 
-tt_status tt_node_idle_barrier(tt_node *nd, tt_error *err)
+static tt_status mpi_idle_barrier(tt_node *nd, tt_error *err)
 {
-    if (nd->size <= 1) return TT_OK;
     MPI_Request req;
     int rc = MPI_Ibarrier(comm_of(nd), &req), done = 0;
     const struct timespec nap = {0, 1000000}; /* 1 ms */
@@ -281,26 +258,15 @@ tt_status tt_node_idle_barrier(tt_node *nd, tt_error *err)
     return rc == MPI_SUCCESS ? TT_OK : mpi_fail(err, rc, "MPI_Ibarrier");
 }
 
-tt_status tt_node_split(tt_node *nd, int k, tt_node *sub, tt_error *err)
+static tt_status mpi_split(tt_node *nd, int k, tt_node *sub, tt_error *err)
 {
-    memset(sub, 0, sizeof *sub);
-    if (nd->size <= 1 || !nd->mpi) {
-        *sub = *nd;
-        sub->comm = NULL;
-        return TT_OK;
-    }
     MPI_Comm *c = (MPI_Comm *)tt_malloc(sizeof(MPI_Comm));
     if (!c) return tt_fail(err, TT_ERR_NOMEM, "out of memory");
-    if (k < 1 || k > nd->size) return tt_fail(err, TT_ERR_ARG, "%d ranks of a job of %d", k, nd->size);
     int in = nd->rank < k;
     int rc = MPI_Comm_split(comm_of(nd), in ? 0 : MPI_UNDEFINED, nd->rank, c);
-    if (rc != MPI_SUCCESS) {
+    if (rc != MPI_SUCCESS || !in) {
         tt_free(c);
-        return mpi_fail(err, rc, "MPI_Comm_split");
-    }
-    if (!in) {
-        tt_free(c);
-        return TT_OK; /* size 0: sits out */
+        return rc != MPI_SUCCESS ? mpi_fail(err, rc, "MPI_Comm_split") : TT_OK; /* not in: size 0, sits out */
     }
     MPI_Comm_set_errhandler(*c, MPI_ERRORS_RETURN);
     *sub = *nd;
@@ -310,19 +276,14 @@ tt_status tt_node_split(tt_node *nd, int k, tt_node *sub, tt_error *err)
     return TT_OK;
 }
 
-void tt_node_free(tt_node *sub)
+static void mpi_comm_free(tt_node *sub)
 {
-    if (sub->comm && sub->comm != g_world.comm) {
-        MPI_Comm_free((MPI_Comm *)sub->comm);
-        tt_free(sub->comm);
-    }
-    memset(sub, 0, sizeof *sub);
+    MPI_Comm_free((MPI_Comm *)sub->comm);
+    tt_free(sub->comm);
 }
 
-tt_status tt_node_pingpong(tt_node *nd, int peer, size_t bytes, int reps, double *one_way, tt_error *err)
+static tt_status mpi_pingpong(tt_node *nd, int peer, size_t bytes, int reps, double *one_way, tt_error *err)
 {
-    *one_way = 0;
-    if (nd->size <= 1 || peer <= 0 || peer >= nd->size || (nd->rank != 0 && nd->rank != peer)) return TT_OK;
     if (!fits_int(bytes) || reps < 1) return tt_fail(err, TT_ERR_ARG, "ping-pong of %zu bytes", bytes);
     char *buf = (char *)tt_calloc(bytes ? bytes : 1, 1);
     double *v = (double *)tt_calloc((size_t)reps, sizeof(double));
@@ -348,7 +309,10 @@ tt_status tt_node_pingpong(tt_node *nd, int peer, size_t bytes, int reps, double
     return s;
 }
 
-#else /* a build without MPI: every job is one rank */
+/* The MPI half of a collective (only ever reached with more than one rank). */
+#define MPI_PART(call) (call)
+
+#else /* a build without MPI: every job is one rank, so the MPI halves are never reached */
 
 tt_status tt_node_init(int *argc, char ***argv, tt_error *err)
 {
@@ -365,93 +329,89 @@ tt_status tt_node_init(int *argc, char ***argv, tt_error *err)
 
 int tt_node_finish(int rc) { return rc; }
 
+static tt_status no_mpi(tt_error *err) { return tt_fail(err, TT_ERR_DEVICE, "this towertrain was built without MPI"); }
+#define MPI_PART(call) no_mpi(err)
+#define mpi_comm_free(sub) ((void)(sub))
+
+#endif
+
+/* ---- the collectives: one rank is a copy (or nothing), more go through MPI ------------------------------------- */
+
 tt_status tt_node_agree(tt_node *nd, tt_status s, tt_error *err)
 {
-    (void)nd;
-    (void)err;
-    return s;
+    if (nd->size <= 1 || !nd->mpi) return s;
+    return MPI_PART(mpi_agree(nd, s, err));
 }
 
 tt_status tt_node_reduce_scatter(tt_node *nd, const float *sum, float *recv, float *out, size_t P, tt_error *err)
 {
-    (void)nd;
-    (void)err;
-    (void)recv;
-    sum_rank_order(out, sum, P, 1, P);
-    return TT_OK;
+    if (nd->size <= 1) {
+        memcpy(out, sum, P * sizeof(float));
+        return TT_OK;
+    }
+    return MPI_PART(mpi_reduce_scatter(nd, sum, recv, out, P, err));
 }
 
 tt_status tt_node_allgather_slices(tt_node *nd, float *buf, size_t P, tt_error *err)
 {
-    (void)nd;
-    (void)buf;
-    (void)P;
-    (void)err;
-    return TT_OK;
+    return nd->size <= 1 ? TT_OK : MPI_PART(mpi_allgather_slices(nd, buf, P, err));
 }
 
-tt_status tt_node_gather_slices(tt_node *nd, const float *mine, size_t mine_lo, float *full, size_t P, tt_error *err)
+tt_status tt_node_gather_slices(tt_node *nd, const float *mine, float *full, size_t P, tt_error *err)
 {
-    (void)nd;
-    (void)mine_lo;
-    (void)err;
-    memcpy(full, mine, P * sizeof(float));
-    return TT_OK;
+    if (nd->size <= 1) {
+        memcpy(full, mine, P * sizeof(float));
+        return TT_OK;
+    }
+    return MPI_PART(mpi_gather_slices(nd, mine, full, P, err));
 }
 
 tt_status tt_node_allgather(tt_node *nd, const void *mine, void *all, size_t bytes, tt_error *err)
 {
-    (void)nd;
-    (void)err;
-    memcpy(all, mine, bytes);
-    return TT_OK;
+    if (nd->size <= 1) {
+        memcpy(all, mine, bytes);
+        return TT_OK;
+    }
+    return MPI_PART(mpi_allgather(nd, mine, all, bytes, err));
 }
 
 tt_status tt_node_bcast(tt_node *nd, void *buf, size_t bytes, tt_error *err)
 {
-    (void)nd;
-    (void)buf;
-    (void)bytes;
-    (void)err;
-    return TT_OK;
+    return nd->size <= 1 ? TT_OK : MPI_PART(mpi_bcast(nd, buf, bytes, err));
 }
 
 tt_status tt_node_or(tt_node *nd, uint32_t *v, int n, tt_error *err)
 {
-    (void)nd;
-    (void)v;
-    (void)n;
-    (void)err;
-    return TT_OK;
+    return nd->size <= 1 ? TT_OK : MPI_PART(mpi_or(nd, v, n, err));
 }
 
 tt_status tt_node_idle_barrier(tt_node *nd, tt_error *err)
 {
-    (void)nd;
-    (void)err;
-    return TT_OK;
+    return nd->size <= 1 ? TT_OK : MPI_PART(mpi_idle_barrier(nd, err));
 }
 
 tt_status tt_node_split(tt_node *nd, int k, tt_node *sub, tt_error *err)
 {
-    (void)k;
-    (void)err;
-    *sub = *nd;
-    sub->comm = NULL;
-    return TT_OK;
+    memset(sub, 0, sizeof *sub);
+    if (k < 1 || k > (nd->size > 1 ? nd->size : 1))
+        return tt_fail(err, TT_ERR_ARG, "%d ranks of a job of %d", k, nd->size);
+    if (nd->size <= 1 || !nd->mpi) {
+        *sub = *nd;
+        sub->comm = NULL;
+        return TT_OK;
+    }
+    return MPI_PART(mpi_split(nd, k, sub, err));
 }
 
-void tt_node_free(tt_node *sub) { memset(sub, 0, sizeof *sub); }
+void tt_node_free(tt_node *sub)
+{
+    if (sub->comm && sub->comm != g_world.comm) mpi_comm_free(sub);
+    memset(sub, 0, sizeof *sub);
+}
 
 tt_status tt_node_pingpong(tt_node *nd, int peer, size_t bytes, int reps, double *one_way, tt_error *err)
 {
-    (void)nd;
-    (void)peer;
-    (void)bytes;
-    (void)reps;
-    (void)err;
     *one_way = 0;
-    return TT_OK;
+    if (nd->size <= 1 || peer <= 0 || peer >= nd->size || (nd->rank != 0 && nd->rank != peer)) return TT_OK;
+    return MPI_PART(mpi_pingpong(nd, peer, bytes, reps, one_way, err));
 }
-
-#endif

@@ -99,6 +99,7 @@ typedef struct run_state {
     uint32_t data_crc;        /* checkpoints: CRC-32 of the training set's samples and labels (which data it was) */
     char *ckpt_options;       /* --checkpoint-dir: the checkpoints' options (JSON text, the same for the whole run) */
     char ckpt_desc[300];      /* and their model description */
+    char *model_text;         /* a model file's text, read once (checkpoints, the ranks' fingerprint); NULL: built in */
     tt_checkpoint resume_ck;  /* --resume: the checkpoint, until its state is in the trainer */
     tt_status console_status; /* a failed console write noticed while the crew ran */
     tt_error console_err;
@@ -273,6 +274,10 @@ static tt_status run_open_local(run_state *rs, tt_error *err)
         uint32_t crc = tt_crc32(0, rs->train->x, rs->train->n * tt_dataset_sample_bytes(rs->train));
         rs->data_crc = tt_crc32(crc, rs->train->y, rs->train->n * sizeof(int32_t));
     }
+    size_t text_len;
+    if (tt_model_file(rs->model) && (c->checkpoint_dir || rs->K > 1) &&
+        (s = tt_input_read_text(c->model, "model file", (size_t)1 << 20, &rs->model_text, &text_len, err)))
+        return s;
     if (c->checkpoint_dir && (s = run_ckpt_options(rs, err))) return s;
     if (c->log_json && rs->rank0) {
         char what[200];
@@ -311,15 +316,8 @@ static void run_fingerprint_of(const run_state *rs, fingerprint *f)
         }
     }
     /* the model's description too: a model file's text (dropout rates, activations, strides are not in the layout) */
-    const char *file = tt_model_file(m);
-    char *text = NULL;
-    size_t text_len = 0;
-    tt_error e;
-    if (file && tt_input_read_text(c->model, "model file", (size_t)1 << 20, &text, &text_len, &e) == TT_OK)
-        layout = tt_crc32(layout, text, text_len);
-    else
-        layout = tt_crc32(layout, c->model, strlen(c->model));
-    tt_free(text);
+    const char *desc = rs->model_text ? rs->model_text : c->model;
+    layout = tt_crc32(layout, desc, strlen(desc));
     char hyper[160];
     tt_optim_describe(&rs->tc.optim, hyper, sizeof hyper);
     uint32_t lr;
@@ -504,10 +502,7 @@ static tt_status run_ckpt_options(run_state *rs, tt_error *err)
     const tt_run_config *c = rs->c;
     const char *file = tt_model_file(rs->model);
     snprintf(rs->ckpt_desc, sizeof rs->ckpt_desc, "%s:%s", file ? "file" : "builtin", file ? file : c->model);
-    char *text = NULL;
-    size_t len;
-    tt_status s = file ? tt_input_read_text(c->model, "model file", (size_t)1 << 20, &text, &len, err) : TT_OK;
-    if (s) return s;
+    const char *text = rs->model_text;
     const tt_shape *in = &rs->model->input_shape;
     json_object *opt = json_object_new_object(), *shape = json_object_new_array();
     char crc[16];
@@ -533,7 +528,6 @@ static tt_status run_ckpt_options(run_state *rs, tt_error *err)
     }
     json_object_put(opt);
     json_object_put(shape);
-    tt_free(text);
     return rs->ckpt_options ? TT_OK : tt_fail(err, TT_ERR_NOMEM, "out of memory for the checkpoints' options");
 }
 
@@ -552,8 +546,7 @@ static tt_status run_save(run_state *rs, size_t epoch, size_t step, const char *
         tt_optim_slot sl[TT_CKPT_MAX_SLOTS];
         const int n = tt_optim_slots(o, sl);
         for (int k = 0; !s && k < n; k++)
-            s = tt_node_gather_slices(rs->nd, sl[k].data, tt_trainer_optim_offset(&rs->tr), rs->ck_full[k],
-                                      rs->model->n_params, err);
+            s = tt_node_gather_slices(rs->nd, sl[k].data, rs->ck_full[k], rs->model->n_params, err);
     }
     if (!s && rs->rank0) s = run_save_here(rs, epoch, step, path, err);
     if (!path && !s) rs->saved_step = tt_trainer_optim(&rs->tr)->t; /* every rank: the end-of-training decision */
@@ -839,10 +832,8 @@ static tt_status run_nonfinite(run_state *rs, size_t epoch, size_t step, tt_erro
     if (bad && fields) {
         list += sprintf(fields, "\"kind\":\"nonfinite\",\"epoch\":%zu,\"step\":%zu,\"towers\":[", epoch, step);
         tt_trainer_nonfinite_towers(&rs->tr, bad, bad + N);
-        for (size_t t = 0; t < N; t++)
-            if (rs->K == 1 && (bad[t] || bad[N + t])) len += (size_t)sprintf(list + len, "%s%zu", len ? "," : "", t);
     }
-    if (bad && fields && rs->K > 1) { /* every rank's towers, named as the job's towers rank * N + t */
+    if (bad && fields) { /* every rank's towers, named as the job's towers rank * N + t (one rank: its own) */
         int *all = (int *)tt_calloc(2 * N * (size_t)rs->K, sizeof(int));
         tt_error e;
         if (all && !tt_node_allgather(rs->nd, bad, all, 2 * N * sizeof(int), &e))
@@ -1053,6 +1044,7 @@ static tt_status run_close(run_state *rs, tt_status s, tt_error *err)
     tt_free(rs->ledger);
     tt_free(rs->h_init);
     tt_free(rs->ckpt_options);
+    tt_free(rs->model_text);
     tt_checkpoint_free(&rs->resume_ck);
     for (int k = 0; k < TT_CKPT_MAX_SLOTS; k++) tt_free(rs->ck_full[k]);
     tt_free(rs->clock_offsets);

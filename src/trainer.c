@@ -93,15 +93,23 @@ static void shard_of(size_t n, size_t N, size_t t, size_t *lo, size_t *rows)
     *lo = t * base + (t < extra ? t : extra);
 }
 
+/* More than one rank: the step ends with the cross-node combine (tt_node.h). */
+static int multi_node(const tt_trainer_config *cfg) { return cfg->node && cfg->node->size > 1; }
+
 /* Rows a tower must hold: the largest shard of a batch over every tower of the job. */
 static size_t shard_rows(const tt_trainer_config *cfg)
 {
-    const size_t G = cfg->n_towers * (cfg->node && cfg->node->size > 1 ? (size_t)cfg->node->size : 1);
+    const size_t G = cfg->n_towers * (multi_node(cfg) ? (size_t)cfg->node->size : 1);
     return (cfg->batch + G - 1) / G;
 }
 
-/* More than one rank: the step ends with the cross-node combine (tt_node.h). */
-static int multi_node(const tt_trainer_config *cfg) { return cfg->node && cfg->node->size > 1; }
+/* The part of the buffer this rank updates and keeps the optimizer's state of: its slice under ps, else all. */
+static void owned_slice(const tt_trainer_config *cfg, size_t P, size_t *lo, size_t *n)
+{
+    *lo = 0;
+    *n = P;
+    if (multi_node(cfg) && cfg->node_reduce == TT_NODE_PS) tt_node_slice(P, cfg->node->size, cfg->node->rank, lo, n);
+}
 
 /* Tower t's shard of a step (or an evaluation) of n samples: with K ranks, global tower rank*N + t of K*N, so K
  * ranks of N towers take exactly the shards one process of K*N towers would. */
@@ -783,7 +791,6 @@ static void after_update(void *arg)
         res->t.combine = tr->t_combine1 - tr->t_combine0 + (now - g0);
         res->t.combine0 = tr->t_combine0;
         res->t.combine1 = tr->t_combine1;
-        tr->t_gather = now - g0;
     }
     res->t.update0 = tr->t_update0;
     res->t.update1 = tr->t_update1;
@@ -822,9 +829,9 @@ static void host_node_step(tt_trainer *tr, int i, int T)
         host_slice(tr, &sum, i, T, NULL, NULL);
     }
     tt_barrier_wait(&tr->bar_reduce, after_node_sum, tr);
-    const int ps = tr->cfg.node_reduce == TT_NODE_PS;
-    const host_pass upd = {ps ? tr->node_lo : 0, ps ? tr->node_lo + tr->node_n : P, 0, NULL,
-                           ps ? tr->h_slice : tr->h_grad, 1, ps ? tr->node_lo : 0};
+    size_t lo, n; /* ps: this rank's slice, from its slice of the sum; allreduce: everything, from the whole sum */
+    owned_slice(&tr->cfg, P, &lo, &n);
+    const host_pass upd = {lo, lo + n, 0, NULL, tr->cfg.node_reduce == TT_NODE_PS ? tr->h_slice : tr->h_grad, 1, lo};
     host_slice(tr, &upd, i, T, NULL, NULL);
 }
 
@@ -1002,8 +1009,6 @@ tt_status tt_trainer_init(tt_trainer *tr, const tt_model *m, const tt_trainer_co
                            "--batch %zu is less than %d ranks x %zu towers: every tower needs at least one sample",
                            cfg->batch, cfg->node->size, N);
         tt_node_slice(P, cfg->node->size, cfg->node->rank, &tr->node_lo, &tr->node_n);
-    } else {
-        tr->node_n = P;
     }
     tr->shard_max = shard_rows(cfg);
     tr->h_slots = (float **)tt_calloc(N, sizeof(float *));
@@ -1015,8 +1020,9 @@ tt_status tt_trainer_init(tt_trainer *tr, const tt_model *m, const tt_trainer_co
     s = tt_backend_links(cfg->ops, tr->link_devs, tr->n_links, tr->links, err);
     if (s) return s;
     /* ps: this rank is the parameter server of its slice, and holds the optimizer's state of that slice only */
-    const int ps = multi_node(cfg) && cfg->node_reduce == TT_NODE_PS;
-    s = tt_optim_init(&tr->opt, &cfg->optim, ps ? tr->node_n : P, err);
+    size_t own_lo, own_n;
+    owned_slice(cfg, P, &own_lo, &own_n);
+    s = tt_optim_init(&tr->opt, &cfg->optim, own_n, err);
     if (s) return s;
     for (size_t t = 0; t < N; t++) {
         tr->towers[t].id = (int)t;
@@ -1128,7 +1134,9 @@ tt_status tt_trainer_node_error(const tt_trainer *tr, tt_error *err)
 
 size_t tt_trainer_optim_offset(const tt_trainer *tr)
 {
-    return multi_node(&tr->cfg) && tr->cfg.node_reduce == TT_NODE_PS ? tr->node_lo : 0;
+    size_t lo, n;
+    owned_slice(&tr->cfg, tr->model->n_params, &lo, &n);
+    return lo;
 }
 
 void tt_trainer_set_epoch(tt_trainer *tr, uint64_t epoch) { tr->epoch = epoch; }
@@ -1168,9 +1176,8 @@ tt_status tt_trainer_plan(const tt_model *m, const tt_trainer_config *cfg, tt_me
             tt_mem_add(plan, l.b[i].part, l.b[i].on_host ? TT_MEM_HOST : ord, (double)l.b[i].bytes, l.b[i].driver);
     }
     tt_free(tr.h_slots);
-    size_t lo, owned = m->n_params; /* ps: the optimizer's state of this rank's slice only */
-    if (multi_node(cfg) && cfg->node_reduce == TT_NODE_PS)
-        tt_node_slice(m->n_params, cfg->node->size, cfg->node->rank, &lo, &owned);
+    size_t lo, owned; /* ps: the optimizer's state of this rank's slice only */
+    owned_slice(cfg, m->n_params, &lo, &owned);
     tt_mem_add(plan, "optimizer state", TT_MEM_HOST,
                (double)tt_optim_state_floats(&cfg->optim) * (double)owned * sizeof(float), TT_MEM_BY_PARAMS);
     plan->model = tt_model_file(m);
