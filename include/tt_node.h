@@ -64,6 +64,10 @@ int tt_node_agreed(void);
 /* 1 if the calling rank speaks for the job: rank 0 prints, logs, traces and checkpoints. */
 int tt_node_speaks(void);
 
+/* Host threads of a rank: `given` (--host-threads) if > 0; else, with several ranks on this machine, its share of
+ * the cores (at least 1); else 0 (the trainer's default: every CPU). */
+int tt_node_host_threads(const tt_node *nd, int given);
+
 /* Rank r's slice of a P-float buffer over K ranks: [*lo, *lo + *n), 16-float aligned starts, the last may be short
  * (or empty). */
 void tt_node_slice(size_t P, int K, int r, size_t *lo, size_t *n);
@@ -86,6 +90,9 @@ tt_status tt_node_gather_slices(tt_node *nd, const float *mine, float *full, siz
 tt_status tt_node_allgather(tt_node *nd, const void *mine, void *all, size_t bytes, tt_error *err);
 /* Rank 0's buf to every rank (any size). */
 tt_status tt_node_bcast(tt_node *nd, void *buf, size_t bytes, tt_error *err);
+/* v[0..n) (n <= 4) = the sum over ranks of every rank's v, added in rank order: the job's statistics, the same
+ * numbers on every rank. */
+tt_status tt_node_sum(tt_node *nd, double *v, int n, tt_error *err);
 /* v[0..n) = the bitwise OR over ranks: flags every rank must agree on (a halt). */
 tt_status tt_node_or(tt_node *nd, uint32_t *v, int n, tt_error *err);
 /* A barrier that sleeps while it waits (ranks that sit out a bench sweep must not spin on the cores). */

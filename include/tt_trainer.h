@@ -158,9 +158,9 @@ typedef struct tt_trainer {
     atomic_int stop_request; /* tt_trainer_request_stop */
     float *h_grad;           /* device / allreduce / nccl: the reduced gradient pushed by the towers (P) */
     float *h_logits;         /* tt_trainer_predict: where the evaluation copies every sample's logits */
-    /* K ranks: the node sum is reduce-scattered into h_slice (this rank's slice [node_lo, node_lo + node_n) of the
-     * global sum, through h_recv: K slices); allreduce gathers the global sum into h_grad, ps updates the slice and
-     * gathers the weights. ps: the optimizer's state covers the slice only. */
+    /* K ranks: the node sum is reduce-scattered (through h_recv: K slices) into this rank's slice [node_lo, node_lo +
+     * node_n) of the global sum — allreduce: in place in h_grad, then the gather fills in the rest; ps: into h_slice,
+     * the slice it updates (its optimizer's state covers that slice only), then the weights are gathered. */
     float *h_recv, *h_slice;
     size_t node_lo, node_n;
     double t_combine0, t_combine1;

@@ -343,9 +343,7 @@ int tt_cmd_bench(int argc, char **argv)
                 br->pc.towers = N;
                 br->pc.batch = (B + (size_t)K - 1) / (size_t)K; /* this rank's share */
                 br->pc.optim = c.optim;
-                br->pc.host_threads = c.host_threads;
-                if (!c.host_threads && sub.local_size > 1) /* as tt_run gives each rank on one machine */
-                    br->pc.host_threads = tt_cpu_count() / sub.local_size > 1 ? tt_cpu_count() / sub.local_size : 1;
+                br->pc.host_threads = tt_node_host_threads(&sub, c.host_threads); /* as tt_run gives each rank */
                 br->pc.reps = b.reps;
                 /* the prediction is the median of probes before, during and after the row's training */
                 br->epochs = c.epochs;
@@ -412,6 +410,8 @@ int tt_cmd_bench(int argc, char **argv)
                             1e3 * pred.push, 1e3 * pred.wait, 1e3 * pred.reduce, 1e3 * pred.update, early, late,
                             verdict, K, tt_node_reduce_name(c.node_reduce), k * split.combine, 1e3 * pred.combine);
                 if (!s && b.csv) s = tt_out_commit(&csv, &err);
+                /* rank 0's stdout or CSV may have failed: the row's ranks leave the sweep together */
+                s = tt_node_agree(&sub, s, &err);
                 if (!s && tt_signal_caught())
                     s = tt_fail(&err, TT_ERR_STOPPED, "bench: stopped by %s after the row of %zu towers, batch %zu",
                                 tt_signal_name(tt_signal_caught()), N, B);
@@ -595,8 +595,7 @@ int tt_cmd_probe(int argc, char **argv)
     }
     tt_node *nd = tt_node_world();
     const int K = nd->size > 1 ? nd->size : 1;
-    int host = c.host_threads;
-    if (!host && nd->local_size > 1) host = tt_cpu_count() / nd->local_size > 1 ? tt_cpu_count() / nd->local_size : 1;
+    const int host = tt_node_host_threads(nd, c.host_threads);
     /* one rank's share of the batch: the shards of B over K x N towers */
     tt_probe_config pc = {model, be.ops, be.n_devices, be.devices, c.towers, (c.batch + (size_t)K - 1) / (size_t)K,
                           c.optim, host, reps};

@@ -58,9 +58,9 @@ static int dispatch(int argc, char **argv)
         tt_status s = tt_fail(&err, TT_ERR_ARG,
                               "towertrain %.40s runs in one process: only train, bench and probe run as a job of "
                               "%d ranks (start it without mpirun)", cmd, nd->size);
-        tt_node_agree(tt_node_world(), s, &err);
+        s = tt_node_agree(nd, s, &err);
         tt_report_error(err.msg);
-        return 2;
+        return tt_status_exit_code(s);
     }
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
         usage(stdout);

@@ -13,6 +13,7 @@
 
 #include "tt_math.h"
 #include "tt_node.h"
+#include "tt_pool.h"
 
 #ifdef TT_WITH_MPI
 #include <mpi.h>
@@ -43,6 +44,13 @@ tt_node *tt_node_world(void) { return &g_world; }
 int tt_node_speaks(void) { return g_world.rank == 0; }
 
 int tt_node_agreed(void) { return g_agreed; }
+
+int tt_node_host_threads(const tt_node *nd, int given)
+{
+    if (given > 0 || nd->local_size <= 1) return given;
+    const int share = tt_cpu_count() / nd->local_size;
+    return share > 1 ? share : 1;
+}
 
 int tt_node_launched(void)
 {
@@ -103,6 +111,8 @@ tt_status tt_node_init(int *argc, char ***argv, tt_error *err)
     g_world.comm = &g_comm_world;
     MPI_Comm_rank(g_comm_world, &g_world.rank);
     MPI_Comm_size(g_comm_world, &g_world.size);
+    if (g_world.size > TT_MAX_RANKS)
+        return tt_fail(err, TT_ERR_ARG, "mpirun started %d ranks; a job has at most %d", g_world.size, TT_MAX_RANKS);
     MPI_Comm local;
     if (MPI_Comm_split_type(g_comm_world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local) == MPI_SUCCESS) {
         MPI_Comm_size(local, &g_world.local_size);
@@ -146,7 +156,10 @@ static tt_status mpi_agree(tt_node *nd, tt_status s, tt_error *err)
     memset(&mine, 0, sizeof mine);
     mine.status = (int32_t)s;
     if (s) snprintf(mine.msg, sizeof mine.msg, "%.599s", err->msg);
-    if (!all) return tt_fail(err, TT_ERR_NOMEM, "out of memory for %d ranks' statuses", nd->size);
+    if (!all) { /* this rank cannot take part: leaving the others in the collective would hang the job */
+        tt_report_error("out of memory for the ranks' statuses: aborting the job");
+        MPI_Abort(comm_of(nd), 1);
+    }
     int rc = MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, comm_of(nd));
     tt_status out = TT_OK;
     if (rc != MPI_SUCCESS) {
@@ -373,6 +386,21 @@ tt_status tt_node_allgather(tt_node *nd, const void *mine, void *all, size_t byt
         return TT_OK;
     }
     return MPI_PART(mpi_allgather(nd, mine, all, bytes, err));
+}
+
+tt_status tt_node_sum(tt_node *nd, double *v, int n, tt_error *err)
+{
+    TT_ASSERT(n >= 1 && n <= 4);
+    if (nd->size <= 1) return TT_OK;
+    double mine[4], all[4 * TT_MAX_RANKS];
+    memcpy(mine, v, (size_t)n * sizeof(double));
+    tt_status s = tt_node_allgather(nd, mine, all, (size_t)n * sizeof(double), err);
+    if (s) return s;
+    for (int i = 0; i < n; i++) {
+        v[i] = 0;
+        for (int r = 0; r < nd->size; r++) v[i] += all[r * n + i]; /* rank order */
+    }
+    return TT_OK;
 }
 
 tt_status tt_node_bcast(tt_node *nd, void *buf, size_t bytes, tt_error *err)

@@ -127,15 +127,13 @@ static tt_status run_check_memory(run_state *rs, tt_error *err)
     tt_mem_add(&plan, "initial and final weights", TT_MEM_HOST, 2 * P * sizeof(float), TT_MEM_BY_PARAMS);
     tt_mem_add(&plan, "shuffle index", TT_MEM_HOST, (double)rs->train->n * sizeof(uint32_t), TT_MEM_BY_RUN);
     const double slots = (double)tt_optim_state_floats(&rs->tc.optim);
-    if (c->resume)
-        tt_mem_add(&plan, "--resume checkpoint", TT_MEM_HOST, (1 + slots) * P * sizeof(float), TT_MEM_BY_PARAMS);
+    if (c->resume) /* the file's bytes (broadcast by rank 0 to a job's ranks), and its tensors parsed from them */
+        tt_mem_add(&plan, "--resume checkpoint", TT_MEM_HOST, 2 * (1 + slots) * P * sizeof(float), TT_MEM_BY_PARAMS);
     tt_mem_add(&plan, "step records", TT_MEM_HOST,
                steps * (sizeof(tt_step_result) + sizeof(double) + N * sizeof(tt_tower_ledger)), TT_MEM_BY_RUN);
     if (rs->K > 1 && rs->rank0 && c->checkpoint_dir && c->node_reduce == TT_NODE_PS)
         tt_mem_add(&plan, "optimizer state gathered for checkpoints (ps)", TT_MEM_HOST, slots * P * sizeof(float),
                    TT_MEM_BY_PARAMS);
-    if (rs->K > 1 && c->resume) /* the checkpoint's bytes, broadcast by rank 0 */
-        tt_mem_add(&plan, "--resume checkpoint", TT_MEM_HOST, (1 + slots) * P * sizeof(float), TT_MEM_BY_PARAMS);
     if (rs->nd->local_size > 1) { /* ranks on one machine share its memory: each plans for all of them */
         const double mine = tt_mem_total(&plan, TT_MEM_HOST) + (rs->ops->mem_info ? 0 : tt_mem_total(&plan, 0));
         tt_mem_add(&plan, "the other ranks on this machine", TT_MEM_HOST, (rs->nd->local_size - 1) * mine,
@@ -239,11 +237,7 @@ static tt_status run_open_local(run_state *rs, tt_error *err)
     tc->batch = c->batch < rs->train->n ? c->batch : rs->train->n;
     if (tc->batch < c->towers) tc->batch = c->towers;
     tc->optim = c->optim;
-    tc->host_threads = c->host_threads;
-    if (!tc->host_threads && rs->nd->local_size > 1) { /* ranks on one machine share its cores */
-        const int share = tt_cpu_count() / rs->nd->local_size;
-        tc->host_threads = share > 1 ? share : 1;
-    }
+    tc->host_threads = tt_node_host_threads(rs->nd, c->host_threads); /* ranks on one machine share its cores */
     tc->reduce = c->reduce;
     tc->seed = c->seed;
     tc->stop = tt_signal_flag();
@@ -674,8 +668,8 @@ static tt_status resume_same_data(const run_state *rs, const tt_checkpoint *ck, 
     return s;
 }
 
-/* --resume in a job of K ranks: rank 0 finds the checkpoint (a directory's newest valid one) and reads it, every rank
- * gets its bytes (the other nodes need not see rank 0's disk) and parses them. */
+/* --resume: rank 0 (or the one process) finds the checkpoint (a directory's newest valid one) and reads it; every rank
+ * of a job gets its bytes (the other nodes need not see rank 0's disk) and parses them into rs->resume_ck. */
 static tt_status run_resume_bytes(run_state *rs, char *path, size_t len, tt_error *err)
 {
     const tt_run_config *c = rs->c;
@@ -717,20 +711,7 @@ static tt_status run_resume_load(run_state *rs, tt_error *err)
     const tt_run_config *c = rs->c;
     tt_checkpoint *ck = &rs->resume_ck;
     char path[4096];
-    struct stat st;
-    tt_status s;
-    if (rs->K > 1) {
-        s = run_resume_bytes(rs, path, sizeof path, err);
-    } else if (stat(c->resume, &st) == 0 && S_ISDIR(st.st_mode)) {
-        size_t skipped = 0;
-        s = tt_ckpt_newest(c->resume, rs->model, ck, path, sizeof path, &skipped, err);
-        if (!s && skipped && rs->out)
-            fprintf(rs->out, "resume: %zu newer checkpoint%s in %s did not read as valid; skipped\n", skipped,
-                    skipped == 1 ? "" : "s", c->resume);
-    } else {
-        snprintf(path, sizeof path, "%s", c->resume);
-        s = tt_checkpoint_read(c->resume, rs->model, ck, err);
-    }
+    tt_status s = run_resume_bytes(rs, path, sizeof path, err);
     if (s) return s;
     char have[160], want[160];
     tt_optim_describe(&ck->optim, have, sizeof have);
@@ -974,14 +955,15 @@ static tt_status run_epoch(run_state *rs, size_t epoch, size_t first, tt_run_res
             tt_trace_span(&rs->trace, name, e0, e0 + es.seconds);
             tt_trace_span(&rs->trace, "validation", v0, tt_now());
         }
-        if ((s = run_trace_steps(rs, first, rs->steps, err))) return s;
+        s = run_trace_steps(rs, first, rs->steps, err); /* every rank gathers; rank 0 writes */
     }
-    if (rs->out) {
+    if (!s && rs->out) {
         print_epoch(rs, &es);
         s = tt_flush_stdout(rs->out, err);
     }
     if (!s && rs->log.buf) s = log_epoch(rs, &es, err);
-    /* K ranks: rank 0's console or log may have failed; every rank learns it before the checkpoint's collectives */
+    /* K ranks: rank 0's trace, console or log may have failed (no early return above: every rank must get here);
+     * every rank learns it before the checkpoint's collectives */
     if ((s = tt_node_agree(rs->nd, s, err))) return s;
     if (epoch <= sizeof res->epochs / sizeof res->epochs[0]) res->epochs[epoch - 1] = es;
     res->n_epochs = epoch;

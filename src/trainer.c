@@ -255,7 +255,7 @@ static void tower_buffers(tt_trainer *tr, tt_tower *tw, buf_list *l)
             size_t lo0, S;
             tt_node_slice(P, tr->cfg.node->size, 0, &lo0, &S);
             add_buf(l, &tr->h_recv, (size_t)tr->cfg.node->size * S * F, 1, "cross-node buffers", TT_MEM_BY_PARAMS);
-            add_buf(l, &tr->h_slice, S * F, 1, "cross-node buffers", TT_MEM_BY_PARAMS);
+            if (tr->cfg.node_reduce == TT_NODE_PS) add_buf(l, &tr->h_slice, S * F, 1, "cross-node buffers", TT_MEM_BY_PARAMS);
         }
     }
 }
@@ -725,29 +725,22 @@ static void after_node_sum(void *arg)
     tt_node *nd = tr->cfg.node;
     tt_step_result *res = &tr->results[tr->cur_step];
     const size_t P = tr->model->n_params;
-    const int K = nd->size;
     tr->t_combine0 = tt_now();
-    double mine[4] = {(double)res->n, res->loss_sum, (double)res->top1, (double)res->top5}, all[4 * TT_MAX_RANKS];
-    tt_status s = tt_node_allgather(nd, mine, all, sizeof mine, &tr->node_err);
+    double job[4] = {(double)res->n, res->loss_sum, (double)res->top1, (double)res->top5};
+    tt_status s = tt_node_sum(nd, job, 4, &tr->node_err); /* the job's statistics, in rank order */
+    const int ps = tr->cfg.node_reduce == TT_NODE_PS;
     if (!s) {
-        double n = 0, loss = 0, top1 = 0, top5 = 0;
-        for (int r = 0; r < K; r++) { /* rank order: every rank adds the same numbers the same way */
-            n += all[4 * r];
-            loss += all[4 * r + 1];
-            top1 += all[4 * r + 2];
-            top5 += all[4 * r + 3];
-        }
-        res->n = (size_t)n;
-        res->loss_sum = loss;
-        res->top1 = (size_t)top1;
-        res->top5 = (size_t)top5;
-        tr->loss_nonfinite = !isfinite(loss);
-        s = tt_node_reduce_scatter(nd, node_sum(tr), tr->h_recv, tr->h_slice, P, &tr->node_err);
+        res->n = (size_t)job[0];
+        res->loss_sum = job[1];
+        res->top1 = (size_t)job[2];
+        res->top5 = (size_t)job[3];
+        tr->loss_nonfinite = !isfinite(job[1]);
+        /* allreduce: this rank's slice of the global sum lands in place in h_grad (the node sum there has been sent
+         * by then), and the gather fills in the rest; ps: the slice is all this rank updates */
+        float *out = ps ? tr->h_slice : tr->h_grad + tr->node_lo;
+        s = tt_node_reduce_scatter(nd, node_sum(tr), tr->h_recv, out, P, &tr->node_err);
     }
-    if (!s && tr->cfg.node_reduce == TT_NODE_ALLREDUCE) {
-        memcpy(tr->h_grad + tr->node_lo, tr->h_slice, tr->node_n * sizeof(float));
-        s = tt_node_allgather_slices(nd, tr->h_grad, P, &tr->node_err);
-    }
+    if (!s && !ps) s = tt_node_allgather_slices(nd, tr->h_grad, P, &tr->node_err);
     if (s) {
         tr->node_status = s;
         tr->loss_nonfinite = 1; /* nothing is applied: the update pass only reads */
@@ -1209,22 +1202,12 @@ tt_status tt_trainer_evaluate(tt_trainer *tr, const tt_dataset *ds, tt_eval_resu
         top5 += tr->towers[t].top5;
     }
     if (multi_node(&tr->cfg)) { /* every rank evaluated its part: the sums over all ranks, in rank order */
-        const int K = tr->cfg.node->size;
-        double mine[3] = {loss, (double)top1, (double)top5}, *all = (double *)tt_calloc(3 * (size_t)K, sizeof(double));
-        if (!all) return tt_fail(err, TT_ERR_NOMEM, "out of memory");
-        tt_status s = tt_node_allgather(tr->cfg.node, mine, all, sizeof mine, err);
-        if (s) {
-            tt_free(all);
-            return s;
-        }
-        loss = 0;
-        top1 = top5 = 0;
-        for (int r = 0; r < K; r++) {
-            loss += all[3 * r];
-            top1 += (size_t)all[3 * r + 1];
-            top5 += (size_t)all[3 * r + 2];
-        }
-        tt_free(all);
+        double job[3] = {loss, (double)top1, (double)top5};
+        tt_status s = tt_node_sum(tr->cfg.node, job, 3, err);
+        if (s) return s;
+        loss = job[0];
+        top1 = (size_t)job[1];
+        top5 = (size_t)job[2];
     }
     res->n = ds->n;
     res->loss = loss / (double)ds->n;
