@@ -64,10 +64,6 @@ int tt_node_agreed(void);
 /* 1 if the calling rank speaks for the job: rank 0 prints, logs, traces and checkpoints. */
 int tt_node_speaks(void);
 
-/* Host threads of a rank: `given` (--host-threads) if > 0; else, with several ranks on this machine, its share of
- * the cores (at least 1); else 0 (the trainer's default: every CPU). */
-int tt_node_host_threads(const tt_node *nd, int given);
-
 /* Rank r's slice of a P-float buffer over K ranks: [*lo, *lo + *n), 16-float aligned starts, the last may be short
  * (or empty). */
 void tt_node_slice(size_t P, int K, int r, size_t *lo, size_t *n);

@@ -56,6 +56,10 @@ typedef struct tt_run_config {
 
 void tt_run_config_defaults(tt_run_config *c);
 
+/* Host threads of a rank: `given` (--host-threads) if > 0; else, with several ranks on this machine, its share of
+ * the cores (at least 1); else 0 (the trainer's default: every CPU). */
+int tt_run_host_threads(const tt_node *nd, int given);
+
 /* The training set's sample order in an epoch: a permutation of 0..n-1 that depends on (seed, epoch) alone — not on
  * the epochs before it — so a run resumed at any epoch takes the same order without replaying the shuffles. */
 void tt_epoch_order(uint32_t *idx, size_t n, uint64_t seed, uint64_t epoch);

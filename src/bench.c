@@ -343,7 +343,7 @@ int tt_cmd_bench(int argc, char **argv)
                 br->pc.towers = N;
                 br->pc.batch = (B + (size_t)K - 1) / (size_t)K; /* this rank's share */
                 br->pc.optim = c.optim;
-                br->pc.host_threads = tt_node_host_threads(&sub, c.host_threads); /* as tt_run gives each rank */
+                br->pc.host_threads = tt_run_host_threads(&sub, c.host_threads); /* as tt_run gives each rank */
                 br->pc.reps = b.reps;
                 /* the prediction is the median of probes before, during and after the row's training */
                 br->epochs = c.epochs;
@@ -595,7 +595,7 @@ int tt_cmd_probe(int argc, char **argv)
     }
     tt_node *nd = tt_node_world();
     const int K = nd->size > 1 ? nd->size : 1;
-    const int host = tt_node_host_threads(nd, c.host_threads);
+    const int host = tt_run_host_threads(nd, c.host_threads);
     /* one rank's share of the batch: the shards of B over K x N towers */
     tt_probe_config pc = {model, be.ops, be.n_devices, be.devices, c.towers, (c.batch + (size_t)K - 1) / (size_t)K,
                           c.optim, host, reps};

@@ -13,7 +13,6 @@
 
 #include "tt_math.h"
 #include "tt_node.h"
-#include "tt_pool.h"
 
 #ifdef TT_WITH_MPI
 #include <mpi.h>
@@ -44,13 +43,6 @@ tt_node *tt_node_world(void) { return &g_world; }
 int tt_node_speaks(void) { return g_world.rank == 0; }
 
 int tt_node_agreed(void) { return g_agreed; }
-
-int tt_node_host_threads(const tt_node *nd, int given)
-{
-    if (given > 0 || nd->local_size <= 1) return given;
-    const int share = tt_cpu_count() / nd->local_size;
-    return share > 1 ? share : 1;
-}
 
 int tt_node_launched(void)
 {

@@ -16,6 +16,13 @@
 #include "tt_signal.h"
 #include "tt_train.h"
 
+int tt_run_host_threads(const tt_node *nd, int given)
+{
+    if (given > 0 || nd->local_size <= 1) return given;
+    const int share = tt_cpu_count() / nd->local_size;
+    return share > 1 ? share : 1;
+}
+
 void tt_run_config_defaults(tt_run_config *c)
 {
     memset(c, 0, sizeof *c);
@@ -237,7 +244,7 @@ static tt_status run_open_local(run_state *rs, tt_error *err)
     tc->batch = c->batch < rs->train->n ? c->batch : rs->train->n;
     if (tc->batch < c->towers) tc->batch = c->towers;
     tc->optim = c->optim;
-    tc->host_threads = tt_node_host_threads(rs->nd, c->host_threads); /* ranks on one machine share its cores */
+    tc->host_threads = tt_run_host_threads(rs->nd, c->host_threads); /* ranks on one machine share its cores */
     tc->reduce = c->reduce;
     tc->seed = c->seed;
     tc->stop = tt_signal_flag();
