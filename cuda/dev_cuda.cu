@@ -26,6 +26,16 @@
 #error "towertrain needs cuBLAS 12 or newer (cublasSgemm_64 for sizes beyond INT_MAX)"
 #endif
 
+/* Every kernel launch goes through TT_LAUNCH(kernel, grid, block, stream, args...): nvcc's own syntax here, and the
+ * CPU stand-in's queued call where its cuda_runtime.h defines the macro (cuda/sim/, cmake -DTT_CUDA_SIM=ON), so the
+ * stand-in compiles this very file. TT_CUDA_BACKEND_NAME is what the banner and --version call the backend. */
+#ifndef TT_LAUNCH
+#define TT_LAUNCH(kernel, grid, block, stream, ...) kernel<<<(grid), (block), 0, (stream)>>>(__VA_ARGS__)
+#endif
+#ifndef TT_CUDA_BACKEND_NAME
+#define TT_CUDA_BACKEND_NAME "cuda"
+#endif
+
 typedef struct cuda_ctx {
     int device;
     cudaStream_t stream;
@@ -342,7 +352,7 @@ static void *cu_alloc(void *ctx, size_t bytes)
     /* poison with NaN, like the CPU backend, so a missing zeroing shows */
     size_t n = bytes / sizeof(float);
     if (n) {
-        k_fill<<<blocks_for(n), kThreads, 0, c->stream>>>((float *)d, n, NAN);
+        TT_LAUNCH(k_fill, blocks_for(n), kThreads, c->stream, (float *)d, n, NAN);
         LAUNCH_CHECK(c);
     }
     return d;
@@ -414,7 +424,7 @@ static void cu_peer_copy(void *ctx, void *d_dst, void *src_ctx, const void *d_sr
 static void cu_add(void *ctx, float *y, const float *x, size_t n)
 {
     cuda_ctx *c = TOWER_CTX(ctx);
-    k_add<<<blocks_for(n), kThreads, 0, c->stream>>>(y, x, n);
+    TT_LAUNCH(k_add, blocks_for(n), kThreads, c->stream, y, x, n);
     LAUNCH_CHECK(c);
 }
 
@@ -441,49 +451,49 @@ static void cu_sgemm(void *ctx, int ta, int tb, size_t M, size_t N, size_t K, fl
 static void cu_fill(void *ctx, float *x, size_t n, float v)
 {
     cuda_ctx *c = TOWER_CTX(ctx);
-    k_fill<<<blocks_for(n), kThreads, 0, c->stream>>>(x, n, v);
+    TT_LAUNCH(k_fill, blocks_for(n), kThreads, c->stream, x, n, v);
     LAUNCH_CHECK(c);
 }
 
 static void cu_u8_to_f32(void *ctx, float *y, const uint8_t *x, size_t n, float scale)
 {
     cuda_ctx *c = TOWER_CTX(ctx);
-    k_u8_to_f32<<<blocks_for(n), kThreads, 0, c->stream>>>(y, x, n, scale);
+    TT_LAUNCH(k_u8_to_f32, blocks_for(n), kThreads, c->stream, y, x, n, scale);
     LAUNCH_CHECK(c);
 }
 
 static void cu_bias_add(void *ctx, float *y, const float *b, size_t rows, size_t cols)
 {
     cuda_ctx *c = TOWER_CTX(ctx);
-    k_bias_add<<<blocks_for(rows * cols), kThreads, 0, c->stream>>>(y, b, rows, cols);
+    TT_LAUNCH(k_bias_add, blocks_for(rows * cols), kThreads, c->stream, y, b, rows, cols);
     LAUNCH_CHECK(c);
 }
 
 static void cu_col_sum(void *ctx, float *out, const float *x, size_t rows, size_t cols)
 {
     cuda_ctx *c = TOWER_CTX(ctx);
-    k_col_sum<<<blocks_for(cols), kThreads, 0, c->stream>>>(out, x, rows, cols);
+    TT_LAUNCH(k_col_sum, blocks_for(cols), kThreads, c->stream, out, x, rows, cols);
     LAUNCH_CHECK(c);
 }
 
 static void cu_relu_fwd(void *ctx, float *y, const float *x, size_t n)
 {
     cuda_ctx *c = TOWER_CTX(ctx);
-    k_relu_fwd<<<blocks_for(n), kThreads, 0, c->stream>>>(y, x, n);
+    TT_LAUNCH(k_relu_fwd, blocks_for(n), kThreads, c->stream, y, x, n);
     LAUNCH_CHECK(c);
 }
 
 static void cu_relu_bwd(void *ctx, float *dx, const float *dy, const float *y, size_t n)
 {
     cuda_ctx *c = TOWER_CTX(ctx);
-    k_relu_bwd<<<blocks_for(n), kThreads, 0, c->stream>>>(dx, dy, y, n);
+    TT_LAUNCH(k_relu_bwd, blocks_for(n), kThreads, c->stream, dx, dy, y, n);
     LAUNCH_CHECK(c);
 }
 
 static void cu_transpose(void *ctx, float *y, const float *x, size_t rows, size_t cols)
 {
     cuda_ctx *c = TOWER_CTX(ctx);
-    k_transpose<<<blocks_for(rows * cols), kThreads, 0, c->stream>>>(y, x, rows, cols);
+    TT_LAUNCH(k_transpose, blocks_for(rows * cols), kThreads, c->stream, y, x, rows, cols);
     LAUNCH_CHECK(c);
 }
 
@@ -492,7 +502,7 @@ static void cu_softmax_xent(void *ctx, float *dlogits, float *stats, const float
 {
     cuda_ctx *c = TOWER_CTX(ctx);
     ARG_CHECK(c, classes <= (size_t)INT_MAX); /* tt_softmax_xent_row counts classes in int */
-    k_softmax_xent<<<blocks_for(rows), kThreads, 0, c->stream>>>(dlogits, stats, logits, labels, rows, (int)classes,
+    TT_LAUNCH(k_softmax_xent, blocks_for(rows), kThreads, c->stream, dlogits, stats, logits, labels, rows, (int)classes,
                                                                  scale);
     LAUNCH_CHECK(c);
 }
@@ -500,7 +510,7 @@ static void cu_softmax_xent(void *ctx, float *dlogits, float *stats, const float
 static void cu_im2col(void *ctx, float *cols, const float *x, size_t q0, size_t n, const tt_conv_geom *g)
 {
     cuda_ctx *c = TOWER_CTX(ctx);
-    k_im2col<<<blocks_for(n), kThreads, 0, c->stream>>>(cols, x, q0, n, *g);
+    TT_LAUNCH(k_im2col, blocks_for(n), kThreads, c->stream, cols, x, q0, n, *g);
     LAUNCH_CHECK(c);
 }
 
@@ -508,14 +518,14 @@ static void cu_col2im(void *ctx, float *dx, const float *dcols, size_t q0, size_
 {
     cuda_ctx *c = TOWER_CTX(ctx);
     const size_t P = g->OH * g->OW, samples = (q0 + n + P - 1) / P - q0 / P;
-    k_col2im<<<blocks_for(samples * g->H * g->W), kThreads, 0, c->stream>>>(dx, dcols, q0, n, *g);
+    TT_LAUNCH(k_col2im, blocks_for(samples * g->H * g->W), kThreads, c->stream, dx, dcols, q0, n, *g);
     LAUNCH_CHECK(c);
 }
 
 static void cu_maxpool_fwd(void *ctx, float *y, const float *x, size_t rows, const tt_conv_geom *g)
 {
     cuda_ctx *c = TOWER_CTX(ctx);
-    k_maxpool_fwd<<<blocks_for(rows * g->OH * g->OW), kThreads, 0, c->stream>>>(y, x, rows, *g);
+    TT_LAUNCH(k_maxpool_fwd, blocks_for(rows * g->OH * g->OW), kThreads, c->stream, y, x, rows, *g);
     LAUNCH_CHECK(c);
 }
 
@@ -523,7 +533,7 @@ static void cu_maxpool_bwd(void *ctx, float *dx, const float *dy, const float *x
                            const tt_conv_geom *g)
 {
     cuda_ctx *c = TOWER_CTX(ctx);
-    k_maxpool_bwd<<<blocks_for(rows * g->H * g->W * g->C), kThreads, 0, c->stream>>>(dx, dy, x, y, rows, *g);
+    TT_LAUNCH(k_maxpool_bwd, blocks_for(rows * g->H * g->W * g->C), kThreads, c->stream, dx, dy, x, y, rows, *g);
     LAUNCH_CHECK(c);
 }
 
@@ -531,7 +541,7 @@ static void cu_dropout(void *ctx, float *y, const float *x, size_t rows, size_t 
                        const uint32_t *ids)
 {
     cuda_ctx *c = TOWER_CTX(ctx);
-    k_dropout<<<blocks_for(rows * cols), kThreads, 0, c->stream>>>(y, x, rows, cols, rate, 1.0f / (1.0f - rate), key,
+    TT_LAUNCH(k_dropout, blocks_for(rows * cols), kThreads, c->stream, y, x, rows, cols, rate, 1.0f / (1.0f - rate), key,
                                                                    ids);
     LAUNCH_CHECK(c);
 }
@@ -539,7 +549,7 @@ static void cu_dropout(void *ctx, float *y, const float *x, size_t rows, size_t 
 static void cu_embed_fwd(void *ctx, float *y, const float *w, const float *t, size_t n, size_t V, size_t E)
 {
     cuda_ctx *c = TOWER_CTX(ctx);
-    k_embed_fwd<<<blocks_for(n), kThreads, 0, c->stream>>>(y, w, t, n, V, E);
+    TT_LAUNCH(k_embed_fwd, blocks_for(n), kThreads, c->stream, y, w, t, n, V, E);
     LAUNCH_CHECK(c);
 }
 
@@ -549,7 +559,7 @@ static void cu_embed_bwd(void *ctx, float *dw, const float *dy, const float *t, 
     cuda_ctx *c = TOWER_CTX(ctx);
     size_t per = (V * E + 4095) / 4096;
     per = per ? per : 1;
-    k_embed_bwd<<<blocks_for(((V + per - 1) / per) * E), kThreads, 0, c->stream>>>(dw, dy, t, n, V, E, per);
+    TT_LAUNCH(k_embed_bwd, blocks_for(((V + per - 1) / per) * E), kThreads, c->stream, dw, dy, t, n, V, E, per);
     LAUNCH_CHECK(c);
 }
 
@@ -784,7 +794,7 @@ int tt_cuda_device_count(tt_error *err)
 extern const tt_dev_ops tt_dev_cuda_ops;
 /* In tt_dev_ops member order (C++17 has no designated initializers). */
 const tt_dev_ops tt_dev_cuda_ops = {
-    "cuda",           /* name */
+    TT_CUDA_BACKEND_NAME, /* name */
     0,                /* chunk_mnk: no limit, one GEMM per shard */
     cu_init,          /* init */
     cu_destroy,       /* destroy */
