@@ -11,6 +11,7 @@
  * Not for: anything the CPU backend does not also do — tests/test_backend_ops.c compares the two op by op. */
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+#include <initializer_list>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -40,6 +41,10 @@ typedef struct cuda_ctx {
     int device;
     cudaStream_t stream;
     cublasHandle_t blas;
+    /* Device scratch of the kernels that need some (col_sum's partial sums, embed_bwd's sort keys): grown on demand
+     * by ctx_scratch, kept, freed by destroy. Outside the run's memory plan, like cuBLAS's own workspace. */
+    void *scratch;
+    size_t scratch_bytes;
 } cuda_ctx;
 
 static void cuda_abort(const char *what, const char *why, const char *func, const char *file, int line, int device)
@@ -92,6 +97,23 @@ static cuda_ctx *tower_ctx(void *ctx, const char *op, const char *file, int line
 #define TOWER_CTX(ctx) ((cuda_ctx *)(ctx))
 #endif
 
+/* At least `bytes` of device scratch for the op being issued on c's stream, valid until the next ctx_scratch call
+ * (every user issues its kernels on the same stream, so one op's kernels finish before the next op's read it).
+ * Grows on demand: the stream is synced first (its queued kernels may still read the old block), the old block
+ * freed, a new one allocated and kept — so it allocates only at the first step of a new largest shape. Outside the
+ * run's memory plan, like cuBLAS's own workspace; an allocation failure aborts, as any failure inside a step. */
+static void *ctx_scratch(cuda_ctx *c, size_t bytes)
+{
+    if (bytes <= c->scratch_bytes) return c->scratch;
+    CUDA_CHECK(c, cudaStreamSynchronize(c->stream));
+    if (c->scratch) CUDA_CHECK(c, cudaFree(c->scratch));
+    c->scratch = NULL;
+    c->scratch_bytes = 0;
+    CUDA_CHECK(c, cudaMalloc(&c->scratch, bytes));
+    c->scratch_bytes = bytes;
+    return c->scratch;
+}
+
 static const int kThreads = 256;
 
 /* Blocks for n items with kThreads threads each, at most 65535 * 16: every kernel below is a grid-stride loop, so a
@@ -102,10 +124,30 @@ static unsigned blocks_for(size_t n)
     return (unsigned)(b < 65535 * 16 ? (b ? b : 1) : 65535 * 16);
 }
 
+/* Whether a kernel may do its index math in uint32_t: every extent and element count it computes is below 2^31 (so
+ * GRID_STRIDE_I cannot wrap either). The launchers pass every product a kernel forms. */
+static bool fits32(std::initializer_list<size_t> extents)
+{
+    for (size_t v : extents)
+        if (v >= (size_t)1 << 31) return false;
+    return true;
+}
+
+/* A geometry's extents, and the products the convolution kernels form from them, all fit (see fits32). */
+static bool geom_fits32(const tt_conv_geom *g)
+{
+    return fits32({g->H, g->W, g->C, g->KH, g->KW, g->SH, g->SW, g->PT, g->PL, g->OH, g->OW, g->H * g->W * g->C,
+                   g->OH * g->OW * g->C, g->KH * g->KW * g->C});
+}
+
 /* ---- kernels: each calls the shared math of tt_math.h -------------------------------------------------------- */
 
 #define GRID_STRIDE(i, n)                                                                                            \
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
+/* The same in index type I: with I = uint32_t the launcher guarantees n < 2^31, and the grid's stride is below 2^28,
+ * so i never wraps. */
+#define GRID_STRIDE_I(I, i, n)                                                                                       \
+    for (I i = (I)(blockIdx.x * blockDim.x + threadIdx.x); i < (n); i += (I)(gridDim.x * blockDim.x))
 
 __global__ void k_fill(float *x, size_t n, float v)
 {
@@ -128,14 +170,33 @@ __global__ void k_bias_add(float *y, const float *b, size_t rows, size_t cols)
     GRID_STRIDE(i, n) y[i] += b[i % cols];
 }
 
-/* One thread per column; consecutive threads read consecutive addresses of a row. Summed in row order, as the CPU
- * backend does, with no atomics, so results match to the last bit for the same inputs. */
-__global__ void k_col_sum(float *out, const float *x, size_t rows, size_t cols)
+/* The column sum in two passes over fixed chunks of kColChunk rows, no atomics, so a result never depends on the
+ * grid: pass 1 has one thread per (chunk, column), column fastest (neighbouring threads read neighbouring floats of a
+ * row), summing its chunk's rows in order from 0.0f; pass 2 has one thread per column, summing the chunks' sums in
+ * chunk order. With one chunk (rows <= kColChunk) pass 1 writes out itself: the CPU's col_sum to the bit. 256 rows:
+ * a dense layer's shard (B/N rows; the seed MLP's 128 or 256) fits one chunk and stays bit-identical to the CPU; a
+ * conv layer's bias gradient over B*OH*OW rows (100352 for 128 28x28 images) gets 392 chunks per column, each
+ * thread 256 coalesced loads; the error is that of 256 + rows/256 sequential additions rather than rows. */
+enum { kColChunk = 256 };
+
+__global__ void k_col_sum_chunks(float *part, const float *x, size_t rows, size_t cols, size_t chunks)
+{
+    GRID_STRIDE(i, chunks * cols)
+    {
+        const size_t k = i / cols, c = i - k * cols, r0 = k * kColChunk;
+        const size_t r1 = rows - r0 < kColChunk ? rows : r0 + kColChunk;
+        float s = 0.0f;
+        for (size_t r = r0; r < r1; r++) s = tt_add(s, x[r * cols + c]);
+        part[i] = s;
+    }
+}
+
+__global__ void k_col_sum_partials(float *out, const float *part, size_t chunks, size_t cols)
 {
     GRID_STRIDE(c, cols)
     {
         float s = 0.0f;
-        for (size_t r = 0; r < rows; r++) s += x[r * cols + c];
+        for (size_t k = 0; k < chunks; k++) s = tt_add(s, part[k * cols + c]);
         out[c] = s;
     }
 }
@@ -169,50 +230,78 @@ __global__ void k_softmax_xent(float *dlogits, float *stats, const float *logits
     }
 }
 
-/* Convolution and pooling: the geometry travels by value (kernel parameter space), one thread per patch, pixel or
- * element as in the comments of tt_math.h. The gathers add in the CPU scatters' order: the same bits. */
-__global__ void k_im2col(float *cols, const float *x, size_t q0, size_t n, tt_conv_geom g)
+/* Convolution, pooling and the embedding's gather: the geometry travels by value (kernel parameter space); one thread
+ * per output element, channel (or column) fastest, so neighbouring threads touch neighbouring addresses; each calls
+ * the per-element form in tt_math.h, which gives exactly the bits of the CPU's row / pixel / scatter forms
+ * (tests/test_math.c). I is the index type: uint32_t where every extent and the element count fit (fits32), so the
+ * divisions that split an index into coordinates are 32-bit; size_t otherwise. */
+template <typename I>
+__global__ void k_im2col(float *cols, const float *x, I q0, I n, tt_conv_geom g)
 {
-    const size_t P = g.OH * g.OW, KC = g.KH * g.KW * g.C, in = g.H * g.W * g.C;
-    GRID_STRIDE(i, n)
-    {
-        const size_t q = q0 + i, r = q / P, o = q % P;
-        tt_im2col_row(cols + i * KC, x + r * in, &g, o / g.OW, o % g.OW);
+    const I C = (I)g.C, KWC = (I)g.KW * C, KC = (I)g.KH * KWC, OW = (I)g.OW, P = (I)g.OH * OW;
+    const I in = (I)g.H * (I)g.W * C;
+    GRID_STRIDE_I(I, i, n * KC)
+    { /* element (patch q0 + j, column (kh, kw, c)) */
+        const I j = i / KC, k = i - j * KC, q = q0 + j, r = q / P, o = q - r * P, kh = k / KWC, kwc = k - kh * KWC,
+                kw = kwc / C;
+        cols[i] = tt_im2col_elem(x + r * in, &g, o / OW, o % OW, kh, kw, kwc - kw * C);
     }
 }
 
-/* One thread per pixel of the samples the patches q0 .. q0+n-1 belong to; each adds the patches of its sample that
- * lie in the range (ascending, as the CPU's scatter). */
-__global__ void k_col2im(float *dx, const float *dcols, size_t q0, size_t n, tt_conv_geom g)
+/* One thread per element of dx in the samples the patches q0 .. q0+n-1 belong to; each adds the column gradients of
+ * its sample's patches in that range, ascending (the CPU scatter's order), to what dx holds. */
+template <typename I>
+__global__ void k_col2im(float *dx, const float *dcols, I q0, I n, tt_conv_geom g)
 {
-    const size_t HW = g.H * g.W, in = HW * g.C, P = g.OH * g.OW, KC = g.KH * g.KW * g.C;
-    const size_t r0 = q0 / P, r1 = (q0 + n + P - 1) / P; /* the samples touched */
-    GRID_STRIDE(i, (r1 - r0) * HW)
+    const I C = (I)g.C, W = (I)g.W, in = (I)g.H * W * C, P = (I)g.OH * (I)g.OW, KC = (I)g.KH * (I)g.KW * C;
+    const I r0 = q0 / P, r1 = (q0 + n + P - 1) / P; /* the samples touched */
+    float *dx0 = dx + r0 * in;
+    GRID_STRIDE_I(I, i, (r1 - r0) * in)
     {
-        const size_t r = r0 + i / HW, p = i % HW, base = r * P; /* this sample's first patch */
-        const size_t lo = q0 > base ? q0 - base : 0, hi = q0 + n - base < P ? q0 + n - base : P;
-        /* dcols row j holds patch q0 + j; this sample's patch q is row base + q - q0 */
-        tt_col2im_pixel(dx + r * in + p * g.C, dcols + (base + lo - q0) * KC, &g, p / g.W, p % g.W, lo, hi);
+        const I s = i / in, e = i - s * in, p = e / C, base = (r0 + s) * P; /* base: this sample's first patch */
+        const I lo = q0 > base ? q0 - base : 0, hi = q0 + n - base < P ? q0 + n - base : P;
+        /* dcols row j holds patch q0 + j; this sample's patch lo is row base + lo - q0 */
+        dx0[i] = tt_col2im_elem(dx0[i], dcols + (base + lo - q0) * KC, &g, p / W, p % W, e - p * C, lo, hi);
     }
 }
 
-__global__ void k_maxpool_fwd(float *y, const float *x, size_t rows, tt_conv_geom g)
+/* One thread per output element (sample, window, channel): the window's maximum for its channel. */
+template <typename I>
+__global__ void k_maxpool_fwd(float *y, const float *x, I rows, tt_conv_geom g)
 {
-    const size_t P = g.OH * g.OW, in = g.H * g.W * g.C;
-    GRID_STRIDE(q, rows * P)
+    const I C = (I)g.C, OW = (I)g.OW, out = (I)g.OH * OW * C, in = (I)g.H * (I)g.W * C;
+    GRID_STRIDE_I(I, q, rows * out)
     {
-        const size_t r = q / P, o = q % P;
-        tt_maxpool_pixel(y + q * g.C, x + r * in, &g, o / g.OW, o % g.OW);
+        const I r = q / out, e = q - r * out, o = e / C;
+        y[q] = tt_maxpool_elem(x + r * in, &g, o / OW, o % OW, e - o * C);
     }
 }
 
-__global__ void k_maxpool_bwd(float *dx, const float *dy, const float *x, const float *y, size_t rows, tt_conv_geom g)
+/* Overlapping windows (a stride smaller than the window): one thread per input element, which gathers the dy of the
+ * windows that route to it, in ascending window order (the CPU scatter's order). */
+template <typename I>
+__global__ void k_maxpool_bwd(float *dx, const float *dy, const float *x, const float *y, I rows, tt_conv_geom g)
 {
-    const size_t in = g.H * g.W * g.C, out = g.OH * g.OW * g.C;
-    GRID_STRIDE(q, rows * in)
+    const I C = (I)g.C, W = (I)g.W, in = (I)g.H * W * C, out = (I)g.OH * (I)g.OW * C;
+    GRID_STRIDE_I(I, q, rows * in)
     {
-        const size_t r = q / in, e = q % in, c = e % g.C, p = e / g.C;
-        dx[q] = tt_maxpool_grad(dy + r * out, x + r * in, y + r * out, &g, p / g.W, p % g.W, c);
+        const I r = q / in, e = q - r * in, p = e / C;
+        dx[q] = tt_maxpool_grad(dy + r * out, x + r * in, y + r * out, &g, p / W, p % W, e - p * C);
+    }
+}
+
+/* Windows that do not overlap (stride >= window in both dimensions; dx zeroed before): one thread per output element
+ * (sample, window, channel) finds its argmax once and writes its dy there — the only term that input receives.
+ * tt_add(0.0f, dy), not dy: the CPU's scatter adds dy to a zero, which turns -0 into +0 (and flushes a subnormal). */
+template <typename I>
+__global__ void k_maxpool_route(float *dx, const float *dy, const float *x, const float *y, I rows, tt_conv_geom g)
+{
+    const I C = (I)g.C, OW = (I)g.OW, in = (I)g.H * (I)g.W * C, out = (I)g.OH * OW * C;
+    GRID_STRIDE_I(I, q, rows * out)
+    {
+        const I r = q / out, e = q - r * out, o = e / C;
+        const size_t at = tt_maxpool_argmax(x + r * in, y[q], &g, o / OW, o % OW, e - o * C);
+        if (at != (size_t)-1) dx[r * in + at] = tt_add(0.0f, dy[q]);
     }
 }
 
@@ -222,24 +311,80 @@ __global__ void k_dropout(float *y, const float *x, size_t rows, size_t cols, fl
     GRID_STRIDE(q, rows * cols) y[q] = tt_dropout(x[q], key, ids[q / cols], q % cols, rate, keep);
 }
 
-__global__ void k_embed_fwd(float *y, const float *w, const float *t, size_t n, size_t V, size_t E)
+/* One thread per element of y (token, column), column fastest. */
+template <typename I>
+__global__ void k_embed_fwd(float *y, const float *w, const float *t, I n, size_t V, I E)
 {
-    GRID_STRIDE(i, n) tt_embed_row(y + i * E, w, t[i], V, E);
+    GRID_STRIDE_I(I, q, n * E)
+    {
+        const I i = q / E;
+        y[q] = tt_embed_elem(w, t[i], V, E, q - i * E);
+    }
 }
 
-/* One thread per (block of ids, column e): it walks every token in order and adds the rows of its ids — each element
- * of dW has one owner and one order (ascending tokens), as on the CPU: no atomics, bit-identical runs. */
-__global__ void k_embed_bwd(float *dw, const float *dy, const float *t, size_t n, size_t V, size_t E, size_t per)
+/* The embedding's gradient: the n token positions sorted by (id, position) — tt_embed_key, distinct 64-bit keys, so
+ * any correct sort is this one: stable and deterministic — then each dW element sums its id's dy rows in ascending
+ * token order from 0.0f, as cpu_embed_bwd does: bit-identical, no atomics. The sort: runs of kSortRun keys
+ * insertion-sorted by one thread each, then merge passes of doubling width. */
+enum { kSortRun = 32 };
+
+/* One thread per run of kSortRun token positions: their keys, insertion-sorted in place. */
+__global__ void k_embed_keys(uint64_t *keys, const float *t, uint32_t n, size_t V)
 {
-    GRID_STRIDE(q, ((V + per - 1) / per) * E)
+    GRID_STRIDE_I(uint32_t, s, (n + kSortRun - 1) / kSortRun)
     {
-        const size_t e = q % E, lo = (q / E) * per, hi = lo + per < V ? lo + per : V;
-        for (size_t v = lo; v < hi; v++) dw[v * E + e] = 0.0f;
-        for (size_t i = 0; i < n; i++) {
-            size_t id;
-            if (tt_token_id(t[i], V, &id) && id >= lo && id < hi)
-                dw[id * E + e] = tt_add(dw[id * E + e], dy[i * E + e]);
+        const uint32_t lo = s * kSortRun, hi = n - lo < kSortRun ? n : lo + kSortRun;
+        for (uint32_t i = lo; i < hi; i++) {
+            const uint64_t k = tt_embed_key(t[i], V, i);
+            uint32_t j = i;
+            for (; j > lo && keys[j - 1] > k; j--) keys[j] = keys[j - 1];
+            keys[j] = k;
         }
+    }
+}
+
+/* The number of keys in a[0..len) smaller than k (a ascending). */
+__device__ static inline uint32_t keys_below(const uint64_t *a, uint32_t len, uint64_t k)
+{
+    uint32_t lo = 0, hi = len;
+    while (lo < hi) {
+        const uint32_t mid = lo + (hi - lo) / 2;
+        if (a[mid] < k)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* One merge pass, one thread per key: src holds sorted runs of w keys (the last may be short); runs 2m and 2m+1 merge
+ * into one run of dst. A key's place there = its index within its own run + the count of smaller keys in the partner
+ * run (keys are distinct, so no two keys claim one place). */
+__global__ void k_embed_merge(uint64_t *dst, const uint64_t *src, uint32_t n, uint32_t w)
+{
+    GRID_STRIDE_I(uint32_t, i, n)
+    {
+        const uint32_t start = i - i % w, left = (i / w) % 2 == 0;
+        const uint32_t pair = left ? start : start - w, partner = left ? start + w : start - w;
+        const uint32_t plen = !left ? w : partner < n ? (n - partner < w ? n - partner : w) : 0;
+        const uint64_t k = src[i];
+        dst[pair + (i - start) + keys_below(src + partner, plen, k)] = k;
+    }
+}
+
+/* One thread per element of dW (id, column e), column fastest: its id's positions are one range of the sorted keys
+ * (found by binary search; out-of-range ids have id V and sort after all of them), summed in ascending position. */
+template <typename I>
+__global__ void k_embed_sum(float *dw, const float *dy, const uint64_t *keys, uint32_t n, I V, I E)
+{
+    GRID_STRIDE_I(I, q, V * E)
+    {
+        const I v = q / E, e = q - v * E;
+        const uint32_t lo = keys_below(keys, n, (uint64_t)v << 32);
+        const uint32_t hi = lo + keys_below(keys + lo, n - lo, (uint64_t)(v + 1) << 32);
+        float acc = 0.0f;
+        for (uint32_t k = lo; k < hi; k++) acc = tt_add(acc, dy[(I)(uint32_t)keys[k] * E + e]);
+        dw[q] = acc;
     }
 }
 
@@ -312,6 +457,7 @@ static void cu_destroy(void *ctx)
     CUDA_CHECK(c, cudaGetDevice(&prev));
     CUDA_CHECK(c, cudaSetDevice(c->device));
     CUDA_CHECK(c, cudaStreamSynchronize(c->stream));
+    if (c->scratch) CUDA_CHECK(c, cudaFree(c->scratch));
     CUBLAS_CHECK(c, cublasDestroy(c->blas));
     CUDA_CHECK(c, cudaStreamDestroy(c->stream));
     CUDA_CHECK(c, cudaSetDevice(prev));
@@ -469,11 +615,18 @@ static void cu_bias_add(void *ctx, float *y, const float *b, size_t rows, size_t
     LAUNCH_CHECK(c);
 }
 
+/* rows <= kColChunk (rows = 0 too: zeros): pass 1 alone, into out. Otherwise pass 1 into scratch, then pass 2. */
 static void cu_col_sum(void *ctx, float *out, const float *x, size_t rows, size_t cols)
 {
     cuda_ctx *c = TOWER_CTX(ctx);
-    TT_LAUNCH(k_col_sum, blocks_for(cols), kThreads, c->stream, out, x, rows, cols);
+    const size_t chunks = rows > kColChunk ? (rows + kColChunk - 1) / kColChunk : 1;
+    float *part = chunks > 1 ? (float *)ctx_scratch(c, chunks * cols * sizeof(float)) : out;
+    TT_LAUNCH(k_col_sum_chunks, blocks_for(chunks * cols), kThreads, c->stream, part, x, rows, cols, chunks);
     LAUNCH_CHECK(c);
+    if (chunks > 1) {
+        TT_LAUNCH(k_col_sum_partials, blocks_for(cols), kThreads, c->stream, out, part, chunks, cols);
+        LAUNCH_CHECK(c);
+    }
 }
 
 static void cu_relu_fwd(void *ctx, float *y, const float *x, size_t n)
@@ -507,33 +660,69 @@ static void cu_softmax_xent(void *ctx, float *dlogits, float *stats, const float
     LAUNCH_CHECK(c);
 }
 
+/* One past the last sample that patches q0 .. q0+n-1 belong to. */
+static size_t conv_samples_end(size_t q0, size_t n, const tt_conv_geom *g)
+{
+    const size_t P = g->OH * g->OW;
+    return (q0 + n + P - 1) / P;
+}
+
 static void cu_im2col(void *ctx, float *cols, const float *x, size_t q0, size_t n, const tt_conv_geom *g)
 {
     cuda_ctx *c = TOWER_CTX(ctx);
-    TT_LAUNCH(k_im2col, blocks_for(n), kThreads, c->stream, cols, x, q0, n, *g);
+    const size_t total = n * g->KH * g->KW * g->C, x_end = conv_samples_end(q0, n, g) * g->H * g->W * g->C;
+    if (geom_fits32(g) && fits32({q0 + n, total, x_end}))
+        TT_LAUNCH(k_im2col<uint32_t>, blocks_for(total), kThreads, c->stream, cols, x, (uint32_t)q0, (uint32_t)n, *g);
+    else
+        TT_LAUNCH(k_im2col<size_t>, blocks_for(total), kThreads, c->stream, cols, x, q0, n, *g);
     LAUNCH_CHECK(c);
 }
 
 static void cu_col2im(void *ctx, float *dx, const float *dcols, size_t q0, size_t n, const tt_conv_geom *g)
 {
     cuda_ctx *c = TOWER_CTX(ctx);
-    const size_t P = g->OH * g->OW, samples = (q0 + n + P - 1) / P - q0 / P;
-    TT_LAUNCH(k_col2im, blocks_for(samples * g->H * g->W), kThreads, c->stream, dx, dcols, q0, n, *g);
+    const size_t in = g->H * g->W * g->C, r1 = conv_samples_end(q0, n, g);
+    const size_t total = (r1 - q0 / (g->OH * g->OW)) * in, P = g->OH * g->OW;
+    if (geom_fits32(g) && fits32({q0 + n + P, r1 * in, n * g->KH * g->KW * g->C}))
+        TT_LAUNCH(k_col2im<uint32_t>, blocks_for(total), kThreads, c->stream, dx, dcols, (uint32_t)q0, (uint32_t)n, *g);
+    else
+        TT_LAUNCH(k_col2im<size_t>, blocks_for(total), kThreads, c->stream, dx, dcols, q0, n, *g);
     LAUNCH_CHECK(c);
 }
 
 static void cu_maxpool_fwd(void *ctx, float *y, const float *x, size_t rows, const tt_conv_geom *g)
 {
     cuda_ctx *c = TOWER_CTX(ctx);
-    TT_LAUNCH(k_maxpool_fwd, blocks_for(rows * g->OH * g->OW), kThreads, c->stream, y, x, rows, *g);
+    const size_t total = rows * g->OH * g->OW * g->C;
+    if (geom_fits32(g) && fits32({total, rows * g->H * g->W * g->C}))
+        TT_LAUNCH(k_maxpool_fwd<uint32_t>, blocks_for(total), kThreads, c->stream, y, x, (uint32_t)rows, *g);
+    else
+        TT_LAUNCH(k_maxpool_fwd<size_t>, blocks_for(total), kThreads, c->stream, y, x, rows, *g);
     LAUNCH_CHECK(c);
 }
 
+/* Windows that do not overlap (the common case: pool size = strides, and every global pool): zero dx, then route
+ * each window's dy to its argmax, O(window) per output. Overlapping windows: the gather, O(windows per input *
+ * window) per input. */
 static void cu_maxpool_bwd(void *ctx, float *dx, const float *dy, const float *x, const float *y, size_t rows,
                            const tt_conv_geom *g)
 {
     cuda_ctx *c = TOWER_CTX(ctx);
-    TT_LAUNCH(k_maxpool_bwd, blocks_for(rows * g->H * g->W * g->C), kThreads, c->stream, dx, dy, x, y, rows, *g);
+    const size_t in = rows * g->H * g->W * g->C, out = rows * g->OH * g->OW * g->C;
+    const bool i32 = geom_fits32(g) && fits32({in, out});
+    if (g->SH >= g->KH && g->SW >= g->KW) {
+        TT_LAUNCH(k_fill, blocks_for(in), kThreads, c->stream, dx, in, 0.0f);
+        LAUNCH_CHECK(c);
+        if (i32)
+            TT_LAUNCH(k_maxpool_route<uint32_t>, blocks_for(out), kThreads, c->stream, dx, dy, x, y, (uint32_t)rows,
+                      *g);
+        else
+            TT_LAUNCH(k_maxpool_route<size_t>, blocks_for(out), kThreads, c->stream, dx, dy, x, y, rows, *g);
+    } else if (i32) {
+        TT_LAUNCH(k_maxpool_bwd<uint32_t>, blocks_for(in), kThreads, c->stream, dx, dy, x, y, (uint32_t)rows, *g);
+    } else {
+        TT_LAUNCH(k_maxpool_bwd<size_t>, blocks_for(in), kThreads, c->stream, dx, dy, x, y, rows, *g);
+    }
     LAUNCH_CHECK(c);
 }
 
@@ -549,17 +738,37 @@ static void cu_dropout(void *ctx, float *y, const float *x, size_t rows, size_t 
 static void cu_embed_fwd(void *ctx, float *y, const float *w, const float *t, size_t n, size_t V, size_t E)
 {
     cuda_ctx *c = TOWER_CTX(ctx);
-    TT_LAUNCH(k_embed_fwd, blocks_for(n), kThreads, c->stream, y, w, t, n, V, E);
+    if (fits32({n, E, n * E}))
+        TT_LAUNCH(k_embed_fwd<uint32_t>, blocks_for(n * E), kThreads, c->stream, y, w, t, (uint32_t)n, V, (uint32_t)E);
+    else
+        TT_LAUNCH(k_embed_fwd<size_t>, blocks_for(n * E), kThreads, c->stream, y, w, t, n, V, E);
     LAUNCH_CHECK(c);
 }
 
-/* About 4096 owner threads: each takes ceil(V*E / 4096) ids' worth of one column and scans the n tokens once. */
+/* Keys in the first half of the scratch, merge passes ping-ponging between its halves (n uint64 each), then the sums.
+ * Token positions travel in 31 bits and ids in 32 (tt_embed_key). */
 static void cu_embed_bwd(void *ctx, float *dw, const float *dy, const float *t, size_t n, size_t V, size_t E)
 {
     cuda_ctx *c = TOWER_CTX(ctx);
-    size_t per = (V * E + 4095) / 4096;
-    per = per ? per : 1;
-    TT_LAUNCH(k_embed_bwd, blocks_for(((V + per - 1) / per) * E), kThreads, c->stream, dw, dy, t, n, V, E, per);
+    ARG_CHECK(c, n < (size_t)1 << 31 && V < (size_t)1 << 32);
+    uint64_t *a = (uint64_t *)ctx_scratch(c, 2 * (n ? n : 1) * sizeof(uint64_t)), *b = a + n;
+    const uint32_t n32 = (uint32_t)n;
+    if (n) {
+        TT_LAUNCH(k_embed_keys, blocks_for((n + kSortRun - 1) / kSortRun), kThreads, c->stream, a, t, n32, V);
+        LAUNCH_CHECK(c);
+    }
+    for (size_t w = kSortRun; w < n; w *= 2) {
+        TT_LAUNCH(k_embed_merge, blocks_for(n), kThreads, c->stream, b, a, n32, (uint32_t)w);
+        LAUNCH_CHECK(c);
+        uint64_t *sorted = b;
+        b = a;
+        a = sorted;
+    }
+    if (fits32({V, E, V * E, n * E}))
+        TT_LAUNCH(k_embed_sum<uint32_t>, blocks_for(V * E), kThreads, c->stream, dw, dy, a, n32, (uint32_t)V,
+                  (uint32_t)E);
+    else
+        TT_LAUNCH(k_embed_sum<size_t>, blocks_for(V * E), kThreads, c->stream, dw, dy, a, n32, V, E);
     LAUNCH_CHECK(c);
 }
 

@@ -103,6 +103,16 @@ TT_HD void tt_im2col_row(float *col, const float *x, const tt_conv_geom *g, size
     }
 }
 
+/* im2col, one element: column (kh, kw, c) of patch (oh, ow) — the value tt_im2col_row writes there: the input under
+ * that kernel offset, 0 in the padding. One GPU thread per element of the column matrix. */
+TT_HD float tt_im2col_elem(const float *x, const tt_conv_geom *g, size_t oh, size_t ow, size_t kh, size_t kw,
+                           size_t c)
+{
+    size_t ih = 0, iw = 0;
+    if (!tt_conv_src(oh, kh, g->SH, g->PT, g->H, &ih) || !tt_conv_src(ow, kw, g->SW, g->PL, g->W, &iw)) return 0.0f;
+    return x[(ih * g->W + iw) * g->C + c];
+}
+
 /* col2im, the scatter form, one patch: adds row (oh, ow) of the column gradient into the KH*KW pixels it was read
  * from (dx of one sample, (H, W, C); padding is skipped). The CPU backend runs it patch after patch in ascending
  * order over a zeroed dx: per kernel row one contiguous add of the in-bounds run, as in tt_im2col_row. */
@@ -121,12 +131,13 @@ TT_HD void tt_col2im_patch(float *dx, const float *dcol, const tt_conv_geom *g, 
     }
 }
 
-/* col2im, the gather form, one input pixel: adds to dx[c] of input (ih, iw) the column gradient of the patches that
- * read it and lie in [q0, q1) (this sample's patch indices, oh * OW + ow), in ascending patch order — the order
- * tt_col2im_patch adds them in, so the two forms give the same bits (tests/test_math.c checks it). dcols holds the
- * rows of patches q0.. of this sample. One thread per pixel on a GPU: no atomics. */
-TT_HD void tt_col2im_pixel(float *dx, const float *dcols, const tt_conv_geom *g, size_t ih, size_t iw, size_t q0,
-                           size_t q1)
+/* col2im, the gather form, one element (input (ih, iw), channel c): acc plus the column gradients of the patches that
+ * read it and lie in [q0, q1) (this sample's patch indices, oh * OW + ow), added one by one in ascending patch order
+ * — the order in which tt_col2im_patch, patch after patch, adds them into dx — so the two forms give the same bits
+ * (tests/test_math.c checks it). dcols holds the rows of patches q0.. of this sample. One GPU thread per element of
+ * dx, acc = what dx holds: no atomics. */
+TT_HD float tt_col2im_elem(float acc, const float *dcols, const tt_conv_geom *g, size_t ih, size_t iw, size_t c,
+                           size_t q0, size_t q1)
 {
     const size_t KC = g->KH * g->KW * g->C;
     for (size_t kh = g->KH; kh-- > 0;) { /* oh = (ih + PT - kh) / SH ascends as kh descends */
@@ -136,10 +147,10 @@ TT_HD void tt_col2im_pixel(float *dx, const float *dcols, const tt_conv_geom *g,
             if (!tt_conv_dst(iw, kw, g->SW, g->PL, g->OW, &ow)) continue;
             const size_t q = oh * g->OW + ow;
             if (q < q0 || q >= q1) continue;
-            const float *src = dcols + (q - q0) * KC + (kh * g->KW + kw) * g->C;
-            for (size_t c = 0; c < g->C; c++) dx[c] += src[c];
+            acc = tt_add(acc, dcols[(q - q0) * KC + (kh * g->KW + kw) * g->C + c]);
         }
     }
+    return acc;
 }
 
 /* Max pooling, one output pixel (oh, ow), every channel: y[c] = the largest input under the window (padding never
@@ -156,6 +167,23 @@ TT_HD void tt_maxpool_pixel(float *y, const float *x, const tt_conv_geom *g, siz
             for (size_t c = 0; c < g->C; c++) y[c] = (src[c] > y[c] || src[c] != src[c]) ? src[c] : y[c];
         }
     }
+}
+
+/* Max pooling, one element: channel c of output pixel (oh, ow) — tt_maxpool_pixel's y[c], by the same comparisons in
+ * the same (kh, kw) order. One GPU thread per output element. */
+TT_HD float tt_maxpool_elem(const float *x, const tt_conv_geom *g, size_t oh, size_t ow, size_t c)
+{
+    float y = -INFINITY;
+    for (size_t kh = 0; kh < g->KH; kh++) {
+        size_t ih = 0, iw = 0;
+        if (!tt_conv_src(oh, kh, g->SH, g->PT, g->H, &ih)) continue;
+        for (size_t kw = 0; kw < g->KW; kw++) {
+            if (!tt_conv_src(ow, kw, g->SW, g->PL, g->W, &iw)) continue;
+            const float v = x[(ih * g->W + iw) * g->C + c];
+            y = (v > y || v != v) ? v : y;
+        }
+    }
+    return y;
 }
 
 /* The input (its offset in the sample) that window (oh, ow), channel c routes its gradient to: the window's first
@@ -204,7 +232,7 @@ TT_HD float tt_maxpool_grad(const float *dy, const float *x, const float *y, con
 {
     float acc = 0.0f;
     const size_t self = (ih * g->W + iw) * g->C + c;
-    for (size_t kh = g->KH; kh-- > 0;) { /* windows in ascending order, as in tt_col2im_pixel */
+    for (size_t kh = g->KH; kh-- > 0;) { /* windows in ascending order, as in tt_col2im_elem */
         size_t oh = 0, ow = 0;
         if (!tt_conv_dst(ih, kh, g->SH, g->PT, g->OH, &oh)) continue;
         for (size_t kw = g->KW; kw-- > 0;) {
@@ -260,6 +288,23 @@ TT_HD void tt_embed_row(float *y, const float *w, float t, size_t V, size_t E)
         for (size_t e = 0; e < E; e++) y[e] = w[id * E + e];
     else
         for (size_t e = 0; e < E; e++) y[e] = 0.0f;
+}
+
+/* One element of tt_embed_row's y: column e of token t's row (0 for an id outside [0, V)). One GPU thread each. */
+TT_HD float tt_embed_elem(const float *w, float t, size_t V, size_t E, size_t e)
+{
+    size_t id;
+    return tt_token_id(t, V, &id) ? w[id * E + e] : 0.0f;
+}
+
+/* The sort key of token position i (< 2^32) for the embedding's gradient on a GPU: id << 32 | i, with id = V for an
+ * id outside [0, V) (V < 2^32), so that such tokens sort after every valid one. Keys are distinct: sorted, they list
+ * each id's positions in ascending token order — the order in which the CPU adds its rows. */
+TT_HD uint64_t tt_embed_key(float t, size_t V, uint32_t i)
+{
+    size_t id;
+    if (!tt_token_id(t, V, &id)) id = V;
+    return (uint64_t)id << 32 | i;
 }
 
 /* ---- softmax cross-entropy from logits, one row ------------------------------------------------------------ */

@@ -144,7 +144,7 @@ static void cpu_im2col(void *ctx, float *cols, const float *x, size_t q0, size_t
 }
 
 /* The scatter form, patch after patch in ascending order (tt_col2im_patch): the sums of the CUDA backend's gather
- * (tt_col2im_pixel), in the same order. */
+ * (tt_col2im_elem), in the same order. */
 static void cpu_col2im(void *ctx, float *dx, const float *dcols, size_t q0, size_t n, const tt_conv_geom *g)
 {
     (void)ctx;

@@ -5,9 +5,10 @@
  * itself, so the harness and the new cases are exercised on every machine. A process that has opened the CUDA backend
  * runs its tests without forking (CUDA does not survive a fork); CTest's TIMEOUT bounds it.
  *
- * Tolerances: elementwise ops and copies must match exactly or to 1e-6 relative (the same tt_math.h code, but
- * the GPU's expf/logf may differ by an ulp or two); sgemm uses per element atol 1e-4 + rtol 1e-4 on O(1) inputs with
- * K <= 300 (a different summation order, FP32 only: TF32 is switched off in the backend). */
+ * Tolerances: elementwise ops and copies must match exactly — to the bit: -0 and +0 differ — or to 1e-6 relative
+ * (the same tt_math.h code, but the GPU's expf/logf may differ by an ulp or two); sgemm uses per element atol 1e-4 +
+ * rtol 1e-4 on O(1) inputs with K <= 300 (a different summation order, FP32 only: TF32 is switched off in the
+ * backend); col_sum over more rows than one chunk of the GPU's two-pass sum, atol 1e-7 * rows (test_col_sum). */
 #include "tt_backend.h"
 #include "tt_test.h"
 
@@ -54,8 +55,10 @@ static void compare(pair *p, const char *what, float *d_cpu, float *d_dev, size_
     tt_dev_d2h(&p->dev, b, d_dev, (n + GUARD) * sizeof(float));
     tt_dev_sync(&p->cpu);
     tt_dev_sync(&p->dev);
+    const int exact = atol == 0 && rtol == 0; /* to the bit: -0 is not +0, a NaN must be a NaN */
     for (size_t i = 0; i < n; i++)
-        ck_assert_msg(tt_close(b[i], a[i], atol, rtol), "%s: %s[%zu] = %.9g, cpu %.9g", what, ops->name, i, b[i], a[i]);
+        ck_assert_msg(exact ? memcmp(&b[i], &a[i], sizeof(float)) == 0 : tt_close(b[i], a[i], atol, rtol),
+                      "%s: %s[%zu] = %.9g, cpu %.9g", what, ops->name, i, b[i], a[i]);
     for (int g = 0; g < GUARD; g++) ck_assert_msg(b[n + g] == GUARD_VALUE, "%s: wrote past the end", what);
     tt_free(a);
     tt_free(b);
@@ -175,6 +178,13 @@ START_TEST(test_sgemm_beta0_ignores_c)
 }
 END_TEST
 
+/* col_sum's tolerance against the CPU: exact up to COL_CHUNK rows, which a GPU sums in one chunk in the CPU's order
+ * (cuda/dev_cuda.cu, kColChunk); beyond, the GPU adds chunk sums, so its result differs from the CPU's sequential sum
+ * by about the latter's rounding error: on [-1, 1) inputs measured up to 2.6e-3 at 70000 rows (~4e-8 * rows), the
+ * two-pass sum being much closer to the exact one. atol 1e-7 * rows. */
+enum { COL_CHUNK = 256 };
+static double col_sum_atol(size_t rows) { return rows <= COL_CHUNK ? 0 : 1e-7 * (double)rows; }
+
 START_TEST(test_elementwise_and_rows)
 {
     pair p;
@@ -190,11 +200,11 @@ START_TEST(test_elementwise_and_rows)
         tt_dev_bias_add(&p.cpu, x0, b0, R, C);
         tt_dev_bias_add(&p.dev, x1, b1, R, C);
         compare(&p, "bias_add", x0, x1, n, 0, 0);
-        /* col_sum (same summation order on both) */
+        /* col_sum (test_col_sum has the cases and the tolerance) */
         upload(&p, hx, n, &x0, &x1);
         tt_dev_col_sum(&p.cpu, b0, x0, R, C);
         tt_dev_col_sum(&p.dev, b1, x1, R, C);
-        compare(&p, "col_sum", b0, b1, C, 1e-6, 1e-6);
+        compare(&p, "col_sum", b0, b1, C, col_sum_atol(R), 0);
         /* relu forward, backward */
         upload(&p, hy, n, &y0, &y1);
         tt_dev_relu_fwd(&p.cpu, y0, x0, n);
@@ -359,16 +369,21 @@ START_TEST(test_softmax_xent_eval)
 }
 END_TEST
 
-/* Convolution and pooling ops over several geometries (same padding split unevenly, strides 2, overlapping windows,
- * 1-D), 3 rows each: im2col, col2im, max pooling forward and backward. Exact: the backends run the same tt_math.h
- * functions, and the gathers add in the scatters' order (test_math checks that on the CPU). */
+/* Convolution and pooling ops over several geometries, 3 rows each: im2col, col2im, max pooling forward and backward.
+ * Overlapping windows (the GPU's gather for the pool gradient): same padding split unevenly, strides 2 < 3, 1-D.
+ * Windows that do not overlap (the GPU routes each window's dy to its argmax): 2x2 stride 2, gaps between windows
+ * (stride 3 > 2), same padding before and after (4x4 by 3x3 / 3: PT = PL = 1), and a globalmaxpool1d (window = stride
+ * = the sequence). Exact to the bit: the backends run the same tt_math.h functions, and the gathers add in the
+ * scatters' order (test_math checks that on the CPU); dy holds some -0, which the CPU's scatter turns into +0. */
 START_TEST(test_conv_pool_ops)
 {
     pair p;
     pair_init(&p);
     static const size_t G[][11] = { /* H W C KH KW SH SW PT PL OH OW */
         {5, 5, 2, 3, 3, 1, 1, 1, 1, 5, 5}, {6, 7, 3, 3, 3, 2, 2, 0, 1, 3, 4}, {6, 5, 1, 3, 3, 1, 1, 0, 0, 4, 3},
-        {1, 9, 4, 1, 5, 1, 1, 0, 0, 1, 5}, {28, 28, 1, 3, 3, 1, 1, 1, 1, 28, 28}};
+        {1, 9, 4, 1, 5, 1, 1, 0, 0, 1, 5}, {28, 28, 1, 3, 3, 1, 1, 1, 1, 28, 28}, {6, 6, 3, 2, 2, 2, 2, 0, 0, 3, 3},
+        {8, 7, 2, 2, 2, 3, 3, 0, 0, 3, 2}, {4, 4, 2, 3, 3, 3, 3, 1, 1, 2, 2}, {1, 300, 5, 1, 300, 1, 300, 0, 0, 1, 1},
+        {28, 28, 8, 2, 2, 2, 2, 0, 0, 14, 14}};
     const size_t R = 3;
     for (size_t k = 0; k < sizeof G / sizeof G[0]; k++) {
         const tt_conv_geom g = {G[k][0], G[k][1], G[k][2], G[k][3], G[k][4], G[k][5], G[k][6], G[k][7], G[k][8],
@@ -405,6 +420,7 @@ START_TEST(test_conv_pool_ops)
         upload(&p, hy, R * out, &y0, &y1);
         tt_dev_maxpool_fwd(&p.cpu, y0, x0, R, &g);
         tt_dev_maxpool_fwd(&p.dev, y1, x1, R, &g);
+        for (size_t i = 0; i < R * out; i += 7) hy[i] = -0.0f;
         upload(&p, hy, R * out, &dy0, &dy1);
         upload(&p, hx, R * in, &d0, &d1);
         tt_dev_maxpool_bwd(&p.cpu, d0, dy0, x0, y0, R, &g);
@@ -471,6 +487,108 @@ START_TEST(test_dropout_embedding_ops)
     tt_free(ht);
     tt_free(hw);
     tt_free(hd);
+    pair_free(&p);
+}
+END_TEST
+
+/* A host copy of n floats of device memory, and whether two such copies agree to the bit. */
+static int same_bits(tt_dev *dev, const float *d_a, const float *d_b, size_t n)
+{
+    float *a = fetch(dev, d_a, n), *b = fetch(dev, d_b, n);
+    const int same = memcmp(a, b, n * sizeof(float)) == 0;
+    tt_free(a);
+    tt_free(b);
+    return same;
+}
+
+/* col_sum on both sides of one GPU chunk (COL_CHUNK rows): no rows (zeros), one chunk (exact), one more row than a
+ * chunk, and many chunks, up to a conv layer's bias gradient (B*OH*OW rows, few columns). Inputs k/64 in [-1, 1] sum
+ * exactly in float in any order (|sum| < 2^17, six fraction bits: 23 bits), so there both backends must agree to the
+ * bit whatever the chunking — a lost, doubled or misplaced row shows; random inputs within col_sum_atol. Each device
+ * sum is done twice and must repeat to the bit (the grid never changes the order). */
+START_TEST(test_col_sum)
+{
+    pair p;
+    pair_init(&p);
+    const size_t shapes[][2] = {{0, 7}, {1, 1}, {255, 3}, {256, 40}, {257, 5}, {4096, 64}, {70000, 33}, {100003, 3}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int dyadic = 0; dyadic < 2; dyadic++) {
+            const size_t R = shapes[s][0], C = shapes[s][1], n = R * C;
+            float *hx = random_host(n ? n : 1, 200 + s), *ho = random_host(C, 300 + s);
+            if (dyadic)
+                for (size_t i = 0; i < n; i++) hx[i] = (float)(int)(hx[i] * 64.0f) / 64.0f;
+            float *x0, *x1, *o0, *o1, *again0, *again1;
+            upload(&p, hx, n, &x0, &x1);
+            upload(&p, ho, C, &o0, &o1);
+            upload(&p, ho, C, &again0, &again1);
+            tt_dev_col_sum(&p.cpu, o0, x0, R, C);
+            tt_dev_col_sum(&p.dev, o1, x1, R, C);
+            tt_dev_col_sum(&p.dev, again1, x1, R, C);
+            ck_assert_msg(same_bits(&p.dev, o1, again1, C), "col_sum %zux%zu: %s differs from run to run", R, C,
+                          ops->name);
+            char what[64];
+            snprintf(what, sizeof what, "col_sum %zux%zu%s", R, C, dyadic ? " (exact sums)" : "");
+            compare(&p, what, o0, o1, C, dyadic ? 0 : col_sum_atol(R), 0);
+            tt_dev_dfree(&p.cpu, again0);
+            tt_dev_dfree(&p.dev, again1);
+            tt_dev_dfree(&p.cpu, x0);
+            tt_dev_dfree(&p.dev, x1);
+            tt_free(hx);
+            tt_free(ho);
+        }
+    pair_free(&p);
+}
+END_TEST
+
+/* The embedding's gradient, exact against the CPU and repeated to the bit: no tokens, fewer than one sorted run (32),
+ * runs that do not fill the last merge, thousands of tokens (several merge passes), and one id only. Ids repeat, some
+ * never occur (id 1 never does), and some are out of range (V, V + 5, -1, 1e9, NaN: no gradient). dy spans 2^-10 ..
+ * 2^10, so adding a row's terms in another order would round differently. */
+START_TEST(test_embed_bwd)
+{
+    pair p;
+    pair_init(&p);
+    const size_t cases[][3] = {{0, 7, 3}, {1, 5, 2}, {31, 4, 3}, {33, 50, 4}, {200, 13, 5}, {1000, 2, 1},
+                               {5000, 97, 8}, {4099, 3, 17}}; /* n V E */
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        const size_t n = cases[k][0], V = cases[k][1], E = cases[k][2];
+        float *ht = (float *)tt_malloc((n ? n : 1) * sizeof(float)), *hd = random_host(n * E + 1, 400 + k);
+        float *hw = random_host(V * E, 500 + k);
+        tt_rng r;
+        tt_rng_seed(&r, k, 4);
+        const float bad[5] = {(float)V, (float)V + 5.0f, -1.0f, 1e9f, NAN};
+        for (size_t i = 0; i < n; i++) {
+            size_t id = tt_rng_below(&r, V);
+            ht[i] = i % 53 == 7 ? bad[i % 5] : (float)(id == 1 && V > 2 ? 2 : id);
+        }
+        for (size_t i = 0; i < n * E; i++) hd[i] = ldexpf(hd[i], (int)tt_rng_below(&r, 21) - 10);
+        float *t0, *t1, *d0, *d1, *g0, *g1, *again0, *again1;
+        upload(&p, ht, n, &t0, &t1);
+        upload(&p, hd, n * E, &d0, &d1);
+        upload(&p, hw, V * E, &g0, &g1); /* every element is written: no zeroing first */
+        upload(&p, hw, V * E, &again0, &again1);
+        tt_dev_embed_bwd(&p.cpu, g0, d0, t0, n, V, E);
+        tt_dev_embed_bwd(&p.dev, g1, d1, t1, n, V, E);
+        tt_dev_embed_bwd(&p.dev, again1, d1, t1, n, V, E);
+        ck_assert_msg(same_bits(&p.dev, g1, again1, V * E), "embed_bwd n=%zu: %s differs from run to run", n,
+                      ops->name);
+        if (V > 2 && n > 0) { /* id 1 never occurs: its row is zeros */
+            float *h = fetch(&p.dev, g1, V * E);
+            for (size_t e = 0; e < E; e++) ck_assert_msg(h[E + e] == 0.0f, "embed_bwd n=%zu: unused id 1 got %g", n, h[E + e]);
+            tt_free(h);
+        }
+        char what[64];
+        snprintf(what, sizeof what, "embed_bwd n=%zu V=%zu E=%zu", n, V, E);
+        compare(&p, what, g0, g1, V * E, 0, 0);
+        const void *bufs[][2] = {{t0, t1}, {d0, d1}, {again0, again1}};
+        for (size_t b = 0; b < sizeof bufs / sizeof bufs[0]; b++) {
+            tt_dev_dfree(&p.cpu, (void *)bufs[b][0]);
+            tt_dev_dfree(&p.dev, (void *)bufs[b][1]);
+        }
+        tt_free(ht);
+        tt_free(hd);
+        tt_free(hw);
+    }
     pair_free(&p);
 }
 END_TEST
@@ -609,6 +727,8 @@ int main(int argc, char **argv)
             tcase_add_test(tc, test_softmax_xent_eval);
             tcase_add_test(tc, test_conv_pool_ops);
             tcase_add_test(tc, test_dropout_embedding_ops);
+            tcase_add_test(tc, test_col_sum);
+            tcase_add_test(tc, test_embed_bwd);
             tcase_add_test(tc, test_events);
             suite_add_tcase(s, tc);
         }

@@ -99,9 +99,11 @@ END_TEST
 
 
 /* Geometries covering every path: same padding (uneven: more after than before), strides 2, overlapping windows
- * (stride 1 < window 3), a window cut by the padding, and 1-D (H = 1). {H, W, C, KH, KW, SH, SW, same} */
+ * (stride 1 < window 3), a window cut by the padding, gaps (stride 3 > window 2, same), 1-D (H = 1) with and without
+ * padding, and a global 1-D pool (window = stride = the sequence). {H, W, C, KH, KW, SH, SW, same} */
 static const size_t GEOMS[][8] = {{5, 5, 2, 3, 3, 1, 1, 1}, {6, 7, 3, 3, 3, 2, 2, 1}, {5, 4, 2, 2, 2, 2, 2, 0},
-                                  {6, 5, 1, 3, 3, 1, 1, 0}, {1, 9, 4, 1, 5, 1, 1, 0}, {5, 5, 2, 2, 2, 2, 2, 1}};
+                                  {6, 5, 1, 3, 3, 1, 1, 0}, {1, 9, 4, 1, 5, 1, 1, 0}, {5, 5, 2, 2, 2, 2, 2, 1},
+                                  {8, 7, 3, 2, 2, 3, 3, 1}, {1, 10, 3, 1, 10, 1, 10, 0}, {1, 11, 2, 1, 3, 1, 2, 1}};
 
 static tt_conv_geom geom_of(const size_t *v)
 {
@@ -119,7 +121,7 @@ static tt_conv_geom geom_of(const size_t *v)
     return g;
 }
 
-/* The gather forms (one GPU thread per pixel) give the scatter forms' sums (the CPU's loops) to the bit: col2im, and
+/* The gather forms (one GPU thread per element) give the scatter forms' sums (the CPU's loops) to the bit: col2im, and
  * max pooling's gradient, including overlapping windows where a pixel receives several terms. Values are chosen so
  * that a different order of the additions would round differently (magnitudes from 1e-3 to 1e3). */
 START_TEST(test_gather_equals_scatter)
@@ -139,10 +141,12 @@ START_TEST(test_gather_equals_scatter)
         const size_t half = P / 2 + (P > 2);
         memset(b, 0, in * sizeof(float));
         for (size_t ih = 0; ih < g.H; ih++)
-            for (size_t iw = 0; iw < g.W; iw++) {
-                tt_col2im_pixel(b + (ih * g.W + iw) * g.C, dcols, &g, ih, iw, 0, half);
-                tt_col2im_pixel(b + (ih * g.W + iw) * g.C, dcols + half * KC, &g, ih, iw, half, P);
-            }
+            for (size_t iw = 0; iw < g.W; iw++)
+                for (size_t c = 0; c < g.C; c++) {
+                    float *d = b + (ih * g.W + iw) * g.C + c;
+                    *d = tt_col2im_elem(*d, dcols, &g, ih, iw, c, 0, half);
+                    *d = tt_col2im_elem(*d, dcols + half * KC, &g, ih, iw, c, half, P);
+                }
         ck_assert_msg(memcmp(a, b, in * sizeof(float)) == 0, "geometry %zu: col2im gather != scatter", k);
         /* max pooling: x with ties (small integers), so the first-argmax rule matters */
         float *x = (float *)tt_malloc(in * sizeof(float)), *y = (float *)tt_malloc(out * sizeof(float));
@@ -176,6 +180,67 @@ START_TEST(test_gather_equals_scatter)
         tt_free(y);
         tt_free(dy);
     }
+}
+END_TEST
+
+/* The per-element forms (one GPU thread per output element) give exactly the bits of the row / pixel forms the CPU
+ * backend loops over: im2col, max pooling's forward, the embedding's gather — over every geometry above, with
+ * inputs that hold -0, ties and a NaN (copied and compared bit for bit). And the embedding's sort keys: ascending
+ * key order is ascending (id, token position), an out-of-range id sorting after every valid one. */
+START_TEST(test_elem_forms_equal_row_forms)
+{
+    for (size_t k = 0; k < sizeof GEOMS / sizeof GEOMS[0]; k++) {
+        const tt_conv_geom g = geom_of(GEOMS[k]);
+        const size_t in = g.H * g.W * g.C, KC = g.KH * g.KW * g.C;
+        float *x = (float *)tt_malloc(in * sizeof(float)), *row = (float *)tt_malloc(KC * sizeof(float));
+        float *px = (float *)tt_malloc(g.C * sizeof(float));
+        tt_rng r;
+        tt_rng_seed(&r, k, 3);
+        for (size_t i = 0; i < in; i++) x[i] = (float)tt_rng_below(&r, 5) - 2.0f;
+        x[0] = -0.0f;
+        x[in / 2] = NAN;
+        for (size_t oh = 0; oh < g.OH; oh++)
+            for (size_t ow = 0; ow < g.OW; ow++) {
+                tt_im2col_row(row, x, &g, oh, ow);
+                for (size_t kh = 0; kh < g.KH; kh++)
+                    for (size_t kw = 0; kw < g.KW; kw++)
+                        for (size_t c = 0; c < g.C; c++) {
+                            const float e = tt_im2col_elem(x, &g, oh, ow, kh, kw, c);
+                            ck_assert_msg(memcmp(&e, &row[(kh * g.KW + kw) * g.C + c], sizeof e) == 0,
+                                          "geometry %zu: im2col (%zu,%zu) column (%zu,%zu,%zu): elem %g, row %g", k,
+                                          oh, ow, kh, kw, c, e, row[(kh * g.KW + kw) * g.C + c]);
+                        }
+                tt_maxpool_pixel(px, x, &g, oh, ow);
+                for (size_t c = 0; c < g.C; c++) {
+                    const float e = tt_maxpool_elem(x, &g, oh, ow, c);
+                    ck_assert_msg(memcmp(&e, &px[c], sizeof e) == 0, "geometry %zu: max pool (%zu,%zu,%zu): %g, %g", k,
+                                  oh, ow, c, e, px[c]);
+                }
+            }
+        tt_free(x);
+        tt_free(row);
+        tt_free(px);
+    }
+    enum { V = 6, E = 3 };
+    float w[V * E], y[E];
+    for (size_t i = 0; i < V * E; i++) w[i] = (float)i - 4.0f;
+    w[2 * E] = -0.0f;
+    const float ids[] = {0.0f, 2.0f, 5.0f, 5.9f, 6.0f, -1.0f, NAN, INFINITY};
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
+        tt_embed_row(y, w, ids[i], V, E);
+        for (size_t e = 0; e < E; e++) {
+            const float v = tt_embed_elem(w, ids[i], V, E, e);
+            ck_assert_msg(memcmp(&v, &y[e], sizeof v) == 0, "embed id %g column %zu: %g, row %g", (double)ids[i], e, v,
+                          y[e]);
+        }
+        size_t id;
+        const uint64_t key = tt_embed_key(ids[i], V, (uint32_t)(100 - i));
+        ck_assert_uint_eq(key & 0xffffffffu, 100 - i);
+        ck_assert_uint_eq(key >> 32, tt_token_id(ids[i], V, &id) ? id : V);
+    }
+    ck_assert(tt_embed_key(1.0f, V, 7) < tt_embed_key(1.0f, V, 8));
+    ck_assert(tt_embed_key(1.0f, V, 0xffffffffu) < tt_embed_key(2.0f, V, 0));
+    ck_assert(tt_embed_key(5.0f, V, 0xffffffffu) < tt_embed_key(-3.0f, V, 0));
 }
 END_TEST
 
@@ -332,6 +397,7 @@ int main(void)
     tcase_add_test(tc, test_pixel);
     tcase_add_test(tc, test_cpu_row_ops);
     tcase_add_test(tc, test_gather_equals_scatter);
+    tcase_add_test(tc, test_elem_forms_equal_row_forms);
     tcase_add_test(tc, test_dropout_mask);
     tcase_add_test(tc, test_conv_pool_known_answers);
     tcase_add_test(tc, test_dropout_op_scale);
