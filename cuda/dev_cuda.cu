@@ -390,6 +390,15 @@ __global__ void k_embed_sum(float *dw, const float *dy, const uint64_t *keys, ui
 
 /* ---- the table ----------------------------------------------------------------------------------------------- */
 
+/* The device this thread chose through the backend (bind), -1 if none. Every CUDA call of the project is in this file,
+ * so this is the whole story: init, destroy, mem_info, peer_setup and comm_init must make other devices current for
+ * a while, and afterwards put back only what was chosen. A thread that never chose stays on the device they used,
+ * whose context exists already: "restoring" it to device 0 would create a context there (hundreds of MB, and a
+ * failure where GPU 0 is exclusive and busy) even for --gpus 1,2. */
+static thread_local int t_device = -1;
+
+static cudaError_t restore_device(void) { return t_device >= 0 ? cudaSetDevice(t_device) : cudaSuccess; }
+
 /* The stream and cuBLAS handle of c, on the current device (c->device). On failure, err names the call; what was
  * created stays in c for the caller to release. */
 static tt_status ctx_create(cuda_ctx *c, tt_error *err)
@@ -416,21 +425,15 @@ static tt_status ctx_create(cuda_ctx *c, tt_error *err)
     return TT_OK;
 }
 
-/* Creates the tower's context on device `ordinal` and leaves the calling thread's current device as it was (bind
- * makes the tower's device current), so one thread may create contexts for several devices. Every failure is a
- * TT_ERR_DEVICE status, with what was created released. */
+/* Creates the tower's context on device `ordinal` and puts the calling thread back on the device it had bound, if any
+ * (restore_device; bind makes the tower's device current), so one thread may create contexts for several devices.
+ * Every failure is a TT_ERR_DEVICE status, with what was created released. */
 static tt_status cu_init(void **ctxp, int ordinal, tt_error *err)
 {
-    int prev = 0;
-    const char *call = "cudaGetDevice";
-    cudaError_t e = cudaGetDevice(&prev);
-    if (e == cudaSuccess) {
-        call = "cudaSetDevice";
-        e = cudaSetDevice(ordinal);
-    }
+    cudaError_t e = cudaSetDevice(ordinal);
     if (e != cudaSuccess) {
         cudaGetLastError();
-        return tt_fail(err, TT_ERR_DEVICE, "cuda device %d: %s: %s", ordinal, call, cudaGetErrorString(e));
+        return tt_fail(err, TT_ERR_DEVICE, "cuda device %d: cudaSetDevice: %s", ordinal, cudaGetErrorString(e));
     }
     cuda_ctx *c = (cuda_ctx *)calloc(1, sizeof *c);
     tt_status s = c ? TT_OK : tt_fail(err, TT_ERR_NOMEM, "cuda device %d: out of host memory", ordinal);
@@ -444,7 +447,7 @@ static tt_status cu_init(void **ctxp, int ordinal, tt_error *err)
             free(c);
         }
     }
-    CUDA_CHECK_ON(ordinal, cudaSetDevice(prev)); /* current a moment ago: cannot fail but for a broken driver */
+    CUDA_CHECK_ON(ordinal, restore_device()); /* bound before: cannot fail but for a broken driver */
     if (s == TT_OK) *ctxp = c;
     return s;
 }
@@ -453,14 +456,12 @@ static tt_status cu_init(void **ctxp, int ordinal, tt_error *err)
 static void cu_destroy(void *ctx)
 {
     cuda_ctx *c = (cuda_ctx *)ctx;
-    int prev = 0;
-    CUDA_CHECK(c, cudaGetDevice(&prev));
     CUDA_CHECK(c, cudaSetDevice(c->device));
     CUDA_CHECK(c, cudaStreamSynchronize(c->stream));
     if (c->scratch) CUDA_CHECK(c, cudaFree(c->scratch));
     CUBLAS_CHECK(c, cublasDestroy(c->blas));
     CUDA_CHECK(c, cudaStreamDestroy(c->stream));
-    CUDA_CHECK(c, cudaSetDevice(prev));
+    CUDA_CHECK(c, restore_device());
     free(c);
 }
 
@@ -468,18 +469,18 @@ static void cu_bind(void *ctx)
 {
     cuda_ctx *c = (cuda_ctx *)ctx;
     CUDA_CHECK(c, cudaSetDevice(c->device));
+    t_device = c->device;
 }
 
 /* Free and total memory of a device, for the run's memory budget (called before any tower exists). */
 static tt_status cu_mem_info(int ordinal, size_t *free_bytes, size_t *total_bytes)
 {
-    int prev = 0;
-    if (cudaGetDevice(&prev) != cudaSuccess || cudaSetDevice(ordinal) != cudaSuccess) {
+    if (cudaSetDevice(ordinal) != cudaSuccess) {
         cudaGetLastError();
         return TT_ERR_DEVICE;
     }
     cudaError_t e = cudaMemGetInfo(free_bytes, total_bytes);
-    cudaError_t r = cudaSetDevice(prev);
+    cudaError_t r = restore_device();
     if (e != cudaSuccess || r != cudaSuccess) {
         cudaGetLastError();
         return TT_ERR_DEVICE;
@@ -840,24 +841,18 @@ static tt_status peer_link(int into, int from, int *link, tt_error *err)
     return TT_OK;
 }
 
-/* Once per run, before any tower exists: link[i * n + j] for every ordered pair; the caller's current device is
- * restored whatever happens. */
+/* Once per run, before any tower exists: link[i * n + j] for every ordered pair; the caller's bound device is
+ * restored whatever happens (restore_device). */
 static tt_status cu_peer_setup(const int *ords, int n, int *link, tt_error *err)
 {
-    int prev = 0;
-    cudaError_t e = cudaGetDevice(&prev);
-    if (e != cudaSuccess) {
-        cudaGetLastError();
-        return tt_fail(err, TT_ERR_DEVICE, "peer setup: cudaGetDevice: %s", cudaGetErrorString(e));
-    }
     tt_status s = TT_OK;
     for (int i = 0; i < n && s == TT_OK; i++)
         for (int j = 0; j < n && s == TT_OK; j++) s = peer_link(ords[i], ords[j], &link[i * n + j], err);
-    e = cudaSetDevice(prev);
+    cudaError_t e = restore_device();
     if (e != cudaSuccess) {
         cudaGetLastError();
         if (s == TT_OK)
-            s = tt_fail(err, TT_ERR_DEVICE, "peer setup: cudaSetDevice(%d): %s", prev, cudaGetErrorString(e));
+            s = tt_fail(err, TT_ERR_DEVICE, "peer setup: cudaSetDevice(%d): %s", t_device, cudaGetErrorString(e));
     }
     return s;
 }
@@ -909,15 +904,8 @@ static tt_status cu_comm_init(void **commp, void *const *ctxs, int n, tt_error *
                                "--reduce nccl: needs one GPU per tower (towers %d and %d share GPU %d)", q, r, g);
             }
     }
-    int prev = 0;
-    cudaError_t e = cudaGetDevice(&prev);
-    if (e != cudaSuccess) {
-        cudaGetLastError();
-        comm_release(m);
-        return tt_fail(err, TT_ERR_DEVICE, "--reduce nccl: cudaGetDevice: %s", cudaGetErrorString(e));
-    }
     ncclResult_t res = ncclCommInitAll(m->comms, n, m->devices);
-    CUDA_CHECK_ON(prev, cudaSetDevice(prev)); /* NCCL visits every device; restore the caller's */
+    CUDA_CHECK_ON(t_device, restore_device()); /* NCCL visits every device; restore the caller's bound one */
     if (res != ncclSuccess) {
         comm_release(m);
         return tt_fail(err, TT_ERR_DEVICE, "--reduce nccl: ncclCommInitAll over %d GPUs: %s (%s)", n,
