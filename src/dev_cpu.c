@@ -167,7 +167,8 @@ static void cpu_maxpool_fwd(void *ctx, float *y, const float *x, size_t rows, co
 }
 
 /* The scatter form: window after window (ascending) adds its dy to its argmax in a zeroed dx — the CUDA backend's
- * gather (tt_maxpool_grad) adds the same terms in the same order. */
+ * gather (tt_maxpool_grad) adds the same terms in the same order, and where windows do not overlap its one term per
+ * input (tt_maxpool_argmax) is this scatter's 0 + dy. */
 static void cpu_maxpool_bwd(void *ctx, float *dx, const float *dy, const float *x, const float *y, size_t rows,
                             const tt_conv_geom *g)
 {
@@ -201,7 +202,8 @@ static void cpu_embed_fwd(void *ctx, float *y, const float *w, const float *t, s
     for (size_t i = 0; i < n; i++) tt_embed_row(y + i * E, w, t[i], V, E);
 }
 
-/* Token order: each id's rows are added in ascending token position, as the CUDA kernel adds them. */
+/* Token order: each id's rows are added in ascending token position, as the CUDA kernel adds them (after sorting the
+ * positions by id). */
 static void cpu_embed_bwd(void *ctx, float *dw, const float *dy, const float *t, size_t n, size_t V, size_t E)
 {
     (void)ctx;

@@ -2,9 +2,10 @@
  * globalmaxpool1d share (a 1-D pooling is this one with H = 1).
  *
  * B = rows, (H, W, C) = input, (KH, KW) = pool, strides default to the pool, padding valid by default (Keras).
- * forward:  y[oh, ow, c] = max of x over the window (tt_maxpool_pixel)
- * backward: dx[ih, iw, c] = Σ over the windows whose first maximum is (ih, iw) of dy (the CPU's tt_maxpool_scatter, the GPU's tt_maxpool_grad) — where
- *           Keras/TF route a max-pool gradient; recomputed from x and y, so no argmax is stored.
+ * forward:  y[oh, ow, c] = max of x over the window (tt_maxpool_pixel; the GPU's tt_maxpool_elem)
+ * backward: dx[ih, iw, c] = Σ over the windows whose first maximum is (ih, iw) of dy (the CPU's tt_maxpool_scatter;
+ *           the GPU's tt_maxpool_argmax per window where windows do not overlap, tt_maxpool_grad where they do) —
+ *           where Keras/TF route a max-pool gradient; recomputed from x and y, so no argmax is stored.
  * No parameters. */
 #include <stddef.h>
 
