@@ -11,7 +11,9 @@ int tt_cuda_device_count(tt_error *err);
 
 const char *tt_backend_list(void)
 {
-#ifdef TT_WITH_CUDA
+#if defined(TT_WITH_CUDA) && defined(TT_CUDA_SIM)
+    return "auto,cpu,cuda (CPU stand-in)";
+#elif defined(TT_WITH_CUDA)
     return "auto,cpu,cuda";
 #else
     return "auto,cpu";

@@ -3,6 +3,7 @@
 #   build/       the default build (CUDA backend too when nvcc is installed), warnings as errors
 #   build-cpu/   CPU backend only, warnings as errors
 #   build-asan/  CPU backend only, AddressSanitizer + UBSan (any report fails the test)
+#   build-sim/   the CUDA backend on the CPU stand-in (cuda/sim/), AddressSanitizer + UBSan: the CUDA suites
 #   build-tsan/  CPU backend only, ThreadSanitizer: the tower, placement and phase suites (a race fails the test)
 # then fuzz the file readers for a bounded time (tools/fuzz.sh: clang + libFuzzer into build-fuzz/, 60 s a target).
 set -euo pipefail
@@ -21,6 +22,16 @@ run build -DCMAKE_BUILD_TYPE=Release -DTT_CUDA=AUTO
 run build-cpu -DCMAKE_BUILD_TYPE=Release -DTT_CUDA=OFF
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   run build-asan -DCMAKE_BUILD_TYPE=Debug -DTT_CUDA=OFF -DTT_SANITIZE=ON
+# The CUDA backend on the CPU stand-in (cuda/sim/), AddressSanitizer + UBSan: cuda/dev_cuda.cu's kernels, copies,
+# streams, events and collectives executed on this machine, every op against the CPU backend, training under every
+# placement with 1-3 devices, reversed and shuffled block order and a capped grid (the tests labelled sim).
+echo "=== build-sim: cmake -DTT_CUDA_SIM=ON -DTT_SANITIZE=ON (the CUDA suites on the CPU stand-in)"
+mkdir -p build-sim
+cmake -S . -B build-sim -DTT_WERROR=ON -DCMAKE_BUILD_TYPE=Debug -DTT_CUDA_SIM=ON -DTT_SANITIZE=ON \
+  >build-sim/configure.log 2>&1 || { cat build-sim/configure.log; exit 1; }
+cmake --build build-sim -j"$jobs" --target towertrain test_backend_ops test_towers test_e2e test_sim
+(cd build-sim && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+  ctest --output-on-failure -L sim)
 # ThreadSanitizer: the suites that run the crew, every placement, halts and stop requests. setarch -R turns off
 # address-space randomisation, which some kernels' mappings make TSan refuse.
 echo "=== build-tsan: cmake -DTT_TSAN=ON (test_towers, test_faults, test_phases)"

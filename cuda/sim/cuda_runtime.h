@@ -1,0 +1,174 @@
+/* cuda_runtime.h — the CUDA runtime as towertrain's CPU stand-in provides it (cmake -DTT_CUDA_SIM=ON).
+ *
+ * cuda/dev_cuda.cu is compiled by g++ against this header instead of NVIDIA's: the same source, with kernels as
+ * plain functions and every launch (TT_LAUNCH) queued on its stream as a loop over blocks and threads. What the
+ * stand-in proves and what it cannot (GPU numerics, concurrency, speed) is in docs/cuda.md, "The CPU stand-in".
+ *
+ * Only what the backend calls is here, with CUDA's names, types and error numbers. The instrument's rules beyond
+ * CUDA's (every kernel pointer on the stream's device or an enabled peer; every copy in bounds, in the direction it
+ * names, from pinned memory when asynchronous; streams and events used on their own device) make a call fail with a
+ * CUDA error and one line on stderr that starts "cuda stand-in:" and says what was wrong.
+ * Not for: anything but the stand-in build; it is C++17 (lambdas, tuples, thread_local). */
+#ifndef TT_SIM_CUDA_RUNTIME_H
+#define TT_SIM_CUDA_RUNTIME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <functional>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#define CUDART_VERSION 13000
+
+/* CUDA's function qualifiers: kernels and device functions are ordinary host functions here. */
+#define __global__
+#define __host__
+#define __device__
+#define __forceinline__ inline
+
+/* What the banner and --version call this backend (dev_cuda.cu's table name), so no one mistakes it for a GPU. */
+#define TT_CUDA_BACKEND_NAME "cuda (CPU stand-in)"
+
+typedef enum cudaError {
+    cudaSuccess = 0,
+    cudaErrorInvalidValue = 1,
+    cudaErrorMemoryAllocation = 2,
+    cudaErrorInvalidConfiguration = 9,
+    cudaErrorInvalidMemcpyDirection = 21,
+    cudaErrorInsufficientDriver = 35,
+    cudaErrorDevicesUnavailable = 46,
+    cudaErrorNoDevice = 100,
+    cudaErrorInvalidDevice = 101,
+    cudaErrorPeerAccessUnsupported = 217,
+    cudaErrorInvalidResourceHandle = 400,
+    cudaErrorNotReady = 600,
+    cudaErrorIllegalAddress = 700,
+    cudaErrorPeerAccessAlreadyEnabled = 704,
+    cudaErrorPeerAccessNotEnabled = 705,
+    cudaErrorTooManyPeers = 711,
+} cudaError_t;
+
+enum cudaMemcpyKind {
+    cudaMemcpyHostToHost = 0,
+    cudaMemcpyHostToDevice = 1,
+    cudaMemcpyDeviceToHost = 2,
+    cudaMemcpyDeviceToDevice = 3,
+    cudaMemcpyDefault = 4,
+};
+
+#define cudaStreamDefault 0x00
+#define cudaStreamNonBlocking 0x01
+#define cudaHostAllocDefault 0x00
+#define cudaHostAllocPortable 0x01
+
+typedef struct CUstream_st *cudaStream_t;
+typedef struct CUevent_st *cudaEvent_t;
+
+/* A launch's shape (dim3) and a thread's coordinates (uint3: an aggregate, so the thread-local copies below need no
+ * constructor call on each access). */
+struct dim3 {
+    unsigned x, y, z;
+    dim3(unsigned vx = 1, unsigned vy = 1, unsigned vz = 1) : x(vx), y(vy), z(vz) {}
+};
+struct uint3 {
+    unsigned x, y, z;
+};
+/* Defined in every translation unit (inline): constant-initialised, so no TLS wrapper call guards each access. */
+inline thread_local uint3 blockIdx, threadIdx, blockDim, gridDim;
+
+cudaError_t cudaGetDeviceCount(int *count);
+cudaError_t cudaGetDevice(int *device);
+cudaError_t cudaSetDevice(int device);
+cudaError_t cudaDeviceSynchronize(void);
+cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes);
+cudaError_t cudaDeviceCanAccessPeer(int *can, int device, int peer);
+cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned flags);
+cudaError_t cudaDriverGetVersion(int *version);
+cudaError_t cudaRuntimeGetVersion(int *version);
+cudaError_t cudaGetLastError(void);
+cudaError_t cudaPeekAtLastError(void);
+const char *cudaGetErrorString(cudaError_t e);
+
+cudaError_t cudaMalloc(void **p, size_t bytes);
+cudaError_t cudaFree(void *p);
+cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned flags);
+cudaError_t cudaFreeHost(void *p);
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind);
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, cudaStream_t s);
+cudaError_t cudaMemcpyPeerAsync(void *dst, int dst_device, const void *src, int src_device, size_t bytes,
+                                cudaStream_t s);
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags);
+cudaError_t cudaStreamDestroy(cudaStream_t s);
+cudaError_t cudaStreamSynchronize(cudaStream_t s);
+cudaError_t cudaEventCreate(cudaEvent_t *e);
+cudaError_t cudaEventDestroy(cudaEvent_t e);
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s);
+cudaError_t cudaEventSynchronize(cudaEvent_t e);
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b);
+
+/* ---- kernel launches --------------------------------------------------------------------------------------------
+ * TT_LAUNCH(k, grid, block, stream, args...) converts the arguments to the kernel's parameter types (as a launch
+ * does), checks the launch and every pointer argument now, and queues one call that runs the grid when the stream is
+ * waited for: blocks in the order TT_SIM_BLOCK_ORDER says (forward, reverse, shuffle), at most TT_SIM_GRID_CAP of
+ * them along x (the kernel sees the capped gridDim), threads in ascending order within a block. */
+namespace tt_sim {
+
+/* Checks a launch's stream and shape and returns the grid to run (capped), or false with the error recorded. */
+bool launch_begin(const char *kernel, dim3 grid, dim3 block, cudaStream_t *s, dim3 *run_grid);
+/* Checks pointer argument `arg` of `kernel` (NULL passes) against the memory the stream's device may touch. */
+bool check_kernel_pointer(const char *kernel, int arg, const void *p, cudaStream_t s);
+/* Queues `grid_run` on s (counted under `kernel` with `threads` threads for the report). */
+void launch_enqueue(cudaStream_t s, const char *kernel, uint64_t threads, std::function<void()> grid_run);
+/* The order in which to run n blocks for the launch being executed (forward, reversed or a seeded shuffle). */
+const unsigned *block_order(unsigned n);
+
+template <typename T> bool check_arg(const char *kernel, int arg, const T &v, cudaStream_t s)
+{
+    if constexpr (std::is_pointer<T>::value)
+        return check_kernel_pointer(kernel, arg, (const void *)v, s);
+    else
+        return true;
+}
+
+/* Every block of the grid, every thread of the block, one call of f each, with the coordinates set. */
+template <typename F> void run_grid(dim3 grid, dim3 block, F &&f)
+{
+    const unsigned nb = grid.x * grid.y * grid.z;
+    const unsigned *order = block_order(nb);
+    gridDim = uint3{grid.x, grid.y, grid.z};
+    blockDim = uint3{block.x, block.y, block.z};
+    for (unsigned i = 0; i < nb; i++) {
+        const unsigned b = order[i];
+        blockIdx = uint3{b % grid.x, b / grid.x % grid.y, b / grid.x / grid.y};
+        for (unsigned z = 0; z < block.z; z++)
+            for (unsigned y = 0; y < block.y; y++)
+                for (unsigned x = 0; x < block.x; x++) {
+                    threadIdx = uint3{x, y, z};
+                    f();
+                }
+    }
+}
+
+template <typename... P, typename... A>
+void launch(const char *kernel, void (*k)(P...), dim3 grid, dim3 block, cudaStream_t s, A &&...a)
+{
+    dim3 g;
+    if (!launch_begin(kernel, grid, block, &s, &g)) return;
+    std::tuple<typename std::decay<P>::type...> args(std::forward<A>(a)...);
+    bool ok = true;
+    int i = 0;
+    std::apply([&](const auto &...v) { ((ok = check_arg(kernel, i++, v, s) && ok), ...); }, args);
+    if (!ok) return;
+    const uint64_t threads = (uint64_t)g.x * g.y * g.z * block.x * block.y * block.z;
+    launch_enqueue(s, kernel, threads, [k, args, g, block]() { run_grid(g, block, [&]() { std::apply(k, args); }); });
+}
+
+} /* namespace tt_sim */
+
+#define TT_LAUNCH(kernel, grid, block, stream, ...)                                                                  \
+    tt_sim::launch(#kernel, kernel, dim3(grid), dim3(block), (stream), __VA_ARGS__)
+
+#endif

@@ -1,0 +1,886 @@
+/* runtime.cpp — the CUDA runtime of the CPU stand-in: devices and their contexts, the memory registry, streams
+ * with deferred execution, events, copies and kernel launches, each checked as the instrument's rules say
+ * (cuda_runtime.h). Deferred: work queued on a stream runs, in order, only when something waits for it (a stream,
+ * event or device sync, a blocking copy, a free), on the thread that waits — so a missing wait reads stale data
+ * instead of passing by luck. Device memory is ordinary heap memory (AddressSanitizer sees a kernel read past an
+ * allocation); the registry knows each allocation's device and kind.
+ * Not for: speed or GPU numerics (docs/cuda.md, "The CPU stand-in"). */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "sim.h"
+
+struct CUstream_st {
+    int device;
+    std::mutex queue_lock;            /* guards q */
+    std::deque<std::function<void()>> q;
+    std::mutex run_lock;              /* held while the queue runs: one thread at a time executes this stream */
+    uint64_t launches = 0;            /* kernels queued so far: the shuffle's per-launch seed */
+    int refs = 1;                     /* under g_lock: the registry's reference + one per thread draining it from
+                                       * outside (a device sync, an event): the last one deletes it */
+};
+
+struct CUevent_st {
+    int device;
+    cudaStream_t stream = nullptr; /* where it was last recorded */
+    uint64_t recorded = 0;         /* records so far */
+    uint64_t completed = 0;        /* the record that has completed (== recorded: done) */
+    double ms = 0;                 /* the stand-in's clock when it completed */
+};
+
+namespace tt_sim {
+
+/* ---- configuration ------------------------------------------------------------------------------------------- */
+
+static config g_cfg;
+static std::once_flag g_cfg_once;
+
+[[noreturn]] static void bad_env(const char *name, const char *value, const char *want)
+{
+    fprintf(stderr, "cuda stand-in: %s: '%.64s' is not %s\n", name, value, want);
+    exit(2);
+}
+
+static uint64_t env_uint(const char *name, uint64_t def, uint64_t lo, uint64_t hi)
+{
+    const char *v = getenv(name);
+    if (!v || !*v) return def;
+    char *end = nullptr;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (*v < '0' || *v > '9' || *end || errno || x < lo || x > hi) {
+        char want[96];
+        snprintf(want, sizeof want, "a whole number from %llu to %llu", (unsigned long long)lo,
+                 (unsigned long long)hi);
+        bad_env(name, v, want);
+    }
+    return x;
+}
+
+static void write_report(void);
+
+static void read_config(void)
+{
+    config &c = g_cfg;
+    c.devices = (int)env_uint("TT_SIM_DEVICES", 2, 0, 64);
+    const char *o = getenv("TT_SIM_BLOCK_ORDER");
+    if (!o || !*o || strcmp(o, "forward") == 0)
+        c.block_order = 0;
+    else if (strcmp(o, "reverse") == 0)
+        c.block_order = 1;
+    else if (strcmp(o, "shuffle") == 0)
+        c.block_order = 2;
+    else
+        bad_env("TT_SIM_BLOCK_ORDER", o, "forward, reverse or shuffle");
+    c.grid_cap = (unsigned)env_uint("TT_SIM_GRID_CAP", 0, 0, 1u << 30);
+    c.seed = env_uint("TT_SIM_SEED", 1, 0, UINT64_MAX);
+    c.busy = 0;
+    if (const char *b = getenv("TT_SIM_BUSY")) {
+        for (const char *p = b; *p;) {
+            char *end = nullptr;
+            long d = strtol(p, &end, 10);
+            if (end == p || *p < '0' || *p > '9' || d >= 64 || (*end && *end != ',')) bad_env("TT_SIM_BUSY", b, "a list of device numbers like 0,2");
+            c.busy |= 1ull << d;
+            p = *end ? end + 1 : end;
+        }
+    }
+    const char *pe = getenv("TT_SIM_PEER");
+    if (!pe || !*pe || strcmp(pe, "all") == 0)
+        c.peer = 1;
+    else if (strcmp(pe, "none") == 0)
+        c.peer = 0;
+    else
+        bad_env("TT_SIM_PEER", pe, "all or none");
+    c.mem_bytes = (size_t)env_uint("TT_SIM_MEM_MB", 16384, 1, 1u << 24) << 20;
+    c.nccl_timeout = (int)env_uint("TT_SIM_NCCL_TIMEOUT", 60, 1, 86400);
+    const char *pg = getenv("TT_SIM_PAGEABLE");
+    if (!pg || !*pg || strcmp(pg, "sync") == 0)
+        c.pageable_error = 0;
+    else if (strcmp(pg, "error") == 0)
+        c.pageable_error = 1;
+    else
+        bad_env("TT_SIM_PAGEABLE", pg, "sync or error");
+    c.report = getenv("TT_SIM_REPORT");
+    if (c.report && *c.report) atexit(write_report);
+}
+
+const config &cfg()
+{
+    std::call_once(g_cfg_once, read_config);
+    return g_cfg;
+}
+
+/* ---- errors ------------------------------------------------------------------------------------------------- */
+
+static thread_local cudaError_t t_last = cudaSuccess;
+
+void say(const char *fmt, ...)
+{
+    char line[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "cuda stand-in: %s\n", line);
+}
+
+cudaError_t set_error(cudaError_t e)
+{
+    if (e != cudaSuccess) t_last = e;
+    return e;
+}
+
+/* ---- devices and contexts ---------------------------------------------------------------------------------- */
+
+static thread_local int t_device = 0; /* CUDA's default: device 0, without a context until something needs one */
+static std::mutex g_lock;             /* guards the registries below */
+static uint64_t g_contexts;           /* devices with a context */
+static uint64_t g_peer[64];           /* g_peer[from] bit to: access enabled from -> to */
+
+int current_device(void) { return t_device; }
+
+bool ensure_context(int device)
+{
+    std::lock_guard<std::mutex> l(g_lock);
+    if (g_contexts >> device & 1) return true;
+    if (cfg().busy >> device & 1) return false;
+    g_contexts |= 1ull << device;
+    return true;
+}
+
+static bool valid_device(int d) { return d >= 0 && d < cfg().devices; }
+
+/* The current device's context, or the error a CUDA call gets when it cannot be created. */
+static cudaError_t need_context(void)
+{
+    if (!valid_device(t_device)) return set_error(cudaErrorNoDevice);
+    return ensure_context(t_device) ? cudaSuccess : set_error(cudaErrorDevicesUnavailable);
+}
+
+bool may_access(int from, int to)
+{
+    if (from == to) return true;
+    std::lock_guard<std::mutex> l(g_lock);
+    return g_peer[from] >> to & 1;
+}
+
+/* ---- the memory registry ---------------------------------------------------------------------------------- */
+
+struct allocation {
+    size_t size;
+    mem_kind kind;
+    int device;
+    unsigned flags;
+};
+static std::map<uintptr_t, allocation> g_mem; /* by base address */
+static size_t g_used[64];                     /* device bytes allocated, per device */
+
+mem_range find(const void *p, size_t bytes)
+{
+    mem_range r = {MEM_NONE, -1, 0, false, 0, 0};
+    const uintptr_t a = (uintptr_t)p;
+    std::lock_guard<std::mutex> l(g_lock);
+    auto it = g_mem.upper_bound(a);
+    if (it == g_mem.begin()) return r;
+    --it;
+    const allocation &m = it->second;
+    const size_t off = a - it->first;
+    if (off >= m.size && !(m.size == 0 && off == 0)) return r;
+    r.kind = m.kind;
+    r.device = m.device;
+    r.flags = m.flags;
+    r.offset = off;
+    r.size = m.size;
+    r.inside = bytes <= m.size - off;
+    return r;
+}
+
+static const char *kind_name(mem_kind k)
+{
+    return k == MEM_DEVICE ? "device memory" : k == MEM_PINNED ? "pinned host memory" : "pageable host memory";
+}
+
+bool check_device_range(const char *what, const void *p, size_t bytes, int device)
+{
+    const mem_range r = find(p, bytes);
+    if (r.kind != MEM_DEVICE) {
+        say("%s: %p is %s, not device memory", what, p, kind_name(r.kind));
+        return false;
+    }
+    if (!may_access(device, r.device)) {
+        say("%s: %p is memory of device %d, which device %d may not access (no peer access enabled)", what, p,
+            r.device, device);
+        return false;
+    }
+    if (!r.inside) {
+        say("%s: %zu bytes at offset %zu run past the end of a %zu-byte allocation on device %d", what, bytes,
+            r.offset, r.size, r.device);
+        return false;
+    }
+    return true;
+}
+
+/* ---- streams ---------------------------------------------------------------------------------------------- */
+
+static std::set<cudaStream_t> g_streams; /* live streams, defaults included */
+static cudaStream_t g_default[64];        /* each device's default (NULL) stream, made on first use */
+static std::set<cudaEvent_t> g_events;
+
+static bool live_stream(cudaStream_t s)
+{
+    std::lock_guard<std::mutex> l(g_lock);
+    return g_streams.count(s) != 0;
+}
+
+bool resolve_stream(cudaStream_t *s, int *device)
+{
+    if (!*s) {
+        const int d = t_device;
+        if (!valid_device(d)) return false;
+        std::lock_guard<std::mutex> l(g_lock);
+        if (!g_default[d]) {
+            g_default[d] = new CUstream_st;
+            g_default[d]->device = d;
+            g_streams.insert(g_default[d]);
+        }
+        *s = g_default[d];
+    } else if (!live_stream(*s)) {
+        return false;
+    }
+    *device = (*s)->device;
+    return true;
+}
+
+static thread_local uint64_t t_launch_seed; /* the launch being executed: its block order */
+
+void enqueue(cudaStream_t s, std::function<void()> op)
+{
+    std::lock_guard<std::mutex> l(s->queue_lock);
+    s->q.push_back(std::move(op));
+}
+
+void launch_enqueue(cudaStream_t s, const char *kernel, uint64_t threads, std::function<void()> grid_run)
+{
+    count(kernel, 1, threads);
+    uint64_t seq;
+    {
+        std::lock_guard<std::mutex> l(s->queue_lock);
+        seq = s->launches++;
+    }
+    enqueue(s, [seq, run = std::move(grid_run)]() {
+        t_launch_seed = seq;
+        run();
+    });
+}
+
+/* Runs everything queued on s, in order, on this thread. */
+static void drain(cudaStream_t s)
+{
+    std::lock_guard<std::mutex> run(s->run_lock);
+    for (;;) {
+        std::function<void()> op;
+        {
+            std::lock_guard<std::mutex> l(s->queue_lock);
+            if (s->q.empty()) return;
+            op = std::move(s->q.front());
+            s->q.pop_front();
+        }
+        op();
+    }
+}
+
+/* Drops a reference to s (taken under g_lock); the last one deletes it. */
+static void unref(cudaStream_t s)
+{
+    bool last;
+    {
+        std::lock_guard<std::mutex> l(g_lock);
+        last = --s->refs == 0;
+    }
+    if (last) delete s;
+}
+
+/* Every live stream of `device` (-1: of every device), drained; another thread may destroy one meanwhile. */
+static void drain_device(int device)
+{
+    std::vector<cudaStream_t> v;
+    {
+        std::lock_guard<std::mutex> l(g_lock);
+        for (cudaStream_t s : g_streams)
+            if (device < 0 || s->device == device) {
+                s->refs++;
+                v.push_back(s);
+            }
+    }
+    for (cudaStream_t s : v) {
+        drain(s);
+        unref(s);
+    }
+}
+
+/* The stream an event was last recorded on, drained (the event's record completes). */
+static void drain_event_stream(cudaEvent_t e)
+{
+    cudaStream_t s;
+    {
+        std::lock_guard<std::mutex> l(g_lock);
+        s = e->stream;
+        if (s) s->refs++;
+    }
+    if (s) {
+        drain(s);
+        unref(s);
+    }
+}
+
+static uint64_t mix64(uint64_t z)
+{
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+const unsigned *block_order(unsigned n)
+{
+    static thread_local std::vector<unsigned> order;
+    order.resize(n);
+    const int how = cfg().block_order;
+    for (unsigned i = 0; i < n; i++) order[i] = how == 1 ? n - 1 - i : i;
+    if (how == 2) { /* Fisher-Yates, seeded by TT_SIM_SEED and the launch's place on its stream: reproducible */
+        uint64_t st = mix64(cfg().seed ^ mix64(t_launch_seed));
+        for (unsigned i = n; i > 1; i--) {
+            st = mix64(st);
+            const unsigned j = (unsigned)(st % i);
+            const unsigned t = order[i - 1];
+            order[i - 1] = order[j];
+            order[j] = t;
+        }
+    }
+    return order.data();
+}
+
+bool launch_begin(const char *kernel, dim3 grid, dim3 block, cudaStream_t *s, dim3 *run)
+{
+    int dev = -1;
+    if (!resolve_stream(s, &dev)) {
+        say("%s: launched on a stream that does not exist (destroyed, or never created)", kernel);
+        set_error(cudaErrorInvalidResourceHandle);
+        return false;
+    }
+    if (dev != t_device) {
+        say("%s: launched on a stream of device %d while device %d is current", kernel, dev, t_device);
+        set_error(cudaErrorInvalidResourceHandle);
+        return false;
+    }
+    const uint64_t threads = (uint64_t)block.x * block.y * block.z;
+    if (!grid.x || !grid.y || !grid.z || !threads || threads > 1024 || block.z > 64 || grid.y > 65535 ||
+        grid.z > 65535 || grid.x > 2147483647u) {
+        say("%s: launch configuration grid (%u,%u,%u) block (%u,%u,%u) is not valid", kernel, grid.x, grid.y, grid.z,
+            block.x, block.y, block.z);
+        set_error(cudaErrorInvalidConfiguration);
+        return false;
+    }
+    *run = grid;
+    if (cfg().grid_cap && run->x > cfg().grid_cap) run->x = cfg().grid_cap;
+    return true;
+}
+
+bool check_kernel_pointer(const char *kernel, int arg, const void *p, cudaStream_t s)
+{
+    if (!p) return true;
+    char what[160];
+    snprintf(what, sizeof what, "%s: argument %d", kernel, arg + 1);
+    if (check_device_range(what, p, 1, s->device)) return true;
+    set_error(cudaErrorIllegalAddress);
+    return false;
+}
+
+} /* namespace tt_sim */
+
+using namespace tt_sim;
+
+/* ---- devices -------------------------------------------------------------------------------------------------- */
+
+cudaError_t cudaGetDeviceCount(int *count)
+{
+    if (cfg().devices == 0) return set_error(cudaErrorNoDevice); /* *count untouched, as CUDA does */
+    *count = cfg().devices;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetDevice(int *device)
+{
+    *device = t_device;
+    return cudaSuccess;
+}
+
+/* Makes the device current and creates its context (CUDA 12+ does both at cudaSetDevice). */
+cudaError_t cudaSetDevice(int device)
+{
+    if (!valid_device(device)) return set_error(cudaErrorInvalidDevice);
+    if (!ensure_context(device)) return set_error(cudaErrorDevicesUnavailable);
+    t_device = device;
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize(void)
+{
+    if (need_context() != cudaSuccess) return t_last;
+    drain_device(t_device);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes)
+{
+    if (need_context() != cudaSuccess) return t_last;
+    std::lock_guard<std::mutex> l(g_lock);
+    *total_bytes = cfg().mem_bytes;
+    *free_bytes = cfg().mem_bytes - g_used[t_device];
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceCanAccessPeer(int *can, int device, int peer)
+{
+    if (!valid_device(device) || !valid_device(peer)) return set_error(cudaErrorInvalidDevice);
+    *can = device != peer && cfg().peer;
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned flags)
+{
+    if (need_context() != cudaSuccess) return t_last;
+    if (!valid_device(peer) || peer == t_device || flags) return set_error(cudaErrorInvalidDevice);
+    if (!cfg().peer) return set_error(cudaErrorPeerAccessUnsupported);
+    std::lock_guard<std::mutex> l(g_lock);
+    if (g_peer[t_device] >> peer & 1) return set_error(cudaErrorPeerAccessAlreadyEnabled);
+    g_peer[t_device] |= 1ull << peer;
+    return cudaSuccess;
+}
+
+cudaError_t cudaDriverGetVersion(int *version)
+{
+    *version = CUDART_VERSION;
+    return cudaSuccess;
+}
+
+cudaError_t cudaRuntimeGetVersion(int *version)
+{
+    *version = CUDART_VERSION;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetLastError(void)
+{
+    cudaError_t e = t_last;
+    t_last = cudaSuccess;
+    return e;
+}
+
+cudaError_t cudaPeekAtLastError(void) { return t_last; }
+
+const char *cudaGetErrorString(cudaError_t e)
+{
+    switch (e) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+    case cudaErrorInvalidMemcpyDirection: return "invalid copy direction for memcpy";
+    case cudaErrorInsufficientDriver: return "CUDA driver version is insufficient for CUDA runtime version";
+    case cudaErrorDevicesUnavailable: return "CUDA-capable device(s) is/are busy or unavailable";
+    case cudaErrorNoDevice: return "no CUDA-capable device is detected";
+    case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorPeerAccessUnsupported: return "peer access is not supported between these two devices";
+    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    case cudaErrorNotReady: return "device not ready";
+    case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
+    case cudaErrorPeerAccessAlreadyEnabled: return "peer access is already enabled";
+    case cudaErrorPeerAccessNotEnabled: return "peer access has not been enabled";
+    case cudaErrorTooManyPeers: return "peer mapping resources exhausted";
+    }
+    return "unrecognized error code";
+}
+
+/* ---- memory ----------------------------------------------------------------------------------------------- */
+
+static void *register_alloc(size_t bytes, mem_kind kind, int device, unsigned flags)
+{
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p) return nullptr;
+    std::lock_guard<std::mutex> l(g_lock);
+    g_mem[(uintptr_t)p] = allocation{bytes, kind, device, flags};
+    if (kind == MEM_DEVICE) g_used[device] += bytes;
+    return p;
+}
+
+/* Removes p (the base of an allocation of `kind`) from the registry; false if it is not one. */
+static bool unregister_alloc(void *p, mem_kind kind, int *device)
+{
+    std::lock_guard<std::mutex> l(g_lock);
+    auto it = g_mem.find((uintptr_t)p);
+    if (it == g_mem.end() || it->second.kind != kind) return false;
+    *device = it->second.device;
+    if (kind == MEM_DEVICE) g_used[*device] -= it->second.size;
+    g_mem.erase(it);
+    return true;
+}
+
+cudaError_t cudaMalloc(void **p, size_t bytes)
+{
+    if (need_context() != cudaSuccess) return t_last;
+    {
+        std::lock_guard<std::mutex> l(g_lock);
+        if (bytes > cfg().mem_bytes - g_used[t_device]) return set_error(cudaErrorMemoryAllocation);
+    }
+    void *m = register_alloc(bytes, MEM_DEVICE, t_device, 0);
+    if (!m) return set_error(cudaErrorMemoryAllocation);
+    *p = m;
+    count("cudaMalloc", 1, bytes);
+    return cudaSuccess;
+}
+
+/* Waits for the allocation's device (a free is synchronous in CUDA), then frees. */
+cudaError_t cudaFree(void *p)
+{
+    if (!p) return cudaSuccess;
+    const mem_range r = find(p, 1);
+    if (r.kind != MEM_DEVICE || r.offset) {
+        say("cudaFree(%p): not the start of a device allocation (it is %s)", p, kind_name(r.kind));
+        return set_error(cudaErrorInvalidValue);
+    }
+    drain_device(r.device);
+    int d;
+    unregister_alloc(p, MEM_DEVICE, &d);
+    free(p);
+    return cudaSuccess;
+}
+
+cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned flags)
+{
+    if (need_context() != cudaSuccess) return t_last;
+    if (flags & ~(unsigned)cudaHostAllocPortable) return set_error(cudaErrorInvalidValue);
+    void *m = register_alloc(bytes, MEM_PINNED, t_device, flags);
+    if (!m) return set_error(cudaErrorMemoryAllocation);
+    *p = m;
+    count("cudaHostAlloc", 1, bytes);
+    return cudaSuccess;
+}
+
+cudaError_t cudaFreeHost(void *p)
+{
+    if (!p) return cudaSuccess;
+    const mem_range r = find(p, 1);
+    if (r.kind != MEM_PINNED || r.offset) {
+        say("cudaFreeHost(%p): not the start of a pinned allocation (it is %s)", p, kind_name(r.kind));
+        return set_error(cudaErrorInvalidValue);
+    }
+    drain_device(-1);
+    int d;
+    unregister_alloc(p, MEM_PINNED, &d);
+    free(p);
+    return cudaSuccess;
+}
+
+/* ---- copies ----------------------------------------------------------------------------------------------- */
+
+/* The host side of an asynchronous copy: inside one pinned allocation, portable or made on the stream's device —
+ * or pageable memory (*pageable), which CUDA copies synchronously and TT_SIM_PAGEABLE=error refuses. */
+static bool check_host_range(const char *what, const void *p, size_t bytes, int device, bool *pageable)
+{
+    const mem_range r = find(p, bytes);
+    if (r.kind == MEM_DEVICE) {
+        say("%s: %p is device memory of device %d, where the copy's direction says host memory", what, p, r.device);
+        return false;
+    }
+    if (r.kind == MEM_NONE) {
+        if (cfg().pageable_error)
+            say("%s: %p is pageable host memory: an asynchronous copy needs pinned memory (cudaHostAlloc), or a GPU "
+                "makes it synchronous (TT_SIM_PAGEABLE=error)", what, p);
+        *pageable = true;
+        return !cfg().pageable_error;
+    }
+    if (!r.inside) {
+        say("%s: %zu bytes at offset %zu run past the end of a %zu-byte pinned allocation", what, bytes, r.offset,
+            r.size);
+        return false;
+    }
+    if (r.device != device && !(r.flags & cudaHostAllocPortable)) {
+        say("%s: pinned memory allocated on device %d without cudaHostAllocPortable, used by device %d", what,
+            r.device, device);
+        return false;
+    }
+    return true;
+}
+
+static const char *direction_name(cudaMemcpyKind k)
+{
+    return k == cudaMemcpyHostToDevice ? "h2d" : k == cudaMemcpyDeviceToHost ? "d2h" : "d2d";
+}
+
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, cudaStream_t s)
+{
+    int dev = -1;
+    if (!resolve_stream(&s, &dev)) {
+        say("cudaMemcpyAsync: the stream does not exist (destroyed, or never created)");
+        return set_error(cudaErrorInvalidResourceHandle);
+    }
+    if (dev != t_device) {
+        say("cudaMemcpyAsync: issued on a stream of device %d while device %d is current", dev, t_device);
+        return set_error(cudaErrorInvalidResourceHandle);
+    }
+    if (!bytes) return cudaSuccess;
+    bool ok, pageable = false;
+    switch (kind) {
+    case cudaMemcpyHostToDevice:
+        ok = check_host_range("cudaMemcpyAsync HostToDevice: source", src, bytes, dev, &pageable) &&
+             check_device_range("cudaMemcpyAsync HostToDevice: destination", dst, bytes, dev);
+        break;
+    case cudaMemcpyDeviceToHost:
+        ok = check_device_range("cudaMemcpyAsync DeviceToHost: source", src, bytes, dev) &&
+             check_host_range("cudaMemcpyAsync DeviceToHost: destination", dst, bytes, dev, &pageable);
+        break;
+    case cudaMemcpyDeviceToDevice:
+        /* between devices the backend says so (cudaMemcpyPeerAsync); here both ends are the stream's device's */
+        ok = find(src, bytes).device == dev && find(dst, bytes).device == dev &&
+             check_device_range("cudaMemcpyAsync DeviceToDevice: source", src, bytes, dev) &&
+             check_device_range("cudaMemcpyAsync DeviceToDevice: destination", dst, bytes, dev);
+        if (!ok && find(src, bytes).kind == MEM_DEVICE && find(dst, bytes).kind == MEM_DEVICE)
+            say("cudaMemcpyAsync DeviceToDevice on device %d: source on device %d, destination on device %d (a copy "
+                "between devices is cudaMemcpyPeerAsync)", dev, find(src, bytes).device, find(dst, bytes).device);
+        break;
+    default:
+        say("cudaMemcpyAsync: direction %d is not one the backend may use", (int)kind);
+        return set_error(cudaErrorInvalidMemcpyDirection);
+    }
+    if (!ok) return set_error(cudaErrorInvalidValue);
+    if (pageable) { /* CUDA: the stream's earlier work first, then the copy, before the call returns */
+        count(kind == cudaMemcpyHostToDevice ? "h2d (pageable: synchronous)" : "d2h (pageable: synchronous)", 1, bytes);
+        drain(s);
+        memcpy(dst, src, bytes);
+        return cudaSuccess;
+    }
+    count(direction_name(kind), 1, bytes);
+    enqueue(s, [dst, src, bytes]() { memcpy(dst, src, bytes); });
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind)
+{
+    cudaStream_t s = nullptr; /* the current device's default stream, then waited for */
+    int dev;
+    if (need_context() != cudaSuccess || !resolve_stream(&s, &dev)) return set_error(cudaErrorInvalidDevice);
+    cudaError_t e = cudaMemcpyAsync(dst, src, bytes, kind, s);
+    if (e == cudaSuccess) drain(s);
+    return e;
+}
+
+cudaError_t cudaMemcpyPeerAsync(void *dst, int dst_device, const void *src, int src_device, size_t bytes,
+                                cudaStream_t s)
+{
+    int dev = -1;
+    if (!resolve_stream(&s, &dev)) {
+        say("cudaMemcpyPeerAsync: the stream does not exist (destroyed, or never created)");
+        return set_error(cudaErrorInvalidResourceHandle);
+    }
+    if (!valid_device(dst_device) || !valid_device(src_device)) return set_error(cudaErrorInvalidDevice);
+    if (dev != t_device) {
+        say("cudaMemcpyPeerAsync: issued on a stream of device %d while device %d is current", dev, t_device);
+        return set_error(cudaErrorInvalidResourceHandle);
+    }
+    if (!bytes) return cudaSuccess;
+    /* each end must be memory of the device the call names (the copy itself may be staged: no peer access needed) */
+    const mem_range d = find(dst, bytes), r = find(src, bytes);
+    if (d.kind != MEM_DEVICE || d.device != dst_device || !d.inside || r.kind != MEM_DEVICE ||
+        r.device != src_device || !r.inside) {
+        say("cudaMemcpyPeerAsync of %zu bytes from device %d to device %d: the source is %s of device %d%s, the "
+            "destination %s of device %d%s", bytes, src_device, dst_device, kind_name(r.kind), r.device,
+            r.inside ? "" : " (out of bounds)", kind_name(d.kind), d.device, d.inside ? "" : " (out of bounds)");
+        return set_error(cudaErrorInvalidValue);
+    }
+    count(may_access(dst_device, src_device) ? "peer (direct)" : "peer (staged)", 1, bytes);
+    enqueue(s, [dst, src, bytes]() { memcpy(dst, src, bytes); });
+    return cudaSuccess;
+}
+
+/* ---- streams and events ------------------------------------------------------------------------------------ */
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags)
+{
+    if (need_context() != cudaSuccess) return t_last;
+    if (flags & ~(unsigned)cudaStreamNonBlocking) return set_error(cudaErrorInvalidValue);
+    cudaStream_t n = new CUstream_st;
+    n->device = t_device;
+    std::lock_guard<std::mutex> l(g_lock);
+    g_streams.insert(n);
+    *s = n;
+    return cudaSuccess;
+}
+
+/* Work still queued runs first (CUDA lets it complete before the stream's resources go). */
+cudaError_t cudaStreamDestroy(cudaStream_t s)
+{
+    if (!s || !live_stream(s)) {
+        say("cudaStreamDestroy: the stream does not exist (destroyed twice, or the default stream)");
+        return set_error(cudaErrorInvalidResourceHandle);
+    }
+    {
+        std::lock_guard<std::mutex> l(g_lock);
+        g_streams.erase(s);
+        for (cudaEvent_t e : g_events)
+            if (e->stream == s) e->stream = nullptr;
+    }
+    drain(s);
+    unref(s);
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t s)
+{
+    int dev;
+    if (!resolve_stream(&s, &dev)) {
+        say("cudaStreamSynchronize: the stream does not exist (destroyed, or never created)");
+        return set_error(cudaErrorInvalidResourceHandle);
+    }
+    drain(s);
+    return cudaSuccess;
+}
+
+static bool live_event(cudaEvent_t e)
+{
+    std::lock_guard<std::mutex> l(g_lock);
+    return g_events.count(e) != 0;
+}
+
+static double clock_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t *e)
+{
+    if (need_context() != cudaSuccess) return t_last;
+    cudaEvent_t n = new CUevent_st;
+    n->device = t_device;
+    std::lock_guard<std::mutex> l(g_lock);
+    g_events.insert(n);
+    *e = n;
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t e)
+{
+    if (!live_event(e)) {
+        say("cudaEventDestroy: the event does not exist (destroyed twice, or never created)");
+        return set_error(cudaErrorInvalidResourceHandle);
+    }
+    drain_event_stream(e); /* its pending record completes first, as CUDA defers the release */
+    {
+        std::lock_guard<std::mutex> l(g_lock);
+        g_events.erase(e);
+    }
+    delete e;
+    return cudaSuccess;
+}
+
+/* Queues the event's completion on s: it completes when the stream's earlier work has run. */
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
+{
+    int dev;
+    if (!live_event(e) || !resolve_stream(&s, &dev)) {
+        say("cudaEventRecord: the event or the stream does not exist");
+        return set_error(cudaErrorInvalidResourceHandle);
+    }
+    if (e->device != dev) {
+        say("cudaEventRecord: an event of device %d recorded on a stream of device %d", e->device, dev);
+        return set_error(cudaErrorInvalidResourceHandle);
+    }
+    uint64_t n;
+    {
+        std::lock_guard<std::mutex> l(g_lock);
+        n = ++e->recorded;
+        e->stream = s;
+    }
+    enqueue(s, [e, n]() {
+        std::lock_guard<std::mutex> l(g_lock);
+        if (e->recorded == n) { /* not recorded again since */
+            e->completed = n;
+            e->ms = clock_ms();
+        }
+    });
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t e)
+{
+    if (!live_event(e)) return set_error(cudaErrorInvalidResourceHandle);
+    drain_event_stream(e);
+    return cudaSuccess;
+}
+
+/* Both events must have completed: cudaErrorNotReady otherwise (a missing wait), as CUDA says. */
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
+{
+    if (!live_event(a) || !live_event(b)) return set_error(cudaErrorInvalidResourceHandle);
+    std::lock_guard<std::mutex> l(g_lock);
+    if (!a->recorded || !b->recorded) return set_error(cudaErrorInvalidResourceHandle);
+    if (a->completed != a->recorded || b->completed != b->recorded) {
+        say("cudaEventElapsedTime: an event has not completed (its stream was not waited for)");
+        return set_error(cudaErrorNotReady);
+    }
+    *ms = (float)(b->ms - a->ms);
+    return cudaSuccess;
+}
+
+/* ---- the report ------------------------------------------------------------------------------------------- */
+
+namespace tt_sim {
+
+struct counter {
+    uint64_t calls, amount;
+};
+static std::mutex g_count_lock;
+static std::map<std::string, counter> g_counts;
+
+void count(const char *what, uint64_t calls, uint64_t amount)
+{
+    if (!cfg().report || !*cfg().report) return;
+    std::lock_guard<std::mutex> l(g_count_lock);
+    counter &c = g_counts[what];
+    c.calls += calls;
+    c.amount += amount;
+}
+
+/* One line per counter: name, calls, and threads (kernels), bytes (copies, allocations) or flops (sgemm). */
+static void write_report(void)
+{
+    const char *path = cfg().report;
+    FILE *f = strcmp(path, "-") == 0 ? stderr : fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "cuda stand-in: TT_SIM_REPORT: %s: %s\n", path, strerror(errno));
+        return;
+    }
+    std::lock_guard<std::mutex> l(g_count_lock);
+    fprintf(f, "# cuda stand-in counters: name, calls, amount (kernels: threads launched; copies and allocations: "
+               "bytes; sgemm: flops; collectives: bytes per rank)\n");
+    for (const auto &kv : g_counts)
+        fprintf(f, "%s\t%llu\t%llu\n", kv.first.c_str(), (unsigned long long)kv.second.calls,
+                (unsigned long long)kv.second.amount);
+    if (f != stderr && fclose(f) != 0) fprintf(stderr, "cuda stand-in: TT_SIM_REPORT: %s: write failed\n", path);
+}
+
+} /* namespace tt_sim */

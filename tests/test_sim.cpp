@@ -1,0 +1,358 @@
+/* test_sim.cpp — the CPU stand-in's own promises (cuda/sim/), each shown by a misuse it must catch or a behaviour
+ * it must model: deferred execution (a missing wait reads stale data), kernel pointers on the wrong device or on host
+ * memory, launches on another device's stream, copies out of bounds or in the wrong direction, pageable memory in
+ * an asynchronous copy, events read before they complete, block order and the grid cap, a busy device, cuBLAS's
+ * column-major sgemm and its argument checks, NCCL's rendezvous and a rank that never arrives.
+ * Built only with -DTT_CUDA_SIM=ON (CTest test_sim); each test runs in its own process (Check's fork mode), so the
+ * stand-in's settings (read from the environment at the first CUDA call) can differ from test to test. */
+#include <check.h>
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <nccl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <thread>
+#include <vector>
+
+__global__ void k_set(float *x, size_t n, float v)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) x[i] = v;
+}
+
+/* Records the order in which blocks run (thread 0 of each block; the stand-in runs them one after another). */
+__global__ void k_order(unsigned *seen, unsigned *next)
+{
+    if (threadIdx.x == 0) seen[(*next)++] = blockIdx.x;
+}
+
+static float *dev_floats(size_t n)
+{
+    void *p = nullptr;
+    ck_assert_int_eq(cudaMalloc(&p, n * sizeof(float)), cudaSuccess);
+    return (float *)p;
+}
+
+static float *pinned_floats(size_t n)
+{
+    void *p = nullptr;
+    ck_assert_int_eq(cudaHostAlloc(&p, n * sizeof(float), cudaHostAllocPortable), cudaSuccess);
+    return (float *)p;
+}
+
+static cudaStream_t new_stream(void)
+{
+    cudaStream_t s = nullptr;
+    ck_assert_int_eq(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+    return s;
+}
+
+/* Work runs when waited for: a read of a copy's destination before the wait sees the old contents. */
+START_TEST(test_deferred)
+{
+    cudaStream_t s = new_stream();
+    float *d = dev_floats(4), *h = pinned_floats(4);
+    h[0] = 1.0f;
+    TT_LAUNCH(k_set, 1, 32, s, d, (size_t)4, 5.0f);
+    ck_assert_int_eq(cudaMemcpyAsync(h, d, 4 * sizeof(float), cudaMemcpyDeviceToHost, s), cudaSuccess);
+    ck_assert(h[0] == 1.0f); /* not waited for: stale */
+    ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess);
+    ck_assert(h[0] == 5.0f && h[3] == 5.0f);
+    /* an upload reads the host buffer when it runs, not when issued */
+    h[0] = 7.0f;
+    ck_assert_int_eq(cudaMemcpyAsync(d, h, sizeof(float), cudaMemcpyHostToDevice, s), cudaSuccess);
+    h[0] = 8.0f;
+    ck_assert_int_eq(cudaMemcpyAsync(h + 1, d, sizeof(float), cudaMemcpyDeviceToHost, s), cudaSuccess);
+    ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess);
+    ck_assert(h[1] == 8.0f);
+    cudaFree(d);
+    cudaFreeHost(h);
+    cudaStreamDestroy(s);
+}
+END_TEST
+
+/* A kernel pointer must be memory of the stream's device, or of a peer whose access was enabled. */
+START_TEST(test_kernel_pointers)
+{
+    ck_assert_int_eq(cudaSetDevice(1), cudaSuccess);
+    float *d1 = dev_floats(8);
+    ck_assert_int_eq(cudaSetDevice(0), cudaSuccess);
+    cudaStream_t s = new_stream();
+    float *d0 = dev_floats(8), *h = pinned_floats(8), pageable[8];
+    TT_LAUNCH(k_set, 1, 32, s, d1, (size_t)8, 1.0f);
+    ck_assert_int_eq(cudaGetLastError(), cudaErrorIllegalAddress);
+    TT_LAUNCH(k_set, 1, 32, s, h, (size_t)8, 1.0f);
+    ck_assert_int_eq(cudaGetLastError(), cudaErrorIllegalAddress);
+    TT_LAUNCH(k_set, 1, 32, s, pageable, (size_t)8, 1.0f);
+    ck_assert_int_eq(cudaGetLastError(), cudaErrorIllegalAddress);
+    TT_LAUNCH(k_set, 1, 32, s, d0 + 4, (size_t)4, 1.0f); /* inside an allocation: fine */
+    ck_assert_int_eq(cudaGetLastError(), cudaSuccess);
+    ck_assert_int_eq(cudaDeviceEnablePeerAccess(1, 0), cudaSuccess);
+    ck_assert_int_eq(cudaDeviceEnablePeerAccess(1, 0), cudaErrorPeerAccessAlreadyEnabled);
+    ck_assert_int_eq(cudaGetLastError(), cudaErrorPeerAccessAlreadyEnabled); /* recorded, as CUDA does */
+    TT_LAUNCH(k_set, 1, 32, s, d1, (size_t)8, 1.0f); /* a peer's, with access enabled */
+    ck_assert_int_eq(cudaGetLastError(), cudaSuccess);
+    /* a stream of device 0 while device 1 is current */
+    ck_assert_int_eq(cudaSetDevice(1), cudaSuccess);
+    TT_LAUNCH(k_set, 1, 32, s, d1, (size_t)8, 1.0f);
+    ck_assert_int_eq(cudaGetLastError(), cudaErrorInvalidResourceHandle);
+    ck_assert_int_eq(cudaSetDevice(0), cudaSuccess);
+    TT_LAUNCH(k_set, 0, 32, s, d0, (size_t)8, 1.0f); /* an empty grid */
+    ck_assert_int_eq(cudaGetLastError(), cudaErrorInvalidConfiguration);
+    ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess);
+    cudaStreamDestroy(s);
+}
+END_TEST
+
+/* Copies: inside their allocations, in the direction they name, between devices only as peer copies. */
+START_TEST(test_copies)
+{
+    ck_assert_int_eq(cudaSetDevice(1), cudaSuccess);
+    float *d1 = dev_floats(8);
+    ck_assert_int_eq(cudaSetDevice(0), cudaSuccess);
+    cudaStream_t s = new_stream();
+    float *d = dev_floats(8), *h = pinned_floats(8);
+    const size_t b = 8 * sizeof(float);
+    ck_assert_int_eq(cudaMemcpyAsync(d, h, b + 4, cudaMemcpyHostToDevice, s), cudaErrorInvalidValue);
+    ck_assert_int_eq(cudaMemcpyAsync(d + 1, h, b, cudaMemcpyHostToDevice, s), cudaErrorInvalidValue);
+    ck_assert_int_eq(cudaMemcpyAsync(h, d, b, cudaMemcpyHostToDevice, s), cudaErrorInvalidValue); /* backwards */
+    ck_assert_int_eq(cudaMemcpyAsync(d, d1, b, cudaMemcpyDeviceToDevice, s), cudaErrorInvalidValue);
+    ck_assert_int_eq(cudaMemcpyPeerAsync(d, 0, d1, 0, b, s), cudaErrorInvalidValue); /* d1 is device 1's */
+    for (int i = 0; i < 8; i++) h[i] = (float)i;
+    ck_assert_int_eq(cudaSetDevice(1), cudaSuccess);
+    cudaStream_t s1 = new_stream();
+    ck_assert_int_eq(cudaMemcpyAsync(d1, h, b, cudaMemcpyHostToDevice, s1), cudaSuccess); /* portable: any device */
+    ck_assert_int_eq(cudaStreamSynchronize(s1), cudaSuccess);
+    ck_assert_int_eq(cudaSetDevice(0), cudaSuccess);
+    ck_assert_int_eq(cudaMemcpyPeerAsync(d, 0, d1, 1, b, s), cudaSuccess);
+    ck_assert_int_eq(cudaMemcpyAsync(h, d, b, cudaMemcpyDeviceToHost, s), cudaSuccess);
+    memset(h, 0, b);
+    ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess);
+    ck_assert(h[7] == 7.0f);
+    cudaStreamDestroy(s1);
+    cudaStreamDestroy(s);
+}
+END_TEST
+
+/* Pageable host memory: CUDA's synchronous copy by default (the stream's earlier work first), an error under
+ * TT_SIM_PAGEABLE=error. */
+START_TEST(test_pageable)
+{
+    cudaStream_t s = new_stream();
+    float *d = dev_floats(4), h[4] = {0, 0, 0, 0};
+    TT_LAUNCH(k_set, 1, 32, s, d, (size_t)4, 3.0f);
+    ck_assert_int_eq(cudaMemcpyAsync(h, d, sizeof h, cudaMemcpyDeviceToHost, s), cudaSuccess);
+    ck_assert(h[2] == 3.0f); /* complete when the call returns */
+    cudaStreamDestroy(s);
+}
+END_TEST
+
+START_TEST(test_pageable_error)
+{
+    setenv("TT_SIM_PAGEABLE", "error", 1);
+    cudaStream_t s = new_stream();
+    float *d = dev_floats(4), h[4] = {0, 0, 0, 0};
+    ck_assert_int_eq(cudaMemcpyAsync(h, d, sizeof h, cudaMemcpyDeviceToHost, s), cudaErrorInvalidValue);
+    ck_assert_int_eq(cudaMemcpyAsync(d, h, sizeof h, cudaMemcpyHostToDevice, s), cudaErrorInvalidValue);
+    cudaStreamDestroy(s);
+}
+END_TEST
+
+/* An event's time can be read once its stream has reached it: cudaErrorNotReady before. */
+START_TEST(test_events)
+{
+    cudaStream_t s = new_stream();
+    cudaEvent_t a, b;
+    ck_assert_int_eq(cudaEventCreate(&a), cudaSuccess);
+    ck_assert_int_eq(cudaEventCreate(&b), cudaSuccess);
+    float *d = dev_floats(1024), ms = -1;
+    ck_assert_int_eq(cudaEventRecord(a, s), cudaSuccess);
+    TT_LAUNCH(k_set, 4, 256, s, d, (size_t)1024, 1.0f);
+    ck_assert_int_eq(cudaEventRecord(b, s), cudaSuccess);
+    ck_assert_int_eq(cudaEventElapsedTime(&ms, a, b), cudaErrorNotReady);
+    ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess);
+    ck_assert_int_eq(cudaEventElapsedTime(&ms, a, b), cudaSuccess);
+    ck_assert(ms >= 0.0f);
+    ck_assert_int_eq(cudaSetDevice(1), cudaSuccess);
+    cudaStream_t s1 = new_stream();
+    ck_assert_int_eq(cudaEventRecord(a, s1), cudaErrorInvalidResourceHandle); /* an event of device 0 */
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+}
+END_TEST
+
+/* The order blocks run in, and the grid the kernel sees, for TT_SIM_BLOCK_ORDER / TT_SIM_GRID_CAP. */
+static std::vector<unsigned> block_run(const char *order, const char *cap, unsigned blocks)
+{
+    setenv("TT_SIM_BLOCK_ORDER", order, 1);
+    if (cap) setenv("TT_SIM_GRID_CAP", cap, 1);
+    cudaStream_t s = new_stream();
+    unsigned *h = nullptr, *d = nullptr;
+    const size_t n = blocks + 1;
+    ck_assert_int_eq(cudaHostAlloc((void **)&h, n * sizeof(unsigned), 0), cudaSuccess);
+    ck_assert_int_eq(cudaMalloc((void **)&d, n * sizeof(unsigned)), cudaSuccess);
+    memset(h, 0, n * sizeof(unsigned));
+    ck_assert_int_eq(cudaMemcpyAsync(d, h, n * sizeof(unsigned), cudaMemcpyHostToDevice, s), cudaSuccess);
+    TT_LAUNCH(k_order, blocks, 64, s, d, d + blocks);
+    ck_assert_int_eq(cudaMemcpyAsync(h, d, n * sizeof(unsigned), cudaMemcpyDeviceToHost, s), cudaSuccess);
+    ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess);
+    return std::vector<unsigned>(h, h + h[blocks]);
+}
+
+START_TEST(test_block_reverse)
+{
+    std::vector<unsigned> v = block_run("reverse", nullptr, 5);
+    ck_assert_uint_eq(v.size(), 5);
+    for (unsigned i = 0; i < 5; i++) ck_assert_uint_eq(v[i], 4 - i);
+}
+END_TEST
+
+START_TEST(test_block_shuffle)
+{
+    std::vector<unsigned> v = block_run("shuffle", nullptr, 64), seen(64, 0);
+    ck_assert_uint_eq(v.size(), 64);
+    unsigned in_place = 0;
+    for (unsigned i = 0; i < 64; i++) {
+        seen[v[i]]++;
+        in_place += v[i] == i;
+    }
+    for (unsigned i = 0; i < 64; i++) ck_assert_uint_eq(seen[i], 1); /* a permutation */
+    ck_assert_uint_lt(in_place, 16);                                   /* and not the forward order */
+}
+END_TEST
+
+/* A capped grid runs fewer blocks, and a grid-stride loop still covers every element. */
+START_TEST(test_grid_cap)
+{
+    std::vector<unsigned> v = block_run("forward", "3", 40);
+    ck_assert_uint_eq(v.size(), 3);
+    cudaStream_t s = new_stream();
+    float *d = dev_floats(5000), *h = pinned_floats(5000);
+    TT_LAUNCH(k_set, 20, 256, s, d, (size_t)5000, 2.0f);
+    ck_assert_int_eq(cudaMemcpyAsync(h, d, 5000 * sizeof(float), cudaMemcpyDeviceToHost, s), cudaSuccess);
+    ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess);
+    for (int i = 0; i < 5000; i++) ck_assert(h[i] == 2.0f);
+}
+END_TEST
+
+/* An exclusive device in use elsewhere: its context cannot be created; the others work. */
+START_TEST(test_busy)
+{
+    setenv("TT_SIM_DEVICES", "3", 1);
+    setenv("TT_SIM_BUSY", "0", 1);
+    int d = -1;
+    ck_assert_int_eq(cudaGetDevice(&d), cudaSuccess); /* asking creates nothing */
+    ck_assert_int_eq(d, 0);
+    void *p = nullptr;
+    ck_assert_int_eq(cudaMalloc(&p, 16), cudaErrorDevicesUnavailable);
+    ck_assert_int_eq(cudaSetDevice(0), cudaErrorDevicesUnavailable);
+    ck_assert_int_eq(cudaSetDevice(2), cudaSuccess);
+    ck_assert_int_eq(cudaMalloc(&p, 16), cudaSuccess);
+    ck_assert_int_eq(cudaFree(p), cudaSuccess);
+}
+END_TEST
+
+/* cuBLAS: column-major C = A B, its argument checks, and the handle's device. */
+START_TEST(test_sgemm)
+{
+    cudaStream_t s = new_stream();
+    cublasHandle_t hb;
+    ck_assert_int_eq(cublasCreate(&hb), CUBLAS_STATUS_SUCCESS);
+    ck_assert_int_eq(cublasSetStream(hb, s), CUBLAS_STATUS_SUCCESS);
+    float *d = dev_floats(4 + 6 + 6), *h = pinned_floats(16);
+    const float A[4] = {1, 2, 3, 4}, B[6] = {1, 0, 0, 1, 1, 1}; /* column-major: A = [1 3; 2 4], B = [1 0 1; 0 1 1] */
+    memcpy(h, A, sizeof A);
+    memcpy(h + 4, B, sizeof B);
+    ck_assert_int_eq(cudaMemcpyAsync(d, h, 10 * sizeof(float), cudaMemcpyHostToDevice, s), cudaSuccess);
+    const float one = 1, zero = 0;
+    ck_assert_int_eq(cublasSgemm(hb, CUBLAS_OP_N, CUBLAS_OP_N, 2, 3, 2, &one, d, 2, d + 4, 2, &zero, d + 10, 2),
+                     CUBLAS_STATUS_SUCCESS);
+    ck_assert_int_eq(cudaMemcpyAsync(h + 10, d + 10, 6 * sizeof(float), cudaMemcpyDeviceToHost, s), cudaSuccess);
+    ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess);
+    const float want[6] = {1, 2, 3, 4, 4, 6}; /* A B = [1 3 4; 2 4 6], column-major */
+    for (int i = 0; i < 6; i++) ck_assert(h[10 + i] == want[i]);
+    ck_assert_int_eq(cublasSgemm(hb, CUBLAS_OP_N, CUBLAS_OP_N, 2, 3, 2, &one, d, 1, d + 4, 2, &zero, d + 10, 2),
+                     CUBLAS_STATUS_INVALID_VALUE); /* lda < m */
+    ck_assert_int_eq(cublasSgemm(hb, CUBLAS_OP_N, CUBLAS_OP_N, 2, 4, 2, &one, d, 2, d + 4, 2, &zero, d + 10, 2),
+                     CUBLAS_STATUS_EXECUTION_FAILED); /* C (2 x 4) runs past the allocation */
+    ck_assert_int_eq(cudaSetDevice(1), cudaSuccess);
+    ck_assert_int_eq(cublasSgemm(hb, CUBLAS_OP_N, CUBLAS_OP_N, 2, 3, 2, &one, d, 2, d + 4, 2, &zero, d + 10, 2),
+                     CUBLAS_STATUS_EXECUTION_FAILED); /* the handle is device 0's */
+    ck_assert_int_eq(cudaSetDevice(0), cudaSuccess);
+    cublasDestroy(hb);
+}
+END_TEST
+
+/* NCCL: three ranks, each on its own thread and stream, sum in rank order; reduce, all-reduce, broadcast. */
+START_TEST(test_nccl)
+{
+    setenv("TT_SIM_DEVICES", "3", 1);
+    ncclComm_t comms[3];
+    const int devs[3] = {0, 1, 2};
+    ck_assert_int_eq(ncclCommInitAll(comms, 3, devs), ncclSuccess);
+    float out[3][4];
+    std::vector<std::thread> ts;
+    for (int r = 0; r < 3; r++)
+        ts.emplace_back([&, r]() {
+            ck_assert_int_eq(cudaSetDevice(r), cudaSuccess);
+            cudaStream_t s = new_stream();
+            float *d = dev_floats(12), *h = pinned_floats(12);
+            for (int i = 0; i < 4; i++) h[i] = (float)(r + 1) * (float)(i + 1); /* rank r: (r+1)(i+1) */
+            ck_assert_int_eq(cudaMemcpyAsync(d, h, 4 * sizeof(float), cudaMemcpyHostToDevice, s), cudaSuccess);
+            ck_assert_int_eq(ncclAllReduce(d, d + 4, 4, ncclFloat, ncclSum, comms[r], s), ncclSuccess);
+            ck_assert_int_eq(ncclReduce(d, d + 8, 4, ncclFloat, ncclSum, 2, comms[r], s), ncclSuccess);
+            ck_assert_int_eq(ncclBroadcast(d + 4, d + 4, 4, ncclFloat, 1, comms[r], s), ncclSuccess);
+            ck_assert_int_eq(cudaMemcpyAsync(h, d, 12 * sizeof(float), cudaMemcpyDeviceToHost, s), cudaSuccess);
+            ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess);
+            for (int i = 0; i < 4; i++) out[r][i] = h[4 + i];
+            if (r == 2)
+                for (int i = 0; i < 4; i++) ck_assert(h[8 + i] == 6.0f * (float)(i + 1));
+        });
+    for (std::thread &t : ts) t.join();
+    for (int r = 0; r < 3; r++)
+        for (int i = 0; i < 4; i++) ck_assert(out[r][i] == 6.0f * (float)(i + 1));
+    for (int r = 0; r < 3; r++) ncclCommDestroy(comms[r]);
+    const int same[2] = {1, 1};
+    ck_assert_int_eq(ncclCommInitAll(comms, 2, same), ncclInvalidUsage); /* one GPU, two ranks */
+}
+END_TEST
+
+/* A rank that never reaches its collective: the others end the process with a line naming who arrived. */
+START_TEST(test_nccl_missing_rank)
+{
+    setenv("TT_SIM_NCCL_TIMEOUT", "1", 1);
+    ncclComm_t comms[2];
+    ck_assert_int_eq(ncclCommInitAll(comms, 2, nullptr), ncclSuccess);
+    cudaStream_t s = new_stream();
+    float *d = dev_floats(4);
+    ck_assert_int_eq(ncclAllReduce(d, d, 4, ncclFloat, ncclSum, comms[0], s), ncclSuccess);
+    cudaStreamSynchronize(s); /* rank 1 never calls: aborts after 1 s */
+}
+END_TEST
+
+int main(void)
+{
+    Suite *su = suite_create("cuda stand-in");
+    TCase *tc = tcase_create("instrument");
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, test_deferred);
+    tcase_add_test(tc, test_kernel_pointers);
+    tcase_add_test(tc, test_copies);
+    tcase_add_test(tc, test_pageable);
+    tcase_add_test(tc, test_pageable_error);
+    tcase_add_test(tc, test_events);
+    tcase_add_test(tc, test_block_reverse);
+    tcase_add_test(tc, test_block_shuffle);
+    tcase_add_test(tc, test_grid_cap);
+    tcase_add_test(tc, test_busy);
+    tcase_add_test(tc, test_sgemm);
+    tcase_add_test(tc, test_nccl);
+    tcase_add_test_raise_signal(tc, test_nccl_missing_rank, SIGABRT);
+    suite_add_tcase(su, tc);
+    SRunner *sr = srunner_create(su);
+    srunner_run_all(sr, CK_ENV);
+    const int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# test_sim_train.sh — `towertrain train --device cuda` on the CPU stand-in (a -DTT_CUDA_SIM=ON build): the seed mlp,
+# the cnn and the textcnn under every placement (cpu, device, allreduce, nccl), each against the CPU backend with
+# the same towers. The mlp must agree to the last printed digit of the JSON log (every op runs the same tt_math.h
+# code or the same OpenBLAS call as on the CPU); cnn and textcnn within TOL (their bias gradients over B·OH·OW rows
+# add in chunks on a GPU, in rows on the CPU: docs/cuda.md). The four CUDA placements must agree with each other
+# exactly. Runs vary the stand-in: 2 or 3 devices (virtual towers when 3 towers share 2), forward, reversed and
+# shuffled block order, a capped grid; asynchronous copies of pageable memory are errors (TT_SIM_PAGEABLE=error).
+# Then the stand-in's own promises as the CLI meets them: an exclusive, busy GPU 0 (TT_SIM_BUSY=0) does not stop a
+# run on GPUs 1 and 2; a bad TT_SIM_* setting and a machine of no devices are one clear line each; the counters.
+# Usage: test_sim_train.sh TOWERTRAIN. Exit 77 (skip) where Fashion-MNIST is not installed.
+set -euo pipefail
+bin=$1
+root=$(cd "$(dirname "$0")/.." && pwd)
+mnist=/usr/share/datasets/fashion-mnist
+[ -d "$mnist" ] || { echo "SKIP: $mnist not found (apt-get install dataset-fashion-mnist)"; exit 77; }
+"$bin" --version | grep -q 'cuda (CPU stand-in)' || { echo "FAIL: $bin is not a stand-in build"; exit 1; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+bad() { echo "FAIL: $*"; fail=1; }
+TOL=2e-3 # relative, on the test loss after the short runs below (measured: docs/cuda.md)
+
+python3 "$root/tools/make-langid" --langs english,german --k-train 300 --k-test 100 "$tmp/lang" >/dev/null
+
+declare -A args=(
+  [mlp]="--data fashion-mnist --model mlp --batch 64 --epochs 2 --train-samples 640 --val-samples 128 --test-samples 256"
+  [cnn]="--data fashion-mnist --model cnn --batch 32 --epochs 1 --train-samples 128 --val-samples 32 --test-samples 64"
+  [textcnn]="--data npy:$tmp/lang --model textcnn --batch 32 --epochs 2 --val-samples 100"
+)
+# placement -> the stand-in's settings for its run
+declare -A sim=(
+  [cpu]="TT_SIM_DEVICES=3"
+  [device]="TT_SIM_DEVICES=2 TT_SIM_BLOCK_ORDER=reverse"
+  [allreduce]="TT_SIM_DEVICES=3 TT_SIM_BLOCK_ORDER=shuffle TT_SIM_GRID_CAP=2"
+  [nccl]="TT_SIM_DEVICES=3 TT_SIM_BLOCK_ORDER=shuffle TT_SIM_GRID_CAP=3 TT_SIM_SEED=7"
+)
+
+# A run's figures as one line: every epoch's loss and val_loss, then the test loss and accuracy (the JSON log).
+figures() { jq -r 'select(.event == "epoch" or .event == "test") | [.loss, (.val_loss // .accuracy)] | @tsv' "$1" | tr '\n' ' '; }
+common="--towers 3 --seed 3 --progress quiet"
+
+for model in mlp cnn textcnn; do
+  # shellcheck disable=SC2086
+  out=$("$bin" train --device cpu ${args[$model]} $common --log-json "$tmp/$model-cpu.json" 2>&1 >/dev/null) ||
+    { bad "$model: the CPU run: $out"; continue; }
+  ref=$(figures "$tmp/$model-cpu.json")
+  first=""
+  for place in cpu device allreduce nccl; do
+    # shellcheck disable=SC2086
+    out=$(env TT_SIM_PAGEABLE=error ${sim[$place]} "$bin" train --device cuda --reduce "$place" ${args[$model]} \
+      $common --log-json "$tmp/$model-$place.json" 2>&1 >/dev/null) || {
+      bad "$model --reduce $place on the stand-in (${sim[$place]}): $out"
+      continue
+    }
+    got=$(figures "$tmp/$model-$place.json")
+    echo "$model --reduce $place (${sim[$place]}): $got"
+    [ -n "$first" ] || first=$got
+    [ "$got" = "$first" ] || bad "$model: --reduce $place differs from --reduce cpu on the stand-in: $got vs $first"
+  done
+  echo "$model on the CPU backend:             $ref"
+  if [ "$model" = mlp ]; then
+    [ "$first" = "$ref" ] || bad "mlp: the stand-in ($first) differs from the CPU backend ($ref)"
+  else
+    python3 - "$first" "$ref" "$TOL" "$model" <<'EOF' || fail=1
+import sys
+a, b, tol, model = [float(x) for x in sys.argv[1].split()], [float(x) for x in sys.argv[2].split()], float(sys.argv[3]), sys.argv[4]
+worst = max(abs(x - y) / max(abs(y), 1e-3) for x, y in zip(a, b))
+print(f"{model}: stand-in vs CPU backend, largest relative difference {worst:.3g} (tolerance {tol:g})")
+if len(a) != len(b) or worst > tol:
+    print(f"FAIL: {model}: the stand-in differs from the CPU backend beyond the tolerance")
+    sys.exit(1)
+EOF
+  fi
+done
+
+small="--data fashion-mnist --batch 32 --epochs 1 --train-samples 64 --val-samples 32 --test-samples 32 --progress quiet"
+# An exclusive GPU 0 in use elsewhere: a run on GPUs 1 and 2 must never create a context on GPU 0.
+# shellcheck disable=SC2086
+out=$(TT_SIM_DEVICES=3 TT_SIM_BUSY=0 "$bin" train --device cuda --gpus 1,2 --towers 2 $small 2>&1) ||
+  bad "--gpus 1,2 with GPU 0 busy: $out"
+# shellcheck disable=SC2086
+out=$(TT_SIM_DEVICES=3 TT_SIM_BUSY=0 "$bin" train --device cuda --gpus 0,1 --towers 2 $small 2>&1) && bad "--gpus 0,1 with GPU 0 busy trained"
+echo "$out" | grep -q "busy or unavailable" || bad "--gpus 0,1 with GPU 0 busy: no line names it: $out"
+# The stand-in's settings are checked: one line, exit 2.
+rc=0
+# shellcheck disable=SC2086
+out=$(TT_SIM_DEVICES=two "$bin" train --device cuda $small 2>&1) || rc=$?
+[ $rc -eq 2 ] && [ "$(echo "$out" | grep -c .)" -eq 1 ] && echo "$out" | grep -q "TT_SIM_DEVICES: 'two'" ||
+  bad "TT_SIM_DEVICES=two: exit $rc, '$out'"
+# No device: --device cuda fails with CUDA's reason, auto trains on the CPU with a notice.
+rc=0
+# shellcheck disable=SC2086
+out=$(TT_SIM_DEVICES=0 "$bin" train --device cuda $small 2>&1) || rc=$?
+[ $rc -ne 0 ] && echo "$out" | grep -q "no CUDA-capable device" || bad "TT_SIM_DEVICES=0 --device cuda: exit $rc, '$out'"
+# shellcheck disable=SC2086
+out=$(TT_SIM_DEVICES=0 "$bin" train --device auto $small 2>&1) || bad "TT_SIM_DEVICES=0 --device auto: $out"
+echo "$out" | grep -q "notice: --device auto" || bad "TT_SIM_DEVICES=0 --device auto: no notice: $out"
+# The counters: kernels, cuBLAS and copies of a run.
+# shellcheck disable=SC2086
+TT_SIM_REPORT="$tmp/report.tsv" "$bin" train --device cuda --towers 2 $small >/dev/null 2>&1 || bad "TT_SIM_REPORT run"
+for name in k_softmax_xent cublasSgemm h2d d2h cudaMalloc; do
+  grep -q "^$name	[1-9]" "$tmp/report.tsv" || bad "TT_SIM_REPORT: no $name line in $(cat "$tmp/report.tsv")"
+done
+
+if [ $fail -ne 0 ]; then
+  echo "test_sim_train: FAILED"
+  exit 1
+fi
+echo "test_sim_train: passed"
