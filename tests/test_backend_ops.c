@@ -574,7 +574,8 @@ START_TEST(test_embed_bwd)
                       ops->name);
         if (V > 2 && n > 0) { /* id 1 never occurs: its row is zeros */
             float *h = fetch(&p.dev, g1, V * E);
-            for (size_t e = 0; e < E; e++) ck_assert_msg(h[E + e] == 0.0f, "embed_bwd n=%zu: unused id 1 got %g", n, h[E + e]);
+            for (size_t e = 0; e < E; e++)
+                ck_assert_msg(h[E + e] == 0.0f, "embed_bwd n=%zu: unused id 1 got %g", n, h[E + e]);
             tt_free(h);
         }
         char what[64];
