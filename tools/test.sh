@@ -31,7 +31,7 @@ cmake -S . -B build-sim -DTT_WERROR=ON -DCMAKE_BUILD_TYPE=Debug -DTT_CUDA_SIM=ON
   >build-sim/configure.log 2>&1 || { cat build-sim/configure.log; exit 1; }
 cmake --build build-sim -j"$jobs" --target towertrain test_backend_ops test_towers test_e2e test_sim
 (cd build-sim && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-  ctest --output-on-failure -L sim)
+  ctest --output-on-failure -j"$jobs" -L sim)
 # ThreadSanitizer: the suites that run the crew, every placement, halts and stop requests. setarch -R turns off
 # address-space randomisation, which some kernels' mappings make TSan refuse.
 echo "=== build-tsan: cmake -DTT_TSAN=ON (test_towers, test_faults, test_phases)"
