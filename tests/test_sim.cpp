@@ -93,6 +93,7 @@ START_TEST(test_d2h_destination_written_in_flight)
 {
     cudaStream_t s = new_stream();
     float *d = dev_floats(4), *h = pinned_floats(4);
+    for (int i = 0; i < 4; i++) h[i] = 1.0f;
     TT_LAUNCH(k_set, 1, 32, s, d, (size_t)4, 5.0f);
     ck_assert_int_eq(cudaMemcpyAsync(h, d, 4 * sizeof(float), cudaMemcpyDeviceToHost, s), cudaSuccess);
     memset(h, 0, 4 * sizeof(float));
