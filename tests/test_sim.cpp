@@ -282,6 +282,29 @@ START_TEST(test_busy)
 }
 END_TEST
 
+/* TT_SIM_MEM_MB is each device's budget, also for allocations made at once from several threads: at most two of
+ * eight 512 KiB allocations fit in 1 MiB, and cudaMemGetInfo's free figure never wraps. */
+START_TEST(test_memory_budget)
+{
+    setenv("TT_SIM_MEM_MB", "1", 1);
+    int ok[8] = {0};
+    std::vector<std::thread> ts;
+    for (int t = 0; t < 8; t++)
+        ts.emplace_back([&ok, t]() {
+            void *p = nullptr;
+            ok[t] = cudaSetDevice(0) == cudaSuccess && cudaMalloc(&p, 512 << 10) == cudaSuccess;
+        });
+    for (std::thread &t : ts) t.join();
+    int n = 0;
+    for (int t = 0; t < 8; t++) n += ok[t];
+    ck_assert_int_eq(n, 2);
+    size_t free_bytes = 0, total = 0;
+    ck_assert_int_eq(cudaMemGetInfo(&free_bytes, &total), cudaSuccess);
+    ck_assert_uint_eq(total, 1 << 20);
+    ck_assert_uint_eq(free_bytes, 0);
+}
+END_TEST
+
 /* cuBLAS: column-major C = A B, its argument checks, and the handle's device. */
 START_TEST(test_sgemm)
 {
@@ -377,6 +400,7 @@ int main(void)
     tcase_add_test(tc, test_block_shuffle);
     tcase_add_test(tc, test_grid_cap);
     tcase_add_test(tc, test_busy);
+    tcase_add_test(tc, test_memory_budget);
     tcase_add_test(tc, test_sgemm);
     tcase_add_test(tc, test_nccl);
     tcase_add_test_raise_signal(tc, test_nccl_missing_rank, SIGABRT);

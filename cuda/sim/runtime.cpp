@@ -518,13 +518,23 @@ const char *cudaGetErrorString(cudaError_t e)
 
 /* ---- memory ----------------------------------------------------------------------------------------------- */
 
+/* A device allocation's bytes are taken from the device's budget first, in the same critical section as the check,
+ * so that concurrent cudaMalloc calls cannot together exceed TT_SIM_MEM_MB (nor make cudaMemGetInfo's free figure
+ * wrap below zero). NULL: the budget or the heap has no room. */
 static void *register_alloc(size_t bytes, mem_kind kind, int device, unsigned flags)
 {
+    if (kind == MEM_DEVICE) {
+        std::lock_guard<std::mutex> l(g_lock);
+        if (bytes > cfg().mem_bytes - g_used[device]) return nullptr;
+        g_used[device] += bytes;
+    }
     void *p = malloc(bytes ? bytes : 1);
-    if (!p) return nullptr;
     std::lock_guard<std::mutex> l(g_lock);
+    if (!p) {
+        if (kind == MEM_DEVICE) g_used[device] -= bytes;
+        return nullptr;
+    }
     g_mem[(uintptr_t)p] = allocation{bytes, kind, device, flags, 0};
-    if (kind == MEM_DEVICE) g_used[device] += bytes;
     return p;
 }
 
@@ -543,10 +553,6 @@ static bool unregister_alloc(void *p, mem_kind kind, int *device)
 cudaError_t cudaMalloc(void **p, size_t bytes)
 {
     if (need_context() != cudaSuccess) return t_last;
-    {
-        std::lock_guard<std::mutex> l(g_lock);
-        if (bytes > cfg().mem_bytes - g_used[t_device]) return set_error(cudaErrorMemoryAllocation);
-    }
     void *m = register_alloc(bytes, MEM_DEVICE, t_device, 0);
     if (!m) return set_error(cudaErrorMemoryAllocation);
     *p = m;
