@@ -92,7 +92,7 @@ static void read_config(void)
         for (const char *p = b; *p;) {
             char *end = nullptr;
             long d = strtol(p, &end, 10);
-            if (end == p || *p < '0' || *p > '9' || d >= 64 || (*end && *end != ',')) bad_env("TT_SIM_BUSY", b, "a list of device numbers like 0,2");
+            if (end == p || *p < '0' || *p > '9' || d >= 64 || (*end && (*end != ',' || !end[1]))) bad_env("TT_SIM_BUSY", b, "a list of device numbers like 0,2");
             c.busy |= 1ull << d;
             p = *end ? end + 1 : end;
         }
