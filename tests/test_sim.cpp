@@ -1,8 +1,9 @@
 /* test_sim.cpp — the CPU stand-in's own promises (cuda/sim/), each shown by a misuse it must catch or a behaviour
- * it must model: deferred execution (a missing wait reads stale data), kernel pointers on the wrong device or on host
- * memory, launches on another device's stream, copies out of bounds or in the wrong direction, pageable memory in
- * an asynchronous copy, events read before they complete, block order and the grid cap, a busy device, cuBLAS's
- * column-major sgemm and its argument checks, NCCL's rendezvous and a rank that never arrives.
+ * it must model: deferred execution (a missing wait reads stale data; a host write to a copy in flight is a race),
+ * kernel pointers on the wrong device or on host memory, launches on another device's stream, copies out of bounds
+ * or in the wrong direction, pageable memory in an asynchronous copy, events read before they complete, block order
+ * and the grid cap, a busy device, cuBLAS's column-major sgemm and its argument checks, NCCL's rendezvous and a rank
+ * that never arrives.
  * Built only with -DTT_CUDA_SIM=ON (CTest test_sim); each test runs in its own process (Check's fork mode), so the
  * stand-in's settings (read from the environment at the first CUDA call) can differ from test to test. */
 #include <check.h>
@@ -59,16 +60,44 @@ START_TEST(test_deferred)
     ck_assert(h[0] == 1.0f); /* not waited for: stale */
     ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess);
     ck_assert(h[0] == 5.0f && h[3] == 5.0f);
-    /* an upload reads the host buffer when it runs, not when issued */
-    h[0] = 7.0f;
-    ck_assert_int_eq(cudaMemcpyAsync(d, h, sizeof(float), cudaMemcpyHostToDevice, s), cudaSuccess);
-    h[0] = 8.0f;
-    ck_assert_int_eq(cudaMemcpyAsync(h + 1, d, sizeof(float), cudaMemcpyDeviceToHost, s), cudaSuccess);
+    /* a download that runs after another one into the same bytes: stream order, not a host write in flight */
+    TT_LAUNCH(k_set, 1, 32, s, d, (size_t)4, 6.0f);
+    ck_assert_int_eq(cudaMemcpyAsync(h, d, sizeof(float), cudaMemcpyDeviceToHost, s), cudaSuccess);
+    ck_assert_int_eq(cudaMemcpyAsync(d + 1, h, sizeof(float), cudaMemcpyHostToDevice, s), cudaSuccess);
+    TT_LAUNCH(k_set, 1, 32, s, d, (size_t)1, 9.0f);
+    ck_assert_int_eq(cudaMemcpyAsync(h, d, sizeof(float), cudaMemcpyDeviceToHost, s), cudaSuccess);
+    ck_assert_int_eq(cudaMemcpyAsync(h + 1, d + 1, sizeof(float), cudaMemcpyDeviceToHost, s), cudaSuccess);
     ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess);
-    ck_assert(h[1] == 8.0f);
+    ck_assert(h[0] == 9.0f && h[1] == 6.0f);
     cudaFree(d);
     cudaFreeHost(h);
     cudaStreamDestroy(s);
+}
+END_TEST
+
+/* The host writes an upload's source after issuing it, before the wait: on a GPU the copy may already have read it
+ * (a race the late-running stand-in alone would hide). The copy, when it runs, ends the process with one line. */
+START_TEST(test_h2d_source_written_in_flight)
+{
+    cudaStream_t s = new_stream();
+    float *d = dev_floats(4), *h = pinned_floats(4);
+    h[0] = 7.0f;
+    ck_assert_int_eq(cudaMemcpyAsync(d, h, sizeof(float), cudaMemcpyHostToDevice, s), cudaSuccess);
+    h[0] = 8.0f;
+    cudaStreamSynchronize(s); /* aborts */
+}
+END_TEST
+
+/* The host writes a download's destination after issuing it, before the wait: on a GPU either write may land last. */
+START_TEST(test_d2h_destination_written_in_flight)
+{
+    cudaStream_t s = new_stream();
+    float *d = dev_floats(4), *h = pinned_floats(4);
+    for (int i = 0; i < 4; i++) h[i] = 1.0f;
+    TT_LAUNCH(k_set, 1, 32, s, d, (size_t)4, 5.0f);
+    ck_assert_int_eq(cudaMemcpyAsync(h, d, 4 * sizeof(float), cudaMemcpyDeviceToHost, s), cudaSuccess);
+    memset(h, 0, 4 * sizeof(float));
+    cudaStreamSynchronize(s); /* aborts */
 }
 END_TEST
 
@@ -126,8 +155,8 @@ START_TEST(test_copies)
     ck_assert_int_eq(cudaStreamSynchronize(s1), cudaSuccess);
     ck_assert_int_eq(cudaSetDevice(0), cudaSuccess);
     ck_assert_int_eq(cudaMemcpyPeerAsync(d, 0, d1, 1, b, s), cudaSuccess);
-    ck_assert_int_eq(cudaMemcpyAsync(h, d, b, cudaMemcpyDeviceToHost, s), cudaSuccess);
     memset(h, 0, b);
+    ck_assert_int_eq(cudaMemcpyAsync(h, d, b, cudaMemcpyDeviceToHost, s), cudaSuccess);
     ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess);
     ck_assert(h[7] == 7.0f);
     cudaStreamDestroy(s1);
@@ -253,6 +282,29 @@ START_TEST(test_busy)
 }
 END_TEST
 
+/* TT_SIM_MEM_MB is each device's budget, also for allocations made at once from several threads: at most two of
+ * eight 512 KiB allocations fit in 1 MiB, and cudaMemGetInfo's free figure never wraps. */
+START_TEST(test_memory_budget)
+{
+    setenv("TT_SIM_MEM_MB", "1", 1);
+    int ok[8] = {0};
+    std::vector<std::thread> ts;
+    for (int t = 0; t < 8; t++)
+        ts.emplace_back([&ok, t]() {
+            void *p = nullptr;
+            ok[t] = cudaSetDevice(0) == cudaSuccess && cudaMalloc(&p, 512 << 10) == cudaSuccess;
+        });
+    for (std::thread &t : ts) t.join();
+    int n = 0;
+    for (int t = 0; t < 8; t++) n += ok[t];
+    ck_assert_int_eq(n, 2);
+    size_t free_bytes = 0, total = 0;
+    ck_assert_int_eq(cudaMemGetInfo(&free_bytes, &total), cudaSuccess);
+    ck_assert_uint_eq(total, 1 << 20);
+    ck_assert_uint_eq(free_bytes, 0);
+}
+END_TEST
+
 /* cuBLAS: column-major C = A B, its argument checks, and the handle's device. */
 START_TEST(test_sgemm)
 {
@@ -337,6 +389,8 @@ int main(void)
     TCase *tc = tcase_create("instrument");
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, test_deferred);
+    tcase_add_test_raise_signal(tc, test_h2d_source_written_in_flight, SIGABRT);
+    tcase_add_test_raise_signal(tc, test_d2h_destination_written_in_flight, SIGABRT);
     tcase_add_test(tc, test_kernel_pointers);
     tcase_add_test(tc, test_copies);
     tcase_add_test(tc, test_pageable);
@@ -346,6 +400,7 @@ int main(void)
     tcase_add_test(tc, test_block_shuffle);
     tcase_add_test(tc, test_grid_cap);
     tcase_add_test(tc, test_busy);
+    tcase_add_test(tc, test_memory_budget);
     tcase_add_test(tc, test_sgemm);
     tcase_add_test(tc, test_nccl);
     tcase_add_test_raise_signal(tc, test_nccl_missing_rank, SIGABRT);

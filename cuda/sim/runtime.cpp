@@ -15,6 +15,7 @@
 #include <condition_variable>
 #include <deque>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
@@ -91,7 +92,7 @@ static void read_config(void)
         for (const char *p = b; *p;) {
             char *end = nullptr;
             long d = strtol(p, &end, 10);
-            if (end == p || *p < '0' || *p > '9' || d >= 64 || (*end && *end != ',')) bad_env("TT_SIM_BUSY", b, "a list of device numbers like 0,2");
+            if (end == p || *p < '0' || *p > '9' || d >= 64 || (*end && (*end != ',' || !end[1]))) bad_env("TT_SIM_BUSY", b, "a list of device numbers like 0,2");
             c.busy |= 1ull << d;
             p = *end ? end + 1 : end;
         }
@@ -183,6 +184,7 @@ struct allocation {
     mem_kind kind;
     int device;
     unsigned flags;
+    uint64_t copied_in; /* pinned: device-to-host copies that have run into it (see host_in_flight) */
 };
 static std::map<uintptr_t, allocation> g_mem; /* by base address */
 static size_t g_used[64];                     /* device bytes allocated, per device */
@@ -516,13 +518,23 @@ const char *cudaGetErrorString(cudaError_t e)
 
 /* ---- memory ----------------------------------------------------------------------------------------------- */
 
+/* A device allocation's bytes are taken from the device's budget first, in the same critical section as the check,
+ * so that concurrent cudaMalloc calls cannot together exceed TT_SIM_MEM_MB (nor make cudaMemGetInfo's free figure
+ * wrap below zero). NULL: the budget or the heap has no room. */
 static void *register_alloc(size_t bytes, mem_kind kind, int device, unsigned flags)
 {
+    if (kind == MEM_DEVICE) {
+        std::lock_guard<std::mutex> l(g_lock);
+        if (bytes > cfg().mem_bytes - g_used[device]) return nullptr;
+        g_used[device] += bytes;
+    }
     void *p = malloc(bytes ? bytes : 1);
-    if (!p) return nullptr;
     std::lock_guard<std::mutex> l(g_lock);
-    g_mem[(uintptr_t)p] = allocation{bytes, kind, device, flags};
-    if (kind == MEM_DEVICE) g_used[device] += bytes;
+    if (!p) {
+        if (kind == MEM_DEVICE) g_used[device] -= bytes;
+        return nullptr;
+    }
+    g_mem[(uintptr_t)p] = allocation{bytes, kind, device, flags, 0};
     return p;
 }
 
@@ -541,10 +553,6 @@ static bool unregister_alloc(void *p, mem_kind kind, int *device)
 cudaError_t cudaMalloc(void **p, size_t bytes)
 {
     if (need_context() != cudaSuccess) return t_last;
-    {
-        std::lock_guard<std::mutex> l(g_lock);
-        if (bytes > cfg().mem_bytes - g_used[t_device]) return set_error(cudaErrorMemoryAllocation);
-    }
     void *m = register_alloc(bytes, MEM_DEVICE, t_device, 0);
     if (!m) return set_error(cudaErrorMemoryAllocation);
     *p = m;
@@ -625,6 +633,45 @@ static bool check_host_range(const char *what, const void *p, size_t bytes, int 
     return true;
 }
 
+/* The device-to-host copies that have run into the pinned allocation holding p (0 for other memory); `ran` counts
+ * one more first. */
+static uint64_t pinned_copied_in(const void *p, bool ran)
+{
+    std::lock_guard<std::mutex> l(g_lock);
+    auto it = g_mem.upper_bound((uintptr_t)p);
+    if (it == g_mem.begin()) return 0;
+    --it;
+    if (it->second.kind != MEM_PINNED || (uintptr_t)p - it->first >= it->second.size) return 0;
+    if (ran) it->second.copied_in++;
+    return it->second.copied_in;
+}
+
+/* The host side of an asynchronous copy of pinned memory, as the call saw it. The host must not write it while the
+ * copy is in flight (between the call and the wait that completes it): a GPU may run the copy at any moment in
+ * between, so what an upload reads, or what the host finds after a download, would depend on timing. Running every
+ * copy late, the stand-in alone would hide such a write (the upload would read the new bytes, the download overwrite
+ * them), so the copy checks, when it runs, that the bytes are still those the call saw — unless a device-to-host
+ * copy ran into the allocation meanwhile (ordered on a stream, it may change them legitimately). A difference is a
+ * race on a GPU: one line, then abort (the backend's call returned long ago). */
+struct host_in_flight {
+    const void *host;
+    std::vector<unsigned char> seen;
+    uint64_t copied_in;
+    host_in_flight(const void *p, size_t bytes)
+        : host(p), seen((const unsigned char *)p, (const unsigned char *)p + bytes), copied_in(pinned_copied_in(p, false))
+    {
+    }
+    void check(const char *what) const
+    {
+        if (pinned_copied_in(host, false) != copied_in || memcmp(seen.data(), host, seen.size()) == 0) return;
+        fprintf(stderr, "cuda stand-in: cudaMemcpyAsync %s of %zu bytes: the host wrote its pinned %s (%p) after "
+                        "issuing the copy and before waiting for it; on a GPU the copy may run at any moment in "
+                        "between (a race)\n",
+                what, seen.size(), strcmp(what, "HostToDevice") == 0 ? "source" : "destination", host);
+        abort();
+    }
+};
+
 static const char *direction_name(cudaMemcpyKind k)
 {
     return k == cudaMemcpyHostToDevice ? "h2d" : k == cudaMemcpyDeviceToHost ? "d2h" : "d2d";
@@ -673,7 +720,17 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpy
         return cudaSuccess;
     }
     count(direction_name(kind), 1, bytes);
-    enqueue(s, [dst, src, bytes]() { memcpy(dst, src, bytes); });
+    if (kind == cudaMemcpyDeviceToDevice) {
+        enqueue(s, [dst, src, bytes]() { memcpy(dst, src, bytes); });
+        return cudaSuccess;
+    }
+    const bool up = kind == cudaMemcpyHostToDevice;
+    auto host = std::make_shared<const host_in_flight>(up ? src : (const void *)dst, bytes);
+    enqueue(s, [dst, src, bytes, up, host]() {
+        host->check(up ? "HostToDevice" : "DeviceToHost");
+        memcpy(dst, src, bytes);
+        if (!up) pinned_copied_in(dst, true);
+    });
     return cudaSuccess;
 }
 
