@@ -5,7 +5,8 @@
  * Tensors: the master weights under the model's layout-table names ("conv2d/kernel", "dense/bias", ...) in Keras's
  * layouts, then the optimizer's vectors as "optimizer/<slot>/<tensor name>" with the same shapes (tt_optim_slots:
  * "momentum", "velocity", "average_gradient"). The header's "__metadata__" (string to string, as the format requires)
- * holds where the run is, what trained it, and a CRC-32 of the tensor bytes, verified on load.
+ * holds where the run is, what trained it, and a CRC-32 of the whole file (its own 8 digits read as '0's), verified
+ * before any other value is read. Format version 2; version 1 (a CRC of the tensors only) is refused.
  *
  * A checkpoint does not depend on the tower count: the master weights live on the host and are what is saved; the
  * tower count and backend are written for information only.
@@ -24,7 +25,9 @@
 extern "C" {
 #endif
 
-enum { TT_CKPT_MAX_SLOTS = 3 };
+enum { TT_CKPT_MAX_SLOTS = 3, TT_CKPT_MAX_ITEMS = 64 };
+
+struct json_object;
 
 typedef struct tt_checkpoint {
     /* where the run is: epoch `epoch` (1-based) has `step` of its `steps_per_epoch` steps done (step ==
@@ -44,6 +47,8 @@ typedef struct tt_checkpoint {
     char *model_desc;
     /* the training options as a JSON object in text, tt_malloc'd, may be NULL */
     char *options;
+    /* the same, parsed (by the reader only; NULL otherwise): read them with tt_checkpoint_option */
+    struct json_object *opts;
     /* tensors: n_params floats each, in the layout table's order; tt_malloc'd by tt_checkpoint_read (for
      * tt_checkpoint_write: any buffers, only read). slot_names / slots: tt_optim_slot_names(&optim)'s, in its order */
     size_t n_params;
@@ -77,6 +82,48 @@ tt_status tt_checkpoint_parse(const uint8_t *buf, size_t len, const char *what, 
                               tt_error *err);
 
 void tt_checkpoint_free(tt_checkpoint *ck); /* accepts an empty or half-filled one */
+
+/* Rewrites the checksum of a checkpoint's bytes in place (after an edit), as the writer computes it: for tests and the
+ * fuzz target, to reach the checks behind the checksum. TT_ERR_FORMAT if the header has no place for it. */
+tt_status tt_checkpoint_seal(uint8_t *buf, size_t len, tt_error *err);
+
+/* The options' values, typed. The reader refuses a key the format does not list, and a value not of its key's type;
+ * every read of an option goes through tt_checkpoint_option. */
+typedef enum { TT_CKPT_UINT, TT_CKPT_NUMBER, TT_CKPT_STRING, TT_CKPT_UINTS, TT_CKPT_STRINGS } tt_ckpt_type;
+typedef struct tt_ckpt_value {
+    int found;                  /* 0: the key is absent (and was not required) */
+    uint64_t u;                 /* UINT: 0 .. 2^63 - 2 */
+    double d;                   /* NUMBER: finite */
+    const char *s;              /* STRING: without NUL bytes (ck's memory: valid while ck is) */
+    size_t n;                   /* UINTS, STRINGS: elements (at most TT_CKPT_MAX_ITEMS) */
+    uint64_t us[TT_CKPT_MAX_ITEMS];
+    const char *ss[TT_CKPT_MAX_ITEMS];
+} tt_ckpt_value;
+
+/* Option `key` of ck (read by tt_checkpoint_read) as `type` into *v. Absent: TT_OK with v->found 0, or (required) an
+ * error naming the key; of another type (JSON null included): an error naming the key, what it is and what it must
+ * be — "ck.safetensors: options: key 'train_crc32' is null, not a string". `what` starts the message. */
+tt_status tt_checkpoint_option(const tt_checkpoint *ck, const char *what, const char *key, tt_ckpt_type type,
+                               int required, tt_ckpt_value *v, tt_error *err);
+
+/* Every weight (and with_slots: optimizer value) of ck (read against m) finite? Else TT_ERR_FORMAT naming the first
+ * tensor, its flat index and the count (*bad, may be NULL): --resume refuses such a file; eval and predict warn with
+ * the line and go on (their outputs show what the weights do). */
+tt_status tt_checkpoint_check_finite(const tt_checkpoint *ck, const tt_model *m, const char *what, int with_slots,
+                                     size_t *bad, tt_error *err);
+
+/* A layer as the options' "layers" list has it: its kind and every key of its kind with its value, as a model file
+ * spells them ("dense units=256 use_bias=true", "dropout rate=0.5", "relu"); a fused activation is its own layer. */
+void tt_checkpoint_layer_desc(const tt_layer *l, char *out, size_t len);
+
+/* m's layers as that list (a JSON array of strings; NULL: out of memory): train writes it into the options. */
+struct json_object *tt_checkpoint_layers_json(const tt_model *m);
+
+/* The checkpoint's model is m: the same layers, keys and values (its options' "layers"; a required key), and for two
+ * built-in models the same name (builtin: m's built-in name, or NULL). Else TT_ERR_ARG naming the first layer that
+ * differs, with both descriptions. */
+tt_status tt_checkpoint_same_model(const tt_checkpoint *ck, const char *what, const tt_model *m, const char *builtin,
+                                   tt_error *err);
 
 /* zlib's CRC-32 of n bytes continued from crc (start from 0), in pieces zlib's uInt length can take: the checksum of
  * a checkpoint's data, and train's fingerprint of its training set. */

@@ -49,6 +49,7 @@ typedef struct tt_run_config {
     tt_save_best save_best;     /* --save-best: best.safetensors when the metric improves */
     size_t keep;                /* --keep N: the newest N periodic checkpoints are kept [3] */
     const char *resume;         /* --resume FILE|DIR: continue from it (a directory: its newest valid one) */
+    int resume_weights_only;    /* --resume-weights-only: take its weights only (fresh optimizer, from epoch 1) */
     /* optional: called before every epoch (bench measures its GEMM floor there, interleaved with training) */
     tt_status (*before_epoch)(void *ctx, size_t epoch, tt_error *err);
     void *before_epoch_ctx;

@@ -30,6 +30,7 @@
 
 #include "tt_checkpoint.h"
 #include "tt_input.h"
+#include "tt_json.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "checkpoint.c copies float32 tensors as they lie in memory: it assumes a little-endian host"
@@ -47,7 +48,8 @@ enum {
     CK_MAX_VALUES = 1 << 16
 };
 #define CK_FORMAT "towertrain-checkpoint"
-#define CK_FORMAT_VERSION "1"
+#define CK_FORMAT_VERSION "2"
+#define CK_SUM_ZERO "crc32:00000000" /* the checksum's value while the file's CRC-32 is taken */
 #define CK_EPOCH_MAX ((uint64_t)1 << 32) /* a run resumes at epoch + 1: no wrap-around to 0 */
 #define CK_DIM_MAX ((uint64_t)1 << 48) /* larger dims are refused before any product is formed */
 
@@ -62,6 +64,20 @@ static const struct {
     {"backend", 0}, {"model", 1}, {"options", 1}, {"n_params", 0}, {"checksum", 0},
 };
 enum { CK_N_MD_KEYS = (int)(sizeof g_md_keys / sizeof g_md_keys[0]) };
+
+/* The options' keys (train.c writes them all) and their types: any other key, or another type, is refused on reading.
+ * Readers ask tt_checkpoint_option for each; which are required is theirs to say (resume: the data and the layers;
+ * eval: the input, classes and vocabulary). */
+static const struct {
+    const char *key;
+    tt_ckpt_type type;
+} g_opt_keys[] = {
+    {"input", TT_CKPT_UINTS}, {"classes", TT_CKPT_UINT}, {"vocab", TT_CKPT_UINT}, {"model_text", TT_CKPT_STRING},
+    {"layers", TT_CKPT_STRINGS}, {"train_samples", TT_CKPT_UINT}, {"val_samples", TT_CKPT_UINT},
+    {"train_crc32", TT_CKPT_STRING}, {"epochs", TT_CKPT_UINT}, {"reduce", TT_CKPT_STRING},
+    {"lr_scaling", TT_CKPT_STRING}, {"base_lr", TT_CKPT_NUMBER},
+};
+enum { CK_N_OPT_KEYS = (int)(sizeof g_opt_keys / sizeof g_opt_keys[0]) };
 
 /* ---- shared by both directions ---------------------------------------------------------------------------------- */
 
@@ -100,41 +116,12 @@ static const char *ck_shape_str(int ndim, const uint64_t *d, char *out, size_t l
     return out;
 }
 
-/* 1 if s[0..n) is valid UTF-8 (no overlongs, no surrogates, nothing past U+10FFFF) without NUL bytes: what a JSON
- * string may hold, so other readers (Python's json) take the header. */
-static int ck_utf8(const char *s, size_t n)
-{
-    const unsigned char *p = (const unsigned char *)s;
-    for (size_t i = 0; i < n;) {
-        const unsigned c = p[i];
-        size_t k;
-        unsigned cp;
-        if (c == 0) return 0;
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        if (c >= 0xc2 && c <= 0xdf) k = 1, cp = c & 0x1f;
-        else if (c >= 0xe0 && c <= 0xef) k = 2, cp = c & 0x0f;
-        else if (c >= 0xf0 && c <= 0xf4) k = 3, cp = c & 0x07;
-        else return 0;
-        if (n - i <= k) return 0;
-        for (size_t t = 1; t <= k; t++) {
-            if ((p[i + t] & 0xc0) != 0x80) return 0;
-            cp = cp << 6 | (p[i + t] & 0x3f);
-        }
-        if ((k == 2 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) || (k == 3 && (cp < 0x10000 || cp > 0x10ffff)))
-            return 0;
-        i += k + 1;
-    }
-    return 1;
-}
-
 void tt_checkpoint_free(tt_checkpoint *ck)
 {
     if (!ck) return;
     tt_free(ck->model_desc);
     tt_free(ck->options);
+    json_object_put(ck->opts);
     tt_free(ck->params);
     for (int k = 0; k < TT_CKPT_MAX_SLOTS; k++) tt_free(ck->slots[k]);
     memset(ck, 0, sizeof *ck);
@@ -179,13 +166,12 @@ static int md_f64(json_object *md, const char *key, double v)
     return md_str(md, key, b);
 }
 
-static json_object *ck_metadata(const tt_checkpoint *ck, uint32_t crc)
+/* The metadata, with the checksum's placeholder CK_SUM_ZERO (the writer puts the file's CRC-32 there last). */
+static json_object *ck_metadata(const tt_checkpoint *ck)
 {
     json_object *md = json_object_new_object();
     if (!md) return NULL;
     const tt_optim_config *c = &ck->optim;
-    char sum[16];
-    snprintf(sum, sizeof sum, "crc32:%08x", (unsigned)crc);
     int bad = md_str(md, "format", CK_FORMAT) | md_str(md, "format_version", CK_FORMAT_VERSION) |
               md_u64(md, "epoch", ck->epoch) | md_u64(md, "step", ck->step) |
               md_u64(md, "steps_per_epoch", ck->steps_per_epoch) | md_u64(md, "global_step", ck->global_step) |
@@ -198,7 +184,7 @@ static json_object *ck_metadata(const tt_checkpoint *ck, uint32_t crc)
               md_u64(md, "towers", ck->towers) | md_str(md, "backend", ck->backend);
     if (ck->model_desc) bad |= md_str(md, "model", ck->model_desc);
     if (ck->options) bad |= md_str(md, "options", ck->options);
-    bad |= md_u64(md, "n_params", ck->n_params) | md_str(md, "checksum", sum);
+    bad |= md_u64(md, "n_params", ck->n_params) | md_str(md, "checksum", CK_SUM_ZERO);
     if (bad) {
         json_object_put(md);
         return NULL;
@@ -237,10 +223,10 @@ static json_object *ck_entry_json(const tt_tensor_info *t, uint64_t begin)
 }
 
 /* The whole header as text, padded with spaces to a multiple of 8 bytes (tt_malloc'd), or NULL (out of memory). */
-static char *ck_header_text(const tt_model *m, const tt_checkpoint *ck, uint32_t crc, size_t *len)
+static char *ck_header_text(const tt_model *m, const tt_checkpoint *ck, size_t *len)
 {
     json_object *h = json_object_new_object();
-    int bad = !h || ck_put(h, "__metadata__", ck_metadata(ck, crc));
+    int bad = !h || ck_put(h, "__metadata__", ck_metadata(ck));
     uint64_t at = 0;
     char name[128];
     const size_t n = (size_t)(1 + ck->n_slots) * m->n_tensors;
@@ -263,6 +249,66 @@ static char *ck_header_text(const tt_model *m, const tt_checkpoint *ck, uint32_t
     }
     json_object_put(h);
     return out;
+}
+
+/* The 8-byte little-endian length prefix of a header of n bytes. */
+static void ck_prefix(unsigned char *out, size_t n)
+{
+    for (int i = 0; i < 8; i++) out[i] = (unsigned char)((uint64_t)n >> (8 * i));
+}
+
+/* 8 lower-case hex digits of crc at out (no NUL). */
+static void ck_put_hex(char *out, uint32_t crc)
+{
+    static const char hex[] = "0123456789abcdef";
+    for (int i = 0; i < 8; i++) out[i] = hex[(crc >> (28 - 4 * i)) & 15];
+}
+
+/* Where the checksum's 8 hex digits lie in a header's text h (n bytes): __metadata__'s one "checksum" key, spelt
+ * without escapes, whose value is "crc32:" and 8 lower-case hex digits — found by the strict scan, so a quoted
+ * '"checksum":' inside another string never counts. *digits: their offset in h. */
+static tt_status ck_sum_locate(const char *what, const char *h, size_t n, const tt_json_scan *sc, size_t *digits,
+                               tt_error *err)
+{
+    const size_t at = sc->found_at + 7; /* past the opening quote and "crc32:" */
+    int ok = sc->found == 1 && n - sc->found_at >= 16 && memcmp(h + sc->found_at, "\"crc32:", 7) == 0 &&
+             h[sc->found_at + 15] == '"';
+    for (size_t i = 0; ok && i < 8; i++) ok = (h[at + i] >= '0' && h[at + i] <= '9') || (h[at + i] >= 'a' && h[at + i] <= 'f');
+    if (!ok)
+        return tt_fail(err, TT_ERR_FORMAT, "%s: the header has no single __metadata__ key \"checksum\" (unescaped) with "
+                       "a value crc32: and 8 lower-case hex digits (%zu such keys)", what, sc->found);
+    *digits = at;
+    return TT_OK;
+}
+
+/* The checksum's place in a header's text, scanned as the reader scans it. */
+static tt_status ck_sum_digits(const char *what, const char *h, size_t n, size_t *digits, tt_error *err)
+{
+    tt_json_scan sc = {.find = "checksum", .find_depth = 2};
+    char why[160];
+    json_object *top = tt_json_parse_object(h, n, CK_JSON_DEPTH, CK_MAX_VALUES, &sc, why, sizeof why);
+    json_object_put(top);
+    if (!top) return tt_fail(err, TT_ERR_FORMAT, "%s: the header %s", what, why);
+    return ck_sum_locate(what, h, n, &sc, digits, err);
+}
+
+/* CRC-32 of a file of len bytes whose checksum digits are at byte `digits`, read as '0's. */
+static uint32_t ck_file_crc(const uint8_t *buf, size_t len, size_t digits)
+{
+    const uint32_t crc = tt_crc32(tt_crc32(0, buf, digits), "00000000", 8);
+    return tt_crc32(crc, buf + digits + 8, len - digits - 8);
+}
+
+tt_status tt_checkpoint_seal(uint8_t *buf, size_t len, tt_error *err)
+{
+    uint64_t n = 0;
+    for (int i = 7; len >= 8 && i >= 0; i--) n = n << 8 | buf[i];
+    if (len < 8 || n > len - 8) return tt_fail(err, TT_ERR_FORMAT, "seal: no header of %llu bytes", (unsigned long long)n);
+    size_t digits;
+    tt_status s = ck_sum_digits("seal", (const char *)buf + 8, (size_t)n, &digits, err);
+    if (s) return s;
+    ck_put_hex((char *)buf + 8 + digits, ck_file_crc(buf, len, 8 + digits));
+    return TT_OK;
 }
 
 /* Writes all n bytes: short writes continued, EINTR retried. 0, or -1 with errno set. */
@@ -299,9 +345,9 @@ static tt_status ck_check_for_write(const char *path, const tt_model *m, const t
         if (strcmp(ck->slot_names[k], names[k]) != 0 || !ck->slots[k])
             return tt_fail(err, TT_ERR_ARG, "%s: optimizer slot %d is '%.23s', optimizer %s keeps '%s' there", path, k,
                            ck->slot_names[k], tt_optim_kind_name(ck->optim.kind), names[k]);
-    if (!memchr(ck->backend, '\0', sizeof ck->backend) || !ck_utf8(ck->backend, strlen(ck->backend)) ||
-        (ck->model_desc && !ck_utf8(ck->model_desc, strlen(ck->model_desc))) ||
-        (ck->options && !ck_utf8(ck->options, strlen(ck->options))))
+    if (!memchr(ck->backend, '\0', sizeof ck->backend) || !tt_json_utf8(ck->backend, strlen(ck->backend)) ||
+        (ck->model_desc && !tt_json_utf8(ck->model_desc, strlen(ck->model_desc))) ||
+        (ck->options && !tt_json_utf8(ck->options, strlen(ck->options))))
         return tt_fail(err, TT_ERR_ARG, "%s: the backend, model description or options are not UTF-8 text", path);
     return TT_OK;
 }
@@ -310,7 +356,7 @@ static tt_status ck_check_for_write(const char *path, const tt_model *m, const t
 static int ck_write_body(int fd, const tt_model *m, const tt_checkpoint *ck, const char *hdr, size_t hlen)
 {
     unsigned char prefix[8];
-    for (int i = 0; i < 8; i++) prefix[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
+    ck_prefix(prefix, hlen);
     if (ck_write_all(fd, prefix, 8) || ck_write_all(fd, hdr, hlen)) return -1;
     char name[128];
     const size_t n = (size_t)(1 + ck->n_slots) * m->n_tensors;
@@ -348,17 +394,25 @@ tt_status tt_checkpoint_write(const char *path, const tt_model *m, const tt_chec
     char dir[PATH_MAX], tmp[PATH_MAX];
     if ((s = ck_temp_names(path, dir, tmp, sizeof tmp, err))) return s;
 
-    /* the checksum goes into the header, so the data are summed first, in file order */
-    uint32_t crc = (uint32_t)crc32(0L, Z_NULL, 0);
+    size_t hlen = 0, digits = 0;
+    char *hdr = ck_header_text(m, ck, &hlen);
+    if (!hdr) return tt_fail(err, TT_ERR_NOMEM, "%s: out of memory for the checkpoint's header", path);
+    /* the checksum covers the whole file with its own 8 digits as '0's: the prefix and header, then the tensors in
+     * file order; it is found in the header as the reader finds it */
+    if ((s = ck_sum_digits(path, hdr, hlen, &digits, err))) {
+        tt_free(hdr);
+        return s;
+    }
+    unsigned char prefix[8];
+    ck_prefix(prefix, hlen);
+    uint32_t crc = tt_crc32(tt_crc32(0, prefix, 8), hdr, hlen);
     char name[128];
     for (size_t j = 0; j < (size_t)(1 + ck->n_slots) * m->n_tensors; j++) {
         const tt_tensor_info *t;
         const int k = ck_tensor(m, ck->slot_names, j, name, sizeof name, &t);
         crc = tt_crc32(crc, (k < 0 ? ck->params : ck->slots[k]) + t->offset, t->size * sizeof(float));
     }
-    size_t hlen = 0;
-    char *hdr = ck_header_text(m, ck, crc, &hlen);
-    if (!hdr) return tt_fail(err, TT_ERR_NOMEM, "%s: out of memory for the checkpoint's header", path);
+    ck_put_hex(hdr + digits, crc);
 
     const int fd = mkstemp(tmp);
     if (fd < 0) {
@@ -410,89 +464,15 @@ typedef struct ck_parse {
     uint64_t data_len;
     ck_entry *e;
     size_t n_e;
+    const uint8_t *buf; /* the whole file */
+    size_t len;
+    tt_json_scan sc; /* the header's scan: where its "checksum" value lies */
 } ck_parse;
 
-/* What json-c does not check, over the raw header: no control byte (NUL included) outside JSON's blanks, none inside
- * a string, no \u0000 (a name that C strings would cut short), no single-quoted strings (json-c takes them even when
- * strict), not more than CK_MAX_VALUES values (json-c's memory). Counts the object keys, so that a repeated key —
- * which json-c keeps only once — shows as a difference. */
-static tt_status ck_prescan(const ck_parse *p, const char *h, size_t n, size_t *keys)
-{
-    size_t k = 0, commas = 0;
-    for (size_t i = 0; i < n; i++) {
-        const unsigned char c = (unsigned char)h[i];
-        if (c == ',' && ++commas >= CK_MAX_VALUES)
-            return tt_fail(p->err, TT_ERR_FORMAT, "%s: the header holds more than %d JSON values (a checkpoint's has "
-                           "at most about 8,000)", p->what, CK_MAX_VALUES);
-        if (c == '\'')
-            return tt_fail(p->err, TT_ERR_FORMAT, "%s: the header is not JSON: a single quote at byte %zu", p->what, i);
-        if (c < 0x20 && c != '\t' && c != '\n' && c != '\r')
-            return tt_fail(p->err, TT_ERR_FORMAT, "%s: the header holds control byte 0x%02x at byte %zu", p->what, c, i);
-        if (c != '"') continue;
-        for (i++; i < n && h[i] != '"'; i++) {
-            if ((unsigned char)h[i] < 0x20)
-                return tt_fail(p->err, TT_ERR_FORMAT, "%s: the header holds control byte 0x%02x in a string at byte "
-                               "%zu", p->what, (unsigned char)h[i], i);
-            if (h[i] == '\\' && i + 1 < n) {
-                if (n - i >= 6 && memcmp(h + i + 1, "u0000", 5) == 0)
-                    return tt_fail(p->err, TT_ERR_FORMAT, "%s: the header holds \\u0000 in a string at byte %zu",
-                                   p->what, i);
-                i++;
-            }
-        }
-        size_t j = i + 1; /* a string followed by ':' is an object's key */
-        while (j < n && (h[j] == ' ' || h[j] == '\t' || h[j] == '\n' || h[j] == '\r')) j++;
-        if (j < n && h[j] == ':') k++;
-    }
-    *keys = k;
-    return TT_OK;
-}
-
-/* Keys of every object in a parsed value (depth bounded by the tokener). */
-static size_t ck_count_keys(json_object *v)
-{
-    size_t k = 0;
-    if (json_object_is_type(v, json_type_object)) {
-        json_object_object_foreach(v, key, val) {
-            (void)key;
-            k += 1 + ck_count_keys(val);
-        }
-    } else if (json_object_is_type(v, json_type_array)) {
-        for (size_t i = 0; i < json_object_array_length(v); i++) k += ck_count_keys(json_object_array_get_idx(v, i));
-    }
-    return k;
-}
-
-/* Parses n bytes of JSON text (never reading past them) into one value with only blanks after it. */
-static json_object *ck_json(const char *text, size_t n, int depth, char *why, size_t why_len)
-{
-    json_tokener *tok = json_tokener_new_ex(depth);
-    if (!tok) {
-        snprintf(why, why_len, "out of memory");
-        return NULL;
-    }
-    json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_ALLOW_TRAILING_CHARS | JSON_TOKENER_VALIDATE_UTF8);
-    json_object *v = n > INT_MAX ? NULL : json_tokener_parse_ex(tok, text, (int)n);
-    const enum json_tokener_error e = json_tokener_get_error(tok);
-    size_t end = json_tokener_get_parse_end(tok);
-    if (v && e == json_tokener_success) {
-        while (end < n && (text[end] == ' ' || text[end] == '\t' || text[end] == '\n' || text[end] == '\r')) end++;
-        if (end < n) {
-            snprintf(why, why_len, "more after the JSON value, at byte %zu", end);
-            json_object_put(v);
-            v = NULL;
-        }
-    } else {
-        if (e == json_tokener_continue) snprintf(why, why_len, "it ends inside the JSON value");
-        else snprintf(why, why_len, "%s at byte %zu", json_tokener_error_desc(e), end);
-        json_object_put(v);
-        v = NULL;
-    }
-    json_tokener_free(tok);
-    return v;
-}
-
 /* ---- reading: the metadata -------------------------------------------------------------------------------------- */
+
+static int ck_uint(json_object *v, uint64_t max, uint64_t *out);
+static tt_status md_checksum(const ck_parse *p);
 
 /* A file's value for a message: escaped, at most CK_QUOTE bytes. */
 static const char *ck_quote(const char *s, char *out, size_t len)
@@ -606,8 +586,9 @@ static tt_status md_keys(const ck_parse *p)
     return TT_OK;
 }
 
-/* The run's position, the optimizer and what wrote it, into ck. */
-static tt_status md_read(const ck_parse *p, tt_checkpoint *ck)
+/* The format and its version (what the rest of the header means), then the checksum: nothing else is read before
+ * the file is known whole. Version 1 (its checksum over the tensors only) is refused, naming what reads it. */
+static tt_status md_version(const ck_parse *p)
 {
     tt_status s = md_keys(p);
     const char *v;
@@ -615,10 +596,21 @@ static tt_status md_read(const ck_parse *p, tt_checkpoint *ck)
     if (!s && !(s = md_get(p, "format", 0, &v)) && strcmp(v, CK_FORMAT) != 0)
         return tt_fail(p->err, TT_ERR_FORMAT, "%s: metadata: format is '%s', not '" CK_FORMAT "'", p->what,
                        ck_quote(v, q, sizeof q));
-    if (!s && !(s = md_get(p, "format_version", 0, &v)) && strcmp(v, CK_FORMAT_VERSION) != 0)
+    if (!s && !(s = md_get(p, "format_version", 0, &v)) && strcmp(v, "1") == 0)
+        return tt_fail(p->err, TT_ERR_FORMAT, "%s: metadata: format_version is '1' (its header has no checksum); this "
+                       "towertrain reads version " CK_FORMAT_VERSION " only — towertrain up to commit 50436ee reads "
+                       "version 1", p->what);
+    if (!s && strcmp(v, CK_FORMAT_VERSION) != 0)
         return tt_fail(p->err, TT_ERR_FORMAT, "%s: metadata: format_version is '%s'; this towertrain reads version "
                        CK_FORMAT_VERSION, p->what, ck_quote(v, q, sizeof q));
-    if (s) return s;
+    return s ? s : md_checksum(p);
+}
+
+/* The run's position, the optimizer and what wrote it, into ck. */
+static tt_status md_read(const ck_parse *p, tt_checkpoint *ck)
+{
+    const char *v;
+    tt_status s;
     if ((s = md_uint(p, "epoch", UINT64_MAX, &ck->epoch)) || (s = md_uint(p, "step", UINT64_MAX, &ck->step)) ||
         (s = md_uint(p, "steps_per_epoch", UINT64_MAX, &ck->steps_per_epoch)) ||
         (s = md_uint(p, "global_step", UINT64_MAX, &ck->global_step)) || (s = md_uint(p, "seed", UINT64_MAX, &ck->seed)) ||
@@ -658,7 +650,8 @@ static tt_status md_read(const ck_parse *p, tt_checkpoint *ck)
     return TT_OK;
 }
 
-/* The optional texts: the model's description, and the options (a JSON object in a string). */
+/* The optional texts: the model's description, and the options — a JSON object in a string, parsed as strictly as
+ * the header, every key one of g_opt_keys and of its type (tt_checkpoint_option, the one way they are read). */
 static tt_status md_texts(const ck_parse *p, tt_checkpoint *ck)
 {
     const char *desc, *opts;
@@ -666,13 +659,21 @@ static tt_status md_texts(const ck_parse *p, tt_checkpoint *ck)
     if (!s) s = md_get(p, "options", 1, &opts);
     if (s) return s;
     if (opts) {
-        char why[128];
-        json_object *o = ck_json(opts, strlen(opts), CK_JSON_DEPTH, why, sizeof why);
-        const int obj = o && json_object_is_type(o, json_type_object);
-        json_object_put(o);
-        if (!obj)
-            return tt_fail(p->err, TT_ERR_FORMAT, "%s: metadata: options is not a JSON object (%s)", p->what,
-                           o ? "another JSON value" : why);
+        char why[200];
+        tt_json_scan sc = {0};
+        if (!(ck->opts = tt_json_parse_object(opts, strlen(opts), CK_JSON_DEPTH, CK_MAX_VALUES, &sc, why, sizeof why)))
+            return tt_fail(p->err, TT_ERR_FORMAT, "%s: metadata: options %s", p->what, why);
+        json_object_object_foreach(ck->opts, key, val) {
+            (void)val;
+            int k = 0;
+            while (k < CK_N_OPT_KEYS && strcmp(key, g_opt_keys[k].key) != 0) k++;
+            char q[CK_QUOTE];
+            if (k == CK_N_OPT_KEYS)
+                return tt_fail(p->err, TT_ERR_FORMAT, "%s: options: unknown key '%s'", p->what,
+                               ck_quote(key, q, sizeof q));
+            tt_ckpt_value v;
+            if ((s = tt_checkpoint_option(ck, p->what, key, g_opt_keys[k].type, 1, &v, p->err))) return s;
+        }
     }
     if ((desc && !(ck->model_desc = (char *)tt_malloc(strlen(desc) + 1))) ||
         (opts && !(ck->options = (char *)tt_malloc(strlen(opts) + 1))))
@@ -682,7 +683,86 @@ static tt_status md_texts(const ck_parse *p, tt_checkpoint *ck)
     return TT_OK;
 }
 
-/* The checksum value, "crc32:" and 8 lower-case hex digits, against the data section's CRC-32. */
+/* ---- the options, typed ---------------------------------------------------------------------------------------- */
+
+static const char *ck_type_name(tt_ckpt_type t)
+{
+    switch (t) {
+    case TT_CKPT_UINT: return "an unsigned integer";
+    case TT_CKPT_NUMBER: return "a finite number";
+    case TT_CKPT_STRING: return "a string";
+    case TT_CKPT_UINTS: return "an array of unsigned integers";
+    default: return "an array of strings";
+    }
+}
+
+static const char *ck_json_type_name(json_object *v)
+{
+    switch (json_object_get_type(v)) {
+    case json_type_null: return "null";
+    case json_type_boolean: return "a boolean";
+    case json_type_double: return "a fraction";
+    case json_type_int: return "an integer";
+    case json_type_string: return "a string";
+    case json_type_array: return "an array";
+    default: return "an object";
+    }
+}
+
+/* One value of type t (an array's element: never an array) into v's slot i; 0 if it is not of that type. */
+static int ck_opt_one(json_object *x, tt_ckpt_type t, tt_ckpt_value *v, size_t i)
+{
+    if (t == TT_CKPT_UINT || t == TT_CKPT_UINTS) {
+        uint64_t u;
+        if (!ck_uint(x, (uint64_t)INT64_MAX - 1, &u)) return 0;
+        if (t == TT_CKPT_UINT) v->u = u;
+        else v->us[i] = u;
+        return 1;
+    }
+    if (t == TT_CKPT_NUMBER) {
+        if (!json_object_is_type(x, json_type_double) && !json_object_is_type(x, json_type_int)) return 0;
+        v->d = json_object_get_double(x);
+        return isfinite(v->d);
+    }
+    if (!json_object_is_type(x, json_type_string) || strlen(json_object_get_string(x)) !=
+                                                         (size_t)json_object_get_string_len(x))
+        return 0;
+    if (t == TT_CKPT_STRING) v->s = json_object_get_string(x);
+    else v->ss[i] = json_object_get_string(x);
+    return 1;
+}
+
+tt_status tt_checkpoint_option(const tt_checkpoint *ck, const char *what, const char *key, tt_ckpt_type type,
+                               int required, tt_ckpt_value *v, tt_error *err)
+{
+    memset(v, 0, sizeof *v);
+    json_object *x;
+    if (!ck->opts || !json_object_object_get_ex(ck->opts, key, &x)) {
+        if (!required) return TT_OK;
+        return tt_fail(err, TT_ERR_FORMAT, "%s: %s no key '%s' (towertrain train writes it)", what,
+                       ck->opts ? "its options have" : "it has no options, so", key);
+    }
+    int ok;
+    if (type == TT_CKPT_UINTS || type == TT_CKPT_STRINGS) {
+        ok = json_object_is_type(x, json_type_array) && json_object_array_length(x) <= TT_CKPT_MAX_ITEMS;
+        v->n = ok ? json_object_array_length(x) : 0;
+        for (size_t i = 0; ok && i < v->n; i++) ok = ck_opt_one(json_object_array_get_idx(x, i), type, v, i);
+    } else {
+        ok = ck_opt_one(x, type, v, 0);
+    }
+    if (!ok) {
+        const int arr = type == TT_CKPT_UINTS || type == TT_CKPT_STRINGS;
+        memset(v, 0, sizeof *v);
+        return tt_fail(err, TT_ERR_FORMAT, "%s: options: key '%s' is %s, not %s%s", what, key, ck_json_type_name(x),
+                       ck_type_name(type), arr ? " (at most 64)" : "");
+    }
+    v->found = 1;
+    return TT_OK;
+}
+
+/* The checksum, "crc32:" and 8 lower-case hex digits: the CRC-32 of the whole file — prefix, header and data — with
+ * these 8 digits read as '0's, so every byte of the file but them is covered, the header's too. Checked right after
+ * the format and its version, before any other value is read. */
 static tt_status md_checksum(const ck_parse *p)
 {
     const char *v;
@@ -696,10 +776,15 @@ static tt_status md_checksum(const ck_parse *p)
         want = want << 4 | (unsigned)(c <= '9' ? c - '0' : c - 'a' + 10);
     }
     if (!ok) return md_bad(p, "checksum", v, "crc32: and 8 lower-case hex digits");
-    const uint32_t got = tt_crc32((uint32_t)crc32(0L, Z_NULL, 0), p->data, (size_t)p->data_len);
+    size_t digits;
+    const size_t n = (size_t)(p->data - p->buf) - 8;
+    if ((s = ck_sum_locate(p->what, (const char *)p->buf + 8, n, &p->sc, &digits, p->err))) return s;
+    if (memcmp(p->buf + 8 + digits, v + 6, 8) != 0) /* the raw key found is not __metadata__'s */
+        return tt_fail(p->err, TT_ERR_FORMAT, "%s: the header's \"checksum\" key is not __metadata__'s", p->what);
+    const uint32_t got = ck_file_crc(p->buf, p->len, 8 + digits);
     if (got != want)
-        return tt_fail(p->err, TT_ERR_FORMAT, "%s: checksum mismatch: the data's CRC-32 is %08x, the header says %08x "
-                       "(the file is damaged)", p->what, (unsigned)got, want);
+        return tt_fail(p->err, TT_ERR_FORMAT, "%s: checksum mismatch: the file's CRC-32 is %08x, the header says %08x "
+                       "(the file is damaged, cut short or edited)", p->what, (unsigned)got, want);
     return TT_OK;
 }
 
@@ -894,17 +979,11 @@ static tt_status ck_header(ck_parse *p, const uint8_t *buf, size_t len)
     if (n > len - 8)
         return tt_fail(p->err, TT_ERR_FORMAT, "%s: header length %llu is beyond the end of the file (%zu bytes): "
                        "truncated?", p->what, (unsigned long long)n, len);
-    const char *h = (const char *)buf + 8;
-    size_t keys = 0;
-    tt_status s = ck_prescan(p, h, (size_t)n, &keys);
-    if (s) return s;
-    char why[160];
-    if (!(p->top = ck_json(h, (size_t)n, CK_JSON_DEPTH, why, sizeof why)))
-        return tt_fail(p->err, TT_ERR_FORMAT, "%s: the header is not JSON: %s", p->what, why);
-    if (!json_object_is_type(p->top, json_type_object))
-        return tt_fail(p->err, TT_ERR_FORMAT, "%s: the header is not a JSON object", p->what);
-    if (ck_count_keys(p->top) != keys)
-        return tt_fail(p->err, TT_ERR_FORMAT, "%s: the header repeats a key", p->what);
+    char why[200];
+    p->sc = (tt_json_scan){.find = "checksum", .find_depth = 2};
+    if (!(p->top = tt_json_parse_object((const char *)buf + 8, (size_t)n, CK_JSON_DEPTH, CK_MAX_VALUES, &p->sc, why,
+                                        sizeof why)))
+        return tt_fail(p->err, TT_ERR_FORMAT, "%s: the header %s", p->what, why);
     if (!json_object_object_get_ex(p->top, "__metadata__", &p->md))
         return tt_fail(p->err, TT_ERR_FORMAT, "%s: the header has no __metadata__ (not a towertrain checkpoint)",
                        p->what);
@@ -912,6 +991,8 @@ static tt_status ck_header(ck_parse *p, const uint8_t *buf, size_t len)
         return tt_fail(p->err, TT_ERR_FORMAT, "%s: __metadata__ is not an object", p->what);
     p->data = buf + 8 + n;
     p->data_len = (uint64_t)len - 8 - n;
+    p->buf = buf;
+    p->len = len;
     return TT_OK;
 }
 
@@ -921,9 +1002,9 @@ tt_status tt_checkpoint_parse(const uint8_t *buf, size_t len, const char *what, 
     memset(ck, 0, sizeof *ck);
     ck_parse p = {.what = what, .err = err};
     tt_status s = ck_header(&p, buf, len);
+    if (!s) s = md_version(&p);
     if (!s) s = md_read(&p, ck);
     if (!s) s = ck_entries(&p);
-    if (!s) s = md_checksum(&p);
     if (!s) s = md_texts(&p, ck);
     if (!s && m) s = ck_match(&p, m, ck);
     const uint64_t per_param = sizeof(float) * (uint64_t)(1 + ck->n_slots); /* bytes: the weight and its slots */
@@ -970,5 +1051,87 @@ tt_status tt_checkpoint_read_bytes(const char *path, uint8_t **out, size_t *len,
     }
     *out = buf;
     *len = (size_t)size;
+    return TT_OK;
+}
+
+/* ---- checks a run makes of what it read ------------------------------------------------------------------------ */
+
+tt_status tt_checkpoint_check_finite(const tt_checkpoint *ck, const tt_model *m, const char *what, int with_slots,
+                                     size_t *bad, tt_error *err)
+{
+    char name[128], first[128] = "";
+    size_t at = 0, n_bad = 0;
+    float x = 0;
+    const size_t n = (size_t)(1 + (with_slots ? ck->n_slots : 0)) * m->n_tensors;
+    for (size_t j = 0; j < n; j++) {
+        const tt_tensor_info *t;
+        const int k = ck_tensor(m, ck->slot_names, j, name, sizeof name, &t);
+        const float *v = (k < 0 ? ck->params : ck->slots[k]) + t->offset;
+        for (size_t i = 0; i < t->size; i++)
+            if (!isfinite(v[i]) && n_bad++ == 0) {
+                snprintf(first, sizeof first, "%s", name);
+                at = i;
+                x = v[i];
+            }
+    }
+    if (bad) *bad = n_bad;
+    if (!n_bad) return TT_OK;
+    return tt_fail(err, TT_ERR_FORMAT, "%s: tensor %s holds %s at index %zu (%zu non-finite value%s in all)", what,
+                   first, isnan(x) ? "NaN" : x > 0 ? "Inf" : "-Inf", at, n_bad, n_bad == 1 ? "" : "s");
+}
+
+void tt_checkpoint_layer_desc(const tt_layer *l, char *out, size_t len)
+{
+    size_t k = (size_t)snprintf(out, len, "%s", l->kind->name);
+    for (const tt_layer_key *key = l->kind->keys; key->name && k < len; key++) {
+        const char *f = (const char *)l + key->offset;
+        const size_t *z = (const size_t *)(const void *)f;
+        const int b = *(const int *)(const void *)f;
+        switch (key->type) {
+        case TT_KEY_SIZE: k += (size_t)snprintf(out + k, len - k, " %s=%zu", key->name, z[0]); break;
+        case TT_KEY_PAIR: k += (size_t)snprintf(out + k, len - k, " %s=%zu,%zu", key->name, z[0], z[1]); break;
+        case TT_KEY_FLOAT:
+            k += (size_t)snprintf(out + k, len - k, " %s=%.9g", key->name, (double)*(const float *)(const void *)f);
+            break;
+        case TT_KEY_PADDING: k += (size_t)snprintf(out + k, len - k, " %s=%s", key->name, b ? "same" : "valid"); break;
+        case TT_KEY_BOOL: k += (size_t)snprintf(out + k, len - k, " %s=%s", key->name, b ? "true" : "false"); break;
+        case TT_KEY_ACTIVATION: break; /* a layer of its own, described as such */
+        }
+    }
+}
+
+json_object *tt_checkpoint_layers_json(const tt_model *m)
+{
+    json_object *a = json_object_new_array();
+    char d[256];
+    for (size_t i = 0; a && i < m->n_layers; i++) {
+        tt_checkpoint_layer_desc(&m->layers[i], d, sizeof d);
+        if (ck_push(a, json_object_new_string(d))) {
+            json_object_put(a);
+            return NULL;
+        }
+    }
+    return a;
+}
+
+tt_status tt_checkpoint_same_model(const tt_checkpoint *ck, const char *what, const tt_model *m, const char *builtin,
+                                   tt_error *err)
+{
+    tt_ckpt_value v;
+    tt_status s = tt_checkpoint_option(ck, what, "layers", TT_CKPT_STRINGS, 1, &v, err);
+    if (s) return s;
+    const char *theirs = ck->model_desc && strncmp(ck->model_desc, "builtin:", 8) == 0 ? ck->model_desc + 8 : NULL;
+    char q1[256], q2[256];
+    if (theirs && builtin && strcmp(theirs, builtin) != 0)
+        return tt_fail(err, TT_ERR_ARG, "%s: trained with --model %s, this run has --model %s", what,
+                       ck_quote(theirs, q1, sizeof q1), builtin);
+    char d[256];
+    for (size_t i = 0; i < v.n || i < m->n_layers; i++) {
+        if (i < m->n_layers) tt_checkpoint_layer_desc(&m->layers[i], d, sizeof d);
+        if (i < v.n && i < m->n_layers && strcmp(v.ss[i], d) == 0) continue;
+        return tt_fail(err, TT_ERR_ARG, "%s: the model differs at layer %zu: the checkpoint's is '%s', this run's is "
+                       "'%s'", what, i + 1, i < v.n ? ck_quote(v.ss[i], q1, sizeof q1) : "(none: it has fewer)",
+                       i < m->n_layers ? ck_quote(d, q2, sizeof q2) : "(none: it has fewer)");
+    }
     return TT_OK;
 }

@@ -95,7 +95,9 @@ void tt_cli_train_help(FILE *f)
             "  --save-best METRIC    val_loss | val_accuracy: best.safetensors whenever it improves\n"
             "  --keep N              periodic checkpoints kept, the newest [3]\n"
             "  --resume FILE|DIR     continue a run from a checkpoint (a directory: its newest valid one); give the\n"
-            "                        run's --model, --batch, --seed and optimizer again; --epochs counts the total\n",
+            "                        run's --model, --batch, --seed and optimizer again; --epochs counts the total\n"
+            "  --resume-weights-only FILE|DIR  start from a checkpoint's weights only, on purpose: another model with\n"
+            "                        the same tensors, other options; a fresh optimizer, from epoch 1\n",
             tt_backend_list());
 }
 
@@ -105,7 +107,7 @@ static int takes_value(const char *opt)
                                    "--epochs", "--optimizer", "--lr", "--lr-scaling", "--momentum", "--rho", "--seed",
                                    "--val-samples", "--train-samples", "--test-samples", "--log-json", "--progress",
                                    "--host-threads", "--reduce", "--node-reduce", "--trace", "--checkpoint-dir", "--save-every-steps",
-                                   "--save-best", "--keep", "--resume", NULL};
+                                   "--save-best", "--keep", "--resume", "--resume-weights-only", NULL};
     for (const char **v = valued; *v; v++)
         if (strcmp(opt, *v) == 0) return 1;
     return 0;
@@ -161,7 +163,7 @@ tt_status tt_cli_parse_train(int argc, char **argv, int first, tt_run_config *c,
         }
         tt_status s = TT_OK;
         static const char *const ckpt_opts[] = {"--checkpoint-dir", "--save-every-epoch", "--save-every-steps",
-                                                "--save-best", "--keep", "--resume"};
+                                                "--save-best", "--keep", "--resume", "--resume-weights-only"};
         for (size_t k = 0; k < sizeof ckpt_opts / sizeof *ckpt_opts; k++)
             if (strcmp(name, ckpt_opts[k]) == 0 && strcmp(cmd, "train") != 0)
                 return tt_fail(err, TT_ERR_ARG, "%s: applies to towertrain train only, not %s", name, cmd);
@@ -235,8 +237,11 @@ tt_status tt_cli_parse_train(int argc, char **argv, int first, tt_run_config *c,
         } else if (strcmp(name, "--keep") == 0) {
             s = tt_cli_size(name, value, 1, 100000, &c->keep, err);
             keep_given = 1;
-        } else if (strcmp(name, "--resume") == 0) {
+        } else if (strcmp(name, "--resume") == 0 || strcmp(name, "--resume-weights-only") == 0) {
+            if (c->resume) /* one checkpoint, taken one way */
+                return tt_fail(err, TT_ERR_ARG, "%s: give --resume or --resume-weights-only, not both", name);
             c->resume = value;
+            c->resume_weights_only = name[8] == '-';
         } else if (strcmp(name, "--host-threads") == 0) {
             size_t n;
             s = tt_cli_size(name, value, 1, 256, &n, err);

@@ -7,7 +7,6 @@
  * tensors are then checked name by name and shape by shape against the file. The forward passes run on the towers
  * (tt_trainer_predict), so eval on N towers is the same evaluation train does after every epoch.
  * Not for: training (train.c) or the file format (checkpoint.c). */
-#include <json-c/json.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,56 +71,66 @@ static int use_extra(const char *opt, const char *value, void *ctx, tt_error *er
     return 1;
 }
 
-/* The input the checkpoint's model was trained on, from its options: "input":[d...], "classes":C, "vocab":V; and a
- * model file's text, "model_text" (*text, tt_malloc'd; NULL if none). */
+/* The input the checkpoint's model was trained on, from its options (typed, required): "input":[d...], "classes":C,
+ * "vocab":V; and a model file's text, "model_text" (*text, tt_malloc'd; NULL if none). */
 static tt_status ckpt_input(const tt_checkpoint *ck, const char *path, tt_model_input *in, char **text, tt_error *err)
 {
     memset(in, 0, sizeof *in);
     *text = NULL;
-    if (ck->options && strlen(ck->options) > ((size_t)8 << 20)) /* a model file is at most 1 MiB */
-        return tt_fail(err, TT_ERR_FORMAT, "%s: its options are larger than 8 MiB", path);
-    json_object *o = ck->options ? json_tokener_parse(ck->options) : NULL, *v;
-    tt_status s = TT_OK;
-    if (!o || !json_object_is_type(o, json_type_object) || !json_object_object_get_ex(o, "input", &v) ||
-        !json_object_is_type(v, json_type_array) || json_object_array_length(v) < 1 ||
-        json_object_array_length(v) > TT_MAX_DIMS) {
-        s = tt_fail(err, TT_ERR_FORMAT, "%s: its options do not say the model's input shape", path);
-        goto done;
+    tt_ckpt_value shape, classes, vocab, mt;
+    tt_status s = tt_checkpoint_option(ck, path, "input", TT_CKPT_UINTS, 1, &shape, err);
+    if (!s) s = tt_checkpoint_option(ck, path, "classes", TT_CKPT_UINT, 1, &classes, err);
+    if (!s) s = tt_checkpoint_option(ck, path, "vocab", TT_CKPT_UINT, 1, &vocab, err);
+    if (!s) s = tt_checkpoint_option(ck, path, "model_text", TT_CKPT_STRING, 0, &mt, err);
+    if (s) return s;
+    if (shape.n < 1 || shape.n > TT_MAX_DIMS)
+        return tt_fail(err, TT_ERR_FORMAT, "%s: options: input has %zu dimensions, not 1 to %d", path, shape.n,
+                       TT_MAX_DIMS);
+    in->shape.ndim = (int)shape.n;
+    for (size_t i = 0; i < shape.n; i++) {
+        if (shape.us[i] < 1 || shape.us[i] > (1 << 24))
+            return tt_fail(err, TT_ERR_FORMAT, "%s: options: input dimension %zu is %llu, not 1 to 2^24", path, i,
+                           (unsigned long long)shape.us[i]);
+        in->shape.d[i] = (size_t)shape.us[i];
     }
-    in->shape.ndim = (int)json_object_array_length(v);
-    for (int i = 0; i < in->shape.ndim; i++) {
-        int64_t d = json_object_get_int64(json_object_array_get_idx(v, (size_t)i));
-        if (d < 1 || d > (1 << 24)) {
-            s = tt_fail(err, TT_ERR_FORMAT, "%s: the model's input shape is not positive sizes", path);
-            goto done;
-        }
-        in->shape.d[i] = (size_t)d;
+    if (classes.u < 1 || classes.u > (1 << 24) || vocab.u > (1 << 24))
+        return tt_fail(err, TT_ERR_FORMAT, "%s: options: classes %llu and vocab %llu are not 1 to 2^24 and 0 to 2^24",
+                       path, (unsigned long long)classes.u, (unsigned long long)vocab.u);
+    in->n_classes = (size_t)classes.u;
+    in->vocab = vocab.u ? (size_t)vocab.u : 1;
+    if (mt.found) {
+        if (!*mt.s) return tt_fail(err, TT_ERR_FORMAT, "%s: options: model_text is empty", path);
+        if (!(*text = (char *)tt_malloc(strlen(mt.s) + 1)))
+            return tt_fail(err, TT_ERR_NOMEM, "%s: out of memory for its model text", path);
+        memcpy(*text, mt.s, strlen(mt.s) + 1);
     }
-    int64_t classes = json_object_object_get_ex(o, "classes", &v) ? json_object_get_int64(v) : 0;
-    int64_t vocab = json_object_object_get_ex(o, "vocab", &v) ? json_object_get_int64(v) : 0;
-    if (classes < 1 || classes > (1 << 24) || vocab < 0 || vocab > (1 << 24)) {
-        s = tt_fail(err, TT_ERR_FORMAT, "%s: its options do not say the model's classes and vocabulary", path);
-        goto done;
+    return TT_OK;
+}
+
+/* What to build the model from when --model is not given: the checkpoint's own text (a model file's, saved in it) or
+ * a built-in model's name — never a path it names: a checkpoint is data, and "file:/etc/passwd" without the text
+ * needs --model. *spec: the built-in name, or the name the text's messages use. */
+static tt_status ckpt_model_spec(const tt_checkpoint *ck, const char *path, const char *text, char *spec, size_t len,
+                                 tt_error *err)
+{
+    const char *d = ck->model_desc ? ck->model_desc : "";
+    char q[96];
+    tt_escape(d, q, sizeof q);
+    if (text) {
+        snprintf(spec, len, "%s (its model text)", path);
+        return TT_OK;
     }
-    in->n_classes = (size_t)classes;
-    in->vocab = vocab ? (size_t)vocab : 1;
-    if (json_object_object_get_ex(o, "model_text", &v)) {
-        const char *t = json_object_get_string(v);
-        const size_t len = t ? strlen(t) : 0;
-        if (!json_object_is_type(v, json_type_string) || !len || (size_t)json_object_get_string_len(v) != len) {
-            s = tt_fail(err, TT_ERR_FORMAT, "%s: its model text is not a string without NUL bytes", path);
-            goto done;
-        }
-        *text = (char *)tt_malloc(len + 1);
-        if (!*text) {
-            s = tt_fail(err, TT_ERR_NOMEM, "%s: out of memory for its model text", path);
-            goto done;
-        }
-        memcpy(*text, t, len + 1);
+    if (strncmp(d, "builtin:", 8) == 0 && tt_model_is_builtin(d + 8)) {
+        snprintf(spec, len, "%s", d + 8);
+        return TT_OK;
     }
-done:
-    json_object_put(o);
-    return s;
+    if (strncmp(d, "file:", 5) == 0)
+        return tt_fail(err, TT_ERR_FORMAT, "%s: its model is '%s' but it holds no model text (a checkpoint never names "
+                       "a file to open): give --model", path, q);
+    if (*d)
+        return tt_fail(err, TT_ERR_FORMAT, "%s: its model '%s' is not a built-in model (%s): give --model", path, q,
+                       tt_model_builtins());
+    return tt_fail(err, TT_ERR_FORMAT, "%s: it does not say its model: give --model", path);
 }
 
 /* The same sizes in the same order once dimensions of size 1 are left out: (28, 28) is (28, 28, 1), but (3, 32, 32)
@@ -153,15 +162,9 @@ static tt_status load_model(const tt_run_config *c, const use_opts *o, const tt_
     tt_model_input in;
     char *text = NULL; /* a model file's text, saved in the checkpoint: the model does not need the file */
     s = ckpt_input(ck, o->checkpoint, &in, &text, err);
-    char spec[512];
-    if (!s && o->model_given) {
-        snprintf(spec, sizeof spec, "%s", c->model);
-    } else if (!s) {
-        const char *d = ck->model_desc ? ck->model_desc : "";
-        if (strncmp(d, "builtin:", 8) == 0) snprintf(spec, sizeof spec, "%s", d + 8);
-        else if (strncmp(d, "file:", 5) == 0) snprintf(spec, sizeof spec, "%s", d + 5);
-        else s = tt_fail(err, TT_ERR_FORMAT, "%s: it does not say its model: give --model", o->checkpoint);
-    }
+    char spec[4200];
+    if (!s && o->model_given) snprintf(spec, sizeof spec, "%s", c->model);
+    else if (!s) s = ckpt_model_spec(ck, o->checkpoint, text, spec, sizeof spec, err);
     if (!s && shape && !same_but_ones(shape, &in.shape)) {
         char x[64], y[64];
         s = tt_fail(err, TT_ERR_ARG, "%s: the samples are %s, the checkpoint's model takes %s", o->cmd,
@@ -181,6 +184,12 @@ static tt_status load_model(const tt_run_config *c, const use_opts *o, const tt_
     tt_checkpoint_free(ck);
     if (!s) s = tt_checkpoint_parse(bytes, len, o->checkpoint, m, ck, err);
     tt_free(bytes);
+    tt_error nf;
+    if (!s && tt_checkpoint_check_finite(ck, m, o->checkpoint, 0, NULL, &nf)) { /* evaluated anyway: the outputs show it */
+        char line[sizeof nf.msg + 64];
+        snprintf(line, sizeof line, "%s: its outputs will not be finite", nf.msg);
+        tt_report_notice(line);
+    }
     return s;
 }
 

@@ -515,6 +515,7 @@ static tt_status run_ckpt_options(run_state *rs, tt_error *err)
         json_object_object_add(opt, "classes", json_object_new_int64((int64_t)rs->model->n_classes));
         json_object_object_add(opt, "vocab", json_object_new_int64((int64_t)rs->model->token_vocab));
         if (text) json_object_object_add(opt, "model_text", json_object_new_string(text));
+        json_object_object_add(opt, "layers", tt_checkpoint_layers_json(rs->model)); /* resume compares them */
         json_object_object_add(opt, "train_samples", json_object_new_int64((int64_t)rs->train->n));
         json_object_object_add(opt, "val_samples", json_object_new_int64((int64_t)rs->val->n));
         json_object_object_add(opt, "train_crc32", json_object_new_string(crc));
@@ -652,27 +653,28 @@ static void run_save_on_stop(run_state *rs, size_t epoch, size_t step, char *not
         snprintf(note, len, "; no checkpoint: %.3000s", e.msg);
 }
 
-/* The checkpoint's training set (its options' train_samples, val_samples, train_crc32; absent: not checked) must be
- * this run's: the same sample order needs the same samples. */
-static tt_status resume_same_data(const run_state *rs, const tt_checkpoint *ck, const char *path, tt_error *err)
+/* The checkpoint's training set (its options' train_samples, val_samples, train_crc32: required, typed) must be this
+ * run's: the same sample order needs the same samples. */
+static tt_status resume_same_data(const run_state *rs, const tt_checkpoint *ck, const char *what, tt_error *err)
 {
-    json_object *o = ck->options && strlen(ck->options) <= ((size_t)8 << 20) ? json_tokener_parse(ck->options) : NULL;
-    json_object *v;
-    tt_status s = TT_OK;
-    char crc[16];
-    snprintf(crc, sizeof crc, "%08x", (unsigned)rs->data_crc);
-    if (o && json_object_object_get_ex(o, "train_samples", &v) && json_object_get_int64(v) != (int64_t)rs->train->n)
-        s = tt_fail(err, TT_ERR_ARG, "--resume %.200s: trained on %lld training samples, this run has %zu (the same "
-                    "--data, --val-samples and --train-samples?)", path, (long long)json_object_get_int64(v),
-                    rs->train->n);
-    else if (o && json_object_object_get_ex(o, "val_samples", &v) && json_object_get_int64(v) != (int64_t)rs->val->n)
-        s = tt_fail(err, TT_ERR_ARG, "--resume %.200s: trained with %lld validation samples, this run has %zu (the "
-                    "same --val-samples?)", path, (long long)json_object_get_int64(v), rs->val->n);
-    else if (o && json_object_object_get_ex(o, "train_crc32", &v) && strcmp(json_object_get_string(v), crc) != 0)
-        s = tt_fail(err, TT_ERR_ARG, "--resume %.200s: trained on other training data (CRC-32 %.16s, this run's %s: "
-                    "the same --data?)", path, json_object_get_string(v), crc);
-    json_object_put(o);
-    return s;
+    tt_ckpt_value tn, vn, crc;
+    tt_status s = tt_checkpoint_option(ck, what, "train_samples", TT_CKPT_UINT, 1, &tn, err);
+    if (!s) s = tt_checkpoint_option(ck, what, "val_samples", TT_CKPT_UINT, 1, &vn, err);
+    if (!s) s = tt_checkpoint_option(ck, what, "train_crc32", TT_CKPT_STRING, 1, &crc, err);
+    if (s) return s;
+    char mine[16], q[32];
+    snprintf(mine, sizeof mine, "%08x", (unsigned)rs->data_crc);
+    if (tn.u != rs->train->n)
+        return tt_fail(err, TT_ERR_ARG, "%s: trained on %llu training samples, this run has %zu (the same --data, "
+                       "--val-samples and --train-samples?)", what, (unsigned long long)tn.u, rs->train->n);
+    if (vn.u != rs->val->n)
+        return tt_fail(err, TT_ERR_ARG, "%s: trained with %llu validation samples, this run has %zu (the same "
+                       "--val-samples?)", what, (unsigned long long)vn.u, rs->val->n);
+    tt_escape(crc.s, q, sizeof q);
+    if (strcmp(crc.s, mine) != 0)
+        return tt_fail(err, TT_ERR_ARG, "%s: trained on other training data (CRC-32 %s, this run's %s: the same "
+                       "--data?)", what, q, mine);
+    return TT_OK;
 }
 
 /* --resume: rank 0 (or the one process) finds the checkpoint (a directory's newest valid one) and reads it; every rank
@@ -710,6 +712,24 @@ static tt_status run_resume_bytes(run_state *rs, char *path, size_t len, tt_erro
     return s;
 }
 
+/* --resume-weights-only: the checkpoint's weights (names and shapes checked by the reader, values finite), on purpose
+ * and nothing else: another model with the same tensors, other options or data may take them. The optimizer starts
+ * fresh (its state belonged to the other training) and the run from epoch 1, step 1, as a new run does. */
+static tt_status resume_weights_only(run_state *rs, const char *what, tt_error *err)
+{
+    const tt_checkpoint *ck = &rs->resume_ck;
+    (void)err;
+    memcpy(rs->h_init, ck->params, rs->model->n_params * sizeof(float));
+    if (rs->out) {
+        char esc[400];
+        tt_escape(what, esc, sizeof esc);
+        fprintf(rs->out, "resume: the weights of %s (epoch %llu, step %llu) only: its optimizer state, position and "
+                "options are not used; a fresh optimizer, from epoch 1\n", esc + strlen("--resume-weights-only "),
+                (unsigned long long)ck->epoch, (unsigned long long)ck->step);
+    }
+    return TT_OK;
+}
+
 /* --resume: the checkpoint (a file, or a directory's newest valid one), checked against this run: same model
  * (tensor by tensor), batch, seed, optimizer and steps per epoch. Sets the weights to start from (h_init), where to
  * begin, and keeps the optimizer's state for run_resume_optim. */
@@ -720,6 +740,14 @@ static tt_status run_resume_load(run_state *rs, tt_error *err)
     char path[4096];
     tt_status s = run_resume_bytes(rs, path, sizeof path, err);
     if (s) return s;
+    char what[300];
+    snprintf(what, sizeof what, "%s %.200s", c->resume_weights_only ? "--resume-weights-only" : "--resume", path);
+    if ((s = tt_checkpoint_check_finite(ck, rs->model, what, !c->resume_weights_only, NULL, err))) return s;
+    if (c->resume_weights_only) return resume_weights_only(rs, what, err);
+    if ((s = tt_checkpoint_same_model(ck, what, rs->model, rs->model->builtin ? c->model : NULL, err))) {
+        const tt_error e = *err; /* the line, and what to do about it */
+        return tt_fail(err, s, "%s (give the same --model, or --resume-weights-only to take only its weights)", e.msg);
+    }
     char have[160], want[160];
     tt_optim_describe(&ck->optim, have, sizeof have);
     tt_optim_describe(&rs->tc.optim, want, sizeof want);
@@ -742,7 +770,7 @@ static tt_status run_resume_load(run_state *rs, tt_error *err)
                        "--resume %.200s: its epochs have %llu steps, this run's have %zu (the same --data, "
                        "--val-samples and --train-samples?)",
                        path, (unsigned long long)ck->steps_per_epoch, rs->steps);
-    if ((s = resume_same_data(rs, ck, path, err))) return s;
+    if ((s = resume_same_data(rs, ck, what, err))) return s;
     const int done = ck->step >= ck->steps_per_epoch;
     rs->start_epoch = (size_t)ck->epoch + (done ? 1 : 0);
     rs->start_step = done ? 0 : (size_t)ck->step;
@@ -769,6 +797,10 @@ static tt_status run_resume_load(run_state *rs, tt_error *err)
 static void run_resume_optim(run_state *rs)
 {
     tt_checkpoint *ck = &rs->resume_ck;
+    if (rs->c->resume_weights_only) { /* a fresh optimizer */
+        tt_checkpoint_free(ck);
+        return;
+    }
     tt_optim *o = tt_trainer_optim(&rs->tr);
     tt_optim_slot sl[TT_CKPT_MAX_SLOTS];
     const int n = tt_optim_slots(o, sl);

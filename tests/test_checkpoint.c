@@ -76,7 +76,7 @@ static void fill(tt_checkpoint *ck, const tt_model *m, tt_optim_config c, double
     snprintf(ck->backend, sizeof ck->backend, "cpu");
     ck->model_desc = (char *)tt_malloc(strlen(CONV_TEXT) + 1);
     memcpy(ck->model_desc, CONV_TEXT, strlen(CONV_TEXT) + 1); /* newlines: escaped in JSON */
-    const char opts[] = "{\"lr\": 0.1, \"name\": \"caf\xc3\xa9 \\\"x\\\"\"}";
+    const char opts[] = "{\"base_lr\": 0.1, \"reduce\": \"caf\xc3\xa9 \\\"x\\\"\"}";
     ck->options = (char *)tt_malloc(sizeof opts);
     memcpy(ck->options, opts, sizeof opts);
     ck->n_params = m->n_params;
@@ -263,7 +263,9 @@ static uint8_t *valid_file(const tt_model *m, size_t *len, int conv)
     return tt_test_read_file(path, len);
 }
 
-/* The file with its header's first `from` replaced by `to`, the length prefix rewritten (data and checksum kept). */
+/* The file with its header's first `from` replaced by `to`, the length prefix rewritten, the data kept, and the
+ * checksum rewritten when the edited header still has its place (tt_checkpoint_seal): the refusal is then the
+ * check behind the checksum that the edit is aimed at. */
 static uint8_t *edit_header(const uint8_t *b, size_t len, const char *from, const char *to, size_t *out_len)
 {
     const uint64_t n = tt_test_le64(b);
@@ -282,6 +284,8 @@ static uint8_t *edit_header(const uint8_t *b, size_t len, const char *from, cons
     memcpy(o + 8 + nn, b + 8 + n, len - 8 - n);
     *out_len = len - n + nn;
     free(text);
+    tt_error err;
+    (void)tt_checkpoint_seal(o, *out_len, &err);
     return o;
 }
 
@@ -327,7 +331,7 @@ START_TEST(test_truncated)
     char path[600];
     tmp_path(path, sizeof path, "short.safetensors");
     tt_test_write(path, b, len - 1);
-    refused(tt_checkpoint_read(path, &m, &ck, &err), &err, &ck, path, "(a truncated file?)");
+    refused(tt_checkpoint_read(path, &m, &ck, &err), &err, &ck, path, "checksum mismatch");
     tt_test_write(path, b, 5);
     refused(tt_checkpoint_read(path, &m, &ck, &err), &err, &ck, path, "too short");
     free(b);
@@ -389,7 +393,9 @@ START_TEST(test_header_not_json)
     edited_refused("\"dense/bias\":{\"dtype\"", "\"dense/bias\":{\"dtype\":\"F32\",\"dtype\"", "repeats a key");
     edited_refused("\"__metadata__\"", "\"__metadata_\"", "no __metadata__");
     edited_refused("\"format\":\"towertrain-checkpoint\"", "\"format\":\"pt\"", "format is 'pt'");
-    edited_refused("\"format_version\":\"1\"", "\"format_version\":\"2\"", "format_version is '2'");
+    edited_refused("\"format_version\":\"2\"", "\"format_version\":\"3\"", "format_version is '3'");
+    edited_refused("\"format_version\":\"2\"", "\"format_version\":\"1\"", "format_version is '1' (its header has no "
+                   "checksum); this towertrain reads version 2 only — towertrain up to commit 50436ee reads version 1");
     edited_refused("\"epoch\":\"3\"", "\"epoch\":\"3\",\"epoch\":\"3\"", "repeats a key");
     edited_refused("\"epoch\":\"3\"", "\"epoch\":\"3x\"", "key 'epoch' is '3x', not an unsigned integer");
     edited_refused("\"epoch\":\"3\"", "\"epoch\":\"-3\"", "key 'epoch' is '-3'");
@@ -406,7 +412,7 @@ START_TEST(test_header_not_json)
     edited_refused("\"optimizer\":\"sgd\"", "\"optimizer\":\"lion\"", "key 'optimizer' is 'lion'");
     edited_refused("\"checksum\":\"crc32:", "\"checksum\":\"crc64:", "key 'checksum'");
     edited_refused("\"backend\":\"cpu\"", "\"backend\":\"a-very-long-backend\"", "key 'backend'");
-    edited_refused("\"options\":\"{", "\"options\":\"[", "options is not a JSON object");
+    edited_refused("\"options\":\"{", "\"options\":\"[", "options is not JSON");
     /* a header of many small values: refused before json-c makes an object of each */
     char *many = (char *)malloc(2 * 70000 + 32);
     size_t k = (size_t)sprintf(many, "\"shape\":[12,7");

@@ -41,7 +41,7 @@ npy_src=(tests/fuzz/fuzz_npy.c src/data/npy.c src/data/cifar10.c src/data/datase
          "${base_src[@]}")
 # the checkpoint reader builds the fuzz target's model (model.c, the layer kinds) and names the optimizer's slots
 # (optim.c); it parses its header with json-c and sums the data with zlib's crc32
-ckpt_src=(tests/fuzz/fuzz_checkpoint.c src/checkpoint.c src/optim.c src/model.c src/layers/*.c src/dev.c
+ckpt_src=(tests/fuzz/fuzz_checkpoint.c src/checkpoint.c src/json.c src/optim.c src/model.c src/layers/*.c src/dev.c
           src/data/input.c "${base_src[@]}")
 if ! jsonc=$(pkg-config --cflags --libs json-c); then
   echo "fuzz.sh: json-c not found (apt-get install libjson-c-dev, or run tools/install-deps.sh)" >&2

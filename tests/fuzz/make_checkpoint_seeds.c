@@ -13,6 +13,7 @@
 #include "tt_fuzz.h"
 
 static const char *g_dir;
+static int g_nan_at = -1; /* a weight made NaN in the next seed */
 
 static void die(const char *what)
 {
@@ -45,7 +46,7 @@ static uint8_t *seed(const char *name, const tt_model *m, tt_optim_config c, dou
     ck.towers = 2;
     snprintf(ck.backend, sizeof ck.backend, "cpu");
     ck.model_desc = texts ? (char *)TT_FUZZ_CKPT_MODEL : NULL;
-    ck.options = texts ? (char *)"{\"epochs\": 3}" : NULL;
+    ck.options = texts ? (char *)"{\"epochs\": 3, \"train_crc32\": \"0badf00d\"}" : NULL;
     ck.n_params = m->n_params;
     const char *names[3];
     ck.n_slots = tt_optim_slot_names(&c, names);
@@ -55,6 +56,7 @@ static uint8_t *seed(const char *name, const tt_model *m, tt_optim_config c, dou
         if (!bufs[k]) die("out of memory");
         for (size_t i = 0; i < m->n_params; i++) bufs[k][i] = (float)((int)(i * 7 + (size_t)k * 3) % 19 - 9) / 8.0f;
     }
+    if (g_nan_at >= 0) bufs[0][g_nan_at] = NAN;
     ck.params = bufs[0];
     for (int k = 0; k < ck.n_slots; k++) {
         snprintf(ck.slot_names[k], sizeof ck.slot_names[k], "%s", names[k]);
@@ -82,8 +84,10 @@ static uint64_t header_length(const uint8_t *b)
     return n;
 }
 
-/* b with the header's first `from` replaced by `to` (length prefix rewritten, data kept), written as name. */
-static void edited(const char *name, const uint8_t *b, size_t len, const char *from, const char *to)
+/* b with the header's first `from` replaced by `to` (length prefix rewritten, data kept), written as name; sealed
+ * (the checksum rewritten, where the edited header still has its place) unless `raw`: then the checksum refuses it,
+ * else the check the edit is aimed at. */
+static void edited_as(const char *name, const uint8_t *b, size_t len, const char *from, const char *to, int raw)
 {
     const uint64_t n = header_length(b);
     const char *h = (const char *)b + 8;
@@ -98,8 +102,15 @@ static void edited(const char *name, const uint8_t *b, size_t len, const char *f
     memcpy(o + 8 + pre, to, strlen(to));
     memcpy(o + 8 + pre + strlen(to), at + strlen(from), n - pre - strlen(from));
     memcpy(o + 8 + nn, b + 8 + n, len - 8 - n);
+    tt_error err;
+    if (!raw) (void)tt_checkpoint_seal(o, len - n + nn, &err);
     put(name, o, len - n + nn);
     free(o);
+}
+
+static void edited(const char *name, const uint8_t *b, size_t len, const char *from, const char *to)
+{
+    edited_as(name, b, len, from, to, 0);
 }
 
 int main(int argc, char **argv)
@@ -147,6 +158,26 @@ int main(int argc, char **argv)
     edited("bad-shape-huge.safetensors", b, len, "\"shape\":[3,3,1,2]", "\"shape\":[4294967296,4294967296,1,2]");
     edited("bad-slots-of-adam.safetensors", b, len, "\"optimizer\":\"sgd\"", "\"optimizer\":\"adam\"");
     edited("bad-single-quotes.safetensors", b, len, "\"format\"", "'format'");
+    /* issue 18: the header's checksum, strict JSON (header and options), typed options */
+    edited_as("bad-header-edited-unsealed.safetensors", b, len, "\"seed\":\"42\"", "\"seed\":\"43\"", 1);
+    edited("bad-format-version-1.safetensors", b, len, "\"format_version\":\"2\"", "\"format_version\":\"1\"");
+    edited("bad-checksum-escaped-key.safetensors", b, len, "\"checksum\"", "\"check\\u0073um\"");
+    edited("bad-overlong-utf8.safetensors", b, len, "\"backend\":\"cpu\"", "\"backend\":\"c\xc0\xafu\"");
+    edited("bad-encoded-surrogate.safetensors", b, len, "\"backend\":\"cpu\"", "\"backend\":\"c\xed\xa0\x80u\"");
+    edited("bad-lone-surrogate-escape.safetensors", b, len, "\"backend\":\"cpu\"", "\"backend\":\"c\\ud800u\"");
+    edited("bad-leading-zero.safetensors", b, len, "\"data_offsets\":[0,", "\"data_offsets\":[00,");
+    edited("bad-nan-literal.safetensors", b, len, "\"data_offsets\":[0,", "\"data_offsets\":[NaN,");
+    edited("bad-duplicate-key-nested.safetensors", b, len, "\"dtype\":\"F32\"", "\"dtype\":\"F32\",\"dt\\u0079pe\":\"F32\"");
+    edited("bad-options-null.safetensors", b, len, "\\\"train_crc32\\\": \\\"0badf00d\\\"", "\\\"train_crc32\\\": null");
+    edited("bad-options-duplicate-key.safetensors", b, len, "{\\\"epochs\\\": 3", "{\\\"epochs\\\": 3, \\\"epochs\\\": 3");
+    edited("bad-options-leading-zero.safetensors", b, len, "\\\"epochs\\\": 3", "\\\"epochs\\\": 03");
+    edited("bad-options-unknown-key.safetensors", b, len, "\\\"epochs\\\"", "\\\"epochz\\\"");
+    edited("bad-options-lone-surrogate.safetensors", b, len, "0badf00d", "0badf\\\\udc00");
+    const uint8_t null_header[16] = {8, 0, 0, 0, 0, 0, 0, 0, 'n', 'u', 'l', 'l', ' ', ' ', ' ', ' '};
+    put("bad-header-null.safetensors", null_header, sizeof null_header);
     free(b);
+    g_nan_at = 5; /* read as valid; --resume refuses it, eval warns (tests/test_resume.c, tests/test_cli.c) */
+    free(seed("ok-nan-weight.safetensors", &m, adam, NAN, 1, &len));
+    g_nan_at = -1;
     return 0;
 }
