@@ -1087,12 +1087,24 @@ void tt_checkpoint_layer_desc(const tt_layer *l, char *out, size_t len)
         const char *f = (const char *)l + key->offset;
         const size_t *z = (const size_t *)(const void *)f;
         const int b = *(const int *)(const void *)f;
+        if ((key->type == TT_KEY_SIZE || key->type == TT_KEY_PAIR) && z[0] == 0 && key->def &&
+            strcmp(key->def, "pool") == 0) { /* "as the pool size": kept as 0, as the model file says it */
+            k += (size_t)snprintf(out + k, len - k, " %s=pool", key->name);
+            continue;
+        }
         switch (key->type) {
         case TT_KEY_SIZE: k += (size_t)snprintf(out + k, len - k, " %s=%zu", key->name, z[0]); break;
         case TT_KEY_PAIR: k += (size_t)snprintf(out + k, len - k, " %s=%zu,%zu", key->name, z[0], z[1]); break;
-        case TT_KEY_FLOAT:
-            k += (size_t)snprintf(out + k, len - k, " %s=%.9g", key->name, (double)*(const float *)(const void *)f);
+        case TT_KEY_FLOAT: { /* the shortest digits that give the same float back: "0.1", never "0.100000001" */
+            const float x = *(const float *)(const void *)f;
+            char num[32];
+            for (int digits = 1; digits <= 9; digits++) {
+                snprintf(num, sizeof num, "%.*g", digits, (double)x);
+                if (strtof(num, NULL) == x) break;
+            }
+            k += (size_t)snprintf(out + k, len - k, " %s=%s", key->name, num);
             break;
+        }
         case TT_KEY_PADDING: k += (size_t)snprintf(out + k, len - k, " %s=%s", key->name, b ? "same" : "valid"); break;
         case TT_KEY_BOOL: k += (size_t)snprintf(out + k, len - k, " %s=%s", key->name, b ? "true" : "false"); break;
         case TT_KEY_ACTIVATION: break; /* a layer of its own, described as such */

@@ -7,8 +7,11 @@
  * here for a whole epoch of Adam after the switch). The model is a small cnn with dropout, whose masks depend on the
  * epoch: a resume that lost the epoch would drop other units. */
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 
+#include "tt_checkpoint.h"
+#include "tt_cli.h"
 #include "tt_test.h"
 #include "tt_train.h"
 
@@ -301,6 +304,274 @@ START_TEST(test_dir_with_newer_checkpoints)
 }
 END_TEST
 
+
+/* Issue 18. A header bit-flip sweep over a real checkpoint (a run's, with its model text, options and layers): every
+ * single-bit flip of the length prefix and the header is refused, with the model and without (docs/checkpoints.md:
+ * no flip is harmless). The flips of the tensors' bytes: test_checkpoint's test_flipped_data_byte. */
+START_TEST(test_header_bit_flips_all_refused)
+{
+    char dir[512], path[1024];
+    first_epoch_saved(1, dir, sizeof dir, path, sizeof path);
+    size_t len;
+    uint8_t *b = tt_test_read_file(path, &len);
+    const size_t n = 8 + (size_t)tt_test_le64(b);
+    tt_model m;
+    tt_error err;
+    const tt_model_input none = {{0, {0, 0, 0, 0}}, 0, 0};
+    ck_assert_msg(tt_model_parse(&m, MODEL, "t", &none, &err) == TT_OK, "%s", err.msg);
+    tt_checkpoint ck;
+    ck_assert_msg(tt_checkpoint_parse(b, len, "ck", &m, &ck, &err) == TT_OK, "%s", err.msg);
+    tt_checkpoint_free(&ck);
+    size_t accepted = 0, flips = 0;
+    for (size_t i = 0; i < n; i++)
+        for (int bit = 0; bit < 8; bit++, flips++) {
+            b[i] ^= (uint8_t)(1u << bit);
+            if (tt_checkpoint_parse(b, len, "ck", &m, &ck, &err) == TT_OK ||
+                tt_checkpoint_parse(b, len, "ck", NULL, &ck, &err) == TT_OK) {
+                if (accepted++ < 5) fprintf(stderr, "accepted: byte %zu bit %d\n", i, bit);
+                tt_checkpoint_free(&ck);
+            }
+            b[i] ^= (uint8_t)(1u << bit);
+        }
+    ck_assert_msg(accepted == 0, "%zu of %zu header bit flips accepted", accepted, flips);
+    ck_assert_uint_ge(flips, 8 * 1000); /* a real header: model text, options, layers, 3 x 4 tensors */
+    free(b);
+}
+END_TEST
+
+/* A checkpoint of the run at `path` rewritten through the writer with other options, model description or weights
+ * (read against MODEL first): a valid file that says what the test wants it to say. */
+static void rewrite(const char *path, const char *desc, const char *options, int nan_at)
+{
+    tt_model m;
+    tt_error err;
+    const tt_model_input none = {{0, {0, 0, 0, 0}}, 0, 0};
+    ck_assert_msg(tt_model_parse(&m, MODEL, "t", &none, &err) == TT_OK, "%s", err.msg);
+    tt_checkpoint ck;
+    ck_assert_msg(tt_checkpoint_read(path, &m, &ck, &err) == TT_OK, "%s", err.msg);
+    tt_free(ck.model_desc);
+    tt_free(ck.options);
+    ck.model_desc = desc ? strdup(desc) : NULL;
+    ck.options = options ? strdup(options) : NULL;
+    if (nan_at >= 0) ck.slots[1][nan_at] = NAN;
+    if (nan_at < -1) ck.params[-nan_at] = INFINITY;
+    ck_assert_msg(tt_checkpoint_write(path, &m, &ck, &err) == TT_OK, "%s", err.msg);
+    free(ck.model_desc);
+    free(ck.options);
+    ck.model_desc = ck.options = NULL;
+    tt_checkpoint_free(&ck);
+}
+
+/* The options of a checkpoint at path (the writer's text, tt_malloc'd), with `from` replaced by `to`. */
+static char *options_edited(const char *path, const char *from, const char *to)
+{
+    tt_checkpoint ck;
+    tt_error err;
+    ck_assert_msg(tt_checkpoint_read(path, NULL, &ck, &err) == TT_OK, "%s", err.msg);
+    const char *at = strstr(ck.options, from);
+    ck_assert_msg(at != NULL, "'%s' not in %s", from, ck.options);
+    char *o = (char *)malloc(strlen(ck.options) + strlen(to) + 1);
+    sprintf(o, "%.*s%s%s", (int)(at - ck.options), ck.options, to, at + strlen(from));
+    tt_checkpoint_free(&ck);
+    return o;
+}
+
+/* A run resumed from path with model text `model` (NULL: MODEL) refused with `want` (NULL: accepted). */
+static void resume_expect(const char *path, const char *model, int weights_only, const char *want)
+{
+    char mp[1024];
+    snprintf(mp, sizeof mp, "%s.other.txt", path);
+    tt_test_write_str(mp, model ? model : MODEL);
+    tt_run_config c;
+    config(&c, 1, 2);
+    c.model = mp;
+    c.resume = path;
+    c.resume_weights_only = weights_only;
+    size_t P;
+    tt_status st;
+    tt_error err;
+    tt_free(run(&c, &P, &st, &err));
+    unlink(mp);
+    if (!want) {
+        ck_assert_msg(st == TT_OK, "refused: %s", err.msg);
+        return;
+    }
+    ck_assert_msg(st != TT_OK, "accepted; expected '%s'", want);
+    ck_assert_msg(strstr(err.msg, want) != NULL, "'%s' does not say '%s'", err.msg, want);
+    ck_assert_msg(strchr(err.msg, '\n') == NULL, "more than one line: %s", err.msg);
+}
+
+/* The model, not just its shapes: the same tensors with a ReLU removed, a dropout added or removed, another rate,
+ * another activation, are refused naming the first layer that differs; --resume-weights-only takes them on purpose. */
+START_TEST(test_resume_checks_the_model)
+{
+    char dir[512], path[1024];
+    first_epoch_saved(1, dir, sizeof dir, path, sizeof path);
+    static const struct {
+        const char *model, *want;
+    } cases[] = {
+        {"input shape=6,6,1\nconv2d filters=3 kernel=3 padding=same\nmaxpool2d pool=2\ndropout rate=0.25\nflatten\n"
+         "dense units=4\n",
+         "differs at layer 2: the checkpoint's is 'relu', this run's is 'maxpool2d pool=2,2 strides=pool padding=valid'"},
+        {"input shape=6,6,1\nconv2d filters=3 kernel=3 padding=same activation=relu\nmaxpool2d pool=2\nflatten\n"
+         "dense units=4\n",
+         "differs at layer 4: the checkpoint's is 'dropout rate=0.25', this run's is 'flatten'"},
+        {"input shape=6,6,1\nconv2d filters=3 kernel=3 padding=same activation=relu\nmaxpool2d pool=2\n"
+         "dropout rate=0.5\nflatten\ndense units=4\n",
+         "the checkpoint's is 'dropout rate=0.25', this run's is 'dropout rate=0.5'"},
+        {"input shape=6,6,1\nconv2d filters=3 kernel=3 padding=same activation=relu\nmaxpool2d pool=2\n"
+         "dropout rate=0.25\nflatten\ndense units=4\ndropout rate=0.1\n",
+         "differs at layer 7: the checkpoint's is '(none: it has fewer)', this run's is 'dropout rate=0.1'"},
+        {"input shape=6,6,1\nconv2d filters=3 kernel=3 padding=same activation=relu\nmaxpool2d pool=2\n"
+         "dropout rate=0.25\nflatten\ndense units=4 activation=softmax\n",
+         "the checkpoint's is '(none: it has fewer)', this run's is 'softmax'"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        resume_expect(path, cases[k].model, 0, cases[k].want);
+        resume_expect(path, cases[k].model, 0, "or --resume-weights-only to take only its weights");
+    }
+    resume_expect(path, NULL, 0, NULL); /* the same model: resumed */
+    /* on purpose: the weights only, into a model with another dropout (a fresh optimizer, from epoch 1) */
+    resume_expect(path, cases[2].model, 1, NULL);
+    /* a checkpoint's "layers" cannot be left out or renamed to skip the check */
+    char *o = options_edited(path, "\"layers\":", "\"layerz\":");
+    rewrite(path, NULL, o, -1);
+    free(o);
+    resume_expect(path, NULL, 0, "options: unknown key 'layerz'");
+}
+END_TEST
+
+/* Weights-only keeps nothing else: not the position (from epoch 1), not the optimizer state (Nadam's t from 0): the
+ * same weights as a fresh run started from the checkpoint's weights, which a differently seeded fresh run is not. */
+START_TEST(test_resume_weights_only_starts_fresh)
+{
+    char dir[512], path[1024];
+    first_epoch_saved(1, dir, sizeof dir, path, sizeof path);
+    tt_run_config c;
+    config(&c, 1, 1);
+    c.resume = path;
+    c.resume_weights_only = 1;
+    c.seed = 9; /* another seed and batch: options of its own */
+    c.batch = 16;
+    size_t P;
+    float *a = run_ok(&c, &P); /* one epoch: epoch 1 again, not "nothing to train" */
+    c.resume = NULL;
+    c.resume_weights_only = 0;
+    float *b = run_ok(&c, &P);
+    int same = 1;
+    for (size_t i = 0; i < P; i++) same &= a[i] == b[i];
+    ck_assert_msg(!same, "--resume-weights-only did not start from the checkpoint's weights");
+    tt_free(a);
+    tt_free(b);
+}
+END_TEST
+
+/* Typed options: a null, a number where a string belongs, a key left out — one line naming the key, never a crash
+ * (the strcmp on NULL of issue 18); NaN or Inf in a weight or an optimizer slot is refused, naming tensor and index. */
+START_TEST(test_resume_refuses_bad_values)
+{
+    char dir[512], path[1024];
+    first_epoch_saved(1, dir, sizeof dir, path, sizeof path);
+    size_t len;
+    uint8_t *orig = tt_test_read_file(path, &len);
+    static const struct {
+        const char *from, *to, *want;
+    } cases[] = {
+        {"\"train_crc32\":\"", "\"train_crc32\":null,\"x\":\"", "options: key 'train_crc32' is null, not a string"},
+        {"\"train_samples\":203", "\"train_samples\":\"203\"", "key 'train_samples' is a string, not an unsigned"},
+        {"\"train_samples\":203", "\"train_samples\":-203", "key 'train_samples' is an integer, not an unsigned"},
+        {"\"val_samples\":40,", "", "its options have no key 'val_samples'"},
+        {"\"input\":[", "\"input\":[0", "options is not JSON: a number with a leading zero"},
+        {"{\"input\"", "{\"classes\":4,\"input\"", "options repeats a key"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        tt_test_write(path, orig, len);
+        char *o = options_edited(path, cases[k].from, cases[k].to);
+        if (k == 0) { /* "x": the rest of the old value, an unknown key: the null must be refused first */
+            char *x = strstr(o, ",\"x\":\"");
+            memmove(x, strchr(x + 6, '"') + 1, strlen(strchr(x + 6, '"') + 1) + 1);
+        }
+        rewrite(path, NULL, o, -1);
+        free(o);
+        resume_expect(path, NULL, 0, cases[k].want);
+    }
+    tt_test_write(path, orig, len);
+    rewrite(path, NULL, NULL, 5); /* the velocity (Nadam's second slot), element 5 */
+    resume_expect(path, NULL, 0, "tensor optimizer/velocity/conv2d/kernel holds NaN at index 5 (1 non-finite value");
+    tt_test_write(path, orig, len);
+    rewrite(path, NULL, NULL, -33); /* weight 33: conv2d/bias is 27..29, dense/kernel from 30 */
+    resume_expect(path, NULL, 0, "tensor dense/kernel holds Inf at index 3 (1 non-finite value in all)");
+    free(orig);
+}
+END_TEST
+
+/* eval/predict on the output of tt_cmd_predict with stderr in a file: its exit code and first stderr line. */
+static int predict_cli(const char *ck, const char *input, const char *model, char *line, size_t len)
+{
+    char tt[] = "towertrain", a0[] = "predict", a1[] = "--device", a2[] = "cpu", a3[] = "--checkpoint", a5[] = "--input", a7[] = "--model";
+    char *argv[] = {tt, a0, a1, a2, a3, (char *)ck, a5, (char *)input, a7, (char *)model, NULL};
+    char errp[1024];
+    snprintf(errp, sizeof errp, "%s.stderr", input);
+    fflush(stderr);
+    const int saved = dup(2), fd = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ck_assert(saved >= 0 && fd >= 0);
+    dup2(fd, 2);
+    close(fd);
+    FILE *devnull = freopen("/dev/null", "w", stdout);
+    const int code = tt_cmd_predict(model ? 10 : 8, argv);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    (void)devnull;
+    size_t n;
+    char *t = (char *)tt_test_read_file(errp, &n);
+    snprintf(line, len, "%.*s", (int)n, t);
+    free(t);
+    return code;
+}
+
+/* A checkpoint is data: one whose model says file:PATH without the text never makes predict (or eval: the same
+ * load_model) open PATH — it needs --model, exit 1; a "builtin:" name that is a path is no built-in model. */
+START_TEST(test_checkpoint_never_names_a_file)
+{
+    char dir[512], path[1024], secret[1024], npy[1024], line[4096], model[1024];
+    first_epoch_saved(1, dir, sizeof dir, path, sizeof path);
+    snprintf(secret, sizeof secret, "%s/secret.txt", dir);
+    tt_test_write_str(secret, "SECRET-FIRST-LINE dense units=4\n");
+    snprintf(npy, sizeof npy, "%s/x.npy", dir);
+    unsigned char buf[128 + 72];
+    memset(buf, ' ', 128);
+    memcpy(buf, "\x93NUMPY\x01\x00\x76\x00", 10);
+    const int hl = snprintf((char *)buf + 10, 118, "{'descr': '|u1', 'fortran_order': False, 'shape': (2, 6, 6), }");
+    buf[10 + hl] = ' ';
+    buf[127] = '\n';
+    memset(buf + 128, 7, 72);
+    tt_test_write(npy, buf, sizeof buf);
+    const char *opts = "{\"input\":[6,6,1],\"classes\":4,\"vocab\":0}";
+    char desc[1100];
+    for (int k = 0; k < 2; k++) {
+        snprintf(desc, sizeof desc, "%s:%s", k ? "builtin" : "file", secret);
+        rewrite(path, desc, opts, -1);
+        const int code = predict_cli(path, npy, NULL, line, sizeof line);
+        ck_assert_msg(code == 1, "exit %d: %s", code, line);
+        ck_assert_msg(strstr(line, k ? "is not a built-in model" : "holds no model text") && strstr(line, "give --model"),
+                      "%s", line);
+        ck_assert_msg(!strstr(line, "SECRET-FIRST-LINE"), "the named file was opened: %s", line);
+        ck_assert_msg(strchr(line, '\n') == strrchr(line, '\n'), "more than one line: %s", line);
+    }
+    /* with --model it works: the user named the file */
+    snprintf(model, sizeof model, "%s/m.txt", dir);
+    tt_test_write_str(model, MODEL);
+    const int code = predict_cli(path, npy, model, line, sizeof line);
+    ck_assert_msg(code == 0, "exit %d: %s", code, line);
+    /* NaN weights: predict warns (one notice line naming the tensor) and still predicts */
+    rewrite(path, "builtin:none", opts, -31);
+    const int c2 = predict_cli(path, npy, model, line, sizeof line);
+    ck_assert_msg(c2 == 0 && strstr(line, "tensor dense/kernel holds Inf at index 1") && strstr(line, "notice"),
+                  "exit %d: %s", c2, line);
+}
+END_TEST
+
 /* Refusals: one line naming the thing. */
 START_TEST(test_resume_refusals)
 {
@@ -387,6 +658,11 @@ int main(void)
     tcase_add_test(tc, test_periodic_carries_best);
     tcase_add_test(tc, test_dir_with_newer_checkpoints);
     tcase_add_test(tc, test_checkpoint_dir_checked_first);
+    tcase_add_test(tc, test_header_bit_flips_all_refused);
+    tcase_add_test(tc, test_resume_checks_the_model);
+    tcase_add_test(tc, test_resume_weights_only_starts_fresh);
+    tcase_add_test(tc, test_resume_refuses_bad_values);
+    tcase_add_test(tc, test_checkpoint_never_names_a_file);
     suite_add_tcase(s, tc);
     return tt_test_run_suite(s);
 }
