@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 
 #include "tt_checkpoint.h"
+#include "tt_json.h"
 #include "tt_test.h"
 #include "fuzz/tt_fuzz.h"
 
@@ -423,6 +424,89 @@ START_TEST(test_header_not_json)
 }
 END_TEST
 
+
+/* json-c 0.16 takes each of these even with STRICT | VALIDATE_UTF8 (the reason src/json.c scans first); the strict
+ * parser refuses each, naming it, and takes the valid neighbours. */
+START_TEST(test_json_c_is_lax)
+{
+    static const struct {
+        const char *text, *want;
+    } lax[] = {{"{\"a\":00}", "leading zero"}, {"{\"a\":-01}", "leading zero"}, {"{\"a\":1.}", "after its '.'"},
+               {"{\"a\":NaN}", "'N' where a value"}, {"{\"a\":Infinity}", "'I' where a value"},
+               {"{\"a\":\"\xc0\xaf\"}", "not UTF-8"}, {"{\"a\":\"\xe0\x80\xaf\"}", "not UTF-8"},
+               {"{\"a\":\"\xed\xa0\x80\"}", "not UTF-8"}, {"{\"a\":\"\xf4\x90\x80\x80\"}", "not UTF-8"},
+               {"{\"a\":\"\\ud800\"}", "lone surrogate \\ud800"}, {"{\"a\":\"\\udc00x\"}", "lone surrogate \\udc00"},
+               {"{\"a\":\"\\ud800\\u0041\"}", "lone surrogate"}, {"{\"a\":1,\"a\":2}", "repeats a key"},
+               {"{\"a\":{\"b\":1,\"\\u0062\":2}}", "repeats a key"}, {"{\"a\":1}x", "'x' where nothing more"}};
+    for (size_t k = 0; k < sizeof lax / sizeof lax[0]; k++) {
+        json_tokener *tok = json_tokener_new_ex(8);
+        json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
+        json_object *v = json_tokener_parse_ex(tok, lax[k].text, (int)strlen(lax[k].text));
+        const int json_c_took = v != NULL && json_tokener_get_error(tok) == json_tokener_success;
+        json_object_put(v);
+        json_tokener_free(tok);
+        if (k < sizeof lax / sizeof lax[0] - 1) /* the last: json-c stops at the value, we look at the rest */
+            ck_assert_msg(json_c_took, "json-c now refuses %s: the pre-scan's note may go", lax[k].text);
+        tt_json_scan sc = {0};
+        char why[200];
+        v = tt_json_parse_object(lax[k].text, strlen(lax[k].text), 8, 1000, &sc, why, sizeof why);
+        ck_assert_msg(v == NULL, "%s accepted", lax[k].text);
+        ck_assert_msg(strstr(why, lax[k].want) != NULL, "%s: '%s' does not say '%s'", lax[k].text, why, lax[k].want);
+    }
+    static const char *const good[] = {"{\"a\":\"\\ud83d\\ude00\"}", "{\"a\":[1e5,-0,0.5,1E+2,-1.5e-3]}",
+                                       "{\"a\":\"\\/\\\"\\\\\\b\\f\\n\\r\\t\\u00e9 caf\xc3\xa9 \xf0\x9f\x98\x80\"}",
+                                       " {\"a\":{},\"b\":[],\"c\":[true,false,null]} \n"};
+    for (size_t k = 0; k < sizeof good / sizeof good[0]; k++) {
+        tt_json_scan sc = {0};
+        char why[200];
+        json_object *v = tt_json_parse_object(good[k], strlen(good[k]), 8, 1000, &sc, why, sizeof why);
+        ck_assert_msg(v != NULL, "%s refused: %s", good[k], why);
+        json_object_put(v);
+    }
+    static const char *const not_object[][2] = {{"null", "is JSON null, not an object"},
+                                                {"[1]", "is JSON an array, not an object"}, {"\"x\"", "a string"}};
+    for (size_t k = 0; k < 3; k++) {
+        tt_json_scan sc = {0};
+        char why[200];
+        ck_assert_ptr_null(tt_json_parse_object(not_object[k][0], strlen(not_object[k][0]), 8, 1000, &sc, why, 200));
+        ck_assert_msg(strstr(why, not_object[k][1]) != NULL, "%s", why);
+    }
+}
+END_TEST
+
+/* The checksum covers the header: an edit left unsealed is refused as a mismatch, whatever it edits; the checksum
+ * key spelt with an escape, or given twice, has no place; the typed options refuse a null (issue 18's crash). */
+START_TEST(test_header_checksum)
+{
+    tt_model m;
+    make_model(&m, 0, NULL);
+    size_t len, elen;
+    uint8_t *b = valid_file(&m, &len, 0);
+    tt_checkpoint ck;
+    tt_error err = {{0}};
+    /* each accepted once sealed (any value a hand edit could give): unsealed, each is a checksum mismatch */
+    static const char *const edits[][2] = {{"\"best\":\"nan\"", "\"best\":\"1e300\""},
+                                           {"\"u_product\":\"0.12345678901234568\"", "\"u_product\":\"0.5\""},
+                                           {"\"seed\"", "\"seed\" "}};
+    for (size_t k = 0; k < 3; k++) {
+        uint8_t *e = edit_header(b, len, edits[k][0], edits[k][1], &elen);
+        ck_assert_msg(tt_checkpoint_parse(e, elen, "sealed", &m, &ck, &err) == TT_OK, "%s", err.msg);
+        tt_checkpoint_free(&ck);
+        const char *sum = strstr((const char *)b + 8, "\"checksum\":\"crc32:");
+        memcpy(strstr((char *)e + 8, "\"checksum\":\"crc32:"), sum, 26); /* the old checksum back */
+        refused(tt_checkpoint_parse(e, elen, "edited", &m, &ck, &err), &err, &ck, "edited", "checksum mismatch");
+        free(e);
+    }
+    edited_refused("\"checksum\"", "\"check\\u0073um\"", "no single __metadata__ key \"checksum\"");
+    edited_refused("{\"__metadata__\":{", "{\"__metadata__\":{\"checksum\":\"crc32:00000000\",", "repeats a key");
+    edited_refused("\\\"base_lr\\\": 0.1", "\\\"base_lr\\\":null", "options: key 'base_lr' is null, not a finite number");
+    edited_refused("\\\"base_lr\\\": 0.1", "\\\"base_lr\\\":1e999", "options: key 'base_lr' is a fraction, not a finite");
+    edited_refused("\\\"base_lr\\\": 0.1", "\\\"base_lr\\\": 0.1,\\\"base_lr\\\": 0.1", "options repeats a key");
+    edited_refused("\\\"base_lr\\\"", "\\\"bas\\\\u0065_lr\\\":1,\\\"base_lr\\\"", "options repeats a key");
+    free(b);
+}
+END_TEST
+
 /* Tensor entries: dtypes, shapes, offsets that overlap, leave gaps or lie. */
 START_TEST(test_bad_tensor_entries)
 {
@@ -709,6 +793,8 @@ int main(void)
     tcase_add_test(tc, test_write_failure);
     tcase_add_test(tc, test_seed_corpus);
     tcase_add_test(tc, test_bad_position);
+    tcase_add_test(tc, test_json_c_is_lax);
+    tcase_add_test(tc, test_header_checksum);
     suite_add_tcase(s, tc);
     return tt_test_run_suite(s);
 }
