@@ -3,14 +3,14 @@
  * The file: u64 little-endian N, N bytes of JSON header (padded with spaces so the data start 8-byte aligned), then
  * the tensors' float32 bytes, contiguous, in layout-table order: the weights, then each optimizer slot's copy of
  * them ("optimizer/<slot>/<tensor>"). The header's "__metadata__" holds strings only (the format's rule): where the
- * run is, the optimizer, what wrote it, and "crc32:%08x" of the data section.
+ * run is, the optimizer, what wrote it, and "crc32:%08x" of the whole file (its own 8 digits read as zeros).
  *
  * Reading treats the file as hostile, as src/data/npy.c does: a regular file only (tt_input_open), the header's
- * length capped and checked against the file before it is parsed, the header parsed by json-c with its length (never
- * its NUL), a pre-scan that json-c lacks (control bytes, single quotes, \u0000, duplicate keys — json-c keeps the last
- * of a repeated key silently), every tensor's dtype, shape and offsets checked and the tensors required to tile the
- * data section exactly, the checksum verified, and only then, with a model, buffers of the model's size allocated and
- * filled. Every refusal is one line that starts with the file's name.
+ * length capped and checked against the file before it is parsed, the header read as strict JSON (src/json.c: json-c
+ * behind a scan for what json-c lets through), the whole file's checksum verified before any value is read, the
+ * options typed (tt_checkpoint_option), every tensor's dtype, shape and offsets checked and the tensors required to
+ * tile the data section exactly, and only then, with a model, buffers of the model's size allocated and filled. Every
+ * refusal is one line that starts with the file's name. A checkpoint is data: nothing here opens a path it names.
  *
  * Writing never leaves a torn file at the path: a temporary beside it, written, fsync'd, closed, renamed over the
  * path, then the directory fsync'd.

@@ -334,6 +334,7 @@ START_TEST(test_header_bit_flips_all_refused)
             b[i] ^= (uint8_t)(1u << bit);
         }
     ck_assert_msg(accepted == 0, "%zu of %zu header bit flips accepted", accepted, flips);
+    if (getenv("TT_SWEEP_SAY")) fprintf(stderr, "header sweep: %zu bytes, %zu flips, 0 accepted\n", n, flips);
     ck_assert_uint_ge(flips, 8 * 1000); /* a real header: model text, options, layers, 3 x 4 tensors */
     free(b);
 }
