@@ -74,6 +74,9 @@ tt_status tt_ckpt_prune(const char *dir, size_t keep, tt_error *err);
 /* --checkpoint-dir before training: created if missing (one level), and a writable directory — a run fails now,
  * not after its first epoch. */
 tt_status tt_ckpt_dir_ready(const char *dir, tt_error *err);
+/* One directory, one run: an flock on DIR/.towertrain.lock (this pid written in it), held while *fd stays open and
+ * dropped by the kernel when the process dies; a directory another run holds is refused (TT_ERR_IO, its pid). */
+tt_status tt_ckpt_dir_lock(const char *dir, int *fd, tt_error *err);
 /* Refuses a directory holding a periodic checkpoint beyond where this run starts (after `step` steps of epoch
  * `epoch`, of `steps_per_epoch`): another run's, which --keep would keep while deleting this run's as it writes them,
  * and which --resume DIR would take. */

@@ -105,6 +105,7 @@ typedef struct run_state {
     uint64_t saved_step;      /* the global step of the last periodic checkpoint written (or resumed from) */
     uint32_t data_crc;        /* checkpoints: CRC-32 of the training set's samples and labels (which data it was) */
     char *ckpt_options;       /* --checkpoint-dir: the checkpoints' options (JSON text, the same for the whole run) */
+    int dir_lock;             /* rank 0: --checkpoint-dir's lock file, held for the whole run (-1: none) */
     char ckpt_desc[300];      /* and their model description */
     char *model_text;         /* a model file's text, read once (checkpoints, the ranks' fingerprint); NULL: built in */
     tt_checkpoint resume_ck;  /* --resume: the checkpoint, until its state is in the trainer */
@@ -269,7 +270,9 @@ static tt_status run_open_local(run_state *rs, tt_error *err)
             if (!(rs->ck_full[k] = (float *)tt_malloc(rs->model->n_params * sizeof(float))))
                 return tt_fail(err, TT_ERR_NOMEM, "out of memory");
     }
-    if (rs->rank0 && c->checkpoint_dir && (s = tt_ckpt_dir_ready(c->checkpoint_dir, err))) return s;
+    if (rs->rank0 && c->checkpoint_dir && ((s = tt_ckpt_dir_ready(c->checkpoint_dir, err)) ||
+                                           (s = tt_ckpt_dir_lock(c->checkpoint_dir, &rs->dir_lock, err))))
+        return s;
     /* which training set: a resume on other data with as many steps is refused; every rank of a job must have it */
     if (c->checkpoint_dir || c->resume || rs->K > 1) {
         uint32_t crc = tt_crc32(0, rs->train->x, rs->train->n * tt_dataset_sample_bytes(rs->train));
@@ -1027,6 +1030,7 @@ static tt_status run_close(run_state *rs, tt_status s, tt_error *err)
         s = ls;
     }
     tt_trainer_free(&rs->tr);
+    if (rs->dir_lock >= 0) close(rs->dir_lock); /* the directory is free for the next run */
     tt_free(rs->idx);
     tt_free(rs->step_secs);
     tt_free(rs->results);
@@ -1052,6 +1056,7 @@ tt_status tt_run_on(const tt_run_config *c, const tt_dataset *train, const tt_da
     run_state *rs = (run_state *)tt_calloc(1, sizeof *rs);
     if (!rs) return tt_fail(err, TT_ERR_NOMEM, "out of memory");
     rs->c = c;
+    rs->dir_lock = -1;
     rs->nd = c->node ? c->node : tt_node_world();
     rs->K = rs->nd->size > 1 ? rs->nd->size : 1;
     rs->rank0 = rs->nd->rank == 0;
