@@ -25,6 +25,7 @@ typedef struct tt_run_config {
     int data_given;       /* --data was on the command line (not the default): summary and probe then use its shapes */
     const char *model;    /* a built-in model (mlp, cnn, textcnn) or a model file */
     size_t vocab;         /* --vocab: an embedding's vocabulary; 0 = the data's largest token id + 1 */
+    size_t classes;       /* --classes: the class count (labels must be below it); 0 = the largest label + 1 */
     const char *device;   /* backend name: auto, cpu, cuda */
     const char *gpus;     /* --gpus LIST, or NULL for every GPU */
     size_t towers, batch, epochs;

@@ -31,7 +31,8 @@ typedef struct use_opts {
 
 /* The train options each command takes (the rest are refused: they would be silently ignored). */
 static const char *const EVAL_TAKES[] = {"--data", "--model", "--vocab", "--device", "--gpus", "--towers", "--batch",
-                                         "--val-samples", "--test-samples", "--log-json", "--host-threads", NULL};
+                                         "--val-samples", "--test-samples", "--log-json", "--host-threads",
+                                         "--classes", NULL};
 static const char *const PREDICT_TAKES[] = {"--model", "--vocab", "--device", "--gpus", "--towers", "--batch",
                                             "--host-threads", NULL};
 
@@ -284,8 +285,8 @@ static void eval_help(void)
            "options:\n"
            "  --checkpoint FILE     a checkpoint written by towertrain train --checkpoint-dir (required)\n"
            "  --split test|val      which split [test]\n"
-           "  --data, --model, --vocab, --device, --gpus, --towers, --batch, --val-samples, --test-samples,\n"
-           "  --log-json FILE, --host-threads: as for train (--log-json writes one \"eval\" JSON object)\n");
+           "  --data, --model, --vocab, --classes, --device, --gpus, --towers, --batch, --val-samples,\n"
+           "  --test-samples, --log-json FILE, --host-threads: as for train (--log-json writes one \"eval\" JSON object)\n");
 }
 
 /* The report on stdout, and in the --log-json file opened before the evaluation (log->buf NULL: none). */
@@ -438,11 +439,53 @@ static void predict_help(void)
            "  --model, --vocab, --device, --gpus, --towers, --batch, --host-threads: as for train\n");
 }
 
+/* Does class a rank before class b: a larger p, or the same p and a lower index; a NaN after every number. */
+static int ranks_before(const float *p, size_t a, size_t b)
+{
+    const int na = isnan(p[a]), nb = isnan(p[b]);
+    if (na != nb) return nb;
+    if (!na && p[a] != p[b]) return p[a] > p[b];
+    return a < b;
+}
+
+/* Moves heap[i] down a heap of n entries whose top (heap[0]) is the one ranking last. */
+static void sift_down(const float *p, size_t *heap, size_t n, size_t i)
+{
+    for (;;) {
+        size_t worst = i, l = 2 * i + 1, r = l + 1;
+        if (l < n && ranks_before(p, heap[worst], heap[l])) worst = l;
+        if (r < n && ranks_before(p, heap[worst], heap[r])) worst = r;
+        if (worst == i) return;
+        const size_t t = heap[i];
+        heap[i] = heap[worst];
+        heap[worst] = t;
+        i = worst;
+    }
+}
+
+void tt_top_k(const float *p, size_t C, size_t k, size_t *top, size_t *heap)
+{
+    if (k == 0) return;
+    for (size_t j = 0; j < k; j++) heap[j] = j; /* the first k classes, then heapified */
+    for (size_t i = k / 2; i-- > 0;) sift_down(p, heap, k, i);
+    for (size_t j = k; j < C; j++)
+        if (ranks_before(p, j, heap[0])) { /* beats the k-th best so far: takes its place */
+            heap[0] = j;
+            sift_down(p, heap, k, 0);
+        }
+    for (size_t n = k; n > 0; n--) { /* popping the worst fills top from the back */
+        top[n - 1] = heap[0];
+        heap[0] = heap[n - 1];
+        sift_down(p, heap, n - 1, 0);
+    }
+}
+
+/* Every sample's line; a signal stops it at the next sample (the lines printed are whole). */
 static tt_status predict_print(const use_opts *o, size_t n, const float *logits, size_t C, tt_error *err)
 {
     const size_t K = o->top_k < C ? o->top_k : C;
     float *p = (float *)tt_malloc(C * sizeof(float));
-    size_t *top = (size_t *)tt_malloc(K * sizeof(size_t));
+    size_t *top = (size_t *)tt_malloc(2 * K * sizeof(size_t)); /* the k best, then the heap's scratch */
     if (!p || !top) {
         tt_free(p);
         tt_free(top);
@@ -454,17 +497,10 @@ static tt_status predict_print(const use_opts *o, size_t n, const float *logits,
         printf("\n");
     }
     tt_status s = TT_OK;
-    for (size_t i = 0; i < n && !s; i++) {
+    size_t i = 0;
+    for (; i < n && !s && !tt_signal_caught(); i++) {
         tt_softmax_row(logits + i * C, (int)C, p);
-        for (size_t k = 0; k < K; k++) { /* selection: the k-th most probable, ties to the lower class */
-            size_t best = C;
-            for (size_t j = 0; j < C; j++) {
-                int taken = 0;
-                for (size_t q = 0; q < k; q++) taken |= top[q] == j;
-                if (!taken && (best == C || p[j] > p[best])) best = j;
-            }
-            top[k] = best;
-        }
+        tt_top_k(p, C, K, top, top + K);
         if (o->jsonl) {
             printf("{\"sample\":%zu,\"top\":[", i);
             for (size_t k = 0; k < K; k++)
@@ -478,6 +514,9 @@ static tt_status predict_print(const use_opts *o, size_t n, const float *logits,
         if (i % 4096 == 4095) s = tt_flush_stdout(stdout, err);
     }
     if (!s) s = tt_flush_stdout(stdout, err);
+    if (!s && i < n)
+        s = tt_fail(err, TT_ERR_STOPPED, "predict: stopped by %s after %zu of %zu samples (the lines printed are whole)",
+                    tt_signal_name(tt_signal_caught()), i, n);
     tt_free(p);
     tt_free(top);
     return s;
