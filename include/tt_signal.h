@@ -18,8 +18,9 @@ extern "C" {
 
 void tt_signal_install(void);
 
-/* Around the process's error line (tt_report_error): begin = 1 before it is written (SIGINT and SIGTERM wait in this
- * thread, and a second signal from then on exits without a line of its own), 0 after it. */
+/* Around the process's error line (tt_report_error): begin = 1 before it is written, 0 after. A second signal that
+ * comes meanwhile waits for the line to be whole, then ends the process (128 + it) without a line of its own; one
+ * that comes after it exits at once, quietly. */
 void tt_signal_error_line(int begin);
 
 /* The first SIGINT/SIGTERM caught so far, or 0. */

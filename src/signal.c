@@ -1,6 +1,5 @@
 /* signal.c — the stop flag raised by SIGINT / SIGTERM (see tt_signal.h). The handler only touches a lock-free
  * atomic and, on a second signal, calls _exit: both async-signal-safe. */
-#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -9,17 +8,23 @@
 #include "tt_signal.h"
 
 static atomic_int g_caught; /* 0, or the first signal */
-static atomic_int g_said;   /* the process's error line is out (or going out): a second signal adds none */
+static atomic_int g_line;   /* the process's error line: 0 not yet, 1 being written, 2 written */
+static atomic_int g_second; /* a second signal that came while the line was being written */
 
 static void on_signal(int sig)
 {
     int none = 0;
     if (atomic_compare_exchange_strong(&g_caught, &none, sig)) return;
-    if (!atomic_load(&g_said)) { /* the one line on stderr, naming the signal; write(2) is async-signal-safe */
+    const int line = atomic_load(&g_line);
+    if (line == 1) { /* the line is going out: it is finished first (tt_signal_error_line exits then) */
+        atomic_store(&g_second, sig);
+        return;
+    }
+    if (line == 0) { /* the one line on stderr, naming the signal; write(2) is async-signal-safe */
         static const char term[] = "towertrain: SIGTERM, a second signal: exiting at once (the stop was not finished)\n";
         static const char intr[] = "towertrain: SIGINT, a second signal: exiting at once (the stop was not finished)\n";
-        const char *line = sig == SIGTERM ? term : intr;
-        ssize_t w = write(STDERR_FILENO, line, strlen(line));
+        const char *text = sig == SIGTERM ? term : intr;
+        ssize_t w = write(STDERR_FILENO, text, strlen(text));
         (void)w;
     }
     _exit(128 + sig);
@@ -39,16 +44,9 @@ void tt_signal_install(void)
 
 void tt_signal_error_line(int begin)
 {
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    if (begin) {
-        atomic_store(&g_said, 1);
-        pthread_sigmask(SIG_BLOCK, &set, NULL);
-    } else {
-        pthread_sigmask(SIG_UNBLOCK, &set, NULL); /* a signal that came meanwhile exits now, quietly */
-    }
+    atomic_store(&g_line, begin ? 1 : 2);
+    const int second = atomic_load(&g_second);
+    if (!begin && second) _exit(128 + second); /* it came while the line was written: it ends the process now */
 }
 
 int tt_signal_caught(void) { return atomic_load(&g_caught); }
