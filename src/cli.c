@@ -59,7 +59,7 @@ void tt_cli_train_help(FILE *f)
             "                        (docs/model-file.md) [mlp]\n"
             "  --vocab N             an embedding's vocabulary (token ids 0..N-1) [the data's largest id + 1]\n"
             "  --classes N           the class count: labels 0..N-1, a larger label is refused; classes may have no\n"
-            "                        samples [the largest label + 1, with a notice when that is over 10x the labels seen]\n"
+            "                        samples [the largest label + 1; a notice when that is over 10x the labels seen]\n"
             "  --device NAME         backend: %s; auto = cuda when a usable GPU exists, else cpu [auto]\n"
             "  --gpus LIST           GPUs the towers use, e.g. 0,1; more towers than GPUs share them round-robin,\n"
             "                        each tower with its own stream [every GPU]\n"
@@ -104,7 +104,8 @@ void tt_cli_train_help(FILE *f)
 static int takes_value(const char *opt)
 {
     static const char *valued[] = {"--data", "--model", "--vocab", "--device", "--gpus", "--towers", "--batch",
-                                   "--classes", "--epochs", "--optimizer", "--lr", "--lr-scaling", "--momentum", "--rho", "--seed",
+                                   "--classes", "--epochs", "--optimizer", "--lr", "--lr-scaling", "--momentum", "--rho",
+                                   "--seed",
                                    "--val-samples", "--train-samples", "--test-samples", "--log-json", "--progress",
                                    "--host-threads", "--reduce", "--node-reduce", "--trace", "--checkpoint-dir", "--save-every-steps",
                                    "--save-best", "--keep", "--resume", NULL};

@@ -286,7 +286,8 @@ static void eval_help(void)
            "  --checkpoint FILE     a checkpoint written by towertrain train --checkpoint-dir (required)\n"
            "  --split test|val      which split [test]\n"
            "  --data, --model, --vocab, --classes, --device, --gpus, --towers, --batch, --val-samples,\n"
-           "  --test-samples, --log-json FILE, --host-threads: as for train (--log-json writes one \"eval\" JSON object)\n");
+           "  --test-samples, --log-json FILE, --host-threads: as for train (--log-json writes one \"eval\"\n"
+           "  JSON object)\n");
 }
 
 /* The report on stdout, and in the --log-json file opened before the evaluation (log->buf NULL: none). */
@@ -515,8 +516,8 @@ static tt_status predict_print(const use_opts *o, size_t n, const float *logits,
     }
     if (!s) s = tt_flush_stdout(stdout, err);
     if (!s && i < n)
-        s = tt_fail(err, TT_ERR_STOPPED, "predict: stopped by %s after %zu of %zu samples (the lines printed are whole)",
-                    tt_signal_name(tt_signal_caught()), i, n);
+        s = tt_fail(err, TT_ERR_STOPPED, "predict: stopped by %s after %zu of %zu samples (the lines printed are "
+                    "whole)", tt_signal_name(tt_signal_caught()), i, n);
     tt_free(p);
     tt_free(top);
     return s;

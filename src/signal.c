@@ -21,8 +21,8 @@ static void on_signal(int sig)
         return;
     }
     if (line == 0) { /* the one line on stderr, naming the signal; write(2) is async-signal-safe */
-        static const char term[] = "towertrain: SIGTERM, a second signal: exiting at once (the stop was not finished)\n";
-        static const char intr[] = "towertrain: SIGINT, a second signal: exiting at once (the stop was not finished)\n";
+        static const char term[] = "towertrain: SIGTERM, a second signal: exiting at once (the stop is not finished)\n",
+                          intr[] = "towertrain: SIGINT, a second signal: exiting at once (the stop is not finished)\n";
         const char *text = sig == SIGTERM ? term : intr;
         ssize_t w = write(STDERR_FILENO, text, strlen(text));
         (void)w;

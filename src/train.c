@@ -1004,11 +1004,13 @@ static tt_status run_epoch(run_state *rs, size_t epoch, size_t first, tt_run_res
 static tt_status run_finish(run_state *rs, tt_run_result *res, tt_error *err)
 {
     tt_status s = tt_trainer_evaluate_stoppable(&rs->tr, rs->test, &res->test, err);
-    if (s == TT_ERR_STOPPED) s = TT_OK; /* this rank's flag: every rank decides alike below */
-    const int sig = run_signal(rs);    /* every rank calls it, whatever its own status */
+    const int cut = s == TT_ERR_STOPPED;
+    if (cut) s = TT_OK;             /* this rank's flag: every rank decides alike below */
+    const int sig = run_signal(rs); /* every rank calls it, whatever its own status */
     if (!s && sig) {
         memset(&res->test, 0, sizeof res->test);
-        return run_stopped(rs, "while the test set was evaluated (stopped at a batch boundary: no test figures)",
+        return run_stopped(rs, cut ? "while the test set was evaluated (stopped at a batch boundary: no test figures)"
+                                   : "as the test set's evaluation ended (no test figures)",
                            rs->c->epochs, rs->steps, err);
     }
     if (s) return s;

@@ -111,7 +111,8 @@ static void write_npy(const char *name, const char *descr, const char *shape, co
     snprintf(path, sizeof path, "%s/%s", dir, name);
     FILE *f = fopen(path, "wb");
     ck_assert_ptr_nonnull(f);
-    const unsigned char magic[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)len, (unsigned char)(len >> 8)};
+    const unsigned char magic[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)len,
+                                     (unsigned char)(len >> 8)};
     ck_assert(fwrite(magic, 1, 10, f) == 10 && fwrite(header, 1, (size_t)len, f) == (size_t)len);
     ck_assert(n == 0 || fwrite(data, 1, n, f) == n);
     ck_assert_int_eq(fclose(f), 0);
