@@ -250,3 +250,19 @@ tt_status tt_ckpt_dir_lock(const char *dir, int *fd, tt_error *err)
     }
     return s;
 }
+
+long tt_ckpt_dir_holder(const char *dir)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/.towertrain.lock", dir);
+    const int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) return 0; /* never locked: no run has written here */
+    long pid = 0;
+    if (flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+        pid = lock_file_pid(fd);
+        if (pid == (long)getpid()) pid = 0; /* this run's own --checkpoint-dir */
+        else if (pid <= 0) pid = -1;
+    }
+    close(fd); /* drops the probe's shared lock, if it got one */
+    return pid;
+}

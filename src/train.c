@@ -360,6 +360,20 @@ static tt_status run_check_fingerprints(run_state *rs, tt_error *err)
     return tt_node_agree(rs->nd, s, err);
 }
 
+/* --resume DIR reads a directory without locking it: if another run is writing there now, one notice says that this
+ * run forks it at its newest checkpoint as it stands. */
+static void resume_notice_busy(const char *dir)
+{
+    struct stat st;
+    const long pid = stat(dir, &st) == 0 && S_ISDIR(st.st_mode) ? tt_ckpt_dir_holder(dir) : 0;
+    if (!pid) return;
+    char line[600], who[48] = "its pid unknown";
+    if (pid > 0) snprintf(who, sizeof who, "pid %ld", pid);
+    snprintf(line, sizeof line, "--resume %.400s: another run (%s) is writing there; resuming from its newest "
+             "checkpoint as it stands now", dir, who);
+    tt_report_notice(line);
+}
+
 /* Opening a run: this rank's part, every rank's agreement (a rank that failed ends the job with its line), the
  * fingerprints, the banner, --resume, the towers, the trace. */
 static tt_status run_open(run_state *rs, tt_error *err)
@@ -379,6 +393,7 @@ static tt_status run_open(run_state *rs, tt_error *err)
         tt_backend_print_links(rs->out, "", rs->ops, ords, n, link);
         if ((s = tt_flush_stdout(rs->out, err))) return s;
     }
+    if (c->resume && rs->rank0) resume_notice_busy(c->resume);
     if (c->resume && (s = tt_node_agree(rs->nd, run_resume_load(rs, err), err))) return s;
     if (rs->nothing_left[0]) return TT_OK; /* no towers, no trace: tt_run_on says it and ends */
     if (rs->rank0 && c->checkpoint_dir)

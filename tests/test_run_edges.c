@@ -217,6 +217,12 @@ START_TEST(test_one_directory_one_run)
              dir, dir, log);
     expect(args, 1, "in use by another run");
     ck_assert_msg(file_size(log) > 0, "eval truncated the log of a running train");
+    /* --resume DIR reads without a lock, but says when another run is writing there */
+    snprintf(args, sizeof args, "train --device cpu --data npy:%s/d --val-samples 0 --epochs 1 --progress quiet "
+             "--batch 2 --resume %s --checkpoint-dir %s/fork", dir, ck, dir);
+    run(args);
+    ck_assert_msg(strstr(slurp(err_path), "is writing there") && strstr(slurp(err_path), pidstr), "%s",
+                  slurp(err_path));
     /* still the first run's: its start record heads the log */
     ck_assert_msg(strncmp(slurp(log), "{\"event\":\"start\"", 16) == 0, "%.200s", slurp(log));
     /* kill -9: no stale lock; the directory and the outputs are free at once */
