@@ -58,6 +58,9 @@ void tt_out_json_str(tt_out *o, const char *key, const char *v, int comma);
 /* Writes the pending text (which must end at a line boundary) in one write. */
 tt_status tt_out_commit(tt_out *o, tt_error *err);
 
+/* Drops the pending text (a record that will not be finished: a stop mid-way), so that close writes none of it. */
+void tt_out_discard(tt_out *o);
+
 /* Commits what is pending and closes; reports a failed write or close. Accepts a closed or zeroed tt_out. */
 tt_status tt_out_close(tt_out *o, tt_error *err);
 

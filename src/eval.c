@@ -310,7 +310,8 @@ static tt_status eval_report(const use_opts *o, const tt_run_config *c, const tt
         tt_out_json_num(log, "top5", res->top5, 1);
         tt_out_printf(log, "\"classes\":[");
     }
-    for (size_t k = 0; k < C; k++) {
+    size_t k = 0; /* rows printed: a signal stops the report at the next one (C may be thousands of classes) */
+    for (; k < C && !tt_signal_caught(); k++) {
         size_t tp = conf[k * C + k], support = 0, predicted = 0;
         for (size_t j = 0; j < C; j++) {
             support += conf[k * C + j];
@@ -326,11 +327,14 @@ static tt_status eval_report(const use_opts *o, const tt_run_config *c, const tt
             tt_out_printf(log, "\"support\":%zu}", support);
         }
     }
-    printf("confusion matrix (rows: true class, columns: predicted)\n%6s", "");
-    for (size_t j = 0; j < C; j++) printf(" %6zu", j);
-    printf("\n");
-    if (log->buf) tt_out_printf(log, "],\"confusion\":[");
-    for (size_t k = 0; k < C; k++) {
+    const int cut = k < C;
+    if (!cut) {
+        printf("confusion matrix (rows: true class, columns: predicted)\n%6s", "");
+        for (size_t j = 0; j < C; j++) printf(" %6zu", j);
+        printf("\n");
+        if (log->buf) tt_out_printf(log, "],\"confusion\":[");
+    }
+    for (k = 0; !cut && k < C && !tt_signal_caught(); k++) {
         printf("%6zu", k);
         if (log->buf) tt_out_printf(log, "%s[", k ? "," : "");
         for (size_t j = 0; j < C; j++) {
@@ -339,6 +343,13 @@ static tt_status eval_report(const use_opts *o, const tt_run_config *c, const tt
         }
         printf("\n");
         if (log->buf) tt_out_printf(log, "]");
+    }
+    if (cut || k < C) { /* stopped: the lines printed are whole; the log's record, unfinished, is not written */
+        tt_free(conf);
+        tt_out_discard(log);
+        s = tt_flush_stdout(stdout, err);
+        return s ? s : tt_fail(err, TT_ERR_STOPPED, "eval: stopped by %s while printing the report (%s row %zu of %zu)",
+                               tt_signal_name(tt_signal_caught()), cut ? "class" : "confusion matrix", k, C);
     }
     if (log->buf) {
         tt_out_printf(log, "]}\n");

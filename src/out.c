@@ -223,6 +223,8 @@ tt_status tt_out_commit(tt_out *o, tt_error *err)
     return TT_OK;
 }
 
+void tt_out_discard(tt_out *o) { o->len = 0; }
+
 tt_status tt_out_close(tt_out *o, tt_error *err)
 {
     if (!o->buf) return TT_OK;

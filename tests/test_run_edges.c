@@ -3,7 +3,7 @@
  * naming the first's pid, and the first's files are left as they were; a kill -9 leaves no stale lock); a dangling
  * symbolic link as an output; a second signal after the run's error line adds no line of its own; SIGINT during the
  * final test evaluation stops it at a batch boundary without rewriting the final checkpoint, and resuming a finished
- * run is a clean no-op; predict stops printing at the next sample; top-k by a heap keeps today's order and tie rule;
+ * run is a clean no-op; predict stops printing at the next sample, eval's report at the next row; top-k by a heap keeps today's order and tie rule;
  * --classes and the notice for a stray large label. */
 #include <fcntl.h>
 #include <math.h>
@@ -20,6 +20,8 @@ static char dir[64];
 static char out_path[128], err_path[128];
 
 static const struct timespec tick = {0, 10000000}; /* 10 ms */
+
+#define TT_F_SETPIPE_SZ 1031 /* Linux's F_SETPIPE_SZ (<fcntl.h> names it under _GNU_SOURCE only) */
 
 static char *slurp(const char *p)
 {
@@ -390,13 +392,57 @@ START_TEST(test_signal_in_final_evaluation)
 }
 END_TEST
 
+/* Runs `towertrain ARGS` with stdout into a FIFO that the test reads only after the output has begun and SIGINT
+ * was sent (the command then blocks in a write mid-output); then reads everything. Returns the wait status; *lines,
+ * *last: the lines read and the last byte. */
+static int signal_while_printing(const char *args, size_t *lines, char *last)
+{
+    char fifo[256];
+    snprintf(fifo, sizeof fifo, "%s/out.fifo", dir);
+    unlink(fifo);
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    int rd = open(fifo, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    ck_assert_int_ge(rd, 0);
+    fcntl(rd, TT_F_SETPIPE_SZ, 4096); /* a page: the command blocks after a few lines, not after 64 KiB */
+    pid_t pid = spawn_to(args, fifo, err_path);
+    struct pollfd pf = {rd, POLLIN, 0};
+    const int printing = poll(&pf, 1, 60000) == 1 && (pf.revents & POLLIN); /* the first lines are out */
+    const struct timespec settle = {0, 200000000};
+    if (printing) {
+        nanosleep(&settle, NULL); /* the pipe fills; the command blocks in a write */
+        kill(pid, SIGINT);
+        nanosleep(&settle, NULL);
+    }
+    *lines = 0;
+    *last = '\n';
+    for (int i = 0; i < 6000; i++) {
+        static char buf[65536];
+        ssize_t r = read(rd, buf, sizeof buf);
+        if (r == 0) break;
+        if (r < 0) {
+            nanosleep(&tick, NULL);
+            continue;
+        }
+        for (ssize_t k = 0; k < r; k++) *lines += buf[k] == '\n';
+        *last = buf[r - 1];
+    }
+    close(rd);
+    int st;
+    if (waitpid(pid, &st, WNOHANG) != pid) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &st, 0);
+    }
+    ck_assert_msg(printing, "towertrain %s printed nothing within 60 s: %s", args, slurp(err_path));
+    return st;
+}
+
 /* predict stops printing at the next sample on SIGINT: stdout is a FIFO the test does not read until the signal is
  * sent (predict then blocks in a write mid-output); after the signal the test reads everything. Exit 130, one line
  * naming how far it got, far fewer lines than samples, each whole. */
 START_TEST(test_predict_stops_at_next_sample)
 {
     make_npy10("d", 100, 20);
-    char ck[256], args[1024], in[256], fifo[256];
+    char ck[256], args[1024], in[256];
     snprintf(ck, sizeof ck, "%s/ck", dir);
     snprintf(args, sizeof args, "train --device cpu --data npy:%s/d --val-samples 0 --epochs 1 --progress quiet "
              "--checkpoint-dir %s", dir, ck);
@@ -407,47 +453,46 @@ START_TEST(test_predict_stops_at_next_sample)
     write_npy("many.npy", "<f4", "(60000, 16)", x, (size_t)N * 16 * sizeof(float));
     free(x);
     snprintf(in, sizeof in, "%s/many.npy", dir);
-    snprintf(fifo, sizeof fifo, "%s/out.fifo", dir);
-    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
-    int rd = open(fifo, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    ck_assert_int_ge(rd, 0);
     snprintf(args, sizeof args, "predict --device cpu --checkpoint %s/ckpt-e000001-s000000001.safetensors --input %s "
              "--top-k 3", ck, in);
-    pid_t pid = spawn_to(args, fifo, err_path);
-    struct pollfd pf = {rd, POLLIN, 0};
-    int printing = poll(&pf, 1, 60000) == 1 && (pf.revents & POLLIN); /* the first lines are out */
-    const struct timespec settle = {0, 200000000};
-    if (printing) {
-        nanosleep(&settle, NULL); /* the pipe fills; predict blocks in a write */
-        kill(pid, SIGINT);
-        nanosleep(&settle, NULL);
-    }
-    size_t lines = 0, bytes = 0;
-    char last = '\n';
-    for (int i = 0; i < 6000; i++) {
-        char buf[65536];
-        ssize_t r = read(rd, buf, sizeof buf);
-        if (r == 0) break;
-        if (r < 0) {
-            nanosleep(&tick, NULL);
-            continue;
-        }
-        for (ssize_t k = 0; k < r; k++) lines += buf[k] == '\n';
-        bytes += (size_t)r;
-        last = buf[r - 1];
-    }
-    close(rd);
-    int st;
-    if (waitpid(pid, &st, WNOHANG) != pid) {
-        kill(pid, SIGKILL);
-        waitpid(pid, &st, 0);
-    }
-    ck_assert_msg(printing, "predict printed nothing within 60 s: %s", slurp(err_path));
+    size_t lines;
+    char last;
+    const int st = signal_while_printing(args, &lines, &last);
     char *e = slurp(err_path);
     ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 130, "status 0x%x (%zu lines printed): %s", st, lines, e);
     ck_assert_msg(count_lines(e) == 1 && strstr(e, "predict: stopped by SIGINT after "), "%s", e);
     ck_assert_msg(lines < N / 2, "%zu lines printed after SIGINT: predict did not stop at the next sample", lines);
-    ck_assert_msg(bytes > 0 && last == '\n', "the output ends mid-line");
+    ck_assert_msg(lines > 0 && last == '\n', "the output ends mid-line");
+}
+END_TEST
+
+/* eval's report stops at the next row on SIGINT too: 2,000 classes make a 2,000 x 2,000 confusion matrix (28 MB of
+ * text). Exit 130, one line, whole lines, and the --log-json record (unfinished) not written. */
+START_TEST(test_eval_report_stops_at_next_row)
+{
+    enum { C = 2000, NTR = 2000 };
+    int32_t *y = (int32_t *)malloc(NTR * sizeof(int32_t));
+    ck_assert_ptr_nonnull(y);
+    for (int i = 0; i < NTR; i++) y[i] = i % C;
+    make_npy("d", NTR, y, NTR, y);
+    free(y);
+    char ck[256], args[1024], log[256];
+    snprintf(ck, sizeof ck, "%s/ck", dir);
+    snprintf(log, sizeof log, "%s/eval.json", dir);
+    snprintf(args, sizeof args, "train --device cpu --data npy:%s/d --val-samples 0 --epochs 1 --progress quiet "
+             "--checkpoint-dir %s", dir, ck);
+    expect(args, 0, NULL);
+    snprintf(args, sizeof args, "eval --device cpu --checkpoint %s/ckpt-e000001-s000000008.safetensors --data npy:%s/d "
+             "--log-json %s", ck, dir, log);
+    size_t lines;
+    char last;
+    const int st = signal_while_printing(args, &lines, &last);
+    char *e = slurp(err_path);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 130, "status 0x%x (%zu lines printed): %s", st, lines, e);
+    ck_assert_msg(count_lines(e) == 1 && strstr(e, "eval: stopped by SIGINT while printing the report"), "%s", e);
+    ck_assert_msg(lines < C / 2, "%zu lines printed after SIGINT: eval did not stop at the next row", lines);
+    ck_assert_msg(lines > 0 && last == '\n', "the output ends mid-line");
+    ck_assert_msg(file_size(log) == 0, "the unfinished eval record was written (%lld bytes)", (long long)file_size(log));
 }
 END_TEST
 
@@ -589,6 +634,7 @@ int main(void)
     tcase_add_test(tc, test_second_signal_after_the_line);
     tcase_add_test(tc, test_signal_in_final_evaluation);
     tcase_add_test(tc, test_predict_stops_at_next_sample);
+    tcase_add_test(tc, test_eval_report_stops_at_next_row);
     tcase_add_test(tc, test_top_k_order_and_ties);
     tcase_add_test(tc, test_top_k_is_fast);
     tcase_add_test(tc, test_classes_and_stray_labels);
