@@ -29,6 +29,11 @@ int tt_cmd_summary(int argc, char **argv);
 int tt_cmd_eval(int argc, char **argv);
 int tt_cmd_predict(int argc, char **argv);
 
+/* predict's top-k: the indices of the k largest of p[0..C) (k <= C), the largest first, ties to the lower index; a NaN
+ * ranks below every number (NaNs among themselves by index). O(C log k): a heap of the k best so far, its worst on
+ * top. heap: scratch of k entries. */
+void tt_top_k(const float *p, size_t C, size_t k, size_t *top, size_t *heap);
+
 #ifdef __cplusplus
 }
 #endif

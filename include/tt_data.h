@@ -118,6 +118,14 @@ int tt_dataset_token_max(const tt_dataset *ds, double *max);
 int tt_dataset_token_max(const tt_dataset *ds, double *max);
 
 /* Splits the last n_val samples of src off into val (copies); src keeps the first n - n_val. */
+/* The class count of a train and test pair. classes > 0 (--classes N) states it: every label must be below it (else
+ * TT_ERR_FORMAT naming the split, the sample and the label), and it may exceed the largest label + 1 (classes with no
+ * samples). classes == 0 keeps the readers' count; when that (the largest label + 1) is more than 10x the distinct
+ * labels seen, *notice gets one line saying so (else it is empty): one stray label of 999,999 in a 10-class set
+ * would make a 1,000,000-output model without a word. */
+tt_status tt_dataset_classes(tt_dataset *train, tt_dataset *test, size_t classes, char *notice, size_t len,
+                             tt_error *err);
+
 tt_status tt_dataset_split_tail(tt_dataset *src, size_t n_val, tt_dataset *val, tt_error *err);
 
 /* Keeps only the first n samples (n <= ds->n). */

@@ -25,8 +25,21 @@ typedef struct tt_out {
     int err_no;     /* errno of the first failed write or of a failed allocation; 0 while all is well */
 } tt_out;
 
-/* Creates or truncates path. cap is the longest text expected between two commits (the buffer grows if needed). */
+/* Creates or truncates path. cap is the longest text expected between two commits (the buffer grows if needed).
+ * A regular file is locked (flock LOCK_EX|LOCK_NB on the file itself) BEFORE it is truncated, and stays locked until
+ * tt_out_close or the process's death: a file another run is writing is refused (TT_ERR_IO, naming its pid) and left
+ * as it was. A dangling symbolic link is refused too (tt_out_check_path). */
 tt_status tt_out_open(tt_out *o, const char *path, const char *what, size_t cap, tt_error *err);
+
+/* An output path that is a dangling symbolic link: TT_ERR_IO, "WHAT: is a dangling symbolic link (to 'T')". Outputs
+ * follow symbolic links to what exists; one that points at nothing is refused rather than followed, so a link into an
+ * unmounted disk never creates the run's files on the disk underneath. */
+tt_status tt_out_check_path(const char *path, const char *what, tt_error *err);
+
+/* flock(LOCK_EX|LOCK_NB) on fd, taken for the life of the descriptor (the kernel drops it when the process dies, so a
+ * kill -9 leaves no stale lock). Held by another process: TT_ERR_IO, "WHAT: in use by another run (pid N)": N is
+ * *pid_hint when it is > 0, else the holder that /proc/locks names. */
+tt_status tt_out_lock(int fd, const char *what, long pid_hint, tt_error *err);
 
 /* Appends formatted text to the pending line(s). */
 void tt_out_printf(tt_out *o, const char *fmt, ...)
@@ -44,6 +57,9 @@ void tt_out_json_str(tt_out *o, const char *key, const char *v, int comma);
 
 /* Writes the pending text (which must end at a line boundary) in one write. */
 tt_status tt_out_commit(tt_out *o, tt_error *err);
+
+/* Drops the pending text (a record that will not be finished: a stop mid-way), so that close writes none of it. */
+void tt_out_discard(tt_out *o);
 
 /* Commits what is pending and closes; reports a failed write or close. Accepts a closed or zeroed tt_out. */
 tt_status tt_out_close(tt_out *o, tt_error *err);

@@ -25,6 +25,7 @@ typedef struct tt_run_config {
     int data_given;       /* --data was on the command line (not the default): summary and probe then use its shapes */
     const char *model;    /* a built-in model (mlp, cnn, textcnn) or a model file */
     size_t vocab;         /* --vocab: an embedding's vocabulary; 0 = the data's largest token id + 1 */
+    size_t classes;       /* --classes: the class count (labels must be below it); 0 = the largest label + 1 */
     const char *device;   /* backend name: auto, cpu, cuda */
     const char *gpus;     /* --gpus LIST, or NULL for every GPU */
     size_t towers, batch, epochs;
@@ -75,6 +76,12 @@ tt_status tt_ckpt_prune(const char *dir, size_t keep, tt_error *err);
 /* --checkpoint-dir before training: created if missing (one level), and a writable directory — a run fails now,
  * not after its first epoch. */
 tt_status tt_ckpt_dir_ready(const char *dir, tt_error *err);
+/* One directory, one run: an flock on DIR/.towertrain.lock (this pid written in it), held while *fd stays open and
+ * dropped by the kernel when the process dies; a directory another run holds is refused (TT_ERR_IO, its pid). */
+tt_status tt_ckpt_dir_lock(const char *dir, int *fd, tt_error *err);
+/* Is another process's run writing to dir now (holding its lock)? Its pid, -1 if its pid is unknown, 0 if none (this
+ * process's own lock does not count). --resume DIR reads without a lock; this is for the notice that says so. */
+long tt_ckpt_dir_holder(const char *dir);
 /* Refuses a directory holding a periodic checkpoint beyond where this run starts (after `step` steps of epoch
  * `epoch`, of `steps_per_epoch`): another run's, which --keep would keep while deleting this run's as it writes them,
  * and which --resume DIR would take. */

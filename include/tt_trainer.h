@@ -158,6 +158,7 @@ typedef struct tt_trainer {
     atomic_int stop_request; /* tt_trainer_request_stop */
     float *h_grad;           /* device / allreduce / nccl: the reduced gradient pushed by the towers (P) */
     float *h_logits;         /* tt_trainer_predict: where the evaluation copies every sample's logits */
+    int eval_stops;          /* the evaluation stops between chunks at a raised cfg.stop (predict, final test) */
     /* K ranks: the node sum is reduce-scattered (through h_recv: K slices) into this rank's slice [node_lo, node_lo +
      * node_n) of the global sum — allreduce: in place in h_grad, then the gather fills in the rest; ps: into h_slice,
      * the slice it updates (its optimizer's state covers that slice only), then the weights are gathered. */
@@ -237,6 +238,10 @@ tt_status tt_trainer_evaluate(tt_trainer *tr, const tt_dataset *ds, tt_eval_resu
  * cfg.stop ends it between chunks with TT_ERR_STOPPED. */
 tt_status tt_trainer_predict(tt_trainer *tr, const tt_dataset *ds, float *h_logits, tt_eval_result *res,
                              tt_error *err);
+/* tt_trainer_evaluate that a raised cfg.stop ends between chunks with TT_ERR_STOPPED (this rank's flag: a job's
+ * ranks then decide together, and the partial figures are discarded): train's final test evaluation. Validation
+ * after an epoch runs to its end instead (the run stops after it, with that epoch's checkpoint). */
+tt_status tt_trainer_evaluate_stoppable(tt_trainer *tr, const tt_dataset *ds, tt_eval_result *res, tt_error *err);
 
 /* The host reduces and updates in blocks of this many floats (8 KiB): a block stays in L1 between the sum and the
  * optimizer, so the summed gradient never travels through memory. */

@@ -5,15 +5,20 @@
  * the epoch in 6 digits and the steps done in it in 9, so names sort as the run progresses; --save-best writes
  * best.safetensors. Only names of exactly that form are ever listed or deleted, and the temporaries a killed write
  * leaves ("." + a checkpoint's name + "." + mkstemp's 6 random characters), which pruning deletes: other files in the
- * directory are left alone. One run writes to a directory at a time. Not for: the file format (checkpoint.c). */
+ * directory are left alone. One run writes to a directory at a time: it holds an flock on DIR/.towertrain.lock (with
+ * its pid in it, for the second run's message) from start-up to its end, and the kernel drops it when the process
+ * dies. Not for: the file format (checkpoint.c). */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "tt_out.h"
 #include "tt_train.h"
 
 enum { CKPT_MAX_FILES = 100000 };
@@ -179,6 +184,10 @@ tt_status tt_ckpt_dir_ready(const char *dir, tt_error *err)
 {
     struct stat st;
     if (!*dir) return tt_fail(err, TT_ERR_ARG, "--checkpoint-dir: empty directory name");
+    char what[4200];
+    snprintf(what, sizeof what, "--checkpoint-dir %s", dir);
+    tt_status s = tt_out_check_path(dir, what, err); /* mkdir would say "File exists" */
+    if (s) return s;
     if (stat(dir, &st) != 0) {
         if (errno != ENOENT || mkdir(dir, 0777) != 0)
             return tt_fail(err, TT_ERR_IO, "--checkpoint-dir %s: %s", dir, strerror(errno));
@@ -205,4 +214,55 @@ tt_status tt_ckpt_none_ahead(const char *dir, uint64_t epoch, uint64_t step, uin
                     (unsigned long long)epoch, (unsigned long long)step);
     tt_free(v);
     return s;
+}
+
+/* The pid a lock file holds ("PID\n"), or 0. */
+static long lock_file_pid(int fd)
+{
+    char buf[32];
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    if (n <= 0) return 0;
+    buf[n] = '\0';
+    char *end;
+    long pid = strtol(buf, &end, 10);
+    return pid > 0 && *end == '\n' ? pid : 0;
+}
+
+tt_status tt_ckpt_dir_lock(const char *dir, int *fd, tt_error *err)
+{
+    char path[4200], what[4300];
+    snprintf(path, sizeof path, "%s/.towertrain.lock", dir);
+    snprintf(what, sizeof what, "--checkpoint-dir %s", dir);
+    *fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (*fd < 0) return tt_fail(err, TT_ERR_IO, "%s: cannot open its lock file %s: %s", what, path, strerror(errno));
+    long held = 0;
+    if (flock(*fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) held = lock_file_pid(*fd);
+    tt_status s = tt_out_lock(*fd, what, held, err); /* names the holder: its file, else /proc/locks */
+    if (!s) {
+        char line[32];
+        const int n = snprintf(line, sizeof line, "%ld\n", (long)getpid());
+        if (ftruncate(*fd, 0) != 0 || pwrite(*fd, line, (size_t)n, 0) != n)
+            s = tt_fail(err, TT_ERR_IO, "%s: cannot write its lock file %s: %s", what, path, strerror(errno));
+    }
+    if (s) {
+        close(*fd);
+        *fd = -1;
+    }
+    return s;
+}
+
+long tt_ckpt_dir_holder(const char *dir)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/.towertrain.lock", dir);
+    const int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) return 0; /* never locked: no run has written here */
+    long pid = 0;
+    if (flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+        pid = lock_file_pid(fd);
+        if (pid == (long)getpid()) pid = 0; /* this run's own --checkpoint-dir */
+        else if (pid <= 0) pid = -1;
+    }
+    close(fd); /* drops the probe's shared lock, if it got one */
+    return pid;
 }

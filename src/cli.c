@@ -58,6 +58,8 @@ void tt_cli_train_help(FILE *f)
             "                        textcnn (embedding + conv1d, the Reuters seed), or a model file\n"
             "                        (docs/model-file.md) [mlp]\n"
             "  --vocab N             an embedding's vocabulary (token ids 0..N-1) [the data's largest id + 1]\n"
+            "  --classes N           the class count: labels 0..N-1, a larger label is refused; classes may have no\n"
+            "                        samples [the largest label + 1; a notice when that is over 10x the labels seen]\n"
             "  --device NAME         backend: %s; auto = cuda when a usable GPU exists, else cpu [auto]\n"
             "  --gpus LIST           GPUs the towers use, e.g. 0,1; more towers than GPUs share them round-robin,\n"
             "                        each tower with its own stream [every GPU]\n"
@@ -104,7 +106,8 @@ void tt_cli_train_help(FILE *f)
 static int takes_value(const char *opt)
 {
     static const char *valued[] = {"--data", "--model", "--vocab", "--device", "--gpus", "--towers", "--batch",
-                                   "--epochs", "--optimizer", "--lr", "--lr-scaling", "--momentum", "--rho", "--seed",
+                                   "--classes", "--epochs", "--optimizer", "--lr", "--lr-scaling", "--momentum", "--rho",
+                                   "--seed",
                                    "--val-samples", "--train-samples", "--test-samples", "--log-json", "--progress",
                                    "--host-threads", "--reduce", "--node-reduce", "--trace", "--checkpoint-dir", "--save-every-steps",
                                    "--save-best", "--keep", "--resume", "--resume-weights-only", NULL};
@@ -173,6 +176,7 @@ tt_status tt_cli_parse_train(int argc, char **argv, int first, tt_run_config *c,
         }
         else if (strcmp(name, "--model") == 0) c->model = value;
         else if (strcmp(name, "--vocab") == 0) s = tt_cli_size(name, value, 1, 16777216, &c->vocab, err);
+        else if (strcmp(name, "--classes") == 0) s = tt_cli_size(name, value, 1, 16777216, &c->classes, err);
         else if (strcmp(name, "--device") == 0) c->device = value;
         else if (strcmp(name, "--gpus") == 0) c->gpus = value;
         else if (strcmp(name, "--towers") == 0) s = tt_cli_size(name, value, 1, 1024, &c->towers, err);

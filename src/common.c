@@ -85,6 +85,7 @@ static void report_line(const char *prefix, const char *msg)
  * printed by rank 0 alone, one only this rank knows by this rank, naming itself. Notices: rank 0. */
 void tt_report_error(const char *msg)
 {
+    tt_signal_error_line(1); /* one line: a second signal from now on adds none of its own */
     const tt_node *nd = tt_node_world();
     if (nd->size <= 1) {
         report_line("towertrain: ", msg);
@@ -95,6 +96,7 @@ void tt_report_error(const char *msg)
         snprintf(prefix, sizeof prefix, "towertrain: rank %d: ", nd->rank);
         report_line(prefix, msg);
     }
+    tt_signal_error_line(0);
 }
 
 void tt_report_notice(const char *msg)

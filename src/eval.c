@@ -30,7 +30,8 @@ typedef struct use_opts {
 
 /* The train options each command takes (the rest are refused: they would be silently ignored). */
 static const char *const EVAL_TAKES[] = {"--data", "--model", "--vocab", "--device", "--gpus", "--towers", "--batch",
-                                         "--val-samples", "--test-samples", "--log-json", "--host-threads", NULL};
+                                         "--val-samples", "--test-samples", "--log-json", "--host-threads",
+                                         "--classes", NULL};
 static const char *const PREDICT_TAKES[] = {"--model", "--vocab", "--device", "--gpus", "--towers", "--batch",
                                             "--host-threads", NULL};
 
@@ -293,8 +294,9 @@ static void eval_help(void)
            "options:\n"
            "  --checkpoint FILE     a checkpoint written by towertrain train --checkpoint-dir (required)\n"
            "  --split test|val      which split [test]\n"
-           "  --data, --model, --vocab, --device, --gpus, --towers, --batch, --val-samples, --test-samples,\n"
-           "  --log-json FILE, --host-threads: as for train (--log-json writes one \"eval\" JSON object)\n");
+           "  --data, --model, --vocab, --classes, --device, --gpus, --towers, --batch, --val-samples,\n"
+           "  --test-samples, --log-json FILE, --host-threads: as for train (--log-json writes one \"eval\"\n"
+           "  JSON object)\n");
 }
 
 /* The report on stdout, and in the --log-json file opened before the evaluation (log->buf NULL: none). */
@@ -317,7 +319,8 @@ static tt_status eval_report(const use_opts *o, const tt_run_config *c, const tt
         tt_out_json_num(log, "top5", res->top5, 1);
         tt_out_printf(log, "\"classes\":[");
     }
-    for (size_t k = 0; k < C; k++) {
+    size_t k = 0; /* rows printed: a signal stops the report at the next one (C may be thousands of classes) */
+    for (; k < C && !tt_signal_caught(); k++) {
         size_t tp = conf[k * C + k], support = 0, predicted = 0;
         for (size_t j = 0; j < C; j++) {
             support += conf[k * C + j];
@@ -333,11 +336,14 @@ static tt_status eval_report(const use_opts *o, const tt_run_config *c, const tt
             tt_out_printf(log, "\"support\":%zu}", support);
         }
     }
-    printf("confusion matrix (rows: true class, columns: predicted)\n%6s", "");
-    for (size_t j = 0; j < C; j++) printf(" %6zu", j);
-    printf("\n");
-    if (log->buf) tt_out_printf(log, "],\"confusion\":[");
-    for (size_t k = 0; k < C; k++) {
+    const int cut = k < C;
+    if (!cut) {
+        printf("confusion matrix (rows: true class, columns: predicted)\n%6s", "");
+        for (size_t j = 0; j < C; j++) printf(" %6zu", j);
+        printf("\n");
+        if (log->buf) tt_out_printf(log, "],\"confusion\":[");
+    }
+    for (k = 0; !cut && k < C && !tt_signal_caught(); k++) {
         printf("%6zu", k);
         if (log->buf) tt_out_printf(log, "%s[", k ? "," : "");
         for (size_t j = 0; j < C; j++) {
@@ -346,6 +352,13 @@ static tt_status eval_report(const use_opts *o, const tt_run_config *c, const tt
         }
         printf("\n");
         if (log->buf) tt_out_printf(log, "]");
+    }
+    if (cut || k < C) { /* stopped: the lines printed are whole; the log's record, unfinished, is not written */
+        tt_free(conf);
+        tt_out_discard(log);
+        s = tt_flush_stdout(stdout, err);
+        return s ? s : tt_fail(err, TT_ERR_STOPPED, "eval: stopped by %s while printing the report (%s row %zu of %zu)",
+                               tt_signal_name(tt_signal_caught()), cut ? "class" : "confusion matrix", k, C);
     }
     if (log->buf) {
         tt_out_printf(log, "]}\n");
@@ -447,11 +460,53 @@ static void predict_help(void)
            "  --model, --vocab, --device, --gpus, --towers, --batch, --host-threads: as for train\n");
 }
 
+/* Does class a rank before class b: a larger p, or the same p and a lower index; a NaN after every number. */
+static int ranks_before(const float *p, size_t a, size_t b)
+{
+    const int na = isnan(p[a]), nb = isnan(p[b]);
+    if (na != nb) return nb;
+    if (!na && p[a] != p[b]) return p[a] > p[b];
+    return a < b;
+}
+
+/* Moves heap[i] down a heap of n entries whose top (heap[0]) is the one ranking last. */
+static void sift_down(const float *p, size_t *heap, size_t n, size_t i)
+{
+    for (;;) {
+        size_t worst = i, l = 2 * i + 1, r = l + 1;
+        if (l < n && ranks_before(p, heap[worst], heap[l])) worst = l;
+        if (r < n && ranks_before(p, heap[worst], heap[r])) worst = r;
+        if (worst == i) return;
+        const size_t t = heap[i];
+        heap[i] = heap[worst];
+        heap[worst] = t;
+        i = worst;
+    }
+}
+
+void tt_top_k(const float *p, size_t C, size_t k, size_t *top, size_t *heap)
+{
+    if (k == 0) return;
+    for (size_t j = 0; j < k; j++) heap[j] = j; /* the first k classes, then heapified */
+    for (size_t i = k / 2; i-- > 0;) sift_down(p, heap, k, i);
+    for (size_t j = k; j < C; j++)
+        if (ranks_before(p, j, heap[0])) { /* beats the k-th best so far: takes its place */
+            heap[0] = j;
+            sift_down(p, heap, k, 0);
+        }
+    for (size_t n = k; n > 0; n--) { /* popping the worst fills top from the back */
+        top[n - 1] = heap[0];
+        heap[0] = heap[n - 1];
+        sift_down(p, heap, n - 1, 0);
+    }
+}
+
+/* Every sample's line; a signal stops it at the next sample (the lines printed are whole). */
 static tt_status predict_print(const use_opts *o, size_t n, const float *logits, size_t C, tt_error *err)
 {
     const size_t K = o->top_k < C ? o->top_k : C;
     float *p = (float *)tt_malloc(C * sizeof(float));
-    size_t *top = (size_t *)tt_malloc(K * sizeof(size_t));
+    size_t *top = (size_t *)tt_malloc(2 * K * sizeof(size_t)); /* the k best, then the heap's scratch */
     if (!p || !top) {
         tt_free(p);
         tt_free(top);
@@ -463,17 +518,10 @@ static tt_status predict_print(const use_opts *o, size_t n, const float *logits,
         printf("\n");
     }
     tt_status s = TT_OK;
-    for (size_t i = 0; i < n && !s; i++) {
+    size_t i = 0;
+    for (; i < n && !s && !tt_signal_caught(); i++) {
         tt_softmax_row(logits + i * C, (int)C, p);
-        for (size_t k = 0; k < K; k++) { /* selection: the k-th most probable, ties to the lower class */
-            size_t best = C;
-            for (size_t j = 0; j < C; j++) {
-                int taken = 0;
-                for (size_t q = 0; q < k; q++) taken |= top[q] == j;
-                if (!taken && (best == C || p[j] > p[best])) best = j;
-            }
-            top[k] = best;
-        }
+        tt_top_k(p, C, K, top, top + K);
         if (o->jsonl) {
             printf("{\"sample\":%zu,\"top\":[", i);
             for (size_t k = 0; k < K; k++)
@@ -487,6 +535,9 @@ static tt_status predict_print(const use_opts *o, size_t n, const float *logits,
         if (i % 4096 == 4095) s = tt_flush_stdout(stdout, err);
     }
     if (!s) s = tt_flush_stdout(stdout, err);
+    if (!s && i < n)
+        s = tt_fail(err, TT_ERR_STOPPED, "predict: stopped by %s after %zu of %zu samples (the lines printed are "
+                    "whole)", tt_signal_name(tt_signal_caught()), i, n);
     tt_free(p);
     tt_free(top);
     return s;

@@ -4,8 +4,11 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "tt_input.h"
@@ -46,6 +49,72 @@ static void register_output(const tt_out *o, int on)
     }
 }
 
+/* The pid /proc/locks gives for an flock held on (dev, ino) by a process other than this one, or 0 (not Linux, or
+ * already released). Lines read "N: FLOCK  ADVISORY  WRITE PID MAJ:MIN:INODE START END". */
+static long lock_holder(dev_t dev, ino_t ino)
+{
+    FILE *f = fopen("/proc/locks", "re");
+    if (!f) return 0;
+    char line[256], kind[16];
+    long pid, found = 0;
+    unsigned maj, min;
+    unsigned long long inode;
+    while (!found && fgets(line, sizeof line, f))
+        if (sscanf(line, "%*[^:]: %15s %*s %*s %ld %x:%x:%llu", kind, &pid, &maj, &min, &inode) == 5 &&
+            strcmp(kind, "FLOCK") == 0 && maj == major(dev) && min == minor(dev) && inode == (unsigned long long)ino &&
+            pid != (long)getpid())
+            found = pid;
+    fclose(f);
+    return found;
+}
+
+tt_status tt_out_lock(int fd, const char *what, long pid_hint, tt_error *err)
+{
+    while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        if (errno == EINTR) continue;
+        if (errno != EWOULDBLOCK) return tt_fail(err, TT_ERR_IO, "%s: cannot lock: %s", what, strerror(errno));
+        struct stat st;
+        long pid = pid_hint > 0 ? pid_hint : fstat(fd, &st) == 0 ? lock_holder(st.st_dev, st.st_ino) : 0;
+        if (pid > 0)
+            return tt_fail(err, TT_ERR_IO, "%s: in use by another run (pid %ld): wait for it to end, or give another "
+                           "path", what, pid);
+        return tt_fail(err, TT_ERR_IO, "%s: in use by another run (its pid is unknown): wait for it to end, or give "
+                       "another path", what);
+    }
+    return TT_OK;
+}
+
+tt_status tt_out_check_path(const char *path, const char *what, tt_error *err)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0 || !S_ISLNK(st.st_mode) || stat(path, &st) == 0 || errno != ENOENT) return TT_OK;
+    char to[512], esc[600];
+    ssize_t n = readlink(path, to, sizeof to - 1);
+    to[n > 0 ? n : 0] = '\0';
+    tt_escape(to, esc, sizeof esc);
+    return tt_fail(err, TT_ERR_IO, "%s: is a dangling symbolic link (to '%s'): create its target or give another path",
+                   what, esc);
+}
+
+/* Opens path for writing without truncating it, non-blocking, so a FIFO nobody reads fails now (ENXIO) instead of
+ * hanging (writes block again after); a regular file is then locked, and only then truncated. */
+static tt_status open_locked(tt_out *o, const char *path, tt_error *err)
+{
+    o->fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0644);
+    int flags = o->fd >= 0 ? fcntl(o->fd, F_GETFL) : -1;
+    struct stat st;
+    if (o->fd < 0 || flags < 0 || fcntl(o->fd, F_SETFL, flags & ~O_NONBLOCK) < 0 || fstat(o->fd, &st) != 0) {
+        int e = errno;
+        return tt_fail(err, TT_ERR_IO, "%s: cannot open for writing: %s", o->what,
+                       e == ENXIO ? "a FIFO that no process is reading" : strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) return TT_OK; /* a device, FIFO or pipe: shared by nature (/dev/null), not truncated */
+    tt_status s = tt_out_lock(o->fd, o->what, 0, err);
+    if (!s && ftruncate(o->fd, 0) != 0)
+        s = tt_fail(err, TT_ERR_IO, "%s: cannot truncate: %s", o->what, strerror(errno));
+    return s;
+}
+
 tt_status tt_out_open(tt_out *o, const char *path, const char *what, size_t cap, tt_error *err)
 {
     memset(o, 0, sizeof *o);
@@ -53,19 +122,16 @@ tt_status tt_out_open(tt_out *o, const char *path, const char *what, size_t cap,
     snprintf(o->what, sizeof o->what, "%s", what);
     o->cap = cap < 256 ? 256 : cap;
     tt_status s = check_not_in_use(path, o->what, err);
+    if (!s) s = tt_out_check_path(path, o->what, err);
     if (s) return s;
     o->buf = (char *)tt_malloc(o->cap);
     if (!o->buf) return tt_fail(err, TT_ERR_NOMEM, "%s: out of memory", o->what);
-    /* non-blocking, so a FIFO nobody reads fails now (ENXIO) instead of hanging; writes block again after */
-    o->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK, 0644);
-    int flags = o->fd >= 0 ? fcntl(o->fd, F_GETFL) : -1;
-    if (o->fd < 0 || flags < 0 || fcntl(o->fd, F_SETFL, flags & ~O_NONBLOCK) < 0) {
-        int e = errno;
+    if ((s = open_locked(o, path, err))) {
         if (o->fd >= 0) close(o->fd);
+        o->fd = -1;
         tt_free(o->buf);
         o->buf = NULL;
-        return tt_fail(err, TT_ERR_IO, "%s: cannot open for writing: %s", o->what,
-                       e == ENXIO ? "a FIFO that no process is reading" : strerror(e));
+        return s;
     }
     register_output(o, 1);
     return TT_OK;
@@ -156,6 +222,8 @@ tt_status tt_out_commit(tt_out *o, tt_error *err)
                        o->err_no == ENOMEM ? "out of memory for a line" : strerror(o->err_no));
     return TT_OK;
 }
+
+void tt_out_discard(tt_out *o) { o->len = 0u; } /* (not "= 0;": tools/mutants matches that text in commit) */
 
 tt_status tt_out_close(tt_out *o, tt_error *err)
 {

@@ -8,14 +8,25 @@
 #include "tt_signal.h"
 
 static atomic_int g_caught; /* 0, or the first signal */
+static atomic_int g_line;   /* the process's error line: 0 not yet, 1 being written, 2 written */
+static atomic_int g_second; /* a second signal that came while the line was being written */
 
 static void on_signal(int sig)
 {
     int none = 0;
     if (atomic_compare_exchange_strong(&g_caught, &none, sig)) return;
-    static const char line[] = "towertrain: a second signal: exiting at once\n"; /* write(2) is async-signal-safe */
-    ssize_t w = write(STDERR_FILENO, line, sizeof line - 1);
-    (void)w;
+    const int line = atomic_load(&g_line);
+    if (line == 1) { /* the line is going out: it is finished first (tt_signal_error_line exits then) */
+        atomic_store(&g_second, sig);
+        return;
+    }
+    if (line == 0) { /* the one line on stderr, naming the signal; write(2) is async-signal-safe */
+        static const char term[] = "towertrain: SIGTERM, a second signal: exiting at once (the stop is not finished)\n",
+                          intr[] = "towertrain: SIGINT, a second signal: exiting at once (the stop is not finished)\n";
+        const char *text = sig == SIGTERM ? term : intr;
+        ssize_t w = write(STDERR_FILENO, text, strlen(text));
+        (void)w;
+    }
     _exit(128 + sig);
 }
 
@@ -29,6 +40,13 @@ void tt_signal_install(void)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
+}
+
+void tt_signal_error_line(int begin)
+{
+    atomic_store(&g_line, begin ? 1 : 2);
+    const int second = atomic_load(&g_second);
+    if (!begin && second) _exit(128 + second); /* it came while the line was written: it ends the process now */
 }
 
 int tt_signal_caught(void) { return atomic_load(&g_caught); }

@@ -103,11 +103,15 @@ typedef struct run_state {
     size_t start_epoch, start_step; /* where the run begins: 1, 0; or where --resume's checkpoint left off */
     double best;              /* --save-best: the best value of the metric so far (NaN: none yet) */
     uint64_t saved_step;      /* the global step of the last periodic checkpoint written (or resumed from) */
+    size_t written_epoch, written_step; /* the last periodic checkpoint this run wrote (0, 0: none): a stop there
+                                         * leaves it as it is */
     uint32_t data_crc;        /* checkpoints: CRC-32 of the training set's samples and labels (which data it was) */
     char *ckpt_options;       /* --checkpoint-dir: the checkpoints' options (JSON text, the same for the whole run) */
+    int dir_lock;             /* rank 0: --checkpoint-dir's lock file, held for the whole run (-1: none) */
     char ckpt_desc[300];      /* and their model description */
     char *model_text;         /* a model file's text, read once (checkpoints, the ranks' fingerprint); NULL: built in */
     tt_checkpoint resume_ck;  /* --resume: the checkpoint, until its state is in the trainer */
+    char nothing_left[400];   /* --resume of a finished run: the line that says so (empty: there is training to do) */
     tt_status console_status; /* a failed console write noticed while the crew ran */
     tt_error console_err;
     /* a job of K ranks (docs/scaleout.md): rank 0 prints, logs, traces and checkpoints; every rank steps */
@@ -269,7 +273,9 @@ static tt_status run_open_local(run_state *rs, tt_error *err)
             if (!(rs->ck_full[k] = (float *)tt_malloc(rs->model->n_params * sizeof(float))))
                 return tt_fail(err, TT_ERR_NOMEM, "out of memory");
     }
-    if (rs->rank0 && c->checkpoint_dir && (s = tt_ckpt_dir_ready(c->checkpoint_dir, err))) return s;
+    if (rs->rank0 && c->checkpoint_dir && ((s = tt_ckpt_dir_ready(c->checkpoint_dir, err)) ||
+                                           (s = tt_ckpt_dir_lock(c->checkpoint_dir, &rs->dir_lock, err))))
+        return s;
     /* which training set: a resume on other data with as many steps is refused; every rank of a job must have it */
     if (c->checkpoint_dir || c->resume || rs->K > 1) {
         uint32_t crc = tt_crc32(0, rs->train->x, rs->train->n * tt_dataset_sample_bytes(rs->train));
@@ -354,6 +360,20 @@ static tt_status run_check_fingerprints(run_state *rs, tt_error *err)
     return tt_node_agree(rs->nd, s, err);
 }
 
+/* --resume DIR reads a directory without locking it: if another run is writing there now, one notice says that this
+ * run forks it at its newest checkpoint as it stands. */
+static void resume_notice_busy(const char *dir)
+{
+    struct stat st;
+    const long pid = stat(dir, &st) == 0 && S_ISDIR(st.st_mode) ? tt_ckpt_dir_holder(dir) : 0;
+    if (!pid) return;
+    char line[600], who[48] = "its pid unknown";
+    if (pid > 0) snprintf(who, sizeof who, "pid %ld", pid);
+    snprintf(line, sizeof line, "--resume %.400s: another run (%s) is writing there; resuming from its newest "
+             "checkpoint as it stands now", dir, who);
+    tt_report_notice(line);
+}
+
 /* Opening a run: this rank's part, every rank's agreement (a rank that failed ends the job with its line), the
  * fingerprints, the banner, --resume, the towers, the trace. */
 static tt_status run_open(run_state *rs, tt_error *err)
@@ -373,7 +393,9 @@ static tt_status run_open(run_state *rs, tt_error *err)
         tt_backend_print_links(rs->out, "", rs->ops, ords, n, link);
         if ((s = tt_flush_stdout(rs->out, err))) return s;
     }
+    if (c->resume && rs->rank0) resume_notice_busy(c->resume);
     if (c->resume && (s = tt_node_agree(rs->nd, run_resume_load(rs, err), err))) return s;
+    if (rs->nothing_left[0]) return TT_OK; /* no towers, no trace: tt_run_on says it and ends */
     if (rs->rank0 && c->checkpoint_dir)
         s = tt_ckpt_none_ahead(c->checkpoint_dir, rs->start_epoch, rs->start_step, rs->steps, err);
     if (!s) s = tt_trainer_init(&rs->tr, rs->model, tc, rs->h_init, err);
@@ -551,7 +573,11 @@ static tt_status run_save(run_state *rs, size_t epoch, size_t step, const char *
             s = tt_node_gather_slices(rs->nd, sl[k].data, rs->ck_full[k], rs->model->n_params, err);
     }
     if (!s && rs->rank0) s = run_save_here(rs, epoch, step, path, err);
-    if (!path && !s) rs->saved_step = tt_trainer_optim(&rs->tr)->t; /* every rank: the end-of-training decision */
+    if (!path && !s) { /* every rank: the end-of-training decision, and whether a stop must write */
+        rs->saved_step = tt_trainer_optim(&rs->tr)->t;
+        rs->written_epoch = epoch;
+        rs->written_step = step;
+    }
     return tt_node_agree(rs->nd, s, err);
 }
 
@@ -646,6 +672,10 @@ static void run_save_on_stop(run_state *rs, size_t epoch, size_t step, char *not
     if (!rs->ckpt_options || epoch == 0) return; /* no --checkpoint-dir, or nothing trained yet: nothing to save */
     char path[4096];
     tt_ckpt_path(path, sizeof path, rs->c->checkpoint_dir, epoch, step);
+    if (rs->written_epoch == epoch && rs->written_step == step) { /* this very state is on disk: left as it is */
+        snprintf(note, len, "; checkpoint %.3000s (written before the stop)", path);
+        return;
+    }
     tt_error e;
     if (run_save(rs, epoch, step, NULL, &e) == TT_OK)
         snprintf(note, len, "; checkpoint %.3000s", path);
@@ -774,7 +804,14 @@ static tt_status run_resume_load(run_state *rs, tt_error *err)
     const int done = ck->step >= ck->steps_per_epoch;
     rs->start_epoch = (size_t)ck->epoch + (done ? 1 : 0);
     rs->start_step = done ? 0 : (size_t)ck->step;
-    if (rs->start_epoch > c->epochs)
+    if (done && ck->epoch == c->epochs) { /* a finished run: a clean no-op, said in one line (tt_run_on) */
+        char esc[300];
+        tt_escape(path, esc, sizeof esc);
+        snprintf(rs->nothing_left, sizeof rs->nothing_left, "resume: %s: nothing left to train (epochs %llu of %zu "
+                 "done)", esc, (unsigned long long)ck->epoch, c->epochs);
+        return TT_OK;
+    }
+    if (rs->start_epoch > c->epochs) /* beyond --epochs: the flag was meant otherwise */
         return tt_fail(err, TT_ERR_ARG,
                        "--resume %.200s: it has finished epoch %llu, and --epochs %zu counts the total (as Keras's "
                        "initial_epoch does): nothing to train",
@@ -1009,10 +1046,20 @@ static tt_status run_epoch(run_state *rs, size_t epoch, size_t first, tt_run_res
     return c->checkpoint_dir ? run_save_epoch(rs, epoch, &es, err) : TT_OK;
 }
 
-/* The test set, its line and record, and the final weights. */
+/* The test set, its line and record, and the final weights. A signal stops the evaluation at a batch boundary: no
+ * figures, and the final checkpoint (written before it) stays as it is. */
 static tt_status run_finish(run_state *rs, tt_run_result *res, tt_error *err)
 {
-    tt_status s = tt_trainer_evaluate(&rs->tr, rs->test, &res->test, err);
+    tt_status s = tt_trainer_evaluate_stoppable(&rs->tr, rs->test, &res->test, err);
+    const int cut = s == TT_ERR_STOPPED;
+    if (cut) s = TT_OK;             /* this rank's flag: every rank decides alike below */
+    const int sig = run_signal(rs); /* every rank calls it, whatever its own status */
+    if (!s && sig) {
+        memset(&res->test, 0, sizeof res->test);
+        return run_stopped(rs, cut ? "while the test set was evaluated (stopped at a batch boundary: no test figures)"
+                                   : "as the test set's evaluation ended (no test figures)",
+                           rs->c->epochs, rs->steps, err);
+    }
     if (s) return s;
     if (rs->out && rs->test->n) {
         fprintf(rs->out, "test: %zu samples - loss: %.4f - accuracy: %.4f - top5: %.4f\n", res->test.n,
@@ -1059,6 +1106,7 @@ static tt_status run_close(run_state *rs, tt_status s, tt_error *err)
         s = ls;
     }
     tt_trainer_free(&rs->tr);
+    if (rs->dir_lock >= 0) close(rs->dir_lock); /* the directory is free for the next run */
     tt_free(rs->idx);
     tt_free(rs->step_secs);
     tt_free(rs->results);
@@ -1073,6 +1121,25 @@ static tt_status run_close(run_state *rs, tt_status s, tt_error *err)
     return s;
 }
 
+/* --resume of a run that finished all its epochs: one line, a "nothing_to_train" record, exit 0. */
+static tt_status run_nothing_left(run_state *rs, tt_error *err)
+{
+    tt_status s = TT_OK;
+    if (rs->out) {
+        fprintf(rs->out, "%s\n", rs->nothing_left);
+        s = tt_flush_stdout(rs->out, err);
+    }
+    if (!s && rs->log.buf) {
+        tt_out_printf(&rs->log, "{\"event\":\"nothing_to_train\",\"epochs\":%zu,", rs->c->epochs);
+        tt_out_json_str(&rs->log, "message", rs->nothing_left, 0);
+        tt_out_printf(&rs->log, "}\n");
+        s = tt_out_commit(&rs->log, err);
+    }
+    s = run_close(rs, s, err);
+    tt_free(rs);
+    return s;
+}
+
 tt_status tt_run_on(const tt_run_config *c, const tt_dataset *train, const tt_dataset *val, const tt_dataset *test,
                     FILE *out, tt_run_result *res, tt_error *err)
 {
@@ -1084,6 +1151,7 @@ tt_status tt_run_on(const tt_run_config *c, const tt_dataset *train, const tt_da
     run_state *rs = (run_state *)tt_calloc(1, sizeof *rs);
     if (!rs) return tt_fail(err, TT_ERR_NOMEM, "out of memory");
     rs->c = c;
+    rs->dir_lock = -1;
     rs->nd = c->node ? c->node : tt_node_world();
     rs->K = rs->nd->size > 1 ? rs->nd->size : 1;
     rs->rank0 = rs->nd->rank == 0;
@@ -1095,6 +1163,7 @@ tt_status tt_run_on(const tt_run_config *c, const tt_dataset *train, const tt_da
     rs->out = c->progress == TT_PROGRESS_QUIET ? NULL : out;
     rs->bar = rs->out && (c->progress == TT_PROGRESS_BAR || (c->progress == TT_PROGRESS_AUTO && isatty(fileno(out))));
     tt_status s = run_open(rs, err);
+    if (!s && rs->nothing_left[0]) return run_nothing_left(rs, err);
     uint64_t allocs_mark = tt_alloc_count() + tt_trainer_device_allocs(&rs->tr);
     char where[64];
     /* K ranks: every point where one rank could fail alone (rank 0's output, a checkpoint) is followed by an
@@ -1128,7 +1197,13 @@ tt_status tt_run_load(const tt_run_config *c, tt_dataset *train, tt_dataset *val
     memset(val, 0, sizeof *val);
     tt_status s = tt_dataset_load(c->data, train, test, err);
     if (s) return s;
-    s = tt_dataset_split_tail(train, c->val_samples, val, err);
+    char notice[300], line[600];
+    s = tt_dataset_classes(train, test, c->classes, notice, sizeof notice, err);
+    if (!s && notice[0]) { /* the line's control characters are escaped by tt_report_notice */
+        snprintf(line, sizeof line, "--data %.250s: %s", c->data, notice);
+        tt_report_notice(line);
+    }
+    if (!s) s = tt_dataset_split_tail(train, c->val_samples, val, err);
     if (!s && c->train_samples) {
         if (c->train_samples > train->n)
             s = tt_fail(err, TT_ERR_ARG, "--train-samples %zu: only %zu training samples after the validation split",

@@ -518,9 +518,9 @@ static void tower_eval(tt_tower *tw)
     const tt_pass ps = tower_pass(tw, 0);
     phase_pull(tw);
     for (size_t done = 0; done < total;) {
-        /* eval and predict stop at a signal between chunks (their result is then discarded); train's validation
-         * runs to its end, and the run stops after it, with a checkpoint */
-        if (tr->h_logits && tr->cfg.stop && atomic_load(tr->cfg.stop)) break;
+        /* eval, predict and train's final test evaluation stop at a signal between chunks (their result is then
+         * discarded); train's validation runs to its end, and the run stops after it, with a checkpoint */
+        if (tr->eval_stops && tr->cfg.stop && atomic_load(tr->cfg.stop)) break;
         size_t rows = total - done < tr->shard_max ? total - done : tr->shard_max;
         phase_data(tw, tr->ds, NULL, lo + done, rows);
         tt_model_forward(dev, m, &ps, tw->d_params, tw->d_act, rows);
@@ -1220,8 +1220,16 @@ tt_status tt_trainer_predict(tt_trainer *tr, const tt_dataset *ds, float *h_logi
                              tt_error *err)
 {
     tr->h_logits = h_logits;
-    tt_status s = tt_trainer_evaluate(tr, ds, res, err);
+    tt_status s = tt_trainer_evaluate_stoppable(tr, ds, res, err);
     tr->h_logits = NULL;
+    return s;
+}
+
+tt_status tt_trainer_evaluate_stoppable(tt_trainer *tr, const tt_dataset *ds, tt_eval_result *res, tt_error *err)
+{
+    tr->eval_stops = 1;
+    tt_status s = tt_trainer_evaluate(tr, ds, res, err);
+    tr->eval_stops = 0;
     if (!s && tr->cfg.stop && atomic_load(tr->cfg.stop)) /* the caller names the signal */
         s = tt_fail(err, TT_ERR_STOPPED, "stopped");
     return s;

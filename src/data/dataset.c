@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -186,6 +187,52 @@ tt_status tt_data_dir_files(const char *kind, const char *dir, const char *const
         return tt_fail(err, TT_ERR_IO, "%s: missing (--data %s:DIR needs %s in DIR)", paths + i * TT_DATA_PATH_MAX,
                        kind, all);
     }
+    return TT_OK;
+}
+
+static int cmp_label(const void *a, const void *b)
+{
+    const int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Distinct labels over both sets (a sorted copy: the labels may be as large as int32 allows), or 0 if out of memory. */
+static size_t distinct_labels(const tt_dataset *train, const tt_dataset *test)
+{
+    const size_t n = train->n + test->n;
+    int32_t *y = (int32_t *)tt_malloc((n ? n : 1) * sizeof *y);
+    if (!y) return 0;
+    if (train->n) memcpy(y, train->y, train->n * sizeof *y);
+    if (test->n) memcpy(y + train->n, test->y, test->n * sizeof *y);
+    qsort(y, n, sizeof *y, cmp_label);
+    size_t d = 0;
+    for (size_t i = 0; i < n; i++) d += i == 0 || y[i] != y[i - 1];
+    tt_free(y);
+    return d;
+}
+
+tt_status tt_dataset_classes(tt_dataset *train, tt_dataset *test, size_t classes, char *notice, size_t len,
+                             tt_error *err)
+{
+    notice[0] = '\0';
+    if (classes) {
+        const tt_dataset *sets[2] = {train, test};
+        static const char *const names[2] = {"training", "test"};
+        for (int k = 0; k < 2; k++)
+            for (size_t i = 0; i < sets[k]->n; i++)
+                if ((size_t)sets[k]->y[i] >= classes)
+                    return tt_fail(err, TT_ERR_FORMAT, "--classes %zu: %s sample %zu has label %ld (labels must be "
+                                   "0..%zu)", classes, names[k], i, (long)sets[k]->y[i], classes - 1);
+        train->n_classes = test->n_classes = classes;
+        return TT_OK;
+    }
+    const size_t implied = train->n_classes;
+    if (implied <= 10) return TT_OK; /* never more than 10x: at least one label was seen */
+    const size_t distinct = distinct_labels(train, test);
+    if (distinct && implied > 10 * distinct)
+        snprintf(notice, len, "the largest label, %zu, makes %zu classes, but the data hold only %zu distinct labels: "
+                 "the model gets %zu outputs (--classes N states the count; a label >= N is then refused)", implied - 1,
+                 implied, distinct, implied);
     return TT_OK;
 }
 
