@@ -482,9 +482,8 @@ static tt_status build_records(tt_node *nd, const tt_build_record *mine, tt_erro
         char here[400], there[400];
         tt_build_describe(mine, here, sizeof here);
         tt_build_describe(&all[0], there, sizeof there);
-        s = tt_fail(err, TT_ERR_ARG, "another build than rank 0 (%s differs): this rank runs %s; rank 0 runs %s (every rank must run the "
-                    "same build)", what,
-                    here, there);
+        s = tt_fail(err, TT_ERR_ARG, "another build than rank 0 (%s differs): this rank runs %s; rank 0 runs %s (every rank "
+                    "must run the same build)", what, here, there);
     }
     tt_free(all);
     return s;

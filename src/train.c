@@ -791,7 +791,10 @@ static int run_signal(run_state *rs)
     tt_error e;
     if (tt_node_or(rs->nd, &bits, 1, &e)) return mine;
     for (int sig = 1; sig < 32; sig++)
-        if (bits & (1u << sig)) return sig;
+        if (bits & (1u << sig)) {
+            tt_status_stop_signal(sig); /* the exit code carries it on every rank, not only on the one that caught it */
+            return sig;
+        }
     return 0;
 }
 
