@@ -12,6 +12,8 @@
 #   builds        a rank of another build (TT_TEST_FAKE_COMMIT; a first-release binary with TT_TEST_OLD_BUILD) is
 #                 refused within seconds, one line naming both builds
 #   signals       SIGTERM to one rank: every rank, rank 0 included, exits 143
+#   words         a mismatched option is named with both values as the user writes them (--reduce is device here, cpu
+#                 on rank 0; --lr is 0.002 here, 0.001 ...); probe compares its ranks too (it hung on another model)
 # Exit 77 (a visible skip) when this build has no MPI or mpirun is not installed.
 set -uo pipefail
 TT=$1
@@ -129,6 +131,38 @@ if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "^towertrain: rank $last_rank: st
 else
   bad "mismatched --batch: rc $rc: $(head -c 600 "$W/mismatch.txt")"
 fi
+# every mismatch in the flag's own words: names for enums, the value a user typed for a float (issue 18)
+mismatch() { # WANT CMD ARGS-OF-RANK-0 -- ARGS-OF-THE-LAST-RANK (both after CMD and the common ones)
+  local want=$1 cmd=$2; shift 2
+  local a=() b=()
+  while [ "$1" != -- ]; do a+=("$1"); shift; done
+  shift
+  b=("$@")
+  local m=()
+  for ((r = 0; r < K; r++)); do
+    [ $r -gt 0 ] && m+=(:)
+    if [ $r = $last_rank ]; then m+=(-np 1 "$TT" "$cmd" "${b[@]}"); else m+=(-np 1 "$TT" "$cmd" "${a[@]}"); fi
+  done
+  timeout 60 "$MPIRUN" --oversubscribe "${m[@]}" >"$W/words.txt" 2>&1
+  local rc=$?
+  if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep "^towertrain: rank $last_rank: " "$W/words.txt" | grep -qF -- "$want"; then
+    ok "named values: $(grep -m1 '^towertrain: ' "$W/words.txt" | head -c 200)"
+  else
+    bad "wanted 'rank $last_rank: $want': rc $rc: $(grep '^towertrain' "$W/words.txt" | head -c 400)"
+  fi
+}
+T=(--train-samples 2048 --val-samples 512 --test-samples 512 --progress lines --epochs 1)
+mismatch "--reduce is device here, cpu on rank 0" train "${T[@]}" -- "${T[@]}" --reduce device
+mismatch "--lr is 0.002 here, 0.001 on rank 0" train "${T[@]}" --lr 0.001 -- "${T[@]}" --lr 0.002
+mismatch "--optimizer is sgd here, adam on rank 0" train "${T[@]}" -- "${T[@]}" --optimizer sgd
+mismatch "the optimizer's settings are 'momentum 0.9' here, 'momentum 0.5' on rank 0" train "${T[@]}" --optimizer sgd \
+  --momentum 0.5 -- "${T[@]}" --optimizer sgd --momentum 0.9
+mismatch "--node-reduce is ps here, allreduce on rank 0" train "${T[@]}" -- "${T[@]}" --node-reduce ps
+mismatch "--save-best is val_loss here, none on rank 0" train "${T[@]}" --checkpoint-dir "$W/sb" -- "${T[@]}" \
+  --checkpoint-dir "$W/sb" --save-best val_loss
+mismatch "probe: started otherwise than rank 0: the model's parameter count is 1250858 here, 269322 on rank 0" \
+  probe --reps 2 -- --reps 2 --model cnn
+mismatch "probe: started otherwise than rank 0: --reps is 3 here, 2 on rank 0" probe --reps 2 -- --reps 3
 # a rank killed mid-training: mpirun ends the job and names the rank
 ( timeout 120 "$MPIRUN" --oversubscribe -np "$K" "$TT" train --epochs 50 --progress lines --train-samples 20000 \
     --val-samples 512 --test-samples 512 >"$W/killed.txt" 2>&1; echo $? >"$W/killed.rc" ) &
