@@ -1,5 +1,5 @@
-/* tt_build.h — what this towertrain binary is: its release, git commit, backends and float settings, as one fixed-size
- * record that the ranks of a job compare before anything else (docs/scaleout.md, "Mismatched ranks").
+/* tt_build.h — what this towertrain binary is: its release, git commit, backends and float settings, as one
+ * fixed-size record that the ranks of a job compare before anything else (docs/scaleout.md, "The start-up exchange").
  *
  * Two builds of one release can still compute differently (another commit, -march=native or not, -ffast-math, a
  * CUDA backend): ranks of different builds would step out of line, or wait in a collective the other never calls.

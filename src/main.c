@@ -26,8 +26,9 @@ static void usage(FILE *f)
                "  predict   a checkpoint's top-k classes and probabilities for every sample of a file\n"
                "  --help    this text\n"
                "  --version version, backends and BLAS\n\n"
-               "exit codes: 0 done | 1 a file, memory or write problem | 2 a bad flag or value | 3 training diverged\n"
-               "(NaN/Inf) | 130, 143 stopped by SIGINT, SIGTERM (a second signal exits at once)\n");
+               "exit codes (README.md has the table): 0 done | 1 a file, device, memory or write problem | 2 a bad\n"
+               "flag or value | 3 training diverged (NaN/Inf) | 130, 143 stopped by SIGINT, SIGTERM (a second signal\n"
+               "exits at once)\n");
 }
 
 /* Runs a subcommand and returns its exit code. */
@@ -40,7 +41,7 @@ static int dispatch(int argc, char **argv)
     const char *cmd = argv[1];
     tt_node *nd = tt_node_world();
     if (nd->size > 1) { /* every rank must run the same build and command (and --help alike), or one waits for the
-                          * others: the first exchange after start-up (docs/scaleout.md, "Mismatched ranks") */
+                          * others: the first exchange after start-up (docs/scaleout.md, "The start-up exchange") */
         int help = 0;
         for (int i = 2; i < argc; i++) help |= strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0;
         tt_error err;

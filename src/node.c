@@ -455,19 +455,21 @@ static tt_status build_pairs(tt_node *nd, const tt_build_record *mine, tt_error 
 {
     const uint32_t pair[2] = {TT_BUILD_MAGIC, TT_BUILD_RECORD_VERSION};
     uint32_t *all = (uint32_t *)tt_calloc((size_t)nd->size, sizeof pair);
-    tt_status s = all ? tt_node_allgather(nd, pair, all, sizeof pair, err) : tt_fail(err, TT_ERR_NOMEM, "out of memory");
+    tt_status s = all ? tt_node_allgather(nd, pair, all, sizeof pair, err)
+                      : tt_fail(err, TT_ERR_NOMEM, "out of memory");
     char here[400];
     tt_build_describe(mine, here, sizeof here);
     for (int r = 0; !s && r < nd->size; r++) {
         int old;
         if (!build_pair_differs(all + 2 * r, &old)) continue;
         if (old)
-            s = tt_fail(err, TT_ERR_ARG, "rank %d runs an older towertrain, one that sends no build record (0.1.0 up to "
-                        "commit 50436ee); rank %d runs %s: every rank must run the same build",
+            s = tt_fail(err, TT_ERR_ARG, "rank %d runs an older towertrain, one that sends no build record (0.1.0 "
+                        "up to commit 50436ee); rank %d runs %s: every rank must run the same build",
                         r, nd->rank, here);
         else
-            s = tt_fail(err, TT_ERR_ARG, "rank %d sends build record version %u, rank %d version %u (%s): every rank "
-                        "must run the same build", r, (unsigned)all[2 * r + 1], nd->rank, TT_BUILD_RECORD_VERSION, here);
+            s = tt_fail(err, TT_ERR_ARG, "rank %d sends build record version %u, rank %d version %u (%s): every "
+                        "rank must run the same build", r, (unsigned)all[2 * r + 1], nd->rank,
+                        TT_BUILD_RECORD_VERSION, here);
     }
     tt_free(all);
     return s;
@@ -476,14 +478,15 @@ static tt_status build_pairs(tt_node *nd, const tt_build_record *mine, tt_error 
 static tt_status build_records(tt_node *nd, const tt_build_record *mine, tt_error *err)
 {
     tt_build_record *all = (tt_build_record *)tt_calloc((size_t)nd->size, sizeof *mine);
-    tt_status s = all ? tt_node_allgather(nd, mine, all, sizeof *mine, err) : tt_fail(err, TT_ERR_NOMEM, "out of memory");
+    tt_status s = all ? tt_node_allgather(nd, mine, all, sizeof *mine, err)
+                      : tt_fail(err, TT_ERR_NOMEM, "out of memory");
     const char *what = s ? NULL : tt_build_differs(mine, &all[0]);
     if (what) {
         char here[400], there[400];
         tt_build_describe(mine, here, sizeof here);
         tt_build_describe(&all[0], there, sizeof there);
-        s = tt_fail(err, TT_ERR_ARG, "another build than rank 0 (%s differs): this rank runs %s; rank 0 runs %s (every rank "
-                    "must run the same build)", what, here, there);
+        s = tt_fail(err, TT_ERR_ARG, "another build than rank 0 (%s differs): this rank runs %s; rank 0 runs %s "
+                    "(every rank must run the same build)", what, here, there);
     }
     tt_free(all);
     return s;

@@ -24,7 +24,7 @@ COMMANDS="train bench probe compare summary eval predict"
 rows=$(sed -n '/^| exit | meaning |/,/^$/p' "$README" | sed -n 's/^| *\([0-9][0-9, ]*\) |.*/\1/p' | tr -d ' ')
 [ "$(echo $rows)" = "0 1 2 3 130,143" ] && ok "README's exit-code rows: $(echo $rows)" \
   || bad "README's exit-code table has rows '$(echo $rows)', this test knows 0 1 2 3 130,143: give every new row cases"
-usage=$("$TT" --help | tr '\n' ' ' | sed -n 's/.*exit codes: \(.*\)/\1/p')
+usage=$("$TT" --help | tr '\n' ' ' | sed -n 's/.*exit codes[^:]*: \(.*\)/\1/p')
 for row in $rows; do
   for code in ${row//,/ }; do
     echo "$usage" | grep -Eq "(^|[ |,])$code([ ,]|$)" || bad "towertrain --help does not list exit code $code (README does)"

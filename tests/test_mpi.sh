@@ -188,7 +188,7 @@ else
 fi
 wait
 
-# ---- mismatched builds (docs/scaleout.md, "Mismatched ranks"): the start-up exchange refuses them in seconds ----
+# ---- mismatched builds (docs/scaleout.md, "The start-up exchange"): the start-up exchange refuses them in seconds ----
 # One binary plays a second build: TT_TEST_FAKE_COMMIT replaces the commit in its build record. The record, its
 # exchange and the compare are the real ones; a second real build would cost this test a full compile.
 mpmd=()
