@@ -93,9 +93,10 @@ int main(int argc, char **argv)
     tt_signal_install();
     tt_fpu_flush_denormals();
     tt_error err;
-    if (tt_node_init(&argc, &argv, &err) != TT_OK) { /* under mpirun: join the job (docs/scaleout.md) */
+    tt_status s = tt_node_init(&argc, &argv, &err); /* under mpirun: join the job (docs/scaleout.md) */
+    if (s) {
         tt_report_error(err.msg);
-        return tt_node_finish(2);
+        return tt_node_finish(tt_status_exit_code(s)); /* MPI that fails to start is 1, too many ranks 2 */
     }
     int rc = dispatch(argc, argv);
     /* whatever the command printed must have reached stdout: /dev/full or a closed pipe is an error, not a 0 */

@@ -202,7 +202,7 @@ static tt_status mpi_reduce_scatter(tt_node *nd, const float *sum, float *recv, 
     tt_node_slice(P, K, 0, &lo, &S); /* the slice stride: rank 0's is the largest */
     tt_node_slice(P, K, nd->rank, &lo, &n);
     if (!fits_int(P) || !fits_int((size_t)K * S))
-        return tt_fail(err, TT_ERR_ARG, "cross-node: %zu parameters are more than one MPI call can move", P);
+        return tt_fail(err, TT_ERR_DEVICE, "cross-node: %zu parameters are more than one MPI call can move", P);
     int sc[TT_MAX_RANKS], sd[TT_MAX_RANKS], rcnt[TT_MAX_RANKS], rd[TT_MAX_RANKS];
     slice_table(P, K, sc, sd); /* my sum's slice j goes to rank j */
     for (int j = 0; j < K; j++) {
@@ -217,7 +217,7 @@ static tt_status mpi_reduce_scatter(tt_node *nd, const float *sum, float *recv, 
 
 static tt_status mpi_allgather_slices(tt_node *nd, float *buf, size_t P, tt_error *err)
 {
-    if (!fits_int(P)) return tt_fail(err, TT_ERR_ARG, "cross-node: %zu parameters are more than one MPI call can move", P);
+    if (!fits_int(P)) return tt_fail(err, TT_ERR_DEVICE, "cross-node: %zu parameters are more than one MPI call can move", P);
     int cnt[TT_MAX_RANKS], dsp[TT_MAX_RANKS];
     slice_table(P, nd->size, cnt, dsp);
     int rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, cnt, dsp, MPI_FLOAT, comm_of(nd));
@@ -226,7 +226,7 @@ static tt_status mpi_allgather_slices(tt_node *nd, float *buf, size_t P, tt_erro
 
 static tt_status mpi_gather_slices(tt_node *nd, const float *mine, float *full, size_t P, tt_error *err)
 {
-    if (!fits_int(P)) return tt_fail(err, TT_ERR_ARG, "cross-node: %zu parameters are more than one MPI call can move", P);
+    if (!fits_int(P)) return tt_fail(err, TT_ERR_DEVICE, "cross-node: %zu parameters are more than one MPI call can move", P);
     int cnt[TT_MAX_RANKS], dsp[TT_MAX_RANKS];
     slice_table(P, nd->size, cnt, dsp);
     int rc = MPI_Gatherv(mine, cnt[nd->rank], MPI_FLOAT, full, cnt, dsp, MPI_FLOAT, 0, comm_of(nd));
@@ -235,7 +235,7 @@ static tt_status mpi_gather_slices(tt_node *nd, const float *mine, float *full, 
 
 static tt_status mpi_allgather(tt_node *nd, const void *mine, void *all, size_t bytes, tt_error *err)
 {
-    if (!fits_int(bytes)) return tt_fail(err, TT_ERR_ARG, "cross-node: %zu bytes per rank is too many", bytes);
+    if (!fits_int(bytes)) return tt_fail(err, TT_ERR_DEVICE, "cross-node: %zu bytes per rank is too many", bytes);
     int rc = MPI_Allgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, comm_of(nd));
     return rc == MPI_SUCCESS ? TT_OK : mpi_fail(err, rc, "MPI_Allgather");
 }

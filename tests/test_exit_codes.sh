@@ -120,6 +120,9 @@ c 1 eval 'the samples are 8, the checkpoint' '' -- --checkpoint "$CK" --data "np
 c 1 train 'has shape (784, 256), the model has (784, 128)' '' -- "${S[@]}" --epochs 2 --model "$W/other.txt" --resume "$CK"
 c 1 train 'has shape (784, 256), the model has (784, 128)' '' -- "${S[@]}" --epochs 2 --model "$W/other.txt" --resume "$W/ck"
 c 1 train '--write failed\|/dev/full' '' -- "${S[@]}" --epochs 1 --log-json /dev/full
+: >"$W/a-file"
+c 1 train 'not a directory' '' -- "${S[@]}" --epochs 1 --checkpoint-dir "$W/a-file" # as --log-json DIR is 1
+c 1 train 'Is a directory' '' -- "${S[@]}" --epochs 1 --log-json "$W/ck"
 if ! "$TT" --version | grep -q '^backends: .*cuda'; then # a build without CUDA: both are a backend it lacks
   c 1 train '--device cuda: this build has no CUDA backend' '' -- "${S[@]}" --device cuda
   c 1 train '--gpus: this build has no CUDA backend' '' -- "${S[@]}" --gpus 2
