@@ -97,9 +97,9 @@ tt_status tt_node_init(int *argc, char ***argv, tt_error *err)
     g_world.mpi = 1;
     if (provided < MPI_THREAD_SERIALIZED)
         return tt_fail(err, TT_ERR_DEVICE,
-                       "this MPI gives thread level %d, towertrain needs MPI_THREAD_SERIALIZED (%d): the combine "
-                       "runs on whichever crew thread reaches it last",
-                       provided, MPI_THREAD_SERIALIZED);
+                       "this MPI gives thread level %s, towertrain needs MPI_THREAD_SERIALIZED: the combine runs on "
+                       "whichever crew thread reaches it last",
+                       provided == MPI_THREAD_SINGLE ? "MPI_THREAD_SINGLE" : "MPI_THREAD_FUNNELED");
     MPI_Comm_dup(MPI_COMM_WORLD, &g_comm_world);
     MPI_Comm_set_errhandler(g_comm_world, MPI_ERRORS_RETURN);
     g_world.comm = &g_comm_world;
