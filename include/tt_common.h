@@ -43,6 +43,10 @@ tt_status tt_fail(tt_error *err, tt_status s, const char *fmt, ...)
  * 1 otherwise. */
 int tt_status_exit_code(tt_status s);
 
+/* The signal a job of several ranks agreed to stop on (docs/scaleout.md): a rank that caught none, or another one,
+ * then exits with 128 + this one, as the rank that caught it does (a SIGTERM to one rank: 143 on every rank). */
+void tt_status_stop_signal(int sig);
+
 /* Prints "towertrain: MSG" to stderr as one line in one write, control characters and bytes >= 0x7f shown as
  * \xHH, so a hostile file name or model-file value cannot drive the terminal. Every error the CLI prints goes
  * through here. */

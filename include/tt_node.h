@@ -58,6 +58,14 @@ tt_status tt_node_init(int *argc, char ***argv, tt_error *err);
  * rank waits in a collective for it. Returns rc. */
 int tt_node_finish(int rc);
 
+/* The start-up exchange (docs/scaleout.md, "The start-up exchange"): the first collective after tt_node_init, before any
+ * whose size or meaning depends on the build. Every rank gives the 8 bytes {TT_BUILD_MAGIC, TT_BUILD_RECORD_VERSION}
+ * where the first release gave {CRC-32 of the command, --help}, so a first-release rank reads a newer one as another
+ * command and both end in tt_node_agree; then the 256-byte tt_build_record; then the command (cmd, and whether
+ * --help was given) is compared with rank 0's. Returns the agreed status: TT_ERR_ARG with one line naming both
+ * builds (or both commands) when any rank differs. Collective over nd (more than one rank). */
+tt_status tt_node_check_build(tt_node *nd, const char *cmd, int help, tt_error *err);
+
 /* 1 once this process holds a failure every rank agreed on (tt_node_agree returned it). */
 int tt_node_agreed(void);
 

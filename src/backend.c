@@ -72,7 +72,7 @@ tt_status tt_backend_open(const char *name, const char *gpus, tt_backend *b, tt_
         b->ops = &tt_dev_cuda_ops;
         for (int i = 0; gpus && i < b->n_devices; i++)
             if (b->devices[i] >= n)
-                return tt_fail(err, TT_ERR_ARG, "--gpus: GPU %d does not exist (the driver sees %d: 0 to %d)",
+                return tt_fail(err, TT_ERR_DEVICE, "--gpus: GPU %d does not exist (the driver sees %d: 0 to %d)",
                                b->devices[i], n, n - 1);
         if (gpus) return TT_OK;
         b->n_devices = n < TT_MAX_DEVICES ? n : TT_MAX_DEVICES;
@@ -88,7 +88,7 @@ tt_status tt_backend_open(const char *name, const char *gpus, tt_backend *b, tt_
 #else
     if (is_cuda)
         return tt_fail(err, TT_ERR_DEVICE, "--device cuda: this build has no CUDA backend (rebuild with -DTT_CUDA=ON)");
-    if (gpus) return tt_fail(err, TT_ERR_ARG, "--gpus: this build has no CUDA backend (rebuild with -DTT_CUDA=ON)");
+    if (gpus) return tt_fail(err, TT_ERR_DEVICE, "--gpus: this build has no CUDA backend (rebuild with -DTT_CUDA=ON)");
     open_cpu(b); /* a CPU-only build: auto is the CPU, and there is nothing to explain */
     return TT_OK;
 #endif

@@ -525,6 +525,32 @@ static void probe_print_net(const tt_probe *p, const tt_net *measured, const pro
     }
 }
 
+/* Under mpirun every rank probes its share with the same model, towers, batch and reps: the combine's collectives are
+ * sized by the parameters and repeated reps times, so a rank started differently would wait in one for ever. Each
+ * rank compares with rank 0 and the first difference is named with both values; every rank learns it. */
+static tt_status probe_same_on_ranks(tt_node *nd, const tt_run_config *c, size_t P, size_t reps, tt_error *err)
+{
+    if (nd->size <= 1) return TT_OK;
+    static const char *const names[] = {"the model's parameter count", "--towers", "--batch", "--reps", "--optimizer"};
+    enum { N = sizeof names / sizeof *names };
+    const uint64_t mine[N] = {P, c->towers, c->batch, reps, (uint64_t)c->optim.kind};
+    uint64_t all[N * TT_MAX_RANKS];
+    tt_status s = tt_node_allgather(nd, mine, all, sizeof mine, err);
+    for (int f = 0; !s && f < N; f++)
+        if (mine[f] != all[f]) {
+            char here[32], there[32];
+            snprintf(here, sizeof here, "%llu", (unsigned long long)mine[f]);
+            snprintf(there, sizeof there, "%llu", (unsigned long long)all[f]);
+            if (f == N - 1) { /* the optimizer by its name */
+                snprintf(here, sizeof here, "%s", tt_optim_kind_name(c->optim.kind));
+                snprintf(there, sizeof there, "%s", all[f] < 16 ? tt_optim_kind_name((tt_optim_kind)all[f]) : "?");
+            }
+            s = tt_fail(err, TT_ERR_ARG, "probe: started otherwise than rank 0: %s is %s here, %s on rank 0 (every "
+                        "rank must probe the same model, towers, batch and reps)", names[f], here, there);
+        }
+    return tt_node_agree(nd, s, err);
+}
+
 int tt_cmd_probe(int argc, char **argv)
 {
     tt_run_config c;
@@ -595,6 +621,10 @@ int tt_cmd_probe(int argc, char **argv)
     }
     tt_node *nd = tt_node_world();
     const int K = nd->size > 1 ? nd->size : 1;
+    if ((s = probe_same_on_ranks(nd, &c, model->n_params, reps, &err))) {
+        tt_free(model);
+        return fail(s, &err);
+    }
     const int host = tt_run_host_threads(nd, c.host_threads);
     /* one rank's share of the batch: the shards of B over K x N towers */
     tt_probe_config pc = {model, be.ops, be.n_devices, be.devices, c.towers, (c.batch + (size_t)K - 1) / (size_t)K,

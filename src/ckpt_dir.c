@@ -193,7 +193,7 @@ tt_status tt_ckpt_dir_ready(const char *dir, tt_error *err)
             return tt_fail(err, TT_ERR_IO, "--checkpoint-dir %s: %s", dir, strerror(errno));
         return TT_OK;
     }
-    if (!S_ISDIR(st.st_mode)) return tt_fail(err, TT_ERR_ARG, "--checkpoint-dir %s: not a directory", dir);
+    if (!S_ISDIR(st.st_mode)) return tt_fail(err, TT_ERR_IO, "--checkpoint-dir %s: not a directory", dir);
     if (access(dir, W_OK | X_OK) != 0)
         return tt_fail(err, TT_ERR_IO, "--checkpoint-dir %s: not writable: %s", dir, strerror(errno));
     return TT_OK;

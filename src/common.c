@@ -27,13 +27,18 @@ tt_status tt_fail(tt_error *err, tt_status s, const char *fmt, ...)
     return s;
 }
 
+static atomic_int g_stop_signal; /* the signal a job of several ranks agreed to stop on (another rank's, maybe) */
+
+void tt_status_stop_signal(int sig) { atomic_store(&g_stop_signal, sig); }
+
 int tt_status_exit_code(tt_status s)
 {
+    const int sig = atomic_load(&g_stop_signal) ? atomic_load(&g_stop_signal) : tt_signal_caught();
     switch (s) {
     case TT_OK: return 0;
     case TT_ERR_ARG: return 2;
     case TT_ERR_NUMERIC: return 3;
-    case TT_ERR_STOPPED: return 128 + (tt_signal_caught() ? tt_signal_caught() : 2);
+    case TT_ERR_STOPPED: return 128 + (sig ? sig : 2);
     default: return 1;
     }
 }

@@ -168,11 +168,11 @@ static tt_status load_model(const tt_run_config *c, const use_opts *o, const tt_
     else if (!s) s = ckpt_model_spec(ck, o->checkpoint, text, spec, sizeof spec, err);
     if (!s && shape && !same_but_ones(shape, &in.shape)) {
         char x[64], y[64];
-        s = tt_fail(err, TT_ERR_ARG, "%s: the samples are %s, the checkpoint's model takes %s", o->cmd,
+        s = tt_fail(err, TT_ERR_FORMAT, "%s: the samples are %s, the checkpoint's model takes %s", o->cmd,
                     tt_shape_str(shape, 0, x, sizeof x), tt_shape_str(&in.shape, 0, y, sizeof y));
     }
     if (!s && classes && classes != in.n_classes)
-        s = tt_fail(err, TT_ERR_ARG, "%s: the data have %zu classes, the checkpoint's model %zu", o->cmd, classes,
+        s = tt_fail(err, TT_ERR_FORMAT, "%s: the data have %zu classes, the checkpoint's model %zu", o->cmd, classes,
                     in.n_classes);
     if (!s && c->vocab) in.vocab = c->vocab;
     if (!s && text && !o->model_given)
@@ -253,7 +253,7 @@ static tt_status check_tokens(const tt_model *m, const tt_dataset *ds, const cha
         return tt_fail(err, TT_ERR_FORMAT, "%s: holds %.9g, not a token id (the model starts with an embedding)", what,
                        max);
     if (max >= (double)m->token_vocab)
-        return tt_fail(err, TT_ERR_ARG, "%s: holds token id %.0f, the checkpoint's vocabulary is %zu (ids 0..%zu)",
+        return tt_fail(err, TT_ERR_FORMAT, "%s: holds token id %.0f, the checkpoint's vocabulary is %zu (ids 0..%zu)",
                        what, max, m->token_vocab, m->token_vocab - 1);
     return TT_OK;
 }

@@ -5,7 +5,7 @@
 
 #include "tt_backend.h"
 #include "tt_blas.h"
-#include "tt_checkpoint.h"
+#include "tt_build.h"
 #include "tt_cli.h"
 #include "tt_node.h"
 #include "tt_signal.h"
@@ -26,8 +26,9 @@ static void usage(FILE *f)
                "  predict   a checkpoint's top-k classes and probabilities for every sample of a file\n"
                "  --help    this text\n"
                "  --version version, backends and BLAS\n\n"
-               "exit codes: 0 done | 1 a file, memory or write problem | 2 a bad flag or value | 3 training diverged\n"
-               "(NaN/Inf) | 130, 143 stopped by SIGINT, SIGTERM (a second signal exits at once)\n");
+               "exit codes (README.md has the table): 0 done | 1 a file, device, memory or write problem | 2 a bad\n"
+               "flag or value | 3 training diverged (NaN/Inf) | 130, 143 stopped by SIGINT, SIGTERM (a second signal\n"
+               "exits at once)\n");
 }
 
 /* Runs a subcommand and returns its exit code. */
@@ -39,16 +40,13 @@ static int dispatch(int argc, char **argv)
     }
     const char *cmd = argv[1];
     tt_node *nd = tt_node_world();
-    if (nd->size > 1) { /* every rank must run the same command (and --help alike), or one waits for the others */
-        uint32_t mine[2] = {tt_crc32(0, cmd, strlen(cmd)), 0}, *all = (uint32_t *)tt_calloc((size_t)nd->size, sizeof mine);
-        for (int i = 2; i < argc; i++) mine[1] |= strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0;
+    if (nd->size > 1) { /* every rank must run the same build and command (and --help alike), or one waits for the
+                          * others: the first exchange after start-up (docs/scaleout.md, "The start-up exchange") */
+        int help = 0;
+        for (int i = 2; i < argc; i++) help |= strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0;
         tt_error err;
-        tt_status s = all ? tt_node_allgather(nd, mine, all, sizeof mine, &err) : tt_fail(&err, TT_ERR_NOMEM, "out of memory");
-        if (!s && (mine[0] != all[0] || mine[1] != all[1]))
-            s = tt_fail(&err, TT_ERR_ARG, "started as 'towertrain %.40s%s', unlike rank 0 (every rank must run the "
-                        "same command)", cmd, mine[1] ? " --help" : "");
-        tt_free(all);
-        if ((s = tt_node_agree(nd, s, &err))) {
+        tt_status s = tt_node_check_build(nd, cmd, help, &err);
+        if (s) {
             tt_report_error(err.msg);
             return tt_status_exit_code(s);
         }
@@ -67,7 +65,12 @@ static int dispatch(int argc, char **argv)
         return 0;
     }
     if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {
-        printf("towertrain %s\nbackends: %s\nBLAS: %s\n", TT_VERSION, tt_backend_list(), tt_blas_describe());
+        tt_build_record b;
+        char build[400];
+        tt_build_record_of(&b);
+        tt_build_describe(&b, build, sizeof build);
+        printf("towertrain %s\nbackends: %s\nBLAS: %s\nbuild: %s\n", TT_VERSION, tt_backend_list(), tt_blas_describe(),
+               build);
         return 0;
     }
     if (strcmp(cmd, "train") == 0) return tt_cmd_train(argc, argv);
@@ -90,9 +93,10 @@ int main(int argc, char **argv)
     tt_signal_install();
     tt_fpu_flush_denormals();
     tt_error err;
-    if (tt_node_init(&argc, &argv, &err) != TT_OK) { /* under mpirun: join the job (docs/scaleout.md) */
+    tt_status s = tt_node_init(&argc, &argv, &err); /* under mpirun: join the job (docs/scaleout.md) */
+    if (s) {
         tt_report_error(err.msg);
-        return tt_node_finish(2);
+        return tt_node_finish(tt_status_exit_code(s)); /* MPI that fails to start is 1, too many ranks 2 */
     }
     int rc = dispatch(argc, argv);
     /* whatever the command printed must have reached stdout: /dev/full or a closed pipe is an error, not a 0 */

@@ -11,6 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tt_build.h"
+#include "tt_checkpoint.h"
 #include "tt_math.h"
 #include "tt_node.h"
 
@@ -95,9 +97,9 @@ tt_status tt_node_init(int *argc, char ***argv, tt_error *err)
     g_world.mpi = 1;
     if (provided < MPI_THREAD_SERIALIZED)
         return tt_fail(err, TT_ERR_DEVICE,
-                       "this MPI gives thread level %d, towertrain needs MPI_THREAD_SERIALIZED (%d): the combine "
-                       "runs on whichever crew thread reaches it last",
-                       provided, MPI_THREAD_SERIALIZED);
+                       "this MPI gives thread level %s, towertrain needs MPI_THREAD_SERIALIZED: the combine runs on "
+                       "whichever crew thread reaches it last",
+                       provided == MPI_THREAD_SINGLE ? "MPI_THREAD_SINGLE" : "MPI_THREAD_FUNNELED");
     MPI_Comm_dup(MPI_COMM_WORLD, &g_comm_world);
     MPI_Comm_set_errhandler(g_comm_world, MPI_ERRORS_RETURN);
     g_world.comm = &g_comm_world;
@@ -113,7 +115,9 @@ tt_status tt_node_init(int *argc, char ***argv, tt_error *err)
     int len = 0;
     char name[MPI_MAX_PROCESSOR_NAME];
     if (MPI_Get_processor_name(name, &len) == MPI_SUCCESS) snprintf(g_world.host, sizeof g_world.host, "%.63s", name);
-    /* clocks: every rank reads its clock as the barrier releases; rank 0's reading is the reference */
+    /* clocks: every rank reads its clock as the barrier releases; rank 0's reading is the reference. Every collective
+     * from MPI_Comm_dup to this Bcast is the start-up every build since the first release makes, in this order: a
+     * build that changed it would hang against another before tt_node_check_build could tell them apart */
     double t0 = 0;
     for (int i = 0; i < 3; i++) { /* the last of three: the first barriers also set up the connections */
         MPI_Barrier(g_comm_world);
@@ -140,6 +144,8 @@ int tt_node_finish(int rc)
 /* The MPI halves of the collectives below: each is called only with more than one rank. */
 static tt_status mpi_agree(tt_node *nd, tt_status s, tt_error *err)
 {
+    /* this record's layout (an int32 and 600 bytes of text) is part of the start-up protocol: the first release
+     * agrees with it on a mismatched command, so a build of another layout would hang against it there */
     enum { MSG = 600 };
     struct {
         int32_t status;
@@ -196,7 +202,7 @@ static tt_status mpi_reduce_scatter(tt_node *nd, const float *sum, float *recv, 
     tt_node_slice(P, K, 0, &lo, &S); /* the slice stride: rank 0's is the largest */
     tt_node_slice(P, K, nd->rank, &lo, &n);
     if (!fits_int(P) || !fits_int((size_t)K * S))
-        return tt_fail(err, TT_ERR_ARG, "cross-node: %zu parameters are more than one MPI call can move", P);
+        return tt_fail(err, TT_ERR_DEVICE, "cross-node: %zu parameters are more than one MPI call can move", P);
     int sc[TT_MAX_RANKS], sd[TT_MAX_RANKS], rcnt[TT_MAX_RANKS], rd[TT_MAX_RANKS];
     slice_table(P, K, sc, sd); /* my sum's slice j goes to rank j */
     for (int j = 0; j < K; j++) {
@@ -211,7 +217,7 @@ static tt_status mpi_reduce_scatter(tt_node *nd, const float *sum, float *recv, 
 
 static tt_status mpi_allgather_slices(tt_node *nd, float *buf, size_t P, tt_error *err)
 {
-    if (!fits_int(P)) return tt_fail(err, TT_ERR_ARG, "cross-node: %zu parameters are more than one MPI call can move", P);
+    if (!fits_int(P)) return tt_fail(err, TT_ERR_DEVICE, "cross-node: %zu parameters are more than one MPI call can move", P);
     int cnt[TT_MAX_RANKS], dsp[TT_MAX_RANKS];
     slice_table(P, nd->size, cnt, dsp);
     int rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, cnt, dsp, MPI_FLOAT, comm_of(nd));
@@ -220,7 +226,7 @@ static tt_status mpi_allgather_slices(tt_node *nd, float *buf, size_t P, tt_erro
 
 static tt_status mpi_gather_slices(tt_node *nd, const float *mine, float *full, size_t P, tt_error *err)
 {
-    if (!fits_int(P)) return tt_fail(err, TT_ERR_ARG, "cross-node: %zu parameters are more than one MPI call can move", P);
+    if (!fits_int(P)) return tt_fail(err, TT_ERR_DEVICE, "cross-node: %zu parameters are more than one MPI call can move", P);
     int cnt[TT_MAX_RANKS], dsp[TT_MAX_RANKS];
     slice_table(P, nd->size, cnt, dsp);
     int rc = MPI_Gatherv(mine, cnt[nd->rank], MPI_FLOAT, full, cnt, dsp, MPI_FLOAT, 0, comm_of(nd));
@@ -229,7 +235,7 @@ static tt_status mpi_gather_slices(tt_node *nd, const float *mine, float *full, 
 
 static tt_status mpi_allgather(tt_node *nd, const void *mine, void *all, size_t bytes, tt_error *err)
 {
-    if (!fits_int(bytes)) return tt_fail(err, TT_ERR_ARG, "cross-node: %zu bytes per rank is too many", bytes);
+    if (!fits_int(bytes)) return tt_fail(err, TT_ERR_DEVICE, "cross-node: %zu bytes per rank is too many", bytes);
     int rc = MPI_Allgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, comm_of(nd));
     return rc == MPI_SUCCESS ? TT_OK : mpi_fail(err, rc, "MPI_Allgather");
 }
@@ -434,4 +440,71 @@ tt_status tt_node_pingpong(tt_node *nd, int peer, size_t bytes, int reps, double
     *one_way = 0;
     if (nd->size <= 1 || peer <= 0 || peer >= nd->size || (nd->rank != 0 && nd->rank != peer)) return TT_OK;
     return MPI_PART(mpi_pingpong(nd, peer, bytes, reps, one_way, err));
+}
+
+/* ---- the start-up exchange: which build every rank runs ---------------------------------------------------- */
+
+/* Step 1's 8 bytes from rank r: 0 this build's protocol; else the reason, and *old if r speaks the first release's. */
+static int build_pair_differs(const uint32_t *pair, int *old)
+{
+    *old = pair[0] != TT_BUILD_MAGIC || pair[1] < 2; /* the first release sent {CRC-32 of the command, 0 or 1} */
+    return *old || pair[1] != TT_BUILD_RECORD_VERSION;
+}
+
+static tt_status build_pairs(tt_node *nd, const tt_build_record *mine, tt_error *err)
+{
+    const uint32_t pair[2] = {TT_BUILD_MAGIC, TT_BUILD_RECORD_VERSION};
+    uint32_t *all = (uint32_t *)tt_calloc((size_t)nd->size, sizeof pair);
+    tt_status s = all ? tt_node_allgather(nd, pair, all, sizeof pair, err)
+                      : tt_fail(err, TT_ERR_NOMEM, "out of memory");
+    char here[400];
+    tt_build_describe(mine, here, sizeof here);
+    for (int r = 0; !s && r < nd->size; r++) {
+        int old;
+        if (!build_pair_differs(all + 2 * r, &old)) continue;
+        if (old)
+            s = tt_fail(err, TT_ERR_ARG, "rank %d runs an older towertrain, one that sends no build record (0.1.0 "
+                        "up to commit 50436ee); rank %d runs %s: every rank must run the same build",
+                        r, nd->rank, here);
+        else
+            s = tt_fail(err, TT_ERR_ARG, "rank %d sends build record version %u, rank %d version %u (%s): every "
+                        "rank must run the same build", r, (unsigned)all[2 * r + 1], nd->rank,
+                        TT_BUILD_RECORD_VERSION, here);
+    }
+    tt_free(all);
+    return s;
+}
+
+static tt_status build_records(tt_node *nd, const tt_build_record *mine, tt_error *err)
+{
+    tt_build_record *all = (tt_build_record *)tt_calloc((size_t)nd->size, sizeof *mine);
+    tt_status s = all ? tt_node_allgather(nd, mine, all, sizeof *mine, err)
+                      : tt_fail(err, TT_ERR_NOMEM, "out of memory");
+    const char *what = s ? NULL : tt_build_differs(mine, &all[0]);
+    if (what) {
+        char here[400], there[400];
+        tt_build_describe(mine, here, sizeof here);
+        tt_build_describe(&all[0], there, sizeof there);
+        s = tt_fail(err, TT_ERR_ARG, "another build than rank 0 (%s differs): this rank runs %s; rank 0 runs %s "
+                    "(every rank must run the same build)", what, here, there);
+    }
+    tt_free(all);
+    return s;
+}
+
+tt_status tt_node_check_build(tt_node *nd, const char *cmd, int help, tt_error *err)
+{
+    tt_build_record mine;
+    tt_build_record_of(&mine);
+    tt_status s = build_pairs(nd, &mine, err);
+    /* a rank of the first release agrees now (its message: another command); this build's ranks go on together */
+    if ((s = tt_node_agree(nd, s, err))) return s;
+    s = build_records(nd, &mine, err);
+    if ((s = tt_node_agree(nd, s, err))) return s;
+    uint32_t cmd_of[2] = {tt_crc32(0, cmd, strlen(cmd)), help != 0}, all[2 * TT_MAX_RANKS];
+    s = tt_node_allgather(nd, cmd_of, all, sizeof cmd_of, err);
+    if (!s && (cmd_of[0] != all[0] || cmd_of[1] != all[1]))
+        s = tt_fail(err, TT_ERR_ARG, "started as 'towertrain %.40s%s', unlike rank 0 (every rank must run the same "
+                    "command)", cmd, help ? " --help" : "");
+    return tt_node_agree(nd, s, err);
 }

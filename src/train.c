@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <math.h>
 #include <string.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -296,17 +297,49 @@ static tt_status run_open_local(run_state *rs, tt_error *err)
 }
 
 /* What must be the same on every rank of a job, as (name, value) pairs: a rank started with another model, batch,
- * data or option would step out of line with the others (or wait for a collective they never call). */
+ * data or option would step out of line with the others (or wait for a collective they never call). Each field says
+ * how its value reads, so a mismatch is told in the flag's own words ("--reduce is device here, cpu on rank 0"). */
 enum { FP_FIELDS = 24 };
+typedef enum { FP_COUNT, FP_CRC, FP_GIVEN, FP_FLOAT, FP_OPTIMIZER, FP_NODE_REDUCE, FP_REDUCE, FP_SAVE_BEST } fp_kind;
 typedef struct fingerprint {
     uint64_t v[FP_FIELDS];
+    char hyper[160]; /* the optimizer's settings in words (field 12 is their CRC-32) */
 } fingerprint;
-static const char *const fp_names[FP_FIELDS] = {
-    "the model's parameters", "the model (CRC-32 of its layout and description)", "--batch", "--towers", "training samples",
-    "validation samples", "test samples", "sample bytes", "classes", "--seed", "--optimizer", "--lr (bits)",
-    "the optimizer's settings (CRC-32)", "--epochs", "--node-reduce", "--reduce", "the training data (CRC-32)",
-    "--checkpoint-dir given", "--save-every-epoch", "--save-every-steps", "--save-best", "--resume given",
-    "--trace given", "--log-json given"};
+static const struct {
+    const char *name;
+    fp_kind kind;
+} fp_fields[FP_FIELDS] = {
+    {"the model's parameter count", FP_COUNT}, {"the model (CRC-32 of its layout and description)", FP_CRC},
+    {"--batch", FP_COUNT}, {"--towers", FP_COUNT}, {"training samples", FP_COUNT}, {"validation samples", FP_COUNT},
+    {"test samples", FP_COUNT}, {"sample bytes", FP_COUNT}, {"classes", FP_COUNT}, {"--seed", FP_COUNT},
+    {"--optimizer", FP_OPTIMIZER}, {"--lr", FP_FLOAT}, {"the optimizer's settings", FP_CRC}, {"--epochs", FP_COUNT},
+    {"--node-reduce", FP_NODE_REDUCE}, {"--reduce", FP_REDUCE}, {"the training data (CRC-32)", FP_CRC},
+    {"--checkpoint-dir", FP_GIVEN}, {"--save-every-epoch", FP_GIVEN}, {"--save-every-steps", FP_COUNT},
+    {"--save-best", FP_SAVE_BEST}, {"--resume", FP_GIVEN}, {"--trace", FP_GIVEN}, {"--log-json", FP_GIVEN}};
+
+/* A field's value as the user would write it. */
+static void fp_value(fp_kind k, uint64_t v, char *out, size_t len)
+{
+    static const char *const save_best[] = {"none", "val_loss", "val_accuracy"};
+    float f;
+    uint32_t bits = (uint32_t)v;
+    switch (k) {
+    case FP_CRC: snprintf(out, len, "%08llx", (unsigned long long)v); break;
+    case FP_GIVEN: snprintf(out, len, "%s", v ? "given" : "not given"); break;
+    case FP_FLOAT: /* the shortest text that reads back as this float: 0.002, not 0.00200000009 */
+        memcpy(&f, &bits, sizeof f);
+        for (int digits = 1; digits <= 9; digits++) {
+            snprintf(out, len, "%.*g", digits, (double)f);
+            if (strtof(out, NULL) == f) break;
+        }
+        break;
+    case FP_OPTIMIZER: snprintf(out, len, "%s", v < 16 ? tt_optim_kind_name((tt_optim_kind)v) : "?"); break;
+    case FP_NODE_REDUCE: snprintf(out, len, "%s", tt_node_reduce_name((tt_node_reduce)v)); break;
+    case FP_REDUCE: snprintf(out, len, "%s", v < TT_REDUCE_COUNT ? tt_reduce_name((tt_reduce)v) : "?"); break;
+    case FP_SAVE_BEST: snprintf(out, len, "%s", v < 3 ? save_best[v] : "?"); break;
+    default: snprintf(out, len, "%llu", (unsigned long long)v); break;
+    }
+}
 
 static void run_fingerprint_of(const run_state *rs, fingerprint *f)
 {
@@ -325,13 +358,12 @@ static void run_fingerprint_of(const run_state *rs, fingerprint *f)
     /* the model's description too: a model file's text (dropout rates, activations, strides are not in the layout) */
     const char *desc = rs->model_text ? rs->model_text : c->model;
     layout = tt_crc32(layout, desc, strlen(desc));
-    char hyper[160];
-    tt_optim_describe(&rs->tc.optim, hyper, sizeof hyper);
+    tt_optim_describe(&rs->tc.optim, f->hyper, sizeof f->hyper);
     uint32_t lr;
     memcpy(&lr, &rs->tc.optim.lr, sizeof lr);
     const uint64_t v[FP_FIELDS] = {m->n_params, layout, c->batch, c->towers, rs->train->n, rs->val->n, rs->test->n,
                                    tt_dataset_sample_bytes(rs->train), rs->train->n_classes, c->seed,
-                                   (uint64_t)rs->tc.optim.kind, lr, tt_crc32(0, hyper, strlen(hyper)), c->epochs,
+                                   (uint64_t)rs->tc.optim.kind, lr, tt_crc32(0, f->hyper, strlen(f->hyper)), c->epochs,
                                    (uint64_t)c->node_reduce, (uint64_t)c->reduce, rs->data_crc,
                                    c->checkpoint_dir != NULL, (uint64_t)c->save_every_epoch, c->save_every_steps,
                                    (uint64_t)c->save_best, c->resume != NULL, c->trace != NULL, c->log_json != NULL};
@@ -347,15 +379,21 @@ static tt_status run_check_fingerprints(run_state *rs, tt_error *err)
     if (!all) return tt_node_agree(rs->nd, tt_fail(err, TT_ERR_NOMEM, "out of memory"), err);
     run_fingerprint_of(rs, &mine);
     tt_status s = tt_node_allgather(rs->nd, &mine, all, sizeof mine, err);
-    if (!s)
-        for (int f = 0; f < FP_FIELDS; f++)
-            if (mine.v[f] != all[0].v[f]) {
-                s = tt_fail(err, TT_ERR_ARG,
-                            "started with another configuration than rank 0: %s is %llu here, %llu on rank 0 (every "
-                            "rank must run the same model, batch, data and options)",
-                            fp_names[f], (unsigned long long)mine.v[f], (unsigned long long)all[0].v[f]);
-                break;
+    all[0].hyper[sizeof all[0].hyper - 1] = '\0'; /* another rank's bytes */
+    for (int f = 0; !s && f < FP_FIELDS; f++)
+        if (mine.v[f] != all[0].v[f]) {
+            char here[160], there[160];
+            fp_value(fp_fields[f].kind, mine.v[f], here, sizeof here);
+            fp_value(fp_fields[f].kind, all[0].v[f], there, sizeof there);
+            if (f == 12) { /* the optimizer's settings: in words (tt_optim_describe's ", momentum 0.9") */
+                snprintf(here, sizeof here, "'%s'", mine.hyper + strspn(mine.hyper, ", "));
+                snprintf(there, sizeof there, "'%s'", all[0].hyper + strspn(all[0].hyper, ", "));
             }
+            s = tt_fail(err, TT_ERR_ARG,
+                        "started with another configuration than rank 0: %s %s %s here, %s on rank 0 (every rank "
+                        "must run the same model, batch, data and options)", fp_fields[f].name, f == 12 ? "are" : "is",
+                        here, there);
+        }
     tt_free(all);
     return tt_node_agree(rs->nd, s, err);
 }
@@ -860,7 +898,10 @@ static int run_signal(run_state *rs)
     tt_error e;
     if (tt_node_or(rs->nd, &bits, 1, &e)) return mine;
     for (int sig = 1; sig < 32; sig++)
-        if (bits & (1u << sig)) return sig;
+        if (bits & (1u << sig)) {
+            tt_status_stop_signal(sig); /* the exit code carries it on every rank, not only on the one that caught it */
+            return sig;
+        }
     return 0;
 }
 
