@@ -1135,13 +1135,13 @@ tt_status tt_checkpoint_same_model(const tt_checkpoint *ck, const char *what, co
     const char *theirs = ck->model_desc && strncmp(ck->model_desc, "builtin:", 8) == 0 ? ck->model_desc + 8 : NULL;
     char q1[256], q2[256];
     if (theirs && builtin && strcmp(theirs, builtin) != 0)
-        return tt_fail(err, TT_ERR_ARG, "%s: trained with --model %s, this run has --model %s", what,
+        return tt_fail(err, TT_ERR_FORMAT, "%s: trained with --model %s, this run has --model %s", what,
                        ck_quote(theirs, q1, sizeof q1), builtin);
     char d[256];
     for (size_t i = 0; i < v.n || i < m->n_layers; i++) {
         if (i < m->n_layers) tt_checkpoint_layer_desc(&m->layers[i], d, sizeof d);
         if (i < v.n && i < m->n_layers && strcmp(v.ss[i], d) == 0) continue;
-        return tt_fail(err, TT_ERR_ARG, "%s: the model differs at layer %zu: the checkpoint's is '%s', this run's is "
+        return tt_fail(err, TT_ERR_FORMAT, "%s: the model differs at layer %zu: the checkpoint's is '%s', this run's is "
                        "'%s'", what, i + 1, i < v.n ? ck_quote(v.ss[i], q1, sizeof q1) : "(none: it has fewer)",
                        i < m->n_layers ? ck_quote(d, q2, sizeof q2) : "(none: it has fewer)");
     }

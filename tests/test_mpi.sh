@@ -165,10 +165,10 @@ mismatch "probe: started otherwise than rank 0: the model's parameter count is 1
 mismatch "probe: started otherwise than rank 0: --reps is 3 here, 2 on rank 0" probe --reps 2 -- --reps 3
 # a rank killed mid-training: mpirun ends the job and names the rank
 ( timeout 120 "$MPIRUN" --oversubscribe -np "$K" "$TT" train --epochs 50 --progress lines --train-samples 20000 \
-    --val-samples 512 --test-samples 512 >"$W/killed.txt" 2>&1; echo $? >"$W/killed.rc" ) &
+    --val-samples 512 --test-samples 512 --log-json "$W/killed.jsonl" >"$W/killed.txt" 2>&1; echo $? >"$W/killed.rc" ) &
 victim=""
 for _ in $(seq 1 100); do
-  for p in $(pgrep -f "$TT train --epochs 50" 2>/dev/null); do
+  for p in $(pgrep -f "$TT train --epochs 50 .*$W/killed.jsonl" 2>/dev/null); do # this instance's job only
     if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$last_rank"; then victim=$p; fi
   done
   [ -n "$victim" ] && grep -q '^Epoch 1/50' "$W/killed.txt" 2>/dev/null && break
@@ -249,7 +249,7 @@ chmod +x "$W/rc.sh"
     --train-samples 20000 --val-samples 512 --test-samples 512 --checkpoint-dir "$W/term" >"$W/term.txt" 2>&1 ) &
 victim=""
 for _ in $(seq 1 100); do
-  for p in $(pgrep -f "$TT train --epochs 50" 2>/dev/null); do
+  for p in $(pgrep -f "$TT train --epochs 50 .*$W/term" 2>/dev/null); do # this instance's job only
     [ "$(readlink "/proc/$p/exe")" = "$(readlink -f "$TT")" ] || continue
     if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$last_rank"; then victim=$p; fi
   done

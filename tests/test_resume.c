@@ -399,6 +399,8 @@ static void resume_expect(const char *path, const char *model, int weights_only,
     }
     ck_assert_msg(st != TT_OK, "accepted; expected '%s'", want);
     ck_assert_msg(strstr(err.msg, want) != NULL, "'%s' does not say '%s'", err.msg, want);
+    /* a model that does not fit the checkpoint is a file problem (exit 1), as a shape mismatch is (README's table) */
+    ck_assert_msg(tt_status_exit_code(st) == 1, "exit %d, not 1: %s", tt_status_exit_code(st), err.msg);
     ck_assert_msg(strchr(err.msg, '\n') == NULL, "more than one line: %s", err.msg);
 }
 
