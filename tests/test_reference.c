@@ -57,7 +57,7 @@ static float *forward(const tt_layer *l, const float *p, const float *x, size_t 
     const size_t ws = l->kind->workspace ? l->kind->workspace(l, B, chunk_mnk) : 0;
     float *d_p = tt_dev_alloc_f32(&dev, l->n_params ? l->n_params : 1), *d_x = tt_dev_alloc_f32(&dev, B * l->in);
     float *d_y = tt_dev_alloc_f32(&dev, B * l->out), *d_ws = tt_dev_alloc_f32(&dev, ws ? ws : 1);
-    memcpy(d_p, p, l->n_params * sizeof(float));
+    if (l->n_params) memcpy(d_p, p, l->n_params * sizeof(float));
     memcpy(d_x, x, B * l->in * sizeof(float));
     tt_pass ps = tmpl ? *tmpl : (tt_pass){0, 0, 0, NULL, NULL, 0};
     ps.d_ws = d_ws;
