@@ -23,8 +23,7 @@ static void on_signal(int sig)
     if (line == 0) { /* the one line on stderr, naming the signal; write(2) is async-signal-safe */
         static const char term[] = "towertrain: SIGTERM, a second signal: exiting at once (the stop is not finished)\n",
                           intr[] = "towertrain: SIGINT, a second signal: exiting at once (the stop is not finished)\n";
-        const char *text = sig == SIGTERM ? term : intr;
-        ssize_t w = write(STDERR_FILENO, text, strlen(text));
+        ssize_t w = sig == SIGTERM ? write(STDERR_FILENO, term, sizeof term - 1) : write(STDERR_FILENO, intr, sizeof intr - 1);
         (void)w;
     }
     _exit(128 + sig);
