@@ -598,7 +598,7 @@ static tt_status md_version(const ck_parse *p)
                        ck_quote(v, q, sizeof q));
     if (!s && !(s = md_get(p, "format_version", 0, &v)) && strcmp(v, "1") == 0)
         return tt_fail(p->err, TT_ERR_FORMAT, "%s: metadata: format_version is '1' (its header has no checksum); this "
-                       "towertrain reads version " CK_FORMAT_VERSION " only — towertrain up to commit 50436ee reads "
+                       "towertrain reads version " CK_FORMAT_VERSION " only: towertrain up to commit 50436ee reads "
                        "version 1", p->what);
     if (!s && strcmp(v, CK_FORMAT_VERSION) != 0)
         return tt_fail(p->err, TT_ERR_FORMAT, "%s: metadata: format_version is '%s'; this towertrain reads version "
