@@ -237,6 +237,34 @@ START_TEST(test_one_directory_one_run)
 }
 END_TEST
 
+/* A checkpoint directory whose lock file is not a file (a symbolic link, a FIFO, a directory) is refused with a line
+ * that says what it is, not ELOOP's "Too many levels of symbolic links" or ftruncate's "Invalid argument"; the link's
+ * target is left alone. */
+START_TEST(test_lock_file_not_a_file)
+{
+    make_npy10("d", 100, 20);
+    const char *kinds[3] = {"a symbolic link", "a FIFO", "a directory"};
+    char ck[256], lockf[300], target[256], args[1024];
+    snprintf(target, sizeof target, "%s/target", dir);
+    FILE *f = fopen(target, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("keep\n", f);
+    fclose(f);
+    for (int k = 0; k < 3; k++) {
+        snprintf(ck, sizeof ck, "%s/ck%d", dir, k);
+        snprintf(lockf, sizeof lockf, "%s/.towertrain.lock", ck);
+        ck_assert_int_eq(mkdir(ck, 0700), 0);
+        ck_assert_int_eq(k == 0 ? symlink(target, lockf) : k == 1 ? mkfifo(lockf, 0600) : mkdir(lockf, 0700), 0);
+        snprintf(args, sizeof args, "train --device cpu --data npy:%s/d --val-samples 0 --epochs 1 --progress quiet "
+                 "--checkpoint-dir %s", dir, ck);
+        expect(args, 1, kinds[k]);
+        ck_assert_msg(strstr(slurp(err_path), "--checkpoint-dir") && strstr(slurp(err_path), "lock file"), "%s",
+                      slurp(err_path));
+    }
+    ck_assert_str_eq(slurp(target), "keep\n");
+}
+END_TEST
+
 /* An output that is a dangling symbolic link is refused, naming what it is (not "File exists", not "No such file"):
  * --checkpoint-dir, --log-json, --trace, eval --log-json. */
 START_TEST(test_dangling_symlink_outputs)
@@ -677,6 +705,7 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, NULL);
     tcase_add_test(tc, test_one_directory_one_run);
     tcase_add_test(tc, test_dangling_symlink_outputs);
+    tcase_add_test(tc, test_lock_file_not_a_file);
     tcase_add_test(tc, test_second_signal_after_the_line);
     tcase_add_test(tc, test_second_signal_with_stuck_stderr);
     tcase_add_test(tc, test_signal_in_final_evaluation);
