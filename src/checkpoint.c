@@ -641,6 +641,13 @@ static tt_status md_read(const ck_parse *p, tt_checkpoint *ck)
         (s = md_float(p, "rho", &c->rho)) || (s = md_bool(p, "centered", &c->centered)) ||
         (s = md_double(p, "u_product", 0, &ck->u_product)) || (s = md_double(p, "best", 1, &ck->best)))
         return s;
+    /* what a run can have written: Nadam's product of momenta in (0, 1) (0 once it underflows; 1 before a step), a
+     * best metric that is a number or none yet — an Inf there would keep best.safetensors from ever being written */
+    if (!(ck->u_product >= 0 && ck->u_product <= 1))
+        return md_bad(p, "u_product", json_object_get_string(json_object_object_get(p->md, "u_product")),
+                      "a number in [0, 1] (a product of momenta)");
+    if (isinf(ck->best))
+        return md_bad(p, "best", json_object_get_string(json_object_object_get(p->md, "best")), "a finite number or nan");
     if ((s = md_get(p, "backend", 0, &v))) return s;
     if (strlen(v) >= sizeof ck->backend) return md_bad(p, "backend", v, "a backend name");
     memcpy(ck->backend, v, strlen(v) + 1);
@@ -701,7 +708,7 @@ static const char *ck_json_type_name(json_object *v)
     switch (json_object_get_type(v)) {
     case json_type_null: return "null";
     case json_type_boolean: return "a boolean";
-    case json_type_double: return "a fraction";
+    case json_type_double: return isfinite(json_object_get_double(v)) ? "a fraction" : "a number beyond a double";
     case json_type_int: return "an integer";
     case json_type_string: return "a string";
     case json_type_array: return "an array";

@@ -413,6 +413,12 @@ START_TEST(test_header_not_json)
     edited_refused("\"lr\":\"0.333333343\"", "\"lr\":\"\"", "key 'lr'");
     edited_refused("\"nesterov\":\"true\"", "\"nesterov\":\"1\"", "not true or false");
     edited_refused("\"u_product\":\"0.12345678901234568\"", "\"u_product\":\"nan\"", "key 'u_product'");
+    /* sealed values no run writes: Nadam's product of momenta outside [0, 1], a best metric of +-Inf */
+    edited_refused("\"u_product\":\"0.12345678901234568\"", "\"u_product\":\"-5\"", "key 'u_product' is '-5', not a "
+                   "number in [0, 1]");
+    edited_refused("\"u_product\":\"0.12345678901234568\"", "\"u_product\":\"1.5\"", "key 'u_product' is '1.5'");
+    edited_refused("\"best\":\"nan\"", "\"best\":\"inf\"", "key 'best' is 'inf', not a finite number or nan");
+    edited_refused("\"best\":\"nan\"", "\"best\":\"-inf\"", "key 'best' is '-inf'");
     edited_refused("\"optimizer\":\"sgd\"", "\"optimizer\":\"lion\"", "key 'optimizer' is 'lion'");
     edited_refused("\"checksum\":\"crc32:", "\"checksum\":\"crc64:", "key 'checksum'");
     edited_refused("\"backend\":\"cpu\"", "\"backend\":\"a-very-long-backend\"", "key 'backend'");
@@ -503,7 +509,8 @@ START_TEST(test_header_checksum)
     edited_refused("\"checksum\"", "\"check\\u0073um\"", "no single __metadata__ key \"checksum\"");
     edited_refused("{\"__metadata__\":{", "{\"__metadata__\":{\"checksum\":\"crc32:00000000\",", "repeats a key");
     edited_refused("\\\"base_lr\\\": 0.1", "\\\"base_lr\\\":null", "options: key 'base_lr' is null, not a finite number");
-    edited_refused("\\\"base_lr\\\": 0.1", "\\\"base_lr\\\":1e999", "options: key 'base_lr' is a fraction, not a finite");
+    edited_refused("\\\"base_lr\\\": 0.1", "\\\"base_lr\\\":1e999", "options: key 'base_lr' is a number beyond a double, not "
+                   "a finite");
     edited_refused("\\\"base_lr\\\": 0.1", "\\\"base_lr\\\": 0.1,\\\"base_lr\\\": 0.1", "options repeats a key");
     edited_refused("\\\"base_lr\\\"", "\\\"bas\\\\u0065_lr\\\":1,\\\"base_lr\\\"", "options repeats a key");
     free(b);
