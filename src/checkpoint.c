@@ -1136,9 +1136,21 @@ json_object *tt_checkpoint_layers_json(const tt_model *m)
 tt_status tt_checkpoint_same_model(const tt_checkpoint *ck, const char *what, const tt_model *m, const char *builtin,
                                    tt_error *err)
 {
-    tt_ckpt_value v;
+    tt_ckpt_value v, in;
     tt_status s = tt_checkpoint_option(ck, what, "layers", TT_CKPT_STRINGS, 1, &v, err);
+    if (!s) s = tt_checkpoint_option(ck, what, "input", TT_CKPT_UINTS, 1, &in, err);
     if (s) return s;
+    /* the input's geometry too: the same bytes read as 14x56 instead of 28x28 images keep the data's CRC-32, and with
+     * padding=same and a pool, every weight's shape */
+    int same_in = in.n == (size_t)m->input_shape.ndim;
+    for (size_t i = 0; same_in && i < in.n; i++) same_in = in.us[i] == (uint64_t)m->input_shape.d[i];
+    if (!same_in) {
+        char a[160] = "", b[160];
+        for (size_t i = 0; i < in.n && strlen(a) < 100; i++) /* as tt_shape_str writes b: 28x28x1 */
+            snprintf(a + strlen(a), sizeof a - strlen(a), "%s%llu", i ? "x" : "", (unsigned long long)in.us[i]);
+        return tt_fail(err, TT_ERR_FORMAT, "%s: the model's input differs: the checkpoint's is %s, this run's is %s (the "
+                       "same --data, read in the same shape?)", what, a, tt_shape_str(&m->input_shape, 0, b, sizeof b));
+    }
     const char *theirs = ck->model_desc && strncmp(ck->model_desc, "builtin:", 8) == 0 ? ck->model_desc + 8 : NULL;
     char q1[256], q2[256];
     if (theirs && builtin && strcmp(theirs, builtin) != 0)
