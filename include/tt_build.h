@@ -4,7 +4,8 @@
  * Two builds of one release can still compute differently (another commit, -march=native or not, -ffast-math, a
  * CUDA backend): ranks of different builds would step out of line, or wait in a collective the other never calls.
  * The record is plain bytes with fixed-size text fields, so any two builds can exchange it and print each other.
- * Not for: the run's configuration (train.c's fingerprint) or the exchange itself (tt_node_check_build). */
+ * Not for: the run's configuration (train.c's fingerprint). The exchange (tt_node_check_build, in tt_node.h) is
+ * implemented in build.c. */
 #ifndef TT_BUILD_H
 #define TT_BUILD_H
 

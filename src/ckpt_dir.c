@@ -239,8 +239,10 @@ tt_status tt_ckpt_dir_lock(const char *dir, int *fd, tt_error *err)
     const char *kind = NULL;
     if (*fd < 0 && errno == ELOOP) kind = "a symbolic link";
     else if (*fd < 0 && errno == EISDIR) kind = "a directory";
-    else if (*fd < 0) return tt_fail(err, TT_ERR_IO, "%s: cannot open its lock file %s: %s", what, path, strerror(errno));
-    else if (fstat(*fd, &st) == 0 && !S_ISREG(st.st_mode)) kind = S_ISFIFO(st.st_mode) ? "a FIFO" : "a device or a socket";
+    else if (*fd < 0)
+        return tt_fail(err, TT_ERR_IO, "%s: cannot open its lock file %s: %s", what, path, strerror(errno));
+    else if (fstat(*fd, &st) == 0 && !S_ISREG(st.st_mode))
+        kind = S_ISFIFO(st.st_mode) ? "a FIFO" : "a device or a socket";
     if (kind) {
         if (*fd >= 0) close(*fd);
         *fd = -1;
