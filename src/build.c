@@ -1,6 +1,6 @@
 /* build.c — this binary's build record (see tt_build.h) and the start-up exchange that compares it between ranks
- * (tt_node_check_build, over tt_node.h's collectives). CMake passes the git commit (TT_GIT_COMMIT) and whether it
- * compiled for this machine's CPU (TT_BUILD_NATIVE); the rest the compiler says. Here rather than in node.c, so the
+ * (tt_node_check_build, over tt_node.h's collectives). CMake writes the git commit at every build (tt_git_commit.h)
+ * and passes whether it compiled for this machine's CPU (TT_BUILD_NATIVE); the rest the compiler says. Here rather than in node.c, so the
  * readers' fuzz targets, which link node.c for its one-rank world, need neither the backends nor the CRC-32. */
 #include "tt_build.h"
 
@@ -13,6 +13,11 @@
 #include "tt_common.h"
 #include "tt_node.h"
 
+#if defined(__has_include)
+#if __has_include("tt_git_commit.h") /* written at every build by cmake/git_commit.cmake */
+#include "tt_git_commit.h"
+#endif
+#endif
 #ifndef TT_GIT_COMMIT
 #define TT_GIT_COMMIT "unknown"
 #endif
