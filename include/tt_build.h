@@ -25,7 +25,7 @@ typedef struct tt_build_record {
     uint32_t sizes;          /* sizeof(size_t), sizeof(long), sizeof(void *), 1 for little-endian: a byte each */
     uint32_t reserved;       /* 0 */
     char release[16];        /* TT_VERSION */
-    char commit[48];         /* git describe at configure time, "unknown" outside git */
+    char commit[48];         /* git describe at build time, "unknown" outside git */
     char backends[40];       /* tt_backend_list() and MPI */
     char floats[88];         /* FTZ/DAZ, fast-math or not, -march=native and the vector ISA compiled for */
     char compiler[48];       /* the C compiler's version */
