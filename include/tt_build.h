@@ -4,7 +4,8 @@
  * Two builds of one release can still compute differently (another commit, -march=native or not, -ffast-math, a
  * CUDA backend): ranks of different builds would step out of line, or wait in a collective the other never calls.
  * The record is plain bytes with fixed-size text fields, so any two builds can exchange it and print each other.
- * Not for: the run's configuration (train.c's fingerprint) or the exchange itself (tt_node_check_build). */
+ * Not for: the run's configuration (train.c's fingerprint). The exchange (tt_node_check_build, in tt_node.h) is
+ * implemented in build.c. */
 #ifndef TT_BUILD_H
 #define TT_BUILD_H
 
@@ -24,7 +25,7 @@ typedef struct tt_build_record {
     uint32_t sizes;          /* sizeof(size_t), sizeof(long), sizeof(void *), 1 for little-endian: a byte each */
     uint32_t reserved;       /* 0 */
     char release[16];        /* TT_VERSION */
-    char commit[48];         /* git describe at configure time, "unknown" outside git */
+    char commit[48];         /* git describe at build time, "unknown" outside git */
     char backends[40];       /* tt_backend_list() and MPI */
     char floats[88];         /* FTZ/DAZ, fast-math or not, -march=native and the vector ISA compiled for */
     char compiler[48];       /* the C compiler's version */

@@ -119,9 +119,9 @@ void tt_checkpoint_layer_desc(const tt_layer *l, char *out, size_t len);
 /* m's layers as that list (a JSON array of strings; NULL: out of memory): train writes it into the options. */
 struct json_object *tt_checkpoint_layers_json(const tt_model *m);
 
-/* The checkpoint's model is m: the same layers, keys and values (its options' "layers"; a required key), and for two
- * built-in models the same name (builtin: m's built-in name, or NULL). Else TT_ERR_ARG naming the first layer that
- * differs, with both descriptions. */
+/* The checkpoint's model is m: the same input shape and layers, keys and values (its options' "input" and "layers";
+ * required keys), and for two built-in models the same name (builtin: m's built-in name, or NULL). Else TT_ERR_FORMAT
+ * naming the input shapes or the first layer that differs, with both descriptions. */
 tt_status tt_checkpoint_same_model(const tt_checkpoint *ck, const char *what, const tt_model *m, const char *builtin,
                                    tt_error *err);
 

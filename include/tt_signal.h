@@ -4,7 +4,8 @@
  * "stopped" record to its JSON log and closes its trace as valid JSON, says where it stopped, and the CLI exits with
  * 128 + the signal (130 for SIGINT, 143 for SIGTERM). A second signal ends the process at once with 128 + that second
  * signal, and stderr still holds one line: the second signal's, naming it, or — once the run's own error line is out
- * (tt_signal_error_line) — none more.
+ * (tt_signal_error_line) — none more. A stderr nobody reads cannot hold the process: 2 s after the second signal
+ * (SIGALRM) it ends with that code whatever write is blocked, and a third signal ends it at once.
  * SIGPIPE is ignored, so a closed pipe on stdout or a log is a failed write with EPIPE that the writer reports.
  * Not for: library users who handle signals themselves (they pass their own flag in tt_trainer_config.stop). */
 #ifndef TT_SIGNAL_H
@@ -19,8 +20,8 @@ extern "C" {
 void tt_signal_install(void);
 
 /* Around the process's error line (tt_report_error): begin = 1 before it is written, 0 after. A second signal that
- * comes meanwhile waits for the line to be whole, then ends the process (128 + it) without a line of its own; one
- * that comes after it exits at once, quietly. */
+ * comes meanwhile waits for the line to be whole (2 s at most), then ends the process (128 + it) without a line of its
+ * own; one that comes after it exits at once, quietly. */
 void tt_signal_error_line(int begin);
 
 /* The first SIGINT/SIGTERM caught so far, or 0. */

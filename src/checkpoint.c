@@ -598,7 +598,7 @@ static tt_status md_version(const ck_parse *p)
                        ck_quote(v, q, sizeof q));
     if (!s && !(s = md_get(p, "format_version", 0, &v)) && strcmp(v, "1") == 0)
         return tt_fail(p->err, TT_ERR_FORMAT, "%s: metadata: format_version is '1' (its header has no checksum); this "
-                       "towertrain reads version " CK_FORMAT_VERSION " only — towertrain up to commit 50436ee reads "
+                       "towertrain reads version " CK_FORMAT_VERSION " only: towertrain up to commit 50436ee reads "
                        "version 1", p->what);
     if (!s && strcmp(v, CK_FORMAT_VERSION) != 0)
         return tt_fail(p->err, TT_ERR_FORMAT, "%s: metadata: format_version is '%s'; this towertrain reads version "
@@ -641,6 +641,13 @@ static tt_status md_read(const ck_parse *p, tt_checkpoint *ck)
         (s = md_float(p, "rho", &c->rho)) || (s = md_bool(p, "centered", &c->centered)) ||
         (s = md_double(p, "u_product", 0, &ck->u_product)) || (s = md_double(p, "best", 1, &ck->best)))
         return s;
+    /* what a run can have written: Nadam's product of momenta in (0, 1) (0 once it underflows; 1 before a step), a
+     * best metric that is a number or none yet — an Inf there would keep best.safetensors from ever being written */
+    if (!(ck->u_product >= 0 && ck->u_product <= 1))
+        return md_bad(p, "u_product", json_object_get_string(json_object_object_get(p->md, "u_product")),
+                      "a number in [0, 1] (a product of momenta)");
+    if (isinf(ck->best))
+        return md_bad(p, "best", json_object_get_string(json_object_object_get(p->md, "best")), "a finite number or nan");
     if ((s = md_get(p, "backend", 0, &v))) return s;
     if (strlen(v) >= sizeof ck->backend) return md_bad(p, "backend", v, "a backend name");
     memcpy(ck->backend, v, strlen(v) + 1);
@@ -701,7 +708,7 @@ static const char *ck_json_type_name(json_object *v)
     switch (json_object_get_type(v)) {
     case json_type_null: return "null";
     case json_type_boolean: return "a boolean";
-    case json_type_double: return "a fraction";
+    case json_type_double: return isfinite(json_object_get_double(v)) ? "a fraction" : "a number beyond a double";
     case json_type_int: return "an integer";
     case json_type_string: return "a string";
     case json_type_array: return "an array";
@@ -1129,9 +1136,21 @@ json_object *tt_checkpoint_layers_json(const tt_model *m)
 tt_status tt_checkpoint_same_model(const tt_checkpoint *ck, const char *what, const tt_model *m, const char *builtin,
                                    tt_error *err)
 {
-    tt_ckpt_value v;
+    tt_ckpt_value v, in;
     tt_status s = tt_checkpoint_option(ck, what, "layers", TT_CKPT_STRINGS, 1, &v, err);
+    if (!s) s = tt_checkpoint_option(ck, what, "input", TT_CKPT_UINTS, 1, &in, err);
     if (s) return s;
+    /* the input's geometry too: the same bytes read as 14x56 instead of 28x28 images keep the data's CRC-32, and with
+     * padding=same and a pool, every weight's shape */
+    int same_in = in.n == (size_t)m->input_shape.ndim;
+    for (size_t i = 0; same_in && i < in.n; i++) same_in = in.us[i] == (uint64_t)m->input_shape.d[i];
+    if (!same_in) {
+        char a[160] = "", b[160];
+        for (size_t i = 0; i < in.n && strlen(a) < 100; i++) /* as tt_shape_str writes b: 28x28x1 */
+            snprintf(a + strlen(a), sizeof a - strlen(a), "%s%llu", i ? "x" : "", (unsigned long long)in.us[i]);
+        return tt_fail(err, TT_ERR_FORMAT, "%s: the model's input differs: the checkpoint's is %s, this run's is %s (the "
+                       "same --data, read in the same shape?)", what, a, tt_shape_str(&m->input_shape, 0, b, sizeof b));
+    }
     const char *theirs = ck->model_desc && strncmp(ck->model_desc, "builtin:", 8) == 0 ? ck->model_desc + 8 : NULL;
     char q1[256], q2[256];
     if (theirs && builtin && strcmp(theirs, builtin) != 0)

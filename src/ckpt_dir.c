@@ -233,8 +233,22 @@ tt_status tt_ckpt_dir_lock(const char *dir, int *fd, tt_error *err)
     char path[4200], what[4300];
     snprintf(path, sizeof path, "%s/.towertrain.lock", dir);
     snprintf(what, sizeof what, "--checkpoint-dir %s", dir);
-    *fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
-    if (*fd < 0) return tt_fail(err, TT_ERR_IO, "%s: cannot open its lock file %s: %s", what, path, strerror(errno));
+    /* not followed, not waited on: a link or a FIFO there is named as such, not as ELOOP's or ftruncate's text */
+    *fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
+    struct stat st;
+    const char *kind = NULL;
+    if (*fd < 0 && errno == ELOOP) kind = "a symbolic link";
+    else if (*fd < 0 && errno == EISDIR) kind = "a directory";
+    else if (*fd < 0)
+        return tt_fail(err, TT_ERR_IO, "%s: cannot open its lock file %s: %s", what, path, strerror(errno));
+    else if (fstat(*fd, &st) == 0 && !S_ISREG(st.st_mode))
+        kind = S_ISFIFO(st.st_mode) ? "a FIFO" : "a device or a socket";
+    if (kind) {
+        if (*fd >= 0) close(*fd);
+        *fd = -1;
+        return tt_fail(err, TT_ERR_IO, "%s: its lock file %s is %s, not a file towertrain made: remove it", what, path,
+                       kind);
+    }
     long held = 0;
     if (flock(*fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) held = lock_file_pid(*fd);
     tt_status s = tt_out_lock(*fd, what, held, err); /* names the holder: its file, else /proc/locks */

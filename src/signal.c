@@ -9,17 +9,26 @@
 
 static atomic_int g_caught; /* 0, or the first signal */
 static atomic_int g_line;   /* the process's error line: 0 not yet, 1 being written, 2 written */
-static atomic_int g_second; /* a second signal that came while the line was being written */
+static atomic_int g_second; /* the second signal, once one came */
+
+/* The second signal's deadline (SECOND_GRACE_S after it): a stderr that nobody reads keeps the line's write, or the
+ * handler's own, blocked for ever, and SIGKILL must not be the only way out. */
+enum { SECOND_GRACE_S = 2 };
+static void on_alarm(int sig)
+{
+    const int second = atomic_load(&g_second);
+    _exit(128 + (second ? second : sig));
+}
 
 static void on_signal(int sig)
 {
     int none = 0;
     if (atomic_compare_exchange_strong(&g_caught, &none, sig)) return;
+    int no_second = 0; /* (none now holds the first signal: a failed exchange writes what it found) */
+    if (!atomic_compare_exchange_strong(&g_second, &no_second, sig)) _exit(128 + sig); /* a third: at once, quietly */
+    alarm(SECOND_GRACE_S); /* async-signal-safe; whatever blocks below, SIGALRM ends the process with 128 + sig */
     const int line = atomic_load(&g_line);
-    if (line == 1) { /* the line is going out: it is finished first (tt_signal_error_line exits then) */
-        atomic_store(&g_second, sig);
-        return;
-    }
+    if (line == 1) return; /* the line is going out: it is finished first (tt_signal_error_line exits then) */
     if (line == 0) { /* the one line on stderr, naming the signal; write(2) is async-signal-safe */
         static const char term[] = "towertrain: SIGTERM, a second signal: exiting at once (the stop is not finished)\n",
                           intr[] = "towertrain: SIGINT, a second signal: exiting at once (the stop is not finished)\n";
@@ -38,6 +47,8 @@ void tt_signal_install(void)
     sa.sa_flags = SA_RESTART; /* reads and writes carry on; the run checks the flag between steps */
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sa.sa_handler = on_alarm;
+    sigaction(SIGALRM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 }
 

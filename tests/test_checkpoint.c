@@ -112,6 +112,9 @@ static void refused(tt_status s, const tt_error *err, const tt_checkpoint *ck, c
     ck_assert_msg(s != TT_OK, "accepted; expected a refusal containing '%s'", want);
     ck_assert_msg(strncmp(err->msg, name, strlen(name)) == 0, "message does not start with %s: %s", name, err->msg);
     ck_assert_msg(strchr(err->msg, '\n') == NULL, "message of two lines: %s", err->msg);
+    for (const char *c = err->msg; *c; c++) /* stderr escapes every other byte: an em dash would read \xe2\x80\x94 */
+        ck_assert_msg(*c >= 0x20 && *c < 0x7f, "message holds byte 0x%02x (not printable ASCII): %s",
+                      (unsigned)(unsigned char)*c, err->msg);
     ck_assert_msg(strstr(err->msg, want) != NULL, "expected '%s' in: %s", want, err->msg);
     const tt_checkpoint empty = {0};
     ck_assert_msg(memcmp(ck, &empty, sizeof empty) == 0, "a refused checkpoint is not left empty");
@@ -396,7 +399,7 @@ START_TEST(test_header_not_json)
     edited_refused("\"format\":\"towertrain-checkpoint\"", "\"format\":\"pt\"", "format is 'pt'");
     edited_refused("\"format_version\":\"2\"", "\"format_version\":\"3\"", "format_version is '3'");
     edited_refused("\"format_version\":\"2\"", "\"format_version\":\"1\"", "format_version is '1' (its header has no "
-                   "checksum); this towertrain reads version 2 only — towertrain up to commit 50436ee reads version 1");
+                   "checksum); this towertrain reads version 2 only: towertrain up to commit 50436ee reads version 1");
     edited_refused("\"epoch\":\"3\"", "\"epoch\":\"3\",\"epoch\":\"3\"", "repeats a key");
     edited_refused("\"epoch\":\"3\"", "\"epoch\":\"3x\"", "key 'epoch' is '3x', not an unsigned integer");
     edited_refused("\"epoch\":\"3\"", "\"epoch\":\"-3\"", "key 'epoch' is '-3'");
@@ -410,6 +413,12 @@ START_TEST(test_header_not_json)
     edited_refused("\"lr\":\"0.333333343\"", "\"lr\":\"\"", "key 'lr'");
     edited_refused("\"nesterov\":\"true\"", "\"nesterov\":\"1\"", "not true or false");
     edited_refused("\"u_product\":\"0.12345678901234568\"", "\"u_product\":\"nan\"", "key 'u_product'");
+    /* sealed values no run writes: Nadam's product of momenta outside [0, 1], a best metric of +-Inf */
+    edited_refused("\"u_product\":\"0.12345678901234568\"", "\"u_product\":\"-5\"", "key 'u_product' is '-5', not a "
+                   "number in [0, 1]");
+    edited_refused("\"u_product\":\"0.12345678901234568\"", "\"u_product\":\"1.5\"", "key 'u_product' is '1.5'");
+    edited_refused("\"best\":\"nan\"", "\"best\":\"inf\"", "key 'best' is 'inf', not a finite number or nan");
+    edited_refused("\"best\":\"nan\"", "\"best\":\"-inf\"", "key 'best' is '-inf'");
     edited_refused("\"optimizer\":\"sgd\"", "\"optimizer\":\"lion\"", "key 'optimizer' is 'lion'");
     edited_refused("\"checksum\":\"crc32:", "\"checksum\":\"crc64:", "key 'checksum'");
     edited_refused("\"backend\":\"cpu\"", "\"backend\":\"a-very-long-backend\"", "key 'backend'");
@@ -500,7 +509,8 @@ START_TEST(test_header_checksum)
     edited_refused("\"checksum\"", "\"check\\u0073um\"", "no single __metadata__ key \"checksum\"");
     edited_refused("{\"__metadata__\":{", "{\"__metadata__\":{\"checksum\":\"crc32:00000000\",", "repeats a key");
     edited_refused("\\\"base_lr\\\": 0.1", "\\\"base_lr\\\":null", "options: key 'base_lr' is null, not a finite number");
-    edited_refused("\\\"base_lr\\\": 0.1", "\\\"base_lr\\\":1e999", "options: key 'base_lr' is a fraction, not a finite");
+    edited_refused("\\\"base_lr\\\": 0.1", "\\\"base_lr\\\":1e999", "options: key 'base_lr' is a number beyond a double, not "
+                   "a finite");
     edited_refused("\\\"base_lr\\\": 0.1", "\\\"base_lr\\\": 0.1,\\\"base_lr\\\": 0.1", "options repeats a key");
     edited_refused("\\\"base_lr\\\"", "\\\"bas\\\\u0065_lr\\\":1,\\\"base_lr\\\"", "options repeats a key");
     free(b);

@@ -436,6 +436,14 @@ START_TEST(test_resume_checks_the_model)
     resume_expect(path, NULL, 0, NULL); /* the same model: resumed */
     /* on purpose: the weights only, into a model with another dropout (a fresh optimizer, from epoch 1) */
     resume_expect(path, cases[2].model, 1, NULL);
+    /* the same bytes read in another shape: 2x18 instead of 6x6 images keep the data's CRC-32, and with padding=same
+     * and a 2x2 pool every weight's shape (3x3x3 = 1x9x3 = 27 inputs to the dense layer) */
+    const tt_shape sq = g_train.shape, wide = {3, {2, 18, 1}};
+    g_train.shape = g_val.shape = g_test.shape = wide;
+    resume_expect(path, "input shape=2,18,1\nconv2d filters=3 kernel=3 padding=same activation=relu\nmaxpool2d pool=2\n"
+                  "dropout rate=0.25\nflatten\ndense units=4\n", 0,
+                  "the model's input differs: the checkpoint's is 6x6x1, this run's is 2x18x1");
+    g_train.shape = g_val.shape = g_test.shape = sq;
     /* a checkpoint's "layers" cannot be left out or renamed to skip the check */
     char *o = options_edited(path, "\"layers\":", "\"layerz\":");
     rewrite(path, NULL, o, -1);

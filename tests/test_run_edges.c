@@ -237,6 +237,34 @@ START_TEST(test_one_directory_one_run)
 }
 END_TEST
 
+/* A checkpoint directory whose lock file is not a file (a symbolic link, a FIFO, a directory) is refused with a line
+ * that says what it is, not ELOOP's "Too many levels of symbolic links" or ftruncate's "Invalid argument"; the link's
+ * target is left alone. */
+START_TEST(test_lock_file_not_a_file)
+{
+    make_npy10("d", 100, 20);
+    const char *kinds[3] = {"a symbolic link", "a FIFO", "a directory"};
+    char ck[256], lockf[300], target[256], args[1024];
+    snprintf(target, sizeof target, "%s/target", dir);
+    FILE *f = fopen(target, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("keep\n", f);
+    fclose(f);
+    for (int k = 0; k < 3; k++) {
+        snprintf(ck, sizeof ck, "%s/ck%d", dir, k);
+        snprintf(lockf, sizeof lockf, "%s/.towertrain.lock", ck);
+        ck_assert_int_eq(mkdir(ck, 0700), 0);
+        ck_assert_int_eq(k == 0 ? symlink(target, lockf) : k == 1 ? mkfifo(lockf, 0600) : mkdir(lockf, 0700), 0);
+        snprintf(args, sizeof args, "train --device cpu --data npy:%s/d --val-samples 0 --epochs 1 --progress quiet "
+                 "--checkpoint-dir %s", dir, ck);
+        expect(args, 1, kinds[k]);
+        ck_assert_msg(strstr(slurp(err_path), "--checkpoint-dir") && strstr(slurp(err_path), "lock file"), "%s",
+                      slurp(err_path));
+    }
+    ck_assert_str_eq(slurp(target), "keep\n");
+}
+END_TEST
+
 /* An output that is a dangling symbolic link is refused, naming what it is (not "File exists", not "No such file"):
  * --checkpoint-dir, --log-json, --trace, eval --log-json. */
 START_TEST(test_dangling_symlink_outputs)
@@ -326,6 +354,52 @@ START_TEST(test_second_signal_after_the_line)
     ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 143, "status 0x%x, want exit 143 (the second signal)", st);
     ck_assert_msg(count_lines(got) == 1 && strstr(got, "stopped by SIGINT") && !strstr(got, "second signal"),
                   "stderr should hold the stop line alone: '%s'", got);
+}
+END_TEST
+
+/* A stderr that nobody ever reads (a full pipe): the stop line's write blocks for good. A second signal still ends
+ * the process, within its 2 s grace, with 128 + that signal; before, it waited on the blocked write for ever. */
+START_TEST(test_second_signal_with_stuck_stderr)
+{
+    make_npy10("d", 400, 40);
+    char fifo[256], log[256], args[1024];
+    snprintf(fifo, sizeof fifo, "%s/stuck.fifo", dir);
+    snprintf(log, sizeof log, "%s/stuck.json", dir);
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    int rd = open(fifo, O_RDONLY | O_NONBLOCK | O_CLOEXEC); /* held open, never read */
+    ck_assert_int_ge(rd, 0);
+    int wr = open(fifo, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    ck_assert_int_ge(wr, 0);
+    static char fill[4096];
+    memset(fill, 'x', sizeof fill);
+    for (size_t chunk = sizeof fill; chunk >= 1; chunk /= 2)
+        for (ssize_t w; (w = write(wr, fill, chunk)) > 0;) {
+        }
+    close(wr);
+    snprintf(args, sizeof args, "train --device cpu --data npy:%s/d --val-samples 0 --epochs 100000 --batch 2 "
+             "--progress quiet --log-json %s", dir, log);
+    pid_t pid = spawn_to(args, out_path, fifo);
+    int started = wait_for_text(pid, log, "\"event\":\"step\"");
+    if (started) kill(pid, SIGINT);
+    int stopped = started && wait_for_text(pid, log, "\"event\":\"stopped\"");
+    const struct timespec settle = {0, 300000000}; /* into the blocked write of the stop line */
+    if (stopped) {
+        nanosleep(&settle, NULL);
+        kill(pid, SIGTERM);
+    }
+    int st = 0, ended = 0;
+    for (int i = 0; stopped && i < 1000 && !ended; i++) { /* 10 s */
+        ended = waitpid(pid, &st, WNOHANG) == pid;
+        if (!ended) nanosleep(&tick, NULL);
+    }
+    if (!ended) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &st, 0);
+    }
+    close(rd);
+    ck_assert_msg(started && stopped, "the run did not start or did not stop");
+    ck_assert_msg(ended, "a second signal did not end a run whose stderr nobody reads (10 s)");
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 143, "status 0x%x, want exit 143 (the second signal)", st);
 }
 END_TEST
 
@@ -631,7 +705,9 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, NULL);
     tcase_add_test(tc, test_one_directory_one_run);
     tcase_add_test(tc, test_dangling_symlink_outputs);
+    tcase_add_test(tc, test_lock_file_not_a_file);
     tcase_add_test(tc, test_second_signal_after_the_line);
+    tcase_add_test(tc, test_second_signal_with_stuck_stderr);
     tcase_add_test(tc, test_signal_in_final_evaluation);
     tcase_add_test(tc, test_predict_stops_at_next_sample);
     tcase_add_test(tc, test_eval_report_stops_at_next_row);
