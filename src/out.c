@@ -49,9 +49,10 @@ static void register_output(const tt_out *o, int on)
     }
 }
 
-/* The pid /proc/locks gives for an flock held on (dev, ino) by a process other than this one, or 0 (not Linux, or
- * already released). Lines read "N: FLOCK  ADVISORY  WRITE PID MAJ:MIN:INODE START END". */
-static long lock_holder(dev_t dev, ino_t ino)
+/* The pid /proc/locks gives for an flock held on (dev, ino) by a process other than this one (self 0), or by this
+ * one (self 1), or 0 (not Linux, or already released). Lines read "N: FLOCK  ADVISORY  WRITE PID MAJ:MIN:INODE START
+ * END". */
+static long lock_holder(dev_t dev, ino_t ino, int self)
 {
     FILE *f = fopen("/proc/locks", "re");
     if (!f) return 0;
@@ -62,7 +63,7 @@ static long lock_holder(dev_t dev, ino_t ino)
     while (!found && fgets(line, sizeof line, f))
         if (sscanf(line, "%*[^:]: %15s %*s %*s %ld %x:%x:%llu", kind, &pid, &maj, &min, &inode) == 5 &&
             strcmp(kind, "FLOCK") == 0 && maj == major(dev) && min == minor(dev) && inode == (unsigned long long)ino &&
-            pid != (long)getpid())
+            (pid == (long)getpid()) == self)
             found = pid;
     fclose(f);
     return found;
@@ -74,7 +75,11 @@ tt_status tt_out_lock(int fd, const char *what, long pid_hint, tt_error *err)
         if (errno == EINTR) continue;
         if (errno != EWOULDBLOCK) return tt_fail(err, TT_ERR_IO, "%s: cannot lock: %s", what, strerror(errno));
         struct stat st;
-        long pid = pid_hint > 0 ? pid_hint : fstat(fd, &st) == 0 ? lock_holder(st.st_dev, st.st_ino) : 0;
+        const int known = fstat(fd, &st) == 0;
+        long pid = pid_hint > 0 ? pid_hint : known ? lock_holder(st.st_dev, st.st_ino, 0) : 0;
+        if (pid <= 0 && known && lock_holder(st.st_dev, st.st_ino, 1)) /* flock: two opens in one process conflict */
+            return tt_fail(err, TT_ERR_ARG, "%s: is a file this run holds already (its --checkpoint-dir's lock "
+                           "file): give another path", what);
         if (pid > 0)
             return tt_fail(err, TT_ERR_IO, "%s: in use by another run (pid %ld): wait for it to end, or give another "
                            "path", what, pid);

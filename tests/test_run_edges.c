@@ -265,6 +265,19 @@ START_TEST(test_lock_file_not_a_file)
 }
 END_TEST
 
+/* An output that is this run's own --checkpoint-dir lock file: refused as a clash of this run's paths (exit 2), not
+ * as "in use by another run (its pid is unknown)" — flock sees two opens in one process as two holders. */
+START_TEST(test_output_is_own_lock_file)
+{
+    make_npy10("d", 100, 20);
+    char ck[256], args[1024];
+    snprintf(ck, sizeof ck, "%s/own", dir);
+    snprintf(args, sizeof args, "train --device cpu --data npy:%s/d --val-samples 0 --epochs 1 --progress quiet "
+             "--checkpoint-dir %s --log-json %s/.towertrain.lock", dir, ck, ck);
+    expect(args, 2, "is a file this run holds already (its --checkpoint-dir's lock file)");
+}
+END_TEST
+
 /* An output that is a dangling symbolic link is refused, naming what it is (not "File exists", not "No such file"):
  * --checkpoint-dir, --log-json, --trace, eval --log-json. */
 START_TEST(test_dangling_symlink_outputs)
@@ -635,8 +648,10 @@ START_TEST(test_top_k_order_and_ties)
 }
 END_TEST
 
-/* O(C log k), not O(C k^2): 200,000 classes, k = 20,000, in well under a second (the old selection: ~10^14 steps). */
-START_TEST(test_top_k_is_fast)
+/* A large selection in the right order: 200,000 classes, k = 20,000 (O(C log k): milliseconds; the old O(C k^2)
+ * selection, ~10^14 steps, would not end within the suite's CTest timeout). No time is asserted here — speed figures
+ * are benchmarks (docs/checkpoints.md, predict's top-k table), not unit tests. */
+START_TEST(test_top_k_large)
 {
     enum { C = 200000, K = 20000 };
     float *p = (float *)malloc(C * sizeof(float));
@@ -645,14 +660,13 @@ START_TEST(test_top_k_is_fast)
     tt_rng r;
     tt_rng_seed(&r, 5, 5);
     for (size_t j = 0; j < C; j++) p[j] = (float)tt_rng_below(&r, 1000);
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
     tt_top_k(p, C, K, top, top + K);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    const double took = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-    ck_assert_msg(took < 1.0, "top-%d of %d took %.2f s", K, C, took);
     for (size_t k = 1; k < K; k++)
         ck_assert(p[top[k - 1]] > p[top[k]] || (p[top[k - 1]] == p[top[k]] && top[k - 1] < top[k]));
+    /* nothing left out is better than the last one taken */
+    size_t taken = 0;
+    for (size_t j = 0; j < C; j++) taken += p[j] > p[top[K - 1]];
+    ck_assert_msg(taken < K, "%zu classes beat the k-th", taken);
     free(p);
     free(top);
 }
@@ -706,13 +720,14 @@ int main(void)
     tcase_add_test(tc, test_one_directory_one_run);
     tcase_add_test(tc, test_dangling_symlink_outputs);
     tcase_add_test(tc, test_lock_file_not_a_file);
+    tcase_add_test(tc, test_output_is_own_lock_file);
     tcase_add_test(tc, test_second_signal_after_the_line);
     tcase_add_test(tc, test_second_signal_with_stuck_stderr);
     tcase_add_test(tc, test_signal_in_final_evaluation);
     tcase_add_test(tc, test_predict_stops_at_next_sample);
     tcase_add_test(tc, test_eval_report_stops_at_next_row);
     tcase_add_test(tc, test_top_k_order_and_ties);
-    tcase_add_test(tc, test_top_k_is_fast);
+    tcase_add_test(tc, test_top_k_large);
     tcase_add_test(tc, test_classes_and_stray_labels);
     suite_add_tcase(s, tc);
     return tt_test_run_suite(s);
