@@ -30,32 +30,14 @@ static int run(const char *args)
     return WEXITSTATUS(st);
 }
 
-static char *slurp(const char *p)
-{
-    static char buf[1 << 16];
-    FILE *f = fopen(p, "rb");
-    ck_assert_ptr_nonnull(f);
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    return buf;
-}
-
-static size_t count_lines(const char *s)
-{
-    size_t lines = 0;
-    for (; *s; s++) lines += *s == '\n';
-    return lines;
-}
-
 static void expect(const char *args, int code, const char *fragment)
 {
     int rc = run(args);
-    char *e = slurp(err_path);
+    char *e = tt_test_slurp(err_path);
     ck_assert_msg(rc == code, "towertrain %s: exit %d want %d (stderr: %s)", args, rc, code, e);
     if (code != 0) {
         ck_assert_msg(strstr(e, fragment) != NULL, "towertrain %s: stderr '%s' lacks '%s'", args, e, fragment);
-        size_t lines = count_lines(e);
+        size_t lines = tt_test_count_lines(e);
         ck_assert_msg(lines == 1, "towertrain %s: %zu lines on stderr, want one: %s", args, lines, e);
         ck_assert_msg(strstr(e, "internal error") == NULL && strstr(e, "Sanitizer") == NULL, "%s", e);
     }
@@ -64,8 +46,8 @@ static void expect(const char *args, int code, const char *fragment)
 /* Did the run whose stdout is in out_path train on the CUDA backend? Its banner says "| backend NAME (". */
 static int banner_backend_is_cuda(const char *args)
 {
-    const char *b = strstr(slurp(out_path), "| backend ");
-    ck_assert_msg(b != NULL, "towertrain %s: no banner naming the backend: %s", args, slurp(out_path));
+    const char *b = strstr(tt_test_slurp(out_path), "| backend ");
+    ck_assert_msg(b != NULL, "towertrain %s: no banner naming the backend: %s", args, tt_test_slurp(out_path));
     b += strlen("| backend ");
     ck_assert_msg(strncmp(b, "cuda (", 6) == 0 || strncmp(b, "cpu (", 5) == 0, "backend %.20s", b);
     return b[1] == 'u';
@@ -79,7 +61,7 @@ static int gpu_usable(void)
     snprintf(args, sizeof args, "train --data %s --val-samples 50 --train-samples 32 --test-samples 8 --epochs 1 "
              "--batch 32 --progress lines", dir);
     int rc = run(args);
-    ck_assert_msg(rc == 0, "towertrain %s: exit %d: %s", args, rc, slurp(err_path));
+    ck_assert_msg(rc == 0, "towertrain %s: exit %d: %s", args, rc, tt_test_slurp(err_path));
     return banner_backend_is_cuda(args);
 }
 
@@ -130,12 +112,12 @@ static void setup(void)
 START_TEST(test_help_and_version)
 {
     expect("--help", 0, "");
-    ck_assert(strstr(slurp(out_path), "train") != NULL);
+    ck_assert(strstr(tt_test_slurp(out_path), "train") != NULL);
     expect("train --help", 0, "");
-    ck_assert(strstr(slurp(out_path), "--lr-scaling") != NULL);
+    ck_assert(strstr(tt_test_slurp(out_path), "--lr-scaling") != NULL);
     expect("bench --help", 0, "");
     expect("--version", 0, "");
-    ck_assert(strstr(slurp(out_path), "BLAS") != NULL);
+    ck_assert(strstr(tt_test_slurp(out_path), "BLAS") != NULL);
     ck_assert_int_eq(run(""), 2);
 }
 END_TEST
@@ -254,7 +236,7 @@ START_TEST(test_device_auto)
                  forms[k], dir);
         int rc = run(args);
         static char e[1 << 16]; /* slurp's buffer is reused for stdout below */
-        memcpy(e, slurp(err_path), sizeof e);
+        memcpy(e, tt_test_slurp(err_path), sizeof e);
         ck_assert_msg(rc == 0, "towertrain %s: exit %d: %s", args, rc, e);
         const int on_cuda = banner_backend_is_cuda(args);
         ck_assert_msg(!on_cuda || built, "a build without CUDA trained on it");
@@ -265,13 +247,13 @@ START_TEST(test_device_auto)
                           on_cuda ? "cuda" : "a CPU-only build", e);
         } else {
             static const char head[] = "towertrain: notice: --device auto: ", tail[] = "; training on the CPU backend\n";
-            ck_assert_msg(count_lines(e) == 1 && strncmp(e, head, strlen(head)) == 0, "want one notice: %s", e);
+            ck_assert_msg(tt_test_count_lines(e) == 1 && strncmp(e, head, strlen(head)) == 0, "want one notice: %s", e);
             const char *end = strstr(e, tail);
             ck_assert_msg(end && end[strlen(tail)] == '\0', "the notice should end '%s': %s", tail, e);
             /* between the two: CUDA's own reason (no driver, no device, ...) */
             ck_assert_msg(end - (e + strlen(head)) >= 10 && strstr(e, "CUDA"), "the notice names no CUDA error: %s", e);
         }
-        ck_assert_msg(strstr(slurp(out_path), "test: "), "it did not train to the end: %s", slurp(out_path));
+        ck_assert_msg(strstr(tt_test_slurp(out_path), "test: "), "it did not train to the end: %s", tt_test_slurp(out_path));
     }
     snprintf(args, sizeof args, "train --device cuda --data %s --val-samples 50 --epochs 1 --batch 32 --progress quiet",
              dir);
@@ -308,8 +290,8 @@ START_TEST(test_device_and_gpus_values)
             expect(args, 1, "--gpus");
         } else {
             expect(args, 0, "");
-            char *e = slurp(err_path);
-            ck_assert_msg(count_lines(e) == 1 && strstr(e, "towertrain: notice: --device auto: ") &&
+            char *e = tt_test_slurp(err_path);
+            ck_assert_msg(tt_test_count_lines(e) == 1 && strstr(e, "towertrain: notice: --device auto: ") &&
                               strstr(e, "(--gpus is ignored)"), "--gpus %s without a GPU: %s", lists[i], e);
         }
         snprintf(args, sizeof args, "train --device cuda --gpus '%s' --data %s --val-samples 50 --epochs 1", lists[i],
@@ -331,7 +313,7 @@ START_TEST(test_nccl_refused)
         snprintf(args, sizeof args, "train --device cpu --reduce nccl --towers %d --data %s --val-samples 50 "
                  "--epochs 1", towers, dir);
         expect(args, 2, "nccl");
-        ck_assert_msg(strstr(slurp(out_path), "test: ") == NULL, "--reduce nccl trained on the CPU backend");
+        ck_assert_msg(strstr(tt_test_slurp(out_path), "test: ") == NULL, "--reduce nccl trained on the CPU backend");
     }
     if (gpu_usable()) { /* one more tower than GPUs: two share one */
         FILE *f = popen("nvidia-smi -L 2>/dev/null | grep -c '^GPU'", "r");
@@ -360,7 +342,7 @@ START_TEST(test_small_run_and_json_log)
              "--momentum 0.9 --nesterov --lr-scaling linear --log-json %s --model %s",
              dir, log, model);
     expect(args, 0, "");
-    char *o = slurp(out_path);
+    char *o = tt_test_slurp(out_path);
     ck_assert_msg(strstr(o, "lr 0.3 (--lr-scaling linear: base 0.1 x 3 towers)") != NULL, "%s", o);
     ck_assert_msg(strstr(o, "8/8 - ") != NULL, "%s", o); /* 240 samples / 32 = 7.5 -> 8 steps */
     ck_assert(strstr(o, "val_accuracy") != NULL);
@@ -421,7 +403,7 @@ START_TEST(test_rmsprop_run)
              "--lr 0.01 --rho 0.8 --momentum 0.5 --centered --progress lines",
              dir);
     expect(args, 0, "");
-    char *o = slurp(out_path);
+    char *o = tt_test_slurp(out_path);
     ck_assert_msg(strstr(o, "optimizer: rmsprop, lr 0.01") != NULL, "%s", o);
     const char *t = strstr(o, "test: 60 samples - loss: ");
     ck_assert_msg(t != NULL, "%s", o);
@@ -474,7 +456,7 @@ START_TEST(test_measuring_commands)
     snprintf(args, sizeof args, "bench --device cpu --data %s --val-samples 60 --epochs 2 --towers 1,2 --batch 16,32 "
              "--reduce cpu,allreduce --reps 3 --csv %s", dir, csv);
     expect(args, 0, "");
-    char *o = slurp(out_path);
+    char *o = tt_test_slurp(out_path);
     ck_assert_msg(strstr(o, "pred ms") != NULL && strstr(o, "allreduce") != NULL, "%s", o);
     FILE *f = fopen(csv, "r");
     ck_assert_ptr_nonnull(f);
@@ -486,17 +468,17 @@ START_TEST(test_measuring_commands)
     snprintf(args, sizeof args, "bench --device cpu --data %s --val-samples 60 --scaling weak --towers 2 --batch 8 "
              "--epochs 1 --reps 2", dir);
     expect(args, 0, "");
-    ck_assert_msg(strstr(slurp(out_path), "     2     16 ") != NULL, "weak scaling: 2 towers x 8 = batch 16");
+    ck_assert_msg(strstr(tt_test_slurp(out_path), "     2     16 ") != NULL, "weak scaling: 2 towers x 8 = batch 16");
     /* with 5 or more epochs a row compares epochs 2-4 with the later ones (subnormals, leaks, growing state) */
     snprintf(args, sizeof args, "bench --device cpu --data %s --val-samples 60 --towers 2 --batch 32 --epochs 5 "
              "--reps 2", dir);
     expect(args, 0, "");
-    ck_assert_msg(strstr(slurp(out_path), "epochs 2-4 vs 5-5: s/epoch") != NULL, "%s", slurp(out_path));
+    ck_assert_msg(strstr(tt_test_slurp(out_path), "epochs 2-4 vs 5-5: s/epoch") != NULL, "%s", tt_test_slurp(out_path));
     snprintf(args, sizeof args, "compare --device cpu --data %s --val-samples 60 --towers 3 --batch 32", dir);
     expect(args, 0, "");
-    ck_assert_msg(strstr(slurp(out_path), "max |dw| between any two placements: 0 ") != NULL, "%s", slurp(out_path));
+    ck_assert_msg(strstr(tt_test_slurp(out_path), "max |dw| between any two placements: 0 ") != NULL, "%s", tt_test_slurp(out_path));
     expect("probe --device cpu --towers 2 --batch 64 --reps 3", 0, "");
-    o = slurp(out_path);
+    o = tt_test_slurp(out_path);
     ck_assert_msg(strstr(o, "predicted step") != NULL && strstr(o, "allreduce") != NULL, "%s", o);
     expect("bench --scaling sideways", 2, "--scaling");
     snprintf(args, sizeof args, "bench --device cpu --data %s --val-samples 60 --csv /nonexistent/dir/b.csv", dir);
@@ -614,9 +596,9 @@ START_TEST(test_errors_escape_control_characters)
     tt_test_write_str(p, "dense units=\x1b[31mred\n");
     snprintf(args, sizeof args, "train --device cpu --data %s --val-samples 50 --model %s", dir, p);
     expect(args, 1, "\\x1b[31mred");
-    ck_assert(strchr(slurp(err_path), 0x1b) == NULL);
+    ck_assert(strchr(tt_test_slurp(err_path), 0x1b) == NULL);
     expect("'bogus\x1b]0;title\x07'", 2, "bogus\\x1b]0;title\\x07");
-    ck_assert(strchr(slurp(err_path), 0x1b) == NULL && strchr(slurp(err_path), 0x07) == NULL);
+    ck_assert(strchr(tt_test_slurp(err_path), 0x1b) == NULL && strchr(tt_test_slurp(err_path), 0x07) == NULL);
     expect("train --device cpu --data 'a\nb'", 1, "a\\x0ab"); /* a newline in a name: still one line */
 }
 END_TEST
@@ -654,8 +636,8 @@ START_TEST(test_divergence_exit_3)
     snprintf(args, sizeof args, "train --device cpu --data %s --val-samples 50 --epochs 5 --batch 16 --optimizer sgd "
              "--lr 1000 --momentum 0.9 --towers 2 --log-json %s --model %s", dir, log, model);
     expect(args, 3, "is not finite");
-    ck_assert_msg(strstr(slurp(err_path), "step ") && strstr(slurp(err_path), "towers"), "%s", slurp(err_path));
-    ck_assert_msg(strstr(slurp(out_path), "accuracy: 1.0000") == NULL, "%s", slurp(out_path));
+    ck_assert_msg(strstr(tt_test_slurp(err_path), "step ") && strstr(tt_test_slurp(err_path), "towers"), "%s", tt_test_slurp(err_path));
+    ck_assert_msg(strstr(tt_test_slurp(out_path), "accuracy: 1.0000") == NULL, "%s", tt_test_slurp(out_path));
     json_object *o = check_log_lines(log, "accuracy"), *ev, *towers;
     ck_assert(json_object_object_get_ex(o, "event", &ev));
     ck_assert_str_eq(json_object_get_string(ev), "error");
@@ -686,7 +668,7 @@ static int run_and_signal(const char *args, const char *log, size_t lines, int s
     pid_t pid = spawn(args);
     int st;
     for (int i = 0; i < 3000; i++) { /* up to 30 s */
-        if (waitpid(pid, &st, WNOHANG) == pid) ck_abort_msg("towertrain ended before the signal: %s", slurp(err_path));
+        if (waitpid(pid, &st, WNOHANG) == pid) ck_abort_msg("towertrain ended before the signal: %s", tt_test_slurp(err_path));
         FILE *f = fopen(log, "r");
         size_t n = 0;
         if (f) {
@@ -716,7 +698,7 @@ START_TEST(test_signals_stop_cleanly)
         snprintf(args, sizeof args, "train --device cpu --data %s --val-samples 10 --epochs 1000 --batch 2 --towers 2 "
                  "--log-json %s --trace %s --progress bar", dir, log, trace);
         int rc = run_and_signal(args, log, 300, sigs[k]); /* start + one epoch of step records, and more */
-        char *e = slurp(err_path);
+        char *e = tt_test_slurp(err_path);
         ck_assert_msg(rc == codes[k], "exit %d want %d: %s", rc, codes[k], e);
         ck_assert_msg(strstr(e, k ? "stopped by SIGTERM" : "stopped by SIGINT"), "%s", e);
         size_t nl = 0;
@@ -743,7 +725,7 @@ START_TEST(test_signal_writes_checkpoint)
     snprintf(args, sizeof args, "train --device cpu --data %s --val-samples 10 --epochs 1000 --batch 2 --towers 2 "
              "--log-json %s --checkpoint-dir %s --progress lines", dir, log, ck);
     int rc = run_and_signal(args, log, 300, SIGINT);
-    char *e = slurp(err_path);
+    char *e = tt_test_slurp(err_path);
     ck_assert_msg(rc == 130, "exit %d: %s", rc, e);
     ck_assert_msg(strstr(e, "stopped by SIGINT") && strstr(e, "; checkpoint "), "%s", e);
     DIR *d = opendir(ck);
@@ -763,12 +745,12 @@ START_TEST(test_signal_writes_checkpoint)
     snprintf(ck3, sizeof ck3, "%s/sigck_straight", dir);
     snprintf(args, sizeof args, "train --device cpu --data %s --val-samples 10 --epochs %llu --batch 2 --towers 2 "
              "--resume %s --checkpoint-dir %s --save-every-epoch --progress lines", dir, epoch + 1, ck, ck2);
-    ck_assert_msg(run(args) == 0, "the resumed run failed: %s", slurp(err_path));
-    char *o = slurp(out_path);
+    ck_assert_msg(run(args) == 0, "the resumed run failed: %s", tt_test_slurp(err_path));
+    char *o = tt_test_slurp(out_path);
     ck_assert_msg(strstr(o, "resume: ") != NULL, "%s", o);
     snprintf(args, sizeof args, "train --device cpu --data %s --val-samples 10 --epochs %llu --batch 2 --towers 2 "
              "--checkpoint-dir %s --save-every-epoch --keep 1 --progress quiet", dir, epoch + 1, ck3);
-    ck_assert_msg(run(args) == 0, "the straight run failed: %s", slurp(err_path));
+    ck_assert_msg(run(args) == 0, "the straight run failed: %s", tt_test_slurp(err_path));
     snprintf(f2, sizeof f2, "%s/ckpt-e%06llu-s000000145.safetensors", ck2, epoch + 1);
     snprintf(f3, sizeof f3, "%s/ckpt-e%06llu-s000000145.safetensors", ck3, epoch + 1);
     size_t n2, n3;
@@ -808,16 +790,16 @@ START_TEST(test_eval_and_predict)
     snprintf(log, sizeof log, "%s/eval.json", dir);
     snprintf(args, sizeof args, "train --device cpu --data %s --val-samples 60 --epochs 2 --batch 24 --towers 2 "
              "--checkpoint-dir %s --save-every-epoch --progress lines", dir, ck);
-    ck_assert_msg(run(args) == 0, "%s", slurp(err_path));
-    char *o = slurp(out_path), *t = strstr(o, "test: 60 samples - loss: ");
+    ck_assert_msg(run(args) == 0, "%s", tt_test_slurp(err_path));
+    char *o = tt_test_slurp(out_path), *t = strstr(o, "test: 60 samples - loss: ");
     ck_assert_msg(t != NULL, "%s", o);
     char want[64];
     float loss, acc;
     ck_assert_int_eq(sscanf(t, "test: 60 samples - loss: %f - accuracy: %f", &loss, &acc), 2);
     snprintf(want, sizeof want, "loss %.4f - accuracy %.4f", (double)loss, (double)acc);
     snprintf(args, sizeof args, "eval --device cpu --checkpoint %s --data %s --towers 3 --log-json %s", path, dir, log);
-    ck_assert_msg(run(args) == 0, "%s", slurp(err_path));
-    o = slurp(out_path);
+    ck_assert_msg(run(args) == 0, "%s", tt_test_slurp(err_path));
+    o = tt_test_slurp(out_path);
     ck_assert_msg(strstr(o, want) != NULL, "eval does not give train's test figures (%s): %s", want, o);
     ck_assert_msg(strstr(o, "confusion matrix") && strstr(o, "\n     9 "), "%s", o);
     json_object *e = json_object_from_file(log), *v;
@@ -827,9 +809,9 @@ START_TEST(test_eval_and_predict)
     /* predict on the test images: 60 lines + a header, the top 3 in descending order */
     snprintf(args, sizeof args, "predict --device cpu --checkpoint %s --input %s/t10k-images-idx3-ubyte.gz --top-k 3 "
              "--format jsonl", path, dir);
-    ck_assert_msg(run(args) == 0, "%s", slurp(err_path));
-    o = slurp(out_path);
-    ck_assert_uint_eq(count_lines(o), 60);
+    ck_assert_msg(run(args) == 0, "%s", tt_test_slurp(err_path));
+    o = tt_test_slurp(out_path);
+    ck_assert_uint_eq(tt_test_count_lines(o), 60);
     for (char *line = o; *line; line = strchr(line, '\n') + 1) {
         char *nl = strchr(line, '\n');
         *nl = '\0';
@@ -853,12 +835,12 @@ START_TEST(test_eval_and_predict)
     tt_test_write_str(mf, "# a model file\ndense units=8 activation=relu\ndense units=10\n");
     snprintf(args, sizeof args, "train --device cpu --data %s --val-samples 60 --epochs 1 --batch 24 --model %s "
              "--checkpoint-dir %s --progress quiet", dir, mf, ck4);
-    ck_assert_msg(run(args) == 0, "%s", slurp(err_path));
+    ck_assert_msg(run(args) == 0, "%s", tt_test_slurp(err_path));
     unlink(mf);
     snprintf(args, sizeof args, "eval --device cpu --checkpoint %s/ckpt-e000001-s000000010.safetensors --data %s",
              ck4, dir);
     ck_assert_msg(run(args) == 0, "eval of a model file's checkpoint after the file was deleted: %s",
-                  slurp(err_path));
+                  tt_test_slurp(err_path));
     /* refusals: one line naming the problem */
     snprintf(npy, sizeof npy, "%s/wrong.npy", dir);
     write_u1_npy(npy, "(2, 5)", 10);
@@ -882,7 +864,7 @@ START_TEST(test_eval_and_predict)
     snprintf(npy2, sizeof npy2, "%s/square.npy", dir);
     write_u1_npy(npy2, "(2, 4, 4)", 32);
     snprintf(args, sizeof args, "predict --device cpu --checkpoint %s --input %s", path, npy2);
-    ck_assert_msg(run(args) == 0, "(2, 4, 4) samples for a 4x4x1 model: %s", slurp(err_path));
+    ck_assert_msg(run(args) == 0, "(2, 4, 4) samples for a 4x4x1 model: %s", tt_test_slurp(err_path));
     snprintf(args, sizeof args, "predict --device cpu --checkpoint %s --input %s --vocab 5", path, npy2);
     expect(args, 2, "--vocab: the checkpoint's model does not start with an embedding");
 }
@@ -932,7 +914,7 @@ START_TEST(test_kill_during_checkpoint_writes)
         kill(pid, SIGKILL);
         int st;
         ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-        ck_assert_msg(WIFSIGNALED(st), "the run ended before the kill: %s", slurp(err_path));
+        ck_assert_msg(WIFSIGNALED(st), "the run ended before the kill: %s", tt_test_slurp(err_path));
         tt_checkpoint c;
         tt_error err;
         size_t skipped;
@@ -1027,14 +1009,14 @@ START_TEST(test_second_signal_exits_at_once)
         waitpid(pid, &st, 0);
     }
     close(rd);
-    ck_assert_msg(!gone, "towertrain ended before it opened its log: %s", slurp(err_path));
+    ck_assert_msg(!gone, "towertrain ended before it opened its log: %s", tt_test_slurp(err_path));
     ck_assert_msg(opened, "towertrain did not open its log within 30 s");
     ck_assert_msg(alive_after_sigint, "one SIGINT ended a run blocked in a write (status 0x%x; it should only raise "
                   "the flag)", st);
     ck_assert_msg(exited, "a second signal did not end the run within 10 s");
     ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 143, "the second signal (SIGTERM): status 0x%x, want exit 143",
                   st);
-    ck_assert_msg(strstr(slurp(err_path), "a second signal: exiting at once"), "%s", slurp(err_path));
+    ck_assert_msg(strstr(tt_test_slurp(err_path), "a second signal: exiting at once"), "%s", tt_test_slurp(err_path));
 }
 END_TEST
 
@@ -1068,13 +1050,13 @@ START_TEST(test_failed_writes)
              ">/dev/full 2>'%s'", TT_BIN, dir, log, trace, err_path);
     int st = system(cmd);
     ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 1);
-    ck_assert_msg(strstr(slurp(log), "\"event\":\"start\"") && !strstr(slurp(log), "\"event\":\"epoch\""),
-                  "a run whose stdout fails trained on: %s", slurp(log));
+    ck_assert_msg(strstr(tt_test_slurp(log), "\"event\":\"start\"") && !strstr(tt_test_slurp(log), "\"event\":\"epoch\""),
+                  "a run whose stdout fails trained on: %s", tt_test_slurp(log));
     /* no step ran: the trace (opened after the banner, written before an epoch's console line) holds none */
     struct stat tst;
-    ck_assert_msg(stat(trace, &tst) != 0 || strstr(slurp(trace), "forward+backward") == NULL,
+    ck_assert_msg(stat(trace, &tst) != 0 || strstr(tt_test_slurp(trace), "forward+backward") == NULL,
                   "a run whose stdout failed at the banner trained an epoch");
-    ck_assert_msg(strstr(slurp(err_path), "stdout: write failed: No space left on device"), "%s", slurp(err_path));
+    ck_assert_msg(strstr(tt_test_slurp(err_path), "stdout: write failed: No space left on device"), "%s", tt_test_slurp(err_path));
     snprintf(cmd, sizeof cmd, "'%s' --help >/dev/full 2>'%s'", TT_BIN, err_path);
     st = system(cmd);
     ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 1);
@@ -1085,8 +1067,8 @@ START_TEST(test_failed_writes)
              "--progress lines 2>'%s'; echo $? >'%s'; } | head -c 1 >/dev/null", TT_BIN, dir, err_path, rc_path);
     st = system(cmd);
     ck_assert(WIFEXITED(st));
-    ck_assert_msg(atoi(slurp(rc_path)) == 1, "exit %s after its reader left", slurp(rc_path));
-    ck_assert_msg(strstr(slurp(err_path), "stdout: write failed: Broken pipe"), "%s", slurp(err_path));
+    ck_assert_msg(atoi(tt_test_slurp(rc_path)) == 1, "exit %s after its reader left", tt_test_slurp(rc_path));
+    ck_assert_msg(strstr(tt_test_slurp(err_path), "stdout: write failed: Broken pipe"), "%s", tt_test_slurp(err_path));
 }
 END_TEST
 
@@ -1117,8 +1099,8 @@ START_TEST(test_memory_budget)
     fclose(f);
     snprintf(args, sizeof args, "train --device cpu --data %s --val-samples 50 --model %s", dir, model);
     expect(args, 1, "model file");
-    ck_assert_msg(strstr(slurp(err_path), "largest part") && strstr(slurp(err_path), "huge.txt"), "%s",
-                  slurp(err_path));
+    ck_assert_msg(strstr(tt_test_slurp(err_path), "largest part") && strstr(tt_test_slurp(err_path), "huge.txt"), "%s",
+                  tt_test_slurp(err_path));
     snprintf(args, sizeof args, "probe --device cpu --model %s", model);
     expect(args, 1, "huge.txt");
     snprintf(args, sizeof args, "bench --device cpu --data %s --val-samples 50 --model %s", dir, model);
@@ -1126,7 +1108,7 @@ START_TEST(test_memory_budget)
     snprintf(args, sizeof args, "train --device cpu --data %s --val-samples 50 --epochs 1 --batch 1048576 --towers 2",
              dir);
     expect(args, 0, "");
-    ck_assert_msg(strstr(slurp(out_path), "shards sized for 250"), "%s", slurp(out_path));
+    ck_assert_msg(strstr(tt_test_slurp(out_path), "shards sized for 250"), "%s", tt_test_slurp(out_path));
 }
 END_TEST
 
@@ -1155,13 +1137,13 @@ START_TEST(test_probe_refuses_and_stops_promptly)
     struct timespec ts = {3, 0}; /* the link measurements take milliseconds: by now it is in the GEMMs' first rep */
     nanosleep(&ts, NULL);
     int st;
-    ck_assert_msg(waitpid(pid, &st, WNOHANG) == 0, "the probe ended before the signal: %s", slurp(err_path));
+    ck_assert_msg(waitpid(pid, &st, WNOHANG) == 0, "the probe ended before the signal: %s", tt_test_slurp(err_path));
     double t0 = tt_now();
     kill(pid, SIGINT);
     ck_assert_int_eq(waitpid(pid, &st, 0), pid);
     const double took = tt_now() - t0;
-    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 130, "status 0x%x: %s", st, slurp(err_path));
-    ck_assert_msg(strstr(slurp(err_path), "stopped by SIGINT"), "%s", slurp(err_path));
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 130, "status 0x%x: %s", st, tt_test_slurp(err_path));
+    ck_assert_msg(strstr(tt_test_slurp(err_path), "stopped by SIGINT"), "%s", tt_test_slurp(err_path));
     ck_assert_msg(took < 1.0, "the probe took %.2f s to stop after SIGINT", took);
 }
 END_TEST
@@ -1215,7 +1197,7 @@ END_TEST
 static void expect_stdout(const char *args, const char *const *fragments)
 {
     expect(args, 0, "");
-    const char *o = slurp(out_path);
+    const char *o = tt_test_slurp(out_path);
     for (const char *const *f = fragments; *f; f++)
         ck_assert_msg(strstr(o, *f) != NULL, "towertrain %s: stdout lacks '%s':\n%s", args, *f, o);
 }
@@ -1252,10 +1234,10 @@ START_TEST(test_summary_and_models)
     snprintf(args, sizeof args, "bench --device cpu --model %s --data %s --val-samples 50 --towers 1,2 --batch 32 "
              "--epochs 1 --reps 2", p, dir);
     expect(args, 0, "");
-    ck_assert_msg(strstr(slurp(out_path), "ratio") != NULL, "%s", slurp(out_path));
+    ck_assert_msg(strstr(tt_test_slurp(out_path), "ratio") != NULL, "%s", tt_test_slurp(out_path));
     snprintf(args, sizeof args, "compare --device cpu --model %s --data %s --val-samples 50 --batch 32", p, dir);
     expect(args, 0, "");
-    ck_assert_msg(strstr(slurp(out_path), "max |dw| between any two placements: 0 ") != NULL, "%s", slurp(out_path));
+    ck_assert_msg(strstr(tt_test_slurp(out_path), "max |dw| between any two placements: 0 ") != NULL, "%s", tt_test_slurp(out_path));
     snprintf(args, sizeof args, "summary --model cnn --data %s", dir); /* 4x4 images: the cnn does not fit */
     expect(args, 1, "window does not fit");
     snprintf(args, sizeof args, "summary --model textcnn --data %s", dir);

@@ -32,18 +32,6 @@ static int run(const char *args)
     return WEXITSTATUS(st);
 }
 
-/* The first 64 KiB of a file, in a static buffer (the next call overwrites it). */
-static char *slurp(const char *p)
-{
-    static char buf[1 << 16];
-    FILE *f = fopen(p, "rb");
-    ck_assert_msg(f != NULL, "cannot open %s", p);
-    const size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    return buf;
-}
-
 /* DIR/name as np.save writes a uint8 array of the given shape ("(14, 2, 2)"): version 1.0, the header padded with
  * blanks and a newline to a multiple of 64 bytes. */
 static void write_npy(const char *name, const char *shape, const unsigned char *data, size_t n)
@@ -104,7 +92,7 @@ static void make_checkpoint(const char *ck_dir, const char *model_file, char *pa
     char args[4096];
     snprintf(args, sizeof args, "train --device cpu --data npy:%s --val-samples 6 --epochs 1 --batch 8 --model %s "
              "--checkpoint-dir %s --progress quiet", dir, model_file, ck_dir);
-    ck_assert_msg(run(args) == 0, "%s", slurp(err_path));
+    ck_assert_msg(run(args) == 0, "%s", tt_test_slurp(err_path));
     DIR *dh = opendir(ck_dir);
     ck_assert_ptr_nonnull(dh);
     struct dirent *de;
@@ -143,7 +131,7 @@ START_TEST(test_eval_known_confusion)
     snprintf(log, sizeof log, "%s/eval.json", dir);
     snprintf(args, sizeof args, "eval --device cpu --checkpoint %s --data npy:%s --batch 5 --towers 2 --log-json %s", path,
              dir, log);
-    ck_assert_msg(run(args) == 0, "%s", slurp(err_path));
+    ck_assert_msg(run(args) == 0, "%s", tt_test_slurp(err_path));
 
     /* what each class's row must say */
     double prec[C], rec[C];
@@ -162,7 +150,7 @@ START_TEST(test_eval_known_confusion)
     }
 
     /* stdout: "accuracy 0.5294", the table, the matrix */
-    char *o = slurp(out_path), want[64];
+    char *o = tt_test_slurp(out_path), want[64];
     snprintf(want, sizeof want, "accuracy %.4f", (double)tp_all / N_TEST);
     ck_assert_msg(strstr(o, want) != NULL, "eval's accuracy is not %s: %s", want, o);
     const char *t = strstr(o, "precision");

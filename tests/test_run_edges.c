@@ -23,24 +23,6 @@ static const struct timespec tick = {0, 10000000}; /* 10 ms */
 
 #define TT_F_SETPIPE_SZ 1031 /* Linux's F_SETPIPE_SZ (<fcntl.h> names it under _GNU_SOURCE only) */
 
-static char *slurp(const char *p)
-{
-    static char buf[1 << 16];
-    FILE *f = fopen(p, "rb");
-    ck_assert_msg(f != NULL, "%s: cannot open", p);
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    return buf;
-}
-
-static size_t count_lines(const char *s)
-{
-    size_t n = 0;
-    for (; *s; s++) n += *s == '\n';
-    return n;
-}
-
 /* Runs `towertrain ARGS` (stdout, stderr to out_path, err_path) and returns its exit code. */
 static int run(const char *args)
 {
@@ -55,11 +37,11 @@ static int run(const char *args)
 static void expect(const char *args, int code, const char *fragment)
 {
     int rc = run(args);
-    char *e = slurp(err_path);
+    char *e = tt_test_slurp(err_path);
     ck_assert_msg(rc == code, "towertrain %s: exit %d want %d (stderr: %s)", args, rc, code, e);
     if (fragment) {
         ck_assert_msg(strstr(e, fragment) != NULL, "towertrain %s: stderr '%s' lacks '%s'", args, e, fragment);
-        ck_assert_msg(count_lines(e) == 1, "towertrain %s: %zu lines on stderr, want one: %s", args, count_lines(e), e);
+        ck_assert_msg(tt_test_count_lines(e) == 1, "towertrain %s: %zu lines on stderr, want one: %s", args, tt_test_count_lines(e), e);
     }
 }
 
@@ -189,20 +171,20 @@ START_TEST(test_one_directory_one_run)
     pid_t a = spawn_to(a_args, a_out, a_err);
     const int started = wait_for_text(a, log, "\"event\":\"step\"");
     if (!started) stop_and_reap(a);
-    ck_assert_msg(started, "the first run did not start stepping: %s", slurp(a_err));
+    ck_assert_msg(started, "the first run did not start stepping: %s", tt_test_slurp(a_err));
     snprintf(pidstr, sizeof pidstr, "(pid %d)", (int)a);
     snprintf(lockf, sizeof lockf, "%s/.towertrain.lock", ck);
     char want[32];
     snprintf(want, sizeof want, "%d\n", (int)a);
-    ck_assert_str_eq(slurp(lockf), want);
+    ck_assert_str_eq(tt_test_slurp(lockf), want);
     const off_t log_size = file_size(log), trace_size = file_size(trace);
     /* the same directory */
     snprintf(args, sizeof args, "train --device cpu --data npy:%s/d --val-samples 0 --epochs 1 --progress quiet "
              "--checkpoint-dir %s --save-every-steps 1", dir, ck);
     expect(args, 1, "--checkpoint-dir");
-    ck_assert_msg(strstr(slurp(err_path), pidstr), "the line does not name the holder %s: %s", pidstr,
-                  slurp(err_path));
-    ck_assert_msg(strstr(slurp(err_path), "in use by another run"), "%s", slurp(err_path));
+    ck_assert_msg(strstr(tt_test_slurp(err_path), pidstr), "the line does not name the holder %s: %s", pidstr,
+                  tt_test_slurp(err_path));
+    ck_assert_msg(strstr(tt_test_slurp(err_path), "in use by another run"), "%s", tt_test_slurp(err_path));
     /* the same log, the same trace (each after another --checkpoint-dir): the first's file is not truncated */
     const char *outs[2] = {"--log-json", "--trace"};
     const char *files[2] = {log, trace};
@@ -210,7 +192,7 @@ START_TEST(test_one_directory_one_run)
         snprintf(args, sizeof args, "train --device cpu --data npy:%s/d --val-samples 0 --epochs 1 --progress quiet "
                  "--checkpoint-dir %s/ck%d %s %s", dir, dir, k, outs[k], files[k]);
         expect(args, 1, "in use by another run");
-        ck_assert_msg(strstr(slurp(err_path), pidstr) && strstr(slurp(err_path), outs[k]), "%s", slurp(err_path));
+        ck_assert_msg(strstr(tt_test_slurp(err_path), pidstr) && strstr(tt_test_slurp(err_path), outs[k]), "%s", tt_test_slurp(err_path));
         ck_assert_msg(file_size(files[k]) >= (k ? trace_size : log_size) && file_size(files[k]) > 0,
                       "%s was truncated by the refused run", files[k]);
     }
@@ -223,17 +205,17 @@ START_TEST(test_one_directory_one_run)
     snprintf(args, sizeof args, "train --device cpu --data npy:%s/d --val-samples 0 --epochs 1 --progress quiet "
              "--batch 2 --resume %s --checkpoint-dir %s/fork", dir, ck, dir);
     run(args);
-    ck_assert_msg(strstr(slurp(err_path), "is writing there") && strstr(slurp(err_path), pidstr), "%s",
-                  slurp(err_path));
+    ck_assert_msg(strstr(tt_test_slurp(err_path), "is writing there") && strstr(tt_test_slurp(err_path), pidstr), "%s",
+                  tt_test_slurp(err_path));
     /* still the first run's: its start record heads the log */
-    ck_assert_msg(strncmp(slurp(log), "{\"event\":\"start\"", 16) == 0, "%.200s", slurp(log));
+    ck_assert_msg(strncmp(tt_test_slurp(log), "{\"event\":\"start\"", 16) == 0, "%.200s", tt_test_slurp(log));
     /* kill -9: no stale lock; the directory and the outputs are free at once */
     stop_and_reap(a);
     snprintf(args, sizeof args, "train --device cpu --data npy:%s/d --val-samples 0 --epochs 1 --progress quiet "
              "--checkpoint-dir %s --log-json %s --trace %s", dir, ck, log, trace);
     expect(args, 0, NULL);
     snprintf(want, sizeof want, "%d\n", (int)a);
-    ck_assert_msg(strcmp(slurp(lockf), want) != 0, "the lock file still holds the killed run's pid");
+    ck_assert_msg(strcmp(tt_test_slurp(lockf), want) != 0, "the lock file still holds the killed run's pid");
 }
 END_TEST
 
@@ -258,10 +240,10 @@ START_TEST(test_lock_file_not_a_file)
         snprintf(args, sizeof args, "train --device cpu --data npy:%s/d --val-samples 0 --epochs 1 --progress quiet "
                  "--checkpoint-dir %s", dir, ck);
         expect(args, 1, kinds[k]);
-        ck_assert_msg(strstr(slurp(err_path), "--checkpoint-dir") && strstr(slurp(err_path), "lock file"), "%s",
-                      slurp(err_path));
+        ck_assert_msg(strstr(tt_test_slurp(err_path), "--checkpoint-dir") && strstr(tt_test_slurp(err_path), "lock file"), "%s",
+                      tt_test_slurp(err_path));
     }
-    ck_assert_str_eq(slurp(target), "keep\n");
+    ck_assert_str_eq(tt_test_slurp(target), "keep\n");
 }
 END_TEST
 
@@ -291,11 +273,11 @@ START_TEST(test_dangling_symlink_outputs)
         snprintf(args, sizeof args, "train --device cpu --data npy:%s/d --val-samples 0 --epochs 1 --progress quiet "
                  "%s %s", dir, opts[k], link);
         expect(args, 1, "is a dangling symbolic link (to '/nonexistent-towertrain-dir/out')");
-        ck_assert_msg(strstr(slurp(err_path), opts[k]), "%s", slurp(err_path));
+        ck_assert_msg(strstr(tt_test_slurp(err_path), opts[k]), "%s", tt_test_slurp(err_path));
     }
     snprintf(args, sizeof args, "eval --device cpu --checkpoint %s/x --data npy:%s/d --log-json %s", dir, dir, link);
     expect(args, 1, "--log-json");
-    ck_assert_msg(strstr(slurp(err_path), "is a dangling symbolic link"), "%s", slurp(err_path));
+    ck_assert_msg(strstr(tt_test_slurp(err_path), "is a dangling symbolic link"), "%s", tt_test_slurp(err_path));
     /* a link to a directory that exists is followed (as open follows it) */
     char target[256], good[256];
     snprintf(target, sizeof target, "%s/realck", dir);
@@ -365,7 +347,7 @@ START_TEST(test_second_signal_after_the_line)
     }
     ck_assert_msg(started && stopped, "the run did not start or did not stop: %s", got);
     ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 143, "status 0x%x, want exit 143 (the second signal)", st);
-    ck_assert_msg(count_lines(got) == 1 && strstr(got, "stopped by SIGINT") && !strstr(got, "second signal"),
+    ck_assert_msg(tt_test_count_lines(got) == 1 && strstr(got, "stopped by SIGINT") && !strstr(got, "second signal"),
                   "stderr should hold the stop line alone: '%s'", got);
 }
 END_TEST
@@ -445,21 +427,21 @@ START_TEST(test_signal_in_final_evaluation)
     ck_assert_int_eq(waitpid(pid, &st, 0), pid);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     const double took = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-    ck_assert_msg(saved, "the run ended before its final checkpoint: %s", slurp(err_path));
-    char *e = slurp(err_path);
+    ck_assert_msg(saved, "the run ended before its final checkpoint: %s", tt_test_slurp(err_path));
+    char *e = tt_test_slurp(err_path);
     ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 130, "status 0x%x: %s", st, e);
-    ck_assert_msg(count_lines(e) == 1, "%s", e);
+    ck_assert_msg(tt_test_count_lines(e) == 1, "%s", e);
     ck_assert_msg(strstr(e, "while the test set was evaluated (stopped at a batch boundary"), "%s", e);
     ck_assert_msg(strstr(e, "(written before the stop)"), "the stop line should name the checkpoint kept: %s", e);
-    ck_assert_msg(!strstr(slurp(out_path), "test: "), "test figures printed after the stop: %s", slurp(out_path));
+    ck_assert_msg(!strstr(tt_test_slurp(out_path), "test: "), "test figures printed after the stop: %s", tt_test_slurp(out_path));
     ck_assert_msg(took < 5.0, "%.2f s from SIGINT to exit: the evaluation did not stop at a batch boundary", took);
     /* the checkpoint: the one the run wrote before its evaluation, not rewritten (a rewrite renames a new inode in) */
     snprintf(f, sizeof f, "%s/ckpt-e000001-s000000001.safetensors", ck);
     struct stat before;
     ck_assert_int_eq(stat(f, &before), 0);
-    ck_assert_msg(strstr(slurp(log), "\"event\":\"stopped\""), "no stopped record");
+    ck_assert_msg(strstr(tt_test_slurp(log), "\"event\":\"stopped\""), "no stopped record");
     {   /* exactly one checkpoint record: the stop wrote none */
-        const char *p = slurp(log);
+        const char *p = tt_test_slurp(log);
         int records = 0;
         for (const char *q = p; (q = strstr(q, "\"event\":\"checkpoint\"")) != NULL; q++) records++;
         ck_assert_int_eq(records, 1);
@@ -468,9 +450,9 @@ START_TEST(test_signal_in_final_evaluation)
     snprintf(args, sizeof args, "train --device cpu --data npy:%s/d --model %s --val-samples 0 --epochs 1 --batch 64 "
              "--progress lines --resume %s --checkpoint-dir %s", dir, model, ck, ck);
     int rc = run(args);
-    ck_assert_msg(rc == 0, "resuming a finished run: exit %d: %s", rc, slurp(err_path));
-    ck_assert_msg(slurp(err_path)[0] == '\0', "stderr: %s", slurp(err_path));
-    const char *o = slurp(out_path);
+    ck_assert_msg(rc == 0, "resuming a finished run: exit %d: %s", rc, tt_test_slurp(err_path));
+    ck_assert_msg(tt_test_slurp(err_path)[0] == '\0', "stderr: %s", tt_test_slurp(err_path));
+    const char *o = tt_test_slurp(out_path);
     ck_assert_msg(strstr(o, "nothing left to train (epochs 1 of 1 done)"), "%s", o);
     ck_assert_msg(!strstr(o, "Epoch ") && !strstr(o, "test: "), "a finished run trained or tested again: %s", o);
     struct stat after;
@@ -519,7 +501,7 @@ static int signal_while_printing(const char *args, size_t *lines, char *last)
         kill(pid, SIGKILL);
         waitpid(pid, &st, 0);
     }
-    ck_assert_msg(printing, "towertrain %s printed nothing within 60 s: %s", args, slurp(err_path));
+    ck_assert_msg(printing, "towertrain %s printed nothing within 60 s: %s", args, tt_test_slurp(err_path));
     return st;
 }
 
@@ -545,9 +527,9 @@ START_TEST(test_predict_stops_at_next_sample)
     size_t lines;
     char last;
     const int st = signal_while_printing(args, &lines, &last);
-    char *e = slurp(err_path);
+    char *e = tt_test_slurp(err_path);
     ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 130, "status 0x%x (%zu lines printed): %s", st, lines, e);
-    ck_assert_msg(count_lines(e) == 1 && strstr(e, "predict: stopped by SIGINT after "), "%s", e);
+    ck_assert_msg(tt_test_count_lines(e) == 1 && strstr(e, "predict: stopped by SIGINT after "), "%s", e);
     ck_assert_msg(lines < N / 2, "%zu lines printed after SIGINT: predict did not stop at the next sample", lines);
     ck_assert_msg(lines > 0 && last == '\n', "the output ends mid-line");
 }
@@ -574,9 +556,9 @@ START_TEST(test_eval_report_stops_at_next_row)
     size_t lines;
     char last;
     const int st = signal_while_printing(args, &lines, &last);
-    char *e = slurp(err_path);
+    char *e = tt_test_slurp(err_path);
     ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 130, "status 0x%x (%zu lines printed): %s", st, lines, e);
-    ck_assert_msg(count_lines(e) == 1 && strstr(e, "eval: stopped by SIGINT while printing the report"), "%s", e);
+    ck_assert_msg(tt_test_count_lines(e) == 1 && strstr(e, "eval: stopped by SIGINT while printing the report"), "%s", e);
     ck_assert_msg(lines < C / 2, "%zu lines printed after SIGINT: eval did not stop at the next row", lines);
     ck_assert_msg(lines > 0 && last == '\n', "the output ends mid-line");
     ck_assert_msg(file_size(log) == 0, "the unfinished eval record was written (%lld bytes)", (long long)file_size(log));
@@ -685,9 +667,9 @@ START_TEST(test_classes_and_stray_labels)
     char args[1024];
     snprintf(args, sizeof args, "summary --data npy:%s/stray", dir);
     int rc = run(args);
-    char *e = slurp(err_path);
+    char *e = tt_test_slurp(err_path);
     ck_assert_msg(rc == 0, "exit %d: %s", rc, e);
-    ck_assert_msg(count_lines(e) == 1 && strstr(e, "notice: --data npy:") &&
+    ck_assert_msg(tt_test_count_lines(e) == 1 && strstr(e, "notice: --data npy:") &&
                   strstr(e, "the largest label, 9999, makes 10000 classes, but the data hold only 11 distinct labels"),
                   "%s", e);
     snprintf(args, sizeof args, "train --device cpu --data npy:%s/stray --val-samples 0 --epochs 1 --progress quiet "
@@ -699,13 +681,13 @@ START_TEST(test_classes_and_stray_labels)
     snprintf(args, sizeof args, "train --device cpu --data npy:%s/stray --val-samples 0 --epochs 1 --progress quiet "
              "--classes 10000 --batch 300", dir);
     expect(args, 0, NULL);
-    ck_assert_msg(slurp(err_path)[0] == '\0', "--classes states the count: no notice wanted: %s", slurp(err_path));
+    ck_assert_msg(tt_test_slurp(err_path)[0] == '\0', "--classes states the count: no notice wanted: %s", tt_test_slurp(err_path));
     /* no notice for a clean set; --classes 12: twelve outputs, two of them with no samples */
     snprintf(args, sizeof args, "train --device cpu --data npy:%s/clean --val-samples 0 --epochs 1 --progress lines "
              "--classes 12", dir);
     expect(args, 0, NULL);
-    ck_assert_msg(slurp(err_path)[0] == '\0', "%s", slurp(err_path));
-    ck_assert_msg(strstr(slurp(out_path), "12 classes"), "%s", slurp(out_path));
+    ck_assert_msg(tt_test_slurp(err_path)[0] == '\0', "%s", tt_test_slurp(err_path));
+    ck_assert_msg(strstr(tt_test_slurp(out_path), "12 classes"), "%s", tt_test_slurp(out_path));
     expect("train --classes 0", 2, "--classes: '0' is not an integer");
     expect("summary --classes 5", 2, "--classes");
 }

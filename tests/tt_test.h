@@ -116,6 +116,27 @@ static inline uint8_t *tt_test_read_file(const char *path, size_t *len)
     return b;
 }
 
+/* The first 64 KiB of a file as a string, in a static buffer (the next call overwrites it): a command's stdout or
+ * stderr captured by a test. */
+static inline char *tt_test_slurp(const char *path)
+{
+    static char buf[1 << 16];
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    const size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return buf;
+}
+
+/* Newlines in s: the lines a command wrote to stderr (one error, one line). */
+static inline size_t tt_test_count_lines(const char *s)
+{
+    size_t n = 0;
+    for (; *s; s++) n += *s == '\n';
+    return n;
+}
+
 /* A little-endian unsigned 64-bit integer (a safetensors file's header length). */
 static inline uint64_t tt_test_le64(const uint8_t *b)
 {
