@@ -2,7 +2,8 @@
  *   towertrain bench    sweeps towers x batch x placement: s/epoch, ms/step, accuracy, the step split, the cost
  *                       model's prediction and the GEMM floor (re-measured before every epoch), table + CSV;
  *   towertrain probe    measures what the cost model needs and predicts each placement's step time;
- *   towertrain compare  trains the same steps under every placement from the same seed: max |dw| and times.
+ *   towertrain compare  trains the same steps under every placement that adds in tower order (tt_reduce_info), from
+ *                       the same seed: max |dw| and times.
  * Not for: training itself (tt_train.h) or the measurements (tt_probe.h). */
 #include <ctype.h>
 #include <errno.h>

@@ -12,8 +12,9 @@
  *     everyone: one slice of the buffer: [sum the slots in tower order: cpu] + the optimizer
  *     barrier B (its last thread stamps the step's time)
  *
- * A placement (where the gradients are summed) is a row of the `placements` table: the buffers it adds to a tower,
- * the tower-side reduce phase it runs between barriers A and R, and where the host slices read the summed gradient.
+ * A placement (where the gradients are summed) is a row of the `placements` table: its name and help (all the rest of
+ * the program knows of it, tt_reduce_about), the buffers it adds to a tower, the tower-side reduce phase it runs
+ * between barriers A and R, and where the host slices read the summed gradient.
  * The step above is written once; tt_trainer_time_phases runs the same phase functions one at a time for the probe.
  *
  * A tower issues its whole step on its stream and waits once, at the end, where the host must read its statistics:
