@@ -48,7 +48,8 @@ tt_status tt_assume_parse(const char *spec, tt_assume *a, tt_error *err);
 
 /* The cost model's inputs for N towers (one GPU each) and global batch B, from the figures alone: fills every field
  * of *p that tt_probe_predict reads (waves = 1 and straggle = 0: identical GPUs, one host thread per tower), plus
- * rows, crew and the rates (h2d/d2h/peer/host/gemm) that tt_probe_print shows. */
+ * rows, crew and the rates (h2d/d2h/peer/host/gemm) that tt_probe_print shows; can[r] says whether placement r has
+ * a formula here (one without is not modelled: reduce[r] 0, and the report shows '-'). */
 void tt_assume_probe(const tt_assume *a, const tt_model *m, size_t towers, size_t batch, tt_optim_kind opt,
                      tt_probe *p);
 

@@ -25,8 +25,6 @@ typedef enum {
     TT_X_F32     /* float32, as the model sees them (float data; integer token ids converted exactly) */
 } tt_xtype;
 
-#define TT_TOKEN_MAX 16777216.0 /* 2^24: integers below it are exact in float32 */
-
 typedef struct tt_dataset {
     size_t n;         /* samples */
     size_t dim;       /* features per sample: the product of shape */
@@ -92,7 +90,7 @@ tt_status tt_npy_read_x(const char *path, tt_dataset *ds, tt_error *err);
 
 /* Samples without labels, for `towertrain predict --input FILE`: a .npy file (by its name) as tt_npy_read_x reads
  * it, else an IDX image file (gzip or plain) as (rows, cols, 1) bytes scaled by 1/255 as the IDX data sets are.
- * Labels are all 0 (n_classes 0). */
+ * Labels are all 0 (n_classes 0). In src/data/load.c with the --data dispatch. */
 tt_status tt_samples_load(const char *path, tt_dataset *ds, tt_error *err);
 
 /* One .npy file's bytes in memory read as labels (y): *n int32 labels (tt_malloc'd *labels), each in
@@ -107,17 +105,17 @@ tt_status tt_npy_read_y_mem(const void *data, size_t len, const char *name, size
 tt_status tt_data_dir_files(const char *kind, const char *dir, const char *const *names, size_t n, char *paths,
                             tt_error *err);
 
-/* The --data argument: "fashion-mnist", an MNIST-format directory, "cifar10:DIR" or "npy:DIR". */
+/* The --data argument: "fashion-mnist", an MNIST-format directory, "cifar10:DIR" or "npy:DIR" (src/data/load.c, the
+ * dispatch above the readers). */
 tt_status tt_dataset_load(const char *spec, tt_dataset *train, tt_dataset *test, tt_error *err);
 
 /* For data sets of token ids: 0 and *max = the largest sample value if every value is an integer in
- * 0 .. TT_TOKEN_LIMIT - 1 (always for TT_X_U8), else -1 (*max is then the first offending value). The limit is
- * float32's last run of exact integers, and an embedding's largest vocabulary. */
+ * 0 .. TT_TOKEN_LIMIT - 1 (always for TT_X_U8), else -1 (*max is then the first offending value). The limit, 2^24,
+ * is float32's last run of exact integers (integer samples must be below it in magnitude to be read exactly), and an
+ * embedding's largest vocabulary. */
 #define TT_TOKEN_LIMIT 16777216.0f
 int tt_dataset_token_max(const tt_dataset *ds, double *max);
-int tt_dataset_token_max(const tt_dataset *ds, double *max);
 
-/* Splits the last n_val samples of src off into val (copies); src keeps the first n - n_val. */
 /* The class count of a train and test pair. classes > 0 (--classes N) states it: every label must be below it (else
  * TT_ERR_FORMAT naming the split, the sample and the label), and it may exceed the largest label + 1 (classes with no
  * samples). classes == 0 keeps the readers' count; when that (the largest label + 1) is more than 10x the distinct
@@ -126,6 +124,7 @@ int tt_dataset_token_max(const tt_dataset *ds, double *max);
 tt_status tt_dataset_classes(tt_dataset *train, tt_dataset *test, size_t classes, char *notice, size_t len,
                              tt_error *err);
 
+/* Splits the last n_val samples of src off into val (copies); src keeps the first n - n_val. */
 tt_status tt_dataset_split_tail(tt_dataset *src, size_t n_val, tt_dataset *val, tt_error *err);
 
 /* Keeps only the first n samples (n <= ds->n). */

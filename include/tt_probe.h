@@ -41,7 +41,7 @@ typedef struct tt_probe {
      * the convention of CUDA's bandwidthTest and of memcpy benchmarks */
     double h2d_pinned, h2d_pageable, d2h_pinned, d2h_pageable, peer;
     double host_memcpy; /* T threads copying N slots of P floats */
-    double host_sum;    /* the step's host sum of N slots of P floats (from reduce_cpu) */
+    double host_sum;    /* the step's host sum of N slots of P floats (from reduce[TT_REDUCE_CPU]) */
     double gemm_gflops; /* the step's GEMMs, N threads at once */
     double gemm_step;   /* seconds: the step's GEMMs alone (the GEMM floor of a step) */
     /* the phases of a step, seconds, timed by the trainer's own code with all N towers at once (the mean tower's
@@ -49,7 +49,10 @@ typedef struct tt_probe {
     double pull, data, compute, push_grad, push_stats, barrier;
     double straggle;    /* the slowest tower's pull..push beyond the mean tower's */
     double wake;        /* a sleeping thread's wake-up latency */
-    double reduce_cpu, reduce_device, reduce_allreduce, reduce_nccl, update;
+    /* each placement's reduce phase: for a host-sum placement (tt_reduce_info) the host crew's sum of the slots,
+     * for the others their tower-side reduce */
+    double reduce[TT_REDUCE_COUNT];
+    double update;
     int can[TT_REDUCE_COUNT]; /* the placement ran here (nccl needs CUDA + NCCL, one GPU per tower) */
     /* the peer matrix of the towers' devices (tt_backend_links) */
     int n_links, link_devs[TT_MAX_DEVICES], links[TT_MAX_DEVICES * TT_MAX_DEVICES];

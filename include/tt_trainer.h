@@ -37,8 +37,25 @@ extern "C" {
  * the sum; one GPU per tower. */
 typedef enum { TT_REDUCE_CPU, TT_REDUCE_DEVICE, TT_REDUCE_ALLREDUCE, TT_REDUCE_NCCL, TT_REDUCE_COUNT } tt_reduce;
 
+/* A placement as the rest of the program sees it: the public part of its row in the trainer's table. The command
+ * line, the probe, the what-if, bench and compare loop over these rows (arrays indexed by tt_reduce) and never name
+ * a placement, so adding one is an enum value here and a row in trainer.c. */
+typedef struct tt_reduce_info {
+    const char *name; /* --reduce's word */
+    const char *help; /* what it does, for --help: one phrase */
+    int host_sum;     /* the towers push their gradients into host slots and the host slices sum them: no reduce
+                       * phase of its own, and no barrier R */
+    int tower_order;  /* it adds the towers' gradients in tower order: weights bit-identical to every other such
+                       * placement's (compare runs these) */
+} tt_reduce_info;
+
+const tt_reduce_info *tt_reduce_about(tt_reduce r); /* NULL for a value that is no placement */
 int tt_reduce_parse(const char *name, tt_reduce *r); /* -1 for an unknown name */
 const char *tt_reduce_name(tt_reduce r);
+
+/* The placements' names joined for a message or help text: sep between two names, last before the last one ("cpu,
+ * device, allreduce or nccl"); tower_order: only those that add in tower order. Returns buf (cut short to len). */
+const char *tt_reduce_list(char *buf, size_t len, const char *sep, const char *last, int tower_order);
 
 typedef struct tt_trainer_config {
     const tt_dev_ops *ops; /* backend */

@@ -13,6 +13,7 @@
  *   compute     = F R / (fp32 * gemm_eff) + K launch
  *   push_grad   = copy(S, d2h, N);  push_stats = copy(8 R, d2h, N)   (the loss and rank of every row)
  *   barrier     = barrier_us;  waves = 1;  straggle = 0   (identical GPUs and shards within one row of each other)
+ * and each placement's reduce phase (ASSUMED_REDUCE; a placement without a formula is shown as not modelled):
  *   reduce_cpu  = N S / host                                the host reads N slots (the sum is fused with the update)
  *   reduce_device    = (N-1) (copy_us + S / peer) + (N-1) (launch + 3 S / hbm) + copy(S, d2h, 1)
  *                      tower 0 receives every other gradient in turn on its one stream, adds each (read 2, write 1)
@@ -183,6 +184,47 @@ static double device_add(const tt_assume *a, double bytes)
     return a->launch_us * 1e-6 + 3 * bytes / (a->hbm_gbs * 1e9);
 }
 
+/* ---- each placement's reduce phase (the formulas above), by placement; one left out here is not modelled: the
+ * report shows '-' for it and never calls it best ---------------------------------------------------------------- */
+
+typedef struct assumed_step {
+    const tt_assume *a;
+    const tt_model *m;
+    size_t towers;
+    double N, S;
+} assumed_step;
+
+static double reduce_cpu(const assumed_step *x) { return x->N * x->S / (x->a->host_gbs * 1e9); }
+
+static double reduce_device(const assumed_step *x)
+{
+    const tt_assume *a = x->a;
+    return (x->N - 1) * (peer_copy(a, x->S) + device_add(a, x->S)) + link_copy(a, x->S, a->d2h_gbs, 1);
+}
+
+static double reduce_allreduce(const assumed_step *x)
+{
+    const tt_assume *a = x->a;
+    const size_t P = x->m->n_params, slice = ((P + x->towers - 1) / x->towers + 15) & ~(size_t)15;
+    const double L = 4.0 * (double)(slice < P ? slice : P);
+    return a->copy_us * 1e-6 + 2 * L / (a->hbm_gbs * 1e9) + (x->N - 1) * (peer_copy(a, L) + device_add(a, L)) +
+           link_copy(a, L, a->d2h_gbs, x->N);
+}
+
+static double reduce_nccl(const assumed_step *x)
+{
+    const tt_assume *a = x->a;
+    return a->nccl_us * 1e-6 + (x->towers > 1 ? x->S / (a->nccl_busbw_gbs * 1e9) : 0) +
+           link_copy(a, x->S, a->d2h_gbs, 1);
+}
+
+static double (*const ASSUMED_REDUCE[TT_REDUCE_COUNT])(const assumed_step *) = {
+    [TT_REDUCE_CPU] = reduce_cpu,
+    [TT_REDUCE_DEVICE] = reduce_device,
+    [TT_REDUCE_ALLREDUCE] = reduce_allreduce,
+    [TT_REDUCE_NCCL] = reduce_nccl,
+};
+
 void tt_assume_probe(const tt_assume *a, const tt_model *m, size_t towers, size_t batch, tt_optim_kind opt, tt_probe *p)
 {
     TT_ASSERT(towers >= 1);
@@ -210,14 +252,11 @@ void tt_assume_probe(const tt_assume *a, const tt_model *m, size_t towers, size_
     p->barrier = a->barrier_us * 1e-6;
     p->straggle = 0;
 
-    p->reduce_cpu = N * S / host;
-    p->reduce_device = (N - 1) * (peer_copy(a, S) + device_add(a, S)) + link_copy(a, S, a->d2h_gbs, 1);
-    const size_t slice = ((m->n_params + towers - 1) / towers + 15) & ~(size_t)15;
-    const double L = 4.0 * (double)(slice < m->n_params ? slice : m->n_params);
-    p->reduce_allreduce = a->copy_us * 1e-6 + 2 * L / hbm + (N - 1) * (peer_copy(a, L) + device_add(a, L)) +
-                          link_copy(a, L, a->d2h_gbs, N);
-    p->reduce_nccl = a->nccl_us * 1e-6 + (towers > 1 ? S / (a->nccl_busbw_gbs * 1e9) : 0) +
-                     link_copy(a, S, a->d2h_gbs, 1);
+    const assumed_step x = {a, m, towers, N, S};
+    for (int r = 0; r < TT_REDUCE_COUNT; r++) {
+        p->can[r] = ASSUMED_REDUCE[r] != NULL;
+        p->reduce[r] = p->can[r] ? ASSUMED_REDUCE[r](&x) : 0;
+    }
     /* the kind's default configuration: `probe` takes --optimizer only (--momentum, --rho, --centered do not apply) */
     const tt_optim_config oc = tt_optim_defaults(opt);
     p->update = (3.0 + 2.0 * (double)tt_optim_state_floats(&oc)) * 4 * P / host;
@@ -262,6 +301,7 @@ static void print_header(FILE *f, const tt_assume *a, const tt_model *m, tt_opti
 /* One GPU count's prediction: every placement's step and the best one's split. */
 typedef struct assume_row {
     tt_step_times t[TT_REDUCE_COUNT];
+    int can[TT_REDUCE_COUNT]; /* modelled: t[r] holds its step */
     tt_reduce best;
     double samples_per_s, launch_part; /* launch_part: the compute phase's kernel launches, s */
 } assume_row;
@@ -273,6 +313,8 @@ static void predict_row(const tt_assume *a, const tt_model *m, size_t n, size_t 
     tt_assume_probe(a, m, n, global, opt, &p);
     row->best = TT_REDUCE_CPU;
     for (int r = 0; r < TT_REDUCE_COUNT; r++) {
+        row->can[r] = p.can[r];
+        if (!p.can[r]) continue;
         tt_probe_predict(&p, (tt_reduce)r, &row->t[r]);
         if (row->t[r].total < row->t[row->best].total) row->best = (tt_reduce)r;
     }
@@ -320,23 +362,31 @@ static void print_mode(FILE *f, const tt_assume *a, const tt_model *m, size_t ba
     else
         fprintf(f, "\nstrong scaling: global batch %zu split over the GPUs (shards of ceil(%zu/N) rows); "
                    "step times in ms\n", batch, batch);
-    fprintf(f, "                step of each placement (* best)   split of the best step\n");
-    fprintf(f, "GPUs rows |     cpu  device allreduce    nccl |   pull   data compute   push   wait reduce update |"
-               " samples/s speed\n");
+    /* a column per placement, as wide as its name (at least a %6.3f), then the best step's split */
+    int width[TT_REDUCE_COUNT], cols = 0;
+    for (int r = 0; r < TT_REDUCE_COUNT; r++) {
+        const int len = (int)strlen(tt_reduce_name((tt_reduce)r)) - 1;
+        width[r] = len > 6 ? len : 6;
+        cols += width[r] + 2;
+    }
+    fprintf(f, "%-*s   split of the best step\n", 11 + cols + 2, "                step of each placement (* best)");
+    fprintf(f, "GPUs rows |");
+    for (int r = 0; r < TT_REDUCE_COUNT; r++) fprintf(f, " %*s", width[r] + 1, tt_reduce_name((tt_reduce)r));
+    fprintf(f, " |   pull   data compute   push   wait reduce update | samples/s speed\n");
     for (int i = 0; i < ASSUME_MAX_GPUS; i++) {
         const size_t n = (size_t)i + 1, global = weak ? batch * n : batch;
         assume_row *row = &rows[i];
         predict_row(a, m, n, global, opt, row);
         const tt_step_times *b = &row->t[row->best];
-        char best[TT_REDUCE_COUNT];
-        for (int r = 0; r < TT_REDUCE_COUNT; r++) best[r] = r == (int)row->best ? '*' : ' ';
-        fprintf(f, "%4zu %4zu | %6.3f%c %6.3f%c %8.3f%c %6.3f%c | %6.3f %6.3f %7.3f %6.3f %6.3f %6.3f %6.3f |"
-                   " %9.0f %4.2fx\n",
-                n, (global + n - 1) / n, 1e3 * row->t[TT_REDUCE_CPU].total, best[TT_REDUCE_CPU],
-                1e3 * row->t[TT_REDUCE_DEVICE].total, best[TT_REDUCE_DEVICE], 1e3 * row->t[TT_REDUCE_ALLREDUCE].total,
-                best[TT_REDUCE_ALLREDUCE], 1e3 * row->t[TT_REDUCE_NCCL].total, best[TT_REDUCE_NCCL], 1e3 * b->pull,
-                1e3 * b->data, 1e3 * b->compute, 1e3 * b->push, 1e3 * b->wait, 1e3 * b->reduce, 1e3 * b->update,
-                row->samples_per_s, row->samples_per_s / rows[0].samples_per_s);
+        fprintf(f, "%4zu %4zu |", n, (global + n - 1) / n);
+        for (int r = 0; r < TT_REDUCE_COUNT; r++)
+            if (row->can[r])
+                fprintf(f, " %*.3f%c", width[r], 1e3 * row->t[r].total, r == (int)row->best ? '*' : ' ');
+            else
+                fprintf(f, " %*s ", width[r], "-");
+        fprintf(f, " | %6.3f %6.3f %7.3f %6.3f %6.3f %6.3f %6.3f | %9.0f %4.2fx\n", 1e3 * b->pull, 1e3 * b->data,
+                1e3 * b->compute, 1e3 * b->push, 1e3 * b->wait, 1e3 * b->reduce, 1e3 * b->update, row->samples_per_s,
+                row->samples_per_s / rows[0].samples_per_s);
     }
     print_verdict(f, weak ? "weak" : "strong", rows);
 }

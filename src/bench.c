@@ -2,7 +2,8 @@
  *   towertrain bench    sweeps towers x batch x placement: s/epoch, ms/step, accuracy, the step split, the cost
  *                       model's prediction and the GEMM floor (re-measured before every epoch), table + CSV;
  *   towertrain probe    measures what the cost model needs and predicts each placement's step time;
- *   towertrain compare  trains the same steps under every placement from the same seed: max |dw| and times.
+ *   towertrain compare  trains the same steps under every placement that adds in tower order (tt_reduce_info), from
+ *                       the same seed: max |dw| and times.
  * Not for: training itself (tt_train.h) or the measurements (tt_probe.h). */
 #include <ctype.h>
 #include <errno.h>
@@ -95,14 +96,17 @@ static int bench_extra(const char *opt, const char *value, void *ctx, tt_error *
             char name[16];
             size_t len = strcspn(p, ",");
             tt_reduce r;
+            char names[128];
             if (len == 0 || len >= sizeof name || b->n_reduces == TT_REDUCE_COUNT) {
-                *st = tt_fail(err, TT_ERR_ARG, "--reduce: '%.64s' is not a list like cpu,device,allreduce,nccl", value);
+                *st = tt_fail(err, TT_ERR_ARG, "--reduce: '%.64s' is not a list like %s", value,
+                              tt_reduce_list(names, sizeof names, ",", ",", 0));
                 return 1;
             }
             memcpy(name, p, len);
             name[len] = '\0';
             if (tt_reduce_parse(name, &r)) {
-                *st = tt_fail(err, TT_ERR_ARG, "--reduce: '%.64s' is not cpu, device, allreduce or nccl", name);
+                *st = tt_fail(err, TT_ERR_ARG, "--reduce: '%.64s' is not %s", name,
+                              tt_reduce_list(names, sizeof names, ", ", " or ", 0));
                 return 1;
             }
             b->reduces[b->n_reduces++] = r;
@@ -224,9 +228,11 @@ static void bench_help(void)
            "probes: before the row, before its middle epoch, and after it.\n\n"
            "  --ranks LIST     under mpirun -np K: rows on the first k ranks of the job (the others sleep) [K]\n"
            "  --towers LIST    tower counts per rank [1,2]\n"
-           "  --batch LIST     batch sizes [256]\n"
-           "  --reduce LIST    placements: cpu, device, allreduce, nccl [cpu]\n"
-           "  --scaling strong the global batch stays as given while towers grow: each tower gets less work\n"
+           "  --batch LIST     batch sizes [256]\n");
+    char names[128];
+    printf("  --reduce LIST    placements: %s [%s]\n", tt_reduce_list(names, sizeof names, ", ", ", ", 0),
+           tt_reduce_name(TT_REDUCE_CPU));
+    printf("  --scaling strong the global batch stays as given while towers grow: each tower gets less work\n"
            "  --scaling weak   each tower keeps the batch as given: the global batch grows with the towers\n"
            "  --csv FILE       also write the rows as CSV (for tools/plot)\n"
            "  --reps N         reps of every probe and floor measurement [30]\n\ntrain options:\n");
@@ -673,12 +679,20 @@ int tt_cmd_compare(int argc, char **argv)
     tt_error err = {{0}};
     int help;
     tt_status s = tt_cli_parse_train(argc, argv, 2, &c, "compare", compare_extra, NULL, &help, &err);
+    /* the placements that add in tower order: their weights must agree to the last bit */
+    tt_reduce order[TT_REDUCE_COUNT];
+    int n_order = 0;
+    for (int r = 0; r < TT_REDUCE_COUNT; r++)
+        if (tt_reduce_about((tt_reduce)r)->tower_order) order[n_order++] = (tt_reduce)r;
     if (help) {
+        static const char *const count[] = {"none", "one", "two", "three", "four", "five", "six", "seven", "eight"};
+        char names[128];
         printf("usage: towertrain compare [train options]\n\n"
                "Trains the same steps (same seed, data order, towers and batch; default 1 epoch, 2 towers) once per\n"
-               "reduction placement — cpu, device, allreduce — and prints each one's time and the largest weight\n"
-               "difference between the placements. All three add the towers' gradients in the same order, so the\n"
-               "difference should be exactly 0.\n\ntrain options:\n");
+               "reduction placement — %s — and prints each one's time and the largest weight\n"
+               "difference between the placements. All %s add the towers' gradients in the same order, so the\n"
+               "difference should be exactly 0.\n\ntrain options:\n",
+               tt_reduce_list(names, sizeof names, ", ", ", ", 1), n_order < 9 ? count[n_order] : "of them");
         tt_cli_train_help(stdout);
         return 0;
     }
@@ -691,13 +705,15 @@ int tt_cmd_compare(int argc, char **argv)
     }
     const tt_dev_ops *ops = setup.ops;
     tt_run_result *res = setup.res;
-    float *w[3] = {NULL, NULL, NULL};
+    float *w[TT_REDUCE_COUNT] = {NULL};
     printf("towertrain compare | backend %s | %zu towers | batch %zu | %zu epoch%s of %zu samples | seed %llu\n",
            ops->name, c.towers, c.batch, c.epochs, c.epochs == 1 ? "" : "s", setup.train.n, (unsigned long long)c.seed);
-    printf("%10s %9s %9s %11s %9s  %s\n", "reduce", "s/epoch", "ms/step", "max|dw| cpu", "test_acc", "verdict");
+    char dw_head[32]; /* each placement's weights against the first one's */
+    snprintf(dw_head, sizeof dw_head, "max|dw| %s", tt_reduce_name(order[0]));
+    printf("%10s %9s %9s %11s %9s  %s\n", "reduce", "s/epoch", "ms/step", dw_head, "test_acc", "verdict");
     size_t P = 0;
-    for (int r = TT_REDUCE_CPU; !s && r <= TT_REDUCE_ALLREDUCE; r++) {
-        c.reduce = (tt_reduce)r;
+    for (int r = 0; !s && r < n_order; r++) {
+        c.reduce = order[r];
         s = tt_run_on(&c, &setup.train, &setup.val, &setup.test, NULL, res, &err);
         if (s) break;
         w[r] = res->final_params;
@@ -712,20 +728,20 @@ int tt_cmd_compare(int argc, char **argv)
         for (size_t i = 0; w[0] && i < P; i++) dw = fmax(dw, fabs((double)w[r][i] - w[0][i]));
         char verdict[128];
         tt_ledger_verdict(&res->epochs[ne - 1].split, verdict, sizeof verdict);
-        printf("%10s %9.3f %9.3f %11.3g %9.4f  %s\n", tt_reduce_name((tt_reduce)r), tt_median(secs, ne),
+        printf("%10s %9.3f %9.3f %11.3g %9.4f  %s\n", tt_reduce_name(order[r]), tt_median(secs, ne),
                tt_median(steps_ms, ne), dw, res->test.accuracy, verdict);
         s = tt_flush_stdout(stdout, &err);
     }
     if (!s) {
         double worst = 0, wmax = 0;
-        for (int a = 0; a < 3; a++)
-            for (int b2 = a + 1; b2 < 3; b2++)
+        for (int a = 0; a < n_order; a++)
+            for (int b2 = a + 1; b2 < n_order; b2++)
                 for (size_t i = 0; i < P; i++) worst = fmax(worst, fabs((double)w[a][i] - w[b2][i]));
         for (size_t i = 0; i < P; i++) wmax = fmax(wmax, fabs((double)w[0][i]));
         printf("max |dw| between any two placements: %.3g (largest weight %.3g; one float32 ulp there is %.3g)\n",
                worst, wmax, wmax * 1.1920929e-7);
     }
-    for (int r = 0; r < 3; r++) tt_free(w[r]);
+    for (int r = 0; r < n_order; r++) tt_free(w[r]);
     setup_close(&setup);
     return s ? fail(s, &err) : 0;
 }

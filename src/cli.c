@@ -48,6 +48,27 @@ tt_status tt_cli_float(const char *opt, const char *v, double lo, double hi, int
     return TT_OK;
 }
 
+/* --reduce's help from the placement table: every placement's name and phrase, words wrapped at column 102 after
+ * the 24 columns of the option's name. */
+static void help_placements(FILE *f)
+{
+    char text[1024];
+    size_t n = (size_t)snprintf(text, sizeof text, "where gradients are summed:");
+    for (int r = 0; r < TT_REDUCE_COUNT && n < sizeof text; r++)
+        n += (size_t)snprintf(text + n, sizeof text - n, " %s (%s)%s", tt_reduce_name((tt_reduce)r),
+                              tt_reduce_about((tt_reduce)r)->help, r + 1 < TT_REDUCE_COUNT ? "," : "");
+    if (n < sizeof text) snprintf(text + n, sizeof text - n, " [%s]", tt_reduce_name(TT_REDUCE_CPU));
+    int col = fprintf(f, "  --reduce PLACE        ");
+    const int indent = col, margin = 102;
+    for (const char *w = text; *w;) {
+        const int len = (int)strcspn(w, " ");
+        if (col > indent && col + 1 + len > margin) col = fprintf(f, "\n%*s", indent, "") - 1;
+        col += fprintf(f, "%s%.*s", col > indent ? " " : "", len, w);
+        w += len + (w[len] == ' ');
+    }
+    fprintf(f, "\n");
+}
+
 void tt_cli_train_help(FILE *f)
 {
     fprintf(f,
@@ -79,11 +100,10 @@ void tt_cli_train_help(FILE *f)
             "  --test-samples N      test on the first N test samples only [all]\n"
             "  --log-json FILE       JSON lines: a start object, one per epoch, one for the test set\n"
             "  --progress MODE       auto | bar | lines | quiet [auto: a bar on a terminal]\n"
-            "  --host-threads N      host threads for the gradient sum and the optimizer [CPUs]\n"
-            "  --reduce PLACE        where gradients are summed: cpu (host sums the towers' slots), device (tower 0\n"
-            "                        gathers and sums, like ReductionToOneDevice), allreduce (each tower sums one\n"
-            "                        slice: reduce-scatter, then gather to the host), nccl (NCCL sums into tower\n"
-            "                        0's GPU; cuda, one GPU per tower) [cpu]\n"
+            "  --host-threads N      host threads for the gradient sum and the optimizer [CPUs]\n",
+            tt_backend_list());
+    help_placements(f);
+    fprintf(f,
             "  --node-reduce MODE    under mpirun -np K: how the ranks combine their node sums (docs/scaleout.md):\n"
             "                        allreduce (every rank gets the global sum and updates its own copy) or ps (rank\n"
             "                        r updates slice r and holds 1/K of the optimizer state; the weights are\n"
@@ -99,8 +119,7 @@ void tt_cli_train_help(FILE *f)
             "  --resume FILE|DIR     continue a run from a checkpoint (a directory: its newest valid one); give the\n"
             "                        run's --model, --batch, --seed and optimizer again; --epochs counts the total\n"
             "  --resume-weights-only FILE|DIR  start from a checkpoint's weights only, on purpose: another model with\n"
-            "                        the same tensors, other options; a fresh optimizer, from epoch 1\n",
-            tt_backend_list());
+            "                        the same tensors, other options; a fresh optimizer, from epoch 1\n");
 }
 
 static int takes_value(const char *opt)
@@ -219,8 +238,10 @@ tt_status tt_cli_parse_train(int argc, char **argv, int first, tt_run_config *c,
             else if (strcmp(value, "quiet") == 0) c->progress = TT_PROGRESS_QUIET;
             else s = tt_fail(err, TT_ERR_ARG, "--progress: '%.64s' is not auto, bar, lines or quiet", value);
         } else if (strcmp(name, "--reduce") == 0) {
+            char names[128];
             if (tt_reduce_parse(value, &c->reduce))
-                s = tt_fail(err, TT_ERR_ARG, "--reduce: '%.64s' is not cpu, device, allreduce or nccl", value);
+                s = tt_fail(err, TT_ERR_ARG, "--reduce: '%.64s' is not %s", value,
+                            tt_reduce_list(names, sizeof names, ", ", " or ", 0));
         } else if (strcmp(name, "--node-reduce") == 0) {
             if (tt_node_reduce_parse(value, &c->node_reduce))
                 s = tt_fail(err, TT_ERR_ARG, "--node-reduce: '%.64s' is not allreduce or ps", value);

@@ -605,14 +605,17 @@ tt_status tt_probe_run(const tt_probe_config *c, tt_probe *p, tt_error *err)
     p->data = cpu->data;
     p->compute = cpu->compute;
     p->straggle = cpu->straggle;
-    p->push_stats = p->can[TT_REDUCE_DEVICE] ? pt[TT_REDUCE_DEVICE].push : 0; /* the push without the gradient */
+    p->push_stats = 0; /* the push without the gradient: that of the first placement that reduces on the towers */
+    for (int pl = 0; pl < TT_REDUCE_COUNT; pl++)
+        if (!tt_reduce_about((tt_reduce)pl)->host_sum) {
+            if (p->can[pl]) p->push_stats = pt[pl].push;
+            break;
+        }
     p->push_grad = cpu->push - p->push_stats > 0 ? cpu->push - p->push_stats : 0;
-    p->reduce_cpu = cpu->host_sum;
     p->update = cpu->host_update;
-    p->reduce_device = pt[TT_REDUCE_DEVICE].reduce;
-    p->reduce_allreduce = pt[TT_REDUCE_ALLREDUCE].reduce;
-    p->reduce_nccl = pt[TT_REDUCE_NCCL].reduce;
-    p->host_sum = p->reduce_cpu > 0 ? (double)N * bytes / p->reduce_cpu / 1e9 : 0;
+    for (int pl = 0; pl < TT_REDUCE_COUNT; pl++)
+        p->reduce[pl] = tt_reduce_about((tt_reduce)pl)->host_sum ? pt[pl].host_sum : pt[pl].reduce;
+    p->host_sum = p->reduce[TT_REDUCE_CPU] > 0 ? (double)N * bytes / p->reduce[TT_REDUCE_CPU] / 1e9 : 0;
     return TT_OK;
 }
 
@@ -627,35 +630,30 @@ void tt_probe_median(const tt_probe *ps, int n, tt_probe *out)
 {
     TT_ASSERT(n >= 1 && n <= 8);
     *out = ps[0];
-    const size_t fields[] = {offsetof(tt_probe, pull),          offsetof(tt_probe, data),
-                             offsetof(tt_probe, compute),       offsetof(tt_probe, push_grad),
-                             offsetof(tt_probe, push_stats),    offsetof(tt_probe, barrier),
-                             offsetof(tt_probe, straggle),      offsetof(tt_probe, reduce_cpu),
-                             offsetof(tt_probe, reduce_device), offsetof(tt_probe, reduce_allreduce),
-                             offsetof(tt_probe, reduce_nccl),   offsetof(tt_probe, update),
+    const size_t fields[] = {offsetof(tt_probe, pull),       offsetof(tt_probe, data),     offsetof(tt_probe, compute),
+                             offsetof(tt_probe, push_grad),  offsetof(tt_probe, push_stats),
+                             offsetof(tt_probe, barrier),    offsetof(tt_probe, straggle), offsetof(tt_probe, update),
                              offsetof(tt_probe, gemm_step)};
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
         *(double *)((char *)out + fields[i]) = median_of(ps, n, fields[i]);
+    for (int r = 0; r < TT_REDUCE_COUNT; r++)
+        out->reduce[r] = median_of(ps, n, offsetof(tt_probe, reduce) + (size_t)r * sizeof(double));
 }
 
 void tt_probe_predict(const tt_probe *p, tt_reduce r, tt_step_times *o)
 {
+    TT_ASSERT((unsigned)r < TT_REDUCE_COUNT);
     memset(o, 0, sizeof *o);
     o->pull = p->pull;
     o->data = p->data;
     o->compute = p->compute;
-    o->push = p->push_stats + (r == TT_REDUCE_CPU ? p->push_grad : 0);
+    const int host_sum = tt_reduce_about(r)->host_sum;
+    o->push = p->push_stats + (host_sum ? p->push_grad : 0);
     /* the phases were timed with all N towers at once: towers outnumbering cores are in them already */
     const double work = o->pull + o->data + o->compute + o->push;
     o->wait = p->straggle + p->barrier;
     o->towers = work + o->wait;
-    switch (r) {
-    case TT_REDUCE_CPU: o->reduce = p->reduce_cpu; break;
-    case TT_REDUCE_DEVICE: o->reduce = p->reduce_device + p->barrier; break;
-    case TT_REDUCE_ALLREDUCE: o->reduce = p->reduce_allreduce + p->barrier; break;
-    case TT_REDUCE_NCCL: o->reduce = p->reduce_nccl + p->barrier; break;
-    case TT_REDUCE_COUNT: break;
-    }
+    o->reduce = p->reduce[r] + (host_sum ? 0 : p->barrier); /* a tower-side reduce ends at barrier R */
     o->update = p->update + p->barrier;
     o->total = o->towers + o->reduce + o->update;
 }
@@ -684,12 +682,13 @@ void tt_probe_print(FILE *f, const tt_probe *p, const tt_probe_config *c)
             1e3 * p->barrier);
     fprintf(f, "    thread wake-up %.3f (a barrier's cost when towers outnumber cores)\n", 1e3 * p->wake);
     fprintf(f, "    stragglers: the slowest tower takes %.3f longer than the mean one\n", 1e3 * p->straggle);
-    fprintf(f, "    reduce cpu %.3f | device %.3f | allreduce %.3f | nccl ", 1e3 * p->reduce_cpu,
-            1e3 * p->reduce_device, 1e3 * p->reduce_allreduce);
-    if (p->can[TT_REDUCE_NCCL])
-        fprintf(f, "%.3f", 1e3 * p->reduce_nccl);
-    else
-        fprintf(f, "-");
+    for (int r = 0; r < TT_REDUCE_COUNT; r++) {
+        fprintf(f, r == 0 ? "    reduce %s " : " | %s ", tt_reduce_name((tt_reduce)r));
+        if (p->can[r])
+            fprintf(f, "%.3f", 1e3 * p->reduce[r]);
+        else
+            fprintf(f, "-");
+    }
     fprintf(f, " | update %.3f\n", 1e3 * p->update);
 }
 

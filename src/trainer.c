@@ -12,8 +12,9 @@
  *     everyone: one slice of the buffer: [sum the slots in tower order: cpu] + the optimizer
  *     barrier B (its last thread stamps the step's time)
  *
- * A placement (where the gradients are summed) is a row of the `placements` table: the buffers it adds to a tower,
- * the tower-side reduce phase it runs between barriers A and R, and where the host slices read the summed gradient.
+ * A placement (where the gradients are summed) is a row of the `placements` table: its name and help (all the rest of
+ * the program knows of it, tt_reduce_about), the buffers it adds to a tower, the tower-side reduce phase it runs
+ * between barriers A and R, and where the host slices read the summed gradient.
  * The step above is written once; tt_trainer_time_phases runs the same phase functions one at a time for the probe.
  *
  * A tower issues its whole step on its stream and waits once, at the end, where the host must read its statistics:
@@ -33,20 +34,6 @@
 #include "tt_trainer.h"
 
 enum { JOB_INIT, JOB_STEPS, JOB_EVAL, JOB_DIAGNOSE, JOB_PHASES, JOB_FREE };
-
-static const char *const reduce_names[TT_REDUCE_COUNT] = {"cpu", "device", "allreduce", "nccl"};
-
-int tt_reduce_parse(const char *name, tt_reduce *r)
-{
-    for (int i = 0; i < TT_REDUCE_COUNT; i++)
-        if (strcmp(name, reduce_names[i]) == 0) {
-            *r = (tt_reduce)i;
-            return 0;
-        }
-    return -1;
-}
-
-const char *tt_reduce_name(tt_reduce r) { return (unsigned)r < TT_REDUCE_COUNT ? reduce_names[r] : "?"; }
 
 /* Events a tower records on its stream: the step's phase boundaries, then the reduce phase's. */
 enum { EV_START, EV_PULL, EV_DATA, EV_COMPUTE, EV_PUSH, EV_R_START, EV_R_SUM, EV_R_PUSH, EV_COUNT };
@@ -151,10 +138,11 @@ static void add_buf(buf_list *l, void *slot, size_t bytes, int on_host, const ch
 
 /* A placement is the phases it adds to the step. */
 typedef struct placement {
+    /* its name, help and the two facts the tools outside the trainer read (tt_reduce_about); info.host_sum: the
+     * tower phase pushes every tower's gradient to its own host slot, and the host slices sum the slots */
+    tt_reduce_info info;
     /* the reduction buffers tower tw needs, added to its list */
     void (*buffers)(tt_trainer *tr, tt_tower *tw, buf_list *l);
-    /* the tower phase pushes every tower's gradient to its own host slot, and the host slices sum the slots */
-    int host_sum;
     /* the tower-side reduce phase between barriers A and R, ending with the sum (or a slice) pushed into
      * tr->h_grad; NULL: none (and no barrier R) */
     void (*reduce)(tt_tower *tw);
@@ -195,24 +183,79 @@ static void reduce_nccl(tt_tower *tw);
 static tt_status check_nccl(const tt_trainer_config *cfg, tt_error *err);
 
 static const placement placements[TT_REDUCE_COUNT] = {
-    [TT_REDUCE_CPU] = {buffers_cpu, 1, NULL, NULL},
-    [TT_REDUCE_DEVICE] = {buffers_tower0, 0, reduce_device, NULL},
-    [TT_REDUCE_ALLREDUCE] = {buffers_allreduce, 0, reduce_allreduce, NULL},
-    [TT_REDUCE_NCCL] = {buffers_tower0, 0, reduce_nccl, check_nccl},
+    [TT_REDUCE_CPU] = {{"cpu", "host sums the towers' slots", 1, 1}, buffers_cpu, NULL, NULL},
+    [TT_REDUCE_DEVICE] = {{"device", "tower 0 gathers and sums, like ReductionToOneDevice", 0, 1}, buffers_tower0,
+                          reduce_device, NULL},
+    [TT_REDUCE_ALLREDUCE] = {{"allreduce", "each tower sums one slice: reduce-scatter, then gather to the host", 0, 1},
+                             buffers_allreduce, reduce_allreduce, NULL},
+    [TT_REDUCE_NCCL] = {{"nccl", "NCCL sums into tower 0's GPU; cuda, one GPU per tower", 0, 0}, buffers_tower0,
+                        reduce_nccl, check_nccl},
 };
+
+const tt_reduce_info *tt_reduce_about(tt_reduce r)
+{
+    return (unsigned)r < TT_REDUCE_COUNT ? &placements[r].info : NULL;
+}
+
+int tt_reduce_parse(const char *name, tt_reduce *r)
+{
+    for (int i = 0; i < TT_REDUCE_COUNT; i++)
+        if (strcmp(name, placements[i].info.name) == 0) {
+            *r = (tt_reduce)i;
+            return 0;
+        }
+    return -1;
+}
+
+const char *tt_reduce_name(tt_reduce r) { return (unsigned)r < TT_REDUCE_COUNT ? placements[r].info.name : "?"; }
+
+/* The names of the placements keep() takes, joined (tt_reduce_list). */
+static const char *list_names(char *buf, size_t len, const char *sep, const char *last, int (*keep)(const placement *))
+{
+    int take[TT_REDUCE_COUNT], n = 0, k = 0;
+    for (int i = 0; i < TT_REDUCE_COUNT; i++) n += take[i] = keep(&placements[i]);
+    size_t used = 0;
+    if (len) buf[0] = '\0';
+    for (int i = 0; i < TT_REDUCE_COUNT && used < len; i++) {
+        if (!take[i]) continue;
+        const char *before = k == 0 ? "" : k == n - 1 ? last : sep;
+        int w = snprintf(buf + used, len - used, "%s%s", before, placements[i].info.name);
+        used += w > 0 ? (size_t)w : 0;
+        k++;
+    }
+    return buf;
+}
+
+static int keep_all(const placement *p)
+{
+    (void)p;
+    return 1;
+}
+static int keep_tower_order(const placement *p) { return p->info.tower_order; }
+static int keep_unchecked(const placement *p) { return p->check == NULL; }
+/* a tower-side reduce that virtual towers (sharing a GPU) can run */
+static int keep_shared(const placement *p) { return p->check == NULL && p->reduce != NULL; }
+
+const char *tt_reduce_list(char *buf, size_t len, const char *sep, const char *last, int tower_order)
+{
+    return list_names(buf, len, sep, last, tower_order ? keep_tower_order : keep_all);
+}
 
 /* NCCL needs the backend's collectives and one device per tower. */
 static tt_status check_nccl(const tt_trainer_config *cfg, tt_error *err)
 {
+    char others[128];
+    list_names(others, sizeof others, ", ", " or ", keep_unchecked);
     if (!cfg->ops->comm_init)
-        return tt_fail(err, TT_ERR_ARG, "--reduce nccl: the %s backend %s (use --reduce cpu, device or allreduce)",
-                       cfg->ops->name,
-                       cfg->ops->peer_setup ? "of this build has no NCCL (rebuild with NCCL found)" : "has no NCCL");
+        return tt_fail(err, TT_ERR_ARG, "--reduce nccl: the %s backend %s (use --reduce %s)", cfg->ops->name,
+                       cfg->ops->peer_setup ? "of this build has no NCCL (rebuild with NCCL found)" : "has no NCCL",
+                       others);
     if (cfg->n_towers > (size_t)cfg->n_devices)
         return tt_fail(err, TT_ERR_ARG,
                        "--reduce nccl: needs one GPU per tower, and %zu towers share %d GPU%s (use --towers %d, or "
-                       "--reduce device/allreduce for virtual towers)",
-                       cfg->n_towers, cfg->n_devices, cfg->n_devices == 1 ? "" : "s", cfg->n_devices);
+                       "--reduce %s for virtual towers)",
+                       cfg->n_towers, cfg->n_devices, cfg->n_devices == 1 ? "" : "s", cfg->n_devices,
+                       list_names(others, sizeof others, "/", "/", keep_shared));
     return TT_OK;
 }
 
@@ -249,7 +292,7 @@ static void tower_buffers(tt_trainer *tr, tt_tower *tw, buf_list *l)
     tr->place->buffers(tr, tw, l);
     if (tw->id == 0) { /* pinned, so every tower's pull is a fast async copy */
         add_buf(l, &tr->h_params, P * F, 1, "master weights", TT_MEM_BY_PARAMS);
-        if (!tr->place->host_sum || multi_node(&tr->cfg))
+        if (!tr->place->info.host_sum || multi_node(&tr->cfg))
             add_buf(l, &tr->h_grad, P * F, 1, "reduced gradient", TT_MEM_BY_PARAMS);
         if (multi_node(&tr->cfg)) { /* the reduce-scatter's K received slices, and this rank's slice of the sum */
             size_t lo0, S;
@@ -363,7 +406,7 @@ static void phase_compute(tt_tower *tw, size_t n)
 static void phase_push(tt_tower *tw)
 {
     tt_trainer *tr = tw->tr;
-    if (tr->place->host_sum)
+    if (tr->place->info.host_sum)
         tt_dev_d2h(&tw->dev, tr->h_slots[tw->id], tw->d_grads, tr->model->n_params * sizeof(float));
     tt_dev_d2h(&tw->dev, tw->h_stats, tw->d_stats, 2 * tw->rows * sizeof(float));
 }
@@ -414,7 +457,7 @@ static void tower_step(tt_tower *tw, const uint32_t *idx, size_t n)
     l->rows = B;
     l->bytes_pull = P * sizeof(float);
     l->bytes_data = B * (tt_dataset_sample_bytes(tr->ds) + sizeof(int32_t) + sizeof(uint32_t));
-    l->bytes_push = (tr->place->host_sum ? P * sizeof(float) : 0) + 2 * B * sizeof(float);
+    l->bytes_push = (tr->place->info.host_sum ? P * sizeof(float) : 0) + 2 * B * sizeof(float);
 }
 
 /* ---- tower side: the reduce phases of the placements (after barrier A: every gradient is complete) ---------- */
@@ -566,7 +609,7 @@ typedef struct host_pass {
 /* The single-node step's fused pass: the whole buffer, summed (cpu) or read from the pushed sum, and updated. */
 static host_pass fused_pass(const tt_trainer *tr)
 {
-    host_pass p = {0, tr->model->n_params, tr->place->host_sum, NULL, tr->h_grad, 1, 0};
+    host_pass p = {0, tr->model->n_params, tr->place->info.host_sum, NULL, tr->h_grad, 1, 0};
     return p;
 }
 
@@ -712,7 +755,7 @@ static void after_towers(void *arg)
 /* The rank's node sum: h_slots[0] (cpu, one tower: its slot), or h_grad (the node-sum pass or a placement's push). */
 static const float *node_sum(const tt_trainer *tr)
 {
-    return tr->place->host_sum && tr->cfg.n_towers == 1 ? tr->h_slots[0] : tr->h_grad;
+    return tr->place->info.host_sum && tr->cfg.n_towers == 1 ? tr->h_slots[0] : tr->h_grad;
 }
 
 /* Serial section after the node sum (K ranks): the cross-node combine. Every rank's statistics (the step's loss and
@@ -765,7 +808,7 @@ static void after_update(void *arg)
     const size_t N = tr->cfg.n_towers;
     tt_step_result *res = &tr->results[tr->cur_step];
     double now = tt_now();
-    if (tr->place->host_sum) {
+    if (tr->place->info.host_sum) {
         res->t.reduce = tr->t_reduce1 - tr->t_reduce0;
         res->t.reduce0 = tr->t_reduce0;
         res->t.reduce1 = tr->t_reduce1;
@@ -817,7 +860,7 @@ static void tower_barrier(tt_trainer *tr, tt_barrier *b, int i, void (*serial)(v
 static void host_node_step(tt_trainer *tr, int i, int T)
 {
     const size_t P = tr->model->n_params;
-    if (tr->place->host_sum && tr->cfg.n_towers > 1) {
+    if (tr->place->info.host_sum && tr->cfg.n_towers > 1) {
         const host_pass sum = {0, P, 1, tr->h_grad, NULL, 0, 0};
         host_slice(tr, &sum, i, T, NULL, NULL);
     }

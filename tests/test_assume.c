@@ -125,19 +125,19 @@ START_TEST(test_probe_by_hand)
     close_to(p.push_stats, 8e-6 + 512.0 / 48e9, "push_stats");
     close_to(p.barrier, 5e-6, "barrier");
     /* cpu: the host reads 4 slots */
-    close_to(p.reduce_cpu, 4.0 * 1077288 / 230e9, "reduce_cpu");
+    close_to(p.reduce[TT_REDUCE_CPU], 4.0 * 1077288 / 230e9, "reduce_cpu");
     /* device: 3 peer copies into tower 0 and 3 adds (read 2, write 1), then one push (cap 1077288/230e9 smaller) */
-    close_to(p.reduce_device, 3 * (8e-6 + 1077288.0 / 48e9) + 3 * (5e-6 + 3.0 * 1077288 / 1800e9) +
+    close_to(p.reduce[TT_REDUCE_DEVICE], 3 * (8e-6 + 1077288.0 / 48e9) + 3 * (5e-6 + 3.0 * 1077288 / 1800e9) +
                                   (8e-6 + 1077288.0 / 48e9),
              "reduce_device");
     /* allreduce: slice = ceil(269322 / 4) = 67331 floats, rounded up to 16: 67344 floats = 269376 bytes; tower 0
      * copies its own slice locally (read + write), receives 3 slices, adds 3, pushes its slice: 269376 / 48e9 =
      * 5.61 us beats the cap 4 * 269376 / 230e9 = 4.68 us */
-    close_to(p.reduce_allreduce, (8e-6 + 2.0 * 269376 / 1800e9) + 3 * (8e-6 + 269376.0 / 48e9) +
+    close_to(p.reduce[TT_REDUCE_ALLREDUCE], (8e-6 + 2.0 * 269376 / 1800e9) + 3 * (8e-6 + 269376.0 / 48e9) +
                                      3 * (5e-6 + 3.0 * 269376 / 1800e9) + (8e-6 + 269376.0 / 48e9),
              "reduce_allreduce");
     /* nccl: ncclReduce, busbw = algbw = S / t, plus the push of the sum */
-    close_to(p.reduce_nccl, 40e-6 + 1077288.0 / 28e9 + (8e-6 + 1077288.0 / 48e9), "reduce_nccl");
+    close_to(p.reduce[TT_REDUCE_NCCL], 40e-6 + 1077288.0 / 28e9 + (8e-6 + 1077288.0 / 48e9), "reduce_nccl");
     /* Adam: w, m, v read and written, g read = 28 bytes per parameter */
     close_to(p.update, 28.0 * 269322 / 230e9, "update");
 
@@ -171,9 +171,9 @@ START_TEST(test_probe_edges)
 
     tt_assume_probe(&a, &m, 1, 256, TT_OPT_ADAM, &p);
     /* one tower: device is the push alone; nccl its fixed cost and the push; allreduce a local copy and the push */
-    close_to(p.reduce_device, 8e-6 + 1077288.0 / 48e9, "reduce_device, 1 GPU");
-    close_to(p.reduce_nccl, 40e-6 + 8e-6 + 1077288.0 / 48e9, "reduce_nccl, 1 GPU");
-    close_to(p.reduce_allreduce, (8e-6 + 2.0 * 1077288 / 1800e9) + (8e-6 + 1077288.0 / 48e9),
+    close_to(p.reduce[TT_REDUCE_DEVICE], 8e-6 + 1077288.0 / 48e9, "reduce_device, 1 GPU");
+    close_to(p.reduce[TT_REDUCE_NCCL], 40e-6 + 8e-6 + 1077288.0 / 48e9, "reduce_nccl, 1 GPU");
+    close_to(p.reduce[TT_REDUCE_ALLREDUCE], (8e-6 + 2.0 * 1077288 / 1800e9) + (8e-6 + 1077288.0 / 48e9),
              "reduce_allreduce, 1 GPU");
 }
 END_TEST
@@ -194,8 +194,10 @@ START_TEST(test_probe_monotonic)
             tt_probe p;
             tt_assume_probe(&a, &m, n, 256, TT_OPT_ADAM, &p);
             ck_assert_msg(p.compute < prev.compute, "%s: compute at %zu GPUs", specs[s], n);
-            ck_assert_msg(p.reduce_cpu > prev.reduce_cpu, "%s: cpu reduce at %zu GPUs", specs[s], n);
-            ck_assert_msg(p.reduce_device > prev.reduce_device, "%s: device reduce at %zu GPUs", specs[s], n);
+            ck_assert_msg(p.reduce[TT_REDUCE_CPU] > prev.reduce[TT_REDUCE_CPU], "%s: cpu reduce at %zu GPUs", specs[s],
+                          n);
+            ck_assert_msg(p.reduce[TT_REDUCE_DEVICE] > prev.reduce[TT_REDUCE_DEVICE], "%s: device reduce at %zu GPUs",
+                          specs[s], n);
             ck_assert_msg(p.update == prev.update, "%s: the update does not depend on N", specs[s]);
             prev = p;
         }

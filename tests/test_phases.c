@@ -343,7 +343,8 @@ START_TEST(test_probe_placements)
     tt_error err;
     ck_assert_msg(tt_probe_run(&pc, &p, &err) == TT_OK, "%s", err.msg);
     ck_assert(p.can[TT_REDUCE_CPU] && p.can[TT_REDUCE_DEVICE] && p.can[TT_REDUCE_ALLREDUCE] && !p.can[TT_REDUCE_NCCL]);
-    ck_assert(p.compute > 0 && p.reduce_cpu > 0 && p.reduce_device > 0 && p.reduce_allreduce > 0 && p.update > 0);
+    ck_assert(p.compute > 0 && p.reduce[TT_REDUCE_CPU] > 0 && p.reduce[TT_REDUCE_DEVICE] > 0 &&
+              p.reduce[TT_REDUCE_ALLREDUCE] > 0 && p.update > 0);
     ck_assert_int_eq(p.n_links, 1);
     for (int r = 0; r < TT_REDUCE_NCCL; r++) {
         tt_step_times t;

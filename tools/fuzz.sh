@@ -33,12 +33,12 @@ cflags=(-g -O1 -std=c11 -D_POSIX_C_SOURCE=200809L -Iinclude -Itests/fuzz -fsanit
 # what the readers link against: common.c (errors, allocation; it names signals in exit codes), mem.c (input.c
 # checks available memory before growing a buffer)
 base_src=(src/common.c src/signal.c src/mem.c src/node.c) # node.c: one rank (no MPI here); common.c reports through it
-idx_src=(tests/fuzz/fuzz_idx.c src/data/idx.c src/data/input.c "${base_src[@]}")
+# idx.c also makes data sets of its files (dataset.c frees them)
+idx_src=(tests/fuzz/fuzz_idx.c src/data/idx.c src/data/dataset.c src/data/input.c "${base_src[@]}")
 # the model parser reaches every layer kind's setup and tables (src/layers/*.c), but never a device op
 model_src=(tests/fuzz/fuzz_model.c src/model.c src/layers/*.c src/dev.c src/data/input.c "${base_src[@]}")
-# dataset.c frees data sets (and pulls in idx.c for the --data dispatch)
-npy_src=(tests/fuzz/fuzz_npy.c src/data/npy.c src/data/cifar10.c src/data/dataset.c src/data/idx.c src/data/input.c
-         "${base_src[@]}")
+# dataset.c frees data sets and finds a directory's files (the readers are above it, the --data dispatch above them)
+npy_src=(tests/fuzz/fuzz_npy.c src/data/npy.c src/data/cifar10.c src/data/dataset.c src/data/input.c "${base_src[@]}")
 # the checkpoint reader builds the fuzz target's model (model.c, the layer kinds) and names the optimizer's slots
 # (optim.c); it parses its header with json-c and sums the data with zlib's crc32
 ckpt_src=(tests/fuzz/fuzz_checkpoint.c src/checkpoint.c src/json.c src/optim.c src/model.c src/layers/*.c src/dev.c

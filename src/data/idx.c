@@ -3,10 +3,14 @@
  * Files and memory are read through tt_input (include/tt_input.h), gzip or plain. Every file is hostile: the
  * header is validated before any allocation; a plain file's size must be exactly header + data before the buffer
  * is made; a gzip payload's buffer grows as data arrive, never beyond what the header claims; every read is
- * checked and the input must end right after the data.
- * Not for: building a data set from the arrays (src/data/dataset.c). */
+ * checked and the input must end right after the data. An image file and a label file make a data set, and an
+ * MNIST-format directory's four files a train and test pair (--data DIR).
+ * Not for: the data set's own operations (src/data/dataset.c) or the --data dispatch (src/data/load.c). */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "tt_data.h"
 #include "tt_input.h"
@@ -146,5 +150,95 @@ tt_status tt_idx_read_labels_mem(const void *data, size_t len, const char *name,
     tt_status s = tt_input_open_mem(&in, data, len, name, err);
     if (!s) s = read_labels(&in, n_classes, n, labels, err);
     tt_input_close(&in);
+    return s;
+}
+
+/* ---- data sets of IDX files ---------------------------------------------------------------------------------- */
+
+tt_status tt_dataset_load_idx(tt_dataset *ds, const char *images_path, const char *labels_path, size_t n_classes,
+                              tt_error *err)
+{
+    memset(ds, 0, sizeof *ds);
+    size_t n_img, rows, cols, n_lab;
+    uint8_t *pix = NULL, *lab = NULL;
+    tt_status s = tt_idx_read_images(images_path, &n_img, &rows, &cols, &pix, err);
+    if (s) return s;
+    s = tt_idx_read_labels(labels_path, n_classes, &n_lab, &lab, err);
+    if (s) {
+        tt_free(pix);
+        return s;
+    }
+    if (n_img != n_lab) {
+        s = tt_fail(err, TT_ERR_FORMAT, "%s: %zu labels but %s has %zu images", labels_path, n_lab, images_path,
+                    n_img);
+        goto done;
+    }
+    ds->n = n_img;
+    ds->shape = tt_shape3(rows, cols, 1);
+    ds->dim = rows * cols;
+    ds->xtype = TT_X_U8;
+    ds->n_classes = n_classes;
+    ds->scale = 1.0f / 255.0f;
+    ds->x = pix; /* the data set takes the pixel buffer */
+    pix = NULL;
+    ds->y = (int32_t *)tt_calloc(n_img, sizeof(int32_t));
+    if (!ds->y) {
+        tt_dataset_free(ds);
+        s = tt_fail(err, TT_ERR_NOMEM, "%s: out of memory for %zu labels", labels_path, n_img);
+        goto done;
+    }
+    for (size_t i = 0; i < n_img; i++) ds->y[i] = lab[i];
+done:
+    tt_free(pix);
+    tt_free(lab);
+    return s;
+}
+
+/* Finds `<dir>/<stem>` among the usual spellings of MNIST file names. */
+static tt_status find_file(const char *dir, const char *stem, const char *alt, char *out, size_t outlen,
+                           tt_error *err)
+{
+    const char *names[4] = {stem, alt, NULL, NULL};
+    char gz0[96], gz1[96];
+    snprintf(gz0, sizeof gz0, "%s.gz", stem);
+    snprintf(gz1, sizeof gz1, "%s.gz", alt);
+    const char *all[4] = {gz0, names[0], gz1, names[1]};
+    for (int i = 0; i < 4; i++) {
+        int len = snprintf(out, outlen, "%s/%s", dir, all[i]);
+        if (len < 0 || (size_t)len >= outlen) return tt_fail(err, TT_ERR_ARG, "--data: path too long: %s", dir);
+        if (access(out, F_OK) == 0) return TT_OK;
+    }
+    return tt_fail(err, TT_ERR_IO, "%s: no %s[.gz] (or %s[.gz]) in this directory", dir, stem, alt);
+}
+
+tt_status tt_dataset_load_dir(const char *dir, tt_dataset *train, tt_dataset *test, tt_error *err)
+{
+    memset(train, 0, sizeof *train);
+    memset(test, 0, sizeof *test);
+    if (strcmp(dir, "fashion-mnist") == 0) {
+        struct stat st;
+        if (stat(TT_FASHION_MNIST_DIR, &st) != 0)
+            return tt_fail(err, TT_ERR_IO,
+                           "--data fashion-mnist: %s not found (install it: apt-get install dataset-fashion-mnist)",
+                           TT_FASHION_MNIST_DIR);
+        dir = TT_FASHION_MNIST_DIR;
+    }
+    struct stat st;
+    if (stat(dir, &st) != 0) return tt_fail(err, TT_ERR_IO, "--data %s: %s", dir, strerror(errno));
+    if (!S_ISDIR(st.st_mode)) return tt_fail(err, TT_ERR_IO, "--data %s: not a directory", dir);
+    char ti[4200], tl[4200], ei[4200], el[4200];
+    tt_status s = find_file(dir, "train-images-idx3-ubyte", "train-images.idx3-ubyte", ti, sizeof ti, err);
+    if (!s) s = find_file(dir, "train-labels-idx1-ubyte", "train-labels.idx1-ubyte", tl, sizeof tl, err);
+    if (!s) s = find_file(dir, "t10k-images-idx3-ubyte", "t10k-images.idx3-ubyte", ei, sizeof ei, err);
+    if (!s) s = find_file(dir, "t10k-labels-idx1-ubyte", "t10k-labels.idx1-ubyte", el, sizeof el, err);
+    if (!s) s = tt_dataset_load_idx(train, ti, tl, 10, err);
+    if (!s) s = tt_dataset_load_idx(test, ei, el, 10, err);
+    if (!s && !tt_shape_eq(&train->shape, &test->shape))
+        s = tt_fail(err, TT_ERR_FORMAT, "%s: test images are %zux%zu but training images are %zux%zu", ei,
+                    test->shape.d[0], test->shape.d[1], train->shape.d[0], train->shape.d[1]);
+    if (s) {
+        tt_dataset_free(train);
+        tt_dataset_free(test);
+    }
     return s;
 }

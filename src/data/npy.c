@@ -358,12 +358,12 @@ static tt_status npy_end(tt_input *in, tt_error *err)
     return s;
 }
 
-/* Integer samples to float32, exactly: every value must have |v| < 2^24 (TT_TOKEN_MAX), where float32 still holds
+/* Integer samples to float32, exactly: every value must have |v| < 2^24 (TT_TOKEN_LIMIT), where float32 still holds
  * every integer. `dim` elements per sample, for the message. */
 static tt_status npy_x_ints(tt_input *in, const npy_header *h, size_t elems, size_t dim, float *out, tt_error *err)
 {
     unsigned char chunk[NPY_CHUNK];
-    const int64_t lim = (int64_t)TT_TOKEN_MAX;
+    const int64_t lim = (int64_t)TT_TOKEN_LIMIT;
     const size_t size = g_npy_types[h->type].size, per = NPY_CHUNK / size;
     for (size_t done = 0; done < elems;) {
         size_t k = elems - done < per ? elems - done : per;

@@ -26,6 +26,6 @@ const tt_layer_kind tt_layer_globalmaxpool1d = {
     .keras = "GlobalMaxPooling1D",
     .keys = {{NULL, 0, 0, 0, 0, NULL}},
     .setup = globalmaxpool1d_setup,
-    .forward = tt_pool_forward,
-    .backward = tt_pool_backward,
+    .forward = tt_maxpool_forward,
+    .backward = tt_maxpool_backward,
 };

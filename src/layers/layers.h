@@ -22,15 +22,15 @@ void tt_conv_init(const tt_layer *l, float *h_p, tt_rng *rng);
 size_t tt_conv_workspace(const tt_layer *l, size_t B, size_t chunk_mnk);
 int tt_conv_gemms(const tt_layer *l, size_t B, int need_dx, size_t chunk_mnk, tt_gemm_shape *out);
 void tt_conv_forward(tt_dev *dev, const tt_layer *l, const tt_pass *ps, const float *d_p, const float *d_x,
-                     float *d_y, size_t B);
+                        float *d_y, size_t B);
 void tt_conv_backward(tt_dev *dev, const tt_layer *l, const tt_pass *ps, const float *d_p, float *d_g,
-                      const float *d_x, const float *d_y, const float *d_dy, float *d_dx, size_t B);
+                         const float *d_x, const float *d_y, const float *d_dy, float *d_dx, size_t B);
 
 /* Max pooling over l->g: the forward and backward every pooling kind shares. */
-void tt_pool_forward(tt_dev *dev, const tt_layer *l, const tt_pass *ps, const float *d_p, const float *d_x,
-                     float *d_y, size_t B);
-void tt_pool_backward(tt_dev *dev, const tt_layer *l, const tt_pass *ps, const float *d_p, float *d_g,
-                      const float *d_x, const float *d_y, const float *d_dy, float *d_dx, size_t B);
+void tt_maxpool_forward(tt_dev *dev, const tt_layer *l, const tt_pass *ps, const float *d_p, const float *d_x,
+                        float *d_y, size_t B);
+void tt_maxpool_backward(tt_dev *dev, const tt_layer *l, const tt_pass *ps, const float *d_p, float *d_g,
+                         const float *d_x, const float *d_y, const float *d_dy, float *d_dx, size_t B);
 
 /* Names tensor t "<layer>/<suffix>" with the given shape (ndim dims, the rest ignored); the model derives its size
  * from the shape (checked for overflow) when it lays the tensors out. */

@@ -27,6 +27,6 @@ const tt_layer_kind tt_layer_maxpool1d = {
              {"padding", TT_KEY_PADDING, offsetof(tt_layer, same), 0, 1, "valid"},
              {NULL, 0, 0, 0, 0, NULL}},
     .setup = maxpool1d_setup,
-    .forward = tt_pool_forward,
-    .backward = tt_pool_backward,
+    .forward = tt_maxpool_forward,
+    .backward = tt_maxpool_backward,
 };

@@ -23,16 +23,16 @@ static tt_status maxpool2d_setup(tt_layer *l, tt_error *err)
     return TT_OK;
 }
 
-void tt_pool_forward(tt_dev *dev, const tt_layer *l, const tt_pass *ps, const float *d_p, const float *d_x,
-                     float *d_y, size_t B)
+void tt_maxpool_forward(tt_dev *dev, const tt_layer *l, const tt_pass *ps, const float *d_p, const float *d_x,
+                        float *d_y, size_t B)
 {
     (void)ps;
     (void)d_p;
     tt_dev_maxpool_fwd(dev, d_y, d_x, B, &l->g);
 }
 
-void tt_pool_backward(tt_dev *dev, const tt_layer *l, const tt_pass *ps, const float *d_p, float *d_g,
-                      const float *d_x, const float *d_y, const float *d_dy, float *d_dx, size_t B)
+void tt_maxpool_backward(tt_dev *dev, const tt_layer *l, const tt_pass *ps, const float *d_p, float *d_g,
+                         const float *d_x, const float *d_y, const float *d_dy, float *d_dx, size_t B)
 {
     (void)ps;
     (void)d_p;
@@ -49,6 +49,6 @@ const tt_layer_kind tt_layer_maxpool2d = {
              {"padding", TT_KEY_PADDING, offsetof(tt_layer, same), 0, 1, "valid"},
              {NULL, 0, 0, 0, 0, NULL}},
     .setup = maxpool2d_setup,
-    .forward = tt_pool_forward,
-    .backward = tt_pool_backward,
+    .forward = tt_maxpool_forward,
+    .backward = tt_maxpool_backward,
 };
