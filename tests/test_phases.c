@@ -314,7 +314,8 @@ START_TEST(test_backend_open)
         ck_assert_int_eq(tt_backend_open("cuda", "0", &b, &err), TT_OK);
         ck_assert(b.n_devices == 1 && b.devices[0] == 0);
         ck_assert_int_eq(tt_backend_open("cuda", "0,0", &b, &err), TT_ERR_ARG);
-        ck_assert_int_eq(tt_backend_open("cuda", "999", &b, &err), TT_ERR_DEVICE); /* a GPU the driver does not see: the machine lacks it (exit 1) */
+        /* a GPU the driver does not see: the machine lacks it (exit 1) */
+        ck_assert_int_eq(tt_backend_open("cuda", "999", &b, &err), TT_ERR_DEVICE);
         ck_assert_int_eq(tt_backend_open("cuda", "0,", &b, &err), TT_ERR_ARG);
         ck_assert_int_eq(tt_backend_open("cuda", "a", &b, &err), TT_ERR_ARG);
     }
