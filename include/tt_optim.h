@@ -45,7 +45,32 @@ typedef struct tt_optim {
 /* Keras defaults for a kind; returns -1 for an unknown name. */
 int tt_optim_parse_kind(const char *name, tt_optim_kind *kind);
 const char *tt_optim_kind_name(tt_optim_kind kind);
+/* The names of the kinds in mask (bit 1u << kind; ~0u: all) into out, as "sgd, adam, nadam or rmsprop" with sep ", "
+ * and last " or " (for a message or a help line); returns out. */
+const char *tt_optim_kind_list(char *out, size_t len, unsigned mask, const char *sep, const char *last);
 tt_optim_config tt_optim_defaults(tt_optim_kind kind);
+
+/* The hyper-parameters, one table read by every user: the command line (options, their ranges and --help lines),
+ * checkpoints (the metadata keys, written and read in this order) and tt_optim_describe. */
+typedef enum { TT_OPTIM_REAL, TT_OPTIM_FLAG } tt_optim_param_type;
+typedef struct tt_optim_param {
+    const char *name;         /* the checkpoint's metadata key, the banner's word, the option "--<name>" */
+    tt_optim_param_type type; /* REAL: a float field, written "%.9g"; FLAG: an int 0/1, written "true"/"false" */
+    size_t offset;            /* of its field in tt_optim_config */
+    unsigned kinds;           /* the optimizers that read it: bit 1u << kind */
+    float def;                /* Keras's default (lr: SGD's 0.01 is set apart in tt_optim_defaults) */
+    double lo, hi;            /* REAL: what the command line takes, [lo, hi], or (lo, hi] with lo_open */
+    int lo_open;
+    int banner;               /* its place in tt_optim_describe (Keras's argument order); 0: not there (lr) */
+    const char *needs;        /* FLAG: the REAL parameter it needs greater than 0 (NULL: none) */
+    const char *help;         /* the --help text after "--<name> X"; NULL: no command-line option */
+} tt_optim_param;
+enum { TT_OPTIM_N_PARAMS = 8 };
+extern const tt_optim_param tt_optim_params[TT_OPTIM_N_PARAMS];
+/* The parameter of that name (no "--"), or -1. */
+int tt_optim_param_find(const char *name);
+/* Its field in c: a float for REAL, an int for FLAG. */
+void *tt_optim_param_field(tt_optim_config *c, const tt_optim_param *p);
 
 /* Floats of state per parameter that tt_optim_init allocates for this configuration: 1 for SGD (velocity), 2 for
  * Adam and Nadam (moments), 1 to 3 for RMSprop (average of g^2; + momentum when momentum > 0; + average of g when

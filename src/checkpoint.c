@@ -53,14 +53,14 @@ enum {
 #define CK_EPOCH_MAX ((uint64_t)1 << 32) /* a run resumes at epoch + 1: no wrap-around to 0 */
 #define CK_DIM_MAX ((uint64_t)1 << 48) /* larger dims are refused before any product is formed */
 
-/* The metadata keys, all required but the two marked optional; any other key is refused. */
+/* The metadata keys, all required but the two marked optional, and the optimizer's (tt_optim_params, written after
+ * "optimizer"); any other key is refused. */
 static const struct {
     const char *key;
     int optional;
 } g_md_keys[] = {
     {"format", 0}, {"format_version", 0}, {"epoch", 0}, {"step", 0}, {"steps_per_epoch", 0}, {"global_step", 0},
-    {"seed", 0}, {"batch", 0}, {"optimizer", 0}, {"lr", 0}, {"momentum", 0}, {"nesterov", 0}, {"beta_1", 0},
-    {"beta_2", 0}, {"epsilon", 0}, {"rho", 0}, {"centered", 0}, {"u_product", 0}, {"best", 0}, {"towers", 0},
+    {"seed", 0}, {"batch", 0}, {"optimizer", 0}, {"u_product", 0}, {"best", 0}, {"towers", 0},
     {"backend", 0}, {"model", 1}, {"options", 1}, {"n_params", 0}, {"checksum", 0},
 };
 enum { CK_N_MD_KEYS = (int)(sizeof g_md_keys / sizeof g_md_keys[0]) };
@@ -171,17 +171,20 @@ static json_object *ck_metadata(const tt_checkpoint *ck)
 {
     json_object *md = json_object_new_object();
     if (!md) return NULL;
-    const tt_optim_config *c = &ck->optim;
+    tt_optim_config c = ck->optim;
     int bad = md_str(md, "format", CK_FORMAT) | md_str(md, "format_version", CK_FORMAT_VERSION) |
               md_u64(md, "epoch", ck->epoch) | md_u64(md, "step", ck->step) |
               md_u64(md, "steps_per_epoch", ck->steps_per_epoch) | md_u64(md, "global_step", ck->global_step) |
               md_u64(md, "seed", ck->seed) | md_u64(md, "batch", ck->batch) |
-              md_str(md, "optimizer", tt_optim_kind_name(c->kind)) | md_f32(md, "lr", c->lr) |
-              md_f32(md, "momentum", c->momentum) | md_str(md, "nesterov", c->nesterov ? "true" : "false") |
-              md_f32(md, "beta_1", c->beta1) | md_f32(md, "beta_2", c->beta2) | md_f32(md, "epsilon", c->epsilon) |
-              md_f32(md, "rho", c->rho) | md_str(md, "centered", c->centered ? "true" : "false") |
-              md_f64(md, "u_product", ck->u_product) | md_f64(md, "best", ck->best) |
-              md_u64(md, "towers", ck->towers) | md_str(md, "backend", ck->backend);
+              md_str(md, "optimizer", tt_optim_kind_name(c.kind));
+    for (int k = 0; k < TT_OPTIM_N_PARAMS; k++) {
+        const tt_optim_param *p = &tt_optim_params[k];
+        const void *v = tt_optim_param_field(&c, p);
+        bad |= p->type == TT_OPTIM_REAL ? md_f32(md, p->name, *(const float *)v)
+                                        : md_str(md, p->name, *(const int *)v ? "true" : "false");
+    }
+    bad |= md_f64(md, "u_product", ck->u_product) | md_f64(md, "best", ck->best) | md_u64(md, "towers", ck->towers) |
+           md_str(md, "backend", ck->backend);
     if (ck->model_desc) bad |= md_str(md, "model", ck->model_desc);
     if (ck->options) bad |= md_str(md, "options", ck->options);
     bad |= md_u64(md, "n_params", ck->n_params) | md_str(md, "checksum", CK_SUM_ZERO);
@@ -576,6 +579,7 @@ static tt_status md_keys(const ck_parse *p)
     json_object_object_foreach(p->md, key, val) {
         int known = 0;
         for (int i = 0; i < CK_N_MD_KEYS; i++) known |= strcmp(key, g_md_keys[i].key) == 0;
+        known |= tt_optim_param_find(key) >= 0;
         char q[CK_QUOTE];
         if (!known)
             return tt_fail(p->err, TT_ERR_FORMAT, "%s: metadata: unknown key '%s'", p->what, ck_quote(key, q, sizeof q));
@@ -632,15 +636,18 @@ static tt_status md_read(const ck_parse *p, tt_checkpoint *ck)
                        (unsigned long long)ck->step, (unsigned long long)ck->steps_per_epoch);
     if ((s = md_get(p, "optimizer", 0, &v))) return s;
     tt_optim_kind kind;
-    if (tt_optim_parse_kind(v, &kind) != 0) return md_bad(p, "optimizer", v, "sgd, adam, nadam or rmsprop");
+    char kinds[128];
+    if (tt_optim_parse_kind(v, &kind) != 0)
+        return md_bad(p, "optimizer", v, tt_optim_kind_list(kinds, sizeof kinds, ~0u, ", ", " or "));
     tt_optim_config *c = &ck->optim;
     *c = tt_optim_defaults(kind);
-    if ((s = md_float(p, "lr", &c->lr)) || (s = md_float(p, "momentum", &c->momentum)) ||
-        (s = md_bool(p, "nesterov", &c->nesterov)) || (s = md_float(p, "beta_1", &c->beta1)) ||
-        (s = md_float(p, "beta_2", &c->beta2)) || (s = md_float(p, "epsilon", &c->epsilon)) ||
-        (s = md_float(p, "rho", &c->rho)) || (s = md_bool(p, "centered", &c->centered)) ||
-        (s = md_double(p, "u_product", 0, &ck->u_product)) || (s = md_double(p, "best", 1, &ck->best)))
-        return s;
+    for (int k = 0; k < TT_OPTIM_N_PARAMS; k++) {
+        const tt_optim_param *q = &tt_optim_params[k];
+        void *f = tt_optim_param_field(c, q);
+        if ((s = q->type == TT_OPTIM_REAL ? md_float(p, q->name, (float *)f) : md_bool(p, q->name, (int *)f)))
+            return s;
+    }
+    if ((s = md_double(p, "u_product", 0, &ck->u_product)) || (s = md_double(p, "best", 1, &ck->best))) return s;
     /* what a run can have written: Nadam's product of momenta in (0, 1) (0 once it underflows; 1 before a step), a
      * best metric that is a number or none yet — an Inf there would keep best.safetensors from ever being written */
     if (!(ck->u_product >= 0 && ck->u_product <= 1))

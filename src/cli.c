@@ -69,8 +69,23 @@ static void help_placements(FILE *f)
     fprintf(f, "\n");
 }
 
+/* The optimizer's options from its table, --lr-scaling after --lr (it is about the rate). */
+static void help_optim_params(FILE *f)
+{
+    for (int i = 0; i < TT_OPTIM_N_PARAMS; i++) {
+        const tt_optim_param *p = &tt_optim_params[i];
+        if (!p->help) continue;
+        char opt[32];
+        snprintf(opt, sizeof opt, "--%s%s", p->name, p->type == TT_OPTIM_REAL ? " X" : "");
+        fprintf(f, "  %-22s%s\n", opt, p->help);
+        if (strcmp(p->name, "lr") == 0)
+            fprintf(f, "  --lr-scaling RULE     none: lr as given; linear: lr x towers (Goyal et al. 2017) [none]\n");
+    }
+}
+
 void tt_cli_train_help(FILE *f)
 {
+    char kinds[128];
     fprintf(f,
             "  --data SPEC           fashion-mnist (Debian's dataset-fashion-mnist), an MNIST-format directory,\n"
             "                        cifar10:DIR (CIFAR-10 binary) or npy:DIR (x_train.npy, y_train.npy, x_test.npy,\n"
@@ -87,21 +102,17 @@ void tt_cli_train_help(FILE *f)
             "  --towers N            data-parallel towers, one thread each [1]\n"
             "  --batch N             global batch, split across the towers (sizes differ by at most 1) [256]\n"
             "  --epochs N            [10]\n"
-            "  --optimizer NAME      sgd | adam | nadam | rmsprop, Keras semantics and defaults [adam]\n"
-            "  --lr X                base learning rate [Keras default: sgd 0.01, adam/nadam/rmsprop 0.001]\n"
-            "  --lr-scaling RULE     none: lr as given; linear: lr x towers (Goyal et al. 2017) [none]\n"
-            "  --momentum X          sgd or rmsprop momentum in [0,1) [0]\n"
-            "  --nesterov            sgd Nesterov momentum\n"
-            "  --rho X               rmsprop discount of its moving averages, in (0,1) [0.9]\n"
-            "  --centered            rmsprop divides by the gradient's estimated variance, not its mean square\n"
+            "  --optimizer NAME      %s, Keras semantics and defaults [adam]\n",
+            tt_backend_list(), tt_optim_kind_list(kinds, sizeof kinds, ~0u, " | ", " | "));
+    help_optim_params(f);
+    fprintf(f,
             "  --seed N              initialisation and shuffling; same seed + towers = bit-identical run [1]\n"
             "  --val-samples N       validation = the last N training samples, 0 for none [10000]\n"
             "  --train-samples N     train on the first N remaining training samples only [all]\n"
             "  --test-samples N      test on the first N test samples only [all]\n"
             "  --log-json FILE       JSON lines: a start object, one per epoch, one for the test set\n"
             "  --progress MODE       auto | bar | lines | quiet [auto: a bar on a terminal]\n"
-            "  --host-threads N      host threads for the gradient sum and the optimizer [CPUs]\n",
-            tt_backend_list());
+            "  --host-threads N      host threads for the gradient sum and the optimizer [CPUs]\n");
     help_placements(f);
     fprintf(f,
             "  --node-reduce MODE    under mpirun -np K: how the ranks combine their node sums (docs/scaleout.md):\n"
@@ -125,22 +136,55 @@ void tt_cli_train_help(FILE *f)
 static int takes_value(const char *opt)
 {
     static const char *valued[] = {"--data", "--model", "--vocab", "--device", "--gpus", "--towers", "--batch",
-                                   "--classes", "--epochs", "--optimizer", "--lr", "--lr-scaling", "--momentum", "--rho",
-                                   "--seed",
+                                   "--classes", "--epochs", "--optimizer", "--lr-scaling", "--seed",
                                    "--val-samples", "--train-samples", "--test-samples", "--log-json", "--progress",
                                    "--host-threads", "--reduce", "--node-reduce", "--trace", "--checkpoint-dir", "--save-every-steps",
                                    "--save-best", "--keep", "--resume", "--resume-weights-only", NULL};
     for (const char **v = valued; *v; v++)
         if (strcmp(opt, *v) == 0) return 1;
-    return 0;
+    const int k = strncmp(opt, "--", 2) == 0 ? tt_optim_param_find(opt + 2) : -1; /* the optimizer's */
+    return k >= 0 && tt_optim_params[k].help && tt_optim_params[k].type == TT_OPTIM_REAL;
+}
+
+/* The optimizer's options into o: --optimizer's defaults, then the parameters given (given[k], real[k] in
+ * tt_optim_params' order), each refused where the kind does not read it or what it needs is 0. */
+static tt_status optim_options(const char *optimizer, const int *given, const float *real, tt_optim_config *o,
+                               tt_error *err)
+{
+    char names[128];
+    if (optimizer) {
+        tt_optim_kind kind;
+        if (tt_optim_parse_kind(optimizer, &kind))
+            return tt_fail(err, TT_ERR_ARG, "--optimizer: '%.64s' is not %s", optimizer,
+                           tt_optim_kind_list(names, sizeof names, ~0u, ", ", " or "));
+        *o = tt_optim_defaults(kind);
+    }
+    for (int k = 0; k < TT_OPTIM_N_PARAMS; k++) {
+        const tt_optim_param *p = &tt_optim_params[k];
+        if (!given[k] || (p->kinds & (1u << o->kind))) continue;
+        return tt_fail(err, TT_ERR_ARG, "--%s: applies to --optimizer %s only", p->name,
+                       tt_optim_kind_list(names, sizeof names, p->kinds, ", ", " or "));
+    }
+    for (int k = 0; k < TT_OPTIM_N_PARAMS; k++) {
+        const int need = tt_optim_params[k].needs ? tt_optim_param_find(tt_optim_params[k].needs) : -1;
+        if (given[k] && need >= 0 && (!given[need] || real[need] == 0))
+            return tt_fail(err, TT_ERR_ARG, "--%s: needs --%s greater than 0", tt_optim_params[k].name,
+                           tt_optim_params[need].name);
+    }
+    for (int k = 0; k < TT_OPTIM_N_PARAMS; k++) {
+        const tt_optim_param *p = &tt_optim_params[k];
+        if (p->type == TT_OPTIM_FLAG) *(int *)tt_optim_param_field(o, p) = given[k]; /* a flag is off unless given */
+        else if (given[k]) *(float *)tt_optim_param_field(o, p) = real[k];
+    }
+    return TT_OK;
 }
 
 tt_status tt_cli_parse_train(int argc, char **argv, int first, tt_run_config *c, const char *cmd,
                              tt_cli_extra_fn extra, void *ctx, int *help, tt_error *err)
 {
     const char *optimizer = NULL;
-    int have_lr = 0, have_momentum = 0, nesterov = 0, have_rho = 0, centered = 0, keep_given = 0;
-    float lr = 0, momentum = 0, rho = 0;
+    int keep_given = 0, given[TT_OPTIM_N_PARAMS] = {0}; /* the optimizer's parameters: given, and their values */
+    float real[TT_OPTIM_N_PARAMS] = {0};
     *help = 0;
     enum { MAX_SEEN = 64 };
     char seen[MAX_SEEN][64]; /* options given so far: each may appear once, as a repeated key in a model file */
@@ -184,6 +228,7 @@ tt_status tt_cli_parse_train(int argc, char **argv, int first, tt_run_config *c,
             value = argv[++i];
         }
         tt_status s = TT_OK;
+        int op; /* the optimizer's parameter, tt_optim_params[op] */
         static const char *const ckpt_opts[] = {"--checkpoint-dir", "--save-every-epoch", "--save-every-steps",
                                                 "--save-best", "--keep", "--resume", "--resume-weights-only"};
         for (size_t k = 0; k < sizeof ckpt_opts / sizeof *ckpt_opts; k++)
@@ -202,25 +247,15 @@ tt_status tt_cli_parse_train(int argc, char **argv, int first, tt_run_config *c,
         else if (strcmp(name, "--batch") == 0) s = tt_cli_size(name, value, 1, 1 << 20, &c->batch, err);
         else if (strcmp(name, "--epochs") == 0) s = tt_cli_size(name, value, 1, 100000, &c->epochs, err);
         else if (strcmp(name, "--optimizer") == 0) optimizer = value;
-        else if (strcmp(name, "--lr") == 0) {
-            s = tt_cli_float(name, value, 0, 1e3, 1, &lr, err);
-            have_lr = 1;
+        else if ((op = tt_optim_param_find(name + 2)) >= 0 && tt_optim_params[op].help) {
+            const tt_optim_param *p = &tt_optim_params[op];
+            if (p->type == TT_OPTIM_REAL) s = tt_cli_float(name, value, p->lo, p->hi, p->lo_open, &real[op], err);
+            else if (value) return tt_fail(err, TT_ERR_ARG, "%s: takes no value", name);
+            given[op] = 1;
         } else if (strcmp(name, "--lr-scaling") == 0) {
             if (strcmp(value, "none") == 0) c->lr_scaling = TT_LR_NONE;
             else if (strcmp(value, "linear") == 0) c->lr_scaling = TT_LR_LINEAR;
             else s = tt_fail(err, TT_ERR_ARG, "--lr-scaling: '%.64s' is not none or linear", value);
-        } else if (strcmp(name, "--momentum") == 0) {
-            s = tt_cli_float(name, value, 0, 0.999999, 0, &momentum, err);
-            have_momentum = 1;
-        } else if (strcmp(name, "--nesterov") == 0) {
-            if (value) return tt_fail(err, TT_ERR_ARG, "--nesterov: takes no value");
-            nesterov = 1;
-        } else if (strcmp(name, "--rho") == 0) {
-            s = tt_cli_float(name, value, 0, 0.999999, 1, &rho, err);
-            have_rho = 1;
-        } else if (strcmp(name, "--centered") == 0) {
-            if (value) return tt_fail(err, TT_ERR_ARG, "--centered: takes no value");
-            centered = 1;
         } else if (strcmp(name, "--seed") == 0) {
             size_t seed;
             s = tt_cli_size(name, value, 0, SIZE_MAX, &seed, err);
@@ -277,26 +312,9 @@ tt_status tt_cli_parse_train(int argc, char **argv, int first, tt_run_config *c,
         if (value && !*value && strcmp(name, "--log-json") != 0)
             return tt_fail(err, TT_ERR_ARG, "%s: empty value", name);
     }
-    if (optimizer) {
-        tt_optim_kind kind;
-        if (tt_optim_parse_kind(optimizer, &kind))
-            return tt_fail(err, TT_ERR_ARG, "--optimizer: '%.64s' is not sgd, adam, nadam or rmsprop", optimizer);
-        c->optim = tt_optim_defaults(kind);
-    }
-    const tt_optim_kind kind = c->optim.kind;
-    if (have_momentum && kind != TT_OPT_SGD && kind != TT_OPT_RMSPROP)
-        return tt_fail(err, TT_ERR_ARG, "--momentum: applies to --optimizer sgd or rmsprop only");
-    if (nesterov && kind != TT_OPT_SGD) return tt_fail(err, TT_ERR_ARG, "--nesterov: applies to --optimizer sgd only");
-    if ((have_rho || centered) && kind != TT_OPT_RMSPROP)
-        return tt_fail(err, TT_ERR_ARG, "%s: applies to --optimizer rmsprop only", have_rho ? "--rho" : "--centered");
-    if (nesterov && (!have_momentum || momentum == 0))
-        return tt_fail(err, TT_ERR_ARG, "--nesterov: needs --momentum greater than 0");
-    if (have_lr) c->optim.lr = lr;
-    c->lr_given = have_lr;
-    if (have_momentum) c->optim.momentum = momentum;
-    c->optim.nesterov = nesterov;
-    if (have_rho) c->optim.rho = rho;
-    c->optim.centered = centered;
+    const tt_status st = optim_options(optimizer, given, real, &c->optim, err);
+    if (st) return st;
+    c->lr_given = given[tt_optim_param_find("lr")];
     if (c->towers > c->batch)
         return tt_fail(err, TT_ERR_ARG, "--towers %zu is more than --batch %zu: every tower needs at least one sample",
                        c->towers, c->batch);

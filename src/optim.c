@@ -1,43 +1,85 @@
 /* optim.c — host optimizers: per-step scalars here, per-element formulas in tt_math.h (shared with a device
  * optimizer, should one be added). */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "tt_math.h"
 #include "tt_optim.h"
 
+/* The kinds' names, in tt_optim_kind's order. */
+static const char *const g_kind_names[] = {"sgd", "adam", "nadam", "rmsprop"};
+enum { N_KINDS = (int)(sizeof g_kind_names / sizeof g_kind_names[0]) };
+
 int tt_optim_parse_kind(const char *name, tt_optim_kind *kind)
 {
-    if (strcmp(name, "sgd") == 0) *kind = TT_OPT_SGD;
-    else if (strcmp(name, "adam") == 0) *kind = TT_OPT_ADAM;
-    else if (strcmp(name, "nadam") == 0) *kind = TT_OPT_NADAM;
-    else if (strcmp(name, "rmsprop") == 0) *kind = TT_OPT_RMSPROP;
-    else return -1;
-    return 0;
+    for (int k = 0; k < N_KINDS; k++)
+        if (strcmp(name, g_kind_names[k]) == 0) {
+            *kind = (tt_optim_kind)k;
+            return 0;
+        }
+    return -1;
 }
 
 const char *tt_optim_kind_name(tt_optim_kind kind)
 {
-    switch (kind) {
-    case TT_OPT_SGD: return "sgd";
-    case TT_OPT_ADAM: return "adam";
-    case TT_OPT_NADAM: return "nadam";
-    case TT_OPT_RMSPROP: return "rmsprop";
-    }
-    return "?";
+    return (int)kind >= 0 && (int)kind < N_KINDS ? g_kind_names[kind] : "?";
 }
+
+const char *tt_optim_kind_list(char *out, size_t len, unsigned mask, const char *sep, const char *last)
+{
+    size_t n = 0;
+    if (len) out[0] = '\0';
+    for (int k = 0, listed = 0; k < N_KINDS && n < len; k++) {
+        if (!(mask & (1u << k))) continue;
+        const int more = (mask & ((1u << N_KINDS) - 1) & ~((2u << k) - 1)) != 0; /* a kind after k follows */
+        n += (size_t)snprintf(out + n, len - n, "%s%s", !listed++ ? "" : more ? sep : last, g_kind_names[k]);
+    }
+    return out;
+}
+
+#define KIND(k) (1u << (k))
+#define FIELD(f) offsetof(tt_optim_config, f)
+/* In the checkpoints' order; the defaults and semantics are Keras's (tt_optim.h has the links). */
+const tt_optim_param tt_optim_params[TT_OPTIM_N_PARAMS] = {
+    {"lr", TT_OPTIM_REAL, FIELD(lr), KIND(TT_OPT_SGD) | KIND(TT_OPT_ADAM) | KIND(TT_OPT_NADAM) | KIND(TT_OPT_RMSPROP),
+     0.001f, 0, 1e3, 1, 0, NULL, "base learning rate [Keras default: sgd 0.01, adam/nadam/rmsprop 0.001]"},
+    {"momentum", TT_OPTIM_REAL, FIELD(momentum), KIND(TT_OPT_SGD) | KIND(TT_OPT_RMSPROP), 0.0f, 0, 0.999999, 0, 2,
+     NULL, "sgd or rmsprop momentum in [0,1) [0]"},
+    {"nesterov", TT_OPTIM_FLAG, FIELD(nesterov), KIND(TT_OPT_SGD), 0, 0, 0, 0, 3, "momentum", "sgd Nesterov momentum"},
+    {"beta_1", TT_OPTIM_REAL, FIELD(beta1), KIND(TT_OPT_ADAM) | KIND(TT_OPT_NADAM), 0.9f, 0, 0, 0, 4, NULL, NULL},
+    {"beta_2", TT_OPTIM_REAL, FIELD(beta2), KIND(TT_OPT_ADAM) | KIND(TT_OPT_NADAM), 0.999f, 0, 0, 0, 5, NULL, NULL},
+    {"epsilon", TT_OPTIM_REAL, FIELD(epsilon), KIND(TT_OPT_ADAM) | KIND(TT_OPT_NADAM) | KIND(TT_OPT_RMSPROP), 1e-7f, 0,
+     0, 0, 6, NULL, NULL},
+    {"rho", TT_OPTIM_REAL, FIELD(rho), KIND(TT_OPT_RMSPROP), 0.9f, 0, 0.999999, 1, 1, NULL,
+     "rmsprop discount of its moving averages, in (0,1) [0.9]"},
+    {"centered", TT_OPTIM_FLAG, FIELD(centered), KIND(TT_OPT_RMSPROP), 0, 0, 0, 0, 7, NULL,
+     "rmsprop divides by the gradient's estimated variance, not its mean square"},
+};
+#undef KIND
+#undef FIELD
+
+int tt_optim_param_find(const char *name)
+{
+    for (int i = 0; i < TT_OPTIM_N_PARAMS; i++)
+        if (strcmp(name, tt_optim_params[i].name) == 0) return i;
+    return -1;
+}
+
+void *tt_optim_param_field(tt_optim_config *c, const tt_optim_param *p) { return (char *)c + p->offset; }
 
 tt_optim_config tt_optim_defaults(tt_optim_kind kind)
 {
     tt_optim_config c;
     memset(&c, 0, sizeof c);
     c.kind = kind;
-    c.lr = kind == TT_OPT_SGD ? 0.01f : 0.001f;
-    c.beta1 = 0.9f;
-    c.beta2 = 0.999f;
-    c.epsilon = 1e-7f;
-    c.rho = 0.9f;
+    for (int i = 0; i < TT_OPTIM_N_PARAMS; i++) {
+        const tt_optim_param *p = &tt_optim_params[i];
+        if (p->type == TT_OPTIM_REAL) *(float *)tt_optim_param_field(&c, p) = p->def;
+        else *(int *)tt_optim_param_field(&c, p) = p->def != 0;
+    }
+    if (kind == TT_OPT_SGD) c.lr = 0.01f; /* Keras's SGD alone starts at 0.01 */
     return c;
 }
 
@@ -53,23 +95,21 @@ size_t tt_optim_state_floats(const tt_optim_config *cfg)
     return (size_t)(has_m_buf(cfg) + has_v_buf(cfg) + has_a_buf(cfg));
 }
 
+/* The kind's parameters in Keras's argument order (the table's banner places): ", momentum 0.9, nesterov". */
 void tt_optim_describe(const tt_optim_config *c, char *out, size_t len)
 {
     if (!len) return;
-    switch (c->kind) {
-    case TT_OPT_SGD:
-        snprintf(out, len, ", momentum %g%s", (double)c->momentum, c->nesterov ? ", nesterov" : "");
-        break;
-    case TT_OPT_ADAM:
-    case TT_OPT_NADAM:
-        snprintf(out, len, ", beta_1 %g, beta_2 %g, epsilon %g", (double)c->beta1, (double)c->beta2,
-                 (double)c->epsilon);
-        break;
-    case TT_OPT_RMSPROP:
-        snprintf(out, len, ", rho %g, momentum %g, epsilon %g%s", (double)c->rho, (double)c->momentum,
-                 (double)c->epsilon, c->centered ? ", centered" : "");
-        break;
-    }
+    out[0] = '\0';
+    size_t n = 0;
+    for (int place = 1; place <= TT_OPTIM_N_PARAMS; place++)
+        for (int i = 0; i < TT_OPTIM_N_PARAMS && n < len; i++) {
+            const tt_optim_param *p = &tt_optim_params[i];
+            if (p->banner != place || !(p->kinds & (1u << c->kind))) continue;
+            const void *f = (const char *)c + p->offset;
+            if (p->type == TT_OPTIM_REAL)
+                n += (size_t)snprintf(out + n, len - n, ", %s %g", p->name, (double)*(const float *)f);
+            else if (*(const int *)f) n += (size_t)snprintf(out + n, len - n, ", %s", p->name);
+        }
 }
 
 tt_status tt_optim_init(tt_optim *o, const tt_optim_config *cfg, size_t n, tt_error *err)
