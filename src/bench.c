@@ -8,6 +8,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -216,6 +217,190 @@ static tt_status bench_before_epoch(void *ctx, size_t epoch, tt_error *err)
     return epoch <= 1024 ? tt_probe_gemm_floor(&br->pc, &br->floor_step[epoch - 1], err) : TT_OK;
 }
 
+/* One row of the sweep, as the console and the CSV show it. */
+typedef struct bench_row {
+    int ranks;
+    size_t towers, batch, epochs, steps; /* steps: per epoch */
+    double per_tower_batch;              /* the global batch over the job's towers */
+    const char *reduce, *scaling, *node_reduce;
+    double s_per_epoch, ms, pred_ms, err_pc, pred_error, floor_ms, ratio, val_accuracy; /* medians over epochs */
+    double k;                /* 1e3 / steps: seconds per epoch into ms per step */
+    tt_step_times split;     /* the last epoch's split, seconds per epoch */
+    tt_step_times pred;      /* the prediction, seconds per step */
+    double early, late;      /* s/epoch over epochs 2-4 and 5-: NAN where the run has none */
+    char verdict[128];
+} bench_row;
+
+/* The CSV's columns (tools/plot reads them by name), each a field of bench_row: a size_t, an int, a string, a
+ * char array written in quotes, a double in %.4g or %.6g, or a tt_step_times field in ms per step (x k: split) or
+ * in ms (x 1e3: pred). */
+typedef enum { COL_SIZE, COL_INT, COL_STR, COL_QUOTED, COL_G4, COL_G6, COL_STEP_MS, COL_MS } col_kind;
+#define ROW(f) offsetof(bench_row, f)
+static const struct {
+    const char *name;
+    col_kind kind;
+    size_t field;
+} g_csv_cols[] = {
+    {"towers", COL_SIZE, ROW(towers)}, {"batch", COL_SIZE, ROW(batch)},
+    {"per_tower_batch", COL_G6, ROW(per_tower_batch)}, {"reduce", COL_STR, ROW(reduce)},
+    {"scaling", COL_STR, ROW(scaling)}, {"epochs", COL_SIZE, ROW(epochs)}, {"s_per_epoch", COL_G6, ROW(s_per_epoch)},
+    {"ms_per_step", COL_G6, ROW(ms)}, {"pred_ms_per_step", COL_G6, ROW(pred_ms)},
+    {"pred_error", COL_G4, ROW(pred_error)}, {"floor_ms_per_step", COL_G6, ROW(floor_ms)},
+    {"ratio", COL_G4, ROW(ratio)}, {"val_accuracy", COL_G6, ROW(val_accuracy)},
+    {"launch_ms", COL_STEP_MS, ROW(split.launch)}, {"pull_ms", COL_STEP_MS, ROW(split.pull)},
+    {"data_ms", COL_STEP_MS, ROW(split.data)}, {"compute_ms", COL_STEP_MS, ROW(split.compute)},
+    {"push_ms", COL_STEP_MS, ROW(split.push)}, {"wait_ms", COL_STEP_MS, ROW(split.wait)},
+    {"reduce_ms", COL_STEP_MS, ROW(split.reduce)}, {"update_ms", COL_STEP_MS, ROW(split.update)},
+    {"pred_pull_ms", COL_MS, ROW(pred.pull)}, {"pred_data_ms", COL_MS, ROW(pred.data)},
+    {"pred_compute_ms", COL_MS, ROW(pred.compute)}, {"pred_push_ms", COL_MS, ROW(pred.push)},
+    {"pred_wait_ms", COL_MS, ROW(pred.wait)}, {"pred_reduce_ms", COL_MS, ROW(pred.reduce)},
+    {"pred_update_ms", COL_MS, ROW(pred.update)}, {"s_per_epoch_2_4", COL_G6, ROW(early)},
+    {"s_per_epoch_5_on", COL_G6, ROW(late)}, {"verdict", COL_QUOTED, ROW(verdict)}, {"ranks", COL_INT, ROW(ranks)},
+    {"node_reduce", COL_STR, ROW(node_reduce)}, {"combine_ms", COL_STEP_MS, ROW(split.combine)},
+    {"pred_combine_ms", COL_MS, ROW(pred.combine)},
+};
+#undef ROW
+enum { N_CSV_COLS = (int)(sizeof g_csv_cols / sizeof g_csv_cols[0]) };
+
+static tt_status csv_header(tt_out *csv, tt_error *err)
+{
+    for (int i = 0; i < N_CSV_COLS; i++) tt_out_printf(csv, "%s%s", i ? "," : "", g_csv_cols[i].name);
+    tt_out_printf(csv, "\n");
+    return tt_out_commit(csv, err);
+}
+
+static void csv_row(tt_out *csv, const bench_row *r)
+{
+    for (int i = 0; i < N_CSV_COLS; i++) {
+        const void *f = (const char *)r + g_csv_cols[i].field;
+        const char *sep = i ? "," : "";
+        switch (g_csv_cols[i].kind) {
+        case COL_SIZE: tt_out_printf(csv, "%s%zu", sep, *(const size_t *)f); break;
+        case COL_INT: tt_out_printf(csv, "%s%d", sep, *(const int *)f); break;
+        case COL_STR: tt_out_printf(csv, "%s%s", sep, *(const char *const *)f); break;
+        case COL_QUOTED: tt_out_printf(csv, "%s\"%s\"", sep, (const char *)f); break;
+        case COL_G4: tt_out_printf(csv, "%s%.4g", sep, *(const double *)f); break;
+        case COL_G6: tt_out_printf(csv, "%s%.6g", sep, *(const double *)f); break;
+        case COL_STEP_MS: tt_out_printf(csv, "%s%.6g", sep, r->k * *(const double *)f); break;
+        case COL_MS: tt_out_printf(csv, "%s%.6g", sep, 1e3 * *(const double *)f); break;
+        }
+    }
+    tt_out_printf(csv, "\n");
+}
+
+/* One row's measurement into r (its ranks, towers, batch and scaling set; c's towers, batch, reduce and node too):
+ * the probe before, the training (bench_before_epoch: the floor before every epoch, the probe before the middle
+ * one), the probe after, and the figures of the row. */
+static tt_status row_measure(tt_run_config *c, measure_setup *setup, bench_run *br, size_t reps, tt_node *sub,
+                             const tt_net *net, bench_row *r, tt_error *err)
+{
+    const tt_model *model = setup->model;
+    tt_run_result *res = setup->res;
+    const size_t N = r->towers, B = r->batch, K = (size_t)r->ranks;
+    memset(&br->pc, 0, sizeof br->pc);
+    br->pc.model = model;
+    br->pc.ops = setup->ops;
+    br->pc.n_devices = setup->be.n_devices;
+    br->pc.devices = setup->be.devices;
+    br->pc.towers = N;
+    br->pc.batch = (B + K - 1) / K; /* this rank's share */
+    br->pc.optim = c->optim;
+    br->pc.host_threads = tt_run_host_threads(sub, c->host_threads); /* as tt_run gives each rank */
+    br->pc.reps = reps;
+    /* the prediction is the median of probes before, during and after the row's training */
+    br->epochs = c->epochs;
+    br->n_probes = 0;
+    tt_status s = tt_probe_run(&br->pc, &br->probes[br->n_probes++], err);
+    if (s) return s;
+    c->before_epoch = bench_before_epoch;
+    c->before_epoch_ctx = br;
+    if ((s = tt_run_on(c, &setup->train, &setup->val, &setup->test, NULL, res, err))) return s;
+    if ((s = tt_probe_run(&br->pc, &br->probes[br->n_probes++], err))) return s;
+    tt_probe probe;
+    tt_probe_median(br->probes, br->n_probes, &probe);
+    tt_probe_predict_node(&probe, net, r->ranks, model->n_params, c->node_reduce, c->reduce, &r->pred);
+    tt_free(res->final_params);
+    size_t ne = res->n_epochs < 1024 ? res->n_epochs : 1024, steps = res->epochs[0].steps;
+    double secs[1024], step_ms[1024], floor_ms[1024], ratio[1024];
+    for (size_t e = 0; e < ne; e++) {
+        secs[e] = res->epochs[e].seconds;
+        step_ms[e] = 1e3 * res->epochs[e].step_median;
+        floor_ms[e] = 1e3 * br->floor_step[e];
+        ratio[e] = res->epochs[e].step_median / br->floor_step[e];
+    }
+    r->split = res->epochs[ne - 1].split;
+    r->epochs = ne;
+    r->steps = steps;
+    r->per_tower_batch = (double)B / (double)(N * K);
+    r->reduce = tt_reduce_name(c->reduce);
+    r->node_reduce = tt_node_reduce_name(c->node_reduce);
+    r->s_per_epoch = tt_median(secs, ne);
+    r->ms = tt_median(step_ms, ne);
+    r->pred_ms = 1e3 * r->pred.total;
+    r->err_pc = 100 * (r->pred_ms - r->ms) / r->ms;
+    r->pred_error = r->err_pc / 100;
+    r->floor_ms = tt_median(floor_ms, ne);
+    r->ratio = tt_median(ratio, ne);
+    r->val_accuracy = res->epochs[ne - 1].val.accuracy;
+    r->k = 1e3 / (double)steps;
+    r->early = epochs_median(res, 2, 4, 0);
+    r->late = epochs_median(res, 5, ne, 0);
+    tt_ledger_verdict(&r->split, r->verdict, sizeof r->verdict);
+    return TT_OK;
+}
+
+/* One row on the console (the row, the measured and predicted splits, later epochs against early ones) and in the
+ * CSV (csv NULL: none). */
+static tt_status row_report(const bench_row *r, const tt_run_result *res, tt_out *csv, tt_error *err)
+{
+    printf("%5d %6zu %6zu %9s %9.3f %11.3f %9.3f %9.3f %+6.0f%% %9.3f %6.2f %8.4f\n", r->ranks, r->towers, r->batch,
+           r->reduce, r->s_per_epoch, r->floor_ms * 1e-3 * (double)r->steps, r->ms, r->pred_ms, r->err_pc, r->floor_ms,
+           r->ratio, r->val_accuracy);
+    const double k = r->k;
+    const tt_step_times *sp = &r->split, *pr = &r->pred;
+    printf("       measured ms/step: pull %.3f data %.3f compute %.3f push %.3f wait %.3f reduce %.3f "
+           "combine %.3f update %.3f | %s\n",
+           k * sp->pull, k * sp->data, k * sp->compute, k * sp->push, k * (sp->wait + sp->launch), k * sp->reduce,
+           k * sp->combine, k * sp->update, r->verdict);
+    printf("       predicted:        pull %.3f data %.3f compute %.3f push %.3f wait %.3f reduce %.3f "
+           "combine %.3f update %.3f\n",
+           1e3 * pr->pull, 1e3 * pr->data, 1e3 * pr->compute, 1e3 * pr->push, 1e3 * pr->wait, 1e3 * pr->reduce,
+           1e3 * pr->combine, 1e3 * pr->update);
+    /* later epochs must cost what early ones do (subnormals, leaks, growing state would show here) */
+    const size_t ne = r->epochs;
+    if (ne >= 5) {
+        const double early = r->early, late = r->late;
+        double m2 = epochs_median(res, 2, 4, 1), m5 = epochs_median(res, 5, ne, 1);
+        double u2 = epochs_median(res, 2, 4, 2), u5 = epochs_median(res, 5, ne, 2);
+        printf("       epochs 2-4 vs 5-%zu: s/epoch %.3f vs %.3f (%+.1f%%) | "
+               "ms/step %.3f vs %.3f (%+.1f%%) | update ms/step %.3f vs %.3f (%+.1f%%)\n",
+               ne, early, late, 100 * (late - early) / early, m2, m5, 100 * (m5 - m2) / m2, u2, u5,
+               100 * (u5 - u2) / u2);
+    }
+    tt_status s = tt_flush_stdout(stdout, err);
+    if (csv) csv_row(csv, r);
+    if (!s && csv) s = tt_out_commit(csv, err);
+    return s;
+}
+
+/* The console's head: the machine, the model, the sweep and the columns of the rows. */
+static void bench_banner(const measure_setup *setup, const tt_run_config *c, int weak, const tt_node *world)
+{
+    const tt_model *model = setup->model;
+    printf("towertrain bench | backend %s | %d CPUs | BLAS: %s\n", setup->ops->name, tt_cpu_count(),
+           tt_blas_describe());
+    printf("model %s (%zu params, %.2f MFLOP of GEMMs per training sample) | %zu training samples | %s scaling | "
+           "%zu epochs per row, medians\n\n",
+           model->source, model->n_params, tt_model_train_flops(model) / 1e6, setup->train.n, weak ? "weak" : "strong",
+           c->epochs);
+    if (world->size > 1)
+        printf("job: %d ranks (mpirun; %d on this machine) | rows on the first --ranks of them | --node-reduce %s | "
+               "towers: per rank; batch: the job's\n", world->size, world->local_size,
+               tt_node_reduce_name(c->node_reduce));
+    printf("%5s %6s %6s %9s %9s %11s %9s %9s %7s %9s %6s %8s\n", "ranks", "towers", "batch", "reduce", "s/epoch",
+           "floor s/ep", "ms/step", "pred ms", "pred", "floor ms", "ratio", "val_acc");
+}
+
 static void bench_help(void)
 {
     printf("usage: [mpirun -np K] towertrain bench [--ranks 1,2] [--towers 1,2] [--batch 256] [--reduce cpu]\n"
@@ -293,25 +478,8 @@ int tt_cmd_bench(int argc, char **argv)
         tt_free(br);
         return fail(s, &err);
     }
-    if (b.csv)
-        tt_out_printf(&csv, "towers,batch,per_tower_batch,reduce,scaling,epochs,s_per_epoch,ms_per_step,pred_ms_per_step,"
-                     "pred_error,floor_ms_per_step,ratio,val_accuracy,launch_ms,pull_ms,data_ms,compute_ms,push_ms,"
-                     "wait_ms,reduce_ms,update_ms,pred_pull_ms,pred_data_ms,pred_compute_ms,pred_push_ms,"
-                     "pred_wait_ms,pred_reduce_ms,pred_update_ms,s_per_epoch_2_4,s_per_epoch_5_on,verdict,ranks,node_reduce,"
-                     "combine_ms,pred_combine_ms\n");
-    if (b.csv) s = tt_out_commit(&csv, &err);
-
-    printf("towertrain bench | backend %s | %d CPUs | BLAS: %s\n", ops->name, tt_cpu_count(), tt_blas_describe());
-    printf("model %s (%zu params, %.2f MFLOP of GEMMs per training sample) | %zu training samples | %s scaling | "
-           "%zu epochs per row, medians\n\n",
-           model->source, model->n_params, tt_model_train_flops(model) / 1e6, setup.train.n, b.weak ? "weak" : "strong",
-           c.epochs);
-    if (world->size > 1)
-        printf("job: %d ranks (mpirun; %d on this machine) | rows on the first --ranks of them | --node-reduce %s | "
-               "towers: per rank; batch: the job's\n", world->size, world->local_size,
-               tt_node_reduce_name(c.node_reduce));
-    printf("%5s %6s %6s %9s %9s %11s %9s %9s %7s %9s %6s %8s\n", "ranks", "towers", "batch", "reduce", "s/epoch",
-           "floor s/ep", "ms/step", "pred ms", "pred", "floor ms", "ratio", "val_acc");
+    if (b.csv) s = csv_header(&csv, &err);
+    bench_banner(&setup, &c, b.weak, world);
     if (!s) s = tt_flush_stdout(stdout, &err);
     for (size_t ki = 0; !s && ki < b.n_ranks; ki++) {
     const int K = (int)b.ranks[ki];
@@ -341,81 +509,9 @@ int tt_cmd_bench(int argc, char **argv)
                 c.batch = B;
                 c.reduce = b.reduces[ri];
                 c.node = &sub;
-                memset(&br->pc, 0, sizeof br->pc);
-                br->pc.model = model;
-                br->pc.ops = ops;
-                br->pc.n_devices = setup.be.n_devices;
-                br->pc.devices = setup.be.devices;
-                br->pc.towers = N;
-                br->pc.batch = (B + (size_t)K - 1) / (size_t)K; /* this rank's share */
-                br->pc.optim = c.optim;
-                br->pc.host_threads = tt_run_host_threads(&sub, c.host_threads); /* as tt_run gives each rank */
-                br->pc.reps = b.reps;
-                /* the prediction is the median of probes before, during and after the row's training */
-                br->epochs = c.epochs;
-                br->n_probes = 0;
-                s = tt_probe_run(&br->pc, &br->probes[br->n_probes++], &err);
-                if (s) break;
-                c.before_epoch = bench_before_epoch;
-                c.before_epoch_ctx = br;
-                s = tt_run_on(&c, &setup.train, &setup.val, &setup.test, NULL, res, &err);
-                if (s) break;
-                s = tt_probe_run(&br->pc, &br->probes[br->n_probes++], &err);
-                if (s) break;
-                tt_probe probe;
-                tt_probe_median(br->probes, br->n_probes, &probe);
-                tt_step_times pred;
-                tt_probe_predict_node(&probe, &net, K, model->n_params, c.node_reduce, c.reduce, &pred);
-                tt_free(res->final_params);
-                size_t ne = res->n_epochs < 1024 ? res->n_epochs : 1024, steps = res->epochs[0].steps;
-                double secs[1024], step_ms[1024], floor_ms[1024], ratio[1024];
-                tt_step_times split;
-                memset(&split, 0, sizeof split);
-                for (size_t e = 0; e < ne; e++) {
-                    secs[e] = res->epochs[e].seconds;
-                    step_ms[e] = 1e3 * res->epochs[e].step_median;
-                    floor_ms[e] = 1e3 * br->floor_step[e];
-                    ratio[e] = res->epochs[e].step_median / br->floor_step[e];
-                }
-                split = res->epochs[ne - 1].split;
-                double ms = tt_median(step_ms, ne), pred_ms = 1e3 * pred.total, err_pc = 100 * (pred_ms - ms) / ms;
-                double fl = tt_median(floor_ms, ne), rt = tt_median(ratio, ne), acc = res->epochs[ne - 1].val.accuracy;
-                char verdict[128];
-                tt_ledger_verdict(&split, verdict, sizeof verdict);
-                printf("%5d %6zu %6zu %9s %9.3f %11.3f %9.3f %9.3f %+6.0f%% %9.3f %6.2f %8.4f\n", K, N, B,
-                       tt_reduce_name(c.reduce), tt_median(secs, ne), fl * 1e-3 * (double)steps, ms, pred_ms, err_pc, fl,
-                       rt, acc);
-                double k = 1e3 / (double)steps;
-                printf("       measured ms/step: pull %.3f data %.3f compute %.3f push %.3f wait %.3f reduce %.3f "
-                       "combine %.3f update %.3f | %s\n",
-                       k * split.pull, k * split.data, k * split.compute, k * split.push, k * (split.wait + split.launch),
-                       k * split.reduce, k * split.combine, k * split.update, verdict);
-                printf("       predicted:        pull %.3f data %.3f compute %.3f push %.3f wait %.3f reduce %.3f "
-                       "combine %.3f update %.3f\n",
-                       1e3 * pred.pull, 1e3 * pred.data, 1e3 * pred.compute, 1e3 * pred.push, 1e3 * pred.wait,
-                       1e3 * pred.reduce, 1e3 * pred.combine, 1e3 * pred.update);
-                /* later epochs must cost what early ones do (subnormals, leaks, growing state would show here) */
-                double early = epochs_median(res, 2, 4, 0), late = epochs_median(res, 5, ne, 0);
-                if (ne >= 5) {
-                    double m2 = epochs_median(res, 2, 4, 1), m5 = epochs_median(res, 5, ne, 1);
-                    double u2 = epochs_median(res, 2, 4, 2), u5 = epochs_median(res, 5, ne, 2);
-                    printf("       epochs 2-4 vs 5-%zu: s/epoch %.3f vs %.3f (%+.1f%%) | "
-                           "ms/step %.3f vs %.3f (%+.1f%%) | update ms/step %.3f vs %.3f (%+.1f%%)\n",
-                           ne, early, late, 100 * (late - early) / early, m2, m5, 100 * (m5 - m2) / m2, u2, u5,
-                           100 * (u5 - u2) / u2);
-                }
-                if (!s) s = tt_flush_stdout(stdout, &err);
-                if (b.csv)
-                    tt_out_printf(&csv,
-                            "%zu,%zu,%.6g,%s,%s,%zu,%.6g,%.6g,%.6g,%.4g,%.6g,%.4g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,"
-                            "%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,\"%s\",%d,%s,%.6g,%.6g\n",
-                            N, B, (double)B / (double)(N * (size_t)K), tt_reduce_name(c.reduce), b.weak ? "weak" : "strong", ne,
-                            tt_median(secs, ne), ms, pred_ms, err_pc / 100, fl, rt, acc, k * split.launch,
-                            k * split.pull, k * split.data, k * split.compute, k * split.push, k * split.wait,
-                            k * split.reduce, k * split.update, 1e3 * pred.pull, 1e3 * pred.data, 1e3 * pred.compute,
-                            1e3 * pred.push, 1e3 * pred.wait, 1e3 * pred.reduce, 1e3 * pred.update, early, late,
-                            verdict, K, tt_node_reduce_name(c.node_reduce), k * split.combine, 1e3 * pred.combine);
-                if (!s && b.csv) s = tt_out_commit(&csv, &err);
+                bench_row row = {.ranks = K, .towers = N, .batch = B, .scaling = b.weak ? "weak" : "strong"};
+                if ((s = row_measure(&c, &setup, br, b.reps, &sub, &net, &row, &err))) break;
+                s = row_report(&row, res, b.csv ? &csv : NULL, &err);
                 /* rank 0's stdout or CSV may have failed: the row's ranks leave the sweep together */
                 s = tt_node_agree(&sub, s, &err);
                 if (!s && tt_signal_caught())
