@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <float.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,9 +49,291 @@ tt_status tt_cli_float(const char *opt, const char *v, double lo, double hi, int
     return TT_OK;
 }
 
+/* ---- the train options: one table for parsing and --help ------------------------------------------------------- */
+
+/* A parse in progress: the configuration, and what is settled once every option is read. */
+typedef struct cli_parse {
+    tt_run_config *c;
+    const char *optimizer;
+    int keep_given;
+    int given[TT_OPTIM_N_PARAMS]; /* the optimizer's parameters (tt_optim_params' order): given, and their values */
+    float real[TT_OPTIM_N_PARAMS];
+} cli_parse;
+
+typedef struct cli_opt cli_opt;
+struct cli_opt {
+    const char *name; /* "--towers" */
+    const char *arg;  /* its value's word in --help ("N"); NULL: a flag, which takes no value */
+    tt_status (*set)(const cli_opt *o, cli_parse *p, const char *value, tt_error *err);
+    size_t field;     /* set_str's, set_size's: the tt_run_config field */
+    size_t lo, hi;    /* set_size's range */
+    int train_only;   /* a checkpoint option: train alone takes it */
+    const char *help; /* --help's text after the name, lines joined by '\n' (indented to the text's column); a "%s"
+                       * is help_fn's to fill */
+    void (*help_fn)(FILE *f, const cli_opt *o); /* NULL: help_row */
+};
+
+#define CFG(f) offsetof(tt_run_config, f)
+#define CFG_AT(p, o, type) ((type *)((char *)(p)->c + (o)->field))
+
+static tt_status set_str(const cli_opt *o, cli_parse *p, const char *v, tt_error *err)
+{
+    (void)err;
+    *CFG_AT(p, o, const char *) = v;
+    return TT_OK;
+}
+
+static tt_status set_file(const cli_opt *o, cli_parse *p, const char *v, tt_error *err)
+{
+    *CFG_AT(p, o, const char *) = v;
+    return *v ? TT_OK : tt_fail(err, TT_ERR_ARG, "%s: empty file name", o->name);
+}
+
+static tt_status set_data(const cli_opt *o, cli_parse *p, const char *v, tt_error *err)
+{
+    p->c->data_given = 1;
+    return set_str(o, p, v, err);
+}
+
+static tt_status set_size(const cli_opt *o, cli_parse *p, const char *v, tt_error *err)
+{
+    return tt_cli_size(o->name, v, o->lo, o->hi, CFG_AT(p, o, size_t), err);
+}
+
+static tt_status set_keep(const cli_opt *o, cli_parse *p, const char *v, tt_error *err)
+{
+    p->keep_given = 1;
+    return set_size(o, p, v, err);
+}
+
+static tt_status set_seed(const cli_opt *o, cli_parse *p, const char *v, tt_error *err)
+{
+    size_t seed = 0;
+    tt_status s = tt_cli_size(o->name, v, o->lo, o->hi, &seed, err);
+    if (!s) p->c->seed = seed;
+    return s;
+}
+
+static tt_status set_threads(const cli_opt *o, cli_parse *p, const char *v, tt_error *err)
+{
+    size_t n = 0;
+    tt_status s = tt_cli_size(o->name, v, o->lo, o->hi, &n, err);
+    if (!s) p->c->host_threads = (int)n;
+    return s;
+}
+
+static tt_status set_optimizer(const cli_opt *o, cli_parse *p, const char *v, tt_error *err)
+{
+    (void)o;
+    (void)err;
+    p->optimizer = v; /* read once every option is: the optimizer's parameters are checked against it */
+    return TT_OK;
+}
+
+static tt_status set_lr_scaling(const cli_opt *o, cli_parse *p, const char *v, tt_error *err)
+{
+    (void)o;
+    if (strcmp(v, "none") == 0) p->c->lr_scaling = TT_LR_NONE;
+    else if (strcmp(v, "linear") == 0) p->c->lr_scaling = TT_LR_LINEAR;
+    else return tt_fail(err, TT_ERR_ARG, "--lr-scaling: '%.64s' is not none or linear", v);
+    return TT_OK;
+}
+
+static tt_status set_progress(const cli_opt *o, cli_parse *p, const char *v, tt_error *err)
+{
+    (void)o;
+    if (strcmp(v, "auto") == 0) p->c->progress = TT_PROGRESS_AUTO;
+    else if (strcmp(v, "bar") == 0) p->c->progress = TT_PROGRESS_BAR;
+    else if (strcmp(v, "lines") == 0) p->c->progress = TT_PROGRESS_LINES;
+    else if (strcmp(v, "quiet") == 0) p->c->progress = TT_PROGRESS_QUIET;
+    else return tt_fail(err, TT_ERR_ARG, "--progress: '%.64s' is not auto, bar, lines or quiet", v);
+    return TT_OK;
+}
+
+static tt_status set_reduce(const cli_opt *o, cli_parse *p, const char *v, tt_error *err)
+{
+    (void)o;
+    char names[128];
+    if (tt_reduce_parse(v, &p->c->reduce))
+        return tt_fail(err, TT_ERR_ARG, "--reduce: '%.64s' is not %s", v,
+                       tt_reduce_list(names, sizeof names, ", ", " or ", 0));
+    return TT_OK;
+}
+
+static tt_status set_node_reduce(const cli_opt *o, cli_parse *p, const char *v, tt_error *err)
+{
+    (void)o;
+    if (tt_node_reduce_parse(v, &p->c->node_reduce))
+        return tt_fail(err, TT_ERR_ARG, "--node-reduce: '%.64s' is not allreduce or ps", v);
+    return TT_OK;
+}
+
+static tt_status set_save_every_epoch(const cli_opt *o, cli_parse *p, const char *v, tt_error *err)
+{
+    if (v) return tt_fail(err, TT_ERR_ARG, "%s: takes no value", o->name);
+    p->c->save_every_epoch = 1;
+    return TT_OK;
+}
+
+static tt_status set_save_best(const cli_opt *o, cli_parse *p, const char *v, tt_error *err)
+{
+    (void)o;
+    if (strcmp(v, "val_loss") == 0) p->c->save_best = TT_SAVE_BEST_VAL_LOSS;
+    else if (strcmp(v, "val_accuracy") == 0) p->c->save_best = TT_SAVE_BEST_VAL_ACCURACY;
+    else return tt_fail(err, TT_ERR_ARG, "--save-best: '%.64s' is not val_loss or val_accuracy", v);
+    return TT_OK;
+}
+
+/* --resume and --resume-weights-only: one checkpoint, taken one way */
+static tt_status set_resume(const cli_opt *o, cli_parse *p, const char *v, tt_error *err)
+{
+    if (p->c->resume) return tt_fail(err, TT_ERR_ARG, "%s: give --resume or --resume-weights-only, not both", o->name);
+    p->c->resume = v;
+    p->c->resume_weights_only = o->name[8] == '-';
+    return TT_OK;
+}
+
+static void help_row(FILE *f, const cli_opt *o);
+static void help_fill(FILE *f, const cli_opt *o, const char *fill);
+static void help_device(FILE *f, const cli_opt *o) { help_fill(f, o, tt_backend_list()); }
+static void help_optimizer(FILE *f, const cli_opt *o);
+static void help_placements(FILE *f, const cli_opt *o);
+static void help_elsewhere(FILE *f, const cli_opt *o) { (void)f, (void)o; }
+
+/* In --help's order. The optimizer's parameters (--lr, --momentum, ...) are tt_optim_params' rows. */
+static const cli_opt g_opts[] = {
+    {"--data", "SPEC", set_data, CFG(data), 0, 0, 0,
+     "fashion-mnist (Debian's dataset-fashion-mnist), an MNIST-format directory,\n"
+     "cifar10:DIR (CIFAR-10 binary) or npy:DIR (x_train.npy, y_train.npy, x_test.npy,\n"
+     "y_test.npy); docs/data.md [fashion-mnist]", NULL},
+    {"--model", "NAME|FILE", set_str, CFG(model), 0, 0, 0,
+     "built-in mlp (256-relu-256-relu), cnn (the Keras cifar10_cnn example) or\n"
+     "textcnn (embedding + conv1d, the Reuters seed), or a model file\n"
+     "(docs/model-file.md) [mlp]", NULL},
+    {"--vocab", "N", set_size, CFG(vocab), 1, 16777216, 0,
+     "an embedding's vocabulary (token ids 0..N-1) [the data's largest id + 1]", NULL},
+    {"--classes", "N", set_size, CFG(classes), 1, 16777216, 0,
+     "the class count: labels 0..N-1, a larger label is refused; classes may have no\n"
+     "samples [the largest label + 1; a notice when that is over 10x the labels seen]", NULL},
+    {"--device", "NAME", set_str, CFG(device), 0, 0, 0,
+     "backend: %s; auto = cuda when a usable GPU exists, else cpu [auto]", help_device},
+    {"--gpus", "LIST", set_str, CFG(gpus), 0, 0, 0,
+     "GPUs the towers use, e.g. 0,1; more towers than GPUs share them round-robin,\n"
+     "each tower with its own stream [every GPU]", NULL},
+    {"--towers", "N", set_size, CFG(towers), 1, 1024, 0, "data-parallel towers, one thread each [1]", NULL},
+    {"--batch", "N", set_size, CFG(batch), 1, 1 << 20, 0,
+     "global batch, split across the towers (sizes differ by at most 1) [256]", NULL},
+    {"--epochs", "N", set_size, CFG(epochs), 1, 100000, 0, "[10]", NULL},
+    {"--optimizer", "NAME", set_optimizer, 0, 0, 0, 0, "%s, Keras semantics and defaults [adam]", help_optimizer},
+    {"--lr-scaling", "RULE", set_lr_scaling, 0, 0, 0, 0,
+     "none: lr as given; linear: lr x towers (Goyal et al. 2017) [none]", help_elsewhere}, /* after --lr */
+    {"--seed", "N", set_seed, 0, 0, SIZE_MAX, 0,
+     "initialisation and shuffling; same seed + towers = bit-identical run [1]", NULL},
+    {"--val-samples", "N", set_size, CFG(val_samples), 0, 100000000, 0,
+     "validation = the last N training samples, 0 for none [10000]", NULL},
+    {"--train-samples", "N", set_size, CFG(train_samples), 1, 100000000, 0,
+     "train on the first N remaining training samples only [all]", NULL},
+    {"--test-samples", "N", set_size, CFG(test_samples), 1, 100000000, 0,
+     "test on the first N test samples only [all]", NULL},
+    {"--log-json", "FILE", set_file, CFG(log_json), 0, 0, 0,
+     "JSON lines: a start object, one per epoch, one for the test set", NULL},
+    {"--progress", "MODE", set_progress, 0, 0, 0, 0, "auto | bar | lines | quiet [auto: a bar on a terminal]", NULL},
+    {"--host-threads", "N", set_threads, 0, 1, 256, 0,
+     "host threads for the gradient sum and the optimizer [CPUs]", NULL},
+    {"--reduce", "PLACE", set_reduce, 0, 0, 0, 0, NULL, help_placements},
+    {"--node-reduce", "MODE", set_node_reduce, 0, 0, 0, 0,
+     "under mpirun -np K: how the ranks combine their node sums (docs/scaleout.md):\n"
+     "allreduce (every rank gets the global sum and updates its own copy) or ps (rank\n"
+     "r updates slice r and holds 1/K of the optimizer state; the weights are\n"
+     "gathered) [allreduce]", NULL},
+    {"--trace", "FILE", set_file, CFG(trace), 0, 0, 0,
+     "Chrome trace-event JSON of every step (open in Perfetto or chrome://tracing)", NULL},
+    {"--checkpoint-dir", "DIR", set_str, CFG(checkpoint_dir), 0, 0, 1,
+     "where checkpoints go (safetensors; docs/checkpoints.md); the end of training and a\n"
+     "stop by SIGINT or SIGTERM (at the step boundary) then write one; a directory\n"
+     "holding a later run's checkpoints is refused", NULL},
+    {"--save-every-epoch", NULL, set_save_every_epoch, 0, 0, 0, 1, "a checkpoint after every epoch", NULL},
+    {"--save-every-steps", "N", set_size, CFG(save_every_steps), 1, 1000000000, 1,
+     "a checkpoint after every N steps of the run", NULL},
+    {"--save-best", "METRIC", set_save_best, 0, 0, 0, 1,
+     "val_loss | val_accuracy: best.safetensors whenever it improves", NULL},
+    {"--keep", "N", set_keep, CFG(keep), 1, 100000, 1, "periodic checkpoints kept, the newest [3]", NULL},
+    {"--resume", "FILE|DIR", set_resume, 0, 0, 0, 1,
+     "continue a run from a checkpoint (a directory: its newest valid one); give the\n"
+     "run's --model, --batch, --seed and optimizer again; --epochs counts the total", NULL},
+    {"--resume-weights-only", "FILE|DIR", set_resume, 0, 0, 0, 1,
+     "start from a checkpoint's weights only, on purpose: another model with\n"
+     "the same tensors, other options; a fresh optimizer, from epoch 1", NULL},
+};
+enum { N_OPTS = (int)(sizeof g_opts / sizeof g_opts[0]) };
+#undef CFG
+
+static const cli_opt *find_opt(const char *name)
+{
+    for (int i = 0; i < N_OPTS; i++)
+        if (strcmp(name, g_opts[i].name) == 0) return &g_opts[i];
+    return NULL;
+}
+
+/* The option and its value's word, in the 24 columns before the text (two blanks after a longer one). */
+static void help_name(FILE *f, const char *name, const char *arg)
+{
+    char opt[64];
+    snprintf(opt, sizeof opt, "%s%s%s", name, arg ? " " : "", arg ? arg : "");
+    fprintf(f, strlen(opt) <= 20 ? "  %-22s" : "  %s  ", opt);
+}
+
+/* The text, its lines after the first indented to column 24. */
+static void help_text(FILE *f, const char *text)
+{
+    for (const char *t = text; *t; t++) {
+        if (*t == '\n') fprintf(f, "\n%24s", "");
+        else fputc(*t, f);
+    }
+    fputc('\n', f);
+}
+
+static void help_row(FILE *f, const cli_opt *o)
+{
+    if (o->help_fn) {
+        o->help_fn(f, o);
+        return;
+    }
+    help_name(f, o->name, o->arg);
+    help_text(f, o->help);
+}
+
+static void help_fill(FILE *f, const cli_opt *o, const char *fill)
+{
+    char text[512];
+    snprintf(text, sizeof text, o->help, fill);
+    help_name(f, o->name, o->arg);
+    help_text(f, text);
+}
+
+/* --optimizer's row, then the optimizer's parameters from its table, --lr-scaling after --lr (it is about the rate) */
+static void help_optimizer(FILE *f, const cli_opt *o)
+{
+    char kinds[128];
+    help_fill(f, o, tt_optim_kind_list(kinds, sizeof kinds, ~0u, " | ", " | "));
+    for (int i = 0; i < TT_OPTIM_N_PARAMS; i++) {
+        const tt_optim_param *p = &tt_optim_params[i];
+        if (!p->help) continue;
+        char name[32];
+        snprintf(name, sizeof name, "--%s", p->name);
+        help_name(f, name, p->type == TT_OPTIM_REAL ? "X" : NULL);
+        help_text(f, p->help);
+        if (strcmp(p->name, "lr") == 0) {
+            const cli_opt *s = find_opt("--lr-scaling");
+            help_name(f, s->name, s->arg);
+            help_text(f, s->help);
+        }
+    }
+}
+
 /* --reduce's help from the placement table: every placement's name and phrase, words wrapped at column 102 after
  * the 24 columns of the option's name. */
-static void help_placements(FILE *f)
+static void help_placements(FILE *f, const cli_opt *o)
 {
     char text[1024];
     size_t n = (size_t)snprintf(text, sizeof text, "where gradients are summed:");
@@ -58,7 +341,8 @@ static void help_placements(FILE *f)
         n += (size_t)snprintf(text + n, sizeof text - n, " %s (%s)%s", tt_reduce_name((tt_reduce)r),
                               tt_reduce_about((tt_reduce)r)->help, r + 1 < TT_REDUCE_COUNT ? "," : "");
     if (n < sizeof text) snprintf(text + n, sizeof text - n, " [%s]", tt_reduce_name(TT_REDUCE_CPU));
-    int col = fprintf(f, "  --reduce PLACE        ");
+    help_name(f, o->name, o->arg);
+    int col = 24;
     const int indent = col, margin = 102;
     for (const char *w = text; *w;) {
         const int len = (int)strcspn(w, " ");
@@ -69,81 +353,23 @@ static void help_placements(FILE *f)
     fprintf(f, "\n");
 }
 
-/* The optimizer's options from its table, --lr-scaling after --lr (it is about the rate). */
-static void help_optim_params(FILE *f)
-{
-    for (int i = 0; i < TT_OPTIM_N_PARAMS; i++) {
-        const tt_optim_param *p = &tt_optim_params[i];
-        if (!p->help) continue;
-        char opt[32];
-        snprintf(opt, sizeof opt, "--%s%s", p->name, p->type == TT_OPTIM_REAL ? " X" : "");
-        fprintf(f, "  %-22s%s\n", opt, p->help);
-        if (strcmp(p->name, "lr") == 0)
-            fprintf(f, "  --lr-scaling RULE     none: lr as given; linear: lr x towers (Goyal et al. 2017) [none]\n");
-    }
-}
-
 void tt_cli_train_help(FILE *f)
 {
-    char kinds[128];
-    fprintf(f,
-            "  --data SPEC           fashion-mnist (Debian's dataset-fashion-mnist), an MNIST-format directory,\n"
-            "                        cifar10:DIR (CIFAR-10 binary) or npy:DIR (x_train.npy, y_train.npy, x_test.npy,\n"
-            "                        y_test.npy); docs/data.md [fashion-mnist]\n"
-            "  --model NAME|FILE     built-in mlp (256-relu-256-relu), cnn (the Keras cifar10_cnn example) or\n"
-            "                        textcnn (embedding + conv1d, the Reuters seed), or a model file\n"
-            "                        (docs/model-file.md) [mlp]\n"
-            "  --vocab N             an embedding's vocabulary (token ids 0..N-1) [the data's largest id + 1]\n"
-            "  --classes N           the class count: labels 0..N-1, a larger label is refused; classes may have no\n"
-            "                        samples [the largest label + 1; a notice when that is over 10x the labels seen]\n"
-            "  --device NAME         backend: %s; auto = cuda when a usable GPU exists, else cpu [auto]\n"
-            "  --gpus LIST           GPUs the towers use, e.g. 0,1; more towers than GPUs share them round-robin,\n"
-            "                        each tower with its own stream [every GPU]\n"
-            "  --towers N            data-parallel towers, one thread each [1]\n"
-            "  --batch N             global batch, split across the towers (sizes differ by at most 1) [256]\n"
-            "  --epochs N            [10]\n"
-            "  --optimizer NAME      %s, Keras semantics and defaults [adam]\n",
-            tt_backend_list(), tt_optim_kind_list(kinds, sizeof kinds, ~0u, " | ", " | "));
-    help_optim_params(f);
-    fprintf(f,
-            "  --seed N              initialisation and shuffling; same seed + towers = bit-identical run [1]\n"
-            "  --val-samples N       validation = the last N training samples, 0 for none [10000]\n"
-            "  --train-samples N     train on the first N remaining training samples only [all]\n"
-            "  --test-samples N      test on the first N test samples only [all]\n"
-            "  --log-json FILE       JSON lines: a start object, one per epoch, one for the test set\n"
-            "  --progress MODE       auto | bar | lines | quiet [auto: a bar on a terminal]\n"
-            "  --host-threads N      host threads for the gradient sum and the optimizer [CPUs]\n");
-    help_placements(f);
-    fprintf(f,
-            "  --node-reduce MODE    under mpirun -np K: how the ranks combine their node sums (docs/scaleout.md):\n"
-            "                        allreduce (every rank gets the global sum and updates its own copy) or ps (rank\n"
-            "                        r updates slice r and holds 1/K of the optimizer state; the weights are\n"
-            "                        gathered) [allreduce]\n"
-            "  --trace FILE          Chrome trace-event JSON of every step (open in Perfetto or chrome://tracing)\n"
-            "  --checkpoint-dir DIR  where checkpoints go (safetensors; docs/checkpoints.md); the end of training and a\n"
-            "                        stop by SIGINT or SIGTERM (at the step boundary) then write one; a directory\n"
-            "                        holding a later run's checkpoints is refused\n"
-            "  --save-every-epoch    a checkpoint after every epoch\n"
-            "  --save-every-steps N  a checkpoint after every N steps of the run\n"
-            "  --save-best METRIC    val_loss | val_accuracy: best.safetensors whenever it improves\n"
-            "  --keep N              periodic checkpoints kept, the newest [3]\n"
-            "  --resume FILE|DIR     continue a run from a checkpoint (a directory: its newest valid one); give the\n"
-            "                        run's --model, --batch, --seed and optimizer again; --epochs counts the total\n"
-            "  --resume-weights-only FILE|DIR  start from a checkpoint's weights only, on purpose: another model with\n"
-            "                        the same tensors, other options; a fresh optimizer, from epoch 1\n");
+    for (int i = 0; i < N_OPTS; i++) help_row(f, &g_opts[i]);
 }
 
-static int takes_value(const char *opt)
+/* The optimizer's parameter an option names (tt_optim_params' index), or -1. */
+static int optim_option(const char *name)
 {
-    static const char *valued[] = {"--data", "--model", "--vocab", "--device", "--gpus", "--towers", "--batch",
-                                   "--classes", "--epochs", "--optimizer", "--lr-scaling", "--seed",
-                                   "--val-samples", "--train-samples", "--test-samples", "--log-json", "--progress",
-                                   "--host-threads", "--reduce", "--node-reduce", "--trace", "--checkpoint-dir", "--save-every-steps",
-                                   "--save-best", "--keep", "--resume", "--resume-weights-only", NULL};
-    for (const char **v = valued; *v; v++)
-        if (strcmp(opt, *v) == 0) return 1;
-    const int k = strncmp(opt, "--", 2) == 0 ? tt_optim_param_find(opt + 2) : -1; /* the optimizer's */
-    return k >= 0 && tt_optim_params[k].help && tt_optim_params[k].type == TT_OPTIM_REAL;
+    const int k = strncmp(name, "--", 2) == 0 ? tt_optim_param_find(name + 2) : -1;
+    return k >= 0 && tt_optim_params[k].help ? k : -1;
+}
+
+static int takes_value(const char *name)
+{
+    const cli_opt *o = find_opt(name);
+    const int k = optim_option(name);
+    return o ? o->arg != NULL : k >= 0 && tt_optim_params[k].type == TT_OPTIM_REAL;
 }
 
 /* The optimizer's options into o: --optimizer's defaults, then the parameters given (given[k], real[k] in
@@ -179,12 +405,51 @@ static tt_status optim_options(const char *optimizer, const int *given, const fl
     return TT_OK;
 }
 
+/* One option of the table or of the optimizer's, its value read (NULL for a flag). */
+static tt_status set_option(cli_parse *p, const char *name, const char *value, const char *cmd, tt_error *err)
+{
+    const cli_opt *o = find_opt(name);
+    if (o && o->train_only && strcmp(cmd, "train") != 0)
+        return tt_fail(err, TT_ERR_ARG, "%s: applies to towertrain train only, not %s", name, cmd);
+    const int k = o ? -1 : optim_option(name);
+    tt_status s;
+    if (o) s = o->set(o, p, value, err);
+    else if (k >= 0 && tt_optim_params[k].type == TT_OPTIM_REAL)
+        s = tt_cli_float(name, value, tt_optim_params[k].lo, tt_optim_params[k].hi, tt_optim_params[k].lo_open,
+                         &p->real[k], err);
+    else if (k >= 0) s = value ? tt_fail(err, TT_ERR_ARG, "%s: takes no value", name) : TT_OK;
+    else return tt_fail(err, TT_ERR_ARG, "%s: unknown option '%s' (see towertrain %s --help)", cmd, name, cmd);
+    if (k >= 0) p->given[k] = 1;
+    if (s) return s;
+    if (value && !*value && strcmp(name, "--log-json") != 0) return tt_fail(err, TT_ERR_ARG, "%s: empty value", name);
+    return TT_OK;
+}
+
+/* What the options need of each other, once all are read. */
+static tt_status cli_settle(cli_parse *p, tt_error *err)
+{
+    tt_run_config *c = p->c;
+    const tt_status st = optim_options(p->optimizer, p->given, p->real, &c->optim, err);
+    if (st) return st;
+    c->lr_given = p->given[tt_optim_param_find("lr")];
+    if (c->towers > c->batch)
+        return tt_fail(err, TT_ERR_ARG, "--towers %zu is more than --batch %zu: every tower needs at least one sample",
+                       c->towers, c->batch);
+    const char *needs_dir = c->save_every_epoch ? "--save-every-epoch"
+                            : c->save_every_steps ? "--save-every-steps"
+                            : c->save_best ? "--save-best"
+                            : p->keep_given ? "--keep"
+                            : NULL;
+    if (needs_dir && !c->checkpoint_dir) return tt_fail(err, TT_ERR_ARG, "%s: needs --checkpoint-dir DIR", needs_dir);
+    if (c->save_best && c->val_samples == 0)
+        return tt_fail(err, TT_ERR_ARG, "--save-best: needs a validation set (--val-samples is 0)");
+    return TT_OK;
+}
+
 tt_status tt_cli_parse_train(int argc, char **argv, int first, tt_run_config *c, const char *cmd,
                              tt_cli_extra_fn extra, void *ctx, int *help, tt_error *err)
 {
-    const char *optimizer = NULL;
-    int keep_given = 0, given[TT_OPTIM_N_PARAMS] = {0}; /* the optimizer's parameters: given, and their values */
-    float real[TT_OPTIM_N_PARAMS] = {0};
+    cli_parse p = {.c = c};
     *help = 0;
     enum { MAX_SEEN = 64 };
     char seen[MAX_SEEN][64]; /* options given so far: each may appear once, as a repeated key in a model file */
@@ -219,114 +484,17 @@ tt_status tt_cli_parse_train(int argc, char **argv, int first, tt_run_config *c,
             }
             if (used == 2) continue;
         }
-        int valued = takes_value(name);
-        if (valued && !value) {
+        if (takes_value(name) && !value) {
             if (i + 1 >= argc) return tt_fail(err, TT_ERR_ARG, "%s: missing value", name);
             if (strncmp(argv[i + 1], "--", 2) == 0) /* "--log-json --nesterov": a value was forgotten */
                 return tt_fail(err, TT_ERR_ARG, "%s: missing value (the next argument, '%.64s', is an option)", name,
                                argv[i + 1]);
             value = argv[++i];
         }
-        tt_status s = TT_OK;
-        int op; /* the optimizer's parameter, tt_optim_params[op] */
-        static const char *const ckpt_opts[] = {"--checkpoint-dir", "--save-every-epoch", "--save-every-steps",
-                                                "--save-best", "--keep", "--resume", "--resume-weights-only"};
-        for (size_t k = 0; k < sizeof ckpt_opts / sizeof *ckpt_opts; k++)
-            if (strcmp(name, ckpt_opts[k]) == 0 && strcmp(cmd, "train") != 0)
-                return tt_fail(err, TT_ERR_ARG, "%s: applies to towertrain train only, not %s", name, cmd);
-        if (strcmp(name, "--data") == 0) {
-            c->data = value;
-            c->data_given = 1;
-        }
-        else if (strcmp(name, "--model") == 0) c->model = value;
-        else if (strcmp(name, "--vocab") == 0) s = tt_cli_size(name, value, 1, 16777216, &c->vocab, err);
-        else if (strcmp(name, "--classes") == 0) s = tt_cli_size(name, value, 1, 16777216, &c->classes, err);
-        else if (strcmp(name, "--device") == 0) c->device = value;
-        else if (strcmp(name, "--gpus") == 0) c->gpus = value;
-        else if (strcmp(name, "--towers") == 0) s = tt_cli_size(name, value, 1, 1024, &c->towers, err);
-        else if (strcmp(name, "--batch") == 0) s = tt_cli_size(name, value, 1, 1 << 20, &c->batch, err);
-        else if (strcmp(name, "--epochs") == 0) s = tt_cli_size(name, value, 1, 100000, &c->epochs, err);
-        else if (strcmp(name, "--optimizer") == 0) optimizer = value;
-        else if ((op = tt_optim_param_find(name + 2)) >= 0 && tt_optim_params[op].help) {
-            const tt_optim_param *p = &tt_optim_params[op];
-            if (p->type == TT_OPTIM_REAL) s = tt_cli_float(name, value, p->lo, p->hi, p->lo_open, &real[op], err);
-            else if (value) return tt_fail(err, TT_ERR_ARG, "%s: takes no value", name);
-            given[op] = 1;
-        } else if (strcmp(name, "--lr-scaling") == 0) {
-            if (strcmp(value, "none") == 0) c->lr_scaling = TT_LR_NONE;
-            else if (strcmp(value, "linear") == 0) c->lr_scaling = TT_LR_LINEAR;
-            else s = tt_fail(err, TT_ERR_ARG, "--lr-scaling: '%.64s' is not none or linear", value);
-        } else if (strcmp(name, "--seed") == 0) {
-            size_t seed;
-            s = tt_cli_size(name, value, 0, SIZE_MAX, &seed, err);
-            c->seed = seed;
-        } else if (strcmp(name, "--val-samples") == 0) s = tt_cli_size(name, value, 0, 100000000, &c->val_samples, err);
-        else if (strcmp(name, "--train-samples") == 0) s = tt_cli_size(name, value, 1, 100000000, &c->train_samples, err);
-        else if (strcmp(name, "--test-samples") == 0) s = tt_cli_size(name, value, 1, 100000000, &c->test_samples, err);
-        else if (strcmp(name, "--log-json") == 0) {
-            if (!*value) s = tt_fail(err, TT_ERR_ARG, "--log-json: empty file name");
-            c->log_json = value;
-        } else if (strcmp(name, "--progress") == 0) {
-            if (strcmp(value, "auto") == 0) c->progress = TT_PROGRESS_AUTO;
-            else if (strcmp(value, "bar") == 0) c->progress = TT_PROGRESS_BAR;
-            else if (strcmp(value, "lines") == 0) c->progress = TT_PROGRESS_LINES;
-            else if (strcmp(value, "quiet") == 0) c->progress = TT_PROGRESS_QUIET;
-            else s = tt_fail(err, TT_ERR_ARG, "--progress: '%.64s' is not auto, bar, lines or quiet", value);
-        } else if (strcmp(name, "--reduce") == 0) {
-            char names[128];
-            if (tt_reduce_parse(value, &c->reduce))
-                s = tt_fail(err, TT_ERR_ARG, "--reduce: '%.64s' is not %s", value,
-                            tt_reduce_list(names, sizeof names, ", ", " or ", 0));
-        } else if (strcmp(name, "--node-reduce") == 0) {
-            if (tt_node_reduce_parse(value, &c->node_reduce))
-                s = tt_fail(err, TT_ERR_ARG, "--node-reduce: '%.64s' is not allreduce or ps", value);
-        } else if (strcmp(name, "--trace") == 0) {
-            if (!*value) s = tt_fail(err, TT_ERR_ARG, "--trace: empty file name");
-            c->trace = value;
-        } else if (strcmp(name, "--checkpoint-dir") == 0) {
-            c->checkpoint_dir = value;
-        } else if (strcmp(name, "--save-every-epoch") == 0) {
-            if (value) return tt_fail(err, TT_ERR_ARG, "--save-every-epoch: takes no value");
-            c->save_every_epoch = 1;
-        } else if (strcmp(name, "--save-every-steps") == 0) {
-            s = tt_cli_size(name, value, 1, 1000000000, &c->save_every_steps, err);
-        } else if (strcmp(name, "--save-best") == 0) {
-            if (strcmp(value, "val_loss") == 0) c->save_best = TT_SAVE_BEST_VAL_LOSS;
-            else if (strcmp(value, "val_accuracy") == 0) c->save_best = TT_SAVE_BEST_VAL_ACCURACY;
-            else s = tt_fail(err, TT_ERR_ARG, "--save-best: '%.64s' is not val_loss or val_accuracy", value);
-        } else if (strcmp(name, "--keep") == 0) {
-            s = tt_cli_size(name, value, 1, 100000, &c->keep, err);
-            keep_given = 1;
-        } else if (strcmp(name, "--resume") == 0 || strcmp(name, "--resume-weights-only") == 0) {
-            if (c->resume) /* one checkpoint, taken one way */
-                return tt_fail(err, TT_ERR_ARG, "%s: give --resume or --resume-weights-only, not both", name);
-            c->resume = value;
-            c->resume_weights_only = name[8] == '-';
-        } else if (strcmp(name, "--host-threads") == 0) {
-            size_t n;
-            s = tt_cli_size(name, value, 1, 256, &n, err);
-            c->host_threads = (int)n;
-        } else
-            return tt_fail(err, TT_ERR_ARG, "%s: unknown option '%s' (see towertrain %s --help)", cmd, name, cmd);
+        const tt_status s = set_option(&p, name, value, cmd, err);
         if (s) return s;
-        if (value && !*value && strcmp(name, "--log-json") != 0)
-            return tt_fail(err, TT_ERR_ARG, "%s: empty value", name);
     }
-    const tt_status st = optim_options(optimizer, given, real, &c->optim, err);
-    if (st) return st;
-    c->lr_given = given[tt_optim_param_find("lr")];
-    if (c->towers > c->batch)
-        return tt_fail(err, TT_ERR_ARG, "--towers %zu is more than --batch %zu: every tower needs at least one sample",
-                       c->towers, c->batch);
-    const char *needs_dir = c->save_every_epoch ? "--save-every-epoch"
-                            : c->save_every_steps ? "--save-every-steps"
-                            : c->save_best ? "--save-best"
-                            : keep_given ? "--keep"
-                            : NULL;
-    if (needs_dir && !c->checkpoint_dir) return tt_fail(err, TT_ERR_ARG, "%s: needs --checkpoint-dir DIR", needs_dir);
-    if (c->save_best && c->val_samples == 0)
-        return tt_fail(err, TT_ERR_ARG, "--save-best: needs a validation set (--val-samples is 0)");
-    return TT_OK;
+    return cli_settle(&p, err);
 }
 
 int tt_cmd_train(int argc, char **argv)
