@@ -1,21 +1,17 @@
-/* train.c — a training run: load, build, init, then epochs of shuffled steps with validation after each, the
- * test set at the end; Keras-style console lines (a live bar on a terminal) and a JSON-lines log. */
+/* train.c — a training run's flow: load, build, init, then epochs of shuffled steps with validation after each, the
+ * test set at the end; opening and closing, the ranks' agreement, stops and halts. It decides when; the checkpoint
+ * side (train_ckpt.c) and the reporting side (train_report.c: console lines, the JSON-lines log, the trace) do what,
+ * through the run's private header train_run.h. Not for: the step itself (trainer.c). */
 #include <errno.h>
 #include <math.h>
 #include <string.h>
 #include <stdlib.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include <json-c/json.h>
-
-#include "tt_backend.h"
-#include "tt_blas.h"
 #include "tt_input.h"
-#include "tt_ledger.h"
 #include "tt_rng.h"
 #include "tt_signal.h"
-#include "tt_train.h"
+#include "train_run.h"
 
 int tt_run_host_threads(const tt_node *nd, int given)
 {
@@ -42,27 +38,6 @@ void tt_run_config_defaults(tt_run_config *c)
     c->keep = 3;
 }
 
-/* ---- console ----------------------------------------------------------------------------------------------- */
-
-/* step of steps done; `first` of them were done before this process (a resumed epoch): the ETA counts the rest. */
-static void print_bar(FILE *out, size_t first, size_t step, size_t steps, double elapsed, double loss, double acc,
-                      int final)
-{
-    const int width = 30;
-    int filled = steps ? (int)((double)width * (double)step / (double)steps) : width;
-    char bar[64];
-    for (int i = 0; i < width; i++) bar[i] = i < filled ? '=' : '.';
-    if (filled > 0 && filled < width) bar[filled - 1] = '>';
-    bar[width] = '\0';
-    int digits = snprintf(NULL, 0, "%zu", steps);
-    fprintf(out, "\r%*zu/%zu [%s]", digits, step, steps, bar);
-    if (!final) {
-        double eta = step > first ? elapsed / (double)(step - first) * (double)(steps - step) : 0;
-        fprintf(out, " - ETA: %.0fs - loss: %.4f - accuracy: %.4f\033[K", eta, loss, acc);
-        fflush(out);
-    }
-}
-
 static void add_times(tt_step_times *a, const tt_step_times *b)
 {
     a->launch += b->launch;
@@ -79,53 +54,6 @@ static void add_times(tt_step_times *a, const tt_step_times *b)
 }
 
 /* ---- the run ----------------------------------------------------------------------------------------------- */
-
-/* Everything one run holds, so that opening, the epochs, a halt and the ending are separate functions. */
-typedef struct run_state {
-    const tt_run_config *c;
-    const tt_dataset *train, *val, *test;
-    FILE *out; /* console; NULL = silent */
-    int bar;   /* a live progress bar on out */
-    const tt_dev_ops *ops;
-    tt_backend be;
-    tt_model *model;
-    tt_trainer_config tc;
-    tt_trainer tr;
-    float *h_init;
-    uint32_t *idx;
-    size_t steps; /* per epoch */
-    double *step_secs;
-    tt_step_result *results;
-    tt_tower_ledger *ledger;
-    tt_out log;
-    tt_trace trace;
-    int log_ended;            /* the log's final "error" / "stopped" record is written */
-    /* checkpoints */
-    size_t start_epoch, start_step; /* where the run begins: 1, 0; or where --resume's checkpoint left off */
-    double best;              /* --save-best: the best value of the metric so far (NaN: none yet) */
-    uint64_t saved_step;      /* the global step of the last periodic checkpoint written (or resumed from) */
-    size_t written_epoch, written_step; /* the last periodic checkpoint this run wrote (0, 0: none): a stop there
-                                         * leaves it as it is */
-    uint32_t data_crc;        /* checkpoints: CRC-32 of the training set's samples and labels (which data it was) */
-    char *ckpt_options;       /* --checkpoint-dir: the checkpoints' options (JSON text, the same for the whole run) */
-    int dir_lock;             /* rank 0: --checkpoint-dir's lock file, held for the whole run (-1: none) */
-    char ckpt_desc[300];      /* and their model description */
-    char *model_text;         /* a model file's text, read once (checkpoints, the ranks' fingerprint); NULL: built in */
-    tt_checkpoint resume_ck;  /* --resume: the checkpoint, until its state is in the trainer */
-    char nothing_left[400];   /* --resume of a finished run: the line that says so (empty: there is training to do) */
-    tt_status console_status; /* a failed console write noticed while the crew ran */
-    tt_error console_err;
-    /* a job of K ranks (docs/scaleout.md): rank 0 prints, logs, traces and checkpoints; every rank steps */
-    tt_node *nd;
-    int K, rank0;
-    float *ck_full[TT_CKPT_MAX_SLOTS]; /* ps, rank 0: the optimizer's whole vectors, gathered for a checkpoint */
-    double *clock_offsets;             /* --trace: every rank's clock against rank 0's */
-} run_state;
-
-static tt_status run_resume_load(run_state *rs, tt_error *err);
-static tt_status run_trace_steps(run_state *rs, size_t first, size_t end, tt_error *err);
-static tt_status run_ckpt_options(run_state *rs, tt_error *err);
-static void run_resume_optim(run_state *rs);
 
 /* The whole run's memory, before anything large is allocated: the trainer's buffers and the run's own. */
 static tt_status run_check_memory(run_state *rs, tt_error *err)
@@ -152,80 +80,6 @@ static tt_status run_check_memory(run_state *rs, tt_error *err)
                    TT_MEM_BY_RUN);
     }
     return tt_mem_check(&plan, rs->ops, err);
-}
-
-static void print_banner(const run_state *rs)
-{
-    const tt_run_config *c = rs->c;
-    FILE *out = rs->out;
-    const size_t N = c->towers, B = rs->tc.batch;
-    fprintf(out, "towertrain %s | backend %s (%d device%s) | %zu tower%s | batch %zu", TT_VERSION, rs->ops->name,
-            rs->be.n_devices, rs->be.n_devices == 1 ? "" : "s", N, N == 1 ? "" : "s", c->batch);
-    if (B < c->batch) fprintf(out, " (more than the %zu training samples: shards sized for %zu)", rs->train->n, B);
-    const size_t G = N * (size_t)rs->K; /* every tower of the job */
-    fprintf(out, " (shards of %zu..%zu) | --reduce %s\n", B / G, (B + G - 1) / G, tt_reduce_name(c->reduce));
-    if (rs->K > 1)
-        fprintf(out, "job: %d ranks x %zu tower%s = %zu towers (mpirun; %d on this machine, %d host thread%s each) | "
-                "--node-reduce %s\n", rs->K, N, N == 1 ? "" : "s", G, rs->nd->local_size, rs->tc.host_threads,
-                rs->tc.host_threads == 1 ? "" : "s", tt_node_reduce_name(c->node_reduce));
-    fprintf(out, "BLAS: %s\n", tt_blas_describe());
-    fprintf(out, "float: %s\n",
-            tt_fpu_flushing() ? "subnormals flushed to zero (FTZ+DAZ) on tower and host threads"
-                                     : "subnormals kept (this CPU has no flush-to-zero mode here)");
-    char data[256];
-    tt_escape(c->data, data, sizeof data);
-    char shape[64];
-    fprintf(out, "data: %s | %zu train, %zu validation, %zu test | %s %s, %zu classes\n", data, rs->train->n,
-            rs->val->n, rs->test->n, tt_shape_str(&rs->train->shape, 0, shape, sizeof shape),
-            rs->train->xtype == TT_X_U8 ? "bytes" : "float32", rs->train->n_classes);
-    if (rs->model->notes[0]) fputs(rs->model->notes, out);
-    tt_model_summary(rs->model, out);
-    const tt_optim_config *o = &rs->tc.optim;
-    fprintf(out, "optimizer: %s, lr %g", tt_optim_kind_name(o->kind), (double)o->lr);
-    if (c->lr_scaling == TT_LR_LINEAR)
-        fprintf(out, " (--lr-scaling linear: base %g x %zu towers)", (double)c->optim.lr, N * (size_t)rs->K);
-    else
-        fprintf(out, " (--lr-scaling none: the base rate%s)", c->lr_given ? "" : ", Keras default");
-    char hyper[160];
-    tt_optim_describe(o, hyper, sizeof hyper);
-    fprintf(out, "%s\n", hyper);
-}
-
-static tt_status log_start(run_state *rs, tt_error *err)
-{
-    const tt_run_config *c = rs->c;
-    tt_out *log = &rs->log;
-    tt_out_printf(log,
-                  "{\"event\":\"start\",\"version\":\"%s\",\"backend\":\"%s\",\"towers\":%zu,\"batch\":%zu,"
-                  "\"epochs\":%zu,\"optimizer\":\"%s\",\"lr\":%.7g,\"base_lr\":%.7g,\"lr_scaling\":\"%s\","
-                  "\"seed\":%llu,\"train_samples\":%zu,\"val_samples\":%zu,\"test_samples\":%zu,\"params\":%zu,"
-                  "\"model\":\"%s\",\"reduce\":\"%s\",\"flush_denormals\":%s,\"ranks\":%d,\"node_reduce\":\"%s\"}\n",
-                  TT_VERSION, rs->ops->name, c->towers, c->batch, c->epochs, tt_optim_kind_name(rs->tc.optim.kind),
-                  (double)rs->tc.optim.lr, (double)c->optim.lr, c->lr_scaling == TT_LR_LINEAR ? "linear" : "none",
-                  (unsigned long long)c->seed, rs->train->n, rs->val->n, rs->test->n, rs->model->n_params,
-                  tt_model_file(rs->model) ? "file" : c->model, tt_reduce_name(c->reduce),
-                  tt_fpu_flushing() ? "true" : "false", rs->K, tt_node_reduce_name(c->node_reduce));
-    return tt_out_commit(log, err);
-}
-
-/* K ranks: what every rank holds, counted from its own allocations — the optimizer's floats (ps: 1/K each) — in a
- * "ranks" record of rank 0's log. Every rank calls it. */
-static tt_status log_ranks(run_state *rs, tt_error *err)
-{
-    tt_optim *o = tt_trainer_optim(&rs->tr);
-    const uint64_t mine = (uint64_t)o->n * tt_optim_state_floats(&o->cfg);
-    uint64_t *all = (uint64_t *)tt_calloc((size_t)rs->K, sizeof(uint64_t));
-    tt_status s = all ? tt_node_allgather(rs->nd, &mine, all, sizeof mine, err)
-                      : tt_fail(err, TT_ERR_NOMEM, "out of memory");
-    if (!s && rs->log.buf) {
-        tt_out_printf(&rs->log, "{\"event\":\"ranks\",\"ranks\":%d,\"node_reduce\":\"%s\",\"params\":%zu,"
-                      "\"optimizer_floats\":[", rs->K, tt_node_reduce_name(rs->c->node_reduce), rs->model->n_params);
-        for (int r = 0; r < rs->K; r++) tt_out_printf(&rs->log, "%s%llu", r ? "," : "", (unsigned long long)all[r]);
-        tt_out_printf(&rs->log, "]}\n");
-        s = tt_out_commit(&rs->log, err);
-    }
-    tt_free(all);
-    return s;
 }
 
 /* This rank's part of opening: model, trainer configuration, memory check, buffers, checkpoint options, log — in that
@@ -398,20 +252,6 @@ static tt_status run_check_fingerprints(run_state *rs, tt_error *err)
     return tt_node_agree(rs->nd, s, err);
 }
 
-/* --resume DIR reads a directory without locking it: if another run is writing there now, one notice says that this
- * run forks it at its newest checkpoint as it stands. */
-static void resume_notice_busy(const char *dir)
-{
-    struct stat st;
-    const long pid = stat(dir, &st) == 0 && S_ISDIR(st.st_mode) ? tt_ckpt_dir_holder(dir) : 0;
-    if (!pid) return;
-    char line[600], who[48] = "its pid unknown";
-    if (pid > 0) snprintf(who, sizeof who, "pid %ld", pid);
-    snprintf(line, sizeof line, "--resume %.400s: another run (%s) is writing there; resuming from its newest "
-             "checkpoint as it stands now", dir, who);
-    tt_report_notice(line);
-}
-
 /* Opening a run: this rank's part, every rank's agreement (a rank that failed ends the job with its line), the
  * fingerprints, the banner, --resume, the towers, the trace. */
 static tt_status run_open(run_state *rs, tt_error *err)
@@ -498,395 +338,7 @@ static void epoch_stats(run_state *rs, size_t epoch, size_t first, size_t end, t
     es->top5 = seen ? (double)top5 / (double)seen : NAN;
 }
 
-static tt_status log_epoch(run_state *rs, const tt_epoch_stats *es, tt_error *err)
-{
-    tt_out *log = &rs->log;
-    const int v = rs->val->n > 0;
-    tt_out_printf(log, "{\"event\":\"epoch\",\"epoch\":%zu,\"steps\":%zu,\"samples\":%zu,", es->epoch, es->steps,
-                  es->samples);
-    tt_out_json_num(log, "seconds", es->seconds, 1);
-    tt_out_json_num(log, "loss", es->loss, 1);
-    tt_out_json_num(log, "accuracy", es->accuracy, 1);
-    tt_out_json_num(log, "top5", es->top5, 1);
-    tt_out_json_num(log, "val_loss", v ? es->val.loss : NAN, 1);
-    tt_out_json_num(log, "val_accuracy", v ? es->val.accuracy : NAN, 1);
-    tt_out_json_num(log, "val_top5", v ? es->val.top5 : NAN, 1);
-    tt_out_json_num(log, "step_median", es->step_median, 1);
-    char verdict[128];
-    tt_ledger_verdict(&es->split, verdict, sizeof verdict);
-    tt_out_printf(log, "\"verdict\":\"%s\",\"split\":{", verdict);
-    tt_ledger_json_split(log, &es->split);
-    tt_out_printf(log, "}}\n");
-    tt_status s = tt_out_commit(log, err);
-    return s ? s
-             : tt_ledger_json_steps(log, es->epoch, rs->results, rs->ledger, es->first_step,
-                                    es->first_step + es->steps, rs->c->towers, err);
-}
-
-static void print_epoch(run_state *rs, const tt_epoch_stats *es)
-{
-    FILE *out = rs->out;
-    const size_t end = es->first_step + es->steps;
-    if (rs->bar)
-        print_bar(out, es->first_step, end, end, es->seconds, 0, 0, 1);
-    else
-        fprintf(out, "%zu/%zu", end, end);
-    fprintf(out, " - %.2fs %.1fms/step - loss: %.4f - accuracy: %.4f - top5: %.4f", es->seconds,
-            1e3 * es->seconds / (double)es->steps, es->loss, es->accuracy, es->top5);
-    if (rs->val->n)
-        fprintf(out, " - val_loss: %.4f - val_accuracy: %.4f - val_top5: %.4f", es->val.loss, es->val.accuracy,
-                es->val.top5);
-    fprintf(out, "%s\n", rs->bar ? "\033[K" : "");
-    tt_ledger_split_line(out, &es->split);
-}
-
-/* The last record of a log whose run did not finish: {"event":"error"|"stopped",...,"message":the CLI's line}.
- * fields is the JSON in between (may be empty). Write errors here are not reported: the run is failing already. */
-static void log_end(run_state *rs, const char *event, const char *fields, const tt_error *why)
-{
-    if (!rs->log.buf) return;
-    tt_error werr;
-    tt_out_printf(&rs->log, "{\"event\":\"%s\",%s", event, fields);
-    tt_out_json_str(&rs->log, "message", why->msg, 0);
-    tt_out_printf(&rs->log, "}\n");
-    tt_out_commit(&rs->log, &werr);
-    rs->log_ended = 1;
-}
-
 /* ---- checkpoints ---------------------------------------------------------------------------------------------- */
-
-/* The checkpoints' model description ("builtin:NAME" or "file:PATH") and options, built once for the run: what eval
- * and predict rebuild the model from (input shape, classes, vocabulary, a model file's text), which training data it
- * was (the resume check), and the run's other options. */
-static tt_status run_ckpt_options(run_state *rs, tt_error *err)
-{
-    const tt_run_config *c = rs->c;
-    const char *file = tt_model_file(rs->model);
-    snprintf(rs->ckpt_desc, sizeof rs->ckpt_desc, "%s:%s", file ? "file" : "builtin", file ? file : c->model);
-    const char *text = rs->model_text;
-    const tt_shape *in = &rs->model->input_shape;
-    json_object *opt = json_object_new_object(), *shape = json_object_new_array();
-    char crc[16];
-    snprintf(crc, sizeof crc, "%08x", (unsigned)rs->data_crc);
-    if (opt && shape) {
-        for (int i = 0; i < in->ndim; i++) json_object_array_add(shape, json_object_new_int64((int64_t)in->d[i]));
-        json_object_object_add(opt, "input", shape);
-        shape = NULL; /* opt owns it */
-        json_object_object_add(opt, "classes", json_object_new_int64((int64_t)rs->model->n_classes));
-        json_object_object_add(opt, "vocab", json_object_new_int64((int64_t)rs->model->token_vocab));
-        if (text) json_object_object_add(opt, "model_text", json_object_new_string(text));
-        json_object_object_add(opt, "layers", tt_checkpoint_layers_json(rs->model)); /* resume compares them */
-        json_object_object_add(opt, "train_samples", json_object_new_int64((int64_t)rs->train->n));
-        json_object_object_add(opt, "val_samples", json_object_new_int64((int64_t)rs->val->n));
-        json_object_object_add(opt, "train_crc32", json_object_new_string(crc));
-        json_object_object_add(opt, "epochs", json_object_new_int64((int64_t)c->epochs));
-        json_object_object_add(opt, "reduce", json_object_new_string(tt_reduce_name(c->reduce)));
-        json_object_object_add(opt, "lr_scaling",
-                               json_object_new_string(c->lr_scaling == TT_LR_LINEAR ? "linear" : "none"));
-        json_object_object_add(opt, "base_lr", json_object_new_double((double)c->optim.lr));
-        const char *j = json_object_to_json_string_ext(opt, JSON_C_TO_STRING_PLAIN);
-        if (j && (rs->ckpt_options = (char *)tt_malloc(strlen(j) + 1)) != NULL)
-            memcpy(rs->ckpt_options, j, strlen(j) + 1);
-    }
-    json_object_put(opt);
-    json_object_put(shape);
-    return rs->ckpt_options ? TT_OK : tt_fail(err, TT_ERR_NOMEM, "out of memory for the checkpoints' options");
-}
-
-/* Writes the run's state after `step` steps of epoch `epoch` (between steps: the trainer is idle, and its master
- * weights and optimizer state are written as they stand) to `path`, or to the periodic name when path is NULL (then
- * prunes to --keep); says so on the console and in the log. */
-static tt_status run_save_here(run_state *rs, size_t epoch, size_t step, const char *path, tt_error *err);
-
-/* Every rank calls it at the same point: ps gathers the optimizer's shards to rank 0, rank 0 writes, and every rank
- * learns how that went (a failed write ends the whole job, with its line). */
-static tt_status run_save(run_state *rs, size_t epoch, size_t step, const char *path, tt_error *err)
-{
-    tt_status s = TT_OK;
-    if (rs->K > 1 && rs->c->node_reduce == TT_NODE_PS) {
-        tt_optim *o = tt_trainer_optim(&rs->tr);
-        tt_optim_slot sl[TT_CKPT_MAX_SLOTS];
-        const int n = tt_optim_slots(o, sl);
-        for (int k = 0; !s && k < n; k++)
-            s = tt_node_gather_slices(rs->nd, sl[k].data, rs->ck_full[k], rs->model->n_params, err);
-    }
-    if (!s && rs->rank0) s = run_save_here(rs, epoch, step, path, err);
-    if (!path && !s) { /* every rank: the end-of-training decision, and whether a stop must write */
-        rs->saved_step = tt_trainer_optim(&rs->tr)->t;
-        rs->written_epoch = epoch;
-        rs->written_step = step;
-    }
-    return tt_node_agree(rs->nd, s, err);
-}
-
-/* Rank 0's part of run_save: the file, its line and its record, and pruning. */
-static tt_status run_save_here(run_state *rs, size_t epoch, size_t step, const char *path, tt_error *err)
-{
-    const tt_run_config *c = rs->c;
-    char periodic[4096];
-    if (!path) {
-        tt_ckpt_path(periodic, sizeof periodic, c->checkpoint_dir, epoch, step);
-        path = periodic;
-    }
-    const double t0 = tt_now();
-    tt_optim *o = tt_trainer_optim(&rs->tr);
-    tt_checkpoint ck;
-    memset(&ck, 0, sizeof ck);
-    ck.epoch = epoch;
-    ck.step = step;
-    ck.steps_per_epoch = rs->steps;
-    ck.global_step = o->t;
-    ck.seed = c->seed;
-    ck.batch = rs->tc.batch;
-    ck.optim = o->cfg;
-    ck.u_product = o->u_product;
-    ck.best = rs->best;
-    ck.towers = c->towers * (size_t)rs->K; /* every tower of the job */
-    snprintf(ck.backend, sizeof ck.backend, "%s", rs->ops->name);
-    ck.model_desc = rs->ckpt_desc;
-    ck.options = rs->ckpt_options;
-    ck.n_params = rs->model->n_params;
-    ck.params = (float *)tt_trainer_params(&rs->tr); /* read only: the writer does not change a tensor */
-    tt_optim_slot sl[TT_CKPT_MAX_SLOTS];
-    ck.n_slots = tt_optim_slots(o, sl);
-    for (int k = 0; k < ck.n_slots; k++) {
-        snprintf(ck.slot_names[k], sizeof ck.slot_names[k], "%s", sl[k].name);
-        ck.slots[k] = rs->ck_full[k] ? rs->ck_full[k] : sl[k].data; /* ps: the gathered vectors */
-    }
-    tt_status s = tt_checkpoint_write(path, rs->model, &ck, err);
-    if (s) return s;
-    const double secs = tt_now() - t0, mb = (double)(1 + ck.n_slots) * (double)ck.n_params * sizeof(float) / 1e6;
-    if (rs->out) {
-        char esc[300];
-        tt_escape(path, esc, sizeof esc);
-        fprintf(rs->out, "checkpoint: %s (epoch %zu, step %zu/%zu; %.1f MB in %.0f ms)\n", esc, epoch, step, rs->steps,
-                mb, 1e3 * secs);
-        if ((s = tt_flush_stdout(rs->out, err))) return s;
-    }
-    if (rs->log.buf) {
-        tt_out_printf(&rs->log, "{\"event\":\"checkpoint\",\"epoch\":%zu,\"step\":%zu,", epoch, step);
-        tt_out_json_str(&rs->log, "path", path, 1);
-        tt_out_json_num(&rs->log, "megabytes", mb, 1);
-        tt_out_json_num(&rs->log, "seconds", secs, 0);
-        tt_out_printf(&rs->log, "}\n");
-        if ((s = tt_out_commit(&rs->log, err))) return s;
-    }
-    if (path == periodic) s = tt_ckpt_prune(c->checkpoint_dir, c->keep, err);
-    return s;
-}
-
-/* After an epoch's validation: --save-every-epoch (or a --save-every-steps boundary at the epoch's end), and
- * --save-best when the metric improved. */
-static tt_status run_save_epoch(run_state *rs, size_t epoch, const tt_epoch_stats *es, tt_error *err)
-{
-    const tt_run_config *c = rs->c;
-    tt_status s = TT_OK;
-    const uint64_t global = (uint64_t)epoch * rs->steps;
-    int improved = 0;
-    if (c->save_best && rs->val->n) { /* first: the periodic checkpoint must carry the new best, or a run resumed
-                                       * from it overwrites best.safetensors with a worse epoch */
-        const double v = c->save_best == TT_SAVE_BEST_VAL_LOSS ? es->val.loss : es->val.accuracy;
-        const int better = isnan(rs->best) || (c->save_best == TT_SAVE_BEST_VAL_LOSS ? v < rs->best : v > rs->best);
-        if (better && isfinite(v)) {
-            rs->best = v;
-            improved = 1;
-        }
-    }
-    if (c->save_every_epoch || (c->save_every_steps && global % c->save_every_steps == 0))
-        s = run_save(rs, epoch, rs->steps, NULL, err);
-    if (!s && improved) {
-        char path[4096];
-        snprintf(path, sizeof path, "%s/best.safetensors", c->checkpoint_dir);
-        s = run_save(rs, epoch, rs->steps, path, err);
-    }
-    return s;
-}
-
-/* A stop by signal with --checkpoint-dir: the state at this step boundary, then the stop's line says where it is.
- * A failed write is said in the same line (the run is stopping anyway). */
-static void run_save_on_stop(run_state *rs, size_t epoch, size_t step, char *note, size_t len)
-{
-    note[0] = '\0';
-    if (!rs->ckpt_options || epoch == 0) return; /* no --checkpoint-dir, or nothing trained yet: nothing to save */
-    char path[4096];
-    tt_ckpt_path(path, sizeof path, rs->c->checkpoint_dir, epoch, step);
-    if (rs->written_epoch == epoch && rs->written_step == step) { /* this very state is on disk: left as it is */
-        snprintf(note, len, "; checkpoint %.3000s (written before the stop)", path);
-        return;
-    }
-    tt_error e;
-    if (run_save(rs, epoch, step, NULL, &e) == TT_OK)
-        snprintf(note, len, "; checkpoint %.3000s", path);
-    else
-        snprintf(note, len, "; no checkpoint: %.3000s", e.msg);
-}
-
-/* The checkpoint's training set (its options' train_samples, val_samples, train_crc32: required, typed) must be this
- * run's: the same sample order needs the same samples. */
-static tt_status resume_same_data(const run_state *rs, const tt_checkpoint *ck, const char *what, tt_error *err)
-{
-    tt_ckpt_value tn, vn, crc;
-    tt_status s = tt_checkpoint_option(ck, what, "train_samples", TT_CKPT_UINT, 1, &tn, err);
-    if (!s) s = tt_checkpoint_option(ck, what, "val_samples", TT_CKPT_UINT, 1, &vn, err);
-    if (!s) s = tt_checkpoint_option(ck, what, "train_crc32", TT_CKPT_STRING, 1, &crc, err);
-    if (s) return s;
-    char mine[16], q[32];
-    snprintf(mine, sizeof mine, "%08x", (unsigned)rs->data_crc);
-    if (tn.u != rs->train->n)
-        return tt_fail(err, TT_ERR_ARG, "%s: trained on %llu training samples, this run has %zu (the same --data, "
-                       "--val-samples and --train-samples?)", what, (unsigned long long)tn.u, rs->train->n);
-    if (vn.u != rs->val->n)
-        return tt_fail(err, TT_ERR_ARG, "%s: trained with %llu validation samples, this run has %zu (the same "
-                       "--val-samples?)", what, (unsigned long long)vn.u, rs->val->n);
-    tt_escape(crc.s, q, sizeof q);
-    if (strcmp(crc.s, mine) != 0)
-        return tt_fail(err, TT_ERR_ARG, "%s: trained on other training data (CRC-32 %s, this run's %s: the same "
-                       "--data?)", what, q, mine);
-    return TT_OK;
-}
-
-/* --resume: rank 0 (or the one process) finds the checkpoint (a directory's newest valid one) and reads it; every rank
- * of a job gets its bytes (the other nodes need not see rank 0's disk) and parses them into rs->resume_ck. */
-static tt_status run_resume_bytes(run_state *rs, char *path, size_t len, tt_error *err)
-{
-    const tt_run_config *c = rs->c;
-    tt_checkpoint *ck = &rs->resume_ck;
-    struct stat st;
-    uint8_t *buf = NULL;
-    size_t n = 0;
-    tt_status s = TT_OK;
-    snprintf(path, len, "%s", c->resume);
-    if (rs->rank0) {
-        size_t skipped = 0;
-        if (stat(c->resume, &st) == 0 && S_ISDIR(st.st_mode)) {
-            s = tt_ckpt_newest(c->resume, rs->model, ck, path, len, &skipped, err);
-            tt_checkpoint_free(ck);
-            if (!s && skipped && rs->out)
-                fprintf(rs->out, "resume: %zu newer checkpoint%s in %s did not read as valid; skipped\n", skipped,
-                        skipped == 1 ? "" : "s", c->resume);
-        }
-        if (!s) s = tt_checkpoint_read_bytes(path, &buf, &n, err);
-    }
-    if ((s = tt_node_agree(rs->nd, s, err))) return s;
-    uint64_t n64 = n;
-    s = tt_node_bcast(rs->nd, &n64, sizeof n64, err);
-    if (!s) s = tt_node_bcast(rs->nd, path, len, err);
-    if (!s && !rs->rank0 && !(buf = (uint8_t *)tt_malloc(n64 ? (size_t)n64 : 1)))
-        s = tt_fail(err, TT_ERR_NOMEM, "out of memory for the checkpoint's %llu bytes", (unsigned long long)n64);
-    if ((s = tt_node_agree(rs->nd, s, err)) == TT_OK) s = tt_node_bcast(rs->nd, buf, (size_t)n64, err);
-    path[len - 1] = '\0';
-    if (!s) s = tt_checkpoint_parse(buf, (size_t)n64, path, rs->model, ck, err);
-    tt_free(buf);
-    return s;
-}
-
-/* --resume-weights-only: the checkpoint's weights (names and shapes checked by the reader, values finite), on purpose
- * and nothing else: another model with the same tensors, other options or data may take them. The optimizer starts
- * fresh (its state belonged to the other training) and the run from epoch 1, step 1, as a new run does. */
-static tt_status resume_weights_only(run_state *rs, const char *what, tt_error *err)
-{
-    const tt_checkpoint *ck = &rs->resume_ck;
-    (void)err;
-    memcpy(rs->h_init, ck->params, rs->model->n_params * sizeof(float));
-    if (rs->out) {
-        char esc[400];
-        tt_escape(what, esc, sizeof esc);
-        fprintf(rs->out, "resume: the weights of %s (epoch %llu, step %llu) only: its optimizer state, position and "
-                "options are not used; a fresh optimizer, from epoch 1\n", esc + strlen("--resume-weights-only "),
-                (unsigned long long)ck->epoch, (unsigned long long)ck->step);
-    }
-    return TT_OK;
-}
-
-/* --resume: the checkpoint (a file, or a directory's newest valid one), checked against this run: same model
- * (tensor by tensor), batch, seed, optimizer and steps per epoch. Sets the weights to start from (h_init), where to
- * begin, and keeps the optimizer's state for run_resume_optim. */
-static tt_status run_resume_load(run_state *rs, tt_error *err)
-{
-    const tt_run_config *c = rs->c;
-    tt_checkpoint *ck = &rs->resume_ck;
-    char path[4096];
-    tt_status s = run_resume_bytes(rs, path, sizeof path, err);
-    if (s) return s;
-    char what[300];
-    snprintf(what, sizeof what, "%s %.200s", c->resume_weights_only ? "--resume-weights-only" : "--resume", path);
-    if ((s = tt_checkpoint_check_finite(ck, rs->model, what, !c->resume_weights_only, NULL, err))) return s;
-    if (c->resume_weights_only) return resume_weights_only(rs, what, err);
-    if ((s = tt_checkpoint_same_model(ck, what, rs->model, rs->model->builtin ? c->model : NULL, err))) {
-        const tt_error e = *err; /* the line, and what to do about it */
-        return tt_fail(err, s, "%s (give the same --model, or --resume-weights-only to take only its weights)", e.msg);
-    }
-    char have[160], want[160];
-    tt_optim_describe(&ck->optim, have, sizeof have);
-    tt_optim_describe(&rs->tc.optim, want, sizeof want);
-    const tt_optim_config *a = &ck->optim, *b = &rs->tc.optim;
-    if (ck->batch != rs->tc.batch)
-        return tt_fail(err, TT_ERR_ARG, "--resume %.200s: trained with --batch %zu, this run has %zu (give the same)",
-                       path, ck->batch, rs->tc.batch);
-    if (ck->seed != c->seed)
-        return tt_fail(err, TT_ERR_ARG, "--resume %.200s: trained with --seed %llu, this run has %llu (give the same)",
-                       path, (unsigned long long)ck->seed, (unsigned long long)c->seed);
-    if (a->kind != b->kind || a->lr != b->lr || strcmp(have, want) != 0)
-        return tt_fail(err, TT_ERR_ARG,
-                       "--resume %.200s: trained with --optimizer %s, lr %g%s; this run has %s, lr %g%s (give the "
-                       "same%s)",
-                       path, tt_optim_kind_name(a->kind), (double)a->lr, have, tt_optim_kind_name(b->kind),
-                       (double)b->lr, want,
-                       c->lr_scaling == TT_LR_LINEAR ? "; --lr-scaling linear multiplies --lr by the towers" : "");
-    if (ck->steps_per_epoch != rs->steps)
-        return tt_fail(err, TT_ERR_ARG,
-                       "--resume %.200s: its epochs have %llu steps, this run's have %zu (the same --data, "
-                       "--val-samples and --train-samples?)",
-                       path, (unsigned long long)ck->steps_per_epoch, rs->steps);
-    if ((s = resume_same_data(rs, ck, what, err))) return s;
-    const int done = ck->step >= ck->steps_per_epoch;
-    rs->start_epoch = (size_t)ck->epoch + (done ? 1 : 0);
-    rs->start_step = done ? 0 : (size_t)ck->step;
-    if (done && ck->epoch == c->epochs) { /* a finished run: a clean no-op, said in one line (tt_run_on) */
-        char esc[300];
-        tt_escape(path, esc, sizeof esc);
-        snprintf(rs->nothing_left, sizeof rs->nothing_left, "resume: %s: nothing left to train (epochs %llu of %zu "
-                 "done)", esc, (unsigned long long)ck->epoch, c->epochs);
-        return TT_OK;
-    }
-    if (rs->start_epoch > c->epochs) /* beyond --epochs: the flag was meant otherwise */
-        return tt_fail(err, TT_ERR_ARG,
-                       "--resume %.200s: it has finished epoch %llu, and --epochs %zu counts the total (as Keras's "
-                       "initial_epoch does): nothing to train",
-                       path, (unsigned long long)ck->epoch, c->epochs);
-    memcpy(rs->h_init, ck->params, rs->model->n_params * sizeof(float));
-    rs->best = ck->best;
-    rs->saved_step = ck->global_step;
-    if (rs->out) {
-        char esc[300];
-        tt_escape(path, esc, sizeof esc);
-        fprintf(rs->out, "resume: %s (epoch %llu, step %llu/%zu; written by %zu tower%s on %s) -> epoch %zu, step %zu\n",
-                esc, (unsigned long long)ck->epoch, (unsigned long long)ck->step, rs->steps, ck->towers,
-                ck->towers == 1 ? "" : "s", ck->backend, rs->start_epoch, rs->start_step + 1);
-    }
-    return TT_OK;
-}
-
-/* --resume, once the trainer exists: the optimizer's vectors, step count and schedule term; then the checkpoint's
- * memory goes. */
-static void run_resume_optim(run_state *rs)
-{
-    tt_checkpoint *ck = &rs->resume_ck;
-    if (rs->c->resume_weights_only) { /* a fresh optimizer */
-        tt_checkpoint_free(ck);
-        return;
-    }
-    tt_optim *o = tt_trainer_optim(&rs->tr);
-    tt_optim_slot sl[TT_CKPT_MAX_SLOTS];
-    const int n = tt_optim_slots(o, sl);
-    const size_t off = tt_trainer_optim_offset(&rs->tr); /* ps: this rank's slice of each vector */
-    for (int k = 0; k < n; k++)
-        for (int j = 0; j < ck->n_slots; j++)
-            if (strcmp(sl[k].name, ck->slot_names[j]) == 0) memcpy(sl[k].data, ck->slots[j] + off, o->n * sizeof(float));
-    o->t = ck->global_step;
-    o->u_product = ck->u_product;
-    tt_checkpoint_free(ck);
-}
 
 /* The signal that stopped the job: this rank's, or (K ranks) the one any rank caught — every rank must decide
  * alike, or one would leave while the others wait for it. 0: none. */
@@ -989,29 +441,6 @@ static tt_status run_halted(run_state *rs, size_t epoch, size_t first, size_t st
     return run_stopped(rs, where, epoch, steps, err);
 }
 
-/* The trace of steps first..end-1: this rank's, or (K ranks) every rank's gathered to rank 0, each rank a process
- * of the trace on rank 0's clock. Every rank calls it at the same point. */
-static tt_status run_trace_steps(run_state *rs, size_t first, size_t end, tt_error *err)
-{
-    if (rs->K <= 1) return rs->trace.out.buf ? tt_trace_steps(&rs->trace, rs->results, rs->ledger, first, end, err)
-                                             : TT_OK;
-    const size_t N = rs->c->towers, n = end - first, K = (size_t)rs->K;
-    const size_t rb = n * sizeof(tt_step_result), lb = n * N * sizeof(tt_tower_ledger);
-    tt_step_result *res = (tt_step_result *)tt_malloc(rb ? K * rb : 1);
-    tt_tower_ledger *led = (tt_tower_ledger *)tt_malloc(lb ? K * lb : 1);
-    tt_status s = res && led ? TT_OK : tt_fail(err, TT_ERR_NOMEM, "out of memory for the trace");
-    if (!s) s = tt_node_allgather(rs->nd, rs->results + first, res, rb, err);
-    if (!s) s = tt_node_allgather(rs->nd, rs->ledger + first * N, led, lb, err);
-    for (size_t r = 0; !s && rs->trace.out.buf && r < K; r++) {
-        tt_trace_rank(&rs->trace, (int)r, rs->clock_offsets[r]);
-        s = tt_trace_steps(&rs->trace, res + r * n, led + r * n * N, 0, n, err);
-    }
-    if (rs->trace.out.buf) tt_trace_rank(&rs->trace, 0, 0);
-    tt_free(res);
-    tt_free(led);
-    return s;
-}
-
 void tt_epoch_order(uint32_t *idx, size_t n, uint64_t seed, uint64_t epoch)
 {
     for (size_t i = 0; i < n; i++) idx[i] = (uint32_t)i;
@@ -1103,18 +532,10 @@ static tt_status run_finish(run_state *rs, tt_run_result *res, tt_error *err)
     }
     if (s) return s;
     if (rs->out && rs->test->n) {
-        fprintf(rs->out, "test: %zu samples - loss: %.4f - accuracy: %.4f - top5: %.4f\n", res->test.n,
-                res->test.loss, res->test.accuracy, res->test.top5);
+        print_test(rs, &res->test);
         if ((s = tt_flush_stdout(rs->out, err))) return s;
     }
-    if (rs->log.buf && rs->test->n) {
-        tt_out_printf(&rs->log, "{\"event\":\"test\",\"samples\":%zu,", res->test.n);
-        tt_out_json_num(&rs->log, "loss", res->test.loss, 1);
-        tt_out_json_num(&rs->log, "accuracy", res->test.accuracy, 1);
-        tt_out_json_num(&rs->log, "top5", res->test.top5, 0);
-        tt_out_printf(&rs->log, "}\n");
-        if ((s = tt_out_commit(&rs->log, err))) return s;
-    }
+    if (rs->log.buf && rs->test->n && (s = log_test(rs, &res->test, err))) return s;
     res->n_params = rs->model->n_params;
     res->final_params = (float *)tt_malloc(rs->model->n_params * sizeof(float));
     if (res->final_params) tt_trainer_get_params(&rs->tr, res->final_params);
@@ -1170,12 +591,7 @@ static tt_status run_nothing_left(run_state *rs, tt_error *err)
         fprintf(rs->out, "%s\n", rs->nothing_left);
         s = tt_flush_stdout(rs->out, err);
     }
-    if (!s && rs->log.buf) {
-        tt_out_printf(&rs->log, "{\"event\":\"nothing_to_train\",\"epochs\":%zu,", rs->c->epochs);
-        tt_out_json_str(&rs->log, "message", rs->nothing_left, 0);
-        tt_out_printf(&rs->log, "}\n");
-        s = tt_out_commit(&rs->log, err);
-    }
+    if (!s && rs->log.buf) s = log_nothing_left(rs, err);
     s = run_close(rs, s, err);
     tt_free(rs);
     return s;

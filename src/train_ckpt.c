@@ -1,0 +1,359 @@
+/* train_ckpt.c — the checkpoint side of a training run: the checkpoints' options (built once), a save (every rank
+ * at the same point; rank 0 writes, says so and prunes to --keep), --save-every-epoch / --save-best after an epoch,
+ * the save on a stop, and --resume: finding, reading and checking a checkpoint, then handing its state to the
+ * trainer. Not for: when these happen (the run's flow, train.c) or the file format (checkpoint.c, ckpt_dir.c). */
+#include <math.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <json-c/json.h>
+
+#include "train_run.h"
+
+/* --resume DIR reads a directory without locking it: if another run is writing there now, one notice says that this
+ * run forks it at its newest checkpoint as it stands. */
+void resume_notice_busy(const char *dir)
+{
+    struct stat st;
+    const long pid = stat(dir, &st) == 0 && S_ISDIR(st.st_mode) ? tt_ckpt_dir_holder(dir) : 0;
+    if (!pid) return;
+    char line[600], who[48] = "its pid unknown";
+    if (pid > 0) snprintf(who, sizeof who, "pid %ld", pid);
+    snprintf(line, sizeof line, "--resume %.400s: another run (%s) is writing there; resuming from its newest "
+             "checkpoint as it stands now", dir, who);
+    tt_report_notice(line);
+}
+
+
+/* The checkpoints' model description ("builtin:NAME" or "file:PATH") and options, built once for the run: what eval
+ * and predict rebuild the model from (input shape, classes, vocabulary, a model file's text), which training data it
+ * was (the resume check), and the run's other options. */
+tt_status run_ckpt_options(run_state *rs, tt_error *err)
+{
+    const tt_run_config *c = rs->c;
+    const char *file = tt_model_file(rs->model);
+    snprintf(rs->ckpt_desc, sizeof rs->ckpt_desc, "%s:%s", file ? "file" : "builtin", file ? file : c->model);
+    const char *text = rs->model_text;
+    const tt_shape *in = &rs->model->input_shape;
+    json_object *opt = json_object_new_object(), *shape = json_object_new_array();
+    char crc[16];
+    snprintf(crc, sizeof crc, "%08x", (unsigned)rs->data_crc);
+    if (opt && shape) {
+        for (int i = 0; i < in->ndim; i++) json_object_array_add(shape, json_object_new_int64((int64_t)in->d[i]));
+        json_object_object_add(opt, "input", shape);
+        shape = NULL; /* opt owns it */
+        json_object_object_add(opt, "classes", json_object_new_int64((int64_t)rs->model->n_classes));
+        json_object_object_add(opt, "vocab", json_object_new_int64((int64_t)rs->model->token_vocab));
+        if (text) json_object_object_add(opt, "model_text", json_object_new_string(text));
+        json_object_object_add(opt, "layers", tt_checkpoint_layers_json(rs->model)); /* resume compares them */
+        json_object_object_add(opt, "train_samples", json_object_new_int64((int64_t)rs->train->n));
+        json_object_object_add(opt, "val_samples", json_object_new_int64((int64_t)rs->val->n));
+        json_object_object_add(opt, "train_crc32", json_object_new_string(crc));
+        json_object_object_add(opt, "epochs", json_object_new_int64((int64_t)c->epochs));
+        json_object_object_add(opt, "reduce", json_object_new_string(tt_reduce_name(c->reduce)));
+        json_object_object_add(opt, "lr_scaling",
+                               json_object_new_string(c->lr_scaling == TT_LR_LINEAR ? "linear" : "none"));
+        json_object_object_add(opt, "base_lr", json_object_new_double((double)c->optim.lr));
+        const char *j = json_object_to_json_string_ext(opt, JSON_C_TO_STRING_PLAIN);
+        if (j && (rs->ckpt_options = (char *)tt_malloc(strlen(j) + 1)) != NULL)
+            memcpy(rs->ckpt_options, j, strlen(j) + 1);
+    }
+    json_object_put(opt);
+    json_object_put(shape);
+    return rs->ckpt_options ? TT_OK : tt_fail(err, TT_ERR_NOMEM, "out of memory for the checkpoints' options");
+}
+
+/* Writes the run's state after `step` steps of epoch `epoch` (between steps: the trainer is idle, and its master
+ * weights and optimizer state are written as they stand) to `path`, or to the periodic name when path is NULL (then
+ * prunes to --keep); says so on the console and in the log. */
+static tt_status run_save_here(run_state *rs, size_t epoch, size_t step, const char *path, tt_error *err);
+
+/* Every rank calls it at the same point: ps gathers the optimizer's shards to rank 0, rank 0 writes, and every rank
+ * learns how that went (a failed write ends the whole job, with its line). */
+tt_status run_save(run_state *rs, size_t epoch, size_t step, const char *path, tt_error *err)
+{
+    tt_status s = TT_OK;
+    if (rs->K > 1 && rs->c->node_reduce == TT_NODE_PS) {
+        tt_optim *o = tt_trainer_optim(&rs->tr);
+        tt_optim_slot sl[TT_CKPT_MAX_SLOTS];
+        const int n = tt_optim_slots(o, sl);
+        for (int k = 0; !s && k < n; k++)
+            s = tt_node_gather_slices(rs->nd, sl[k].data, rs->ck_full[k], rs->model->n_params, err);
+    }
+    if (!s && rs->rank0) s = run_save_here(rs, epoch, step, path, err);
+    if (!path && !s) { /* every rank: the end-of-training decision, and whether a stop must write */
+        rs->saved_step = tt_trainer_optim(&rs->tr)->t;
+        rs->written_epoch = epoch;
+        rs->written_step = step;
+    }
+    return tt_node_agree(rs->nd, s, err);
+}
+
+/* Rank 0's part of run_save: the file, its line and its record, and pruning. */
+static tt_status run_save_here(run_state *rs, size_t epoch, size_t step, const char *path, tt_error *err)
+{
+    const tt_run_config *c = rs->c;
+    char periodic[4096];
+    if (!path) {
+        tt_ckpt_path(periodic, sizeof periodic, c->checkpoint_dir, epoch, step);
+        path = periodic;
+    }
+    const double t0 = tt_now();
+    tt_optim *o = tt_trainer_optim(&rs->tr);
+    tt_checkpoint ck;
+    memset(&ck, 0, sizeof ck);
+    ck.epoch = epoch;
+    ck.step = step;
+    ck.steps_per_epoch = rs->steps;
+    ck.global_step = o->t;
+    ck.seed = c->seed;
+    ck.batch = rs->tc.batch;
+    ck.optim = o->cfg;
+    ck.u_product = o->u_product;
+    ck.best = rs->best;
+    ck.towers = c->towers * (size_t)rs->K; /* every tower of the job */
+    snprintf(ck.backend, sizeof ck.backend, "%s", rs->ops->name);
+    ck.model_desc = rs->ckpt_desc;
+    ck.options = rs->ckpt_options;
+    ck.n_params = rs->model->n_params;
+    ck.params = (float *)tt_trainer_params(&rs->tr); /* read only: the writer does not change a tensor */
+    tt_optim_slot sl[TT_CKPT_MAX_SLOTS];
+    ck.n_slots = tt_optim_slots(o, sl);
+    for (int k = 0; k < ck.n_slots; k++) {
+        snprintf(ck.slot_names[k], sizeof ck.slot_names[k], "%s", sl[k].name);
+        ck.slots[k] = rs->ck_full[k] ? rs->ck_full[k] : sl[k].data; /* ps: the gathered vectors */
+    }
+    tt_status s = tt_checkpoint_write(path, rs->model, &ck, err);
+    if (s) return s;
+    const double secs = tt_now() - t0, mb = (double)(1 + ck.n_slots) * (double)ck.n_params * sizeof(float) / 1e6;
+    if (rs->out) {
+        char esc[300];
+        tt_escape(path, esc, sizeof esc);
+        fprintf(rs->out, "checkpoint: %s (epoch %zu, step %zu/%zu; %.1f MB in %.0f ms)\n", esc, epoch, step, rs->steps,
+                mb, 1e3 * secs);
+        if ((s = tt_flush_stdout(rs->out, err))) return s;
+    }
+    if (rs->log.buf) {
+        tt_out_printf(&rs->log, "{\"event\":\"checkpoint\",\"epoch\":%zu,\"step\":%zu,", epoch, step);
+        tt_out_json_str(&rs->log, "path", path, 1);
+        tt_out_json_num(&rs->log, "megabytes", mb, 1);
+        tt_out_json_num(&rs->log, "seconds", secs, 0);
+        tt_out_printf(&rs->log, "}\n");
+        if ((s = tt_out_commit(&rs->log, err))) return s;
+    }
+    if (path == periodic) s = tt_ckpt_prune(c->checkpoint_dir, c->keep, err);
+    return s;
+}
+
+/* After an epoch's validation: --save-every-epoch (or a --save-every-steps boundary at the epoch's end), and
+ * --save-best when the metric improved. */
+tt_status run_save_epoch(run_state *rs, size_t epoch, const tt_epoch_stats *es, tt_error *err)
+{
+    const tt_run_config *c = rs->c;
+    tt_status s = TT_OK;
+    const uint64_t global = (uint64_t)epoch * rs->steps;
+    int improved = 0;
+    if (c->save_best && rs->val->n) { /* first: the periodic checkpoint must carry the new best, or a run resumed
+                                       * from it overwrites best.safetensors with a worse epoch */
+        const double v = c->save_best == TT_SAVE_BEST_VAL_LOSS ? es->val.loss : es->val.accuracy;
+        const int better = isnan(rs->best) || (c->save_best == TT_SAVE_BEST_VAL_LOSS ? v < rs->best : v > rs->best);
+        if (better && isfinite(v)) {
+            rs->best = v;
+            improved = 1;
+        }
+    }
+    if (c->save_every_epoch || (c->save_every_steps && global % c->save_every_steps == 0))
+        s = run_save(rs, epoch, rs->steps, NULL, err);
+    if (!s && improved) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/best.safetensors", c->checkpoint_dir);
+        s = run_save(rs, epoch, rs->steps, path, err);
+    }
+    return s;
+}
+
+/* A stop by signal with --checkpoint-dir: the state at this step boundary, then the stop's line says where it is.
+ * A failed write is said in the same line (the run is stopping anyway). */
+void run_save_on_stop(run_state *rs, size_t epoch, size_t step, char *note, size_t len)
+{
+    note[0] = '\0';
+    if (!rs->ckpt_options || epoch == 0) return; /* no --checkpoint-dir, or nothing trained yet: nothing to save */
+    char path[4096];
+    tt_ckpt_path(path, sizeof path, rs->c->checkpoint_dir, epoch, step);
+    if (rs->written_epoch == epoch && rs->written_step == step) { /* this very state is on disk: left as it is */
+        snprintf(note, len, "; checkpoint %.3000s (written before the stop)", path);
+        return;
+    }
+    tt_error e;
+    if (run_save(rs, epoch, step, NULL, &e) == TT_OK)
+        snprintf(note, len, "; checkpoint %.3000s", path);
+    else
+        snprintf(note, len, "; no checkpoint: %.3000s", e.msg);
+}
+
+/* The checkpoint's training set (its options' train_samples, val_samples, train_crc32: required, typed) must be this
+ * run's: the same sample order needs the same samples. */
+static tt_status resume_same_data(const run_state *rs, const tt_checkpoint *ck, const char *what, tt_error *err)
+{
+    tt_ckpt_value tn, vn, crc;
+    tt_status s = tt_checkpoint_option(ck, what, "train_samples", TT_CKPT_UINT, 1, &tn, err);
+    if (!s) s = tt_checkpoint_option(ck, what, "val_samples", TT_CKPT_UINT, 1, &vn, err);
+    if (!s) s = tt_checkpoint_option(ck, what, "train_crc32", TT_CKPT_STRING, 1, &crc, err);
+    if (s) return s;
+    char mine[16], q[32];
+    snprintf(mine, sizeof mine, "%08x", (unsigned)rs->data_crc);
+    if (tn.u != rs->train->n)
+        return tt_fail(err, TT_ERR_ARG, "%s: trained on %llu training samples, this run has %zu (the same --data, "
+                       "--val-samples and --train-samples?)", what, (unsigned long long)tn.u, rs->train->n);
+    if (vn.u != rs->val->n)
+        return tt_fail(err, TT_ERR_ARG, "%s: trained with %llu validation samples, this run has %zu (the same "
+                       "--val-samples?)", what, (unsigned long long)vn.u, rs->val->n);
+    tt_escape(crc.s, q, sizeof q);
+    if (strcmp(crc.s, mine) != 0)
+        return tt_fail(err, TT_ERR_ARG, "%s: trained on other training data (CRC-32 %s, this run's %s: the same "
+                       "--data?)", what, q, mine);
+    return TT_OK;
+}
+
+/* --resume: rank 0 (or the one process) finds the checkpoint (a directory's newest valid one) and reads it; every rank
+ * of a job gets its bytes (the other nodes need not see rank 0's disk) and parses them into rs->resume_ck. */
+static tt_status run_resume_bytes(run_state *rs, char *path, size_t len, tt_error *err)
+{
+    const tt_run_config *c = rs->c;
+    tt_checkpoint *ck = &rs->resume_ck;
+    struct stat st;
+    uint8_t *buf = NULL;
+    size_t n = 0;
+    tt_status s = TT_OK;
+    snprintf(path, len, "%s", c->resume);
+    if (rs->rank0) {
+        size_t skipped = 0;
+        if (stat(c->resume, &st) == 0 && S_ISDIR(st.st_mode)) {
+            s = tt_ckpt_newest(c->resume, rs->model, ck, path, len, &skipped, err);
+            tt_checkpoint_free(ck);
+            if (!s && skipped && rs->out)
+                fprintf(rs->out, "resume: %zu newer checkpoint%s in %s did not read as valid; skipped\n", skipped,
+                        skipped == 1 ? "" : "s", c->resume);
+        }
+        if (!s) s = tt_checkpoint_read_bytes(path, &buf, &n, err);
+    }
+    if ((s = tt_node_agree(rs->nd, s, err))) return s;
+    uint64_t n64 = n;
+    s = tt_node_bcast(rs->nd, &n64, sizeof n64, err);
+    if (!s) s = tt_node_bcast(rs->nd, path, len, err);
+    if (!s && !rs->rank0 && !(buf = (uint8_t *)tt_malloc(n64 ? (size_t)n64 : 1)))
+        s = tt_fail(err, TT_ERR_NOMEM, "out of memory for the checkpoint's %llu bytes", (unsigned long long)n64);
+    if ((s = tt_node_agree(rs->nd, s, err)) == TT_OK) s = tt_node_bcast(rs->nd, buf, (size_t)n64, err);
+    path[len - 1] = '\0';
+    if (!s) s = tt_checkpoint_parse(buf, (size_t)n64, path, rs->model, ck, err);
+    tt_free(buf);
+    return s;
+}
+
+/* --resume-weights-only: the checkpoint's weights (names and shapes checked by the reader, values finite), on purpose
+ * and nothing else: another model with the same tensors, other options or data may take them. The optimizer starts
+ * fresh (its state belonged to the other training) and the run from epoch 1, step 1, as a new run does. */
+static tt_status resume_weights_only(run_state *rs, const char *what, tt_error *err)
+{
+    const tt_checkpoint *ck = &rs->resume_ck;
+    (void)err;
+    memcpy(rs->h_init, ck->params, rs->model->n_params * sizeof(float));
+    if (rs->out) {
+        char esc[400];
+        tt_escape(what, esc, sizeof esc);
+        fprintf(rs->out, "resume: the weights of %s (epoch %llu, step %llu) only: its optimizer state, position and "
+                "options are not used; a fresh optimizer, from epoch 1\n", esc + strlen("--resume-weights-only "),
+                (unsigned long long)ck->epoch, (unsigned long long)ck->step);
+    }
+    return TT_OK;
+}
+
+/* --resume: the checkpoint (a file, or a directory's newest valid one), checked against this run: same model
+ * (tensor by tensor), batch, seed, optimizer and steps per epoch. Sets the weights to start from (h_init), where to
+ * begin, and keeps the optimizer's state for run_resume_optim. */
+tt_status run_resume_load(run_state *rs, tt_error *err)
+{
+    const tt_run_config *c = rs->c;
+    tt_checkpoint *ck = &rs->resume_ck;
+    char path[4096];
+    tt_status s = run_resume_bytes(rs, path, sizeof path, err);
+    if (s) return s;
+    char what[300];
+    snprintf(what, sizeof what, "%s %.200s", c->resume_weights_only ? "--resume-weights-only" : "--resume", path);
+    if ((s = tt_checkpoint_check_finite(ck, rs->model, what, !c->resume_weights_only, NULL, err))) return s;
+    if (c->resume_weights_only) return resume_weights_only(rs, what, err);
+    if ((s = tt_checkpoint_same_model(ck, what, rs->model, rs->model->builtin ? c->model : NULL, err))) {
+        const tt_error e = *err; /* the line, and what to do about it */
+        return tt_fail(err, s, "%s (give the same --model, or --resume-weights-only to take only its weights)", e.msg);
+    }
+    char have[160], want[160];
+    tt_optim_describe(&ck->optim, have, sizeof have);
+    tt_optim_describe(&rs->tc.optim, want, sizeof want);
+    const tt_optim_config *a = &ck->optim, *b = &rs->tc.optim;
+    if (ck->batch != rs->tc.batch)
+        return tt_fail(err, TT_ERR_ARG, "--resume %.200s: trained with --batch %zu, this run has %zu (give the same)",
+                       path, ck->batch, rs->tc.batch);
+    if (ck->seed != c->seed)
+        return tt_fail(err, TT_ERR_ARG, "--resume %.200s: trained with --seed %llu, this run has %llu (give the same)",
+                       path, (unsigned long long)ck->seed, (unsigned long long)c->seed);
+    if (a->kind != b->kind || a->lr != b->lr || strcmp(have, want) != 0)
+        return tt_fail(err, TT_ERR_ARG,
+                       "--resume %.200s: trained with --optimizer %s, lr %g%s; this run has %s, lr %g%s (give the "
+                       "same%s)",
+                       path, tt_optim_kind_name(a->kind), (double)a->lr, have, tt_optim_kind_name(b->kind),
+                       (double)b->lr, want,
+                       c->lr_scaling == TT_LR_LINEAR ? "; --lr-scaling linear multiplies --lr by the towers" : "");
+    if (ck->steps_per_epoch != rs->steps)
+        return tt_fail(err, TT_ERR_ARG,
+                       "--resume %.200s: its epochs have %llu steps, this run's have %zu (the same --data, "
+                       "--val-samples and --train-samples?)",
+                       path, (unsigned long long)ck->steps_per_epoch, rs->steps);
+    if ((s = resume_same_data(rs, ck, what, err))) return s;
+    const int done = ck->step >= ck->steps_per_epoch;
+    rs->start_epoch = (size_t)ck->epoch + (done ? 1 : 0);
+    rs->start_step = done ? 0 : (size_t)ck->step;
+    if (done && ck->epoch == c->epochs) { /* a finished run: a clean no-op, said in one line (tt_run_on) */
+        char esc[300];
+        tt_escape(path, esc, sizeof esc);
+        snprintf(rs->nothing_left, sizeof rs->nothing_left, "resume: %s: nothing left to train (epochs %llu of %zu "
+                 "done)", esc, (unsigned long long)ck->epoch, c->epochs);
+        return TT_OK;
+    }
+    if (rs->start_epoch > c->epochs) /* beyond --epochs: the flag was meant otherwise */
+        return tt_fail(err, TT_ERR_ARG,
+                       "--resume %.200s: it has finished epoch %llu, and --epochs %zu counts the total (as Keras's "
+                       "initial_epoch does): nothing to train",
+                       path, (unsigned long long)ck->epoch, c->epochs);
+    memcpy(rs->h_init, ck->params, rs->model->n_params * sizeof(float));
+    rs->best = ck->best;
+    rs->saved_step = ck->global_step;
+    if (rs->out) {
+        char esc[300];
+        tt_escape(path, esc, sizeof esc);
+        fprintf(rs->out, "resume: %s (epoch %llu, step %llu/%zu; written by %zu tower%s on %s) -> epoch %zu, step %zu\n",
+                esc, (unsigned long long)ck->epoch, (unsigned long long)ck->step, rs->steps, ck->towers,
+                ck->towers == 1 ? "" : "s", ck->backend, rs->start_epoch, rs->start_step + 1);
+    }
+    return TT_OK;
+}
+
+/* --resume, once the trainer exists: the optimizer's vectors, step count and schedule term; then the checkpoint's
+ * memory goes. */
+void run_resume_optim(run_state *rs)
+{
+    tt_checkpoint *ck = &rs->resume_ck;
+    if (rs->c->resume_weights_only) { /* a fresh optimizer */
+        tt_checkpoint_free(ck);
+        return;
+    }
+    tt_optim *o = tt_trainer_optim(&rs->tr);
+    tt_optim_slot sl[TT_CKPT_MAX_SLOTS];
+    const int n = tt_optim_slots(o, sl);
+    const size_t off = tt_trainer_optim_offset(&rs->tr); /* ps: this rank's slice of each vector */
+    for (int k = 0; k < n; k++)
+        for (int j = 0; j < ck->n_slots; j++)
+            if (strcmp(sl[k].name, ck->slot_names[j]) == 0) memcpy(sl[k].data, ck->slots[j] + off, o->n * sizeof(float));
+    o->t = ck->global_step;
+    o->u_product = ck->u_product;
+    tt_checkpoint_free(ck);
+}

@@ -1,0 +1,80 @@
+/* train_run.h — private to the run (train.c, train_ckpt.c, train_report.c): the state one training run holds, and
+ * what the run's flow (train.c) calls in its checkpoint side (train_ckpt.c) and its reporting side (train_report.c).
+ * Not for: anything outside those three files (the run's public face is tt_train.h). The two sides call down into
+ * nothing of train.c; train.c calls into both. */
+#ifndef TT_TRAIN_RUN_H
+#define TT_TRAIN_RUN_H
+
+#include <stdio.h>
+
+#include "tt_backend.h"
+#include "tt_ledger.h"
+#include "tt_train.h"
+
+/* Everything one run holds, so that opening, the epochs, a halt and the ending are separate functions. */
+typedef struct run_state {
+    const tt_run_config *c;
+    const tt_dataset *train, *val, *test;
+    FILE *out; /* console; NULL = silent */
+    int bar;   /* a live progress bar on out */
+    const tt_dev_ops *ops;
+    tt_backend be;
+    tt_model *model;
+    tt_trainer_config tc;
+    tt_trainer tr;
+    float *h_init;
+    uint32_t *idx;
+    size_t steps; /* per epoch */
+    double *step_secs;
+    tt_step_result *results;
+    tt_tower_ledger *ledger;
+    tt_out log;
+    tt_trace trace;
+    int log_ended;            /* the log's final "error" / "stopped" record is written */
+    /* checkpoints */
+    size_t start_epoch, start_step; /* where the run begins: 1, 0; or where --resume's checkpoint left off */
+    double best;              /* --save-best: the best value of the metric so far (NaN: none yet) */
+    uint64_t saved_step;      /* the global step of the last periodic checkpoint written (or resumed from) */
+    size_t written_epoch, written_step; /* the last periodic checkpoint this run wrote (0, 0: none): a stop there
+                                         * leaves it as it is */
+    uint32_t data_crc;        /* checkpoints: CRC-32 of the training set's samples and labels (which data it was) */
+    char *ckpt_options;       /* --checkpoint-dir: the checkpoints' options (JSON text, the same for the whole run) */
+    int dir_lock;             /* rank 0: --checkpoint-dir's lock file, held for the whole run (-1: none) */
+    char ckpt_desc[300];      /* and their model description */
+    char *model_text;         /* a model file's text, read once (checkpoints, the ranks' fingerprint); NULL: built in */
+    tt_checkpoint resume_ck;  /* --resume: the checkpoint, until its state is in the trainer */
+    char nothing_left[400];   /* --resume of a finished run: the line that says so (empty: there is training to do) */
+    tt_status console_status; /* a failed console write noticed while the crew ran */
+    tt_error console_err;
+    /* a job of K ranks (docs/scaleout.md): rank 0 prints, logs, traces and checkpoints; every rank steps */
+    tt_node *nd;
+    int K, rank0;
+    float *ck_full[TT_CKPT_MAX_SLOTS]; /* ps, rank 0: the optimizer's whole vectors, gathered for a checkpoint */
+    double *clock_offsets;             /* --trace: every rank's clock against rank 0's */
+} run_state;
+
+/* ---- train_ckpt.c: options, save, best, keep, resume ---------------------------------------------------------- */
+
+void resume_notice_busy(const char *dir);
+tt_status run_ckpt_options(run_state *rs, tt_error *err);
+tt_status run_save(run_state *rs, size_t epoch, size_t step, const char *path, tt_error *err);
+tt_status run_save_epoch(run_state *rs, size_t epoch, const tt_epoch_stats *es, tt_error *err);
+void run_save_on_stop(run_state *rs, size_t epoch, size_t step, char *note, size_t len);
+tt_status run_resume_load(run_state *rs, tt_error *err);
+void run_resume_optim(run_state *rs);
+
+/* ---- train_report.c: the banner, the Keras-style lines, the JSON-lines log's records, the trace's steps ------- */
+
+void print_bar(FILE *out, size_t first, size_t step, size_t steps, double elapsed, double loss, double acc, int final);
+void print_banner(const run_state *rs);
+tt_status log_start(run_state *rs, tt_error *err);
+tt_status log_ranks(run_state *rs, tt_error *err);
+tt_status log_epoch(run_state *rs, const tt_epoch_stats *es, tt_error *err);
+void print_epoch(run_state *rs, const tt_epoch_stats *es);
+void print_test(run_state *rs, const tt_eval_result *test);
+tt_status log_test(run_state *rs, const tt_eval_result *test, tt_error *err);
+tt_status log_nothing_left(run_state *rs, tt_error *err);
+void log_end(run_state *rs, const char *event, const char *fields, const tt_error *why);
+tt_status run_trace_steps(run_state *rs, size_t first, size_t end, tt_error *err);
+
+#endif
