@@ -2,7 +2,7 @@
  *
  * A backend fills one const tt_dev_ops table; a tower holds a tt_dev (table + its own context). Layers, towers and
  * the trainer touch device memory only through the tt_dev_* wrappers below, which check their arguments and fall
- * back where an optional member is NULL. The CPU backend (src/dev_cpu.c) is the oracle; the CUDA backend
+ * back where an optional member is NULL. The CPU backend (src/dev/dev_cpu.c) is the oracle; the CUDA backend
  * (cuda/dev_cuda.cu) fills the same table with cuBLAS and kernels built from tt_math.h.
  *
  * Conventions: pointers named d_* are device memory of this tower, h_* are host memory. Matrices are row-major.

@@ -12,7 +12,7 @@
  *   ps              or rank r applies the optimizer to slice r only — it is the parameter server of that slice and
  *                   holds 1/K of the optimizer state — and every rank gathers the updated weights.
  * One process (not launched by mpirun, or a build without MPI) is a job of one rank: the single-node path.
- * `#ifdef TT_WITH_MPI` appears in src/node.c only.
+ * `#ifdef TT_WITH_MPI` appears in src/core/node.c only.
  * Not for: the step itself (tt_trainer.h) or the run (tt_train.h). */
 #ifndef TT_NODE_H
 #define TT_NODE_H

@@ -1,4 +1,4 @@
-/* test_checkpoint.c — checkpoints (src/checkpoint.c): a run's state written and read back bit for bit, the file
+/* test_checkpoint.c — checkpoints (src/model/checkpoint.c): a run's state written and read back bit for bit, the file
  * readable as plain safetensors by a reader written here from the format alone, every hostile-file refusal as one
  * line naming the file, and the safe write (no torn file, no temporaries left, failures noticed).
  * Not for: when a run saves or what a resume does with the state (train.c's tests). */
@@ -434,8 +434,8 @@ START_TEST(test_header_not_json)
 END_TEST
 
 
-/* json-c 0.16 takes each of these even with STRICT | VALIDATE_UTF8 (the reason src/json.c scans first); the strict
- * parser refuses each, naming it, and takes the valid neighbours. */
+/* json-c 0.16 takes each of these even with STRICT | VALIDATE_UTF8 (the reason src/model/json.c scans first); the
+ * strict parser refuses each, naming it, and takes the valid neighbours. */
 START_TEST(test_json_c_is_lax)
 {
     static const struct {

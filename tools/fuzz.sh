@@ -32,17 +32,18 @@ cflags=(-g -O1 -std=c11 -D_POSIX_C_SOURCE=200809L -Iinclude -Itests/fuzz -fsanit
         -Wmissing-prototypes -Wno-unused-parameter -Werror)
 # what the readers link against: common.c (errors, allocation; it names signals in exit codes), mem.c (input.c
 # checks available memory before growing a buffer)
-base_src=(src/common.c src/signal.c src/mem.c src/node.c) # node.c: one rank (no MPI here); common.c reports through it
+# node.c: one rank (no MPI here); common.c reports through it
+base_src=(src/core/common.c src/core/signal.c src/dev/mem.c src/core/node.c)
 # idx.c also makes data sets of its files (dataset.c frees them)
 idx_src=(tests/fuzz/fuzz_idx.c src/data/idx.c src/data/dataset.c src/data/input.c "${base_src[@]}")
 # the model parser reaches every layer kind's setup and tables (src/layers/*.c), but never a device op
-model_src=(tests/fuzz/fuzz_model.c src/model.c src/layers/*.c src/dev.c src/data/input.c "${base_src[@]}")
+model_src=(tests/fuzz/fuzz_model.c src/model/model.c src/layers/*.c src/dev/dev.c src/data/input.c "${base_src[@]}")
 # dataset.c frees data sets and finds a directory's files (the readers are above it, the --data dispatch above them)
 npy_src=(tests/fuzz/fuzz_npy.c src/data/npy.c src/data/cifar10.c src/data/dataset.c src/data/input.c "${base_src[@]}")
 # the checkpoint reader builds the fuzz target's model (model.c, the layer kinds) and names the optimizer's slots
 # (optim.c); it parses its header with json-c and sums the data with zlib's crc32
-ckpt_src=(tests/fuzz/fuzz_checkpoint.c src/checkpoint.c src/json.c src/optim.c src/model.c src/layers/*.c src/dev.c
-          src/data/input.c "${base_src[@]}")
+ckpt_src=(tests/fuzz/fuzz_checkpoint.c src/model/checkpoint.c src/model/json.c src/model/optim.c src/model/model.c
+          src/layers/*.c src/dev/dev.c src/data/input.c "${base_src[@]}")
 if ! jsonc=$(pkg-config --cflags --libs json-c); then
   echo "fuzz.sh: json-c not found (apt-get install libjson-c-dev, or run tools/install-deps.sh)" >&2
   exit 1

@@ -1,9 +1,9 @@
-/* fuzz_checkpoint.c — libFuzzer target for the checkpoint reader (tt_checkpoint_parse in src/checkpoint.c): every
+/* fuzz_checkpoint.c — libFuzzer target for the checkpoint reader (tt_checkpoint_parse in src/model/checkpoint.c): every
  * input is parsed twice, without a model (the header, metadata and checksum, as a resume learns the model first) and
  * for a fixed small conv model (TT_FUZZ_CKPT_MODEL, built once), which reaches the tensor matching and the copies.
  * Each input is also parsed sealed (tt_checkpoint_seal: its checksum rewritten), so that mutations get past the
- * file's CRC-32. So it drives the length prefix and its caps, the strict JSON scan (src/json.c) of the header and of
- * the options, json-c with an explicit length, the typed options, the metadata's number
+ * file's CRC-32. So it drives the length prefix and its caps, the strict JSON scan (src/model/json.c) of the header and
+ * of the options, json-c with an explicit length, the typed options, the metadata's number
  * parsers, the tensor entries' dtype, shape and offset checks, the tiling of the data section, the CRC-32 and the
  * shape comparison. A refusal must leave the checkpoint empty and name the input in one line; an accepted one must
  * hold what the reader promises (with the model: every buffer of its size, read here to the last float).

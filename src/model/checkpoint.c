@@ -6,8 +6,8 @@
  * run is, the optimizer, what wrote it, and "crc32:%08x" of the whole file (its own 8 digits read as zeros).
  *
  * Reading treats the file as hostile, as src/data/npy.c does: a regular file only (tt_input_open), the header's
- * length capped and checked against the file before it is parsed, the header read as strict JSON (src/json.c: json-c
- * behind a scan for what json-c lets through), the whole file's checksum verified before any value is read, the
+ * length capped and checked against the file before it is parsed, the header read as strict JSON (src/model/json.c:
+ * json-c behind a scan for what json-c lets through), the whole file's checksum verified before any value is read, the
  * options typed (tt_checkpoint_option), every tensor's dtype, shape and offsets checked and the tensors required to
  * tile the data section exactly, and only then, with a model, buffers of the model's size allocated and filled. Every
  * refusal is one line that starts with the file's name. A checkpoint is data: nothing here opens a path it names.
