@@ -55,6 +55,13 @@ void tt_report_error(const char *msg);
 /* As tt_report_error, as "towertrain: notice: MSG": something the user should know that is not an error. */
 void tt_report_notice(const char *msg);
 
+/* Who is reporting, handed down by the node layer (src/node.c) so the reporter needs nothing above it: this rank of
+ * `size` (set once the job is joined; 0 of 1 until then), and whether the failure this process ends with was agreed
+ * by every rank (then rank 0 alone prints it). A job of several ranks speaks once: an agreed failure is printed by
+ * rank 0, one only this rank knows by this rank, naming itself; notices by rank 0. */
+void tt_report_rank(int rank, int size);
+void tt_report_agreed(void);
+
 /* Flushes f (stdout) and reports a write that failed there or earlier — a full disk, a closed pipe — as
  * "stdout: write failed: REASON". TT_OK for f == NULL. */
 tt_status tt_flush_stdout(void *f, tt_error *err);

@@ -66,9 +66,6 @@ int tt_node_finish(int rc);
  * builds (or both commands) when any rank differs. Collective over nd (more than one rank). */
 tt_status tt_node_check_build(tt_node *nd, const char *cmd, int help, tt_error *err);
 
-/* 1 once this process holds a failure every rank agreed on (tt_node_agree returned it). */
-int tt_node_agreed(void);
-
 /* 1 if the calling rank speaks for the job: rank 0 prints, logs, traces and checkpoints. */
 int tt_node_speaks(void);
 

@@ -1,6 +1,5 @@
 /* common.c — the small utilities of tt_common.h: error formatting, abort, clock, counted allocation. */
 #include "tt_common.h"
-#include "tt_node.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -86,19 +85,29 @@ static void report_line(const char *prefix, const char *msg)
     }
 }
 
+static int g_rank, g_size = 1; /* tt_report_rank: set by the node layer once the job is joined */
+static atomic_int g_agreed;      /* tt_report_agreed: the failure this process ends with was agreed by every rank */
+
+void tt_report_rank(int rank, int size)
+{
+    g_rank = rank;
+    g_size = size;
+}
+
+void tt_report_agreed(void) { atomic_store(&g_agreed, 1); }
+
 /* A job of several ranks speaks once: a failure every rank agreed on (tt_node_agree; its message names the rank) is
  * printed by rank 0 alone, one only this rank knows by this rank, naming itself. Notices: rank 0. */
 void tt_report_error(const char *msg)
 {
     tt_signal_error_line(1); /* one line: a second signal from now on adds none of its own */
-    const tt_node *nd = tt_node_world();
-    if (nd->size <= 1) {
+    if (g_size <= 1) {
         report_line("towertrain: ", msg);
-    } else if (tt_node_agreed()) {
-        if (nd->rank == 0) report_line("towertrain: ", msg);
+    } else if (atomic_load(&g_agreed)) {
+        if (g_rank == 0) report_line("towertrain: ", msg);
     } else {
         char prefix[48];
-        snprintf(prefix, sizeof prefix, "towertrain: rank %d: ", nd->rank);
+        snprintf(prefix, sizeof prefix, "towertrain: rank %d: ", g_rank);
         report_line(prefix, msg);
     }
     tt_signal_error_line(0);
@@ -106,7 +115,7 @@ void tt_report_error(const char *msg)
 
 void tt_report_notice(const char *msg)
 {
-    if (tt_node_speaks()) report_line("towertrain: notice: ", msg);
+    if (g_rank == 0) report_line("towertrain: notice: ", msg);
 }
 
 int tt_fpu_flushing(void)

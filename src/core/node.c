@@ -42,8 +42,6 @@ tt_node *tt_node_world(void) { return &g_world; }
 
 int tt_node_speaks(void) { return g_world.rank == 0; }
 
-int tt_node_agreed(void) { return g_agreed; }
-
 int tt_node_launched(void)
 {
     return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_RANK");
@@ -103,6 +101,7 @@ tt_status tt_node_init(int *argc, char ***argv, tt_error *err)
     g_world.comm = &g_comm_world;
     MPI_Comm_rank(g_comm_world, &g_world.rank);
     MPI_Comm_size(g_comm_world, &g_world.size);
+    tt_report_rank(g_world.rank, g_world.size); /* the reporter learns who speaks from this layer, not by asking up */
     if (g_world.size > TT_MAX_RANKS)
         return tt_fail(err, TT_ERR_ARG, "mpirun started %d ranks; a job has at most %d", g_world.size, TT_MAX_RANKS);
     MPI_Comm local;
@@ -173,7 +172,10 @@ static tt_status mpi_agree(tt_node *nd, tt_status s, tt_error *err)
                     out = tt_fail(err, (tt_status)all[r].status, "%s", all[r].msg);
                 else
                     out = tt_fail(err, (tt_status)all[r].status, "rank %d: %s", r, all[r].msg);
-                if (nd->comm == g_world.comm) g_agreed = 1;
+                if (nd->comm == g_world.comm) {
+                    g_agreed = 1;
+                    tt_report_agreed();
+                }
                 break;
             }
     }
