@@ -67,10 +67,6 @@ tt_status tt_input_at_end(tt_input *in, int *more, tt_error *err);
 /* Closes the file and frees the buffers; accepts a half-opened input and can be called twice. */
 void tt_input_close(tt_input *in);
 
-/* 1 if the file st describes (device and inode) was opened by tt_input_open in this process: outputs refuse it. */
-struct stat;
-int tt_input_was_opened(const struct stat *st);
-
 /* Reads a whole small text file (raw, never decompressed) into a NUL-terminated tt_malloc'd *text of *len bytes.
  * Files over max_bytes and files containing a NUL byte fail with TT_ERR_FORMAT, naming `what` ("model file"). */
 tt_status tt_input_read_text(const char *path, const char *what, size_t max_bytes, char **text, size_t *len,

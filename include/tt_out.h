@@ -36,6 +36,12 @@ tt_status tt_out_open(tt_out *o, const char *path, const char *what, size_t cap,
  * unmounted disk never creates the run's files on the disk underneath. */
 tt_status tt_out_check_path(const char *path, const char *what, tt_error *err);
 
+/* Notes a regular file (device and inode of st) this process opened as an input (tt_input_open calls it): an output
+ * on it is refused, so a --log-json pointed at a data file cannot truncate it. The inputs' floor hands this down;
+ * output code never asks the data readers. */
+struct stat;
+void tt_out_note_input(const struct stat *st);
+
 /* flock(LOCK_EX|LOCK_NB) on fd, taken for the life of the descriptor (the kernel drops it when the process dies, so a
  * kill -9 leaves no stale lock). Held by another process: TT_ERR_IO, "WHAT: in use by another run (pid N)": N is
  * *pid_hint when it is > 0, else the holder that /proc/locks names. */

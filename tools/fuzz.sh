@@ -31,9 +31,9 @@ cflags=(-g -O1 -std=c11 -D_POSIX_C_SOURCE=200809L -Iinclude -Itests/fuzz -fsanit
         -fno-sanitize-recover=all -fno-omit-frame-pointer -Wall -Wextra -Wshadow -Wstrict-prototypes
         -Wmissing-prototypes -Wno-unused-parameter -Werror)
 # what the readers link against: common.c (errors, allocation; it names signals in exit codes), mem.c (input.c
-# checks available memory before growing a buffer)
-# node.c: one rank (no MPI here); common.c reports through it
-base_src=(src/core/common.c src/core/signal.c src/dev/mem.c src/core/node.c)
+# checks available memory before growing a buffer), out.c (input.c notes each input there, so no output can be one)
+# node.c: one rank (no MPI here)
+base_src=(src/core/common.c src/core/signal.c src/core/out.c src/dev/mem.c src/core/node.c)
 # idx.c also makes data sets of its files (dataset.c frees them)
 idx_src=(tests/fuzz/fuzz_idx.c src/data/idx.c src/data/dataset.c src/data/input.c "${base_src[@]}")
 # the model parser reaches every layer kind's setup and tables (src/layers/*.c), but never a device op

@@ -11,7 +11,6 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include "tt_input.h"
 #include "tt_out.h"
 
 /* Outputs open now, by device and inode: two outputs on one file would interleave into garbage. */
@@ -22,12 +21,39 @@ static struct {
     const tt_out *by;
 } g_outputs[MAX_OUTPUTS];
 
+/* Every regular file this process has opened as an input (tt_out_note_input), by device and inode. Opens happen on
+ * the main thread. */
+enum { MAX_INPUTS = 64 };
+static struct {
+    dev_t dev;
+    ino_t ino;
+} g_inputs[MAX_INPUTS];
+static int g_n_inputs;
+
+void tt_out_note_input(const struct stat *st)
+{
+    for (int i = 0; i < g_n_inputs; i++)
+        if (g_inputs[i].dev == st->st_dev && g_inputs[i].ino == st->st_ino) return;
+    if (g_n_inputs < MAX_INPUTS) {
+        g_inputs[g_n_inputs].dev = st->st_dev;
+        g_inputs[g_n_inputs].ino = st->st_ino;
+        g_n_inputs++;
+    }
+}
+
+static int was_input(const struct stat *st)
+{
+    for (int i = 0; i < g_n_inputs; i++)
+        if (g_inputs[i].dev == st->st_dev && g_inputs[i].ino == st->st_ino) return 1;
+    return 0;
+}
+
 /* Refuses a path that is an input of this run or another open output, before it is truncated. */
 static tt_status check_not_in_use(const char *path, const char *what, tt_error *err)
 {
     struct stat st;
     if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return TT_OK; /* new, or a device / FIFO / pipe */
-    if (tt_input_was_opened(&st))
+    if (was_input(&st))
         return tt_fail(err, TT_ERR_ARG, "%s: is a file this run reads (refusing to overwrite an input)", what);
     for (int i = 0; i < MAX_OUTPUTS; i++)
         if (g_outputs[i].by && g_outputs[i].dev == st.st_dev && g_outputs[i].ino == st.st_ino)

@@ -17,6 +17,7 @@
 
 #include "tt_input.h"
 #include "tt_mem.h"
+#include "tt_out.h"
 
 struct tt_input_gz {
     z_stream zs;
@@ -39,33 +40,6 @@ static const char *file_kind(mode_t mode)
     if (S_ISBLK(mode)) return "a block device";
     if (S_ISSOCK(mode)) return "a socket";
     return "an unknown file type";
-}
-
-/* Every regular file this process has opened as an input, by device and inode: an output must never be one of
- * them (a --log-json pointed at a data file would truncate it). Opens happen on the main thread. */
-enum { MAX_INPUTS = 64 };
-static struct {
-    dev_t dev;
-    ino_t ino;
-} g_inputs[MAX_INPUTS];
-static int g_n_inputs;
-
-static void remember_input(const struct stat *st)
-{
-    for (int i = 0; i < g_n_inputs; i++)
-        if (g_inputs[i].dev == st->st_dev && g_inputs[i].ino == st->st_ino) return;
-    if (g_n_inputs < MAX_INPUTS) {
-        g_inputs[g_n_inputs].dev = st->st_dev;
-        g_inputs[g_n_inputs].ino = st->st_ino;
-        g_n_inputs++;
-    }
-}
-
-int tt_input_was_opened(const struct stat *st)
-{
-    for (int i = 0; i < g_n_inputs; i++)
-        if (g_inputs[i].dev == st->st_dev && g_inputs[i].ino == st->st_ino) return 1;
-    return 0;
 }
 
 tt_status tt_input_open(tt_input *in, const char *path, tt_error *err)
@@ -92,7 +66,7 @@ tt_status tt_input_open(tt_input *in, const char *path, tt_error *err)
     in->fd = fd;
     in->next = in->buf;
     in->raw_size = (uint64_t)st.st_size;
-    remember_input(&st);
+    tt_out_note_input(&st); /* an output must never be it (src/core/out.c) */
     return TT_OK;
 }
 
