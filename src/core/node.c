@@ -36,7 +36,6 @@ const char *tt_node_reduce_name(tt_node_reduce r)
 }
 
 static tt_node g_world = {0, 1, 1, 0, 0.0, NULL, "localhost"};
-static int g_agreed; /* the failure this process ends with was agreed by every rank (tt_node_agree) */
 
 tt_node *tt_node_world(void) { return &g_world; }
 
@@ -55,6 +54,7 @@ void tt_node_slice(size_t P, int K, int r, size_t *lo, size_t *n)
 }
 
 #ifdef TT_WITH_MPI
+static int g_agreed; /* the failure this process ends with was agreed by every rank (tt_node_agree) */
 
 static MPI_Comm g_comm_world;
 
