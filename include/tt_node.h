@@ -78,6 +78,21 @@ void tt_node_slice(size_t P, int K, int r, size_t *lo, size_t *n);
  * After a failure returned here every rank knows, and the job can end together (tt_node_finish). */
 tt_status tt_node_agree(tt_node *nd, tt_status s, tt_error *err);
 
+/* A rank's first failure that the other ranks do not know yet: a write of rank 0's console, log, trace, CSV or
+ * checkpoint, or a part of a phase only this rank did. The writer records it where it happens (tt_pending_fail) and
+ * goes on taking part in the collectives; the job agrees on it at its next agreement (tt_pending_agree). So an output
+ * cannot forget to agree, and no rank leaves between two agreements while the others wait for it. */
+typedef struct tt_pending {
+    tt_status s; /* TT_OK: nothing failed */
+    tt_error err;
+} tt_pending;
+
+/* Records s (with *err) unless a failure is recorded already; TT_OK records nothing. */
+void tt_pending_fail(tt_pending *p, tt_status s, const tt_error *err);
+/* An agreement: records s, then tt_node_agree on the recorded failure. Returns the agreed failure (with *err) on
+ * every rank, or TT_OK; the record is cleared (the caller has it now). Every rank calls it at the same point. */
+tt_status tt_pending_agree(tt_node *nd, tt_pending *p, tt_status s, tt_error *err);
+
 /* The cross-node combine's parts (see the picture above). recv holds K * slice floats; out gets this rank's slice
  * of the sum of every rank's `sum` (P floats), added in rank order. */
 tt_status tt_node_reduce_scatter(tt_node *nd, const float *sum, float *recv, float *out, size_t P, tt_error *err);

@@ -11,6 +11,8 @@
 #                 exit, within seconds; a rank killed with SIGKILL ends the job within seconds
 #   builds        a rank of another build (TT_TEST_FAKE_COMMIT; a first-release binary with TT_TEST_OLD_BUILD) is
 #                 refused within seconds, one line naming both builds
+#   outputs       rank 0's log, trace, CSV or stdout fails (train, bench): every rank exits 1 with rank 0's line
+#                 (agreed, not aborted)
 #   signals       SIGTERM to one rank: every rank, rank 0 included, exits 143
 #   words         a mismatched option is named with both values as the user writes them (--reduce is device here, cpu
 #                 on rank 0; --lr is 0.002 here, 0.001 ...); probe compares its ranks too (it hung on another model)
@@ -236,15 +238,45 @@ else
   echo "note: a first-release build against this one not tried (set TT_TEST_OLD_BUILD to such a towertrain)"
 fi
 
-# ---- a stop by SIGTERM on one rank: every rank stops at one step and exits 143, rank 0 included ----
 cat >"$W/rc.sh" <<'EOS'
 #!/bin/sh
-# runs towertrain, then records this rank's exit code
+# runs towertrain, then records this rank's exit code; TT_TEST_FULL_STDOUT=1: rank 0's stdout is /dev/full
 out=$1; shift
-"$@"
+if [ "${TT_TEST_FULL_STDOUT:-}" = 1 ] && [ "$OMPI_COMM_WORLD_RANK" = 0 ]; then "$@" >/dev/full; else "$@"; fi
 echo $? >"$out.$OMPI_COMM_WORLD_RANK"
 EOS
 chmod +x "$W/rc.sh"
+
+# ---- rank 0's outputs fail (console, log, trace): the failure is agreed, every rank exits 1 with rank 0's line ----
+# (an aborted job — a rank left waiting in a collective, or MPI_Abort — gives other exit codes or none)
+allrc() { local r v=; for ((r = 0; r < K; r++)); do v="$v$(cat "$1.$r" 2>/dev/null || echo none) "; done; echo "$v"; }
+ones=$(for ((r = 0; r < K; r++)); do printf '1 '; done)
+for case in "log|train --epochs 2 --log-json /dev/full|--log-json /dev/full: write failed" \
+            "trace|train --epochs 2 --trace /dev/full|--trace /dev/full: write failed" \
+            "stdout|train --epochs 2|stdout: write failed" \
+            "csv|bench --epochs 1 --towers 1 --reps 2 --csv /dev/full|--csv /dev/full: write failed" \
+            "bench-stdout|bench --epochs 1 --towers 1 --reps 2|stdout: write failed" \
+            "probe-stdout|probe --reps 2|stdout: write failed"; do
+  name=${case%%|*}; rest=${case#*|}; args=${rest%%|*}; want=${rest#*|}
+  full=; case $name in *stdout) full=1 ;; esac
+  case ${args%% *} in
+    train) data=("${DATA[@]}") ;;
+    bench) data=(--train-samples 2048 --val-samples 512 --test-samples 512) ;;
+    *) data=() ;;
+  esac
+  # shellcheck disable=SC2086 # args is words
+  TT_TEST_FULL_STDOUT=$full timeout 120 "$MPIRUN" --oversubscribe -np "$K" "$W/rc.sh" "$W/out-$name.rc" "$TT" $args \
+    "${data[@]}" >"$W/out-$name.txt" 2>&1
+  rcs=$(allrc "$W/out-$name.rc")
+  lines=$(grep '^towertrain: ' "$W/out-$name.txt" | grep -vc '^towertrain: notice: ')
+  if [ "$rcs" = "$ones" ] && [ "$lines" = 1 ] && grep -q "^towertrain: rank 0: $want" "$W/out-$name.txt"; then
+    ok "rank 0's $name fails: every rank exits 1 ($rcs), one line: $(grep '^towertrain: rank' "$W/out-$name.txt")"
+  else
+    bad "rank 0's $name fails: exit codes $rcs, $lines lines: $(head -c 600 "$W/out-$name.txt")"
+  fi
+done
+
+# ---- a stop by SIGTERM on one rank: every rank stops at one step and exits 143, rank 0 included ----
 ( timeout 120 "$MPIRUN" --oversubscribe -np "$K" "$W/rc.sh" "$W/term.rc" "$TT" train --epochs 50 --progress lines \
     --train-samples 20000 --val-samples 512 --test-samples 512 --checkpoint-dir "$W/term" >"$W/term.txt" 2>&1 ) &
 victim=""

@@ -473,14 +473,18 @@ int tt_cmd_bench(int argc, char **argv)
     memset(&csv, 0, sizeof csv);
     char what[200];
     snprintf(what, sizeof what, "--csv %s", b.csv ? b.csv : "");
-    if (b.csv && (s = tt_out_open(&csv, b.csv, what, 4096, &err)) != TT_OK) {
-        setup_close(&setup);
-        tt_free(br);
-        return fail(s, &err);
+    /* rank 0's writes (the CSV, stdout) record their failure; the job agrees on it before the sweep, after every
+     * row and at the end (tt_pending) */
+    tt_pending pend;
+    memset(&pend, 0, sizeof pend);
+    tt_error we;
+    if (b.csv && !(s = tt_out_open(&csv, b.csv, what, 4096, &we))) s = csv_header(&csv, &we);
+    tt_pending_fail(&pend, s, &we);
+    if (!pend.s) {
+        bench_banner(&setup, &c, b.weak, world);
+        tt_pending_fail(&pend, tt_flush_stdout(stdout, &we), &we);
     }
-    if (b.csv) s = csv_header(&csv, &err);
-    bench_banner(&setup, &c, b.weak, world);
-    if (!s) s = tt_flush_stdout(stdout, &err);
+    s = tt_pending_agree(world, &pend, TT_OK, &err);
     for (size_t ki = 0; !s && ki < b.n_ranks; ki++) {
     const int K = (int)b.ranks[ki];
     tt_node sub;
@@ -511,9 +515,9 @@ int tt_cmd_bench(int argc, char **argv)
                 c.node = &sub;
                 bench_row row = {.ranks = K, .towers = N, .batch = B, .scaling = b.weak ? "weak" : "strong"};
                 if ((s = row_measure(&c, &setup, br, b.reps, &sub, &net, &row, &err))) break;
-                s = row_report(&row, res, b.csv ? &csv : NULL, &err);
                 /* rank 0's stdout or CSV may have failed: the row's ranks leave the sweep together */
-                s = tt_node_agree(&sub, s, &err);
+                tt_pending_fail(&pend, row_report(&row, res, b.csv ? &csv : NULL, &we), &we);
+                s = tt_pending_agree(&sub, &pend, TT_OK, &err);
                 if (!s && tt_signal_caught())
                     s = tt_fail(&err, TT_ERR_STOPPED, "bench: stopped by %s after the row of %zu towers, batch %zu",
                                 tt_signal_name(tt_signal_caught()), N, B);
@@ -523,12 +527,8 @@ int tt_cmd_bench(int argc, char **argv)
     if (world->size > 1) s = tt_node_agree(world, s, &err);
     if (!s) s = tt_node_idle_barrier(world, &err);
     }
-    tt_error cerr;
-    tt_status cs = tt_out_close(&csv, &cerr);
-    if (!s && cs) {
-        s = cs;
-        err = cerr;
-    }
+    tt_pending_fail(&pend, tt_out_close(&csv, &we), &we);
+    if (!s) s = tt_pending_agree(world, &pend, TT_OK, &err); /* the end: rank 0's last write (a failure is agreed) */
     setup_close(&setup);
     tt_free(br);
     return s ? fail(s, &err) : 0;
@@ -759,6 +759,7 @@ int tt_cmd_probe(int argc, char **argv)
         }
         probe_print_net(&p, &net, &po, K, model->n_params, c.towers, c.batch);
     }
+    if (!s) s = tt_node_agree(nd, tt_node_speaks() ? tt_flush_stdout(stdout, &err) : TT_OK, &err); /* rank 0's table */
     tt_free(model);
     return s ? fail(s, &err) : 0;
 }

@@ -354,6 +354,23 @@ tt_status tt_node_agree(tt_node *nd, tt_status s, tt_error *err)
     return MPI_PART(mpi_agree(nd, s, err));
 }
 
+void tt_pending_fail(tt_pending *p, tt_status s, const tt_error *err)
+{
+    if (s && !p->s) {
+        p->s = s;
+        p->err = *err;
+    }
+}
+
+tt_status tt_pending_agree(tt_node *nd, tt_pending *p, tt_status s, tt_error *err)
+{
+    tt_pending_fail(p, s, err);
+    tt_error e = p->err;
+    if ((s = tt_node_agree(nd, p->s, &e))) *err = e; /* the same failure on every rank now */
+    p->s = TT_OK;
+    return s;
+}
+
 tt_status tt_node_reduce_scatter(tt_node *nd, const float *sum, float *recv, float *out, size_t P, tt_error *err)
 {
     if (nd->size <= 1) {

@@ -71,6 +71,9 @@ static tt_status run_check_memory(run_state *rs, tt_error *err)
         tt_mem_add(&plan, "--resume checkpoint", TT_MEM_HOST, 2 * (1 + slots) * P * sizeof(float), TT_MEM_BY_PARAMS);
     tt_mem_add(&plan, "step records", TT_MEM_HOST,
                steps * (sizeof(tt_step_result) + sizeof(double) + N * sizeof(tt_tower_ledger)), TT_MEM_BY_RUN);
+    if (c->trace && rs->K > 1)
+        tt_mem_add(&plan, "--trace: every rank's step records", TT_MEM_HOST,
+                   (double)rs->K * steps * (sizeof(tt_step_result) + N * sizeof(tt_tower_ledger)), TT_MEM_BY_RUN);
     if (rs->K > 1 && rs->rank0 && c->checkpoint_dir && c->node_reduce == TT_NODE_PS)
         tt_mem_add(&plan, "optimizer state gathered for checkpoints (ps)", TT_MEM_HOST, slots * P * sizeof(float),
                    TT_MEM_BY_PARAMS);
@@ -119,7 +122,14 @@ static tt_status run_open_local(run_state *rs, tt_error *err)
     rs->step_secs = (double *)tt_malloc(rs->steps * sizeof(double));
     rs->results = (tt_step_result *)tt_calloc(rs->steps, sizeof(tt_step_result));
     rs->ledger = (tt_tower_ledger *)tt_calloc(rs->steps * c->towers, sizeof(tt_tower_ledger));
-    if (!rs->h_init || !rs->idx || !rs->step_secs || !rs->results || !rs->ledger)
+    const size_t K = (size_t)rs->K;
+    rs->rank_records = (int *)tt_calloc((K + 1) * 2 * c->towers, sizeof(int));
+    if (!rs->h_init || !rs->idx || !rs->step_secs || !rs->results || !rs->ledger || !rs->rank_records)
+        return tt_fail(err, TT_ERR_NOMEM, "out of memory");
+    if (c->trace && K > 1 &&
+        (!(rs->clock_offsets = (double *)tt_calloc(K, sizeof(double))) ||
+         !(rs->trace_results = (tt_step_result *)tt_calloc(K * rs->steps, sizeof(tt_step_result))) ||
+         !(rs->trace_ledger = (tt_tower_ledger *)tt_calloc(K * rs->steps * c->towers, sizeof(tt_tower_ledger)))))
         return tt_fail(err, TT_ERR_NOMEM, "out of memory");
     tt_model_init_params(rs->model, rs->h_init, c->seed);
     if (rs->K > 1 && rs->rank0 && c->checkpoint_dir && c->node_reduce == TT_NODE_PS) {
@@ -145,7 +155,7 @@ static tt_status run_open_local(run_state *rs, tt_error *err)
         char what[200];
         snprintf(what, sizeof what, "--log-json %s", c->log_json);
         s = tt_out_open(&rs->log, c->log_json, what, 4096 + 512 * c->towers, err);
-        if (!s) s = log_start(rs, err);
+        if (!s) log_start(rs);
     }
     return s;
 }
@@ -225,12 +235,12 @@ static void run_fingerprint_of(const run_state *rs, fingerprint *f)
 }
 
 /* Every rank compares its fingerprint with rank 0's: a rank that differs fails, naming the first difference, and
- * every rank learns it (tt_node_agree). */
+ * every rank learns it (run_agree). */
 static tt_status run_check_fingerprints(run_state *rs, tt_error *err)
 {
     if (rs->K <= 1) return TT_OK;
     fingerprint mine, *all = (fingerprint *)tt_calloc((size_t)rs->K, sizeof mine);
-    if (!all) return tt_node_agree(rs->nd, tt_fail(err, TT_ERR_NOMEM, "out of memory"), err);
+    if (!all) return run_agree(rs, tt_fail(err, TT_ERR_NOMEM, "out of memory"), err);
     run_fingerprint_of(rs, &mine);
     tt_status s = tt_node_allgather(rs->nd, &mine, all, sizeof mine, err);
     all[0].hyper[sizeof all[0].hyper - 1] = '\0'; /* another rank's bytes */
@@ -249,7 +259,7 @@ static tt_status run_check_fingerprints(run_state *rs, tt_error *err)
                         here, there);
         }
     tt_free(all);
-    return tt_node_agree(rs->nd, s, err);
+    return run_agree(rs, s, err);
 }
 
 /* Opening a run: this rank's part, every rank's agreement (a rank that failed ends the job with its line), the
@@ -257,38 +267,25 @@ static tt_status run_check_fingerprints(run_state *rs, tt_error *err)
 static tt_status run_open(run_state *rs, tt_error *err)
 {
     const tt_run_config *c = rs->c;
-    tt_trainer_config *tc = &rs->tc;
-    tt_status s = tt_node_agree(rs->nd, run_open_local(rs, err), err);
+    tt_status s = run_agree(rs, run_open_local(rs, err), err);
     if (!s) s = run_check_fingerprints(rs, err);
     if (s) return s;
-    if (rs->out) {
-        /* how copies between the towers' devices travel: peer access is enabled here (the trainer asks again, and
-         * finds it enabled), so the banner can say it before the towers start */
-        int ords[TT_MAX_DEVICES], link[TT_MAX_DEVICES * TT_MAX_DEVICES];
-        int n = tt_trainer_link_devices(tc, ords);
-        if ((s = tt_backend_links(rs->ops, ords, n, link, err))) return s;
-        print_banner(rs);
-        tt_backend_print_links(rs->out, "", rs->ops, ords, n, link);
-        if ((s = tt_flush_stdout(rs->out, err))) return s;
-    }
-    if (c->resume && rs->rank0) resume_notice_busy(c->resume);
-    if (c->resume && (s = tt_node_agree(rs->nd, run_resume_load(rs, err), err))) return s;
+    print_banner(rs);
+    if (c->resume && !rs->pending.s && rs->rank0) resume_notice_busy(c->resume);
+    if (c->resume && (s = run_agree(rs, run_resume_load(rs, err), err))) return s;
     if (rs->nothing_left[0]) return TT_OK; /* no towers, no trace: tt_run_on says it and ends */
-    if (rs->rank0 && c->checkpoint_dir)
+    if (!rs->pending.s && rs->rank0 && c->checkpoint_dir)
         s = tt_ckpt_none_ahead(c->checkpoint_dir, rs->start_epoch, rs->start_step, rs->steps, err);
-    if (!s) s = tt_trainer_init(&rs->tr, rs->model, tc, rs->h_init, err);
-    if (!s && c->resume) run_resume_optim(rs);
-    if (!s && c->trace && rs->rank0)
+    if (!s && !rs->pending.s) s = tt_trainer_init(&rs->tr, rs->model, &rs->tc, rs->h_init, err);
+    if (!s && !rs->pending.s && c->resume) run_resume_optim(rs);
+    if (!s && !rs->pending.s && c->trace && rs->rank0)
         s = tt_trace_open(&rs->trace, c->trace, c->towers, rs->K, rs->ops->name, tt_reduce_name(c->reduce), err);
-    s = tt_node_agree(rs->nd, s, err);
-    if (!s && c->trace && rs->K > 1) { /* the trace puts every rank's steps on rank 0's clock */
-        rs->clock_offsets = (double *)tt_calloc((size_t)rs->K, sizeof(double));
-        s = rs->clock_offsets ? tt_node_allgather(rs->nd, &rs->nd->clock_offset, rs->clock_offsets, sizeof(double), err)
-                              : tt_fail(err, TT_ERR_NOMEM, "out of memory");
-        s = tt_node_agree(rs->nd, s, err);
-    }
-    if (!s && rs->K > 1) s = tt_node_agree(rs->nd, log_ranks(rs, err), err);
-    return s;
+    run_fail(rs, s, err);
+    if (c->trace && rs->K > 1) /* the trace puts every rank's steps on rank 0's clock */
+        run_fail(rs, tt_node_allgather(rs->nd, &rs->nd->clock_offset, rs->clock_offsets, sizeof(double), err), err);
+    if ((s = run_agree(rs, TT_OK, err))) return s;
+    if (rs->K > 1) log_ranks(rs);
+    return run_agree(rs, TT_OK, err);
 }
 
 /* Runs started steps first.. of the epoch on the crew (the epoch began at step `begin` in this process); the calling
@@ -304,11 +301,11 @@ static void run_steps(run_state *rs, double e0, size_t begin, size_t first, size
             top1 += rs->results[drawn].top1;
             seen += rs->results[drawn].n;
         }
-        if (!seen || rs->console_status) continue;
+        if (!seen || rs->pending.s) continue;
         print_bar(rs->out, begin, first + *done_steps, rs->steps, tt_now() - e0, loss_sum / (double)seen,
                   (double)top1 / (double)seen, 0);
-        rs->console_status = tt_flush_stdout(rs->out, &rs->console_err);
-        if (rs->console_status) tt_trainer_request_stop(&rs->tr); /* stop now, not after training */
+        print_flush(rs);
+        if (rs->pending.s) tt_trainer_request_stop(&rs->tr); /* stop now, not after training */
     }
 }
 
@@ -373,25 +370,21 @@ static tt_status run_stopped(run_state *rs, const char *where, size_t epoch, siz
 /* After TT_HALT_NONFINITE: which towers, then one line and the "error" record. */
 static tt_status run_nonfinite(run_state *rs, size_t epoch, size_t step, tt_error *err)
 {
-    const size_t N = rs->c->towers;
-    int *bad = (int *)tt_calloc(2 * N, sizeof(int));   /* loss, then gradient, per tower */
-    char *fields = (char *)tt_calloc(8 * N * (size_t)rs->K + 160, 1); /* the record's fields: every tower fits */
+    const size_t N = rs->c->towers, K = (size_t)rs->K;
+    int *all = rs->rank_records, *bad = all + K * 2 * N; /* loss, then gradient, per tower: every rank's, this one's */
+    char *fields = (char *)tt_calloc(8 * N * K + 160, 1); /* the record's fields: every tower fits */
     double loss = rs->results[step - 1].loss_sum;
     char *list = fields;
     size_t len = 0;
-    if (bad && fields) {
+    tt_trainer_nonfinite_towers(&rs->tr, bad, bad + N);
+    tt_error e; /* every rank's towers, named as the job's towers rank * N + t (one rank: its own) */
+    const tt_status gs = tt_node_allgather(rs->nd, bad, all, 2 * N * sizeof(int), &e);
+    if (fields) {
         list += sprintf(fields, "\"kind\":\"nonfinite\",\"epoch\":%zu,\"step\":%zu,\"towers\":[", epoch, step);
-        tt_trainer_nonfinite_towers(&rs->tr, bad, bad + N);
-    }
-    if (bad && fields) { /* every rank's towers, named as the job's towers rank * N + t (one rank: its own) */
-        int *all = (int *)tt_calloc(2 * N * (size_t)rs->K, sizeof(int));
-        tt_error e;
-        if (all && !tt_node_allgather(rs->nd, bad, all, 2 * N * sizeof(int), &e))
-            for (size_t g = 0; g < N * (size_t)rs->K; g++) {
-                const int *b = all + (g / N) * 2 * N;
-                if (b[g % N] || b[N + g % N]) len += (size_t)sprintf(list + len, "%s%zu", len ? "," : "", g);
-            }
-        tt_free(all);
+        for (size_t g = 0; !gs && g < N * K; g++) {
+            const int *b = all + (g / N) * 2 * N;
+            if (b[g % N] || b[N + g % N]) len += (size_t)sprintf(list + len, "%s%zu", len ? "," : "", g);
+        }
     }
     /* a non-finite loss skips the whole update; a gradient that is non-finite only in places skips those blocks */
     tt_status s = tt_fail(err, TT_ERR_NUMERIC,
@@ -400,11 +393,10 @@ static tt_status run_nonfinite(run_state *rs, size_t epoch, size_t step, tt_erro
                           epoch, step, rs->steps, isfinite(loss) ? "summed gradient" : "loss",
                           len ? list : "none, the sum overflowed",
                           isfinite(loss) ? "its non-finite gradient blocks not applied" : "its update not applied");
-    if (bad && fields) {
+    if (fields) {
         strcpy(list + len, "],");
         log_end(rs, "error", fields, err);
     }
-    tt_free(bad);
     tt_free(fields);
     return s;
 }
@@ -416,24 +408,31 @@ static tt_status run_halted(run_state *rs, size_t epoch, size_t first, size_t st
     tt_error werr;
     if (tt_trainer_halted(&rs->tr) == TT_HALT_NODE) /* a collective failed: no other one can be trusted now */
         return tt_trainer_node_error(&rs->tr, err);
+    /* the console's failure while the crew ran (the only output then) is the halt's reason, returned below; the
+     * stop's collectives and checkpoint go on without it, and the halted steps' records are written as far as they
+     * go, their failures not the run's */
+    const tt_status console = rs->pending.s;
+    const tt_error console_err = rs->pending.err;
+    rs->pending.s = TT_OK;
     if (rs->log.buf && steps > first)
         tt_ledger_json_steps(&rs->log, epoch, rs->results, rs->ledger, first, steps, rs->c->towers, &werr);
-    if (rs->c->trace && steps > first) run_trace_steps(rs, first, steps, &werr);
-    if (rs->out && rs->bar && !rs->console_status) fputc('\n', rs->out);
+    if (rs->c->trace && steps > first) run_trace_steps(rs, first, steps);
+    rs->pending.s = TT_OK;
+    if (rs->out && rs->bar && !console) fputc('\n', rs->out);
     if (tt_trainer_halted(&rs->tr) == TT_HALT_NONFINITE) return run_nonfinite(rs, epoch, steps, err);
     if (rs->K > 1) { /* every rank takes the stop's collectives (signal, checkpoint); rank 0's failed stdout wins */
         char at[128];
         snprintf(at, sizeof at, "in epoch %zu after step %zu/%zu (the master weights are those after that step)",
                  epoch, steps, rs->steps);
         tt_status st = run_stopped(rs, at, epoch, steps, err);
-        if (!rs->console_status) return st;
-        *err = rs->console_err;
-        return rs->console_status;
+        if (!console) return st;
+        *err = console_err; /* rank 0's failed stdout is the run's failure, not the stop */
+        return console;
     }
-    if (rs->console_status) { /* stdout failed while the crew ran: that is the error */
-        *err = rs->console_err;
+    if (console) { /* stdout failed while the crew ran: that is the error */
+        *err = console_err;
         log_end(rs, "error", "\"kind\":\"output\",", err);
-        return rs->console_status;
+        return console;
     }
     char where[128];
     snprintf(where, sizeof where, "in epoch %zu after step %zu/%zu (the master weights are those after that step)",
@@ -501,16 +500,13 @@ static tt_status run_epoch(run_state *rs, size_t epoch, size_t first, tt_run_res
             tt_trace_span(&rs->trace, name, e0, e0 + es.seconds);
             tt_trace_span(&rs->trace, "validation", v0, tt_now());
         }
-        s = run_trace_steps(rs, first, rs->steps, err); /* every rank gathers; rank 0 writes */
+        run_trace_steps(rs, first, rs->steps); /* every rank gathers; rank 0 writes */
     }
-    if (!s && rs->out) {
-        print_epoch(rs, &es);
-        s = tt_flush_stdout(rs->out, err);
-    }
-    if (!s && rs->log.buf) s = log_epoch(rs, &es, err);
-    /* K ranks: rank 0's trace, console or log may have failed (no early return above: every rank must get here);
-     * every rank learns it before the checkpoint's collectives */
-    if ((s = tt_node_agree(rs->nd, s, err))) return s;
+    print_epoch(rs, &es);
+    log_epoch(rs, &es);
+    /* K ranks: rank 0's trace, console or log may have failed; every rank learns it before the checkpoint's
+     * collectives */
+    if ((s = run_agree(rs, TT_OK, err))) return s;
     if (epoch <= sizeof res->epochs / sizeof res->epochs[0]) res->epochs[epoch - 1] = es;
     res->n_epochs = epoch;
     return c->checkpoint_dir ? run_save_epoch(rs, epoch, &es, err) : TT_OK;
@@ -530,21 +526,22 @@ static tt_status run_finish(run_state *rs, tt_run_result *res, tt_error *err)
                                    : "as the test set's evaluation ended (no test figures)",
                            rs->c->epochs, rs->steps, err);
     }
-    if (s) return s;
-    if (rs->out && rs->test->n) {
-        print_test(rs, &res->test);
-        if ((s = tt_flush_stdout(rs->out, err))) return s;
-    }
-    if (rs->log.buf && rs->test->n && (s = log_test(rs, &res->test, err))) return s;
+    run_fail(rs, s, err); /* this rank's evaluation failed: no line, no record */
+    print_test(rs, &res->test);
+    log_test(rs, &res->test);
+    if ((s = run_agree(rs, s, err))) return s;
     res->n_params = rs->model->n_params;
     res->final_params = (float *)tt_malloc(rs->model->n_params * sizeof(float));
     if (res->final_params) tt_trainer_get_params(&rs->tr, res->final_params);
     return TT_OK;
 }
 
-/* Closes the trace (valid JSON however the run ended) and the log; the first error wins. */
+/* Closes the trace (valid JSON however the run ended) and the log, the first error winning; then the run's last
+ * agreement (not after a failed collective), and its memory. */
 static tt_status run_close(run_state *rs, tt_status s, tt_error *err)
 {
+    run_fail(rs, s, err); /* this rank's first failure: one recorded before s, or s */
+    if ((s = rs->pending.s)) *err = rs->pending.err;
     tt_error cerr;
     tt_status ts = tt_trace_close(&rs->trace, &cerr);
     if (!s && ts) {
@@ -567,6 +564,7 @@ static tt_status run_close(run_state *rs, tt_status s, tt_error *err)
         *err = cerr;
         s = ls;
     }
+    if (tt_trainer_halted(&rs->tr) != TT_HALT_NODE) s = run_agree(rs, s, err); /* the end: every rank alike */
     tt_trainer_free(&rs->tr);
     if (rs->dir_lock >= 0) close(rs->dir_lock); /* the directory is free for the next run */
     tt_free(rs->idx);
@@ -579,6 +577,9 @@ static tt_status run_close(run_state *rs, tt_status s, tt_error *err)
     tt_checkpoint_free(&rs->resume_ck);
     for (int k = 0; k < TT_CKPT_MAX_SLOTS; k++) tt_free(rs->ck_full[k]);
     tt_free(rs->clock_offsets);
+    tt_free(rs->trace_results);
+    tt_free(rs->trace_ledger);
+    tt_free(rs->rank_records);
     tt_free(rs->model);
     return s;
 }
@@ -586,13 +587,12 @@ static tt_status run_close(run_state *rs, tt_status s, tt_error *err)
 /* --resume of a run that finished all its epochs: one line, a "nothing_to_train" record, exit 0. */
 static tt_status run_nothing_left(run_state *rs, tt_error *err)
 {
-    tt_status s = TT_OK;
     if (rs->out) {
         fprintf(rs->out, "%s\n", rs->nothing_left);
-        s = tt_flush_stdout(rs->out, err);
+        print_flush(rs);
     }
-    if (!s && rs->log.buf) s = log_nothing_left(rs, err);
-    s = run_close(rs, s, err);
+    log_nothing_left(rs);
+    tt_status s = run_close(rs, TT_OK, err);
     tt_free(rs);
     return s;
 }
@@ -623,8 +623,9 @@ tt_status tt_run_on(const tt_run_config *c, const tt_dataset *train, const tt_da
     if (!s && rs->nothing_left[0]) return run_nothing_left(rs, err);
     uint64_t allocs_mark = tt_alloc_count() + tt_trainer_device_allocs(&rs->tr);
     char where[64];
-    /* K ranks: every point where one rank could fail alone (rank 0's output, a checkpoint) is followed by an
-     * agreement, so all ranks leave together (tt_node_agree); only a failed collective is left to abort the job */
+    /* K ranks: a failure only one rank knows (rank 0's output, a checkpoint) is recorded and agreed at the next
+     * agreement (run_agree): after each epoch, each checkpoint and the test set, so all ranks leave together; only
+     * a failed collective is left to abort the job */
     for (size_t epoch = rs->start_epoch; !s && epoch <= c->epochs; epoch++) {
         const size_t first = epoch == rs->start_epoch ? rs->start_step : 0;
         if (run_signal(rs)) { /* it came between steps: while loading or validating */
@@ -634,14 +635,14 @@ tt_status tt_run_on(const tt_run_config *c, const tt_dataset *train, const tt_da
         } else {
             s = run_epoch(rs, epoch, first, res, err);
         }
-        if (!s || tt_trainer_halted(&rs->tr) != TT_HALT_NODE) s = tt_node_agree(rs->nd, s, err);
+        if (!s || tt_trainer_halted(&rs->tr) != TT_HALT_NODE) s = run_agree(rs, s, err);
     }
     res->allocs_after_first_step = tt_alloc_count() + tt_trainer_device_allocs(&rs->tr) - allocs_mark;
     if (!s && c->checkpoint_dir && rs->saved_step != (uint64_t)c->epochs * rs->steps) { /* the end of training */
         s = run_save(rs, c->epochs, rs->steps, NULL, err);
     }
     if (!s && run_signal(rs)) s = run_stopped(rs, "before the test set", c->epochs, rs->steps, err);
-    if (!s) s = tt_node_agree(rs->nd, run_finish(rs, res, err), err);
+    if (!s) s = run_finish(rs, res, err);
     if (!s && run_signal(rs))
         s = run_stopped(rs, "while the test set was evaluated (it was finished)", c->epochs, rs->steps, err);
     s = run_close(rs, s, err);

@@ -65,8 +65,8 @@ tt_status run_ckpt_options(run_state *rs, tt_error *err)
 
 /* Writes the run's state after `step` steps of epoch `epoch` (between steps: the trainer is idle, and its master
  * weights and optimizer state are written as they stand) to `path`, or to the periodic name when path is NULL (then
- * prunes to --keep); says so on the console and in the log. */
-static tt_status run_save_here(run_state *rs, size_t epoch, size_t step, const char *path, tt_error *err);
+ * prunes to --keep); says so on the console and in the log. A failure is recorded (run_fail). */
+static void run_save_here(run_state *rs, size_t epoch, size_t step, const char *path);
 
 /* Every rank calls it at the same point: ps gathers the optimizer's shards to rank 0, rank 0 writes, and every rank
  * learns how that went (a failed write ends the whole job, with its line). */
@@ -80,17 +80,19 @@ tt_status run_save(run_state *rs, size_t epoch, size_t step, const char *path, t
         for (int k = 0; !s && k < n; k++)
             s = tt_node_gather_slices(rs->nd, sl[k].data, rs->ck_full[k], rs->model->n_params, err);
     }
-    if (!s && rs->rank0) s = run_save_here(rs, epoch, step, path, err);
-    if (!path && !s) { /* every rank: the end-of-training decision, and whether a stop must write */
+    run_fail(rs, s, err);
+    if (!rs->pending.s && rs->rank0) run_save_here(rs, epoch, step, path);
+    if ((s = run_agree(rs, TT_OK, err))) return s;
+    if (!path) { /* every rank: the end-of-training decision, and whether a stop must write */
         rs->saved_step = tt_trainer_optim(&rs->tr)->t;
         rs->written_epoch = epoch;
         rs->written_step = step;
     }
-    return tt_node_agree(rs->nd, s, err);
+    return TT_OK;
 }
 
 /* Rank 0's part of run_save: the file, its line and its record, and pruning. */
-static tt_status run_save_here(run_state *rs, size_t epoch, size_t step, const char *path, tt_error *err)
+static void run_save_here(run_state *rs, size_t epoch, size_t step, const char *path)
 {
     const tt_run_config *c = rs->c;
     char periodic[4096];
@@ -123,26 +125,29 @@ static tt_status run_save_here(run_state *rs, size_t epoch, size_t step, const c
         snprintf(ck.slot_names[k], sizeof ck.slot_names[k], "%s", sl[k].name);
         ck.slots[k] = rs->ck_full[k] ? rs->ck_full[k] : sl[k].data; /* ps: the gathered vectors */
     }
-    tt_status s = tt_checkpoint_write(path, rs->model, &ck, err);
-    if (s) return s;
+    tt_error e;
+    tt_status s = tt_checkpoint_write(path, rs->model, &ck, &e);
+    if (s) {
+        run_fail(rs, s, &e);
+        return;
+    }
     const double secs = tt_now() - t0, mb = (double)(1 + ck.n_slots) * (double)ck.n_params * sizeof(float) / 1e6;
     if (rs->out) {
         char esc[300];
         tt_escape(path, esc, sizeof esc);
         fprintf(rs->out, "checkpoint: %s (epoch %zu, step %zu/%zu; %.1f MB in %.0f ms)\n", esc, epoch, step, rs->steps,
                 mb, 1e3 * secs);
-        if ((s = tt_flush_stdout(rs->out, err))) return s;
+        print_flush(rs);
     }
-    if (rs->log.buf) {
+    if (rs->log.buf && !rs->pending.s) {
         tt_out_printf(&rs->log, "{\"event\":\"checkpoint\",\"epoch\":%zu,\"step\":%zu,", epoch, step);
         tt_out_json_str(&rs->log, "path", path, 1);
         tt_out_json_num(&rs->log, "megabytes", mb, 1);
         tt_out_json_num(&rs->log, "seconds", secs, 0);
         tt_out_printf(&rs->log, "}\n");
-        if ((s = tt_out_commit(&rs->log, err))) return s;
+        run_fail(rs, tt_out_commit(&rs->log, &e), &e);
     }
-    if (path == periodic) s = tt_ckpt_prune(c->checkpoint_dir, c->keep, err);
-    return s;
+    if (path == periodic && !rs->pending.s) run_fail(rs, tt_ckpt_prune(c->checkpoint_dir, c->keep, &e), &e);
 }
 
 /* After an epoch's validation: --save-every-epoch (or a --save-every-steps boundary at the epoch's end), and
@@ -237,13 +242,13 @@ static tt_status run_resume_bytes(run_state *rs, char *path, size_t len, tt_erro
         }
         if (!s) s = tt_checkpoint_read_bytes(path, &buf, &n, err);
     }
-    if ((s = tt_node_agree(rs->nd, s, err))) return s;
+    if ((s = run_agree(rs, s, err))) return s;
     uint64_t n64 = n;
     s = tt_node_bcast(rs->nd, &n64, sizeof n64, err);
     if (!s) s = tt_node_bcast(rs->nd, path, len, err);
     if (!s && !rs->rank0 && !(buf = (uint8_t *)tt_malloc(n64 ? (size_t)n64 : 1)))
         s = tt_fail(err, TT_ERR_NOMEM, "out of memory for the checkpoint's %llu bytes", (unsigned long long)n64);
-    if ((s = tt_node_agree(rs->nd, s, err)) == TT_OK) s = tt_node_bcast(rs->nd, buf, (size_t)n64, err);
+    if ((s = run_agree(rs, s, err)) == TT_OK) s = tt_node_bcast(rs->nd, buf, (size_t)n64, err);
     path[len - 1] = '\0';
     if (!s) s = tt_checkpoint_parse(buf, (size_t)n64, path, rs->model, ck, err);
     tt_free(buf);

@@ -26,10 +26,28 @@ void print_bar(FILE *out, size_t first, size_t step, size_t steps, double elapse
     }
 }
 
-void print_banner(const run_state *rs)
+/* Rank 0's console after its lines: a failed write is the run's failure (stdout's own line). */
+void print_flush(run_state *rs)
+{
+    tt_error e;
+    if (rs->out && !rs->pending.s) run_fail(rs, tt_flush_stdout(rs->out, &e), &e);
+}
+
+/* The banner and the links between the towers' devices (peer access is enabled here: the trainer asks again, and
+ * finds it enabled), before the towers start. */
+void print_banner(run_state *rs)
 {
     const tt_run_config *c = rs->c;
     FILE *out = rs->out;
+    if (!out || rs->pending.s) return;
+    int ords[TT_MAX_DEVICES], link[TT_MAX_DEVICES * TT_MAX_DEVICES];
+    const int n = tt_trainer_link_devices(&rs->tc, ords);
+    tt_error e;
+    tt_status s = tt_backend_links(rs->ops, ords, n, link, &e);
+    if (s) {
+        run_fail(rs, s, &e);
+        return;
+    }
     const size_t N = c->towers, B = rs->tc.batch;
     fprintf(out, "towertrain %s | backend %s (%d device%s) | %zu tower%s | batch %zu", TT_VERSION, rs->ops->name,
             rs->be.n_devices, rs->be.n_devices == 1 ? "" : "s", N, N == 1 ? "" : "s", c->batch);
@@ -61,9 +79,18 @@ void print_banner(const run_state *rs)
     char hyper[160];
     tt_optim_describe(o, hyper, sizeof hyper);
     fprintf(out, "%s\n", hyper);
+    tt_backend_print_links(out, "", rs->ops, ords, n, link);
+    print_flush(rs);
 }
 
-tt_status log_start(run_state *rs, tt_error *err)
+/* Commits the record just written to the log (a failure is recorded). */
+static void log_commit(run_state *rs)
+{
+    tt_error e;
+    run_fail(rs, tt_out_commit(&rs->log, &e), &e);
+}
+
+void log_start(run_state *rs)
 {
     const tt_run_config *c = rs->c;
     tt_out *log = &rs->log;
@@ -77,33 +104,32 @@ tt_status log_start(run_state *rs, tt_error *err)
                   (unsigned long long)c->seed, rs->train->n, rs->val->n, rs->test->n, rs->model->n_params,
                   tt_model_file(rs->model) ? "file" : c->model, tt_reduce_name(c->reduce),
                   tt_fpu_flushing() ? "true" : "false", rs->K, tt_node_reduce_name(c->node_reduce));
-    return tt_out_commit(log, err);
+    log_commit(rs);
 }
 
 /* K ranks: what every rank holds, counted from its own allocations — the optimizer's floats (ps: 1/K each) — in a
  * "ranks" record of rank 0's log. Every rank calls it. */
-tt_status log_ranks(run_state *rs, tt_error *err)
+void log_ranks(run_state *rs)
 {
     tt_optim *o = tt_trainer_optim(&rs->tr);
     const uint64_t mine = (uint64_t)o->n * tt_optim_state_floats(&o->cfg);
-    uint64_t *all = (uint64_t *)tt_calloc((size_t)rs->K, sizeof(uint64_t));
-    tt_status s = all ? tt_node_allgather(rs->nd, &mine, all, sizeof mine, err)
-                      : tt_fail(err, TT_ERR_NOMEM, "out of memory");
-    if (!s && rs->log.buf) {
+    uint64_t *all = (uint64_t *)(void *)rs->rank_records; /* 8 * towers bytes a rank: room for one uint64_t */
+    tt_error e;
+    run_fail(rs, tt_node_allgather(rs->nd, &mine, all, sizeof mine, &e), &e);
+    if (!rs->pending.s && rs->log.buf) {
         tt_out_printf(&rs->log, "{\"event\":\"ranks\",\"ranks\":%d,\"node_reduce\":\"%s\",\"params\":%zu,"
                       "\"optimizer_floats\":[", rs->K, tt_node_reduce_name(rs->c->node_reduce), rs->model->n_params);
         for (int r = 0; r < rs->K; r++) tt_out_printf(&rs->log, "%s%llu", r ? "," : "", (unsigned long long)all[r]);
         tt_out_printf(&rs->log, "]}\n");
-        s = tt_out_commit(&rs->log, err);
+        log_commit(rs);
     }
-    tt_free(all);
-    return s;
 }
 
 
-tt_status log_epoch(run_state *rs, const tt_epoch_stats *es, tt_error *err)
+void log_epoch(run_state *rs, const tt_epoch_stats *es)
 {
     tt_out *log = &rs->log;
+    if (!log->buf || rs->pending.s) return;
     const int v = rs->val->n > 0;
     tt_out_printf(log, "{\"event\":\"epoch\",\"epoch\":%zu,\"steps\":%zu,\"samples\":%zu,", es->epoch, es->steps,
                   es->samples);
@@ -120,15 +146,17 @@ tt_status log_epoch(run_state *rs, const tt_epoch_stats *es, tt_error *err)
     tt_out_printf(log, "\"verdict\":\"%s\",\"split\":{", verdict);
     tt_ledger_json_split(log, &es->split);
     tt_out_printf(log, "}}\n");
-    tt_status s = tt_out_commit(log, err);
-    return s ? s
-             : tt_ledger_json_steps(log, es->epoch, rs->results, rs->ledger, es->first_step,
-                                    es->first_step + es->steps, rs->c->towers, err);
+    log_commit(rs);
+    tt_error e;
+    if (!rs->pending.s)
+        run_fail(rs, tt_ledger_json_steps(log, es->epoch, rs->results, rs->ledger, es->first_step,
+                                          es->first_step + es->steps, rs->c->towers, &e), &e);
 }
 
 void print_epoch(run_state *rs, const tt_epoch_stats *es)
 {
     FILE *out = rs->out;
+    if (!out || rs->pending.s) return;
     const size_t end = es->first_step + es->steps;
     if (rs->bar)
         print_bar(out, es->first_step, end, end, es->seconds, 0, 0, 1);
@@ -141,32 +169,37 @@ void print_epoch(run_state *rs, const tt_epoch_stats *es)
                 es->val.top5);
     fprintf(out, "%s\n", rs->bar ? "\033[K" : "");
     tt_ledger_split_line(out, &es->split);
+    print_flush(rs);
 }
 
-/* The test set's line (the caller flushes) and its record. */
+/* The test set's line and its record (none for an empty test set). */
 void print_test(run_state *rs, const tt_eval_result *test)
 {
+    if (!rs->out || rs->pending.s || !rs->test->n) return;
     fprintf(rs->out, "test: %zu samples - loss: %.4f - accuracy: %.4f - top5: %.4f\n", test->n, test->loss,
             test->accuracy, test->top5);
+    print_flush(rs);
 }
 
-tt_status log_test(run_state *rs, const tt_eval_result *test, tt_error *err)
+void log_test(run_state *rs, const tt_eval_result *test)
 {
+    if (!rs->log.buf || rs->pending.s || !rs->test->n) return;
     tt_out_printf(&rs->log, "{\"event\":\"test\",\"samples\":%zu,", test->n);
     tt_out_json_num(&rs->log, "loss", test->loss, 1);
     tt_out_json_num(&rs->log, "accuracy", test->accuracy, 1);
     tt_out_json_num(&rs->log, "top5", test->top5, 0);
     tt_out_printf(&rs->log, "}\n");
-    return tt_out_commit(&rs->log, err);
+    log_commit(rs);
 }
 
 /* --resume of a finished run: its "nothing_to_train" record (the line is rs->nothing_left). */
-tt_status log_nothing_left(run_state *rs, tt_error *err)
+void log_nothing_left(run_state *rs)
 {
+    if (!rs->log.buf || rs->pending.s) return;
     tt_out_printf(&rs->log, "{\"event\":\"nothing_to_train\",\"epochs\":%zu,", rs->c->epochs);
     tt_out_json_str(&rs->log, "message", rs->nothing_left, 0);
     tt_out_printf(&rs->log, "}\n");
-    return tt_out_commit(&rs->log, err);
+    log_commit(rs);
 }
 
 /* The last record of a log whose run did not finish: {"event":"error"|"stopped",...,"message":the CLI's line}.
@@ -183,24 +216,25 @@ void log_end(run_state *rs, const char *event, const char *fields, const tt_erro
 }
 
 /* The trace of steps first..end-1: this rank's, or (K ranks) every rank's gathered to rank 0, each rank a process
- * of the trace on rank 0's clock. Every rank calls it at the same point. */
-tt_status run_trace_steps(run_state *rs, size_t first, size_t end, tt_error *err)
+ * of the trace on rank 0's clock. Every rank calls it at the same point (whatever failed before: it gathers). */
+void run_trace_steps(run_state *rs, size_t first, size_t end)
 {
-    if (rs->K <= 1) return rs->trace.out.buf ? tt_trace_steps(&rs->trace, rs->results, rs->ledger, first, end, err)
-                                             : TT_OK;
+    const int write = rs->trace.out.buf && !rs->pending.s;
+    tt_error e;
+    if (rs->K <= 1) {
+        if (write) run_fail(rs, tt_trace_steps(&rs->trace, rs->results, rs->ledger, first, end, &e), &e);
+        return;
+    }
     const size_t N = rs->c->towers, n = end - first, K = (size_t)rs->K;
     const size_t rb = n * sizeof(tt_step_result), lb = n * N * sizeof(tt_tower_ledger);
-    tt_step_result *res = (tt_step_result *)tt_malloc(rb ? K * rb : 1);
-    tt_tower_ledger *led = (tt_tower_ledger *)tt_malloc(lb ? K * lb : 1);
-    tt_status s = res && led ? TT_OK : tt_fail(err, TT_ERR_NOMEM, "out of memory for the trace");
-    if (!s) s = tt_node_allgather(rs->nd, rs->results + first, res, rb, err);
-    if (!s) s = tt_node_allgather(rs->nd, rs->ledger + first * N, led, lb, err);
-    for (size_t r = 0; !s && rs->trace.out.buf && r < K; r++) {
+    tt_step_result *res = rs->trace_results; /* K epochs' worth, allocated while opening */
+    tt_tower_ledger *led = rs->trace_ledger;
+    tt_status s = tt_node_allgather(rs->nd, rs->results + first, res, rb, &e);
+    if (!s) s = tt_node_allgather(rs->nd, rs->ledger + first * N, led, lb, &e);
+    for (size_t r = 0; !s && write && r < K; r++) {
         tt_trace_rank(&rs->trace, (int)r, rs->clock_offsets[r]);
-        s = tt_trace_steps(&rs->trace, res + r * n, led + r * n * N, 0, n, err);
+        s = tt_trace_steps(&rs->trace, res + r * n, led + r * n * N, 0, n, &e);
     }
-    if (rs->trace.out.buf) tt_trace_rank(&rs->trace, 0, 0);
-    tt_free(res);
-    tt_free(led);
-    return s;
+    if (write) tt_trace_rank(&rs->trace, 0, 0);
+    run_fail(rs, s, &e);
 }

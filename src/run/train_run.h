@@ -9,6 +9,7 @@
 
 #include "tt_backend.h"
 #include "tt_ledger.h"
+#include "tt_node.h"
 #include "tt_train.h"
 
 /* Everything one run holds, so that opening, the epochs, a halt and the ending are separate functions. */
@@ -44,14 +45,31 @@ typedef struct run_state {
     char *model_text;         /* a model file's text, read once (checkpoints, the ranks' fingerprint); NULL: built in */
     tt_checkpoint resume_ck;  /* --resume: the checkpoint, until its state is in the trainer */
     char nothing_left[400];   /* --resume of a finished run: the line that says so (empty: there is training to do) */
-    tt_status console_status; /* a failed console write noticed while the crew ran */
-    tt_error console_err;
+    /* this rank's first failure that the other ranks do not know yet (rank 0's console, log, trace or checkpoint; a
+     * part of opening only this rank did): every writer records its own (run_fail), and the run's flow ends on it at
+     * its next agreement (run_agree), on every rank together. Nothing returns between two agreements. */
+    tt_pending pending;
     /* a job of K ranks (docs/scaleout.md): rank 0 prints, logs, traces and checkpoints; every rank steps */
     tt_node *nd;
     int K, rank0;
     float *ck_full[TT_CKPT_MAX_SLOTS]; /* ps, rank 0: the optimizer's whole vectors, gathered for a checkpoint */
-    double *clock_offsets;             /* --trace: every rank's clock against rank 0's */
+    /* what every rank's gathers receive, allocated while opening (so no gather waits for a rank whose allocation
+     * failed): */
+    double *clock_offsets;             /* --trace, K ranks: every rank's clock against rank 0's */
+    tt_step_result *trace_results;     /* --trace, K ranks: an epoch's step records of every rank */
+    tt_tower_ledger *trace_ledger;     /* and their towers' ledgers */
+    int *rank_records;                 /* K + 1 records of 2 * towers ints: every rank's, then this rank's */
 } run_state;
+
+/* ---- this rank's first failure, and the ranks' agreement on it (tt_pending) ------------------------------------ */
+
+static inline void run_fail(run_state *rs, tt_status s, const tt_error *err) { tt_pending_fail(&rs->pending, s, err); }
+/* One of the run's agreements: every rank calls it at the same point (opening, each epoch, each checkpoint, the test
+ * set, the end); the only way a run agrees. */
+static inline tt_status run_agree(run_state *rs, tt_status s, tt_error *err)
+{
+    return tt_pending_agree(rs->nd, &rs->pending, s, err);
+}
 
 /* ---- train_ckpt.c: options, save, best, keep, resume ---------------------------------------------------------- */
 
@@ -64,17 +82,20 @@ tt_status run_resume_load(run_state *rs, tt_error *err);
 void run_resume_optim(run_state *rs);
 
 /* ---- train_report.c: the banner, the Keras-style lines, the JSON-lines log's records, the trace's steps ------- */
+/* The writers record a failed write (run_fail) and return nothing: the run's flow agrees at its next agreement. Each
+ * writes only while nothing has failed (the first failure is the run's line; later lines would only repeat it). */
 
 void print_bar(FILE *out, size_t first, size_t step, size_t steps, double elapsed, double loss, double acc, int final);
-void print_banner(const run_state *rs);
-tt_status log_start(run_state *rs, tt_error *err);
-tt_status log_ranks(run_state *rs, tt_error *err);
-tt_status log_epoch(run_state *rs, const tt_epoch_stats *es, tt_error *err);
+void print_flush(run_state *rs);
+void print_banner(run_state *rs);
 void print_epoch(run_state *rs, const tt_epoch_stats *es);
 void print_test(run_state *rs, const tt_eval_result *test);
-tt_status log_test(run_state *rs, const tt_eval_result *test, tt_error *err);
-tt_status log_nothing_left(run_state *rs, tt_error *err);
+void log_start(run_state *rs);
+void log_ranks(run_state *rs);
+void log_epoch(run_state *rs, const tt_epoch_stats *es);
+void log_test(run_state *rs, const tt_eval_result *test);
+void log_nothing_left(run_state *rs);
 void log_end(run_state *rs, const char *event, const char *fields, const tt_error *why);
-tt_status run_trace_steps(run_state *rs, size_t first, size_t end, tt_error *err);
+void run_trace_steps(run_state *rs, size_t first, size_t end);
 
 #endif
