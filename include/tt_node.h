@@ -30,6 +30,7 @@ typedef enum { TT_NODE_ALLREDUCE, TT_NODE_PS, TT_NODE_REDUCE_COUNT } tt_node_red
 
 #define TT_MAX_RANKS 1024 /* ranks in one job */
 
+extern const char *const tt_node_reduce_names[TT_NODE_REDUCE_COUNT + 1]; /* indexed by the mode, NULL after */
 int tt_node_reduce_parse(const char *name, tt_node_reduce *r); /* -1 for an unknown name */
 const char *tt_node_reduce_name(tt_node_reduce r);
 

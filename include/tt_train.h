@@ -19,6 +19,11 @@ extern "C" {
 typedef enum { TT_LR_NONE, TT_LR_LINEAR } tt_lr_scaling;
 typedef enum { TT_PROGRESS_AUTO, TT_PROGRESS_BAR, TT_PROGRESS_LINES, TT_PROGRESS_QUIET } tt_progress;
 typedef enum { TT_SAVE_BEST_NONE, TT_SAVE_BEST_VAL_LOSS, TT_SAVE_BEST_VAL_ACCURACY } tt_save_best;
+/* Their names as the flags, the log, checkpoints and messages write them: indexed by the value, NULL after the last
+ * (the command line's choice rows read these lists). */
+extern const char *const tt_lr_scaling_names[];
+extern const char *const tt_progress_names[];
+extern const char *const tt_save_best_names[];
 
 typedef struct tt_run_config {
     const char *data;     /* "fashion-mnist", a directory, cifar10:DIR or npy:DIR */

@@ -71,6 +71,8 @@ struct cli_opt {
     const char *help; /* --help's text after the name, lines joined by '\n' (indented to the text's column); a "%s"
                        * is help_fn's to fill */
     void (*help_fn)(FILE *f, const cli_opt *o); /* NULL: help_row */
+    const char *const *choices; /* set_choice's words, indexed by the field's enum value, NULL after the last; those
+                                 * from index lo on are accepted */
 };
 
 #define CFG(f) offsetof(tt_run_config, f)
@@ -130,25 +132,33 @@ static tt_status set_optimizer(const cli_opt *o, cli_parse *p, const char *v, tt
     return TT_OK;
 }
 
-static tt_status set_lr_scaling(const cli_opt *o, cli_parse *p, const char *v, tt_error *err)
+/* A choice row's accepted words, joined: "a, b or c" (sep ", ", last " or "). */
+static const char *choice_list(const cli_opt *o, const char *sep, const char *last, char *buf, size_t len)
 {
-    (void)o;
-    if (strcmp(v, "none") == 0) p->c->lr_scaling = TT_LR_NONE;
-    else if (strcmp(v, "linear") == 0) p->c->lr_scaling = TT_LR_LINEAR;
-    else return tt_fail(err, TT_ERR_ARG, "--lr-scaling: '%.64s' is not none or linear", v);
-    return TT_OK;
+    size_t n = 0;
+    buf[0] = '\0';
+    for (size_t i = o->lo; o->choices[i] && n < len; i++)
+        n += (size_t)snprintf(buf + n, len - n, "%s%s", i == o->lo ? "" : o->choices[i + 1] ? sep : last,
+                              o->choices[i]);
+    return buf;
 }
 
-static tt_status set_progress(const cli_opt *o, cli_parse *p, const char *v, tt_error *err)
+/* One word of the row's list: the field (an enum) gets its index. */
+static tt_status set_choice(const cli_opt *o, cli_parse *p, const char *v, tt_error *err)
 {
-    (void)o;
-    if (strcmp(v, "auto") == 0) p->c->progress = TT_PROGRESS_AUTO;
-    else if (strcmp(v, "bar") == 0) p->c->progress = TT_PROGRESS_BAR;
-    else if (strcmp(v, "lines") == 0) p->c->progress = TT_PROGRESS_LINES;
-    else if (strcmp(v, "quiet") == 0) p->c->progress = TT_PROGRESS_QUIET;
-    else return tt_fail(err, TT_ERR_ARG, "--progress: '%.64s' is not auto, bar, lines or quiet", v);
-    return TT_OK;
+    for (size_t i = o->lo; o->choices[i]; i++)
+        if (strcmp(v, o->choices[i]) == 0) {
+            const int e = (int)i;
+            memcpy(CFG_AT(p, o, int), &e, sizeof e);
+            return TT_OK;
+        }
+    char list[160];
+    return tt_fail(err, TT_ERR_ARG, "%s: '%.64s' is not %s", o->name, v,
+                   choice_list(o, ", ", " or ", list, sizeof list));
 }
+_Static_assert(sizeof(tt_lr_scaling) == sizeof(int) && sizeof(tt_progress) == sizeof(int) &&
+                   sizeof(tt_save_best) == sizeof(int) && sizeof(tt_node_reduce) == sizeof(int),
+               "set_choice writes an int");
 
 static tt_status set_reduce(const cli_opt *o, cli_parse *p, const char *v, tt_error *err)
 {
@@ -160,27 +170,10 @@ static tt_status set_reduce(const cli_opt *o, cli_parse *p, const char *v, tt_er
     return TT_OK;
 }
 
-static tt_status set_node_reduce(const cli_opt *o, cli_parse *p, const char *v, tt_error *err)
-{
-    (void)o;
-    if (tt_node_reduce_parse(v, &p->c->node_reduce))
-        return tt_fail(err, TT_ERR_ARG, "--node-reduce: '%.64s' is not allreduce or ps", v);
-    return TT_OK;
-}
-
 static tt_status set_save_every_epoch(const cli_opt *o, cli_parse *p, const char *v, tt_error *err)
 {
     if (v) return tt_fail(err, TT_ERR_ARG, "%s: takes no value", o->name);
     p->c->save_every_epoch = 1;
-    return TT_OK;
-}
-
-static tt_status set_save_best(const cli_opt *o, cli_parse *p, const char *v, tt_error *err)
-{
-    (void)o;
-    if (strcmp(v, "val_loss") == 0) p->c->save_best = TT_SAVE_BEST_VAL_LOSS;
-    else if (strcmp(v, "val_accuracy") == 0) p->c->save_best = TT_SAVE_BEST_VAL_ACCURACY;
-    else return tt_fail(err, TT_ERR_ARG, "--save-best: '%.64s' is not val_loss or val_accuracy", v);
     return TT_OK;
 }
 
@@ -199,71 +192,74 @@ static void help_device(FILE *f, const cli_opt *o) { help_fill(f, o, tt_backend_
 static void help_optimizer(FILE *f, const cli_opt *o);
 static void help_placements(FILE *f, const cli_opt *o);
 static void help_elsewhere(FILE *f, const cli_opt *o) { (void)f, (void)o; }
+static void help_choices(FILE *f, const cli_opt *o);
 
 /* In --help's order. The optimizer's parameters (--lr, --momentum, ...) are tt_optim_params' rows. */
 static const cli_opt g_opts[] = {
     {"--data", "SPEC", set_data, CFG(data), 0, 0, 0,
      "fashion-mnist (Debian's dataset-fashion-mnist), an MNIST-format directory,\n"
      "cifar10:DIR (CIFAR-10 binary) or npy:DIR (x_train.npy, y_train.npy, x_test.npy,\n"
-     "y_test.npy); docs/data.md [fashion-mnist]", NULL},
+     "y_test.npy); docs/data.md [fashion-mnist]", NULL, NULL},
     {"--model", "NAME|FILE", set_str, CFG(model), 0, 0, 0,
      "built-in mlp (256-relu-256-relu), cnn (the Keras cifar10_cnn example) or\n"
      "textcnn (embedding + conv1d, the Reuters seed), or a model file\n"
-     "(docs/model-file.md) [mlp]", NULL},
+     "(docs/model-file.md) [mlp]", NULL, NULL},
     {"--vocab", "N", set_size, CFG(vocab), 1, 16777216, 0,
-     "an embedding's vocabulary (token ids 0..N-1) [the data's largest id + 1]", NULL},
+     "an embedding's vocabulary (token ids 0..N-1) [the data's largest id + 1]", NULL, NULL},
     {"--classes", "N", set_size, CFG(classes), 1, 16777216, 0,
      "the class count: labels 0..N-1, a larger label is refused; classes may have no\n"
-     "samples [the largest label + 1; a notice when that is over 10x the labels seen]", NULL},
+     "samples [the largest label + 1; a notice when that is over 10x the labels seen]", NULL, NULL},
     {"--device", "NAME", set_str, CFG(device), 0, 0, 0,
-     "backend: %s; auto = cuda when a usable GPU exists, else cpu [auto]", help_device},
+     "backend: %s; auto = cuda when a usable GPU exists, else cpu [auto]", help_device, NULL},
     {"--gpus", "LIST", set_str, CFG(gpus), 0, 0, 0,
      "GPUs the towers use, e.g. 0,1; more towers than GPUs share them round-robin,\n"
-     "each tower with its own stream [every GPU]", NULL},
-    {"--towers", "N", set_size, CFG(towers), 1, 1024, 0, "data-parallel towers, one thread each [1]", NULL},
+     "each tower with its own stream [every GPU]", NULL, NULL},
+    {"--towers", "N", set_size, CFG(towers), 1, 1024, 0, "data-parallel towers, one thread each [1]", NULL, NULL},
     {"--batch", "N", set_size, CFG(batch), 1, 1 << 20, 0,
-     "global batch, split across the towers (sizes differ by at most 1) [256]", NULL},
-    {"--epochs", "N", set_size, CFG(epochs), 1, 100000, 0, "[10]", NULL},
-    {"--optimizer", "NAME", set_optimizer, 0, 0, 0, 0, "%s, Keras semantics and defaults [adam]", help_optimizer},
-    {"--lr-scaling", "RULE", set_lr_scaling, 0, 0, 0, 0,
-     "none: lr as given; linear: lr x towers (Goyal et al. 2017) [none]", help_elsewhere}, /* after --lr */
+     "global batch, split across the towers (sizes differ by at most 1) [256]", NULL, NULL},
+    {"--epochs", "N", set_size, CFG(epochs), 1, 100000, 0, "[10]", NULL, NULL},
+    {"--optimizer", "NAME", set_optimizer, 0, 0, 0, 0, "%s, Keras semantics and defaults [adam]", help_optimizer, NULL},
+    {"--lr-scaling", "RULE", set_choice, CFG(lr_scaling), 0, 0, 0,
+     "none: lr as given; linear: lr x towers (Goyal et al. 2017) [none]", help_elsewhere, /* after --lr */
+     tt_lr_scaling_names},
     {"--seed", "N", set_seed, 0, 0, SIZE_MAX, 0,
-     "initialisation and shuffling; same seed + towers = bit-identical run [1]", NULL},
+     "initialisation and shuffling; same seed + towers = bit-identical run [1]", NULL, NULL},
     {"--val-samples", "N", set_size, CFG(val_samples), 0, 100000000, 0,
-     "validation = the last N training samples, 0 for none [10000]", NULL},
+     "validation = the last N training samples, 0 for none [10000]", NULL, NULL},
     {"--train-samples", "N", set_size, CFG(train_samples), 1, 100000000, 0,
-     "train on the first N remaining training samples only [all]", NULL},
+     "train on the first N remaining training samples only [all]", NULL, NULL},
     {"--test-samples", "N", set_size, CFG(test_samples), 1, 100000000, 0,
-     "test on the first N test samples only [all]", NULL},
+     "test on the first N test samples only [all]", NULL, NULL},
     {"--log-json", "FILE", set_file, CFG(log_json), 0, 0, 0,
-     "JSON lines: a start object, one per epoch, one for the test set", NULL},
-    {"--progress", "MODE", set_progress, 0, 0, 0, 0, "auto | bar | lines | quiet [auto: a bar on a terminal]", NULL},
+     "JSON lines: a start object, one per epoch, one for the test set", NULL, NULL},
+    {"--progress", "MODE", set_choice, CFG(progress), 0, 0, 0, "%s [auto: a bar on a terminal]", help_choices,
+     tt_progress_names},
     {"--host-threads", "N", set_threads, 0, 1, 256, 0,
-     "host threads for the gradient sum and the optimizer [CPUs]", NULL},
-    {"--reduce", "PLACE", set_reduce, 0, 0, 0, 0, NULL, help_placements},
-    {"--node-reduce", "MODE", set_node_reduce, 0, 0, 0, 0,
+     "host threads for the gradient sum and the optimizer [CPUs]", NULL, NULL},
+    {"--reduce", "PLACE", set_reduce, 0, 0, 0, 0, NULL, help_placements, NULL},
+    {"--node-reduce", "MODE", set_choice, CFG(node_reduce), 0, 0, 0,
      "under mpirun -np K: how the ranks combine their node sums (docs/scaleout.md):\n"
      "allreduce (every rank gets the global sum and updates its own copy) or ps (rank\n"
      "r updates slice r and holds 1/K of the optimizer state; the weights are\n"
-     "gathered) [allreduce]", NULL},
+     "gathered) [allreduce]", NULL, tt_node_reduce_names},
     {"--trace", "FILE", set_file, CFG(trace), 0, 0, 0,
-     "Chrome trace-event JSON of every step (open in Perfetto or chrome://tracing)", NULL},
+     "Chrome trace-event JSON of every step (open in Perfetto or chrome://tracing)", NULL, NULL},
     {"--checkpoint-dir", "DIR", set_str, CFG(checkpoint_dir), 0, 0, 1,
      "where checkpoints go (safetensors; docs/checkpoints.md); the end of training and a\n"
      "stop by SIGINT or SIGTERM (at the step boundary) then write one; a directory\n"
-     "holding a later run's checkpoints is refused", NULL},
-    {"--save-every-epoch", NULL, set_save_every_epoch, 0, 0, 0, 1, "a checkpoint after every epoch", NULL},
+     "holding a later run's checkpoints is refused", NULL, NULL},
+    {"--save-every-epoch", NULL, set_save_every_epoch, 0, 0, 0, 1, "a checkpoint after every epoch", NULL, NULL},
     {"--save-every-steps", "N", set_size, CFG(save_every_steps), 1, 1000000000, 1,
-     "a checkpoint after every N steps of the run", NULL},
-    {"--save-best", "METRIC", set_save_best, 0, 0, 0, 1,
-     "val_loss | val_accuracy: best.safetensors whenever it improves", NULL},
-    {"--keep", "N", set_keep, CFG(keep), 1, 100000, 1, "periodic checkpoints kept, the newest [3]", NULL},
+     "a checkpoint after every N steps of the run", NULL, NULL},
+    {"--save-best", "METRIC", set_choice, CFG(save_best), 1, 0, 1,
+     "%s: best.safetensors whenever it improves", help_choices, tt_save_best_names},
+    {"--keep", "N", set_keep, CFG(keep), 1, 100000, 1, "periodic checkpoints kept, the newest [3]", NULL, NULL},
     {"--resume", "FILE|DIR", set_resume, 0, 0, 0, 1,
      "continue a run from a checkpoint (a directory: its newest valid one); give the\n"
-     "run's --model, --batch, --seed and optimizer again; --epochs counts the total", NULL},
+     "run's --model, --batch, --seed and optimizer again; --epochs counts the total", NULL, NULL},
     {"--resume-weights-only", "FILE|DIR", set_resume, 0, 0, 0, 1,
      "start from a checkpoint's weights only, on purpose: another model with\n"
-     "the same tensors, other options; a fresh optimizer, from epoch 1", NULL},
+     "the same tensors, other options; a fresh optimizer, from epoch 1", NULL, NULL},
 };
 enum { N_OPTS = (int)(sizeof g_opts / sizeof g_opts[0]) };
 #undef CFG
@@ -309,6 +305,13 @@ static void help_fill(FILE *f, const cli_opt *o, const char *fill)
     snprintf(text, sizeof text, o->help, fill);
     help_name(f, o->name, o->arg);
     help_text(f, text);
+}
+
+/* A choice row: its words, "a | b | c" */
+static void help_choices(FILE *f, const cli_opt *o)
+{
+    char list[160];
+    help_fill(f, o, choice_list(o, " | ", " | ", list, sizeof list));
 }
 
 /* --optimizer's row, then the optimizer's parameters from its table, --lr-scaling after --lr (it is about the rate) */

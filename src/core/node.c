@@ -18,12 +18,12 @@
 #include <mpi.h>
 #endif
 
-static const char *const node_reduce_names[TT_NODE_REDUCE_COUNT] = {"allreduce", "ps"};
+const char *const tt_node_reduce_names[TT_NODE_REDUCE_COUNT + 1] = {"allreduce", "ps", NULL};
 
 int tt_node_reduce_parse(const char *name, tt_node_reduce *r)
 {
     for (int i = 0; i < TT_NODE_REDUCE_COUNT; i++)
-        if (strcmp(name, node_reduce_names[i]) == 0) {
+        if (strcmp(name, tt_node_reduce_names[i]) == 0) {
             *r = (tt_node_reduce)i;
             return 0;
         }
@@ -32,7 +32,7 @@ int tt_node_reduce_parse(const char *name, tt_node_reduce *r)
 
 const char *tt_node_reduce_name(tt_node_reduce r)
 {
-    return (unsigned)r < TT_NODE_REDUCE_COUNT ? node_reduce_names[r] : "?";
+    return (unsigned)r < TT_NODE_REDUCE_COUNT ? tt_node_reduce_names[r] : "?";
 }
 
 static tt_node g_world = {0, 1, 1, 0, 0.0, NULL, "localhost"};

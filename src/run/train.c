@@ -181,10 +181,13 @@ static const struct {
     {"--checkpoint-dir", FP_GIVEN}, {"--save-every-epoch", FP_GIVEN}, {"--save-every-steps", FP_COUNT},
     {"--save-best", FP_SAVE_BEST}, {"--resume", FP_GIVEN}, {"--trace", FP_GIVEN}, {"--log-json", FP_GIVEN}};
 
+const char *const tt_lr_scaling_names[] = {"none", "linear", NULL};
+const char *const tt_progress_names[] = {"auto", "bar", "lines", "quiet", NULL};
+const char *const tt_save_best_names[] = {"none", "val_loss", "val_accuracy", NULL};
+
 /* A field's value as the user would write it. */
 static void fp_value(fp_kind k, uint64_t v, char *out, size_t len)
 {
-    static const char *const save_best[] = {"none", "val_loss", "val_accuracy"};
     float f;
     uint32_t bits = (uint32_t)v;
     switch (k) {
@@ -200,7 +203,7 @@ static void fp_value(fp_kind k, uint64_t v, char *out, size_t len)
     case FP_OPTIMIZER: snprintf(out, len, "%s", v < 16 ? tt_optim_kind_name((tt_optim_kind)v) : "?"); break;
     case FP_NODE_REDUCE: snprintf(out, len, "%s", tt_node_reduce_name((tt_node_reduce)v)); break;
     case FP_REDUCE: snprintf(out, len, "%s", v < TT_REDUCE_COUNT ? tt_reduce_name((tt_reduce)v) : "?"); break;
-    case FP_SAVE_BEST: snprintf(out, len, "%s", v < 3 ? save_best[v] : "?"); break;
+    case FP_SAVE_BEST: snprintf(out, len, "%s", v <= TT_SAVE_BEST_VAL_ACCURACY ? tt_save_best_names[v] : "?"); break;
     default: snprintf(out, len, "%llu", (unsigned long long)v); break;
     }
 }

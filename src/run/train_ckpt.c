@@ -52,7 +52,7 @@ tt_status run_ckpt_options(run_state *rs, tt_error *err)
         json_object_object_add(opt, "epochs", json_object_new_int64((int64_t)c->epochs));
         json_object_object_add(opt, "reduce", json_object_new_string(tt_reduce_name(c->reduce)));
         json_object_object_add(opt, "lr_scaling",
-                               json_object_new_string(c->lr_scaling == TT_LR_LINEAR ? "linear" : "none"));
+                               json_object_new_string(tt_lr_scaling_names[c->lr_scaling]));
         json_object_object_add(opt, "base_lr", json_object_new_double((double)c->optim.lr));
         const char *j = json_object_to_json_string_ext(opt, JSON_C_TO_STRING_PLAIN);
         if (j && (rs->ckpt_options = (char *)tt_malloc(strlen(j) + 1)) != NULL)

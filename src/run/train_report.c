@@ -100,7 +100,7 @@ void log_start(run_state *rs)
                   "\"seed\":%llu,\"train_samples\":%zu,\"val_samples\":%zu,\"test_samples\":%zu,\"params\":%zu,"
                   "\"model\":\"%s\",\"reduce\":\"%s\",\"flush_denormals\":%s,\"ranks\":%d,\"node_reduce\":\"%s\"}\n",
                   TT_VERSION, rs->ops->name, c->towers, c->batch, c->epochs, tt_optim_kind_name(rs->tc.optim.kind),
-                  (double)rs->tc.optim.lr, (double)c->optim.lr, c->lr_scaling == TT_LR_LINEAR ? "linear" : "none",
+                  (double)rs->tc.optim.lr, (double)c->optim.lr, tt_lr_scaling_names[c->lr_scaling],
                   (unsigned long long)c->seed, rs->train->n, rs->val->n, rs->test->n, rs->model->n_params,
                   tt_model_file(rs->model) ? "file" : c->model, tt_reduce_name(c->reduce),
                   tt_fpu_flushing() ? "true" : "false", rs->K, tt_node_reduce_name(c->node_reduce));
