@@ -56,18 +56,6 @@ static tt_status parse_list(const char *opt, const char *value, size_t lo, size_
     return *n ? TT_OK : tt_fail(err, TT_ERR_ARG, "%s: empty list", opt);
 }
 
-/* A train option a command does not use is an error, not silently ignored. 1 if opt is in the NULL-ended list. */
-static int refuse(const char *opt, const char *const *names, const char *cmd, const char *why, tt_error *err,
-                  tt_status *st)
-{
-    for (const char *const *n = names; *n; n++)
-        if (strcmp(opt, *n) == 0) {
-            *st = tt_fail(err, TT_ERR_ARG, "%s: %s does not apply (%s)", cmd, opt, why);
-            return 1;
-        }
-    return 0;
-}
-
 static int bench_extra(const char *opt, const char *value, void *ctx, tt_error *err, tt_status *st)
 {
     bench_opts *b = (bench_opts *)ctx;
@@ -130,10 +118,6 @@ static int bench_extra(const char *opt, const char *value, void *ctx, tt_error *
                     : tt_fail(err, TT_ERR_ARG, "%s: missing value", opt);
         return 1;
     }
-    static const char *const unused[] = {"--log-json", "--trace", NULL};
-    if (refuse(opt, unused, "bench", "every row is its own run; use --csv, or train for one run's log or trace", err,
-               st))
-        return 1;
     if (strcmp(opt, "--csv") == 0) {
         if (!value || !*value) *st = tt_fail(err, TT_ERR_ARG, "--csv: missing file name");
         b->csv = value;
@@ -544,9 +528,6 @@ typedef struct probe_opts {
 
 static int probe_extra(const char *opt, const char *value, void *ctx, tt_error *err, tt_status *st)
 {
-    static const char *const unused[] = {"--epochs", "--lr", "--lr-scaling", "--momentum", "--nesterov", "--rho",
-                                         "--centered", "--seed", "--val-samples", "--train-samples", "--test-samples",
-                                         "--log-json", "--progress", "--reduce", "--trace", "--node-reduce", NULL};
     probe_opts *po = (probe_opts *)ctx;
     if (strcmp(opt, "--reps") == 0) {
         *st = value ? tt_cli_size(opt, value, 1, 64, &po->reps, err)
@@ -570,17 +551,7 @@ static int probe_extra(const char *opt, const char *value, void *ctx, tt_error *
         po->assume = value;
         return 1;
     }
-    return refuse(opt, unused, "probe", "it measures synthetic steps of every placement, with no data set", err, st);
-}
-
-/* compare runs every placement, and each run would truncate a log or trace the one before wrote */
-static int compare_extra(const char *opt, const char *value, void *ctx, tt_error *err, tt_status *st)
-{
-    static const char *const unused[] = {"--reduce", "--log-json", "--trace", NULL};
-    (void)value;
-    (void)ctx;
-    return refuse(opt, unused, "compare", "it runs every placement in turn; use train for one run's log or trace", err,
-                  st);
+    return 0;
 }
 
 /* The cross-node part of probe: the link, the combine measured against its model, the step of both --node-reduce
@@ -775,7 +746,7 @@ int tt_cmd_compare(int argc, char **argv)
     c.progress = TT_PROGRESS_QUIET;
     tt_error err = {{0}};
     int help;
-    tt_status s = tt_cli_parse_train(argc, argv, 2, &c, "compare", compare_extra, NULL, &help, &err);
+    tt_status s = tt_cli_parse_train(argc, argv, 2, &c, "compare", NULL, NULL, &help, &err);
     /* the placements that add in tower order: their weights must agree to the last bit */
     tt_reduce order[TT_REDUCE_COUNT];
     int n_order = 0;

@@ -67,7 +67,7 @@ struct cli_opt {
     tt_status (*set)(const cli_opt *o, cli_parse *p, const char *value, tt_error *err);
     size_t field;     /* set_str's, set_size's: the tt_run_config field */
     size_t lo, hi;    /* set_size's range */
-    int train_only;   /* a checkpoint option: train alone takes it */
+    unsigned cmds;    /* the commands that take it (CMDS_* below); the others refuse it, in their words (g_cmds) */
     const char *help; /* --help's text after the name, lines joined by '\n' (indented to the text's column); a "%s"
                        * is help_fn's to fill */
     void (*help_fn)(FILE *f, const cli_opt *o); /* NULL: help_row */
@@ -194,70 +194,102 @@ static void help_placements(FILE *f, const cli_opt *o);
 static void help_elsewhere(FILE *f, const cli_opt *o) { (void)f, (void)o; }
 static void help_choices(FILE *f, const cli_opt *o);
 
+/* The commands that read the train options, and how each refuses one it does not take. */
+enum { CMD_TRAIN, CMD_BENCH, CMD_COMPARE, CMD_PROBE, CMD_SUMMARY, CMD_EVAL, CMD_PREDICT, CMD_COUNT };
+static const struct {
+    const char *name;
+    const char *why; /* "CMD: --opt does not apply (why)"; NULL: "(see towertrain CMD --help)" */
+    int runs;        /* a command that trains: an option of train alone is refused as such; else an unknown option
+                      * is refused as not applying too */
+} g_cmds[CMD_COUNT] = {
+    {"train", NULL, 1},
+    {"bench", "every row is its own run; use --csv, or train for one run's log or trace", 1},
+    {"compare", "it runs every placement in turn; use train for one run's log or trace", 1},
+    {"probe", "it measures synthetic steps of every placement, with no data set", 1},
+    {"summary", "it takes --model, --data and --vocab", 0},
+    {"eval", NULL, 0},
+    {"predict", NULL, 0},
+};
+#define ON(cmd) (1u << CMD_##cmd)
+#define ON_CMD(c) (1u << (c))
+enum {
+    CMDS_TRAIN = ON(TRAIN),                                     /* checkpoints */
+    CMDS_RUNS = ON(TRAIN) | ON(BENCH) | ON(COMPARE),            /* what a run of steps reads */
+    CMDS_MEASURE = CMDS_RUNS | ON(PROBE),                       /* and what probe's synthetic steps read */
+    CMDS_USE = CMDS_MEASURE | ON(EVAL) | ON(PREDICT),           /* and a trained model's use */
+    CMDS_MODEL = CMDS_USE | ON(SUMMARY),                        /* the model itself */
+    CMDS_OPTIM = CMDS_RUNS,                                     /* the optimizer's parameters (tt_optim_params) */
+    CMDS_CHECKPOINT = ON(TRAIN) | 1u << CMD_COUNT,              /* train's alone, and said so by a command that runs */
+};
+
 /* In --help's order. The optimizer's parameters (--lr, --momentum, ...) are tt_optim_params' rows. */
 static const cli_opt g_opts[] = {
-    {"--data", "SPEC", set_data, CFG(data), 0, 0, 0,
+    {"--data", "SPEC", set_data, CFG(data), 0, 0, CMDS_MEASURE | ON(SUMMARY) | ON(EVAL),
      "fashion-mnist (Debian's dataset-fashion-mnist), an MNIST-format directory,\n"
      "cifar10:DIR (CIFAR-10 binary) or npy:DIR (x_train.npy, y_train.npy, x_test.npy,\n"
      "y_test.npy); docs/data.md [fashion-mnist]", NULL, NULL},
-    {"--model", "NAME|FILE", set_str, CFG(model), 0, 0, 0,
+    {"--model", "NAME|FILE", set_str, CFG(model), 0, 0, CMDS_MODEL,
      "built-in mlp (256-relu-256-relu), cnn (the Keras cifar10_cnn example) or\n"
      "textcnn (embedding + conv1d, the Reuters seed), or a model file\n"
      "(docs/model-file.md) [mlp]", NULL, NULL},
-    {"--vocab", "N", set_size, CFG(vocab), 1, 16777216, 0,
+    {"--vocab", "N", set_size, CFG(vocab), 1, 16777216, CMDS_MODEL,
      "an embedding's vocabulary (token ids 0..N-1) [the data's largest id + 1]", NULL, NULL},
-    {"--classes", "N", set_size, CFG(classes), 1, 16777216, 0,
+    {"--classes", "N", set_size, CFG(classes), 1, 16777216, CMDS_MEASURE | ON(EVAL),
      "the class count: labels 0..N-1, a larger label is refused; classes may have no\n"
      "samples [the largest label + 1; a notice when that is over 10x the labels seen]", NULL, NULL},
-    {"--device", "NAME", set_str, CFG(device), 0, 0, 0,
+    {"--device", "NAME", set_str, CFG(device), 0, 0, CMDS_USE,
      "backend: %s; auto = cuda when a usable GPU exists, else cpu [auto]", help_device, NULL},
-    {"--gpus", "LIST", set_str, CFG(gpus), 0, 0, 0,
+    {"--gpus", "LIST", set_str, CFG(gpus), 0, 0, CMDS_USE,
      "GPUs the towers use, e.g. 0,1; more towers than GPUs share them round-robin,\n"
      "each tower with its own stream [every GPU]", NULL, NULL},
-    {"--towers", "N", set_size, CFG(towers), 1, 1024, 0, "data-parallel towers, one thread each [1]", NULL, NULL},
-    {"--batch", "N", set_size, CFG(batch), 1, 1 << 20, 0,
+    {"--towers", "N", set_size, CFG(towers), 1, 1024, CMDS_USE, "data-parallel towers, one thread each [1]", NULL,
+     NULL},
+    {"--batch", "N", set_size, CFG(batch), 1, 1 << 20, CMDS_USE,
      "global batch, split across the towers (sizes differ by at most 1) [256]", NULL, NULL},
-    {"--epochs", "N", set_size, CFG(epochs), 1, 100000, 0, "[10]", NULL, NULL},
-    {"--optimizer", "NAME", set_optimizer, 0, 0, 0, 0, "%s, Keras semantics and defaults [adam]", help_optimizer, NULL},
-    {"--lr-scaling", "RULE", set_choice, CFG(lr_scaling), 0, 0, 0,
+    {"--epochs", "N", set_size, CFG(epochs), 1, 100000, CMDS_RUNS, "[10]", NULL, NULL},
+    {"--optimizer", "NAME", set_optimizer, 0, 0, 0, CMDS_MEASURE, "%s, Keras semantics and defaults [adam]",
+     help_optimizer, NULL},
+    {"--lr-scaling", "RULE", set_choice, CFG(lr_scaling), 0, 0, CMDS_RUNS,
      "none: lr as given; linear: lr x towers (Goyal et al. 2017) [none]", help_elsewhere, /* after --lr */
      tt_lr_scaling_names},
-    {"--seed", "N", set_seed, 0, 0, SIZE_MAX, 0,
+    {"--seed", "N", set_seed, 0, 0, SIZE_MAX, CMDS_RUNS,
      "initialisation and shuffling; same seed + towers = bit-identical run [1]", NULL, NULL},
-    {"--val-samples", "N", set_size, CFG(val_samples), 0, 100000000, 0,
+    {"--val-samples", "N", set_size, CFG(val_samples), 0, 100000000, CMDS_RUNS | ON(EVAL),
      "validation = the last N training samples, 0 for none [10000]", NULL, NULL},
-    {"--train-samples", "N", set_size, CFG(train_samples), 1, 100000000, 0,
+    {"--train-samples", "N", set_size, CFG(train_samples), 1, 100000000, CMDS_RUNS,
      "train on the first N remaining training samples only [all]", NULL, NULL},
-    {"--test-samples", "N", set_size, CFG(test_samples), 1, 100000000, 0,
+    {"--test-samples", "N", set_size, CFG(test_samples), 1, 100000000, CMDS_RUNS | ON(EVAL),
      "test on the first N test samples only [all]", NULL, NULL},
-    {"--log-json", "FILE", set_file, CFG(log_json), 0, 0, 0,
+    {"--log-json", "FILE", set_file, CFG(log_json), 0, 0, ON(TRAIN) | ON(EVAL),
      "JSON lines: a start object, one per epoch, one for the test set", NULL, NULL},
-    {"--progress", "MODE", set_choice, CFG(progress), 0, 0, 0, "%s [auto: a bar on a terminal]", help_choices,
+    {"--progress", "MODE", set_choice, CFG(progress), 0, 0, CMDS_RUNS, "%s [auto: a bar on a terminal]", help_choices,
      tt_progress_names},
-    {"--host-threads", "N", set_threads, 0, 1, 256, 0,
+    {"--host-threads", "N", set_threads, 0, 1, 256, CMDS_USE,
      "host threads for the gradient sum and the optimizer [CPUs]", NULL, NULL},
-    {"--reduce", "PLACE", set_reduce, 0, 0, 0, 0, NULL, help_placements, NULL},
-    {"--node-reduce", "MODE", set_choice, CFG(node_reduce), 0, 0, 0,
+    {"--reduce", "PLACE", set_reduce, 0, 0, 0, ON(TRAIN) | ON(BENCH), NULL, help_placements, NULL},
+    {"--node-reduce", "MODE", set_choice, CFG(node_reduce), 0, 0, CMDS_RUNS,
      "under mpirun -np K: how the ranks combine their node sums (docs/scaleout.md):\n"
      "allreduce (every rank gets the global sum and updates its own copy) or ps (rank\n"
      "r updates slice r and holds 1/K of the optimizer state; the weights are\n"
      "gathered) [allreduce]", NULL, tt_node_reduce_names},
-    {"--trace", "FILE", set_file, CFG(trace), 0, 0, 0,
+    {"--trace", "FILE", set_file, CFG(trace), 0, 0, ON(TRAIN),
      "Chrome trace-event JSON of every step (open in Perfetto or chrome://tracing)", NULL, NULL},
-    {"--checkpoint-dir", "DIR", set_str, CFG(checkpoint_dir), 0, 0, 1,
+    {"--checkpoint-dir", "DIR", set_str, CFG(checkpoint_dir), 0, 0, CMDS_CHECKPOINT,
      "where checkpoints go (safetensors; docs/checkpoints.md); the end of training and a\n"
      "stop by SIGINT or SIGTERM (at the step boundary) then write one; a directory\n"
      "holding a later run's checkpoints is refused", NULL, NULL},
-    {"--save-every-epoch", NULL, set_save_every_epoch, 0, 0, 0, 1, "a checkpoint after every epoch", NULL, NULL},
-    {"--save-every-steps", "N", set_size, CFG(save_every_steps), 1, 1000000000, 1,
+    {"--save-every-epoch", NULL, set_save_every_epoch, 0, 0, 0, CMDS_CHECKPOINT, "a checkpoint after every epoch",
+     NULL, NULL},
+    {"--save-every-steps", "N", set_size, CFG(save_every_steps), 1, 1000000000, CMDS_CHECKPOINT,
      "a checkpoint after every N steps of the run", NULL, NULL},
-    {"--save-best", "METRIC", set_choice, CFG(save_best), 1, 0, 1,
+    {"--save-best", "METRIC", set_choice, CFG(save_best), 1, 0, CMDS_CHECKPOINT,
      "%s: best.safetensors whenever it improves", help_choices, tt_save_best_names},
-    {"--keep", "N", set_keep, CFG(keep), 1, 100000, 1, "periodic checkpoints kept, the newest [3]", NULL, NULL},
-    {"--resume", "FILE|DIR", set_resume, 0, 0, 0, 1,
+    {"--keep", "N", set_keep, CFG(keep), 1, 100000, CMDS_CHECKPOINT, "periodic checkpoints kept, the newest [3]",
+     NULL, NULL},
+    {"--resume", "FILE|DIR", set_resume, 0, 0, 0, CMDS_CHECKPOINT,
      "continue a run from a checkpoint (a directory: its newest valid one); give the\n"
      "run's --model, --batch, --seed and optimizer again; --epochs counts the total", NULL, NULL},
-    {"--resume-weights-only", "FILE|DIR", set_resume, 0, 0, 0, 1,
+    {"--resume-weights-only", "FILE|DIR", set_resume, 0, 0, 0, CMDS_CHECKPOINT,
      "start from a checkpoint's weights only, on purpose: another model with\n"
      "the same tensors, other options; a fresh optimizer, from epoch 1", NULL, NULL},
 };
@@ -408,12 +440,25 @@ static tt_status optim_options(const char *optimizer, const int *given, const fl
     return TT_OK;
 }
 
+/* An option the command does not take (its row's cmds), or any unknown one for a command that does not train: one
+ * line in the command's words. TT_OK: the command takes it, or set_option will call it unknown. */
+static tt_status refuse_option(const char *name, const char *cmd, tt_error *err)
+{
+    int c = 0;
+    while (c < CMD_COUNT && strcmp(g_cmds[c].name, cmd) != 0) c++;
+    const cli_opt *o = find_opt(name);
+    const unsigned cmds = o ? o->cmds : optim_option(name) >= 0 ? (unsigned)CMDS_OPTIM : 0;
+    if (c == CMD_COUNT || (cmds & ON_CMD(c)) || (!cmds && g_cmds[c].runs)) return TT_OK;
+    if (cmds == CMDS_CHECKPOINT && g_cmds[c].runs)
+        return tt_fail(err, TT_ERR_ARG, "%s: applies to towertrain train only, not %s", name, cmd);
+    if (g_cmds[c].why) return tt_fail(err, TT_ERR_ARG, "%s: %s does not apply (%s)", cmd, name, g_cmds[c].why);
+    return tt_fail(err, TT_ERR_ARG, "%s: %s does not apply (see towertrain %s --help)", cmd, name, cmd);
+}
+
 /* One option of the table or of the optimizer's, its value read (NULL for a flag). */
 static tt_status set_option(cli_parse *p, const char *name, const char *value, const char *cmd, tt_error *err)
 {
     const cli_opt *o = find_opt(name);
-    if (o && o->train_only && strcmp(cmd, "train") != 0)
-        return tt_fail(err, TT_ERR_ARG, "%s: applies to towertrain train only, not %s", name, cmd);
     const int k = o ? -1 : optim_option(name);
     tt_status s;
     if (o) s = o->set(o, p, value, err);
@@ -487,6 +532,8 @@ tt_status tt_cli_parse_train(int argc, char **argv, int first, tt_run_config *c,
             }
             if (used == 2) continue;
         }
+        const tt_status r = refuse_option(name, cmd, err);
+        if (r) return r;
         if (takes_value(name) && !value) {
             if (i + 1 >= argc) return tt_fail(err, TT_ERR_ARG, "%s: missing value", name);
             if (strncmp(argv[i + 1], "--", 2) == 0) /* "--log-json --nesterov": a value was forgotten */
@@ -536,23 +583,13 @@ int tt_cmd_train(int argc, char **argv)
 
 /* ---- summary --------------------------------------------------------------------------------------------------- */
 
-static int summary_extra(const char *opt, const char *value, void *ctx, tt_error *err, tt_status *st)
-{
-    (void)value;
-    (void)ctx;
-    if (strcmp(opt, "--model") == 0 || strcmp(opt, "--data") == 0 || strcmp(opt, "--vocab") == 0)
-        return 0; /* the train parser's */
-    *st = tt_fail(err, TT_ERR_ARG, "summary: %s does not apply (it takes --model, --data and --vocab)", opt);
-    return 1;
-}
-
 int tt_cmd_summary(int argc, char **argv)
 {
     tt_run_config c;
     tt_run_config_defaults(&c);
     tt_error err = {{0}};
     int help;
-    tt_status s = tt_cli_parse_train(argc, argv, 2, &c, "summary", summary_extra, NULL, &help, &err);
+    tt_status s = tt_cli_parse_train(argc, argv, 2, &c, "summary", NULL, NULL, &help, &err);
     if (help) {
         printf("usage: towertrain summary [--model NAME|FILE] [--data SPEC] [--vocab N]\n\n"
                "Prints the model's layers as Keras's model.summary() does: each layer (type), its output shape and\n"

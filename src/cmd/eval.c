@@ -28,12 +28,6 @@ typedef struct use_opts {
     int model_given;        /* --model overrides the checkpoint's */
 } use_opts;
 
-/* The train options each command takes (the rest are refused: they would be silently ignored). */
-static const char *const EVAL_TAKES[] = {"--data", "--model", "--vocab", "--device", "--gpus", "--towers", "--batch",
-                                         "--val-samples", "--test-samples", "--log-json", "--host-threads",
-                                         "--classes", NULL};
-static const char *const PREDICT_TAKES[] = {"--model", "--vocab", "--device", "--gpus", "--towers", "--batch",
-                                            "--host-threads", NULL};
 
 static int use_extra(const char *opt, const char *value, void *ctx, tt_error *err, tt_status *st)
 {
@@ -63,13 +57,8 @@ static int use_extra(const char *opt, const char *value, void *ctx, tt_error *er
         else *st = tt_fail(err, TT_ERR_ARG, "--format: '%.64s' is not table or jsonl", value);
         return 1;
     }
-    for (const char *const *t = eval ? EVAL_TAKES : PREDICT_TAKES; *t; t++)
-        if (strcmp(opt, *t) == 0) {
-            if (strcmp(opt, "--model") == 0) o->model_given = 1;
-            return 0; /* the train parser's */
-        }
-    *st = tt_fail(err, TT_ERR_ARG, "%s: %s does not apply (see towertrain %s --help)", o->cmd, opt, o->cmd);
-    return 1;
+    if (strcmp(opt, "--model") == 0) o->model_given = 1; /* it overrides the checkpoint's */
+    return 0; /* the train parser's: the options each command takes are the option table's (cli.c) */
 }
 
 /* The input the checkpoint's model was trained on, from its options (typed, required): "input":[d...], "classes":C,
