@@ -63,12 +63,16 @@ typedef struct tt_optim_param {
     int lo_open;
     int banner;               /* its place in tt_optim_describe (Keras's argument order); 0: not there (lr) */
     const char *needs;        /* FLAG: the REAL parameter it needs greater than 0 (NULL: none) */
-    const char *help;         /* the --help text after "--<name> X"; NULL: no command-line option */
+    const char *help;         /* the --help text after "--<name> X"; NULL: no command-line option. A "%s" is the
+                               * defaults of the optimizers that read it (tt_optim_param_defaults) */
 } tt_optim_param;
 enum { TT_OPTIM_N_PARAMS = 8 };
 extern const tt_optim_param tt_optim_params[TT_OPTIM_N_PARAMS];
 /* The parameter of that name (no "--"), or -1. */
 int tt_optim_param_find(const char *name);
+/* The defaults of p for the optimizers that read it, kinds of one value together: "sgd 0.01, adam/nadam/rmsprop
+ * 0.001" (from tt_optim_defaults). */
+const char *tt_optim_param_defaults(const tt_optim_param *p, char *out, size_t len);
 /* Its field in c: a float for REAL, an int for FLAG. */
 void *tt_optim_param_field(tt_optim_config *c, const tt_optim_param *p);
 

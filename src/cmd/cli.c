@@ -357,7 +357,9 @@ static void help_optimizer(FILE *f, const cli_opt *o)
         char name[32];
         snprintf(name, sizeof name, "--%s", p->name);
         help_name(f, name, p->type == TT_OPTIM_REAL ? "X" : NULL);
-        help_text(f, p->help);
+        char defaults[160], text[320];
+        snprintf(text, sizeof text, p->help, tt_optim_param_defaults(p, defaults, sizeof defaults));
+        help_text(f, text);
         if (strcmp(p->name, "lr") == 0) {
             const cli_opt *s = find_opt("--lr-scaling");
             help_name(f, s->name, s->arg);

@@ -44,7 +44,7 @@ const char *tt_optim_kind_list(char *out, size_t len, unsigned mask, const char 
 /* In the checkpoints' order; the defaults and semantics are Keras's (tt_optim.h has the links). */
 const tt_optim_param tt_optim_params[TT_OPTIM_N_PARAMS] = {
     {"lr", TT_OPTIM_REAL, FIELD(lr), KIND(TT_OPT_SGD) | KIND(TT_OPT_ADAM) | KIND(TT_OPT_NADAM) | KIND(TT_OPT_RMSPROP),
-     0.001f, 0, 1e3, 1, 0, NULL, "base learning rate [Keras default: sgd 0.01, adam/nadam/rmsprop 0.001]"},
+     0.001f, 0, 1e3, 1, 0, NULL, "base learning rate [Keras default: %s]"},
     {"momentum", TT_OPTIM_REAL, FIELD(momentum), KIND(TT_OPT_SGD) | KIND(TT_OPT_RMSPROP), 0.0f, 0, 0.999999, 0, 2,
      NULL, "sgd or rmsprop momentum in [0,1) [0]"},
     {"nesterov", TT_OPTIM_FLAG, FIELD(nesterov), KIND(TT_OPT_SGD), 0, 0, 0, 0, 3, "momentum", "sgd Nesterov momentum"},
@@ -81,6 +81,30 @@ tt_optim_config tt_optim_defaults(tt_optim_kind kind)
     }
     if (kind == TT_OPT_SGD) c.lr = 0.01f; /* Keras's SGD alone starts at 0.01 */
     return c;
+}
+
+const char *tt_optim_param_defaults(const tt_optim_param *p, char *out, size_t len)
+{
+    float def[N_KINDS];
+    for (int k = 0; k < N_KINDS; k++) {
+        tt_optim_config c = tt_optim_defaults((tt_optim_kind)k);
+        def[k] = p->type == TT_OPTIM_REAL ? *(float *)tt_optim_param_field(&c, p)
+                                          : (float)*(int *)tt_optim_param_field(&c, p);
+    }
+    size_t n = 0;
+    unsigned said = 0;
+    out[0] = '\0';
+    for (int k = 0; k < N_KINDS && n < len; k++) {
+        if (!(p->kinds & (1u << k)) || (said & (1u << k))) continue;
+        n += (size_t)snprintf(out + n, len - n, "%s", n ? ", " : "");
+        for (int j = k; j < N_KINDS && n < len; j++) /* every kind of this value, by name */
+            if ((p->kinds & (1u << j)) && def[j] == def[k]) {
+                n += (size_t)snprintf(out + n, len - n, "%s%s", j == k ? "" : "/", g_kind_names[j]);
+                said |= 1u << j;
+            }
+        if (n < len) n += (size_t)snprintf(out + n, len - n, " %g", (double)def[k]);
+    }
+    return out;
 }
 
 /* Which state buffers a configuration uses: m (SGD velocity, Adam/Nadam first moment, RMSprop momentum), v (second
