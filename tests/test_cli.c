@@ -20,27 +20,11 @@
 static char dir[64];
 static char out_path[128], err_path[128];
 
-/* Runs `towertrain ARGS`, returns the exit code; stdout and stderr land in out_path / err_path. */
-static int run(const char *args)
-{
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd, "'%s' %s >'%s' 2>'%s' </dev/null", TT_BIN, args, out_path, err_path);
-    int st = system(cmd);
-    ck_assert(WIFEXITED(st));
-    return WEXITSTATUS(st);
-}
+static int run(const char *args) { return tt_test_run(args, out_path, err_path); }
 
 static void expect(const char *args, int code, const char *fragment)
 {
-    int rc = run(args);
-    char *e = tt_test_slurp(err_path);
-    ck_assert_msg(rc == code, "towertrain %s: exit %d want %d (stderr: %s)", args, rc, code, e);
-    if (code != 0) {
-        ck_assert_msg(strstr(e, fragment) != NULL, "towertrain %s: stderr '%s' lacks '%s'", args, e, fragment);
-        size_t lines = tt_test_count_lines(e);
-        ck_assert_msg(lines == 1, "towertrain %s: %zu lines on stderr, want one: %s", args, lines, e);
-        ck_assert_msg(strstr(e, "internal error") == NULL && strstr(e, "Sanitizer") == NULL, "%s", e);
-    }
+    tt_test_expect(args, code, fragment, out_path, err_path);
 }
 
 /* Did the run whose stdout is in out_path train on the CUDA backend? Its banner says "| backend NAME (". */

@@ -23,14 +23,7 @@ static const size_t CONF[C][C] = {{3, 2, 0}, {0, 2, 1}, {1, 1, 4}};
 
 static char dir[512], out_path[1024], err_path[1024];
 
-static int run(const char *args)
-{
-    char cmd[16384];
-    snprintf(cmd, sizeof cmd, "'%s' %s >'%s' 2>'%s' </dev/null", TT_BIN, args, out_path, err_path);
-    const int st = system(cmd);
-    ck_assert(WIFEXITED(st));
-    return WEXITSTATUS(st);
-}
+static int run(const char *args) { return tt_test_run(args, out_path, err_path); }
 
 /* DIR/name as np.save writes a uint8 array of the given shape ("(14, 2, 2)"): version 1.0, the header padded with
  * blanks and a newline to a multiple of 64 bytes. */

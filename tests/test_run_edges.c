@@ -23,26 +23,11 @@ static const struct timespec tick = {0, 10000000}; /* 10 ms */
 
 #define TT_F_SETPIPE_SZ 1031 /* Linux's F_SETPIPE_SZ (<fcntl.h> names it under _GNU_SOURCE only) */
 
-/* Runs `towertrain ARGS` (stdout, stderr to out_path, err_path) and returns its exit code. */
-static int run(const char *args)
-{
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd, "'%s' %s >'%s' 2>'%s' </dev/null", TT_BIN, args, out_path, err_path);
-    int st = system(cmd);
-    ck_assert(WIFEXITED(st));
-    return WEXITSTATUS(st);
-}
+static int run(const char *args) { return tt_test_run(args, out_path, err_path); }
 
-/* As run, expecting exit `code` and, for a failure, one line on stderr holding `fragment`. */
 static void expect(const char *args, int code, const char *fragment)
 {
-    int rc = run(args);
-    char *e = tt_test_slurp(err_path);
-    ck_assert_msg(rc == code, "towertrain %s: exit %d want %d (stderr: %s)", args, rc, code, e);
-    if (fragment) {
-        ck_assert_msg(strstr(e, fragment) != NULL, "towertrain %s: stderr '%s' lacks '%s'", args, e, fragment);
-        ck_assert_msg(tt_test_count_lines(e) == 1, "towertrain %s: %zu lines on stderr, want one: %s", args, tt_test_count_lines(e), e);
-    }
+    tt_test_expect(args, code, fragment, out_path, err_path);
 }
 
 /* Starts `towertrain ARGS` with stdout and stderr redirected to the given paths; returns its pid (the shell execs). */

@@ -137,6 +137,33 @@ static inline size_t tt_test_count_lines(const char *s)
     return n;
 }
 
+#ifdef TT_BIN
+/* Runs `towertrain ARGS` (the build's executable), stdout and stderr to the files out and err, stdin /dev/null;
+ * returns its exit code. */
+static inline int tt_test_run(const char *args, const char *out, const char *err)
+{
+    char cmd[16384];
+    snprintf(cmd, sizeof cmd, "'%s' %s >'%s' 2>'%s' </dev/null", TT_BIN, args, out, err);
+    const int st = system(cmd);
+    ck_assert(WIFEXITED(st));
+    return WEXITSTATUS(st);
+}
+
+/* As tt_test_run, expecting exit `code`; a fragment (not NULL or "") must be on stderr, as its one line, with no
+ * internal error or sanitizer report. */
+static inline void tt_test_expect(const char *args, int code, const char *fragment, const char *out, const char *err)
+{
+    const int rc = tt_test_run(args, out, err);
+    const char *e = tt_test_slurp(err);
+    ck_assert_msg(rc == code, "towertrain %s: exit %d want %d (stderr: %s)", args, rc, code, e);
+    if (!fragment || !*fragment) return;
+    ck_assert_msg(strstr(e, fragment) != NULL, "towertrain %s: stderr '%s' lacks '%s'", args, e, fragment);
+    const size_t lines = tt_test_count_lines(e);
+    ck_assert_msg(lines == 1, "towertrain %s: %zu lines on stderr, want one: %s", args, lines, e);
+    ck_assert_msg(strstr(e, "internal error") == NULL && strstr(e, "Sanitizer") == NULL, "%s", e);
+}
+#endif
+
 /* A little-endian unsigned 64-bit integer (a safetensors file's header length). */
 static inline uint64_t tt_test_le64(const uint8_t *b)
 {
