@@ -99,6 +99,11 @@ START_TEST(test_help_and_version)
     ck_assert(strstr(tt_test_slurp(out_path), "train") != NULL);
     expect("train --help", 0, "");
     ck_assert(strstr(tt_test_slurp(out_path), "--lr-scaling") != NULL);
+    /* generated from the tables: the optimizers' defaults (tt_optim_defaults), a choice row's words */
+    ck_assert_msg(strstr(tt_test_slurp(out_path), "[Keras default: sgd 0.01, adam/nadam/rmsprop 0.001]") &&
+                  strstr(tt_test_slurp(out_path), "--progress MODE       auto | bar | lines | quiet [auto") &&
+                  strstr(tt_test_slurp(out_path), "--save-best METRIC    val_loss | val_accuracy: best"),
+                  "%s", tt_test_slurp(out_path));
     expect("bench --help", 0, "");
     expect("--version", 0, "");
     ck_assert(strstr(tt_test_slurp(out_path), "BLAS") != NULL);
@@ -109,7 +114,14 @@ END_TEST
 START_TEST(test_bad_flags)
 {
     expect("frobnicate", 2, "unknown command");
-    expect("train --bogus", 2, "--bogus");
+    expect("train --bogus", 2, "train: unknown option '--bogus' (see towertrain train --help)");
+    expect("summary --bogus", 2, "summary: --bogus does not apply (it takes --model, --data and --vocab)");
+    expect("predict --data x", 2, "predict: --data does not apply (see towertrain predict --help)");
+    expect("eval --seed 3", 2, "eval: --seed does not apply (see towertrain eval --help)");
+    expect("compare --trace t.json", 2, "compare: --trace does not apply (it runs every placement in turn;");
+    /* a choice row takes its words only: --save-best has no 'none' (it is the flag's absence) */
+    expect("train --checkpoint-dir d --save-best none", 2, "--save-best: 'none' is not val_loss or val_accuracy");
+    expect("train --progress loud", 2, "--progress: 'loud' is not auto, bar, lines or quiet");
     expect("train --batch", 2, "--batch: missing value");
     expect("train --batch abc", 2, "--batch");
     expect("train --batch 0", 2, "--batch");

@@ -3,7 +3,7 @@
  * naming the first's pid, and the first's files are left as they were; a kill -9 leaves no stale lock); a dangling
  * symbolic link as an output; a second signal after the run's error line adds no line of its own; SIGINT during the
  * final test evaluation stops it at a batch boundary without rewriting the final checkpoint, and resuming a finished
- * run is a clean no-op; predict stops printing at the next sample, eval's report at the next row; top-k by a heap keeps today's order and tie rule;
+ * run is a clean no-op; a stop whose checkpoint cannot be written still ends as stopped; predict stops printing at the next sample, eval's report at the next row; top-k by a heap keeps today's order and tie rule;
  * --classes and the notice for a stray large label. */
 #include <fcntl.h>
 #include <math.h>
@@ -334,6 +334,32 @@ START_TEST(test_second_signal_after_the_line)
     ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 143, "status 0x%x, want exit 143 (the second signal)", st);
     ck_assert_msg(tt_test_count_lines(got) == 1 && strstr(got, "stopped by SIGINT") && !strstr(got, "second signal"),
                   "stderr should hold the stop line alone: '%s'", got);
+}
+END_TEST
+
+/* A stop whose checkpoint cannot be written (the directory was removed under the run): the stop's one line says so,
+ * and the run still ends as stopped (exit 130), not with the failed write's code: the write's failure is the stop
+ * line's to tell, agreed and then cleared (tt_pending_agree), not left to replace the stop. */
+START_TEST(test_stop_with_unwritable_checkpoint)
+{
+    make_npy10("d", 400, 40);
+    char ck[256], log[256], args[1024], cmd[600];
+    snprintf(ck, sizeof ck, "%s/gone", dir);
+    snprintf(log, sizeof log, "%s/gone.json", dir);
+    snprintf(args, sizeof args, "train --device cpu --data npy:%s/d --val-samples 0 --epochs 100000 --batch 2 "
+             "--progress quiet --log-json %s --checkpoint-dir %s", dir, log, ck);
+    pid_t pid = spawn_to(args, out_path, err_path);
+    int started = wait_for_text(pid, log, "\"event\":\"step\"");
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", ck);
+    ck_assert_int_eq(system(cmd), 0);
+    if (started) kill(pid, SIGINT);
+    int st;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    const char *e = tt_test_slurp(err_path);
+    ck_assert_msg(started, "the run did not start: %s", e);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 130, "status 0x%x, want exit 130 (stopped): %s", st, e);
+    ck_assert_msg(tt_test_count_lines(e) == 1 && strstr(e, "stopped by SIGINT") && strstr(e, "; no checkpoint: "),
+                  "stderr should hold the stop line, saying the checkpoint was not written: '%s'", e);
 }
 END_TEST
 
@@ -690,6 +716,7 @@ int main(void)
     tcase_add_test(tc, test_output_is_own_lock_file);
     tcase_add_test(tc, test_second_signal_after_the_line);
     tcase_add_test(tc, test_second_signal_with_stuck_stderr);
+    tcase_add_test(tc, test_stop_with_unwritable_checkpoint);
     tcase_add_test(tc, test_signal_in_final_evaluation);
     tcase_add_test(tc, test_predict_stops_at_next_sample);
     tcase_add_test(tc, test_eval_report_stops_at_next_row);
