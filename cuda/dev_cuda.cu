@@ -163,6 +163,30 @@ __global__ void k_add(float *y, const float *x, size_t n)
     GRID_STRIDE(i, n) y[i] = tt_add(y[i], x[i]);
 }
 
+/* --update device, replicated: a block's finiteness (one thread per TT_UPDATE_BLOCK elements), then the update of
+ * every element of a finite block (one thread per element), as cpu_update. */
+__global__ void k_update_bad(int32_t *bad, const float *g, size_t n)
+{
+    const size_t blocks = (n + TT_UPDATE_BLOCK - 1) / TT_UPDATE_BLOCK;
+    GRID_STRIDE(b, blocks)
+    {
+        const size_t lo = b * TT_UPDATE_BLOCK, hi = lo + TT_UPDATE_BLOCK < n ? lo + TT_UPDATE_BLOCK : n;
+        int finite = 1;
+        for (size_t i = lo; i < hi; i++) finite &= tt_finite(g[i]);
+        bad[b] = !finite;
+    }
+}
+
+__global__ void k_update(tt_update_args u, float *w, const float *g, float *m, float *v, float *a, const int32_t *bad,
+                         size_t n)
+{
+    GRID_STRIDE(i, n)
+    {
+        if (bad[i / TT_UPDATE_BLOCK]) continue;
+        tt_update_elem(&u, &w[i], m ? &m[i] : NULL, v ? &v[i] : NULL, a ? &a[i] : NULL, g[i]);
+    }
+}
+
 __global__ void k_u8_to_f32(float *y, const uint8_t *x, size_t n, float scale)
 {
     GRID_STRIDE(i, n) y[i] = tt_pixel(x[i], scale);
@@ -570,6 +594,17 @@ static void cu_peer_copy(void *ctx, void *d_dst, void *src_ctx, const void *d_sr
         CUDA_CHECK(c, cudaMemcpyAsync(d_dst, d_src, bytes, cudaMemcpyDeviceToDevice, c->stream));
     else
         CUDA_CHECK(c, cudaMemcpyPeerAsync(d_dst, c->device, d_src, s->device, bytes, c->stream));
+}
+
+static void cu_update(void *ctx, const tt_update_args *u, float *w, const float *g, float *m, float *v, float *a,
+                      int32_t *bad, size_t n, int skip)
+{
+    cuda_ctx *c = TOWER_CTX(ctx);
+    TT_LAUNCH(k_update_bad, blocks_for((n + TT_UPDATE_BLOCK - 1) / TT_UPDATE_BLOCK), kThreads, c->stream, bad, g, n);
+    LAUNCH_CHECK(c);
+    if (skip) return;
+    TT_LAUNCH(k_update, blocks_for(n), kThreads, c->stream, *u, w, g, m, v, a, (const int32_t *)bad, n);
+    LAUNCH_CHECK(c);
 }
 
 static void cu_add(void *ctx, float *y, const float *x, size_t n)
@@ -1027,6 +1062,7 @@ const tt_dev_ops tt_dev_cuda_ops = {
     cu_dropout,       /* dropout */
     cu_embed_fwd,     /* embed_fwd */
     cu_embed_bwd,     /* embed_bwd */
+    cu_update,        /* update */
     cu_event_create,  /* event_create */
     cu_event_destroy, /* event_destroy */
     cu_event_record,  /* event_record */

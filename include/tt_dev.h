@@ -84,6 +84,11 @@ typedef struct tt_dev_ops {
      * sum of the dy rows of its tokens in token order (every element written; no atomics: the order is fixed). */
     void (*embed_fwd)(void *ctx, float *d_y, const float *d_w, const float *d_t, size_t n, size_t V, size_t E);
     void (*embed_bwd)(void *ctx, float *d_dw, const float *d_dy, const float *d_t, size_t n, size_t V, size_t E);
+    /* The optimizer on this device (--update device, replicated): for every block of TT_UPDATE_BLOCK elements of g,
+     * bad[block] = 1 if it holds a NaN or an Inf, else 0; unless skip, every element of a finite block gets
+     * tt_update_elem(u, w, m, v, a, g) (m, v, a may be NULL where the optimizer keeps none). */
+    void (*update)(void *ctx, const tt_update_args *u, float *d_w, const float *d_g, float *d_m, float *d_v,
+                   float *d_a, int32_t *d_bad, size_t n, int skip);
     /* Events: marks on the tower's stream, so the ledger is timed without waiting for the device. event_record
      * marks the point the stream has reached; event_elapsed gives the seconds from a to b once both have completed
      * (after a sync). CPU: every op runs as it is issued, so an event is a clock reading (tt_now). */
@@ -133,6 +138,8 @@ void tt_dev_d2d(tt_dev *dev, void *d_dst, const void *d_src, size_t bytes);
 void tt_dev_sync(tt_dev *dev);
 void tt_dev_peer_copy(tt_dev *dst, void *d_dst, tt_dev *src, const void *d_src, size_t bytes);
 void tt_dev_add(tt_dev *dev, float *d_y, const float *d_x, size_t n);
+void tt_dev_update(tt_dev *dev, const tt_update_args *u, float *d_w, const float *d_g, float *d_m, float *d_v,
+                   float *d_a, int32_t *d_bad, size_t n, int skip);
 void tt_dev_sgemm(tt_dev *dev, int trans_a, int trans_b, size_t M, size_t N, size_t K, float alpha, const float *d_a,
                   size_t lda, const float *d_b, size_t ldb, float beta, float *d_c, size_t ldc);
 void tt_dev_fill(tt_dev *dev, float *d_x, size_t n, float value);

@@ -11,6 +11,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #if defined(__CUDACC__)
 #define TT_HD __host__ __device__ __forceinline__ static
@@ -417,6 +418,38 @@ TT_HD void tt_rmsprop_elem(float *w, float *v, float *s, float *a, float g, floa
         *w -= sn;
     } else {
         *w -= inc;
+    }
+}
+
+/* 1 if x is neither NaN nor Inf: its exponent field is not all ones (integer work, which -ffinite-math-only cannot
+ * fold away). */
+TT_HD int tt_finite(float x)
+{
+    uint32_t b;
+    memcpy(&b, &x, sizeof b);
+    return (b & 0x7f800000u) != 0x7f800000u;
+}
+
+/* One optimizer step of one element, whichever the optimizer — the four functions above with the arguments the
+ * host's tt_optim_apply passes them, so a device's update (--update device, replicated) writes the host's bits.
+ * kind: tt_optim_kind's value (0 sgd, 1 adam, 2 nadam, 3 rmsprop); m, v, a: the optimizer's state at this element
+ * (NULL where it keeps none: RMSprop's momentum and average gradient). */
+typedef struct tt_update_args {
+    int kind, nesterov;
+    float lr, momentum, beta1, beta2, epsilon, rho;
+    float alpha, cm, cg, cv; /* the step's scalars (tt_optim_begin_step: Adam's alpha, Nadam's cm, cg, cv) */
+} tt_update_args;
+
+/* The blocks a device's update checks for NaN and Inf: a block that holds one is not applied. */
+#define TT_UPDATE_BLOCK 2048
+
+TT_HD void tt_update_elem(const tt_update_args *u, float *w, float *m, float *v, float *a, float g)
+{
+    switch (u->kind) {
+    case 0: tt_sgd_elem(w, m, g, u->lr, u->momentum, u->nesterov); break;
+    case 1: tt_adam_elem(w, m, v, g, u->alpha, u->beta1, u->beta2, u->epsilon); break;
+    case 2: tt_nadam_elem(w, m, v, g, u->lr, u->beta1, u->beta2, u->epsilon, u->cm, u->cg, u->cv); break;
+    default: tt_rmsprop_elem(w, v, m, a, g, u->lr, u->rho, u->momentum, u->epsilon); break;
     }
 }
 

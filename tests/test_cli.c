@@ -1065,6 +1065,16 @@ START_TEST(test_failed_writes)
     ck_assert(WIFEXITED(st));
     ck_assert_msg(atoi(tt_test_slurp(rc_path)) == 1, "exit %s after its reader left", tt_test_slurp(rc_path));
     ck_assert_msg(strstr(tt_test_slurp(err_path), "stdout: write failed: Broken pipe"), "%s", tt_test_slurp(err_path));
+    /* a live bar whose reader leaves after the first one: the failed write is noticed while the crew runs, the run
+     * halts at the next step and says so as the failed write (exit 1), not as a stop */
+    snprintf(cmd, sizeof cmd, "{ '%s' train --device cpu --data %s --val-samples 50 --epochs 200 --batch 8 "
+             "--progress bar 2>'%s'; echo $? >'%s'; } | awk '/^Epoch 1\\//{exit}'", TT_BIN, dir, err_path, rc_path);
+    st = system(cmd);
+    ck_assert(WIFEXITED(st));
+    ck_assert_msg(atoi(tt_test_slurp(rc_path)) == 1, "exit %s after its reader left mid-epoch: %s",
+                  tt_test_slurp(rc_path), tt_test_slurp(err_path));
+    ck_assert_msg(strstr(tt_test_slurp(err_path), "stdout: write failed: Broken pipe") &&
+                  tt_test_count_lines(tt_test_slurp(err_path)) == 1, "%s", tt_test_slurp(err_path));
 }
 END_TEST
 

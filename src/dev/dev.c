@@ -102,6 +102,14 @@ void tt_dev_add(tt_dev *dev, float *d_y, const float *d_x, size_t n)
     dev->ops->add(dev->ctx, d_y, d_x, n);
 }
 
+void tt_dev_update(tt_dev *dev, const tt_update_args *u, float *d_w, const float *d_g, float *d_m, float *d_v,
+                   float *d_a, int32_t *d_bad, size_t n, int skip)
+{
+    if (n == 0) return;
+    TT_ASSERT(u && d_w && d_g && d_bad);
+    dev->ops->update(dev->ctx, u, d_w, d_g, d_m, d_v, d_a, d_bad, n, skip);
+}
+
 void tt_dev_sgemm(tt_dev *dev, int trans_a, int trans_b, size_t M, size_t N, size_t K, float alpha, const float *d_a,
                   size_t lda, const float *d_b, size_t ldb, float beta, float *d_c, size_t ldc)
 {

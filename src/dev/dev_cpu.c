@@ -63,6 +63,21 @@ static void cpu_add(void *ctx, float *restrict y, const float *restrict x, size_
     for (size_t i = 0; i < n; i++) y[i] = tt_add(y[i], x[i]);
 }
 
+static void cpu_update(void *ctx, const tt_update_args *u, float *w, const float *g, float *m, float *v, float *a,
+                       int32_t *bad, size_t n, int skip)
+{
+    (void)ctx;
+    for (size_t b = 0; b * TT_UPDATE_BLOCK < n; b++) {
+        const size_t lo = b * TT_UPDATE_BLOCK, hi = lo + TT_UPDATE_BLOCK < n ? lo + TT_UPDATE_BLOCK : n;
+        int finite = 1;
+        for (size_t i = lo; i < hi; i++) finite &= tt_finite(g[i]);
+        bad[b] = !finite;
+        if (skip || !finite) continue;
+        for (size_t i = lo; i < hi; i++)
+            tt_update_elem(u, &w[i], m ? &m[i] : NULL, v ? &v[i] : NULL, a ? &a[i] : NULL, g[i]);
+    }
+}
+
 static void cpu_sgemm(void *ctx, int ta, int tb, size_t M, size_t N, size_t K, float alpha, const float *a,
                       size_t lda, const float *b, size_t ldb, float beta, float *c, size_t ldc)
 {
@@ -273,6 +288,7 @@ const tt_dev_ops tt_dev_cpu_ops = {
     .dropout = cpu_dropout,
     .embed_fwd = cpu_embed_fwd,
     .embed_bwd = cpu_embed_bwd,
+    .update = cpu_update,
     .event_create = cpu_event_create,
     .event_destroy = cpu_event_destroy,
     .event_record = cpu_event_record,
