@@ -12,6 +12,7 @@
 #define TT_OPTIM_H
 
 #include "tt_common.h"
+#include "tt_math.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -41,6 +42,12 @@ typedef struct tt_optim {
     /* this step's scalars, set by tt_optim_begin_step */
     float alpha, cm, cg, cv;
 } tt_optim;
+
+/* Whether a configuration keeps state vector k (0 m, 1 v, 2 a: tt_optim's fields, in tt_optim_slots' order). */
+int tt_optim_keeps(const tt_optim_config *c, int k);
+/* The arguments of tt_update_elem (tt_math.h) for this step: the configuration and the step's scalars
+ * (after tt_optim_begin_step). */
+void tt_optim_update_args(const tt_optim *o, tt_update_args *u);
 
 /* Keras defaults for a kind; returns -1 for an unknown name. */
 int tt_optim_parse_kind(const char *name, tt_optim_kind *kind);

@@ -57,6 +57,19 @@ const char *tt_reduce_name(tt_reduce r);
  * device, allreduce or nccl"); tower_order: only those that add in tower order. Returns buf (cut short to len). */
 const char *tt_reduce_list(char *buf, size_t len, const char *sep, const char *last, int tower_order);
 
+/* Where the optimizer runs (--update): the master weights and the optimizer's state on the host (the tower design:
+ * every step the towers pull the weights and the host updates them), on tower 0's device (the summed gradient stays
+ * there, tower 0 updates, the other towers pull from it: TF's ReductionToOneDevice with variables on GPU 0), or on
+ * every tower's device (each keeps its own copy and state, the gradient is all-reduced and every tower applies the
+ * same update: MirroredStrategy, DDP). Every one gives the same bits (the same sums in the same order, the same
+ * tt_update_elem), except where a placement adds in its own order (nccl). */
+typedef enum { TT_UPDATE_HOST, TT_UPDATE_DEVICE, TT_UPDATE_REPLICATED, TT_UPDATE_COUNT } tt_update;
+extern const char *const tt_update_names[TT_UPDATE_COUNT + 1]; /* indexed by the value, NULL after the last */
+const char *tt_update_name(tt_update u);
+/* What it does, for --help: one phrase; and the placements it runs with (bit 1u << tt_reduce). */
+const char *tt_update_help(tt_update u);
+unsigned tt_update_reduces(tt_update u);
+
 typedef struct tt_trainer_config {
     const tt_dev_ops *ops; /* backend */
     int n_devices;         /* devices the towers use; tower t uses devices[t % n_devices] */
@@ -65,6 +78,7 @@ typedef struct tt_trainer_config {
     size_t batch;          /* B: global batch (the largest step this trainer will be given) */
     tt_optim_config optim;
     tt_reduce reduce;      /* where the gradients are summed */
+    tt_update update;      /* where the optimizer runs */
     int host_threads;      /* host crew for reduce + update; 0 = number of CPUs */
     uint64_t seed;         /* the run's seed: dropout masks are a hash of (seed, epoch, layer, sample, element) */
     const atomic_int *stop; /* may be NULL; non-zero at the end of a step halts the run there (tt_signal_flag) */

@@ -540,6 +540,101 @@ START_TEST(test_col_sum)
 }
 END_TEST
 
+/* The optimizer on a device (--update device, replicated): every optimizer and state combination over sizes around
+ * the finiteness block (TT_UPDATE_BLOCK), with a NaN in one block and an Inf in another: the weights, every state
+ * vector and the block flags against the CPU's; with skip (a non-finite loss) nothing moves but the flags. Exact on
+ * the CPU and on the stand-in (the formulas compiled without FMA contraction, as the C oracle); a GPU contracts
+ * (nvcc's --fmad), so there within 1e-5 relative. */
+START_TEST(test_update)
+{
+    pair p;
+    pair_init(&p);
+    const int exact = ops == &tt_dev_cpu_ops || strstr(ops->name, "stand-in") != NULL;
+    const tt_update_args args[] = {
+        {0, 1, 0.01f, 0.9f, 0, 0, 0, 0, 0, 0, 0, 0},                         /* sgd, nesterov momentum */
+        {0, 0, 0.1f, 0.0f, 0, 0, 0, 0, 0, 0, 0, 0},                          /* sgd */
+        {1, 0, 0.001f, 0, 0.9f, 0.999f, 1e-7f, 0, 0.0003f, 0, 0, 0},         /* adam, the step's alpha */
+        {2, 0, 0.002f, 0, 0.9f, 0.999f, 1e-7f, 0, 0, 5.1f, 0.06f, 1000.5f}, /* nadam, its scalars */
+        {3, 0, 0.001f, 0.5f, 0, 0, 1e-7f, 0.9f, 0, 0, 0, 0},                 /* rmsprop, momentum (and centered) */
+        {3, 0, 0.001f, 0.0f, 0, 0, 1e-7f, 0.9f, 0, 0, 0, 0},                 /* rmsprop plain */
+    };
+    const size_t sizes[] = {1, 2047, 2048, 2049, 3 * TT_UPDATE_BLOCK + 5};
+    for (size_t c = 0; c < sizeof args / sizeof args[0]; c++)
+        for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+            for (int skip = 0; skip < 2; skip++) {
+                const size_t n = sizes[s], blocks = (n + TT_UPDATE_BLOCK - 1) / TT_UPDATE_BLOCK;
+                float *hw = random_host(n, 600 + s), *hg = random_host(n, 700 + s), *hm = random_host(n, 800 + s);
+                float *hv = random_host(n, 900 + s), *ha = random_host(n, 1000 + s), *hb = random_host(blocks, 1);
+                for (size_t i = 0; i < n; i++) hv[i] = fabsf(hv[i]); /* second moments are not negative */
+                if (n > TT_UPDATE_BLOCK) hg[TT_UPDATE_BLOCK + 3] = NAN;
+                if (n > 3 * TT_UPDATE_BLOCK) hg[n - 1] = INFINITY;
+                const int has_m = args[c].kind != 3 || args[c].momentum > 0, has_v = args[c].kind != 0;
+                const int has_a = args[c].kind == 3 && args[c].momentum > 0; /* centered with momentum */
+                float *w0, *w1, *g0, *g1, *m0, *m1, *v0, *v1, *a0, *a1, *b0, *b1;
+                upload(&p, hw, n, &w0, &w1);
+                upload(&p, hg, n, &g0, &g1);
+                upload(&p, hm, n, &m0, &m1);
+                upload(&p, hv, n, &v0, &v1);
+                upload(&p, ha, n, &a0, &a1);
+                upload(&p, hb, blocks, &b0, &b1);
+                tt_dev_update(&p.cpu, &args[c], w0, g0, has_m ? m0 : NULL, has_v ? v0 : NULL, has_a ? a0 : NULL,
+                              (int32_t *)b0, n, skip);
+                tt_dev_update(&p.dev, &args[c], w1, g1, has_m ? m1 : NULL, has_v ? v1 : NULL, has_a ? a1 : NULL,
+                              (int32_t *)b1, n, skip);
+                char what[96];
+                const double rtol = exact ? 0 : 1e-5, atol = exact ? 0 : 1e-7;
+                snprintf(what, sizeof what, "update kind %d case %zu n=%zu%s: weights", args[c].kind, c, n,
+                         skip ? " skip" : "");
+                compare(&p, what, w0, w1, n, atol, rtol);
+                snprintf(what, sizeof what, "update case %zu n=%zu: state", c, n);
+                compare(&p, what, m0, m1, n, atol, rtol);
+                compare(&p, what, v0, v1, n, atol, rtol);
+                compare(&p, what, a0, a1, n, atol, rtol);
+                snprintf(what, sizeof what, "update case %zu n=%zu: the non-finite blocks", c, n);
+                compare(&p, what, b0, b1, blocks, 0, 0);
+                tt_dev_dfree(&p.cpu, g0);
+                tt_dev_dfree(&p.dev, g1);
+                tt_free(hw);
+                tt_free(hg);
+                tt_free(hm);
+                tt_free(hv);
+                tt_free(ha);
+                tt_free(hb);
+            }
+    pair_free(&p);
+}
+END_TEST
+
+/* The CPU's update itself: a skipped step or a non-finite block leaves the weights and the state as they were, the
+ * flags say which blocks were not finite, and a finite block moves. */
+START_TEST(test_update_flags)
+{
+    tt_dev cpu;
+    tt_error err;
+    ck_assert_int_eq(tt_dev_init(&cpu, &tt_dev_cpu_ops, 0, &err), TT_OK);
+    enum { N = 2 * TT_UPDATE_BLOCK + 1 };
+    float *w = tt_dev_alloc_f32(&cpu, N), *g = tt_dev_alloc_f32(&cpu, N), *m = tt_dev_alloc_f32(&cpu, N);
+    int32_t bad[3] = {7, 7, 7};
+    for (size_t i = 0; i < N; i++) {
+        w[i] = 1.0f;
+        g[i] = 1.0f;
+        m[i] = 0.0f;
+    }
+    g[TT_UPDATE_BLOCK + 5] = NAN;
+    const tt_update_args sgd = {0, 0, 0.5f, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    tt_dev_update(&cpu, &sgd, w, g, m, NULL, NULL, bad, N, 1); /* skipped: flags only */
+    ck_assert(bad[0] == 0 && bad[1] == 1 && bad[2] == 0 && w[0] == 1.0f && w[N - 1] == 1.0f);
+    tt_dev_update(&cpu, &sgd, w, g, m, NULL, NULL, bad, N, 0);
+    ck_assert_msg(w[0] == 0.5f && w[N - 1] == 0.5f && m[0] == -0.5f, "w %g %g m %g", w[0], w[N - 1], m[0]);
+    ck_assert_msg(w[TT_UPDATE_BLOCK] == 1.0f && w[2 * TT_UPDATE_BLOCK - 1] == 1.0f && m[TT_UPDATE_BLOCK] == 0.0f,
+                  "a non-finite block moved");
+    tt_dev_dfree(&cpu, w);
+    tt_dev_dfree(&cpu, g);
+    tt_dev_dfree(&cpu, m);
+    tt_dev_free(&cpu);
+}
+END_TEST
+
 /* The embedding's gradient, exact against the CPU and repeated to the bit: no tokens, fewer than one sorted run (32),
  * runs that do not fill the last merge, thousands of tokens (several merge passes), and one id only. Ids repeat, some
  * never occur (id 1 never does), and some are out of range (V, V + 5, -1, 1e9, NaN: no gradient). dy spans 2^-10 ..
@@ -730,6 +825,8 @@ int main(int argc, char **argv)
             tcase_add_test(tc, test_dropout_embedding_ops);
             tcase_add_test(tc, test_col_sum);
             tcase_add_test(tc, test_embed_bwd);
+            tcase_add_test(tc, test_update);
+            tcase_add_test(tc, test_update_flags);
             tcase_add_test(tc, test_events);
             suite_add_tcase(s, tc);
         }

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # test_sim_train.sh — `towertrain train --device cuda` on the CPU stand-in (a -DTT_CUDA_SIM=ON build): the seed mlp,
-# the cnn and the textcnn under every placement (cpu, device, allreduce, nccl), each against the CPU backend with
+# the cnn and the textcnn under every placement (cpu, device, allreduce, nccl) and every --update on the devices
+# (device with device and nccl, replicated with allreduce and nccl; the cnn: replicated with allreduce), each
+# against the CPU backend with
 # the same towers. The mlp must agree to the last printed digit of the JSON log (every op runs the same tt_math.h
 # code or the same OpenBLAS call as on the CPU); cnn and textcnn within TOL (their bias gradients over B·OH·OW rows
 # add in chunks on a GPU, in rows on the CPU: docs/cuda.md). The four CUDA placements must agree with each other
@@ -46,17 +48,20 @@ for model in mlp cnn textcnn; do
     { bad "$model: the CPU run: $out"; continue; }
   ref=$(figures "$tmp/$model-cpu.json")
   first=""
-  for place in cpu device allreduce nccl; do
+  for run in cpu/host device/host allreduce/host nccl/host device/device nccl/device allreduce/replicated \
+             nccl/replicated; do
+    place=${run%/*} update=${run#*/}
+    case $model/$run in cnn/*/device | cnn/nccl/replicated) continue ;; esac # the cnn is slow on the stand-in
     # shellcheck disable=SC2086
-    out=$(env TT_SIM_PAGEABLE=error ${sim[$place]} "$bin" train --device cuda --reduce "$place" ${args[$model]} \
-      $common --log-json "$tmp/$model-$place.json" 2>&1 >/dev/null) || {
-      bad "$model --reduce $place on the stand-in (${sim[$place]}): $out"
+    out=$(env TT_SIM_PAGEABLE=error ${sim[$place]} "$bin" train --device cuda --reduce "$place" --update "$update" \
+      ${args[$model]} $common --log-json "$tmp/$model-$place-$update.json" 2>&1 >/dev/null) || {
+      bad "$model --reduce $place --update $update on the stand-in (${sim[$place]}): $out"
       continue
     }
-    got=$(figures "$tmp/$model-$place.json")
-    echo "$model --reduce $place (${sim[$place]}): $got"
+    got=$(figures "$tmp/$model-$place-$update.json")
+    echo "$model --reduce $place --update $update (${sim[$place]}): $got"
     [ -n "$first" ] || first=$got
-    [ "$got" = "$first" ] || bad "$model: --reduce $place differs from --reduce cpu on the stand-in: $got vs $first"
+    [ "$got" = "$first" ] || bad "$model: --reduce $place --update $update differs from --reduce cpu on the stand-in: $got vs $first"
   done
   echo "$model on the CPU backend:             $ref"
   if [ "$model" = mlp ]; then

@@ -73,6 +73,7 @@ static const tt_model_input *input_of(const tt_dataset *ds)
 }
 
 static tt_reduce g_reduce = TT_REDUCE_CPU; /* placement used by train_steps */
+static tt_update g_update = TT_UPDATE_HOST; /* and where its optimizer runs */
 static tt_backend g_be;                    /* the backend under test and its devices */
 static const char *g_device = "cpu";       /* its name, for tt_run_on */
 
@@ -83,6 +84,7 @@ static tt_trainer_config tower_config(size_t towers, size_t batch, tt_optim_conf
     tc.ops = g_be.ops;
     tc.n_devices = g_be.n_devices;
     tc.devices = g_be.devices;
+    tc.update = g_update;
     return tc;
 }
 
@@ -125,8 +127,12 @@ static float *train_steps_on(tt_reduce reduce, size_t towers, size_t batch, tt_o
         ck_assert_uint_eq(res.n, n);
     }
     *P = m.n_params;
-    float *out = (float *)tt_malloc(m.n_params * sizeof(float));
+    /* the weights, then the optimizer's state vectors (tt_optim_slots' order) */
+    tt_optim_slot sl[3];
+    const int slots = tt_optim_slots(&tr.opt, sl);
+    float *out = (float *)tt_malloc((1 + (size_t)slots) * m.n_params * sizeof(float));
     memcpy(out, tr.h_params, m.n_params * sizeof(float));
+    for (int k = 0; k < slots; k++) memcpy(out + (1 + (size_t)k) * m.n_params, sl[k].data, m.n_params * sizeof(float));
     tt_trainer_free(&tr);
     tt_free(idx);
     tt_free(init);
@@ -249,6 +255,84 @@ static void placements_agree(void)
 }
 
 START_TEST(test_placements_agree) { placements_agree(); }
+END_TEST
+
+/* --update device (tower 0's device) and replicated (every tower's) run tt_update_elem on the same sums in the same
+ * order as the host's optimizer: after 30 steps with uneven shards and a partial last step, the weights and every
+ * optimizer state vector equal the host's to the bit, for every optimizer and N = 1..4 (a GPU backend: one more than
+ * its GPUs). A combination the placement cannot serve is refused with one line. */
+static void updates_agree(void)
+{
+    tt_dataset ds;
+    g_w->make(&ds, 600, 6);
+    tt_optim_config ocs[4] = {tt_optim_defaults(TT_OPT_SGD), tt_optim_defaults(TT_OPT_ADAM),
+                              tt_optim_defaults(TT_OPT_NADAM), tt_optim_defaults(TT_OPT_RMSPROP)};
+    ocs[0].momentum = 0.9f;
+    ocs[0].nesterov = 1;
+    ocs[3].momentum = 0.5f;
+    ocs[3].centered = 1;
+    static const struct {
+        tt_update update;
+        tt_reduce reduce;
+    } runs[] = {{TT_UPDATE_DEVICE, TT_REDUCE_DEVICE}, {TT_UPDATE_REPLICATED, TT_REDUCE_ALLREDUCE}};
+    for (int k = 0; k < 4; k++)
+        for (size_t N = 1; N <= max_towers(47); N++) {
+            size_t P;
+            g_reduce = TT_REDUCE_CPU;
+            g_update = TT_UPDATE_HOST;
+            float *ref = train_steps(N, 47, ocs[k], 30, &ds, 13, &P);
+            const size_t floats = (1 + tt_optim_state_floats(&ocs[k])) * P;
+            for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
+                g_reduce = runs[r].reduce;
+                g_update = runs[r].update;
+                float *w = train_steps(N, 47, ocs[k], 30, &ds, 13, &P);
+                size_t first = floats;
+                for (size_t i = 0; i < floats && first == floats; i++)
+                    if (memcmp(&w[i], &ref[i], sizeof(float)) != 0) first = i;
+                ck_assert_msg(first == floats, "%s N=%zu --update %s: float %zu of %zu (weights then state) is %.9g, "
+                              "the host's %.9g", tt_optim_kind_name(ocs[k].kind), N, tt_update_name(g_update), first,
+                              floats, first < floats ? w[first] : 0, first < floats ? ref[first] : 0);
+                tt_free(w);
+            }
+            tt_free(ref);
+        }
+    /* NCCL (a GPU backend, one GPU per tower): its reduce and all-reduce add in NCCL's order, so the update on the
+     * devices is held to the host's update of the same NCCL sum within the N-towers tolerance */
+    for (int k = 0; k < 4 && g_be.ops != &tt_dev_cpu_ops; k++)
+        for (size_t N = 1; N <= (size_t)g_be.n_devices && N <= 4; N++) {
+            size_t P;
+            g_update = TT_UPDATE_HOST;
+            tt_error e;
+            float *ref = train_steps_on(TT_REDUCE_NCCL, N, 47, ocs[k], 30, &ds, 13, &P, &e);
+            if (!ref) break; /* a build without NCCL: check_nccl says so */
+            const size_t floats = (1 + tt_optim_state_floats(&ocs[k])) * P;
+            for (int u = TT_UPDATE_DEVICE; u <= TT_UPDATE_REPLICATED; u++) {
+                g_update = (tt_update)u;
+                float *w = train_steps_on(TT_REDUCE_NCCL, N, 47, ocs[k], 30, &ds, 13, &P, &e);
+                ck_assert_msg(w != NULL, "--reduce nccl --update %s: %s", tt_update_name(g_update), e.msg);
+                for (size_t i = 0; i < floats; i++)
+                    ck_assert_msg(tt_close(w[i], ref[i], 2e-6, 1e-5), "%s N=%zu --reduce nccl --update %s: float %zu "
+                                  "%.9g, the host's %.9g", tt_optim_kind_name(ocs[k].kind), N, tt_update_name(g_update),
+                                  i, w[i], ref[i]);
+                tt_free(w);
+            }
+            tt_free(ref);
+        }
+    /* the placements that leave no sum where the update runs */
+    tt_error err;
+    size_t P;
+    g_update = TT_UPDATE_DEVICE;
+    ck_assert(train_steps_on(TT_REDUCE_CPU, 2, 47, ocs[1], 1, &ds, 0, &P, &err) == NULL);
+    ck_assert_msg(strstr(err.msg, "--update device: needs --reduce device or nccl") != NULL, "%s", err.msg);
+    g_update = TT_UPDATE_REPLICATED;
+    ck_assert(train_steps_on(TT_REDUCE_DEVICE, 2, 47, ocs[1], 1, &ds, 0, &P, &err) == NULL);
+    ck_assert_msg(strstr(err.msg, "--update replicated: needs --reduce allreduce or nccl") != NULL, "%s", err.msg);
+    g_reduce = TT_REDUCE_CPU;
+    g_update = TT_UPDATE_HOST;
+    tt_dataset_free(&ds);
+}
+
+START_TEST(test_updates_agree) { updates_agree(); }
 END_TEST
 
 static void run_full(size_t towers, uint64_t seed, tt_run_result *res)
@@ -808,6 +892,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_n_towers_equal_one_adam);
     tcase_add_test(tc, test_empty_shards);
     tcase_add_test(tc, test_placements_agree);
+    tcase_add_test(tc, test_updates_agree);
     tcase_add_test(tc, test_same_seed_bit_identical);
     tcase_add_test(tc, test_epoch_trains_every_sample_and_allocates_nothing);
     tcase_add_test(tc, test_run_equals_hand_replay);

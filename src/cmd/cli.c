@@ -157,7 +157,8 @@ static tt_status set_choice(const cli_opt *o, cli_parse *p, const char *v, tt_er
                    choice_list(o, ", ", " or ", list, sizeof list));
 }
 _Static_assert(sizeof(tt_lr_scaling) == sizeof(int) && sizeof(tt_progress) == sizeof(int) &&
-                   sizeof(tt_save_best) == sizeof(int) && sizeof(tt_node_reduce) == sizeof(int),
+                   sizeof(tt_save_best) == sizeof(int) && sizeof(tt_node_reduce) == sizeof(int) &&
+                   sizeof(tt_update) == sizeof(int),
                "set_choice writes an int");
 
 static tt_status set_reduce(const cli_opt *o, cli_parse *p, const char *v, tt_error *err)
@@ -193,6 +194,7 @@ static void help_optimizer(FILE *f, const cli_opt *o);
 static void help_placements(FILE *f, const cli_opt *o);
 static void help_elsewhere(FILE *f, const cli_opt *o) { (void)f, (void)o; }
 static void help_choices(FILE *f, const cli_opt *o);
+static void help_updates(FILE *f, const cli_opt *o);
 
 /* The commands that read the train options, and how each refuses one it does not take. */
 enum { CMD_TRAIN, CMD_BENCH, CMD_COMPARE, CMD_PROBE, CMD_SUMMARY, CMD_EVAL, CMD_PREDICT, CMD_COUNT };
@@ -267,6 +269,7 @@ static const cli_opt g_opts[] = {
     {"--host-threads", "N", set_threads, 0, 1, 256, CMDS_USE,
      "host threads for the gradient sum and the optimizer [CPUs]", NULL, NULL},
     {"--reduce", "PLACE", set_reduce, 0, 0, 0, ON(TRAIN) | ON(BENCH), NULL, help_placements, NULL},
+    {"--update", "PLACE", set_choice, CFG(update), 0, 0, CMDS_RUNS, NULL, help_updates, tt_update_names},
     {"--node-reduce", "MODE", set_choice, CFG(node_reduce), 0, 0, CMDS_RUNS,
      "under mpirun -np K: how the ranks combine their node sums (docs/scaleout.md):\n"
      "allreduce (every rank gets the global sum and updates its own copy) or ps (rank\n"
@@ -337,6 +340,24 @@ static void help_fill(FILE *f, const cli_opt *o, const char *fill)
     snprintf(text, sizeof text, o->help, fill);
     help_name(f, o->name, o->arg);
     help_text(f, text);
+}
+
+/* --update's help from the trainer's table: every update placement, its phrase and the placements it runs with. */
+static void help_updates(FILE *f, const cli_opt *o)
+{
+    help_name(f, o->name, o->arg);
+    fprintf(f, "where the optimizer runs [host]:");
+    for (int u = 0; u < TT_UPDATE_COUNT; u++) {
+        char with[96] = "any --reduce";
+        size_t n = 0;
+        const unsigned r_all = (1u << TT_REDUCE_COUNT) - 1, rs = tt_update_reduces((tt_update)u);
+        for (int r = 0; r < TT_REDUCE_COUNT && rs != r_all; r++)
+            if (rs & (1u << r))
+                n += (size_t)snprintf(with + n, sizeof with - n, "%s%s", n ? "/" : "--reduce ",
+                                      tt_reduce_name((tt_reduce)r));
+        fprintf(f, "\n%24s%s (%s): %s", "", tt_update_name((tt_update)u), with, tt_update_help((tt_update)u));
+    }
+    fputc('\n', f);
 }
 
 /* A choice row: its words, "a | b | c" */

@@ -159,6 +159,19 @@ static const struct {
     int (*kept)(const tt_optim_config *c);
 } g_slots[3] = {{"momentum", has_m_buf}, {"velocity", has_v_buf}, {"average_gradient", has_a_buf}};
 
+int tt_optim_keeps(const tt_optim_config *c, int k) { return k >= 0 && k < 3 && g_slots[k].kept(c); }
+
+_Static_assert(TT_OPT_SGD == 0 && TT_OPT_ADAM == 1 && TT_OPT_NADAM == 2 && TT_OPT_RMSPROP == 3,
+               "tt_update_elem's kinds are tt_optim_kind's values");
+
+void tt_optim_update_args(const tt_optim *o, tt_update_args *u)
+{
+    const tt_optim_config *c = &o->cfg;
+    const tt_update_args a = {(int)c->kind, c->nesterov, c->lr,    c->momentum, c->beta1, c->beta2, c->epsilon,
+                              c->rho,       o->alpha,    o->cm, o->cg,       o->cv};
+    *u = a;
+}
+
 int tt_optim_slot_names(const tt_optim_config *cfg, const char *out[3])
 {
     int n = 0;

@@ -53,7 +53,9 @@ void print_banner(run_state *rs)
             rs->be.n_devices, rs->be.n_devices == 1 ? "" : "s", N, N == 1 ? "" : "s", c->batch);
     if (B < c->batch) fprintf(out, " (more than the %zu training samples: shards sized for %zu)", rs->train->n, B);
     const size_t G = N * (size_t)rs->K; /* every tower of the job */
-    fprintf(out, " (shards of %zu..%zu) | --reduce %s\n", B / G, (B + G - 1) / G, tt_reduce_name(c->reduce));
+    fprintf(out, " (shards of %zu..%zu) | --reduce %s", B / G, (B + G - 1) / G, tt_reduce_name(c->reduce));
+    if (c->update != TT_UPDATE_HOST) fprintf(out, " --update %s", tt_update_name(c->update));
+    fputc('\n', out);
     if (rs->K > 1)
         fprintf(out, "job: %d ranks x %zu tower%s = %zu towers (mpirun; %d on this machine, %d host thread%s each) | "
                 "--node-reduce %s\n", rs->K, N, N == 1 ? "" : "s", G, rs->nd->local_size, rs->tc.host_threads,
@@ -98,11 +100,12 @@ void log_start(run_state *rs)
                   "{\"event\":\"start\",\"version\":\"%s\",\"backend\":\"%s\",\"towers\":%zu,\"batch\":%zu,"
                   "\"epochs\":%zu,\"optimizer\":\"%s\",\"lr\":%.7g,\"base_lr\":%.7g,\"lr_scaling\":\"%s\","
                   "\"seed\":%llu,\"train_samples\":%zu,\"val_samples\":%zu,\"test_samples\":%zu,\"params\":%zu,"
-                  "\"model\":\"%s\",\"reduce\":\"%s\",\"flush_denormals\":%s,\"ranks\":%d,\"node_reduce\":\"%s\"}\n",
+                  "\"model\":\"%s\",\"reduce\":\"%s\",\"update\":\"%s\",\"flush_denormals\":%s,\"ranks\":%d,"
+                  "\"node_reduce\":\"%s\"}\n",
                   TT_VERSION, rs->ops->name, c->towers, c->batch, c->epochs, tt_optim_kind_name(rs->tc.optim.kind),
                   (double)rs->tc.optim.lr, (double)c->optim.lr, tt_lr_scaling_names[c->lr_scaling],
                   (unsigned long long)c->seed, rs->train->n, rs->val->n, rs->test->n, rs->model->n_params,
-                  tt_model_file(rs->model) ? "file" : c->model, tt_reduce_name(c->reduce),
+                  tt_model_file(rs->model) ? "file" : c->model, tt_reduce_name(c->reduce), tt_update_name(c->update),
                   tt_fpu_flushing() ? "true" : "false", rs->K, tt_node_reduce_name(c->node_reduce));
     log_commit(rs);
 }

@@ -54,7 +54,11 @@ struct tt_tower {
     float *d_stats;     /* (rows, 2): loss, rank */
     uint8_t *d_x8;      /* (rows, D) raw bytes of a byte data set, scaled into d_act[0] on the device */
     float *d_recv;      /* device: tower 0, (P); allreduce: every tower, (S) — a peer's gradient (slice) */
-    float *d_acc;       /* device, nccl: tower 0, (P) the sum; allreduce: (S) this tower's slice of the sum */
+    float *d_acc;       /* device, nccl: tower 0, (P) the sum; allreduce: (S) this tower's slice of the sum
+                         * (--update replicated: every tower (P), the whole sum) */
+    float *d_m, *d_v, *d_a; /* --update device (tower 0), replicated (every tower): the optimizer's state here */
+    int32_t *d_bad, *h_bad; /* and the update's blocks that were not finite (TT_UPDATE_BLOCK each), read back */
+    float *h_stage;         /* (P) pinned: the host's optimizer state on its way to and from the device */
     size_t slice_lo, slice_n; /* allreduce: this tower's slice [slice_lo, slice_lo + slice_n) of the buffer */
     void *ev[EV_COUNT]; /* events on this tower's stream */
     /* host staging (pinned on a GPU backend) */
@@ -160,7 +164,8 @@ static void buffers_tower0(tt_trainer *tr, tt_tower *tw, buf_list *l)
 {
     const size_t P = tr->model->n_params, N = tr->cfg.n_towers;
     const int nccl = tr->cfg.reduce == TT_REDUCE_NCCL; /* NCCL runs even for one tower: its code is then tested */
-    if (tw->id == 0 && (N > 1 || nccl)) /* the sum (device: tower 1's gradient is copied straight into it) */
+    if ((tw->id == 0 || tr->cfg.update == TT_UPDATE_REPLICATED) && (N > 1 || nccl)) /* the sum (device: tower 1's
+                                                                         * gradient is copied straight into it) */
         add_buf(l, &tw->d_acc, P * sizeof(float), 0, "reduction buffers", TT_MEM_BY_PARAMS);
     if (tr->cfg.reduce == TT_REDUCE_DEVICE && tw->id == 0 && N > 2) /* towers 2.. arrive here before each is added */
         add_buf(l, &tw->d_recv, P * sizeof(float), 0, "reduction buffers", TT_MEM_BY_PARAMS);
@@ -174,7 +179,9 @@ static void buffers_allreduce(tt_trainer *tr, tt_tower *tw, buf_list *l)
     tw->slice_lo = (size_t)tw->id * S < P ? (size_t)tw->id * S : P;
     tw->slice_n = tw->slice_lo + S < P ? S : P - tw->slice_lo;
     add_buf(l, &tw->d_recv, S * sizeof(float), 0, "reduction buffers", TT_MEM_BY_PARAMS);
-    add_buf(l, &tw->d_acc, S * sizeof(float), 0, "reduction buffers", TT_MEM_BY_PARAMS);
+    /* --update replicated: the whole sum, every tower's slice gathered into it */
+    add_buf(l, &tw->d_acc, (tr->cfg.update == TT_UPDATE_REPLICATED ? P : S) * sizeof(float), 0, "reduction buffers",
+            TT_MEM_BY_PARAMS);
 }
 
 static void reduce_device(tt_tower *tw);
@@ -241,6 +248,53 @@ const char *tt_reduce_list(char *buf, size_t len, const char *sep, const char *l
     return list_names(buf, len, sep, last, tower_order ? keep_tower_order : keep_all);
 }
 
+/* ---- update placements: where the optimizer runs ----------------------------------------------------------- */
+
+const char *const tt_update_names[TT_UPDATE_COUNT + 1] = {"host", "device", "replicated", NULL};
+#define ON(r) (1u << TT_REDUCE_##r)
+static const struct {
+    const char *help;  /* --help's phrase */
+    unsigned reduces;  /* the placements it runs with */
+} updates[TT_UPDATE_COUNT] = {
+    [TT_UPDATE_HOST] = {"master weights and optimizer on the host, pulled and pushed",
+                        ON(CPU) | ON(DEVICE) | ON(ALLREDUCE) | ON(NCCL)},
+    [TT_UPDATE_DEVICE] = {"on tower 0's device beside the sum; the others pull from it", ON(DEVICE) | ON(NCCL)},
+    [TT_UPDATE_REPLICATED] = {"every tower updates its own copy with the all-reduced sum",
+                              ON(ALLREDUCE) | ON(NCCL)},
+};
+#undef ON
+
+const char *tt_update_name(tt_update u) { return (unsigned)u < TT_UPDATE_COUNT ? tt_update_names[u] : "?"; }
+const char *tt_update_help(tt_update u) { return (unsigned)u < TT_UPDATE_COUNT ? updates[u].help : "?"; }
+unsigned tt_update_reduces(tt_update u) { return (unsigned)u < TT_UPDATE_COUNT ? updates[u].reduces : 0; }
+
+/* Tower tw keeps a master copy of the weights and the optimizer's state on its device. */
+static int holds_master(const tt_trainer *tr, const tt_tower *tw)
+{
+    return tr->cfg.update == TT_UPDATE_REPLICATED || (tr->cfg.update == TT_UPDATE_DEVICE && tw->id == 0);
+}
+
+/* --update where the placement leaves the sum (device, replicated: on the towers), and not across ranks. */
+static tt_status check_update(const tt_trainer_config *cfg, tt_error *err)
+{
+    const tt_update u = cfg->update;
+    if ((unsigned)u >= TT_UPDATE_COUNT) return tt_fail(err, TT_ERR_ARG, "--update: unknown placement");
+    if (!(updates[u].reduces & (1u << cfg->reduce))) {
+        char with[128] = "";
+        size_t n = 0;
+        for (int r = 0; r < TT_REDUCE_COUNT; r++)
+            if (updates[u].reduces & (1u << r))
+                n += (size_t)snprintf(with + n, sizeof with - n, "%s%s", n ? " or " : "", placements[r].info.name);
+        return tt_fail(err, TT_ERR_ARG, "--update %s: needs --reduce %s (%s), not %s", tt_update_names[u], with,
+                       u == TT_UPDATE_DEVICE ? "the sum must end on tower 0's device" : "every tower needs the sum",
+                       placements[cfg->reduce].info.name);
+    }
+    if (u != TT_UPDATE_HOST && multi_node(cfg))
+        return tt_fail(err, TT_ERR_ARG, "--update %s: under mpirun the ranks combine their sums on the host (give "
+                       "--update host)", tt_update_names[u]);
+    return TT_OK;
+}
+
 /* NCCL needs the backend's collectives and one device per tower. */
 static tt_status check_nccl(const tt_trainer_config *cfg, tt_error *err)
 {
@@ -263,7 +317,8 @@ tt_status tt_trainer_check(const tt_trainer_config *cfg, tt_error *err)
 {
     if ((unsigned)cfg->reduce >= TT_REDUCE_COUNT) return tt_fail(err, TT_ERR_ARG, "--reduce: unknown placement");
     const placement *pl = &placements[cfg->reduce];
-    return pl->check ? pl->check(cfg, err) : TT_OK;
+    tt_status s = pl->check ? pl->check(cfg, err) : TT_OK;
+    return s ? s : check_update(cfg, err);
 }
 
 static void tower_buffers(tt_trainer *tr, tt_tower *tw, buf_list *l)
@@ -290,6 +345,19 @@ static void tower_buffers(tt_trainer *tr, tt_tower *tw, buf_list *l)
     add_buf(l, &tw->h_ids, R * sizeof(uint32_t), 1, "batch staging", TT_MEM_BY_RUN);
     add_buf(l, &tw->h_stats, 2 * R * F, 1, "batch staging", TT_MEM_BY_RUN);
     tr->place->buffers(tr, tw, l);
+    if (holds_master(tr, tw)) { /* the optimizer on this device: its state, and which blocks were not finite */
+        float **state[3] = {&tw->d_m, &tw->d_v, &tw->d_a};
+        for (int k = 0; k < 3; k++)
+            if (tt_optim_keeps(&tr->cfg.optim, k))
+                add_buf(l, state[k], P * F, 0, "optimizer state (--update on the device)", TT_MEM_BY_PARAMS);
+        const size_t blocks = (P + TT_UPDATE_BLOCK - 1) / TT_UPDATE_BLOCK;
+        add_buf(l, &tw->d_bad, blocks * sizeof(int32_t), 0, "optimizer state (--update on the device)",
+                TT_MEM_BY_PARAMS);
+        add_buf(l, &tw->h_bad, blocks * sizeof(int32_t), 1, "optimizer state (--update on the device)",
+                TT_MEM_BY_PARAMS);
+        if (tt_optim_state_floats(&tr->cfg.optim))
+            add_buf(l, &tw->h_stage, P * F, 1, "optimizer state (--update on the device)", TT_MEM_BY_PARAMS);
+    }
     if (tw->id == 0) { /* pinned, so every tower's pull is a fast async copy */
         add_buf(l, &tr->h_params, P * F, 1, "master weights", TT_MEM_BY_PARAMS);
         if (!tr->place->info.host_sum || multi_node(&tr->cfg))
@@ -348,10 +416,19 @@ static void tower_release(tt_tower *tw)
 
 /* ---- tower side: the phases of a step ---------------------------------------------------------------------- */
 
-/* pull: the master weights into this tower's memory (async on a GPU: the host goes on to the data phase). */
-static void phase_pull(tt_tower *tw)
+/* pull: the master weights into this tower's memory (async on a GPU: the host goes on to the data phase) — from
+ * the host; --update device: from tower 0's device (tower 0 holds them); replicated: none (every tower holds its
+ * own). Returns the bytes it moved. */
+static uint64_t phase_pull(tt_tower *tw)
 {
-    tt_dev_h2d(&tw->dev, tw->d_params, tw->tr->h_params, tw->tr->model->n_params * sizeof(float));
+    tt_trainer *tr = tw->tr;
+    const size_t bytes = tr->model->n_params * sizeof(float);
+    if (holds_master(tr, tw)) return 0;
+    if (tr->cfg.update == TT_UPDATE_DEVICE)
+        tt_dev_peer_copy(&tw->dev, tw->d_params, &tr->towers[0].dev, tr->towers[0].d_params, bytes);
+    else
+        tt_dev_h2d(&tw->dev, tw->d_params, tr->h_params, bytes);
+    return bytes;
 }
 
 /* data: rows (by index, or a contiguous range when idx is NULL) gathered into the staging buffers on the host,
@@ -429,14 +506,14 @@ static void tower_step(tt_tower *tw, const uint32_t *idx, size_t n)
 {
     tt_trainer *tr = tw->tr;
     const tt_model *m = tr->model;
-    const size_t P = m->n_params, B = tw->rows;
+    const size_t B = tw->rows;
     tt_dev *dev = &tw->dev;
     tw->loss_sum = 0;
     tw->top1 = tw->top5 = 0;
 
     const double t0 = tt_now(); /* the stream is idle: EV_START completes at once, so it is this moment */
     tt_dev_event_record(dev, tw->ev[EV_START]);
-    phase_pull(tw);
+    const uint64_t pulled = phase_pull(tw);
     tt_dev_event_record(dev, tw->ev[EV_PULL]);
     phase_data(tw, tr->ds, idx, tw->lo, B); /* the host gathers rows while the pull is in flight */
     tt_dev_event_record(dev, tw->ev[EV_DATA]);
@@ -455,9 +532,9 @@ static void tower_step(tt_tower *tw, const uint32_t *idx, size_t n)
     l->push1 = t0 + ev_span(tw, EV_START, EV_PUSH);
     l->reduce0 = l->reduce1 = l->rpush0 = l->rpush1 = l->push1;
     l->rows = B;
-    l->bytes_pull = P * sizeof(float);
+    l->bytes_pull = pulled;
     l->bytes_data = B * (tt_dataset_sample_bytes(tr->ds) + sizeof(int32_t) + sizeof(uint32_t));
-    l->bytes_push = (tr->place->info.host_sum ? P * sizeof(float) : 0) + 2 * B * sizeof(float);
+    l->bytes_push = (tr->place->info.host_sum ? m->n_params * sizeof(float) : 0) + 2 * B * sizeof(float);
 }
 
 /* ---- tower side: the reduce phases of the placements (after barrier A: every gradient is complete) ---------- */
@@ -470,13 +547,15 @@ static double reduce_begin(tt_tower *tw)
     return t0;
 }
 
-/* Closes it: d_sum (n floats, the sum or this tower's slice of it) is pushed to h_grad + lo, then the one wait;
- * the ledger gets the reduce and the push of the sum from the events. */
+/* Closes it: d_sum (n floats, the sum or this tower's slice of it) is pushed to h_grad + lo (--update host; on a
+ * device the sum stays there), then the one wait; the ledger gets the reduce and the push of the sum from the
+ * events. */
 static void reduce_end(tt_tower *tw, double t0, const float *d_sum, size_t lo, size_t n, uint64_t bytes_reduce)
 {
     tt_dev *dev = &tw->dev;
+    if (tw->tr->cfg.update != TT_UPDATE_HOST) n = 0;
     tt_dev_event_record(dev, tw->ev[EV_R_SUM]);
-    tt_dev_d2h(dev, tw->tr->h_grad + lo, d_sum, n * sizeof(float));
+    if (n) tt_dev_d2h(dev, tw->tr->h_grad + lo, d_sum, n * sizeof(float));
     tt_dev_event_record(dev, tw->ev[EV_R_PUSH]);
     tt_dev_sync(dev);
     tt_tower_ledger *l = &tw->led;
@@ -516,18 +595,19 @@ static void reduce_allreduce(tt_tower *tw)
 {
     tt_trainer *tr = tw->tr;
     const size_t N = tr->cfg.n_towers, lo = tw->slice_lo, n = tw->slice_n, bytes = n * sizeof(float);
+    float *acc = tr->cfg.update == TT_UPDATE_REPLICATED ? tw->d_acc + lo : tw->d_acc; /* the whole sum's place */
     double t0 = reduce_begin(tw);
-    tt_dev_peer_copy(&tw->dev, tw->d_acc, &tr->towers[0].dev, tr->towers[0].d_grads + lo, bytes);
+    tt_dev_peer_copy(&tw->dev, acc, &tr->towers[0].dev, tr->towers[0].d_grads + lo, bytes);
     for (size_t u = 1; u < N; u++) {
         const float *d_src = tr->towers[u].d_grads + lo;
         if (u != (size_t)tw->id) {
             tt_dev_peer_copy(&tw->dev, tw->d_recv, &tr->towers[u].dev, d_src, bytes);
             d_src = tw->d_recv;
         }
-        tt_dev_add(&tw->dev, tw->d_acc, d_src, n);
+        tt_dev_add(&tw->dev, acc, d_src, n);
     }
     /* slices of the N - 1 other towers crossed into this tower's memory */
-    reduce_end(tw, t0, tw->d_acc, lo, n, (N - 1) * bytes);
+    reduce_end(tw, t0, acc, lo, n, (N - 1) * bytes);
 }
 
 /* nccl: every tower thread issues its part of one ncclReduce of the gradients into tower 0's d_acc on its own
@@ -538,7 +618,9 @@ static void reduce_nccl(tt_tower *tw)
     tt_trainer *tr = tw->tr;
     const size_t N = tr->cfg.n_towers, P = tr->model->n_params;
     double t0 = reduce_begin(tw);
-    tr->cfg.ops->comm_reduce(tr->comm, tw->id, tw->dev.ctx, tw->d_grads, tw->id == 0 ? tw->d_acc : NULL, P, 0);
+    const int all = tr->cfg.update == TT_UPDATE_REPLICATED; /* ncclAllReduce: every tower gets the sum */
+    tr->cfg.ops->comm_reduce(tr->comm, tw->id, tw->dev.ctx, tw->d_grads, tw->id == 0 || all ? tw->d_acc : NULL, P,
+                             all ? -1 : 0);
     if (tw->id == 0) {
         reduce_end(tw, t0, tw->d_acc, 0, P, (N - 1) * P * sizeof(float) / N);
     } else {
@@ -548,6 +630,62 @@ static void reduce_nccl(tt_tower *tw)
         tw->led.reduce1 = tw->led.rpush0 = tw->led.rpush1 = t0 + ev_span(tw, EV_R_START, EV_R_SUM);
         tw->led.bytes_reduce = (N - 1) * P * sizeof(float) / N;
     }
+}
+
+/* ---- tower side: the update on a device (--update device: tower 0; replicated: every tower) ------------------ */
+
+/* The summed gradient on this tower's device: the placement's sum buffer, or (one tower, --reduce device) its own
+ * gradient. */
+static const float *device_sum(const tt_tower *tw)
+{
+    return tw->d_acc ? tw->d_acc : tw->d_grads;
+}
+
+/* After barrier R: the optimizer on this tower's master copy (replicated + allreduce: first the other towers' summed
+ * slices into its whole sum, the all-gather); tower 0 reads back which blocks were not finite (the halt). */
+static void tower_update(tt_tower *tw)
+{
+    tt_trainer *tr = tw->tr;
+    if (!holds_master(tr, tw)) return;
+    const size_t P = tr->model->n_params, N = tr->cfg.n_towers, blocks = (P + TT_UPDATE_BLOCK - 1) / TT_UPDATE_BLOCK;
+    tt_dev *dev = &tw->dev;
+    if (tr->cfg.update == TT_UPDATE_REPLICATED && tr->cfg.reduce == TT_REDUCE_ALLREDUCE)
+        for (size_t u = 0; u < N; u++) {
+            tt_tower *o = &tr->towers[u];
+            if (o != tw && o->slice_n)
+                tt_dev_peer_copy(dev, tw->d_acc + o->slice_lo, &o->dev, o->d_acc + o->slice_lo,
+                                 o->slice_n * sizeof(float));
+        }
+    tt_update_args u;
+    tt_optim_update_args(&tr->opt, &u);
+    tt_dev_update(dev, &u, tw->d_params, device_sum(tw), tw->d_m, tw->d_v, tw->d_a, tw->d_bad, P, tr->loss_nonfinite);
+    if (tw->id == 0) tt_dev_d2h(dev, tw->h_bad, tw->d_bad, blocks * sizeof(int32_t));
+    tt_dev_sync(dev);
+    if (tw->id == 0)
+        for (size_t b = 0; b < blocks; b++)
+            if (tw->h_bad[b]) atomic_store_explicit(&tr->grad_nonfinite, 1, memory_order_relaxed);
+}
+
+/* --update device, replicated: a run of steps starts from the host's master weights and optimizer state (set,
+ * resumed or left by the last run), copied to every tower that holds a master, and ends with tower 0's copied back
+ * (checkpoints, evaluation and tt_trainer_params read the host's between runs of steps). */
+static void tower_master(tt_tower *tw, int to_device)
+{
+    tt_trainer *tr = tw->tr;
+    if (!holds_master(tr, tw) || (!to_device && tw->id != 0)) return;
+    const size_t bytes = tr->model->n_params * sizeof(float);
+    if (to_device) tt_dev_h2d(&tw->dev, tw->d_params, tr->h_params, bytes); /* h_params is pinned */
+    else tt_dev_d2h(&tw->dev, tr->h_params, tw->d_params, bytes);
+    float *host[3] = {tr->opt.m, tr->opt.v, tr->opt.a}, *dev[3] = {tw->d_m, tw->d_v, tw->d_a};
+    for (int k = 0; k < 3; k++) { /* the optimizer's vectors are not pinned: one at a time through h_stage */
+        if (!host[k] || !dev[k]) continue;
+        if (to_device) memcpy(tw->h_stage, host[k], bytes);
+        if (to_device) tt_dev_h2d(&tw->dev, dev[k], tw->h_stage, bytes);
+        else tt_dev_d2h(&tw->dev, tw->h_stage, dev[k], bytes);
+        tt_dev_sync(&tw->dev);
+        if (!to_device) memcpy(host[k], tw->h_stage, bytes);
+    }
+    tt_dev_sync(&tw->dev);
 }
 
 static void tower_eval(tt_tower *tw)
@@ -877,6 +1015,11 @@ static void crew_steps(tt_trainer *tr, int i, int T)
     const size_t steps = (tr->n + B - 1) / B;
     tt_tower *tw = (size_t)i < N ? &tr->towers[i] : NULL;
     const host_pass fused = fused_pass(tr);
+    const int on_device = tr->cfg.update != TT_UPDATE_HOST;
+    if (on_device) { /* the masters from the host, before any tower pulls from tower 0 */
+        if (tw) tower_master(tw, 1);
+        tt_barrier_wait(&tr->bar_update, NULL, NULL);
+    }
     for (size_t st = 0; st < steps; st++) {
         size_t first = st * B, n = tr->n - first < B ? tr->n - first : B;
         if (tw) {
@@ -888,13 +1031,17 @@ static void crew_steps(tt_trainer *tr, int i, int T)
             if (tw) tr->place->reduce(tw);
             tower_barrier(tr, &tr->bar_reduce, i, after_reduce, tr);
         }
-        if (multi_node(&tr->cfg))
+        if (on_device) {
+            if (tw) tower_update(tw);
+        } else if (multi_node(&tr->cfg)) {
             host_node_step(tr, i, T);
-        else
+        } else {
             host_slice(tr, &fused, i, T, NULL, NULL); /* one rank: the fused block-wise sum + update */
+        }
         tt_barrier_wait(&tr->bar_update, after_update, tr);
         if (tr->halt) break; /* set in the serial section above: every thread sees the same value */
     }
+    if (on_device && tw) tower_master(tw, 0); /* tower 0's master back to the host */
 }
 
 /* ---- the phases one at a time, for the probe ----------------------------------------------------------------- */
@@ -1302,6 +1449,9 @@ tt_status tt_trainer_time_phases(tt_trainer *tr, const tt_dataset *ds, const uin
     const size_t N = tr->cfg.n_towers;
     const int T = tr->crew.n;
     if (multi_node(&tr->cfg)) return tt_fail(err, TT_ERR_ARG, "phase timing: one rank's trainer only");
+    if (tr->cfg.update != TT_UPDATE_HOST)
+        return tt_fail(err, TT_ERR_ARG, "phase timing: the host's update only (--update %s is timed by bench)",
+                       tt_update_name(tr->cfg.update));
     if (n < N || n > tr->cfg.batch || reps < 1)
         return tt_fail(err, TT_ERR_ARG, "phase timing: %zu samples for %zu towers (batch %zu), %zu reps", n, N,
                        tr->cfg.batch, reps);
