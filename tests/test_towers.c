@@ -257,9 +257,51 @@ static void placements_agree(void)
 START_TEST(test_placements_agree) { placements_agree(); }
 END_TEST
 
+/* 30 steps of 47 samples (the last one of 13) as ONE run of steps (tt_trainer_start_steps), from the optimizer state
+ * set to a fixed pattern (as a resumed run starts): the device's master and state must come from the host at the
+ * run's start, and the other towers must pull tower 0's weights within it. Returns the weights, then the state
+ * vectors (caller frees), or NULL with err where the configuration is refused. */
+static float *train_job(tt_reduce reduce, tt_update update, size_t towers, tt_optim_config oc, const tt_dataset *ds,
+                        size_t *P, tt_error *err)
+{
+    enum { STEPS = 30, BATCH = 47, LAST = 13 };
+    tt_model m;
+    ck_assert_int_eq(tt_model_parse(&m, MODEL, "t", input_of(ds), err), TT_OK);
+    float *init = (float *)tt_malloc(m.n_params * sizeof(float));
+    tt_model_init_params(&m, init, 42);
+    tt_trainer_config tc = tower_config(towers, BATCH, oc, reduce);
+    tc.update = update;
+    tt_trainer tr;
+    if (tt_trainer_init(&tr, &m, &tc, init, err) != TT_OK) {
+        tt_trainer_free(&tr);
+        tt_free(init);
+        return NULL;
+    }
+    tt_optim_slot sl[3];
+    const int slots = tt_optim_slots(&tr.opt, sl);
+    for (int k = 0; k < slots; k++) /* a resumed state: small, non-negative (second moments), never zero */
+        for (size_t i = 0; i < m.n_params; i++) sl[k].data[i] = 1e-3f * (float)(1 + (i * 7 + (size_t)k) % 13);
+    tr.opt.t = 5;
+    const size_t n = (STEPS - 1) * BATCH + LAST;
+    uint32_t *idx = (uint32_t *)tt_malloc(n * sizeof(uint32_t));
+    for (size_t i = 0; i < n; i++) idx[i] = (uint32_t)((i * 37) % ds->n);
+    tt_step_result res[STEPS];
+    ck_assert_msg(tt_trainer_start_steps(&tr, ds, idx, n, res, STEPS, NULL, err) == TT_OK, "%s", err->msg);
+    tt_trainer_wait(&tr, -1, NULL);
+    ck_assert_int_eq(tt_trainer_halted(&tr), TT_HALT_NONE);
+    *P = m.n_params;
+    float *out = (float *)tt_malloc((1 + (size_t)slots) * m.n_params * sizeof(float));
+    memcpy(out, tr.h_params, m.n_params * sizeof(float));
+    for (int k = 0; k < slots; k++) memcpy(out + (1 + (size_t)k) * m.n_params, sl[k].data, m.n_params * sizeof(float));
+    tt_trainer_free(&tr);
+    tt_free(idx);
+    tt_free(init);
+    return out;
+}
+
 /* --update device (tower 0's device) and replicated (every tower's) run tt_update_elem on the same sums in the same
- * order as the host's optimizer: after 30 steps with uneven shards and a partial last step, the weights and every
- * optimizer state vector equal the host's to the bit, for every optimizer and N = 1..4 (a GPU backend: one more than
+ * order as the host's optimizer: after one run of 30 steps (train_job) with uneven shards and a partial last step,
+ * from a resumed optimizer state, the weights and every optimizer state vector equal the host's to the bit, for every optimizer and N = 1..4 (a GPU backend: one more than
  * its GPUs). A combination the placement cannot serve is refused with one line. */
 static void updates_agree(void)
 {
@@ -278,14 +320,14 @@ static void updates_agree(void)
     for (int k = 0; k < 4; k++)
         for (size_t N = 1; N <= max_towers(47); N++) {
             size_t P;
-            g_reduce = TT_REDUCE_CPU;
-            g_update = TT_UPDATE_HOST;
-            float *ref = train_steps(N, 47, ocs[k], 30, &ds, 13, &P);
+            tt_error e;
+            float *ref = train_job(TT_REDUCE_CPU, TT_UPDATE_HOST, N, ocs[k], &ds, &P, &e);
+            ck_assert_msg(ref != NULL, "%s", e.msg);
             const size_t floats = (1 + tt_optim_state_floats(&ocs[k])) * P;
             for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
-                g_reduce = runs[r].reduce;
                 g_update = runs[r].update;
-                float *w = train_steps(N, 47, ocs[k], 30, &ds, 13, &P);
+                float *w = train_job(runs[r].reduce, runs[r].update, N, ocs[k], &ds, &P, &e);
+                ck_assert_msg(w != NULL, "%s", e.msg);
                 size_t first = floats;
                 for (size_t i = 0; i < floats && first == floats; i++)
                     if (memcmp(&w[i], &ref[i], sizeof(float)) != 0) first = i;
@@ -301,14 +343,13 @@ static void updates_agree(void)
     for (int k = 0; k < 4 && g_be.ops != &tt_dev_cpu_ops; k++)
         for (size_t N = 1; N <= (size_t)g_be.n_devices && N <= 4; N++) {
             size_t P;
-            g_update = TT_UPDATE_HOST;
             tt_error e;
-            float *ref = train_steps_on(TT_REDUCE_NCCL, N, 47, ocs[k], 30, &ds, 13, &P, &e);
+            float *ref = train_job(TT_REDUCE_NCCL, TT_UPDATE_HOST, N, ocs[k], &ds, &P, &e);
             if (!ref) break; /* a build without NCCL: check_nccl says so */
             const size_t floats = (1 + tt_optim_state_floats(&ocs[k])) * P;
             for (int u = TT_UPDATE_DEVICE; u <= TT_UPDATE_REPLICATED; u++) {
                 g_update = (tt_update)u;
-                float *w = train_steps_on(TT_REDUCE_NCCL, N, 47, ocs[k], 30, &ds, 13, &P, &e);
+                float *w = train_job(TT_REDUCE_NCCL, g_update, N, ocs[k], &ds, &P, &e);
                 ck_assert_msg(w != NULL, "--reduce nccl --update %s: %s", tt_update_name(g_update), e.msg);
                 for (size_t i = 0; i < floats; i++)
                     ck_assert_msg(tt_close(w[i], ref[i], 2e-6, 1e-5), "%s N=%zu --reduce nccl --update %s: float %zu "
