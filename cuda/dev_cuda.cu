@@ -163,18 +163,17 @@ __global__ void k_add(float *y, const float *x, size_t n)
     GRID_STRIDE(i, n) y[i] = tt_add(y[i], x[i]);
 }
 
-/* --update device, replicated: a block's finiteness (one thread per TT_UPDATE_BLOCK elements), then the update of
- * every element of a finite block (one thread per element), as cpu_update. */
-__global__ void k_update_bad(int32_t *bad, const float *g, size_t n)
+/* --update device, replicated, as cpu_update: the blocks' flags cleared (one thread per TT_UPDATE_BLOCK elements),
+ * then every non-finite element marks its block (one thread per element, coalesced; threads that mark one block all
+ * store the same 1), then the update of every element of an unmarked block (one thread per element). */
+__global__ void k_update_clear(int32_t *bad, size_t blocks)
 {
-    const size_t blocks = (n + TT_UPDATE_BLOCK - 1) / TT_UPDATE_BLOCK;
-    GRID_STRIDE(b, blocks)
-    {
-        const size_t lo = b * TT_UPDATE_BLOCK, hi = lo + TT_UPDATE_BLOCK < n ? lo + TT_UPDATE_BLOCK : n;
-        int finite = 1;
-        for (size_t i = lo; i < hi; i++) finite &= tt_finite(g[i]);
-        bad[b] = !finite;
-    }
+    GRID_STRIDE(b, blocks) bad[b] = 0;
+}
+
+__global__ void k_update_mark(int32_t *bad, const float *g, size_t n)
+{
+    GRID_STRIDE(i, n) if (!tt_finite(g[i])) bad[i / TT_UPDATE_BLOCK] = 1;
 }
 
 __global__ void k_update(tt_update_args u, float *w, const float *g, float *m, float *v, float *a, const int32_t *bad,
@@ -600,7 +599,10 @@ static void cu_update(void *ctx, const tt_update_args *u, float *w, const float 
                       int32_t *bad, size_t n, int skip)
 {
     cuda_ctx *c = TOWER_CTX(ctx);
-    TT_LAUNCH(k_update_bad, blocks_for((n + TT_UPDATE_BLOCK - 1) / TT_UPDATE_BLOCK), kThreads, c->stream, bad, g, n);
+    const size_t blocks = (n + TT_UPDATE_BLOCK - 1) / TT_UPDATE_BLOCK;
+    TT_LAUNCH(k_update_clear, blocks_for(blocks), kThreads, c->stream, bad, blocks);
+    LAUNCH_CHECK(c);
+    TT_LAUNCH(k_update_mark, blocks_for(n), kThreads, c->stream, bad, g, n);
     LAUNCH_CHECK(c);
     if (skip) return;
     TT_LAUNCH(k_update, blocks_for(n), kThreads, c->stream, *u, w, g, m, v, a, (const int32_t *)bad, n);

@@ -29,6 +29,8 @@ typedef struct bench_opts {
     size_t batches[MAX_LIST], n_batches;
     tt_reduce reduces[TT_REDUCE_COUNT];
     size_t n_reduces;
+    tt_update updates[TT_UPDATE_COUNT];
+    size_t n_updates;
     int weak;           /* --scaling weak: the batch list is per tower */
     size_t reps;        /* probe and floor reps */
     const char *csv;
@@ -99,6 +101,23 @@ static int bench_extra(const char *opt, const char *value, void *ctx, tt_error *
                 return 1;
             }
             b->reduces[b->n_reduces++] = r;
+            p += len;
+            if (*p == ',') p++;
+        }
+        return 1;
+    }
+    if (strcmp(opt, "--update") == 0) { /* a list of update placements, each a word of tt_update_names */
+        b->n_updates = 0;
+        for (const char *p = value ? value : ""; *p || !b->n_updates;) {
+            size_t len = strcspn(p, ","), u = 0;
+            while (tt_update_names[u] && (strlen(tt_update_names[u]) != len || strncmp(p, tt_update_names[u], len)))
+                u++;
+            if (!tt_update_names[u] || b->n_updates == TT_UPDATE_COUNT) {
+                *st = tt_fail(err, TT_ERR_ARG, "--update: '%.64s' is not a list of host, device, replicated",
+                              value ? value : "");
+                return 1;
+            }
+            b->updates[b->n_updates++] = (tt_update)u;
             p += len;
             if (*p == ',') p++;
         }
@@ -206,7 +225,7 @@ typedef struct bench_row {
     int ranks;
     size_t towers, batch, epochs, steps; /* steps: per epoch */
     double per_tower_batch;              /* the global batch over the job's towers */
-    const char *reduce, *scaling, *node_reduce;
+    const char *reduce, *update, *scaling, *node_reduce;
     double s_per_epoch, ms, pred_ms, err_pc, pred_error, floor_ms, ratio, val_accuracy; /* medians over epochs */
     double k;                /* 1e3 / steps: seconds per epoch into ms per step */
     tt_step_times split;     /* the last epoch's split, seconds per epoch */
@@ -241,7 +260,7 @@ static const struct {
     {"pred_update_ms", COL_MS, ROW(pred.update)}, {"s_per_epoch_2_4", COL_G6, ROW(early)},
     {"s_per_epoch_5_on", COL_G6, ROW(late)}, {"verdict", COL_QUOTED, ROW(verdict)}, {"ranks", COL_INT, ROW(ranks)},
     {"node_reduce", COL_STR, ROW(node_reduce)}, {"combine_ms", COL_STEP_MS, ROW(split.combine)},
-    {"pred_combine_ms", COL_MS, ROW(pred.combine)},
+    {"pred_combine_ms", COL_MS, ROW(pred.combine)}, {"update", COL_STR, ROW(update)},
 };
 #undef ROW
 enum { N_CSV_COLS = (int)(sizeof g_csv_cols / sizeof g_csv_cols[0]) };
@@ -303,6 +322,12 @@ static tt_status row_measure(tt_run_config *c, measure_setup *setup, bench_run *
     tt_probe probe;
     tt_probe_median(br->probes, br->n_probes, &probe);
     tt_probe_predict_node(&probe, net, r->ranks, model->n_params, c->node_reduce, c->reduce, &r->pred);
+    if (c->update != TT_UPDATE_HOST) { /* the cost model knows the host's update only: no prediction */
+        const double nan = NAN;
+        double *pd[] = {&r->pred.pull, &r->pred.data, &r->pred.compute, &r->pred.push, &r->pred.wait, &r->pred.reduce,
+                        &r->pred.combine, &r->pred.update, &r->pred.total};
+        for (size_t i = 0; i < sizeof pd / sizeof pd[0]; i++) *pd[i] = nan;
+    }
     tt_free(res->final_params);
     size_t ne = res->n_epochs < 1024 ? res->n_epochs : 1024, steps = res->epochs[0].steps;
     double secs[1024], step_ms[1024], floor_ms[1024], ratio[1024];
@@ -317,6 +342,7 @@ static tt_status row_measure(tt_run_config *c, measure_setup *setup, bench_run *
     r->steps = steps;
     r->per_tower_batch = (double)B / (double)(N * K);
     r->reduce = tt_reduce_name(c->reduce);
+    r->update = tt_update_name(c->update);
     r->node_reduce = tt_node_reduce_name(c->node_reduce);
     r->s_per_epoch = tt_median(secs, ne);
     r->ms = tt_median(step_ms, ne);
@@ -337,8 +363,8 @@ static tt_status row_measure(tt_run_config *c, measure_setup *setup, bench_run *
  * CSV (csv NULL: none). */
 static tt_status row_report(const bench_row *r, const tt_run_result *res, tt_out *csv, tt_error *err)
 {
-    printf("%5d %6zu %6zu %9s %9.3f %11.3f %9.3f %9.3f %+6.0f%% %9.3f %6.2f %8.4f\n", r->ranks, r->towers, r->batch,
-           r->reduce, r->s_per_epoch, r->floor_ms * 1e-3 * (double)r->steps, r->ms, r->pred_ms, r->err_pc, r->floor_ms,
+    printf("%5d %6zu %6zu %9s %10s %9.3f %11.3f %9.3f %9.3f %+6.0f%% %9.3f %6.2f %8.4f\n", r->ranks, r->towers,
+           r->batch, r->reduce, r->update, r->s_per_epoch, r->floor_ms * 1e-3 * (double)r->steps, r->ms, r->pred_ms, r->err_pc, r->floor_ms,
            r->ratio, r->val_accuracy);
     const double k = r->k;
     const tt_step_times *sp = &r->split, *pr = &r->pred;
@@ -381,8 +407,8 @@ static void bench_banner(const measure_setup *setup, const tt_run_config *c, int
         printf("job: %d ranks (mpirun; %d on this machine) | rows on the first --ranks of them | --node-reduce %s | "
                "towers: per rank; batch: the job's\n", world->size, world->local_size,
                tt_node_reduce_name(c->node_reduce));
-    printf("%5s %6s %6s %9s %9s %11s %9s %9s %7s %9s %6s %8s\n", "ranks", "towers", "batch", "reduce", "s/epoch",
-           "floor s/ep", "ms/step", "pred ms", "pred", "floor ms", "ratio", "val_acc");
+    printf("%5s %6s %6s %9s %10s %9s %11s %9s %9s %7s %9s %6s %8s\n", "ranks", "towers", "batch", "reduce", "update",
+           "s/epoch", "floor s/ep", "ms/step", "pred ms", "pred", "floor ms", "ratio", "val_acc");
 }
 
 static void bench_help(void)
@@ -401,6 +427,8 @@ static void bench_help(void)
     char names[128];
     printf("  --reduce LIST    placements: %s [%s]\n", tt_reduce_list(names, sizeof names, ", ", ", ", 0),
            tt_reduce_name(TT_REDUCE_CPU));
+    printf("  --update LIST    where the optimizer runs: host, device, replicated (a combination a placement cannot\n"
+           "                   serve is skipped, with why; the cost model predicts host only) [host]\n");
     printf("  --scaling strong the global batch stays as given while towers grow: each tower gets less work\n"
            "  --scaling weak   each tower keeps the batch as given: the global batch grows with the towers\n"
            "  --csv FILE       also write the rows as CSV (for tools/plot)\n"
@@ -414,7 +442,8 @@ int tt_cmd_bench(int argc, char **argv)
     tt_run_config_defaults(&c);
     c.epochs = 3;
     c.progress = TT_PROGRESS_QUIET;
-    bench_opts b = {{(size_t)tt_node_world()->size}, 1, {1, 2}, 2, {256}, 1, {TT_REDUCE_CPU}, 1, 0, 30, NULL};
+    bench_opts b = {{(size_t)tt_node_world()->size}, 1, {1, 2}, 2, {256}, 1, {TT_REDUCE_CPU}, 1, {TT_UPDATE_HOST}, 1,
+                    0, 30, NULL};
     tt_error err = {{0}};
     int help;
     tt_status s = tt_cli_parse_train(argc, argv, 2, &c, "bench", bench_extra, &b, &help, &err);
@@ -479,23 +508,26 @@ int tt_cmd_bench(int argc, char **argv)
     if (!s && sub.size > 1) s = tt_probe_net(&sub, model->n_params, b.reps, &net, &err); /* one rank: no combine */
     for (size_t bi = 0; !s && sub.size > 0 && bi < b.n_batches; bi++)
         for (size_t ti = 0; !s && ti < b.n_towers; ti++)
-            for (size_t ri = 0; !s && ri < b.n_reduces; ri++) {
+            for (size_t rui = 0; !s && rui < b.n_reduces * b.n_updates; rui++) {
+                const size_t ri = rui / b.n_updates, ui = rui % b.n_updates;
                 size_t N = b.towers[ti], B = b.weak ? b.batches[bi] * N * (size_t)K : b.batches[bi];
                 if (N * (size_t)K > B) {
-                    printf("%5d %6zu %6zu %9s   (skipped: more towers than samples in the batch)\n", K, N, B,
-                           tt_reduce_name(b.reduces[ri]));
+                    printf("%5d %6zu %6zu %9s %10s   (skipped: more towers than samples in the batch)\n", K, N, B,
+                           tt_reduce_name(b.reduces[ri]), tt_update_name(b.updates[ui]));
                     continue;
                 }
                 tt_trainer_config tc = {.ops = ops, .n_devices = setup.be.n_devices, .n_towers = N,
-                                        .reduce = b.reduces[ri]};
+                                        .reduce = b.reduces[ri], .update = b.updates[ui], .node = &sub};
                 tt_error why;
-                if (tt_trainer_check(&tc, &why)) { /* nccl with more towers than GPUs */
-                    printf("%5d %6zu %6zu %9s   (skipped: %s)\n", K, N, B, tt_reduce_name(b.reduces[ri]), why.msg);
+                if (tt_trainer_check(&tc, &why)) { /* nccl with more towers than GPUs; an update it cannot serve */
+                    printf("%5d %6zu %6zu %9s %10s   (skipped: %s)\n", K, N, B, tt_reduce_name(b.reduces[ri]),
+                           tt_update_name(b.updates[ui]), why.msg);
                     continue;
                 }
                 c.towers = N;
                 c.batch = B;
                 c.reduce = b.reduces[ri];
+                c.update = b.updates[ui];
                 c.node = &sub;
                 bench_row row = {.ranks = K, .towers = N, .batch = B, .scaling = b.weak ? "weak" : "strong"};
                 if ((s = row_measure(&c, &setup, br, b.reps, &sub, &net, &row, &err))) break;
@@ -747,20 +779,32 @@ int tt_cmd_compare(int argc, char **argv)
     tt_error err = {{0}};
     int help;
     tt_status s = tt_cli_parse_train(argc, argv, 2, &c, "compare", NULL, NULL, &help, &err);
-    /* the placements that add in tower order: their weights must agree to the last bit */
-    tt_reduce order[TT_REDUCE_COUNT];
-    int n_order = 0;
-    for (int r = 0; r < TT_REDUCE_COUNT; r++)
-        if (tt_reduce_about((tt_reduce)r)->tower_order) order[n_order++] = (tt_reduce)r;
+    /* the placements that add in tower order, each with every update placement it runs with: their weights must
+     * agree to the last bit */
+    enum { MAX_RUNS = TT_REDUCE_COUNT * TT_UPDATE_COUNT };
+    tt_reduce order[MAX_RUNS];
+    tt_update where[MAX_RUNS];
+    int n_order = 0, n_reduce = 0;
+    for (int r = 0; r < TT_REDUCE_COUNT; r++) {
+        if (!tt_reduce_about((tt_reduce)r)->tower_order) continue;
+        n_reduce++;
+        for (int u = 0; u < TT_UPDATE_COUNT; u++)
+            if (tt_update_reduces((tt_update)u) & (1u << r)) {
+                order[n_order] = (tt_reduce)r;
+                where[n_order++] = (tt_update)u;
+            }
+    }
     if (help) {
         static const char *const count[] = {"none", "one", "two", "three", "four", "five", "six", "seven", "eight"};
         char names[128];
         printf("usage: towertrain compare [train options]\n\n"
                "Trains the same steps (same seed, data order, towers and batch; default 1 epoch, 2 towers) once per\n"
-               "reduction placement — %s — and prints each one's time and the largest weight\n"
-               "difference between the placements. All %s add the towers' gradients in the same order, so the\n"
-               "difference should be exactly 0.\n\ntrain options:\n",
-               tt_reduce_list(names, sizeof names, ", ", ", ", 1), n_order < 9 ? count[n_order] : "of them");
+               "reduction placement — %s — with the optimizer on the host, and again with it on\n"
+               "the devices where the placement allows (--update device, replicated), and prints each run's time\n"
+               "and the largest weight difference between the runs. All %s placements add the towers' gradients\n"
+               "in the same order and every update runs the same formulas, so the difference should be exactly\n"
+               "0.\n\ntrain options:\n",
+               tt_reduce_list(names, sizeof names, ", ", ", ", 1), n_reduce < 9 ? count[n_reduce] : "of them");
         tt_cli_train_help(stdout);
         return 0;
     }
@@ -773,15 +817,17 @@ int tt_cmd_compare(int argc, char **argv)
     }
     const tt_dev_ops *ops = setup.ops;
     tt_run_result *res = setup.res;
-    float *w[TT_REDUCE_COUNT] = {NULL};
+    float *w[MAX_RUNS] = {NULL};
     printf("towertrain compare | backend %s | %zu towers | batch %zu | %zu epoch%s of %zu samples | seed %llu\n",
            ops->name, c.towers, c.batch, c.epochs, c.epochs == 1 ? "" : "s", setup.train.n, (unsigned long long)c.seed);
     char dw_head[32]; /* each placement's weights against the first one's */
     snprintf(dw_head, sizeof dw_head, "max|dw| %s", tt_reduce_name(order[0]));
-    printf("%10s %9s %9s %11s %9s  %s\n", "reduce", "s/epoch", "ms/step", dw_head, "test_acc", "verdict");
+    printf("%10s %10s %9s %9s %11s %9s  %s\n", "reduce", "update", "s/epoch", "ms/step", dw_head, "test_acc",
+           "verdict");
     size_t P = 0;
     for (int r = 0; !s && r < n_order; r++) {
         c.reduce = order[r];
+        c.update = where[r];
         s = tt_run_on(&c, &setup.train, &setup.val, &setup.test, NULL, res, &err);
         if (s) break;
         w[r] = res->final_params;
@@ -796,8 +842,8 @@ int tt_cmd_compare(int argc, char **argv)
         for (size_t i = 0; w[0] && i < P; i++) dw = fmax(dw, fabs((double)w[r][i] - w[0][i]));
         char verdict[128];
         tt_ledger_verdict(&res->epochs[ne - 1].split, verdict, sizeof verdict);
-        printf("%10s %9.3f %9.3f %11.3g %9.4f  %s\n", tt_reduce_name(order[r]), tt_median(secs, ne),
-               tt_median(steps_ms, ne), dw, res->test.accuracy, verdict);
+        printf("%10s %10s %9.3f %9.3f %11.3g %9.4f  %s\n", tt_reduce_name(order[r]), tt_update_name(where[r]),
+               tt_median(secs, ne), tt_median(steps_ms, ne), dw, res->test.accuracy, verdict);
         s = tt_flush_stdout(stdout, &err);
     }
     if (!s) {
