@@ -40,6 +40,17 @@ static void poisoned_dataset(tt_dataset *ds, size_t n, size_t dim, size_t bad_lo
     ds->scale = 1e38f;
 }
 
+/* Where the sum is made and where the optimizer runs: every tower-order placement on the host, and the updates on
+ * the devices (a NaN or Inf must halt them alike, with nothing non-finite applied). */
+static const struct {
+    tt_reduce reduce;
+    tt_update update;
+} PLACES[] = {{TT_REDUCE_CPU, TT_UPDATE_HOST},       {TT_REDUCE_DEVICE, TT_UPDATE_HOST},
+              {TT_REDUCE_ALLREDUCE, TT_UPDATE_HOST}, {TT_REDUCE_DEVICE, TT_UPDATE_DEVICE},
+              {TT_REDUCE_ALLREDUCE, TT_UPDATE_REPLICATED}};
+enum { N_PLACES = (int)(sizeof PLACES / sizeof PLACES[0]) };
+static tt_update g_update = TT_UPDATE_HOST; /* init_trainer's */
+
 static void init_trainer(tt_trainer *tr, tt_model *m, size_t towers, size_t batch, tt_reduce reduce,
                          const atomic_int *stop, float **init)
 {
@@ -49,14 +60,17 @@ static void init_trainer(tt_trainer *tr, tt_model *m, size_t towers, size_t batc
     tt_model_init_params(m, *init, 3);
     tt_trainer_config tc = tt_test_config(towers, batch, tt_optim_defaults(TT_OPT_ADAM), reduce);
     tc.stop = stop;
+    tc.update = g_update;
     ck_assert_msg(tt_trainer_init(tr, m, &tc, *init, &err) == TT_OK, "%s", err.msg);
 }
 
 /* 3 towers, batch 12 (shards of 4): poison the shard of tower `bad` only. */
 START_TEST(test_nonfinite_names_the_tower)
 {
-    for (int red = TT_REDUCE_CPU; red <= TT_REDUCE_ALLREDUCE; red++)
+    for (int pl = 0; pl < N_PLACES; pl++)
         for (size_t bad = 0; bad < 3; bad++) {
+            const int red = PLACES[pl].reduce;
+            g_update = PLACES[pl].update;
             tt_dataset ds;
             poisoned_dataset(&ds, 12, 6, 4 * bad + 1, 4 * bad + 2);
             tt_model m;
@@ -85,6 +99,7 @@ START_TEST(test_nonfinite_names_the_tower)
             tt_free(init);
             tt_dataset_free(&ds);
         }
+    g_update = TT_UPDATE_HOST;
 }
 END_TEST
 
@@ -92,7 +107,9 @@ END_TEST
  * finite inputs) is finite — so only the loss check at barrier A can keep the step from being applied. */
 START_TEST(test_infinite_loss_with_finite_gradient)
 {
-    for (int red = TT_REDUCE_CPU; red <= TT_REDUCE_ALLREDUCE; red++) {
+    for (int pl = 0; pl < N_PLACES; pl++) {
+        const int red = PLACES[pl].reduce;
+        g_update = PLACES[pl].update;
         tt_dataset ds;
         tt_test_dataset(&ds, 12, 6, 3, 4);
         for (size_t s = 0; s < 12; s++) ds.y[s] = (int32_t)(s % 3);
@@ -118,6 +135,7 @@ START_TEST(test_infinite_loss_with_finite_gradient)
         tt_free(init);
         tt_dataset_free(&ds);
     }
+    g_update = TT_UPDATE_HOST;
 }
 END_TEST
 
@@ -133,8 +151,9 @@ END_TEST
  * row for input 1) did not move — not that nothing moved. */
 START_TEST(test_nonfinite_gradient_with_finite_loss)
 {
-    for (int red = TT_REDUCE_CPU; red <= TT_REDUCE_ALLREDUCE; red++)
+    for (int pl = 0; pl < N_PLACES; pl++)
         for (size_t bad = 0; bad < 3; bad++) {
+            const int red = PLACES[pl].reduce;
             tt_dataset ds;
             tt_test_dataset(&ds, 12, 6, 3, 5);
             memset(ds.x, 0, 12 * 6);
@@ -153,6 +172,7 @@ START_TEST(test_nonfinite_gradient_with_finite_loss)
                 w2[k * 3 + 1] = w2[k * 3 + 2] = 1e30f;
             }
             tt_trainer_config tc = tt_test_config(3, 12, tt_optim_defaults(TT_OPT_ADAM), (tt_reduce)red);
+            tc.update = PLACES[pl].update;
             tt_trainer tr;
             ck_assert_msg(tt_trainer_init(&tr, &m, &tc, init, &err) == TT_OK, "%s", err.msg);
             uint32_t idx[12];
@@ -333,8 +353,9 @@ START_TEST(test_plan_matches_allocations)
     ops.host_free = NULL;
     ops.chunk_mnk = 16;
     for (int conv = 0; conv <= 1; conv++)
-    for (int red = TT_REDUCE_CPU; red <= TT_REDUCE_ALLREDUCE; red++)
+    for (int pl = 0; pl < N_PLACES; pl++)
         for (size_t towers = 1; towers <= 4; towers++) {
+            const int red = PLACES[pl].reduce;
             tt_model m;
             tt_error err;
             ck_assert_int_eq(tt_model_parse(&m, conv ? CONV_MODEL : MODEL, "t", buffer_test_input(conv), &err), TT_OK);
@@ -342,6 +363,7 @@ START_TEST(test_plan_matches_allocations)
             float *init = (float *)tt_calloc(m.n_params, sizeof(float));
             tt_trainer_config tc = tt_test_config(towers, 37, tt_optim_defaults(TT_OPT_NADAM), (tt_reduce)red);
             tc.ops = &ops;
+            tc.update = PLACES[pl].update; /* --update device, replicated: the state and staging on the devices */
             tt_mem_plan plan;
             memset(&plan, 0, sizeof plan);
             ck_assert_int_eq(tt_trainer_plan(&m, &tc, &plan, &err), TT_OK);
@@ -467,8 +489,9 @@ START_TEST(test_buffers_hold_what_is_written)
     uint32_t idx[60];
     for (uint32_t i = 0; i < 60; i++) idx[i] = i;
     for (int conv = 0; conv <= 1; conv++)
-    for (int red = TT_REDUCE_CPU; red <= TT_REDUCE_ALLREDUCE; red++)
+    for (int pl = 0; pl < N_PLACES; pl++)
         for (size_t towers = 1; towers <= 4; towers++) {
+            const int red = PLACES[pl].reduce;
             tt_model m;
             tt_error err;
             ds.shape = buffer_test_input(conv)->shape;

@@ -133,6 +133,16 @@ if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "^towertrain: rank $last_rank: st
 else
   bad "mismatched --batch: rc $rc: $(head -c 600 "$W/mismatch.txt")"
 fi
+# an update on the devices is a single-process design: refused on every rank, in one line, before any data is read
+timeout 60 "$MPIRUN" --oversubscribe -np "$K" "$TT" train "${DATA[@]}" --epochs 1 --towers 2 --reduce device \
+  --update device >"$W/update.txt" 2>&1
+rc=$?
+if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ "$(grep -c '^towertrain: ' "$W/update.txt")" = 1 ] &&
+   grep -q "^towertrain: --update device: under mpirun the ranks combine their sums on the host" "$W/update.txt"; then
+  ok "--update device under mpirun: refused, one line: $(grep '^towertrain: ' "$W/update.txt")"
+else
+  bad "--update device under mpirun: rc $rc: $(head -c 600 "$W/update.txt")"
+fi
 # every mismatch in the flag's own words: names for enums, the value a user typed for a float (issue 18)
 mismatch() { # WANT CMD ARGS-OF-RANK-0 -- ARGS-OF-THE-LAST-RANK (both after CMD and the common ones)
   local want=$1 cmd=$2; shift 2
