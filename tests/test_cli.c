@@ -1065,10 +1065,16 @@ START_TEST(test_failed_writes)
     ck_assert(WIFEXITED(st));
     ck_assert_msg(atoi(tt_test_slurp(rc_path)) == 1, "exit %s after its reader left", tt_test_slurp(rc_path));
     ck_assert_msg(strstr(tt_test_slurp(err_path), "stdout: write failed: Broken pipe"), "%s", tt_test_slurp(err_path));
-    /* a live bar whose reader leaves after the first one: the failed write is noticed while the crew runs, the run
-     * halts at the next step and says so as the failed write (exit 1), not as a stop */
-    snprintf(cmd, sizeof cmd, "{ '%s' train --device cpu --data %s --val-samples 50 --epochs 200 --batch 8 "
-             "--progress bar 2>'%s'; echo $? >'%s'; } | awk '/^Epoch 1\\//{exit}'", TT_BIN, dir, err_path, rc_path);
+    /* a live bar whose reader leaves after the first one: the failed write is noticed while the crew runs (a wide
+     * model at batch 1 makes an epoch last well over the bar's 0.1 s), the run halts at the next step and says so
+     * as the failed write (exit 1), not as a stop */
+    char wide[256];
+    snprintf(wide, sizeof wide, "%s/wide.txt", dir);
+    const char *wide_model = "dense units=2048 activation=relu\ndense units=2048 activation=relu\ndense units=10\n";
+    tt_test_write(wide, wide_model, strlen(wide_model));
+    snprintf(cmd, sizeof cmd, "{ '%s' train --device cpu --data %s --model %s --val-samples 50 --epochs 20 --batch 1 "
+             "--progress bar 2>'%s'; echo $? >'%s'; } | awk '/^Epoch 1\\//{exit}'", TT_BIN, dir, wide, err_path,
+             rc_path);
     st = system(cmd);
     ck_assert(WIFEXITED(st));
     ck_assert_msg(atoi(tt_test_slurp(rc_path)) == 1, "exit %s after its reader left mid-epoch: %s",

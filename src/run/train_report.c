@@ -22,8 +22,7 @@ void print_bar(FILE *out, size_t first, size_t step, size_t steps, double elapse
     if (!final) {
         double eta = step > first ? elapsed / (double)(step - first) * (double)(steps - step) : 0;
         fprintf(out, " - ETA: %.0fs - loss: %.4f - accuracy: %.4f\033[K", eta, loss, acc);
-        fflush(out);
-    }
+    } /* the caller flushes (print_flush): a flush here would take the failure's errno, leaving "I/O error" */
 }
 
 /* Rank 0's console after its lines: a failed write is the run's failure (stdout's own line). */
