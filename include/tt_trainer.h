@@ -111,9 +111,11 @@ typedef struct tt_tower_ledger {
     double push0, push1;     /* gradient (or its reduced slice) device -> host */
     double reduce0, reduce1; /* device-side reduction: peer copies + adds, or NCCL (device, allreduce, nccl) */
     double rpush0, rpush1;   /* the reduced gradient (or this tower's slice of it) device -> host, after reduce1 */
+    double update0, update1; /* --update device, replicated: the optimizer on this tower's device (replicated +
+                              * allreduce: the all-gather of the summed slices first) */
     double wait;             /* seconds spent at barriers waiting for other towers */
     size_t rows;
-    uint64_t bytes_pull, bytes_data, bytes_push, bytes_push_sum, bytes_reduce;
+    uint64_t bytes_pull, bytes_data, bytes_push, bytes_push_sum, bytes_reduce, bytes_gather;
 } tt_tower_ledger;
 
 /* Where one step's time went: a partition of the step's wall time. Tower phases are means over towers. */

@@ -439,6 +439,34 @@ START_TEST(test_trace_file)
     ck_assert_uint_eq(pulls, 2 * 16); /* 2 towers x 8 steps x 2 epochs */
     ck_assert_uint_eq(reduces, 16);   /* tower 0 gathers, once per step */
     json_object_put(o);
+    /* --update replicated: every tower's lane shows its update (the all-gather's bytes with it), the optimizer lane
+     * none, and no tower pulls */
+    snprintf(args, sizeof args, "train --device cpu --data %s --val-samples 60 --epochs 2 --towers 2 --batch 32 "
+             "--reduce allreduce --update replicated --trace %s --progress quiet", dir, trace);
+    expect(args, 0, "");
+    o = json_object_from_file(trace);
+    ck_assert_msg(o != NULL, "trace is not JSON");
+    ck_assert(json_object_object_get_ex(o, "traceEvents", &events));
+    size_t updates[2] = {0, 0}, host_updates = 0;
+    pulls = 0;
+    for (size_t i = 0; i < json_object_array_length(events); i++) {
+        json_object *e = json_object_array_get_idx(events, i), *name, *tid, *args_o, *bytes;
+        json_object_object_get_ex(e, "name", &name);
+        const char *nm = json_object_get_string(name);
+        pulls += strcmp(nm, "pull") == 0;
+        if (strcmp(nm, "update") != 0 || !json_object_object_get_ex(e, "tid", &tid)) continue;
+        const int64_t lane = json_object_get_int64(tid);
+        if (lane > 1) {
+            host_updates++;
+            continue;
+        }
+        updates[lane]++;
+        ck_assert(json_object_object_get_ex(e, "args", &args_o) &&
+                  json_object_object_get_ex(args_o, "bytes gathered", &bytes) && json_object_get_int64(bytes) > 0);
+    }
+    ck_assert_msg(updates[0] == 16 && updates[1] == 16 && host_updates == 0 && pulls == 0,
+                  "tower updates %zu %zu, host updates %zu, pulls %zu", updates[0], updates[1], host_updates, pulls);
+    json_object_put(o);
     snprintf(args, sizeof args, "train --device cpu --data %s --val-samples 60 --trace /nonexistent/dir/t.json", dir);
     expect(args, 1, "--trace");
 }

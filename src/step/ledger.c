@@ -161,6 +161,7 @@ tt_status tt_trace_steps(tt_trace *t, const tt_step_result *res, const tt_tower_
             span(t, tid, "reduce", l->reduce0, l->reduce1, "bytes", l->bytes_reduce);
             span(t, tid, "push", l->push0, l->push1, "bytes", l->bytes_push);
             span(t, tid, "push sum", l->rpush0, l->rpush1, "bytes", l->bytes_push_sum);
+            span(t, tid, "update", l->update0, l->update1, "bytes gathered", l->bytes_gather);
         }
         const tt_step_times *s = &res[k].t;
         span(t, LANE_HOST_REDUCE, "sum slots", s->reduce0, s->reduce1, NULL, 0);

@@ -36,7 +36,7 @@
 enum { JOB_INIT, JOB_STEPS, JOB_EVAL, JOB_DIAGNOSE, JOB_PHASES, JOB_FREE };
 
 /* Events a tower records on its stream: the step's phase boundaries, then the reduce phase's. */
-enum { EV_START, EV_PULL, EV_DATA, EV_COMPUTE, EV_PUSH, EV_R_START, EV_R_SUM, EV_R_PUSH, EV_COUNT };
+enum { EV_START, EV_PULL, EV_DATA, EV_COMPUTE, EV_PUSH, EV_R_START, EV_R_SUM, EV_R_PUSH, EV_U_START, EV_U_END, EV_COUNT };
 
 struct tt_tower {
     int id;
@@ -526,7 +526,7 @@ static void tower_step(tt_tower *tw, const uint32_t *idx, size_t n)
     tt_tower_ledger *l = &tw->led;
     memset(l, 0, sizeof *l);
     l->pull0 = t0;
-    l->pull1 = t0 + ev_span(tw, EV_START, EV_PULL);
+    l->pull1 = pulled ? t0 + ev_span(tw, EV_START, EV_PULL) : t0; /* a master holder pulls nothing */
     l->data1 = t0 + ev_span(tw, EV_START, EV_DATA);
     l->compute1 = l->push0 = t0 + ev_span(tw, EV_START, EV_COMPUTE);
     l->push1 = t0 + ev_span(tw, EV_START, EV_PUSH);
@@ -649,18 +649,26 @@ static void tower_update(tt_tower *tw)
     if (!holds_master(tr, tw)) return;
     const size_t P = tr->model->n_params, N = tr->cfg.n_towers, blocks = (P + TT_UPDATE_BLOCK - 1) / TT_UPDATE_BLOCK;
     tt_dev *dev = &tw->dev;
+    const double t0 = tt_now(); /* the stream is idle (the reduce phase waited): EV_U_START is this moment */
+    tt_dev_event_record(dev, tw->ev[EV_U_START]);
+    tw->led.bytes_gather = 0;
     if (tr->cfg.update == TT_UPDATE_REPLICATED && tr->cfg.reduce == TT_REDUCE_ALLREDUCE)
         for (size_t u = 0; u < N; u++) {
             tt_tower *o = &tr->towers[u];
-            if (o != tw && o->slice_n)
+            if (o != tw && o->slice_n) {
                 tt_dev_peer_copy(dev, tw->d_acc + o->slice_lo, &o->dev, o->d_acc + o->slice_lo,
                                  o->slice_n * sizeof(float));
+                tw->led.bytes_gather += o->slice_n * sizeof(float);
+            }
         }
     tt_update_args u;
     tt_optim_update_args(&tr->opt, &u);
     tt_dev_update(dev, &u, tw->d_params, device_sum(tw), tw->d_m, tw->d_v, tw->d_a, tw->d_bad, P, tr->loss_nonfinite);
     if (tw->id == 0) tt_dev_d2h(dev, tw->h_bad, tw->d_bad, blocks * sizeof(int32_t));
+    tt_dev_event_record(dev, tw->ev[EV_U_END]);
     tt_dev_sync(dev);
+    tw->led.update0 = t0;
+    tw->led.update1 = t0 + ev_span(tw, EV_U_START, EV_U_END);
     if (tw->id == 0)
         for (size_t b = 0; b < blocks; b++)
             if (tw->h_bad[b]) atomic_store_explicit(&tr->grad_nonfinite, 1, memory_order_relaxed);
