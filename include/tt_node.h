@@ -88,6 +88,11 @@ typedef struct tt_pending {
     tt_error err;
 } tt_pending;
 
+/* The signal that stops the job (SIGINT, SIGTERM): this rank's, or (K ranks) the one any rank caught, so every rank
+ * decides alike (one that left alone would leave the others waiting in a collective); it becomes the exit code on
+ * every rank (tt_status_stop_signal), not only on the one that caught it. 0: none. Collective over nd. */
+int tt_node_stop_signal(tt_node *nd);
+
 /* Records s (with *err) unless a failure is recorded already; TT_OK records nothing. */
 void tt_pending_fail(tt_pending *p, tt_status s, const tt_error *err);
 /* An agreement: records s, then tt_node_agree on the recorded failure. Returns the agreed failure (with *err) on

@@ -1064,6 +1064,20 @@ START_TEST(test_failed_writes)
     snprintf(args, sizeof args, "bench --device cpu --data %s --val-samples 50 --epochs 1 --towers 1 --reps 2 "
              "--csv /dev/full", dir);
     expect(args, 1, "--csv /dev/full: write failed");
+    ck_assert_msg(strstr(tt_test_slurp(out_path), "towertrain bench |") != NULL, /* the banner still says what ran */
+                  "%s", tt_test_slurp(out_path));
+    /* --resume with a stdout that fails at the banner: the checkpoint is never read, nothing leaks (ASan) */
+    char ckd[256];
+    snprintf(ckd, sizeof ckd, "%s/full-ck", dir);
+    snprintf(args, sizeof args, "train --device cpu --data %s --val-samples 50 --epochs 1 --checkpoint-dir %s "
+             "--progress quiet", dir, ckd);
+    expect(args, 0, "");
+    snprintf(cmd, sizeof cmd, "'%s' train --device cpu --data %s --val-samples 50 --epochs 2 --resume %s "
+             ">/dev/full 2>'%s'", TT_BIN, dir, ckd, err_path);
+    int rst = system(cmd);
+    ck_assert_msg(WIFEXITED(rst) && WEXITSTATUS(rst) == 1 && tt_test_count_lines(tt_test_slurp(err_path)) == 1 &&
+                  strstr(tt_test_slurp(err_path), "stdout: write failed"), "status 0x%x: %s", rst,
+                  tt_test_slurp(err_path));
     /* stdout itself: the banner's flush fails, so the run stops there, before any training (its log holds the
      * "start" record only), not after training with the exit's own check */
     char log[256], trace[256];

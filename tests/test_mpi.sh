@@ -13,7 +13,8 @@
 #                 refused within seconds, one line naming both builds
 #   outputs       rank 0's log, trace, CSV or stdout fails (train, bench): every rank exits 1 with rank 0's line
 #                 (agreed, not aborted)
-#   signals       SIGTERM to one rank: every rank, rank 0 included, exits 143
+#   signals       SIGTERM to one rank (training, loading, bench, probe): every rank, rank 0 included, exits 143;
+#                 rank 0's live bar losing its reader: every rank exits 1, the log ends in an "error" record
 #   words         a mismatched option is named with both values as the user writes them (--reduce is device here, cpu
 #                 on rank 0; --lr is 0.002 here, 0.001 ...); probe compares its ranks too (it hung on another model)
 # Exit 77 (a visible skip) when this build has no MPI or mpirun is not installed.
@@ -307,6 +308,69 @@ if [ -n "$victim" ] && [ "$rc0" = 143 ] && [ "$rcl" = 143 ] && grep -q '^towertr
   ok "SIGTERM to rank $last_rank only: rank 0 exits $rc0, rank $last_rank $rcl: $(grep -m1 '^towertrain: stopped' "$W/term.txt" | head -c 160)"
 else
   bad "SIGTERM to rank $last_rank: victim '$victim', rank 0 exit $rc0, rank $last_rank exit $rcl: $(tail -c 600 "$W/term.txt")"
+fi
+
+# ---- a signal on one rank at other moments, and rank 0's bar failing: every rank ends alike, nothing hangs ----
+# rank_pid PATTERN RANK: the pid of this instance's towertrain process of that rank ("" until it exists)
+rank_pid() {
+  local p
+  for p in $(pgrep -f "$1" 2>/dev/null); do
+    [ "$(readlink "/proc/$p/exe")" = "$(readlink -f "$TT")" ] || continue
+    if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2"; then echo "$p"; return; fi
+  done
+}
+# signal_case NAME DELAY ARGS...: SIGTERM to the last rank DELAY seconds after it exists; every rank must exit 143.
+# Every case's model is a file of this instance ($W/sig-NAME.txt), so pgrep finds this job's processes only.
+signal_case() {
+  local name=$1 delay=$2 victim="" rcs want
+  shift 2
+  printf 'dense units=256 activation=relu\ndense units=256 activation=relu\ndense units=10\n' >"$W/sig-$name.model"
+  ( timeout 120 "$MPIRUN" --oversubscribe -np "$K" "$W/rc.sh" "$W/sig-$name.rc" "$TT" "$@" --model "$W/sig-$name.model" \
+      >"$W/sig-$name.txt" 2>&1 ) &
+  for _ in $(seq 1 300); do
+    victim=$(rank_pid "$TT $1 .*$W/sig-$name.model" "$last_rank")
+    [ -n "$victim" ] && break
+    sleep 0.01
+  done
+  sleep "$delay"
+  [ -n "$victim" ] && kill -TERM "$victim"
+  wait
+  rcs=$(allrc "$W/sig-$name.rc")
+  want=$(for ((r = 0; r < K; r++)); do printf '143 '; done)
+  if [ -n "$victim" ] && [ "$rcs" = "$want" ] && grep -q 'stopped by SIGTERM' "$W/sig-$name.txt"; then
+    ok "SIGTERM to rank $last_rank ($name, after ${delay} s): every rank exits 143: $(grep -m1 '^towertrain: ' "$W/sig-$name.txt" | head -c 140)"
+  else
+    bad "SIGTERM to rank $last_rank ($name, after ${delay} s): victim '$victim', exit codes $rcs: $(tail -c 600 "$W/sig-$name.txt")"
+  fi
+}
+signal_case train-loading 0 train --epochs 3 --train-samples 8000 --val-samples 6000 --test-samples 10000 --batch 128 \
+  --progress lines
+signal_case bench 0.5 bench --epochs 1 --towers 1,2 --batch 64,128 --reps 2 --train-samples 2048 --val-samples 256 \
+  --test-samples 256
+signal_case probe 0.2 probe --reps 5
+
+# rank 0's live bar loses its reader mid-epoch (a wide model at batch 2: an epoch outlasts the bar's 0.1 s): every
+# rank exits 1 with rank 0's line, its log ends in an "error" record of kind "output" (as one process's does), not in
+# a stop by "signal 0"
+cat >"$W/pipe0.sh" <<'EOS'
+#!/bin/bash
+# rank 0's stdout into a reader that leaves at the first epoch's line; records every rank's exit code
+out=$1; shift
+if [ "$OMPI_COMM_WORLD_RANK" = 0 ]; then "$@" | awk '/^Epoch 1\//{exit}'; echo "${PIPESTATUS[0]}" >"$out.0"
+else "$@"; echo $? >"$out.$OMPI_COMM_WORLD_RANK"; fi
+EOS
+chmod +x "$W/pipe0.sh"
+printf 'dense units=2048 activation=relu\ndense units=2048 activation=relu\ndense units=10\n' >"$W/wide.model"
+timeout 120 "$MPIRUN" --oversubscribe -np "$K" "$W/pipe0.sh" "$W/bar.rc" "$TT" train --train-samples 3000 \
+  --val-samples 512 --test-samples 512 --batch "$K" --epochs 2 --progress bar --model "$W/wide.model" \
+  --log-json "$W/bar.jsonl" --checkpoint-dir "$W/bar-ck" >"$W/bar.txt" 2>&1
+rcs=$(allrc "$W/bar.rc")
+last_record=$(tail -n 1 "$W/bar.jsonl" 2>/dev/null)
+if [ "$rcs" = "$ones" ] && grep -q '^towertrain: rank 0: stdout: write failed: Broken pipe' "$W/bar.txt" &&
+   echo "$last_record" | grep -q '"event":"error","kind":"output"'; then
+  ok "rank 0's bar loses its reader: every rank exits 1 ($rcs), the log ends: $(echo "$last_record" | head -c 120)"
+else
+  bad "rank 0's bar loses its reader: exit codes $rcs, log ends '$last_record': $(tail -c 400 "$W/bar.txt")"
 fi
 
 if [ $fails -ne 0 ]; then echo "test_mpi ($K ranks): $fails failure(s)"; exit 1; fi

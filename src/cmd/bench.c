@@ -313,12 +313,13 @@ static tt_status row_measure(tt_run_config *c, measure_setup *setup, bench_run *
     /* the prediction is the median of probes before, during and after the row's training */
     br->epochs = c->epochs;
     br->n_probes = 0;
-    tt_status s = tt_probe_run(&br->pc, &br->probes[br->n_probes++], err);
+    /* the probes are this rank's own work: a stop (a signal on one rank) is agreed before the row's collectives */
+    tt_status s = tt_node_agree(sub, tt_probe_run(&br->pc, &br->probes[br->n_probes++], err), err);
     if (s) return s;
     c->before_epoch = bench_before_epoch;
     c->before_epoch_ctx = br;
     if ((s = tt_run_on(c, &setup->train, &setup->val, &setup->test, NULL, res, err))) return s;
-    if ((s = tt_probe_run(&br->pc, &br->probes[br->n_probes++], err))) return s;
+    if ((s = tt_node_agree(sub, tt_probe_run(&br->pc, &br->probes[br->n_probes++], err), err))) return s;
     tt_probe probe;
     tt_probe_median(br->probes, br->n_probes, &probe);
     tt_probe_predict_node(&probe, net, r->ranks, model->n_params, c->node_reduce, c->reduce, &r->pred);
@@ -364,8 +365,8 @@ static tt_status row_measure(tt_run_config *c, measure_setup *setup, bench_run *
 static tt_status row_report(const bench_row *r, const tt_run_result *res, tt_out *csv, tt_error *err)
 {
     printf("%5d %6zu %6zu %9s %10s %9.3f %11.3f %9.3f %9.3f %+6.0f%% %9.3f %6.2f %8.4f\n", r->ranks, r->towers,
-           r->batch, r->reduce, r->update, r->s_per_epoch, r->floor_ms * 1e-3 * (double)r->steps, r->ms, r->pred_ms, r->err_pc, r->floor_ms,
-           r->ratio, r->val_accuracy);
+           r->batch, r->reduce, r->update, r->s_per_epoch, r->floor_ms * 1e-3 * (double)r->steps, r->ms, r->pred_ms,
+           r->err_pc, r->floor_ms, r->ratio, r->val_accuracy);
     const double k = r->k;
     const tt_step_times *sp = &r->split, *pr = &r->pred;
     printf("       measured ms/step: pull %.3f data %.3f compute %.3f push %.3f wait %.3f reduce %.3f "
@@ -491,9 +492,10 @@ int tt_cmd_bench(int argc, char **argv)
     tt_pending pend;
     memset(&pend, 0, sizeof pend);
     tt_error we;
-    if (b.csv && !(s = tt_out_open(&csv, b.csv, what, 4096, &we))) s = csv_header(&csv, &we);
-    tt_pending_fail(&pend, s, &we);
-    if (!pend.s) {
+    const tt_status opened = b.csv ? tt_out_open(&csv, b.csv, what, 4096, &we) : TT_OK;
+    tt_pending_fail(&pend, opened, &we);
+    if (!opened) { /* a CSV that opens but cannot be written still lets the banner say what the run was */
+        if (b.csv) tt_pending_fail(&pend, csv_header(&csv, &we), &we);
         bench_banner(&setup, &c, b.weak, world);
         tt_pending_fail(&pend, tt_flush_stdout(stdout, &we), &we);
     }
@@ -514,6 +516,7 @@ int tt_cmd_bench(int argc, char **argv)
                 if (N * (size_t)K > B) {
                     printf("%5d %6zu %6zu %9s %10s   (skipped: more towers than samples in the batch)\n", K, N, B,
                            tt_reduce_name(b.reduces[ri]), tt_update_name(b.updates[ui]));
+                    tt_pending_fail(&pend, tt_flush_stdout(stdout, &we), &we); /* agreed with the next row's */
                     continue;
                 }
                 tt_trainer_config tc = {.ops = ops, .n_devices = setup.be.n_devices, .n_towers = N,
@@ -522,6 +525,7 @@ int tt_cmd_bench(int argc, char **argv)
                 if (tt_trainer_check(&tc, &why)) { /* nccl with more towers than GPUs; an update it cannot serve */
                     printf("%5d %6zu %6zu %9s %10s   (skipped: %s)\n", K, N, B, tt_reduce_name(b.reduces[ri]),
                            tt_update_name(b.updates[ui]), why.msg);
+                    tt_pending_fail(&pend, tt_flush_stdout(stdout, &we), &we);
                     continue;
                 }
                 c.towers = N;
@@ -531,16 +535,19 @@ int tt_cmd_bench(int argc, char **argv)
                 c.node = &sub;
                 bench_row row = {.ranks = K, .towers = N, .batch = B, .scaling = b.weak ? "weak" : "strong"};
                 if ((s = row_measure(&c, &setup, br, b.reps, &sub, &net, &row, &err))) break;
-                /* rank 0's stdout or CSV may have failed: the row's ranks leave the sweep together */
+                /* rank 0's stdout or CSV may have failed, a rank may have caught a signal: the row's ranks learn
+                 * it together and leave the sweep together */
                 tt_pending_fail(&pend, row_report(&row, res, b.csv ? &csv : NULL, &we), &we);
+                const int sig = tt_node_stop_signal(&sub);
+                if (sig)
+                    tt_pending_fail(&pend, tt_fail(&we, TT_ERR_STOPPED, "bench: stopped by %s after the row of %zu "
+                                                   "towers, batch %zu", tt_signal_name(sig), N, B), &we);
                 s = tt_pending_agree(&sub, &pend, TT_OK, &err);
-                if (!s && tt_signal_caught())
-                    s = tt_fail(&err, TT_ERR_STOPPED, "bench: stopped by %s after the row of %zu towers, batch %zu",
-                                tt_signal_name(tt_signal_caught()), N, B);
             }
     /* the ranks that sat this out wait, asleep, for the ones that ran the rows */
     if (sub.size > 0) tt_node_free(&sub);
-    if (world->size > 1) s = tt_node_agree(world, s, &err);
+    s = tt_pending_agree(world, &pend, s, &err); /* a skipped row's console line, a row's failure */
+    tt_node_stop_signal(world); /* a stop's signal is every rank's exit code, the ranks that sat out too */
     if (!s) s = tt_node_idle_barrier(world, &err);
     }
     tt_pending_fail(&pend, tt_out_close(&csv, &we), &we);
@@ -738,8 +745,9 @@ int tt_cmd_probe(int argc, char **argv)
     tt_net net;
     s = tt_node_agree(nd, tt_probe_run(&pc, &p, &err), &err);
     if (!s) s = tt_node_agree(nd, tt_probe_net(nd, model->n_params, reps, &net, &err), &err);
-    if (!s && tt_signal_caught())
-        s = tt_fail(&err, TT_ERR_STOPPED, "probe: stopped by %s", tt_signal_name(tt_signal_caught()));
+    const int sig = tt_node_stop_signal(nd); /* every rank, whatever its status: the signal is the job's */
+    if (!s && sig)
+        s = tt_node_agree(nd, tt_fail(&err, TT_ERR_STOPPED, "probe: stopped by %s", tt_signal_name(sig)), &err);
     if (!s && tt_node_speaks()) {
         printf("BLAS: %s\n", tt_blas_describe());
         tt_probe_print(stdout, &p, &pc);

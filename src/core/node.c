@@ -13,6 +13,7 @@
 
 #include "tt_math.h"
 #include "tt_node.h"
+#include "tt_signal.h"
 
 #ifdef TT_WITH_MPI
 #include <mpi.h>
@@ -352,6 +353,21 @@ tt_status tt_node_agree(tt_node *nd, tt_status s, tt_error *err)
 {
     if (nd->size <= 1 || !nd->mpi) return s;
     return MPI_PART(mpi_agree(nd, s, err));
+}
+
+int tt_node_stop_signal(tt_node *nd)
+{
+    const int mine = tt_signal_caught();
+    if (nd->size <= 1) return mine;
+    uint32_t bits = mine > 0 && mine < 32 ? 1u << mine : 0;
+    tt_error e;
+    if (tt_node_or(nd, &bits, 1, &e)) return mine;
+    for (int sig = 1; sig < 32; sig++)
+        if (bits & (1u << sig)) {
+            tt_status_stop_signal(sig);
+            return sig;
+        }
+    return 0;
 }
 
 void tt_pending_fail(tt_pending *p, tt_status s, const tt_error *err)

@@ -341,22 +341,8 @@ static void epoch_stats(run_state *rs, size_t epoch, size_t first, size_t end, t
 
 /* ---- checkpoints ---------------------------------------------------------------------------------------------- */
 
-/* The signal that stopped the job: this rank's, or (K ranks) the one any rank caught — every rank must decide
- * alike, or one would leave while the others wait for it. 0: none. */
-static int run_signal(run_state *rs)
-{
-    const int mine = tt_signal_caught();
-    if (rs->K <= 1) return mine;
-    uint32_t bits = mine > 0 && mine < 32 ? 1u << mine : 0;
-    tt_error e;
-    if (tt_node_or(rs->nd, &bits, 1, &e)) return mine;
-    for (int sig = 1; sig < 32; sig++)
-        if (bits & (1u << sig)) {
-            tt_status_stop_signal(sig); /* the exit code carries it on every rank, not only on the one that caught it */
-            return sig;
-        }
-    return 0;
-}
+/* The signal that stopped the job, agreed by every rank (tt_node_stop_signal). 0: none. */
+static int run_signal(run_state *rs) { return tt_node_stop_signal(rs->nd); }
 
 /* A stop request seen between steps (during loading, validation or before the test set). */
 static tt_status run_stopped(run_state *rs, const char *where, size_t epoch, size_t step, tt_error *err)
@@ -416,7 +402,7 @@ static tt_status run_halted(run_state *rs, size_t epoch, size_t first, size_t st
      * stop's collectives and checkpoint go on without it, and the halted steps' records are written as far as they
      * go, their failures not the run's */
     const tt_status console = rs->pending.s;
-    const tt_error console_err = rs->pending.err;
+    tt_error console_err = rs->pending.err;
     rs->pending.s = TT_OK;
     if (rs->log.buf && steps > first)
         tt_ledger_json_steps(&rs->log, epoch, rs->results, rs->ledger, first, steps, rs->c->towers, &werr);
@@ -424,14 +410,19 @@ static tt_status run_halted(run_state *rs, size_t epoch, size_t first, size_t st
     rs->pending.s = TT_OK;
     if (rs->out && rs->bar && !console) fputc('\n', rs->out);
     if (tt_trainer_halted(&rs->tr) == TT_HALT_NONFINITE) return run_nonfinite(rs, epoch, steps, err);
-    if (rs->K > 1) { /* every rank takes the stop's collectives (signal, checkpoint); rank 0's failed stdout wins */
+    if (rs->K > 1) {
+        /* rank 0's stdout failed while the crew ran (its stop request halted every rank): every rank learns it first,
+         * and it is the run's failure as in one process — no stop's checkpoint, an "error" record */
+        if (console) *err = console_err;
+        tt_status st = run_agree(rs, console, err);
+        if (st) {
+            log_end(rs, "error", "\"kind\":\"output\",", err);
+            return st;
+        }
         char at[128];
         snprintf(at, sizeof at, "in epoch %zu after step %zu/%zu (the master weights are those after that step)",
                  epoch, steps, rs->steps);
-        tt_status st = run_stopped(rs, at, epoch, steps, err);
-        if (!console) return st;
-        *err = console_err; /* rank 0's failed stdout is the run's failure, not the stop */
-        return console;
+        return run_stopped(rs, at, epoch, steps, err); /* every rank: the stop's collectives (signal, checkpoint) */
     }
     if (console) { /* stdout failed while the crew ran: that is the error */
         *err = console_err;
@@ -541,7 +532,8 @@ static tt_status run_finish(run_state *rs, tt_run_result *res, tt_error *err)
 }
 
 /* Closes the trace (valid JSON however the run ended) and the log, the first error winning; then the run's last
- * agreement (not after a failed collective), and its memory. */
+ * agreement (not after a step whose cross-node collective failed: TT_HALT_NODE, where no other one can be trusted;
+ * another failed collective has already left its failure to this one), and its memory. */
 static tt_status run_close(run_state *rs, tt_status s, tt_error *err)
 {
     run_fail(rs, s, err); /* this rank's first failure: one recorded before s, or s */
@@ -758,17 +750,20 @@ tt_status tt_run(const tt_run_config *c, FILE *out, tt_run_result *res, tt_error
     memset(&test, 0, sizeof test);
     if (!s) s = tt_run_load(c, &train, &val, &test, err);
     /* K ranks: a rank whose backend or files failed ends the job, named (a failed load leaves its sets zeroed) */
-    s = tt_node_agree(c->node ? c->node : tt_node_world(), s, err);
+    tt_node *nd = c->node ? c->node : tt_node_world();
+    s = tt_node_agree(nd, s, err);
+    /* loading takes seconds: a signal then (on any rank) stops the run before it starts, agreed by every rank */
+    const int sig = s ? 0 : tt_node_stop_signal(nd);
+    if (sig)
+        s = tt_node_agree(nd, tt_fail(err, TT_ERR_STOPPED, "stopped by %s while loading the data", tt_signal_name(sig)),
+                          err);
     if (s) {
         tt_dataset_free(&train);
         tt_dataset_free(&val);
         tt_dataset_free(&test);
         return s;
     }
-    if (tt_signal_caught()) /* loading takes seconds: a signal then stops the run before it starts */
-        s = tt_fail(err, TT_ERR_STOPPED, "stopped by %s while loading the data", tt_signal_name(tt_signal_caught()));
-    else
-        s = tt_run_on(c, &train, &val, &test, out, res, err);
+    s = tt_run_on(c, &train, &val, &test, out, res, err);
     tt_dataset_free(&train);
     tt_dataset_free(&val);
     tt_dataset_free(&test);

@@ -231,7 +231,7 @@ static tt_status run_resume_bytes(run_state *rs, char *path, size_t len, tt_erro
     size_t n = 0;
     tt_status s = TT_OK;
     snprintf(path, len, "%s", c->resume);
-    if (rs->rank0) {
+    if (rs->rank0 && !rs->pending.s) { /* a failure already recorded (the banner): nothing read, agreed below */
         size_t skipped = 0;
         if (stat(c->resume, &st) == 0 && S_ISDIR(st.st_mode)) {
             s = tt_ckpt_newest(c->resume, rs->model, ck, path, len, &skipped, err);
@@ -242,7 +242,10 @@ static tt_status run_resume_bytes(run_state *rs, char *path, size_t len, tt_erro
         }
         if (!s) s = tt_checkpoint_read_bytes(path, &buf, &n, err);
     }
-    if ((s = run_agree(rs, s, err))) return s;
+    if ((s = run_agree(rs, s, err))) {
+        tt_free(buf);
+        return s;
+    }
     uint64_t n64 = n;
     s = tt_node_bcast(rs->nd, &n64, sizeof n64, err);
     if (!s) s = tt_node_bcast(rs->nd, path, len, err);
