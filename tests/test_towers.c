@@ -96,6 +96,19 @@ static size_t max_towers(size_t batch)
     return n < batch ? n : batch;
 }
 
+/* A trainer's master weights, then its optimizer's state vectors (tt_optim_slots' order): (1 + slots) * P floats,
+ * the caller frees. */
+static float *weights_and_state(tt_trainer *tr)
+{
+    const size_t P = tr->model->n_params;
+    tt_optim_slot sl[3];
+    const int slots = tt_optim_slots(&tr->opt, sl);
+    float *out = (float *)tt_malloc((1 + (size_t)slots) * P * sizeof(float));
+    memcpy(out, tr->h_params, P * sizeof(float));
+    for (int k = 0; k < slots; k++) memcpy(out + (1 + (size_t)k) * P, sl[k].data, P * sizeof(float));
+    return out;
+}
+
 /* Trains `steps` steps of a fixed index sequence under `reduce`; returns the final master weights (caller frees), or
  * NULL with *err set where tt_trainer_init refuses the configuration. */
 static float *train_steps_on(tt_reduce reduce, size_t towers, size_t batch, tt_optim_config oc, size_t steps,
@@ -127,12 +140,7 @@ static float *train_steps_on(tt_reduce reduce, size_t towers, size_t batch, tt_o
         ck_assert_uint_eq(res.n, n);
     }
     *P = m.n_params;
-    /* the weights, then the optimizer's state vectors (tt_optim_slots' order) */
-    tt_optim_slot sl[3];
-    const int slots = tt_optim_slots(&tr.opt, sl);
-    float *out = (float *)tt_malloc((1 + (size_t)slots) * m.n_params * sizeof(float));
-    memcpy(out, tr.h_params, m.n_params * sizeof(float));
-    for (int k = 0; k < slots; k++) memcpy(out + (1 + (size_t)k) * m.n_params, sl[k].data, m.n_params * sizeof(float));
+    float *out = weights_and_state(&tr);
     tt_trainer_free(&tr);
     tt_free(idx);
     tt_free(init);
@@ -290,9 +298,7 @@ static float *train_job(tt_reduce reduce, tt_update update, size_t towers, tt_op
     tt_trainer_wait(&tr, -1, NULL);
     ck_assert_int_eq(tt_trainer_halted(&tr), TT_HALT_NONE);
     *P = m.n_params;
-    float *out = (float *)tt_malloc((1 + (size_t)slots) * m.n_params * sizeof(float));
-    memcpy(out, tr.h_params, m.n_params * sizeof(float));
-    for (int k = 0; k < slots; k++) memcpy(out + (1 + (size_t)k) * m.n_params, sl[k].data, m.n_params * sizeof(float));
+    float *out = weights_and_state(&tr);
     tt_trainer_free(&tr);
     tt_free(idx);
     tt_free(init);
