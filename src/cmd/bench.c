@@ -412,6 +412,25 @@ static void bench_banner(const measure_setup *setup, const tt_run_config *c, int
            "s/epoch", "floor s/ep", "ms/step", "pred ms", "pred", "floor ms", "ratio", "val_acc");
 }
 
+/* Rank 0's outputs before the sweep: the CSV (--csv) and its header, then the banner — unless the CSV could not be
+ * opened (one that opens but cannot be written still lets the banner say what the run was). A failure is recorded
+ * in *pend (zeroed here) for the job's next agreement. */
+static void bench_outputs_open(tt_out *csv, const bench_opts *b, const measure_setup *setup, const tt_run_config *c,
+                               const tt_node *world, tt_pending *pend)
+{
+    memset(csv, 0, sizeof *csv);
+    memset(pend, 0, sizeof *pend);
+    char what[200];
+    snprintf(what, sizeof what, "--csv %s", b->csv ? b->csv : "");
+    tt_error e;
+    const tt_status opened = b->csv ? tt_out_open(csv, b->csv, what, 4096, &e) : TT_OK;
+    tt_pending_fail(pend, opened, &e);
+    if (opened) return;
+    if (b->csv) tt_pending_fail(pend, csv_header(csv, &e), &e);
+    bench_banner(setup, c, b->weak, world);
+    tt_pending_fail(pend, tt_flush_stdout(stdout, &e), &e);
+}
+
 static void bench_help(void)
 {
     printf("usage: [mpirun -np K] towertrain bench [--ranks 1,2] [--towers 1,2] [--batch 256] [--reduce cpu]\n"
@@ -484,21 +503,11 @@ int tt_cmd_bench(int argc, char **argv)
     }
     tt_run_result *res = setup.res;
     tt_out csv;
-    memset(&csv, 0, sizeof csv);
-    char what[200];
-    snprintf(what, sizeof what, "--csv %s", b.csv ? b.csv : "");
     /* rank 0's writes (the CSV, stdout) record their failure; the job agrees on it before the sweep, after every
      * row and at the end (tt_pending) */
     tt_pending pend;
-    memset(&pend, 0, sizeof pend);
     tt_error we;
-    const tt_status opened = b.csv ? tt_out_open(&csv, b.csv, what, 4096, &we) : TT_OK;
-    tt_pending_fail(&pend, opened, &we);
-    if (!opened) { /* a CSV that opens but cannot be written still lets the banner say what the run was */
-        if (b.csv) tt_pending_fail(&pend, csv_header(&csv, &we), &we);
-        bench_banner(&setup, &c, b.weak, world);
-        tt_pending_fail(&pend, tt_flush_stdout(stdout, &we), &we);
-    }
+    bench_outputs_open(&csv, &b, &setup, &c, world, &pend);
     s = tt_pending_agree(world, &pend, TT_OK, &err);
     for (size_t ki = 0; !s && ki < b.n_ranks; ki++) {
     const int K = (int)b.ranks[ki];
