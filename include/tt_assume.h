@@ -53,6 +53,11 @@ tt_status tt_assume_parse(const char *spec, tt_assume *a, tt_error *err);
 void tt_assume_probe(const tt_assume *a, const tt_model *m, size_t towers, size_t batch, tt_optim_kind opt,
                      tt_probe *p);
 
+/* The predicted step of N towers under placement r with the optimizer at u (--update; assume.c's head comment has
+ * the formulas): 0 and *t zeroed where u cannot run with r or r is not modelled, else 1. */
+int tt_assume_update_step(const tt_assume *a, const tt_model *m, size_t towers, size_t batch, tt_optim_kind opt,
+                          tt_reduce r, tt_update u, tt_step_times *t);
+
 /* The what-if report: for towers 1..8, strong scaling (global batch `batch`) and weak scaling (batch per tower), the
  * predicted step (ms) of every placement with the split of the best one, plus samples/s and speed-up vs 1 GPU; a
  * header naming the profile and every figure used, and per mode one line on where adding GPUs stops helping and

@@ -153,6 +153,49 @@ START_TEST(test_probe_by_hand)
 }
 END_TEST
 
+/* --update device and replicated for N = 4, B = 256 on h100-pcie, by hand (assume.c's head comment): no pull (or
+ * tower 0's, over peer links), only the statistics pushed, the reduce without its push of the sum, the update on
+ * HBM; host is tt_probe_predict's step; a placement that leaves no sum where the update runs is not a step. */
+START_TEST(test_update_by_hand)
+{
+    tt_model m;
+    seed_mlp(&m);
+    tt_assume a;
+    tt_error err;
+    ck_assert_msg(tt_assume_parse("h100-pcie", &a, &err) == TT_OK, "%s", err.msg);
+    tt_probe p;
+    tt_assume_probe(&a, &m, 4, 256, TT_OPT_ADAM, &p);
+    const double S = 1077288.0, L = 269376.0, P = 269322.0;
+    const double tail = p.data + p.compute + (8e-6 + 512.0 / 48e9) + 5e-6; /* data, compute, stats, barrier */
+    const double upd = 3 * 5e-6 + 28.0 * P / 1800e9 + 8e-6 + 5e-6;          /* Adam on HBM, flags back, barrier B */
+    tt_step_times t, h;
+    ck_assert(tt_assume_update_step(&a, &m, 4, 256, TT_OPT_ADAM, TT_REDUCE_DEVICE, TT_UPDATE_DEVICE, &t));
+    close_to(t.pull, 8e-6 + 3 * S / 48e9, "device: the pull from tower 0");
+    close_to(t.reduce, 3 * (8e-6 + S / 48e9) + 3 * (5e-6 + 3 * S / 1800e9) + 5e-6, "device: the reduce, no push");
+    close_to(t.update, upd, "device: the update on GPU 0");
+    close_to(t.total, t.pull + tail + t.reduce + upd, "device: the step");
+    ck_assert(tt_assume_update_step(&a, &m, 4, 256, TT_OPT_ADAM, TT_REDUCE_ALLREDUCE, TT_UPDATE_REPLICATED, &t));
+    ck_assert(t.pull == 0);
+    close_to(t.reduce, (8e-6 + 2 * L / 1800e9) + 3 * (8e-6 + L / 48e9 + 5e-6 + 3 * L / 1800e9) +
+                           3 * (8e-6 + L / 48e9) + 5e-6,
+             "replicated: the reduce-scatter and the all-gather");
+    close_to(t.total, tail + t.reduce + upd, "replicated, allreduce: the step");
+    ck_assert(tt_assume_update_step(&a, &m, 4, 256, TT_OPT_ADAM, TT_REDUCE_NCCL, TT_UPDATE_REPLICATED, &t));
+    close_to(t.reduce, 40e-6 + 2 * 3.0 / 4 * S / 28e9 + 5e-6, "replicated: ncclAllReduce");
+    ck_assert(tt_assume_update_step(&a, &m, 4, 256, TT_OPT_ADAM, TT_REDUCE_CPU, TT_UPDATE_HOST, &t));
+    tt_probe_predict(&p, TT_REDUCE_CPU, &h);
+    ck_assert(t.total == h.total);
+    ck_assert(!tt_assume_update_step(&a, &m, 4, 256, TT_OPT_ADAM, TT_REDUCE_ALLREDUCE, TT_UPDATE_DEVICE, &t));
+    ck_assert(!tt_assume_update_step(&a, &m, 4, 256, TT_OPT_ADAM, TT_REDUCE_CPU, TT_UPDATE_REPLICATED, &t));
+    ck_assert(t.total == 0);
+    /* one GPU: the optimizer beside the gradient saves the pull, the push of the sum and the host's pass */
+    tt_step_times one_host, one_dev;
+    ck_assert(tt_assume_update_step(&a, &m, 1, 256, TT_OPT_ADAM, TT_REDUCE_CPU, TT_UPDATE_HOST, &one_host));
+    ck_assert(tt_assume_update_step(&a, &m, 1, 256, TT_OPT_ADAM, TT_REDUCE_DEVICE, TT_UPDATE_DEVICE, &one_dev));
+    ck_assert_msg(one_dev.total < one_host.total, "1 GPU: device %g, host %g", one_dev.total, one_host.total);
+}
+END_TEST
+
 /* The host cap, the one-tower cases and SGD's update. */
 START_TEST(test_probe_edges)
 {
@@ -223,19 +266,25 @@ START_TEST(test_report)
     text[n] = '\0';
     fclose(f);
     const char *want[] = {"PREDICTED", "a100-pcie", "overridden: peer_gbs", "cpu", "device", "allreduce", "nccl",
-                          "strong scaling", "weak scaling", "strong: ", "weak: ", "samples/s"};
+                          "strong scaling", "weak scaling", "strong: ", "weak: ", "samples/s",
+                          "where the optimizer runs (--update", "replicated"};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         ck_assert_msg(strstr(text, want[i]) != NULL, "the report lacks '%s':\n%s", want[i], text);
     /* every line fits 120 columns; rows for 1..8 GPUs in each mode */
-    size_t rows = 0;
+    size_t rows = 0, update_rows = 0;
     for (const char *line = text; *line;) {
         const char *nl = strchr(line, '\n');
         ck_assert_ptr_nonnull(nl);
         ck_assert_msg(nl - line <= 120, "a line of %d columns: %.*s", (int)(nl - line), (int)(nl - line), line);
-        rows += nl - line > 5 && line[3] >= '1' && line[3] <= '8' && line[4] == ' ' && strstr(line, "x") != NULL;
+        char one[128];
+        snprintf(one, sizeof one, "%.*s", (int)(nl - line), line);
+        const int gpu_row = strlen(one) > 5 && one[3] >= '1' && one[3] <= '8' && one[4] == ' ';
+        rows += gpu_row && strchr(one, 'x') != NULL;
+        update_rows += gpu_row && one[5] == '|' && strstr(one, "samples/s") != NULL;
         line = nl + 1;
     }
     ck_assert_uint_eq(rows, 16);
+    ck_assert_uint_eq(update_rows, 16); /* the --update table: 1..8 GPUs in each mode */
 }
 END_TEST
 
@@ -247,6 +296,7 @@ int main(void)
     tcase_add_test(tc, test_parse_invalid);
     tcase_add_test(tc, test_probe_by_hand);
     tcase_add_test(tc, test_probe_edges);
+    tcase_add_test(tc, test_update_by_hand);
     tcase_add_test(tc, test_probe_monotonic);
     tcase_add_test(tc, test_report);
     suite_add_tcase(s, tc);

@@ -23,6 +23,15 @@
  *   reduce_nccl = nccl_us + (N > 1 ? S / nccl_busbw : 0) + copy(S, d2h, 1)
  *                      ncclReduce to tower 0: nccl-tests' bus bandwidth for Reduce is algbw = S / t
  *   update      = (3 + 2 Z) 4 P / host                      read w, g and the state, write w and the state
+ * Where the optimizer runs (--update; tt_assume_update_step): host is the step above. On the GPUs nothing is pushed
+ * but the statistics, the placement's reduce loses its push of the sum (reduce_keep: the terms above without their
+ * last copy(.., d2h, ..)), and the host's update becomes the device's:
+ *   update_dev  = 3 launch + (3 + 2 Z) 4 P / hbm + copy_us  clear, mark and update kernels; the flags read back
+ *   device      (--reduce device, nccl) pull = N > 1 ? copy_us + (N-1) S / peer : 0   the others read tower 0's
+ *               copy through its one link, one after another;  reduce = reduce_keep;  update = update_dev
+ *   replicated  (--reduce allreduce, nccl) pull = 0;  reduce = allreduce: reduce_keep + (N-1) (copy_us + L / peer)
+ *               (the all-gather of the summed slices); nccl: ncclAllReduce, nccl_us + (N > 1 ? 2 (N-1)/N S / busbw
+ *               : 0) (nccl-tests: busbw = algbw 2 (N-1)/N);  update = update_dev, every GPU at once
  * docs/whatif.md gives the profiles' figures with their sources.
  * Not for: measurements (probe.c) or the prediction formula itself (tt_probe_predict). */
 #include <errno.h>
@@ -196,27 +205,39 @@ typedef struct assumed_step {
 
 static double reduce_cpu(const assumed_step *x) { return x->N * x->S / (x->a->host_gbs * 1e9); }
 
-static double reduce_device(const assumed_step *x)
+/* The placements' reduce phases without their last push of the sum to the host (reduce_keep), and that push. */
+static double keep_device(const assumed_step *x)
+{
+    return (x->N - 1) * (peer_copy(x->a, x->S) + device_add(x->a, x->S));
+}
+
+static double reduce_device(const assumed_step *x) { return keep_device(x) + link_copy(x->a, x->S, x->a->d2h_gbs, 1); }
+
+/* allreduce's slice: the trainer's, ceil(P / N) rounded up to 16 floats, in bytes */
+static double slice_bytes(const assumed_step *x)
+{
+    const size_t P = x->m->n_params, slice = ((P + x->towers - 1) / x->towers + 15) & ~(size_t)15;
+    return 4.0 * (double)(slice < P ? slice : P);
+}
+
+static double keep_allreduce(const assumed_step *x)
 {
     const tt_assume *a = x->a;
-    return (x->N - 1) * (peer_copy(a, x->S) + device_add(a, x->S)) + link_copy(a, x->S, a->d2h_gbs, 1);
+    const double L = slice_bytes(x);
+    return a->copy_us * 1e-6 + 2 * L / (a->hbm_gbs * 1e9) + (x->N - 1) * (peer_copy(a, L) + device_add(a, L));
 }
 
 static double reduce_allreduce(const assumed_step *x)
 {
-    const tt_assume *a = x->a;
-    const size_t P = x->m->n_params, slice = ((P + x->towers - 1) / x->towers + 15) & ~(size_t)15;
-    const double L = 4.0 * (double)(slice < P ? slice : P);
-    return a->copy_us * 1e-6 + 2 * L / (a->hbm_gbs * 1e9) + (x->N - 1) * (peer_copy(a, L) + device_add(a, L)) +
-           link_copy(a, L, a->d2h_gbs, x->N);
+    return keep_allreduce(x) + link_copy(x->a, slice_bytes(x), x->a->d2h_gbs, x->N);
 }
 
-static double reduce_nccl(const assumed_step *x)
+static double keep_nccl(const assumed_step *x)
 {
-    const tt_assume *a = x->a;
-    return a->nccl_us * 1e-6 + (x->towers > 1 ? x->S / (a->nccl_busbw_gbs * 1e9) : 0) +
-           link_copy(a, x->S, a->d2h_gbs, 1);
+    return x->a->nccl_us * 1e-6 + (x->towers > 1 ? x->S / (x->a->nccl_busbw_gbs * 1e9) : 0);
 }
+
+static double reduce_nccl(const assumed_step *x) { return keep_nccl(x) + link_copy(x->a, x->S, x->a->d2h_gbs, 1); }
 
 static double (*const ASSUMED_REDUCE[TT_REDUCE_COUNT])(const assumed_step *) = {
     [TT_REDUCE_CPU] = reduce_cpu,
@@ -224,6 +245,51 @@ static double (*const ASSUMED_REDUCE[TT_REDUCE_COUNT])(const assumed_step *) = {
     [TT_REDUCE_ALLREDUCE] = reduce_allreduce,
     [TT_REDUCE_NCCL] = reduce_nccl,
 };
+
+/* ---- where the optimizer runs (--update) ------------------------------------------------------------------- */
+
+/* The reduce phase of r under update u (the head comment's formulas); < 0: not modelled or not runnable. */
+static double update_reduce(const assumed_step *x, tt_reduce r, tt_update u)
+{
+    if (!(tt_update_reduces(u) & (1u << r)) || !ASSUMED_REDUCE[r]) return -1;
+    if (u == TT_UPDATE_HOST) return ASSUMED_REDUCE[r](x);
+    const tt_assume *a = x->a;
+    if (u == TT_UPDATE_DEVICE)
+        return r == TT_REDUCE_DEVICE ? keep_device(x) : r == TT_REDUCE_NCCL ? keep_nccl(x) : -1;
+    if (r == TT_REDUCE_ALLREDUCE) return keep_allreduce(x) + (x->N - 1) * peer_copy(a, slice_bytes(x));
+    if (r == TT_REDUCE_NCCL)
+        return a->nccl_us * 1e-6 + (x->towers > 1 ? 2 * (x->N - 1) / x->N * x->S / (a->nccl_busbw_gbs * 1e9) : 0);
+    return -1;
+}
+
+int tt_assume_update_step(const tt_assume *a, const tt_model *m, size_t towers, size_t batch, tt_optim_kind opt,
+                          tt_reduce r, tt_update u, tt_step_times *t)
+{
+    memset(t, 0, sizeof *t);
+    if ((unsigned)r >= TT_REDUCE_COUNT || (unsigned)u >= TT_UPDATE_COUNT) return 0;
+    tt_probe p;
+    tt_assume_probe(a, m, towers, batch, opt, &p);
+    const assumed_step x = {a, m, towers, (double)towers, 4.0 * (double)m->n_params};
+    const double reduce = update_reduce(&x, r, u);
+    if (reduce < 0) return 0;
+    if (u == TT_UPDATE_HOST) {
+        tt_probe_predict(&p, r, t);
+        return 1;
+    }
+    const tt_optim_config oc = tt_optim_defaults(opt);
+    const double P = (double)m->n_params, launch = a->launch_us * 1e-6;
+    t->pull = u == TT_UPDATE_DEVICE && towers > 1 ? a->copy_us * 1e-6 + (x.N - 1) * x.S / (a->peer_gbs * 1e9) : 0;
+    t->data = p.data;
+    t->compute = p.compute;
+    t->push = p.push_stats;
+    t->wait = p.straggle + p.barrier;
+    t->towers = t->pull + t->data + t->compute + t->push + t->wait;
+    t->reduce = reduce + p.barrier;
+    t->update = 3 * launch + (3.0 + 2.0 * (double)tt_optim_state_floats(&oc)) * 4 * P / (a->hbm_gbs * 1e9) +
+                a->copy_us * 1e-6 + p.barrier;
+    t->total = t->towers + t->reduce + t->update;
+    return 1;
+}
 
 void tt_assume_probe(const tt_assume *a, const tt_model *m, size_t towers, size_t batch, tt_optim_kind opt, tt_probe *p)
 {
@@ -354,6 +420,37 @@ static void print_verdict(FILE *f, const char *mode, const assume_row *rows)
     else fprintf(f, "; compute %.3f ms, of it launches %.3f\n", 1e3 * t->compute, 1e3 * launches);
 }
 
+/* --update: for each GPU count the best step with the optimizer on the host, on GPU 0 and on every GPU (the
+ * placement that gives it in parentheses), and which of them is fastest. */
+static void print_updates(FILE *f, const tt_assume *a, const tt_model *m, size_t batch, tt_optim_kind opt, int weak)
+{
+    fprintf(f, "where the optimizer runs (--update; each with its best --reduce), step ms:\nGPUs |");
+    for (int u = 0; u < TT_UPDATE_COUNT; u++) fprintf(f, " %21s", tt_update_name((tt_update)u));
+    fprintf(f, " | fastest\n");
+    for (size_t n = 1; n <= ASSUME_MAX_GPUS; n++) {
+        const size_t global = weak ? batch * n : batch;
+        int best_u = -1;
+        double best = 0;
+        fprintf(f, "%4zu |", n);
+        for (int u = 0; u < TT_UPDATE_COUNT; u++) {
+            int best_r = -1;
+            double t_u = 0;
+            for (int r = 0; r < TT_REDUCE_COUNT; r++) {
+                tt_step_times t;
+                if (!tt_assume_update_step(a, m, n, global, opt, (tt_reduce)r, (tt_update)u, &t)) continue;
+                if (best_r < 0 || t.total < t_u) best_r = r, t_u = t.total;
+            }
+            if (best_r < 0) {
+                fprintf(f, " %21s", "-");
+                continue;
+            }
+            fprintf(f, " %9.3f (%-9s)", 1e3 * t_u, tt_reduce_name((tt_reduce)best_r));
+            if (best_u < 0 || t_u < best) best_u = u, best = t_u;
+        }
+        fprintf(f, " | %s, %.0f samples/s\n", tt_update_name((tt_update)best_u), (double)global / best);
+    }
+}
+
 static void print_mode(FILE *f, const tt_assume *a, const tt_model *m, size_t batch, tt_optim_kind opt, int weak)
 {
     assume_row rows[ASSUME_MAX_GPUS];
@@ -389,6 +486,7 @@ static void print_mode(FILE *f, const tt_assume *a, const tt_model *m, size_t ba
                 row->samples_per_s / rows[0].samples_per_s);
     }
     print_verdict(f, weak ? "weak" : "strong", rows);
+    print_updates(f, a, m, batch, opt, weak);
 }
 
 tt_status tt_assume_report(FILE *f, const tt_assume *a, const tt_model *m, size_t batch, tt_optim_kind opt,
