@@ -10,11 +10,14 @@
  *     towers:   the placement's reduce: device, allreduce, nccl                      (not for cpu)
  *     barrier R (placements with a reduce only)
  *     everyone: one slice of the buffer: [sum the slots in tower order: cpu] + the optimizer
+ *               (--update device: tower 0, replicated: every tower updates its own copy on its device instead,
+ *               tower_update; the host's crew idles)
  *     barrier B (its last thread stamps the step's time)
  *
  * A placement (where the gradients are summed) is a row of the `placements` table: its name and help (all the rest of
  * the program knows of it, tt_reduce_about), the buffers it adds to a tower, the tower-side reduce phase it runs
- * between barriers A and R, and where the host slices read the summed gradient.
+ * between barriers A and R, and where the host slices read the summed gradient. Where the optimizer runs is the
+ * smaller `updates` table beside it (--update: host, device, replicated, and the placements each runs with).
  * The step above is written once; tt_trainer_time_phases runs the same phase functions one at a time for the probe.
  *
  * A tower issues its whole step on its stream and waits once, at the end, where the host must read its statistics:
