@@ -204,6 +204,63 @@ START_TEST(test_nonfinite_gradient_with_finite_loss)
 }
 END_TEST
 
+/* A halted step applies the same finite blocks wherever the optimizer runs: the host's slices are whole blocks of
+ * TT_REDUCE_BLOCK (= TT_UPDATE_BLOCK) floats, so its NaN/Inf check covers the floats a device's update checks. The
+ * model of test_nonfinite_gradient_with_finite_loss made wider (6 -> 600 -> 3: P = 6003, three blocks) with the
+ * infinite gradient in input 5's row of W1 (floats 3000..3599, inside block 1 = 2048..4095): with 2 host threads a
+ * slice edge at 3008 (16-aligned) would skip 2048..5055 on the host against the device's 2048..4095. */
+START_TEST(test_halted_step_same_blocks)
+{
+    tt_dataset ds;
+    tt_test_dataset(&ds, 12, 6, 3, 5);
+    memset(ds.x, 0, 12 * 6);
+    for (size_t s = 0; s < 12; s++) ds.y[s] = 0;
+    ds.x[2 * 6 + 5] = 255;
+    ds.scale = 1e30f;
+    tt_model m;
+    tt_error err;
+    ck_assert_int_eq(tt_model_parse(&m, "dense units=600\ndense units=3\n", "t", TT_FLAT_INPUT(6, 3), &err), TT_OK);
+    ck_assert_uint_eq(m.n_params, 6003);
+    float *init = (float *)tt_calloc(m.n_params, sizeof(float));
+    float *w2 = init + m.layers[1].offset;
+    for (size_t k = 0; k < 600; k++) {
+        w2[k * 3 + 0] = -1e30f;
+        w2[k * 3 + 1] = w2[k * 3 + 2] = 1e30f;
+    }
+    float *after[N_PLACES];
+    for (int pl = 0; pl < N_PLACES; pl++) {
+        tt_trainer_config tc = tt_test_config(2, 12, tt_optim_defaults(TT_OPT_SGD), PLACES[pl].reduce);
+        tc.update = PLACES[pl].update;
+        tc.host_threads = 2;
+        tt_trainer tr;
+        ck_assert_msg(tt_trainer_init(&tr, &m, &tc, init, &err) == TT_OK, "%s", err.msg);
+        uint32_t idx[12];
+        for (uint32_t i = 0; i < 12; i++) idx[i] = i;
+        tt_step_result res;
+        ck_assert_int_eq(tt_trainer_step(&tr, &ds, idx, 12, &res, &err), TT_ERR_NUMERIC);
+        after[pl] = (float *)tt_malloc(m.n_params * sizeof(float));
+        tt_trainer_get_params(&tr, after[pl]);
+        ck_assert(tt_all_finite(after[pl], m.n_params));
+        ck_assert_msg(after[pl][5 * 600 + 7] == 0.0f, "--update %s applied an infinite gradient",
+                      tt_update_name(PLACES[pl].update));
+        ck_assert_msg(after[pl][4100] != init[4100], "--update %s: block 2 (finite) was not applied",
+                      tt_update_name(PLACES[pl].update));
+        tt_trainer_free(&tr);
+    }
+    for (int pl = 1; pl < N_PLACES; pl++) {
+        size_t first = m.n_params;
+        for (size_t i = 0; i < m.n_params && first == m.n_params; i++)
+            if (memcmp(&after[pl][i], &after[0][i], sizeof(float)) != 0) first = i;
+        ck_assert_msg(first == m.n_params, "--reduce %s --update %s: weight %zu is %g, --reduce cpu's %g",
+                      tt_reduce_name(PLACES[pl].reduce), tt_update_name(PLACES[pl].update), first,
+                      first < m.n_params ? after[pl][first] : 0, first < m.n_params ? after[0][first] : 0);
+    }
+    for (int pl = 0; pl < N_PLACES; pl++) tt_free(after[pl]);
+    tt_free(init);
+    tt_dataset_free(&ds);
+}
+END_TEST
+
 /* A stop request raised before the run halts it after exactly one step, applied. */
 START_TEST(test_stop_request_halts_after_the_step)
 {
@@ -621,6 +678,7 @@ int main(void)
     tcase_add_test(tc, test_nonfinite_names_the_tower);
     tcase_add_test(tc, test_infinite_loss_with_finite_gradient);
     tcase_add_test(tc, test_nonfinite_gradient_with_finite_loss);
+    tcase_add_test(tc, test_halted_step_same_blocks);
     tcase_add_test(tc, test_stop_request_halts_after_the_step);
     tcase_add_test(tc, test_nonfinite_logits_are_wrong);
     tcase_add_test(tc, test_sum_slots_reports_nonfinite);

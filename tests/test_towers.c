@@ -382,6 +382,45 @@ static void updates_agree(void)
 START_TEST(test_updates_agree) { updates_agree(); }
 END_TEST
 
+/* Evaluation reads the host's weights whatever --update says: right after init and after tt_trainer_set_params (the
+ * devices' masters are loaded only when a run of steps starts), a trainer with the optimizer on the devices
+ * evaluates exactly what one with it on the host does. */
+START_TEST(test_update_evaluates_host_weights)
+{
+    tt_dataset ds;
+    g_w->make(&ds, 300, 8);
+    tt_error err;
+    tt_model m;
+    ck_assert_int_eq(tt_model_parse(&m, MODEL, "t", input_of(&ds), &err), TT_OK);
+    float *w = (float *)tt_malloc(m.n_params * sizeof(float));
+    tt_model_init_params(&m, w, 5);
+    static const struct {
+        tt_reduce reduce;
+        tt_update update;
+    } runs[] = {{TT_REDUCE_CPU, TT_UPDATE_HOST}, {TT_REDUCE_DEVICE, TT_UPDATE_DEVICE},
+                {TT_REDUCE_ALLREDUCE, TT_UPDATE_REPLICATED}};
+    tt_eval_result first[3], second[3];
+    for (size_t r = 0; r < 3; r++) {
+        tt_trainer_config tc = tower_config(2, 32, tt_optim_defaults(TT_OPT_ADAM), runs[r].reduce);
+        tc.update = runs[r].update;
+        tt_trainer tr;
+        ck_assert_msg(tt_trainer_init(&tr, &m, &tc, w, &err) == TT_OK, "%s", err.msg);
+        ck_assert_int_eq(tt_trainer_evaluate(&tr, &ds, &first[r], &err), TT_OK);
+        for (size_t i = 0; i < m.n_params; i++) w[i] *= 0.5f; /* other weights, set between runs of steps */
+        tt_trainer_set_params(&tr, w);
+        for (size_t i = 0; i < m.n_params; i++) w[i] *= 2.0f;
+        ck_assert_int_eq(tt_trainer_evaluate(&tr, &ds, &second[r], &err), TT_OK);
+        tt_trainer_free(&tr);
+        ck_assert_msg(first[r].loss == first[0].loss && second[r].loss == second[0].loss,
+                      "--update %s evaluates %.9g then %.9g, the host's %.9g then %.9g", tt_update_name(runs[r].update),
+                      first[r].loss, second[r].loss, first[0].loss, second[0].loss);
+    }
+    ck_assert(first[0].loss != second[0].loss); /* the set weights were evaluated */
+    tt_free(w);
+    tt_dataset_free(&ds);
+}
+END_TEST
+
 static void run_full(size_t towers, uint64_t seed, tt_run_result *res)
 {
     static tt_dataset train, val, test;
@@ -940,6 +979,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_empty_shards);
     tcase_add_test(tc, test_placements_agree);
     tcase_add_test(tc, test_updates_agree);
+    tcase_add_test(tc, test_update_evaluates_host_weights);
     tcase_add_test(tc, test_same_seed_bit_identical);
     tcase_add_test(tc, test_epoch_trains_every_sample_and_allocates_nothing);
     tcase_add_test(tc, test_run_equals_hand_replay);

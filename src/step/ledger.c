@@ -74,10 +74,12 @@ tt_status tt_ledger_json_steps(tt_out *f, size_t epoch, const tt_step_result *re
             tt_out_json_num(f, "push", l->push1 - l->push0, 1);
             tt_out_json_num(f, "push_sum", l->rpush1 - l->rpush0, 1);
             tt_out_json_num(f, "wait", l->wait, 1);
-            tt_out_printf(f, "\"bytes_pull\":%llu,\"bytes_push\":%llu,\"bytes_push_sum\":%llu,\"bytes_reduce\":%llu}",
+            tt_out_json_num(f, "update", l->update1 - l->update0, 1); /* --update device, replicated: this tower's */
+            tt_out_printf(f, "\"bytes_pull\":%llu,\"bytes_push\":%llu,\"bytes_push_sum\":%llu,\"bytes_reduce\":%llu,"
+                          "\"bytes_gather\":%llu}",
                           (unsigned long long)l->bytes_pull, (unsigned long long)l->bytes_push,
-                          (unsigned long long)l->bytes_push_sum,
-                          (unsigned long long)l->bytes_reduce);
+                          (unsigned long long)l->bytes_push_sum, (unsigned long long)l->bytes_reduce,
+                          (unsigned long long)l->bytes_gather);
         }
         tt_out_printf(f, "]}\n");
         tt_status s = tt_out_commit(f, err);

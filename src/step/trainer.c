@@ -38,6 +38,8 @@
 
 enum { JOB_INIT, JOB_STEPS, JOB_EVAL, JOB_DIAGNOSE, JOB_PHASES, JOB_FREE };
 
+_Static_assert(TT_REDUCE_BLOCK == TT_UPDATE_BLOCK, "the host's and a device's update check the same blocks");
+
 /* Events a tower records on its stream: the step's phase boundaries, then the reduce phase's. */
 enum { EV_START, EV_PULL, EV_DATA, EV_COMPUTE, EV_PUSH, EV_R_START, EV_R_SUM, EV_R_PUSH, EV_U_START, EV_U_END, EV_COUNT };
 
@@ -564,7 +566,7 @@ static void reduce_end(tt_tower *tw, double t0, const float *d_sum, size_t lo, s
     tt_tower_ledger *l = &tw->led;
     l->reduce0 = t0;
     l->reduce1 = l->rpush0 = t0 + ev_span(tw, EV_R_START, EV_R_SUM);
-    l->rpush1 = t0 + ev_span(tw, EV_R_START, EV_R_PUSH);
+    l->rpush1 = n ? t0 + ev_span(tw, EV_R_START, EV_R_PUSH) : l->rpush0; /* nothing pushed: no span */
     l->bytes_reduce = bytes_reduce;
     l->bytes_push_sum = n * sizeof(float);
 }
@@ -593,7 +595,8 @@ static void reduce_device(tt_tower *tw)
 
 /* allreduce: tower t takes slice t: it starts from tower 0's slice and adds towers 1..N-1 in order (peer copies
  * for the others' slices, its own read in place), then pushes its slice of the sum (reduce-scatter, then gather to
- * the host). Same additions in the same order as the host's sum: the results are identical. */
+ * the host; --update replicated: the slice stays in its place in the whole-size d_acc, and tower_update gathers the
+ * others' slices there). Same additions in the same order as the host's sum: the results are identical. */
 static void reduce_allreduce(tt_tower *tw)
 {
     tt_trainer *tr = tw->tr;
@@ -614,7 +617,8 @@ static void reduce_allreduce(tt_tower *tw)
 }
 
 /* nccl: every tower thread issues its part of one ncclReduce of the gradients into tower 0's d_acc on its own
- * stream; tower 0 then pushes the sum. NCCL chooses the order of the additions (ring or tree). One tower runs it
+ * stream; tower 0 then pushes the sum (--update device: it keeps it; replicated: one ncclAllReduce into every
+ * tower's d_acc, nothing pushed). NCCL chooses the order of the additions (ring or tree). One tower runs it
  * too (a communicator of one rank), so a one-GPU machine exercises the NCCL path. */
 static void reduce_nccl(tt_tower *tw)
 {
@@ -699,6 +703,13 @@ static void tower_master(tt_tower *tw, int to_device)
     tt_dev_sync(&tw->dev);
 }
 
+/* The host's master weights into this tower, whatever --update says: evaluation reads the host's (a master tower's
+ * own copy is the host's after every run of steps, but tt_trainer_set_params changes only the host's). */
+static void pull_from_host(tt_tower *tw)
+{
+    tt_dev_h2d(&tw->dev, tw->d_params, tw->tr->h_params, tw->tr->model->n_params * sizeof(float));
+}
+
 static void tower_eval(tt_tower *tw)
 {
     tt_trainer *tr = tw->tr;
@@ -708,7 +719,7 @@ static void tower_eval(tt_tower *tw)
     tw->loss_sum = 0;
     tw->top1 = tw->top5 = 0;
     const tt_pass ps = tower_pass(tw, 0);
-    phase_pull(tw);
+    pull_from_host(tw);
     for (size_t done = 0; done < total;) {
         /* eval, predict and train's final test evaluation stop at a signal between chunks (their result is then
          * discarded); train's validation runs to its end, and the run stops after it, with a checkpoint */
@@ -774,7 +785,10 @@ static host_pass fused_pass(const tt_trainer *tr)
 static void host_slice(tt_trainer *tr, const host_pass *p, int i, int T, double *t_sum, double *t_update)
 {
     const size_t N = tr->cfg.n_towers, len_all = p->hi - p->lo;
-    size_t chunk = ((len_all + (size_t)T - 1) / (size_t)T + 15) & ~(size_t)15; /* 64-byte aligned slices */
+    /* slices of whole blocks: a block's NaN/Inf check covers the same floats as a device's update (--update device,
+     * replicated), so a halted step applies the same finite blocks wherever the optimizer runs */
+    size_t chunk = (len_all + (size_t)T - 1) / (size_t)T;
+    chunk = (chunk + TT_REDUCE_BLOCK - 1) / TT_REDUCE_BLOCK * TT_REDUCE_BLOCK;
     size_t lo = p->lo + (size_t)i * chunk, hi = lo + chunk;
     if (lo > p->hi) lo = p->hi;
     if (hi > p->hi) hi = p->hi;
