@@ -96,6 +96,14 @@ END_TEST
 
 /* ---- the phases, by hand ------------------------------------------------------------------------------------- */
 
+/* The seed MLP and the h100-pcie profile: the by-hand cases' starting point. */
+static void h100_pcie(tt_model *m, tt_assume *a)
+{
+    tt_error err;
+    seed_mlp(m);
+    ck_assert_msg(tt_assume_parse("h100-pcie", a, &err) == TT_OK, "%s", err.msg);
+}
+
 START_TEST(test_probe_by_hand)
 {
     tt_model m;
@@ -159,10 +167,8 @@ END_TEST
 START_TEST(test_update_by_hand)
 {
     tt_model m;
-    seed_mlp(&m);
     tt_assume a;
-    tt_error err;
-    ck_assert_msg(tt_assume_parse("h100-pcie", &a, &err) == TT_OK, "%s", err.msg);
+    h100_pcie(&m, &a);
     tt_probe p;
     tt_assume_probe(&a, &m, 4, 256, TT_OPT_ADAM, &p);
     const double S = 1077288.0, L = 269376.0, P = 269322.0;
@@ -200,10 +206,8 @@ END_TEST
 START_TEST(test_probe_edges)
 {
     tt_model m;
-    seed_mlp(&m);
     tt_assume a;
-    tt_error err;
-    ck_assert_msg(tt_assume_parse("h100-pcie", &a, &err) == TT_OK, "%s", err.msg);
+    h100_pcie(&m, &a);
     tt_probe p;
     tt_assume_probe(&a, &m, 8, 256, TT_OPT_SGD, &p);
     /* 8 pulls at once: host memory, 8 * 1077288 / 230e9 = 37.47 us, is slower than one link's 22.44 us */
