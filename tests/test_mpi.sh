@@ -332,6 +332,14 @@ signal_case() {
     [ -n "$victim" ] && break
     sleep 0.01
   done
+  # a signal before main() installs its handler would kill the process outright (no program can do otherwise):
+  # wait until the kernel says SIGTERM is caught (SigCgt bit 14), then the delay
+  for _ in $(seq 1 300); do
+    [ -n "$victim" ] || break
+    cgt=$(awk '/^SigCgt:/ {print $2}' "/proc/$victim/status" 2>/dev/null)
+    [ -n "$cgt" ] && [ $((0x$cgt & 0x4000)) -ne 0 ] && break
+    sleep 0.01
+  done
   sleep "$delay"
   [ -n "$victim" ] && kill -TERM "$victim"
   wait
