@@ -204,7 +204,7 @@ __global__ void k_bias_add(float *y, const float *b, size_t rows, size_t cols)
  * a dense layer's shard (B/N rows; the seed MLP's 128 or 256) fits one chunk and stays bit-identical to the CPU; a
  * conv layer's bias gradient over B*OH*OW rows (100352 for 128 28x28 images) gets 392 chunks per column, each
  * thread 256 coalesced loads; the error is that of 256 + rows/256 sequential additions rather than rows. */
-enum { kColChunk = 256 };
+enum { kColChunk = TT_COL_CHUNK };
 
 __global__ void k_col_sum_chunks(float *part, const float *x, size_t rows, size_t cols, size_t chunks)
 {
@@ -226,6 +226,31 @@ __global__ void k_col_sum_partials(float *out, const float *part, size_t chunks,
         for (size_t k = 0; k < chunks; k++) s = tt_add(s, part[k * cols + c]);
         out[c] = s;
     }
+}
+
+/* drelu_bgrad's pass 1: k_col_sum_chunks over dz = tt_relu_grad(dy, y), each dz written by the thread that sums it
+ * (dz may alias dy: a thread reads each element before it writes it, and no other thread touches it). */
+__global__ void k_drelu_bgrad_chunks(float *part, float *dz, const float *dy, const float *y, size_t rows, size_t cols,
+                                     size_t chunks)
+{
+    GRID_STRIDE(i, chunks * cols)
+    {
+        const size_t k = i / cols, c = i - k * cols, r0 = k * kColChunk;
+        const size_t r1 = rows - r0 < kColChunk ? rows : r0 + kColChunk;
+        float s = 0.0f;
+        for (size_t r = r0; r < r1; r++) {
+            const float v = tt_relu_grad(dy[r * cols + c], y[r * cols + c]);
+            dz[r * cols + c] = v;
+            s = tt_add(s, v);
+        }
+        part[i] = s;
+    }
+}
+
+__global__ void k_bias_relu(float *y, const float *b, size_t rows, size_t cols)
+{
+    size_t n = rows * cols;
+    GRID_STRIDE(i, n) y[i] = tt_relu(y[i] + b[i % cols]);
 }
 
 __global__ void k_relu_fwd(float *y, const float *x, size_t n)
@@ -353,7 +378,7 @@ __global__ void k_embed_fwd(float *y, const float *w, const float *t, I n, size_
  * any correct sort is this one: stable and deterministic — then each dW element sums its id's dy rows in ascending
  * token order from 0.0f, as cpu_embed_bwd does: bit-identical, no atomics. The sort: runs of kSortRun keys
  * insertion-sorted by one thread each, then merge passes of doubling width. */
-enum { kSortRun = 32 };
+enum { kSortRun = TT_SORT_RUN };
 
 /* One thread per run of kSortRun token positions: their keys, insertion-sorted in place. */
 __global__ void k_embed_keys(uint64_t *keys, const float *t, uint32_t n, size_t V)
@@ -667,6 +692,29 @@ static void cu_col_sum(void *ctx, float *out, const float *x, size_t rows, size_
     LAUNCH_CHECK(c);
     if (chunks > 1) {
         TT_LAUNCH(k_col_sum_partials, blocks_for(cols), kThreads, c->stream, out, part, chunks, cols);
+        LAUNCH_CHECK(c);
+    }
+}
+
+static void cu_bias_relu(void *ctx, float *y, const float *b, size_t rows, size_t cols)
+{
+    cuda_ctx *c = TOWER_CTX(ctx);
+    TT_LAUNCH(k_bias_relu, blocks_for(rows * cols), kThreads, c->stream, y, b, rows, cols);
+    LAUNCH_CHECK(c);
+}
+
+/* cu_col_sum's two passes, the first computing dz as it sums: one launch, two beyond one chunk. */
+static void cu_drelu_bgrad(void *ctx, float *dz, float *db, const float *dy, const float *y, size_t rows,
+                           size_t cols)
+{
+    cuda_ctx *c = TOWER_CTX(ctx);
+    const size_t chunks = rows > kColChunk ? (rows + kColChunk - 1) / kColChunk : 1;
+    float *part = chunks > 1 ? (float *)ctx_scratch(c, chunks * cols * sizeof(float)) : db;
+    TT_LAUNCH(k_drelu_bgrad_chunks, blocks_for(chunks * cols), kThreads, c->stream, part, dz, dy, y, rows, cols,
+              chunks);
+    LAUNCH_CHECK(c);
+    if (chunks > 1) {
+        TT_LAUNCH(k_col_sum_partials, blocks_for(cols), kThreads, c->stream, db, part, chunks, cols);
         LAUNCH_CHECK(c);
     }
 }
@@ -1055,6 +1103,8 @@ const tt_dev_ops tt_dev_cuda_ops = {
     cu_col_sum,       /* col_sum */
     cu_relu_fwd,      /* relu_fwd */
     cu_relu_bwd,      /* relu_bwd */
+    cu_bias_relu,     /* bias_relu */
+    cu_drelu_bgrad,   /* drelu_bgrad */
     cu_transpose,     /* transpose */
     cu_softmax_xent,  /* softmax_xent */
     cu_im2col,        /* im2col */

@@ -68,9 +68,10 @@ tt_status tt_assume_report(FILE *f, const tt_assume *a, const tt_model *m, size_
 /* The profile names, for --help ("h100-pcie, a100-pcie, h100-sxm"). */
 const char *tt_assume_profiles(void);
 
-/* Kernels one tower launches in its compute phase (forward, loss, backward), counted from the layers as the layer
- * files launch them: the launch_us term of the compute phase. */
-size_t tt_assume_kernels(const tt_model *m);
+/* Kernels and GEMMs one tower launches in its compute phase (forward, loss, backward) for a shard of `rows`, as the
+ * CUDA backend launches them, counted by running the model's own step on a counter (src/step/launches.c): the
+ * launch_us term of the compute phase. */
+size_t tt_assume_kernels(const tt_model *m, size_t rows);
 
 #ifdef __cplusplus
 }

@@ -61,6 +61,13 @@ typedef struct tt_dev_ops {
     void (*col_sum)(void *ctx, float *d_out, const float *d_x, size_t rows, size_t cols);
     void (*relu_fwd)(void *ctx, float *d_y, const float *d_x, size_t n);
     void (*relu_bwd)(void *ctx, float *d_dx, const float *d_dy, const float *d_y, size_t n);
+    /* The fused epilogues of a layer whose relu follows it (cuBLASLt's RELU_BIAS and DRELU_BGRAD, as kernels):
+     * bias_relu: y[r,c] = tt_relu(y[r,c] + b[c]), in place — bias_add then relu_fwd, to the bit, in one pass;
+     * drelu_bgrad: dz[i] = tt_relu_grad(dy[i], y[i]) and db[c] = sum_r dz[r,c] — relu_bwd then col_sum, to the bit
+     * (the backend's col_sum order), in one pass; dz may alias dy. */
+    void (*bias_relu)(void *ctx, float *d_y, const float *d_b, size_t rows, size_t cols);
+    void (*drelu_bgrad)(void *ctx, float *d_dz, float *d_db, const float *d_dy, const float *d_y, size_t rows,
+                        size_t cols);
     /* y (cols, rows) = the transpose of x (rows, cols); y and x do not overlap. */
     void (*transpose)(void *ctx, float *d_y, const float *d_x, size_t rows, size_t cols);
     /* Per row of (rows, classes) logits: stats[2r] = loss, stats[2r+1] = rank of the label (see tt_math.h);
@@ -148,6 +155,9 @@ void tt_dev_bias_add(tt_dev *dev, float *d_y, const float *d_b, size_t rows, siz
 void tt_dev_col_sum(tt_dev *dev, float *d_out, const float *d_x, size_t rows, size_t cols);
 void tt_dev_relu_fwd(tt_dev *dev, float *d_y, const float *d_x, size_t n);
 void tt_dev_relu_bwd(tt_dev *dev, float *d_dx, const float *d_dy, const float *d_y, size_t n);
+void tt_dev_bias_relu(tt_dev *dev, float *d_y, const float *d_b, size_t rows, size_t cols);
+void tt_dev_drelu_bgrad(tt_dev *dev, float *d_dz, float *d_db, const float *d_dy, const float *d_y, size_t rows,
+                        size_t cols);
 void tt_dev_transpose(tt_dev *dev, float *d_y, const float *d_x, size_t rows, size_t cols);
 void tt_dev_softmax_xent(tt_dev *dev, float *d_dlogits, float *d_stats, const float *d_logits,
                          const int32_t *d_labels, size_t rows, size_t classes, float grad_scale);

@@ -443,6 +443,22 @@ typedef struct tt_update_args {
 /* The blocks a device's update checks for NaN and Inf: a block that holds one is not applied. */
 #define TT_UPDATE_BLOCK 2048
 
+/* How a device cuts its reductions, and so how many kernels an op launches (the CUDA backend's launchers and the
+ * cost model's launch counter, src/step/assume.c, read these): a column sum (col_sum, drelu_bgrad) in chunks of
+ * TT_COL_CHUNK rows, a second pass adding the chunks' sums where there is more than one; the embedding gradient's
+ * sort in runs of TT_SORT_RUN keys (one launch), merged pairwise (one launch per doubling), then summed (one). */
+#define TT_COL_CHUNK 256
+#define TT_SORT_RUN 32
+
+TT_HD size_t tt_col_sum_launches(size_t rows) { return rows > TT_COL_CHUNK ? 2 : 1; }
+
+TT_HD size_t tt_embed_bwd_launches(size_t n)
+{
+    size_t k = n ? 2 : 1;
+    for (size_t w = TT_SORT_RUN; w < n; w *= 2) k++;
+    return k;
+}
+
 TT_HD void tt_update_elem(const tt_update_args *u, float *w, float *m, float *v, float *a, float g)
 {
     switch (u->kind) {

@@ -84,6 +84,7 @@ typedef struct tt_layer_kind {
     tt_layer_key keys[TT_MAX_KEYS]; /* its model-file keys, ended by a NULL name */
     int token_input;     /* its input is token ids (l->vocab of them), not features: a first layer only (embedding) */
     int fused_into_loss; /* an output activation the loss computes itself: the last layer only, never run (softmax) */
+    int relu_epilogue;   /* runs a relu that follows it as its epilogue (dense, conv): tt_layer.relu_epilogue */
     /* Checks the input shape and the hyper-parameters; sets l->out_shape. One line naming the layer on error. */
     tt_status (*setup)(tt_layer *l, tt_error *err);
     /* Describes the parameter tensors (names and shapes, tt_tensor_set; sizes and offsets are filled by the model);
@@ -100,9 +101,10 @@ typedef struct tt_layer_kind {
     void (*forward)(tt_dev *dev, const tt_layer *l, const tt_pass *ps, const float *d_p, const float *d_x, float *d_y,
                     size_t B);
     /* Given dy (B, out), writes the parameter gradient g (same layout as p; every element, not accumulated) and, if
-     * d_dx != NULL, dx (B, in). x and y are the forward input and output. d_dx never aliases d_dy. */
+     * d_dx != NULL, dx (B, in). x and y are the forward input and output. d_dx never aliases d_dy. dy is consumed:
+     * a layer with a relu epilogue turns it into the gradient before the relu, in place. */
     void (*backward)(tt_dev *dev, const tt_layer *l, const tt_pass *ps, const float *d_p, float *d_g,
-                     const float *d_x, const float *d_y, const float *d_dy, float *d_dx, size_t B);
+                     const float *d_x, const float *d_y, float *d_dy, float *d_dx, size_t B);
 } tt_layer_kind;
 
 struct tt_layer {
@@ -114,6 +116,11 @@ struct tt_layer {
     size_t offset;        /* first parameter in the flat buffer */
     size_t n_params;
     int fused;            /* an activation given as the previous layer's activation=: the summary folds it in */
+    /* The fused epilogue (set by the model; the model file says nothing of it): a relu right after a layer whose
+     * kind has relu_epilogue runs inside that layer — bias + relu in one pass after the forward GEMM, the relu's
+     * gradient + the bias gradient in one pass before the backward GEMMs — in place, in that layer's output. */
+    int relu_epilogue;    /* this layer applies the relu after it (its y is the relu's output) */
+    int in_epilogue;      /* this relu is run by the layer before it: never run itself, its output is its input */
     /* hyper-parameters, each kind reading its own (set by the model file or a built-in model) */
     size_t units;         /* dense: units; conv: filters */
     size_t kernel[2];     /* conv: kernel (h, w); pool: pool size (h, w) */
@@ -219,14 +226,17 @@ size_t tt_model_gemms(const tt_model *m, size_t B, size_t chunk_mnk, tt_gemm_sha
 size_t tt_model_workspace(const tt_model *m, size_t B, size_t chunk_mnk);
 
 /* Activations of one tower: act[0] is the input (B_max, D), act[l+1] the output of layer l, for l < n_logits
- * (a final softmax is fused into the loss and not run). */
+ * (a final softmax is fused into the loss and not run). The output of a relu run as an epilogue is its input
+ * buffer: act[l+1] == act[l] where tt_model_act_shared(m, l + 1) (the caller allocates one buffer for both). */
+static inline int tt_model_act_shared(const tt_model *m, size_t i) { return i > 0 && m->layers[i - 1].in_epilogue; }
 void tt_model_forward(tt_dev *dev, const tt_model *m, const tt_pass *ps, const float *d_params, float *const *d_act,
                       size_t B);
 
 /* Back-propagates d_dlogits (B, C) through the layers into d_grads (n_params), using two ping-pong buffers of
- * (B_max, max_width). The input gradient of the first layer is not computed. */
+ * (B_max, max_width). The input gradient of the first layer is not computed. d_dlogits and the buffers are
+ * consumed (a layer's relu epilogue works in place in its dy). */
 void tt_model_backward(tt_dev *dev, const tt_model *m, const tt_pass *ps, const float *d_params, float *d_grads,
-                       float *const *d_act, float *const *d_delta, const float *d_dlogits, size_t B);
+                       float *const *d_act, float *const *d_delta, float *d_dlogits, size_t B);
 
 /* The logits: the output of layer n_logits - 1. */
 static inline float *tt_model_logits(const tt_model *m, float *const *d_act) { return d_act[m->n_logits]; }

@@ -6,7 +6,9 @@
  * barrier 5 us) and the seed MLP 784-256-relu-256-relu-10:
  *   P = 784*256+256 + 256*256+256 + 256*10+10 = 269,322 parameters, S = 4 P = 1,077,288 bytes;
  *   F = 2*(2*784*256) + 3*(2*256*256) + 3*(2*256*10) = 802,816 + 393,216 + 15,360 = 1,211,392 FLOP per sample;
- *   K = 19 kernels: forward 2+1+2+1+2, softmax 1, backward 3+1+3+1+2 (no dx for the first layer).
+ *   K = 15 launches: forward 2+2+2 (sgemm, then bias+relu fused or the bias alone), softmax 1, backward 3+3+2
+ *   (the relu gradient fused with the bias gradient, or the bias gradient alone; dW, dx; no dx for the first
+ *   layer) — 19 before the fused epilogues.
  * They are written as literal arithmetic, not computed by the code under test. Tolerance: 1e-9 relative — the
  * same operations in a different order differ by a few ulps (1e-16), so anything above 1e-9 is a different formula.
  * Not for: the prediction formula itself (tt_probe_predict, exercised by probe/bench) or real hardware. */
@@ -104,11 +106,35 @@ static void h100_pcie(tt_model *m, tt_assume *a)
     ck_assert_msg(tt_assume_parse("h100-pcie", a, &err) == TT_OK, "%s", err.msg);
 }
 
+/* The launch counter (src/step/launches.c) against the CUDA stand-in's own count of one training step on one tower
+ * (docs/cuda.md, "What a step costs", from tools/cuda-costs), less the data phase's u8_to_f32: mlp on Fashion-MNIST
+ * at 256 rows 16 - 1, cnn at 128 rows 64 - 1, textcnn on tools/make-langid's sequences (24 tokens) at 128 rows 44.
+ * The counter runs the model's own step, so these move when the step does (the fused epilogues took 4, 10 and 4). */
+START_TEST(test_launches_match_stand_in)
+{
+    struct {
+        const char *model;
+        tt_shape in;
+        size_t classes, vocab, rows, launches;
+    } cases[] = {{"mlp", {1, {784}}, 10, 0, 256, 15},
+                 {"cnn", {3, {28, 28, 1}}, 10, 0, 128, 63},
+                 {"textcnn", {1, {24}}, 5, 200, 128, 44}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        tt_model m;
+        tt_error err;
+        tt_model_input in = {cases[i].in, cases[i].classes, cases[i].vocab};
+        ck_assert_msg(tt_model_builtin(&m, cases[i].model, &in, &err) == TT_OK, "%s", err.msg);
+        ck_assert_msg(tt_assume_kernels(&m, cases[i].rows) == cases[i].launches, "%s: %zu launches, want %zu",
+                      cases[i].model, tt_assume_kernels(&m, cases[i].rows), cases[i].launches);
+    }
+}
+END_TEST
+
 START_TEST(test_probe_by_hand)
 {
     tt_model m;
     seed_mlp(&m);
-    ck_assert_uint_eq(tt_assume_kernels(&m), 19);
+    ck_assert_uint_eq(tt_assume_kernels(&m, 64), 15);
     ck_assert(tt_model_train_flops(&m) == 1211392.0);
     tt_assume a;
     tt_error err;
@@ -125,8 +151,8 @@ START_TEST(test_probe_by_hand)
     close_to(p.data, 4.0 * 64 * 784 / 230e9 + (8e-6 + 50176.0 / 48e9) + (5e-6 + 5.0 * 50176 / 1800e9) +
                          (8e-6 + 256.0 / 48e9),
              "data");
-    /* compute: 1211392 FLOP x 64 rows at 51 TFLOP/s x 0.3 = 5.067 us, plus 19 launches of 5 us */
-    close_to(p.compute, 1211392.0 * 64 / (51e12 * 0.3) + 19 * 5e-6, "compute");
+    /* compute: 1211392 FLOP x 64 rows at 51 TFLOP/s x 0.3 = 5.067 us, plus 15 launches of 5 us */
+    close_to(p.compute, 1211392.0 * 64 / (51e12 * 0.3) + 15 * 5e-6, "compute");
     close_to(p.gemm_step, 1211392.0 * 64 / 15.3e12, "gemm_step");
     close_to(p.push_grad, 8e-6 + 1077288.0 / 48e9, "push_grad");
     /* stats: 2 floats per row = 512 bytes: 512/48e9 against the cap 4*512/230e9 */
@@ -156,7 +182,7 @@ START_TEST(test_probe_by_hand)
     const double tower = (8e-6 + 1077288.0 / 48e9) +
                          (4.0 * 64 * 784 / 230e9 + (8e-6 + 50176.0 / 48e9) + (5e-6 + 5.0 * 50176 / 1800e9) +
                           (8e-6 + 256.0 / 48e9)) +
-                         (1211392.0 * 64 / 15.3e12 + 95e-6) + (8e-6 + 1077288.0 / 48e9) + (8e-6 + 512.0 / 48e9);
+                         (1211392.0 * 64 / 15.3e12 + 75e-6) + (8e-6 + 1077288.0 / 48e9) + (8e-6 + 512.0 / 48e9);
     close_to(t.total, tower + 5e-6 + 4.0 * 1077288 / 230e9 + 28.0 * 269322 / 230e9 + 5e-6, "cpu step");
 }
 END_TEST
@@ -299,6 +325,7 @@ int main(void)
     tcase_add_test(tc, test_parse_valid);
     tcase_add_test(tc, test_parse_invalid);
     tcase_add_test(tc, test_probe_by_hand);
+    tcase_add_test(tc, test_launches_match_stand_in);
     tcase_add_test(tc, test_probe_edges);
     tcase_add_test(tc, test_update_by_hand);
     tcase_add_test(tc, test_probe_monotonic);

@@ -8,7 +8,8 @@
  * Tolerances: elementwise ops and copies must match exactly — to the bit: -0 and +0 differ — or to 1e-6 relative
  * (the same tt_math.h code, but the GPU's expf/logf may differ by an ulp or two); sgemm uses per element atol 1e-4 +
  * rtol 1e-4 on O(1) inputs with K <= 300 (a different summation order, FP32 only: TF32 is switched off in the
- * backend); col_sum over more rows than one chunk of the GPU's two-pass sum, atol 1e-7 * rows (test_col_sum). */
+ * backend); col_sum over more rows than one chunk of the GPU's two-pass sum, atol 1e-7 * rows (test_col_sum), and
+ * so the bias gradient of the fused drelu_bgrad (test_fused_epilogues). */
 #include "tt_backend.h"
 #include "tt_test.h"
 
@@ -540,6 +541,91 @@ START_TEST(test_col_sum)
 }
 END_TEST
 
+/* The fused epilogues on one backend: bias_relu against bias_add + relu_fwd, drelu_bgrad (in place, as the layers
+ * run it, and into another buffer) against relu_bwd + col_sum — to the bit, on that backend (the same order of every
+ * sum). The results stay on the device for the comparison across backends: y, dz, db and the out-of-place dz2. */
+typedef struct epilogue_out {
+    float *y, *dz, *db, *dz2;
+} epilogue_out;
+
+static void epilogue_on(tt_dev *dev, const float *hx, const float *hb, const float *hdy, const float *hy, size_t R,
+                        size_t C, epilogue_out *o)
+{
+    const size_t n = R * C, sz = (n + GUARD) * sizeof(float);
+    float *guarded = (float *)tt_malloc(sz);
+    for (int g = 0; g < GUARD; g++) guarded[n + g] = GUARD_VALUE;
+    float *d_b = tt_dev_alloc_f32(dev, C), *d_y = tt_dev_alloc_f32(dev, n + 1), *d_ref = tt_dev_alloc_f32(dev, n + 1);
+    float *d_dbref = tt_dev_alloc_f32(dev, C + GUARD), *d_dy = tt_dev_alloc_f32(dev, n + 1);
+    o->y = tt_dev_alloc_f32(dev, n + GUARD);
+    o->dz = tt_dev_alloc_f32(dev, n + GUARD);
+    o->dz2 = tt_dev_alloc_f32(dev, n + GUARD);
+    o->db = tt_dev_alloc_f32(dev, C + GUARD);
+    tt_dev_h2d(dev, d_b, hb, C * sizeof(float));
+    memcpy(guarded, hx, n * sizeof(float));
+    tt_dev_h2d(dev, o->y, guarded, sz);
+    tt_dev_h2d(dev, d_ref, guarded, n * sizeof(float));
+    tt_dev_bias_relu(dev, o->y, d_b, R, C);
+    tt_dev_bias_add(dev, d_ref, d_b, R, C);
+    tt_dev_relu_fwd(dev, d_ref, d_ref, n);
+    ck_assert_msg(same_bits(dev, o->y, d_ref, n), "bias_relu %zux%zu: %s differs from bias_add + relu_fwd", R, C,
+                  dev->ops->name);
+    memcpy(guarded, hdy, n * sizeof(float));
+    tt_dev_h2d(dev, o->dz, guarded, sz);
+    tt_dev_h2d(dev, o->dz2, guarded, sz);
+    tt_dev_h2d(dev, d_dy, hdy, n * sizeof(float));
+    tt_dev_h2d(dev, d_y, hy, n * sizeof(float));
+    for (int g = 0; g < GUARD; g++) guarded[g] = GUARD_VALUE;
+    tt_dev_h2d(dev, o->db + C, guarded, GUARD * sizeof(float));
+    tt_dev_drelu_bgrad(dev, o->dz, o->db, o->dz, d_y, R, C); /* in place */
+    tt_dev_relu_bwd(dev, d_ref, d_dy, d_y, n);
+    tt_dev_col_sum(dev, d_dbref, d_ref, R, C);
+    ck_assert_msg(same_bits(dev, o->dz, d_ref, n) && same_bits(dev, o->db, d_dbref, C),
+                  "drelu_bgrad %zux%zu: %s differs from relu_bwd + col_sum", R, C, dev->ops->name);
+    tt_dev_drelu_bgrad(dev, o->dz2, d_dbref, d_dy, d_y, R, C); /* into another buffer: dy is left as it was */
+    ck_assert_msg(same_bits(dev, o->dz2, d_ref, n) && same_bits(dev, o->db, d_dbref, C),
+                  "drelu_bgrad %zux%zu: %s out of place differs", R, C, dev->ops->name);
+    float *back = fetch(dev, d_dy, n ? n : 1);
+    ck_assert_msg(n == 0 || memcmp(back, hdy, n * sizeof(float)) == 0, "drelu_bgrad: %s wrote into dy",
+                  dev->ops->name);
+    tt_free(back);
+    float *bufs[] = {d_b, d_y, d_ref, d_dbref, d_dy};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) tt_dev_dfree(dev, bufs[i]);
+    tt_free(guarded);
+}
+
+/* Both backends, over shapes on both sides of one GPU column chunk (COL_CHUNK rows) up to a conv layer's bias
+ * gradient. y is a relu's output (exact zeros where x <= 0), so the mask is exercised at 0; dy in [-1, 1). Each
+ * backend matches its own unfused ops to the bit; across backends y and dz to the bit, db within col_sum_atol. */
+START_TEST(test_fused_epilogues)
+{
+    pair p;
+    pair_init(&p);
+    const size_t shapes[][2] = {{0, 7}, {1, 1}, {3, 10}, {256, 40}, {257, 5}, {4096, 64}, {70000, 33}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        const size_t R = shapes[s][0], C = shapes[s][1], n = R * C;
+        float *hx = random_host(n ? n : 1, 400 + s), *hb = random_host(C, 500 + s);
+        float *hdy = random_host(n ? n : 1, 600 + s), *hy = (float *)tt_malloc((n ? n : 1) * sizeof(float));
+        for (size_t i = 0; i < n; i++) hy[i] = tt_relu(hx[i]);
+        epilogue_out a, b;
+        epilogue_on(&p.cpu, hx, hb, hdy, hy, R, C, &a);
+        epilogue_on(&p.dev, hx, hb, hdy, hy, R, C, &b);
+        char what[64];
+        snprintf(what, sizeof what, "bias_relu %zux%zu", R, C);
+        compare(&p, what, a.y, b.y, n, 0, 0);
+        snprintf(what, sizeof what, "drelu_bgrad dz %zux%zu", R, C);
+        compare(&p, what, a.dz, b.dz, n, 0, 0);
+        compare(&p, what, a.dz2, b.dz2, n, 0, 0);
+        snprintf(what, sizeof what, "drelu_bgrad db %zux%zu", R, C);
+        compare(&p, what, a.db, b.db, C, col_sum_atol(R), 0);
+        tt_free(hx);
+        tt_free(hb);
+        tt_free(hdy);
+        tt_free(hy);
+    }
+    pair_free(&p);
+}
+END_TEST
+
 /* The optimizer on a device (--update device, replicated): every optimizer and state combination over sizes around
  * the finiteness block (TT_UPDATE_BLOCK), with a NaN in one block and an Inf in another: the weights, every state
  * vector and the block flags against the CPU's; with skip (a non-finite loss) nothing moves but the flags. Exact on
@@ -824,6 +910,7 @@ int main(int argc, char **argv)
             tcase_add_test(tc, test_conv_pool_ops);
             tcase_add_test(tc, test_dropout_embedding_ops);
             tcase_add_test(tc, test_col_sum);
+            tcase_add_test(tc, test_fused_epilogues);
             tcase_add_test(tc, test_embed_bwd);
             tcase_add_test(tc, test_update);
             tcase_add_test(tc, test_update_flags);

@@ -247,8 +247,9 @@ static void check_model(const char *text, tt_shape in, size_t C, size_t vocab)
     ck_assert_int_eq(tt_dev_init(&dev, &tt_dev_cpu_ops, 0, &err), TT_OK);
     float *params = tt_dev_alloc_f32(&dev, P), *grads = tt_dev_alloc_f32(&dev, P);
     float *act[TT_MAX_LAYERS + 1], *delta[2];
-    for (size_t i = 0; i <= m.n_logits; i++)
-        act[i] = tt_dev_alloc_f32(&dev, B * (i ? m.layers[i - 1].out : m.input_dim));
+    for (size_t i = 0; i <= m.n_logits; i++) /* a relu epilogue's output is its input (tt_model_act_shared) */
+        act[i] = tt_model_act_shared(&m, i) ? act[i - 1]
+                                            : tt_dev_alloc_f32(&dev, B * (i ? m.layers[i - 1].out : m.input_dim));
     delta[0] = tt_dev_alloc_f32(&dev, B * m.max_width);
     delta[1] = tt_dev_alloc_f32(&dev, B * m.max_width);
     size_t ws = tt_model_workspace(&m, B, tt_dev_cpu_ops.chunk_mnk);
@@ -270,7 +271,8 @@ static void check_model(const char *text, tt_shape in, size_t C, size_t vocab)
     tt_model_backward(&dev, &m, &mc.ps, params, grads, act, delta, dlogits, B);
     for (size_t i = 0; i < P; i++) ck_assert(isfinite(grads[i]));
     check_fd("param", params, P, grads, H_MODEL, model_loss, &mc);
-    for (size_t i = 0; i <= m.n_logits; i++) tt_dev_dfree(&dev, act[i]);
+    for (size_t i = 0; i <= m.n_logits; i++)
+        if (!tt_model_act_shared(&m, i)) tt_dev_dfree(&dev, act[i]);
     float *bufs[] = {delta[0], delta[1], w, dlogits, stats, params, grads};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) tt_dev_dfree(&dev, bufs[i]);
     tt_dev_free(&dev);
@@ -280,6 +282,11 @@ START_TEST(test_model_grad)
 {
     check_model("dense units=7 activation=relu\ndense units=6 activation=relu\ndense units=4\n", tt_shape1(5), 4, 0);
     check_model("dense units=6 activation=relu\ndense units=4 activation=softmax\n", tt_shape1(5), 4, 0);
+    /* the epilogue without a bias, a relu line after a dense (an epilogue too), a relu after a dropout (run as a
+     * layer of its own), and a model ending in a relu epilogue (its logits are the relu's output) */
+    check_model("dense units=7 use_bias=false activation=relu\ndense units=6\nrelu\ndropout rate=0.2\nrelu\n"
+                "dense units=4 activation=relu\n",
+                tt_shape1(5), 4, 0);
 }
 END_TEST
 
@@ -287,7 +294,8 @@ END_TEST
  * pool, flatten, dense, softmax): every parameter, through every layer kind's backward in sequence. */
 START_TEST(test_conv_models_grad)
 {
-    check_model("conv2d filters=3 kernel=3 padding=same activation=relu\nconv2d filters=2 kernel=2\nmaxpool2d pool=2\n"
+    check_model("conv2d filters=3 kernel=3 padding=same activation=relu\nconv2d filters=2 kernel=2 use_bias=false "
+                "activation=relu\nmaxpool2d pool=2\n"
                 "dropout rate=0.25\nflatten\ndense units=4 activation=relu\ndense units=3 activation=softmax\n",
                 tt_shape3(6, 6, 2), 3, 0);
     check_model("embedding dim=3\nconv1d filters=4 kernel=3 activation=relu\nmaxpool1d pool=2\nflatten\n"

@@ -161,6 +161,21 @@ void tt_dev_relu_bwd(tt_dev *dev, float *d_dx, const float *d_dy, const float *d
     dev->ops->relu_bwd(dev->ctx, d_dx, d_dy, d_y, n);
 }
 
+void tt_dev_bias_relu(tt_dev *dev, float *d_y, const float *d_b, size_t rows, size_t cols)
+{
+    if (rows == 0 || cols == 0) return;
+    TT_ASSERT(d_y && d_b);
+    dev->ops->bias_relu(dev->ctx, d_y, d_b, rows, cols);
+}
+
+void tt_dev_drelu_bgrad(tt_dev *dev, float *d_dz, float *d_db, const float *d_dy, const float *d_y, size_t rows,
+                        size_t cols)
+{
+    if (cols == 0) return;
+    TT_ASSERT(d_db && (rows == 0 || (d_dz && d_dy && d_y)));
+    dev->ops->drelu_bgrad(dev->ctx, d_dz, d_db, d_dy, d_y, rows, cols);
+}
+
 void tt_dev_transpose(tt_dev *dev, float *d_y, const float *d_x, size_t rows, size_t cols)
 {
     if (rows == 0 || cols == 0) return;

@@ -129,6 +129,31 @@ static void cpu_relu_bwd(void *ctx, float *dx, const float *dy, const float *y, 
     for (size_t i = 0; i < n; i++) dx[i] = tt_relu_grad(dy[i], y[i]);
 }
 
+static void cpu_bias_relu(void *ctx, float *y, const float *b, size_t rows, size_t cols)
+{
+    (void)ctx;
+    for (size_t r = 0; r < rows; r++) {
+        float *yr = y + r * cols;
+        for (size_t c = 0; c < cols; c++) yr[c] = tt_relu(yr[c] + b[c]);
+    }
+}
+
+/* col_sum's order: every column from 0.0f, the rows in turn. */
+static void cpu_drelu_bgrad(void *ctx, float *dz, float *db, const float *dy, const float *y, size_t rows,
+                            size_t cols)
+{
+    (void)ctx;
+    for (size_t c = 0; c < cols; c++) db[c] = 0.0f;
+    for (size_t r = 0; r < rows; r++) {
+        const float *dyr = dy + r * cols, *yr = y + r * cols;
+        float *dzr = dz + r * cols;
+        for (size_t c = 0; c < cols; c++) {
+            dzr[c] = tt_relu_grad(dyr[c], yr[c]);
+            db[c] += dzr[c];
+        }
+    }
+}
+
 static void cpu_transpose(void *ctx, float *y, const float *x, size_t rows, size_t cols)
 {
     (void)ctx;
@@ -279,6 +304,8 @@ const tt_dev_ops tt_dev_cpu_ops = {
     .col_sum = cpu_col_sum,
     .relu_fwd = cpu_relu_fwd,
     .relu_bwd = cpu_relu_bwd,
+    .bias_relu = cpu_bias_relu,
+    .drelu_bgrad = cpu_drelu_bgrad,
     .transpose = cpu_transpose,
     .softmax_xent = cpu_softmax_xent,
     .im2col = cpu_im2col,

@@ -23,6 +23,7 @@ const tt_layer_kind tt_layer_conv1d = {
     .name = "conv1d",
     .stem = "conv1d",
     .keras = "Conv1D",
+    .relu_epilogue = 1,
     .keys = {{"filters", TT_KEY_SIZE, offsetof(tt_layer, units), 1, TT_MAX_WIDTH, NULL},
              {"kernel", TT_KEY_SIZE, offsetof(tt_layer, kernel) + sizeof(size_t), 1, 4096, NULL},
              {"strides", TT_KEY_SIZE, offsetof(tt_layer, stride) + sizeof(size_t), 1, 4096, "1"},

@@ -7,6 +7,7 @@
  *   b: (F)              (use_bias=false: none)
  * forward:  cols (B·P, KC) = im2col(x);  y (B·P, F) = cols · W + b        — y is (B, OH, OW, F) as it stands
  * backward: dW (KC, F) = colsᵀ · dy;  db (F) = Σ_rows dy;  dcols (B·P, KC) = dy · Wᵀ;  dx = col2im(dcols)
+ * (a relu after it runs as its epilogue, per chunk in the forward: layers/relu.c)
  * Wᵀ (F, KC) is transposed once per backward into the workspace, so all three GEMMs are NN or TN: the forms
  * OpenBLAS's small-matrix kernels take. The B·P patches are processed in chunks whose GEMMs have M·N·K = n·KC·F at
  * most the backend's chunk_mnk: on the CPU 10^6 (108 patches for the cnn's second layer, 3,472 for its first),
@@ -97,20 +98,19 @@ void tt_conv_forward(tt_dev *dev, const tt_layer *l, const tt_pass *ps, const fl
         const size_t n = Q - q0 < ch ? Q - q0 : ch;
         tt_dev_im2col(dev, ps->d_ws, d_x, q0, n, g);
         tt_dev_sgemm(dev, 0, 0, n, F, KC, 1.0f, ps->d_ws, KC, d_w, F, 0.0f, d_y + q0 * F, F);
-        if (l->use_bias) tt_dev_bias_add(dev, d_y + q0 * F, d_b, n, F); /* while the chunk is in cache */
+        tt_bias_epilogue(dev, l, d_b, d_y + q0 * F, n, F); /* while the chunk is in cache */
     }
 }
 
 void tt_conv_backward(tt_dev *dev, const tt_layer *l, const tt_pass *ps, const float *d_p, float *d_g,
-                      const float *d_x, const float *d_y, const float *d_dy, float *d_dx, size_t B)
+                      const float *d_x, const float *d_y, float *d_dy, float *d_dx, size_t B)
 {
-    (void)d_y;
     const tt_conv_geom *g = &l->g;
     const size_t Q = B * g->OH * g->OW, KC = g->KH * g->KW * g->C, F = l->units;
     const size_t ch = conv_chunk(l, B, ps->chunk_mnk);
     const float *d_w = d_p;
     float *d_gw = d_g, *d_gb = d_g + KC * F, *d_wt = ps->d_ws + ch * KC;
-    if (l->use_bias) tt_dev_col_sum(dev, d_gb, d_dy, Q, F);
+    tt_bias_epilogue_bwd(dev, l, d_gb, d_dy, d_y, Q, F);
     if (d_dx) {
         tt_dev_fill(dev, d_dx, B * l->in, 0.0f); /* col2im adds the chunks */
         tt_dev_transpose(dev, d_wt, d_w, KC, F);
@@ -130,6 +130,7 @@ const tt_layer_kind tt_layer_conv2d = {
     .name = "conv2d",
     .stem = "conv2d",
     .keras = "Conv2D",
+    .relu_epilogue = 1,
     .keys = {{"filters", TT_KEY_SIZE, offsetof(tt_layer, units), 1, TT_MAX_WIDTH, NULL},
              {"kernel", TT_KEY_PAIR, offsetof(tt_layer, kernel), 1, 4096, NULL},
              {"strides", TT_KEY_PAIR, offsetof(tt_layer, stride), 1, 4096, "1"},

@@ -1,4 +1,5 @@
-/* layers/dense.c — fully connected layer, Keras `Dense` (its activation is a layer of its own, fused in the summary).
+/* layers/dense.c — fully connected layer, Keras `Dense` (its activation is a layer of its own, fused in the summary;
+ * a relu after it runs as its epilogue: layers/relu.c).
  *
  * B = rows in this tower's shard, D = in (features), O = out (units).
  * Parameters, in this order in the flat buffer:
@@ -8,7 +9,7 @@
  * backward: dW (D,O) = xᵀ (D,B) · dy (B,O);  db (O) = Σ_rows dy;  dx (B,D) = dy (B,O) · Wᵀ (O,D)
  * The input must be flat (put a flatten before it), except for a model's first layer, which sees the sample
  * flattened — the seed MLP's x.reshape(-1, 784).
- * Not for: fusing activations; that would hide the layer boundary students are looking for. */
+ * With a relu epilogue y is the relu's output and dy the gradient after the relu (see tt_bias_epilogue). */
 #include <stddef.h>
 #include <stdio.h>
 
@@ -58,19 +59,18 @@ static void dense_forward(tt_dev *dev, const tt_layer *l, const tt_pass *ps, con
     const size_t D = l->in, O = l->out;
     const float *d_w = d_p, *d_b = d_p + D * O;
     tt_dev_sgemm(dev, 0, 0, B, O, D, 1.0f, d_x, D, d_w, O, 0.0f, d_y, O);
-    if (l->use_bias) tt_dev_bias_add(dev, d_y, d_b, B, O);
+    tt_bias_epilogue(dev, l, d_b, d_y, B, O);
 }
 
 static void dense_backward(tt_dev *dev, const tt_layer *l, const tt_pass *ps, const float *d_p, float *d_g,
-                           const float *d_x, const float *d_y, const float *d_dy, float *d_dx, size_t B)
+                           const float *d_x, const float *d_y, float *d_dy, float *d_dx, size_t B)
 {
     (void)ps;
-    (void)d_y;
     const size_t D = l->in, O = l->out;
     const float *d_w = d_p;
     float *d_gw = d_g, *d_gb = d_g + D * O;
+    tt_bias_epilogue_bwd(dev, l, d_gb, d_dy, d_y, B, O);
     tt_dev_sgemm(dev, 1, 0, D, O, B, 1.0f, d_x, D, d_dy, O, 0.0f, d_gw, O);
-    if (l->use_bias) tt_dev_col_sum(dev, d_gb, d_dy, B, O);
     if (d_dx) tt_dev_sgemm(dev, 0, 1, B, D, O, 1.0f, d_dy, O, d_w, O, 0.0f, d_dx, D);
 }
 
@@ -78,6 +78,7 @@ const tt_layer_kind tt_layer_dense = {
     .name = "dense",
     .stem = "dense",
     .keras = "Dense",
+    .relu_epilogue = 1,
     .keys = {{"units", TT_KEY_SIZE, offsetof(tt_layer, units), 1, TT_MAX_WIDTH, NULL},
              {"activation", TT_KEY_ACTIVATION, 0, 0, 0, "linear"},
              {"use_bias", TT_KEY_BOOL, offsetof(tt_layer, use_bias), 0, 1, "true"},

@@ -31,7 +31,7 @@ static void dropout_forward(tt_dev *dev, const tt_layer *l, const tt_pass *ps, c
 }
 
 static void dropout_backward(tt_dev *dev, const tt_layer *l, const tt_pass *ps, const float *d_p, float *d_g,
-                             const float *d_x, const float *d_y, const float *d_dy, float *d_dx, size_t B)
+                             const float *d_x, const float *d_y, float *d_dy, float *d_dx, size_t B)
 {
     (void)d_p;
     (void)d_g;

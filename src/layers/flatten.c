@@ -19,7 +19,7 @@ static void flatten_forward(tt_dev *dev, const tt_layer *l, const tt_pass *ps, c
 }
 
 static void flatten_backward(tt_dev *dev, const tt_layer *l, const tt_pass *ps, const float *d_p, float *d_g,
-                             const float *d_x, const float *d_y, const float *d_dy, float *d_dx, size_t B)
+                             const float *d_x, const float *d_y, float *d_dy, float *d_dx, size_t B)
 {
     (void)ps;
     (void)d_p;

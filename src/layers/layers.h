@@ -24,13 +24,20 @@ int tt_conv_gemms(const tt_layer *l, size_t B, int need_dx, size_t chunk_mnk, tt
 void tt_conv_forward(tt_dev *dev, const tt_layer *l, const tt_pass *ps, const float *d_p, const float *d_x,
                         float *d_y, size_t B);
 void tt_conv_backward(tt_dev *dev, const tt_layer *l, const tt_pass *ps, const float *d_p, float *d_g,
-                         const float *d_x, const float *d_y, const float *d_dy, float *d_dx, size_t B);
+                         const float *d_x, const float *d_y, float *d_dy, float *d_dx, size_t B);
+
+/* The end of a dense or conv forward over (rows, cols) outputs y: the bias, and the relu after the layer where it
+ * runs as the layer's epilogue (l->relu_epilogue), in place. The backward's start: dy becomes the gradient before
+ * the relu (in place) and db the bias gradient. Without a bias (l->use_bias 0) d_b and d_db are not used. */
+void tt_bias_epilogue(tt_dev *dev, const tt_layer *l, const float *d_b, float *d_y, size_t rows, size_t cols);
+void tt_bias_epilogue_bwd(tt_dev *dev, const tt_layer *l, float *d_db, float *d_dy, const float *d_y, size_t rows,
+                          size_t cols);
 
 /* Max pooling over l->g: the forward and backward every pooling kind shares. */
 void tt_maxpool_forward(tt_dev *dev, const tt_layer *l, const tt_pass *ps, const float *d_p, const float *d_x,
                         float *d_y, size_t B);
 void tt_maxpool_backward(tt_dev *dev, const tt_layer *l, const tt_pass *ps, const float *d_p, float *d_g,
-                         const float *d_x, const float *d_y, const float *d_dy, float *d_dx, size_t B);
+                         const float *d_x, const float *d_y, float *d_dy, float *d_dx, size_t B);
 
 /* Names tensor t "<layer>/<suffix>" with the given shape (ndim dims, the rest ignored); the model derives its size
  * from the shape (checked for overflow) when it lays the tensors out. */

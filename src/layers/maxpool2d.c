@@ -32,7 +32,7 @@ void tt_maxpool_forward(tt_dev *dev, const tt_layer *l, const tt_pass *ps, const
 }
 
 void tt_maxpool_backward(tt_dev *dev, const tt_layer *l, const tt_pass *ps, const float *d_p, float *d_g,
-                         const float *d_x, const float *d_y, const float *d_dy, float *d_dx, size_t B)
+                         const float *d_x, const float *d_y, float *d_dy, float *d_dx, size_t B)
 {
     (void)ps;
     (void)d_p;

@@ -113,6 +113,11 @@ static tt_status model_finish(tt_model *m, tt_error *err)
         m->n_tensors += (size_t)nt;
         if (l->out > m->max_width) m->max_width = l->out;
     }
+    for (size_t i = 1; i < m->n_layers; i++) { /* the fused epilogues: a relu right after a layer that can run it */
+        tt_layer *l = &m->layers[i];
+        l->in_epilogue = l->kind == &tt_layer_relu && m->layers[i - 1].kind->relu_epilogue;
+        m->layers[i - 1].relu_epilogue = l->in_epilogue;
+    }
     const tt_layer *last = &m->layers[m->n_layers - 1];
     if (m->n_classes == 0) m->n_classes = last->out; /* no data: the classes are what the model says */
     m->n_logits = last->kind->fused_into_loss ? m->n_layers - 1 : m->n_layers;
@@ -645,17 +650,19 @@ void tt_model_forward(tt_dev *dev, const tt_model *m, const tt_pass *ps, const f
 {
     for (size_t i = 0; i < m->n_logits; i++) {
         const tt_layer *l = &m->layers[i];
+        if (l->in_epilogue) continue; /* the layer before ran it, in place */
         l->kind->forward(dev, l, ps, d_params + l->offset, d_act[i], d_act[i + 1], B);
     }
 }
 
 void tt_model_backward(tt_dev *dev, const tt_model *m, const tt_pass *ps, const float *d_params, float *d_grads,
-                       float *const *d_act, float *const *d_delta, const float *d_dlogits, size_t B)
+                       float *const *d_act, float *const *d_delta, float *d_dlogits, size_t B)
 {
-    const float *d_dy = d_dlogits;
+    float *d_dy = d_dlogits;
     int next = 0;
     for (size_t i = m->n_logits; i-- > 0;) {
         const tt_layer *l = &m->layers[i];
+        if (l->in_epilogue) continue; /* its dy goes on to the layer before, which applies the relu's gradient */
         float *d_dx = i == 0 ? NULL : d_delta[next];
         l->kind->backward(dev, l, ps, d_params + l->offset, d_grads + l->offset, d_act[i], d_act[i + 1], d_dy, d_dx,
                           B);

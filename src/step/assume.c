@@ -162,22 +162,6 @@ tt_status tt_assume_parse(const char *spec, tt_assume *a, tt_error *err)
 
 /* ---- the phases ---------------------------------------------------------------------------------------------- */
 
-size_t tt_assume_kernels(const tt_model *m)
-{
-    size_t k = 1; /* softmax cross-entropy */
-    for (size_t i = 0; i < m->n_logits; i++) {
-        const tt_layer *l = &m->layers[i];
-        const int dx = i > 0; /* the first layer's dx is not computed */
-        tt_gemm_shape g[TT_MAX_LAYER_GEMMS];
-        int n = l->kind->gemms ? l->kind->gemms(l, 1, dx, 0, g) : 0; /* a GPU: one GEMM per shard (no chunks) */
-        size_t calls = 0;
-        for (int j = 0; j < n; j++) calls += g[j].calls;
-        if (n) k += calls + 2;       /* the GEMMs + bias add and column sum (convolutions: + im2col and col2im) */
-        else k += 1 + (size_t)dx;    /* elementwise forward (+ backward) */
-    }
-    return k;
-}
-
 /* One DMA of `bytes` over a GPU's own link at `gbs`, n GPUs copying at once (their DMA shares host memory). */
 static double link_copy(const tt_assume *a, double bytes, double gbs, double n)
 {
@@ -312,7 +296,7 @@ void tt_assume_probe(const tt_assume *a, const tt_model *m, size_t towers, size_
     p->pull = link_copy(a, S, a->h2d_gbs, N);
     p->data = N * R * D / host + link_copy(a, R * D, a->h2d_gbs, N) + launch + 5 * R * D / hbm +
               link_copy(a, 4 * R, a->h2d_gbs, N);
-    p->compute = p->gemm_step + (double)tt_assume_kernels(m) * launch;
+    p->compute = p->gemm_step + (double)tt_assume_kernels(m, p->rows) * launch;
     p->push_grad = link_copy(a, S, a->d2h_gbs, N);
     p->push_stats = link_copy(a, 8 * R, a->d2h_gbs, N);
     p->barrier = a->barrier_us * 1e-6;
@@ -340,7 +324,7 @@ static void model_shape(const tt_model *m, char *out, size_t len)
     if (n >= len && len > 4) strcpy(out + len - 4, "...");
 }
 
-static void print_header(FILE *f, const tt_assume *a, const tt_model *m, tt_optim_kind opt)
+static void print_header(FILE *f, const tt_assume *a, const tt_model *m, size_t batch, tt_optim_kind opt)
 {
     char shape[80];
     model_shape(m, shape, sizeof shape);
@@ -350,8 +334,9 @@ static void print_header(FILE *f, const tt_assume *a, const tt_model *m, tt_opti
             4e-6 * (double)m->n_params);
     fprintf(f, "  links (GB/s, per GPU and direction): h2d %g, d2h %g, peer %g, NCCL busbw %g + %g us per collective;"
                " copy %g us\n", a->h2d_gbs, a->d2h_gbs, a->peer_gbs, a->nccl_busbw_gbs, a->nccl_us, a->copy_us);
-    fprintf(f, "  GPU: FP32 %g TFLOP/s x gemm_eff %g, HBM %g GB/s, launch %g us x %zu kernels per compute phase\n",
-            a->fp32_tflops, a->gemm_eff, a->hbm_gbs, a->launch_us, tt_assume_kernels(m));
+    fprintf(f, "  GPU: FP32 %g TFLOP/s x gemm_eff %g, HBM %g GB/s, launch %g us x %zu kernels per compute phase "
+               "(one GPU)\n",
+            a->fp32_tflops, a->gemm_eff, a->hbm_gbs, a->launch_us, tt_assume_kernels(m, batch));
     fprintf(f, "  host: memory %g GB/s (every DMA, the sum, the update), barrier %g us\n", a->host_gbs, a->barrier_us);
     if (a->overridden) {
         fprintf(f, "  overridden:");
@@ -385,7 +370,7 @@ static void predict_row(const tt_assume *a, const tt_model *m, size_t n, size_t 
         if (row->t[r].total < row->t[row->best].total) row->best = (tt_reduce)r;
     }
     row->samples_per_s = (double)global / row->t[row->best].total;
-    row->launch_part = (double)tt_assume_kernels(m) * a->launch_us * 1e-6;
+    row->launch_part = (double)tt_assume_kernels(m, p.rows) * a->launch_us * 1e-6;
 }
 
 /* Where adding GPUs stops helping, and what dominates the step at 8 GPUs. */
@@ -493,7 +478,7 @@ tt_status tt_assume_report(FILE *f, const tt_assume *a, const tt_model *m, size_
                            tt_error *err)
 {
     if (batch == 0) return tt_fail(err, TT_ERR_ARG, "what-if: the batch must be at least 1");
-    print_header(f, a, m, opt);
+    print_header(f, a, m, batch, opt);
     print_mode(f, a, m, batch, opt, 0);
     print_mode(f, a, m, batch, opt, 1);
     fprintf(f, "(wait = barriers; straggle 0 and one wave: identical GPUs. "

@@ -333,9 +333,10 @@ static void tower_buffers(tt_trainer *tr, tt_tower *tw, buf_list *l)
     l->n = 0;
     add_buf(l, &tw->d_params, P * F, 0, "tower weights and gradients", TT_MEM_BY_PARAMS);
     add_buf(l, &tw->d_grads, P * F, 0, "tower weights and gradients", TT_MEM_BY_PARAMS);
-    for (size_t i = 0; i <= m->n_logits; i++)
-        add_buf(l, &tw->d_act[i], R * (i == 0 ? m->input_dim : m->layers[i - 1].out) * F, 0, "activations",
-                TT_MEM_BY_WIDTH);
+    for (size_t i = 0; i <= m->n_logits; i++) /* a relu run as an epilogue writes its input: no buffer of its own */
+        if (!tt_model_act_shared(m, i))
+            add_buf(l, &tw->d_act[i], R * (i == 0 ? m->input_dim : m->layers[i - 1].out) * F, 0, "activations",
+                    TT_MEM_BY_WIDTH);
     add_buf(l, &tw->d_delta[0], R * m->max_width * F, 0, "activations", TT_MEM_BY_WIDTH);
     add_buf(l, &tw->d_delta[1], R * m->max_width * F, 0, "activations", TT_MEM_BY_WIDTH);
     add_buf(l, &tw->d_dlogits, R * m->n_classes * F, 0, "activations", TT_MEM_BY_WIDTH);
@@ -394,6 +395,8 @@ static tt_status tower_alloc(tt_tower *tw)
                            b->on_host ? "pinned host" : "device", b->part, b->bytes, tr->shard_max,
                            tr->model->n_params);
     }
+    for (size_t i = 1; i <= tr->model->n_logits; i++)
+        if (tt_model_act_shared(tr->model, i)) tw->d_act[i] = tw->d_act[i - 1];
     for (int e = 0; e < EV_COUNT; e++)
         if (!(tw->ev[e] = tt_dev_event_create(&tw->dev)))
             return tt_fail(&tw->err, TT_ERR_DEVICE, "could not create the tower's timing events");
@@ -416,6 +419,7 @@ static void tower_release(tt_tower *tw)
             tt_dev_dfree(&tw->dev, *l.b[i].slot);
         *l.b[i].slot = NULL;
     }
+    memset(tw->d_act, 0, sizeof tw->d_act); /* and the shared ones */
     tt_dev_free(&tw->dev);
 }
 

@@ -1,0 +1,146 @@
+/* launches.c — the kernels one tower's compute phase launches, counted from the step as built: the model's own
+ * forward, loss and backward (tt_model_forward, tt_dev_softmax_xent, tt_model_backward) run on a backend that
+ * computes nothing and counts, for each op, the launches the CUDA backend makes for it (one kernel or cuBLAS call;
+ * a column sum over more than one chunk of rows and the embedding gradient's sort take more: tt_math.h's
+ * tt_col_sum_launches and tt_embed_bwd_launches). Copies are not launches and are not counted. So a fused epilogue,
+ * a chunked convolution or a new layer changes the cost model's launch term without anyone editing a formula.
+ * `tools/cuda-costs` counts the same launches on the CUDA stand-in (docs/cuda.md); test_assume checks they agree.
+ * The counter never reads or writes memory: every buffer is one placeholder address. */
+#include "tt_assume.h"
+
+#define COUNT(ctx, k) (*(size_t *)(ctx) += (k))
+
+static void c_copy(void *ctx, void *d_dst, const void *d_src, size_t bytes)
+{
+    (void)ctx, (void)d_dst, (void)d_src, (void)bytes;
+}
+
+static void c_sgemm(void *ctx, int ta, int tb, size_t M, size_t N, size_t K, float alpha, const float *a, size_t lda,
+                    const float *b, size_t ldb, float beta, float *c, size_t ldc)
+{
+    (void)ta, (void)tb, (void)M, (void)N, (void)K, (void)alpha, (void)a, (void)lda, (void)b, (void)ldb, (void)beta;
+    (void)c, (void)ldc;
+    COUNT(ctx, 1);
+}
+
+static void c_fill(void *ctx, float *x, size_t n, float v)
+{
+    (void)x, (void)n, (void)v;
+    COUNT(ctx, 1);
+}
+
+static void c_binary(void *ctx, float *y, const float *x, size_t n)
+{
+    (void)y, (void)x, (void)n;
+    COUNT(ctx, 1);
+}
+
+static void c_rows(void *ctx, float *y, const float *b, size_t rows, size_t cols)
+{
+    (void)y, (void)b, (void)rows, (void)cols;
+    COUNT(ctx, 1);
+}
+
+static void c_col_sum(void *ctx, float *out, const float *x, size_t rows, size_t cols)
+{
+    (void)out, (void)x, (void)cols;
+    COUNT(ctx, tt_col_sum_launches(rows));
+}
+
+static void c_relu_bwd(void *ctx, float *dx, const float *dy, const float *y, size_t n)
+{
+    (void)dx, (void)dy, (void)y, (void)n;
+    COUNT(ctx, 1);
+}
+
+static void c_drelu_bgrad(void *ctx, float *dz, float *db, const float *dy, const float *y, size_t rows, size_t cols)
+{
+    (void)dz, (void)db, (void)dy, (void)y, (void)cols;
+    COUNT(ctx, tt_col_sum_launches(rows));
+}
+
+static void c_softmax_xent(void *ctx, float *dl, float *stats, const float *logits, const int32_t *labels,
+                           size_t rows, size_t classes, float scale)
+{
+    (void)dl, (void)stats, (void)logits, (void)labels, (void)rows, (void)classes, (void)scale;
+    COUNT(ctx, 1);
+}
+
+static void c_cols(void *ctx, float *a, const float *b, size_t q0, size_t n, const tt_conv_geom *g)
+{
+    (void)a, (void)b, (void)q0, (void)n, (void)g;
+    COUNT(ctx, 1);
+}
+
+static void c_pool_fwd(void *ctx, float *y, const float *x, size_t rows, const tt_conv_geom *g)
+{
+    (void)y, (void)x, (void)rows, (void)g;
+    COUNT(ctx, 1);
+}
+
+/* cu_maxpool_bwd: windows that do not overlap zero dx and route each dy to its maximum (two kernels); overlapping
+ * ones gather per input element (one). */
+static void c_pool_bwd(void *ctx, float *dx, const float *dy, const float *x, const float *y, size_t rows,
+                       const tt_conv_geom *g)
+{
+    (void)dx, (void)dy, (void)x, (void)y, (void)rows;
+    COUNT(ctx, g->SH >= g->KH && g->SW >= g->KW ? 2 : 1);
+}
+
+static void c_dropout(void *ctx, float *y, const float *x, size_t rows, size_t cols, float rate, uint64_t key,
+                      const uint32_t *ids)
+{
+    (void)y, (void)x, (void)rows, (void)cols, (void)rate, (void)key, (void)ids;
+    COUNT(ctx, 1);
+}
+
+static void c_embed_fwd(void *ctx, float *y, const float *w, const float *t, size_t n, size_t V, size_t E)
+{
+    (void)y, (void)w, (void)t, (void)n, (void)V, (void)E;
+    COUNT(ctx, 1);
+}
+
+static void c_embed_bwd(void *ctx, float *dw, const float *dy, const float *t, size_t n, size_t V, size_t E)
+{
+    (void)dw, (void)dy, (void)t, (void)V, (void)E;
+    COUNT(ctx, tt_embed_bwd_launches(n));
+}
+
+/* Only what a compute phase calls; the wrappers never reach the other members. */
+static const tt_dev_ops counter_ops = {
+    .name = "launch counter",
+    .d2d = c_copy,
+    .sgemm = c_sgemm,
+    .fill = c_fill,
+    .bias_add = c_rows,
+    .col_sum = c_col_sum,
+    .relu_fwd = c_binary,
+    .relu_bwd = c_relu_bwd,
+    .bias_relu = c_rows,
+    .drelu_bgrad = c_drelu_bgrad,
+    .transpose = c_rows,
+    .softmax_xent = c_softmax_xent,
+    .im2col = c_cols,
+    .col2im = c_cols,
+    .maxpool_fwd = c_pool_fwd,
+    .maxpool_bwd = c_pool_bwd,
+    .dropout = c_dropout,
+    .embed_fwd = c_embed_fwd,
+    .embed_bwd = c_embed_bwd,
+};
+
+size_t tt_assume_kernels(const tt_model *m, size_t rows)
+{
+    static float nowhere[1]; /* every buffer: the counter reads and writes none */
+    size_t launches = 0;
+    tt_dev dev = {&counter_ops, &launches, 0, 0};
+    float *act[TT_MAX_LAYERS + 1], *delta[2] = {nowhere, nowhere};
+    for (size_t i = 0; i <= m->n_logits; i++) act[i] = nowhere;
+    static const uint32_t ids[1];
+    static const int32_t labels[1];
+    const tt_pass ps = {1, 0, 1, ids, nowhere, 0}; /* a GPU: one GEMM per shard (chunk_mnk 0) */
+    tt_model_forward(&dev, m, &ps, nowhere, act, rows);
+    tt_dev_softmax_xent(&dev, nowhere, nowhere, tt_model_logits(m, act), labels, rows, m->n_classes, 1.0f);
+    tt_model_backward(&dev, m, &ps, nowhere, nowhere, act, delta, nowhere, rows);
+    return launches;
+}
