@@ -1082,6 +1082,7 @@ extern const tt_dev_ops tt_dev_cuda_ops;
 const tt_dev_ops tt_dev_cuda_ops = {
     TT_CUDA_BACKEND_NAME, /* name */
     0,                /* chunk_mnk: no limit, one GEMM per shard */
+    0,                /* no_memory */
     cu_init,          /* init */
     cu_destroy,       /* destroy */
     cu_mem_info,      /* mem_info */

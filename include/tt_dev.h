@@ -25,6 +25,9 @@ typedef struct tt_dev_ops {
      * (its small-matrix kernels, M*N*K <= 10^6 on AVX-512 cores) on columns that stay in cache; a GPU wants one large
      * GEMM per shard. */
     size_t chunk_mnk;
+    /* 1 for the launch counter only (src/step/launches.c): its ops touch no memory and every buffer it is given is
+     * one placeholder address, so the seam skips its checks on where buffers lie (a transpose's overlap). */
+    int no_memory;
     /* Create the per-tower context bound to device `ordinal` (GPU index; ignored by the CPU backend). */
     tt_status (*init)(void **ctx, int ordinal, tt_error *err);
     void (*destroy)(void *ctx);

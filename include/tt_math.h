@@ -444,7 +444,7 @@ typedef struct tt_update_args {
 #define TT_UPDATE_BLOCK 2048
 
 /* How a device cuts its reductions, and so how many kernels an op launches (the CUDA backend's launchers and the
- * cost model's launch counter, src/step/assume.c, read these): a column sum (col_sum, drelu_bgrad) in chunks of
+ * cost model's launch counter, src/step/launches.c, read these): a column sum (col_sum, drelu_bgrad) in chunks of
  * TT_COL_CHUNK rows, a second pass adding the chunks' sums where there is more than one; the embedding gradient's
  * sort in runs of TT_SORT_RUN keys (one launch), merged pairwise (one launch per doubling), then summed (one). */
 #define TT_COL_CHUNK 256

@@ -3,7 +3,7 @@
  * kernel pointers on the wrong device or on host memory, launches on another device's stream, copies out of bounds
  * or in the wrong direction, pageable memory in an asynchronous copy, events read before they complete, block order
  * and the grid cap, a busy device, cuBLAS's column-major sgemm and its argument checks, NCCL's rendezvous and a rank
- * that never arrives.
+ * that never arrives; graphs: capture, replay, what a capture forbids, a graph outliving its memory.
  * Built only with -DTT_CUDA_SIM=ON (CTest test_sim); each test runs in its own process (Check's fork mode), so the
  * stand-in's settings (read from the environment at the first CUDA call) can differ from test to test. */
 #include <check.h>
@@ -336,6 +336,123 @@ START_TEST(test_sgemm)
 }
 END_TEST
 
+/* A graph: the captured calls do not run at the capture; each launch issues them again, with the arguments they were
+ * captured with (the kernel's value, the copy's pointers) and reading memory as it is at the launch; an external
+ * event record is a node, recorded at every launch; a plain record on a capturing stream is refused. */
+START_TEST(test_graph_replay)
+{
+    cudaStream_t s = new_stream();
+    float *d = dev_floats(4), *h = pinned_floats(8);
+    cudaEvent_t e0, e1;
+    ck_assert_int_eq(cudaEventCreate(&e0), cudaSuccess);
+    ck_assert_int_eq(cudaEventCreate(&e1), cudaSuccess);
+    for (int i = 0; i < 8; i++) h[i] = 1.0f;
+    ck_assert_int_eq(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    ck_assert_int_eq(cudaEventRecordWithFlags(e0, s, cudaEventRecordExternal), cudaSuccess);
+    ck_assert_int_eq(cudaMemcpyAsync(d, h + 4, 4 * sizeof(float), cudaMemcpyHostToDevice, s), cudaSuccess);
+    TT_LAUNCH(k_set, 1, 32, s, d, (size_t)2, 5.0f); /* the first two become 5, the last two keep the upload */
+    ck_assert_int_eq(cudaMemcpyAsync(h, d, 4 * sizeof(float), cudaMemcpyDeviceToHost, s), cudaSuccess);
+    ck_assert_int_eq(cudaEventRecordWithFlags(e1, s, cudaEventRecordExternal), cudaSuccess);
+    cudaGraph_t g;
+    ck_assert_int_eq(cudaStreamEndCapture(s, &g), cudaSuccess);
+    cudaGraphExec_t x;
+    ck_assert_int_eq(cudaGraphInstantiate(&x, g, 0), cudaSuccess);
+    ck_assert_int_eq(cudaGraphDestroy(g), cudaSuccess); /* the executable graph keeps its own nodes */
+    ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess);
+    ck_assert(h[0] == 1.0f); /* the capture ran nothing */
+    float ms;
+    ck_assert_int_eq(cudaEventElapsedTime(&ms, e0, e1), cudaErrorInvalidResourceHandle); /* never recorded yet */
+    for (int launch = 0; launch < 2; launch++) {
+        for (int i = 0; i < 4; i++) h[i] = 0.0f, h[4 + i] = (float)(10 * launch + i); /* written before the launch */
+        ck_assert_int_eq(cudaGraphLaunch(x, s), cudaSuccess);
+        ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess);
+        ck_assert(h[0] == 5.0f && h[1] == 5.0f);
+        ck_assert(h[2] == (float)(10 * launch + 2) && h[3] == (float)(10 * launch + 3)); /* read at this launch */
+        ck_assert_int_eq(cudaEventElapsedTime(&ms, e0, e1), cudaSuccess);
+        ck_assert(ms >= 0.0f);
+    }
+    /* a plain record while capturing would leave the event out of the graph: refused, the capture invalidated */
+    ck_assert_int_eq(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    ck_assert_int_eq(cudaEventRecord(e0, s), cudaErrorStreamCaptureUnsupported);
+    ck_assert_int_eq(cudaStreamEndCapture(s, &g), cudaErrorStreamCaptureInvalidated);
+    ck_assert(g == nullptr);
+    /* external records outside a capture are invalid; the default stream cannot be captured */
+    ck_assert_int_eq(cudaEventRecordWithFlags(e0, s, cudaEventRecordExternal), cudaErrorInvalidValue);
+    ck_assert_int_eq(cudaStreamBeginCapture(nullptr, cudaStreamCaptureModeThreadLocal),
+                     cudaErrorStreamCaptureUnsupported);
+    ck_assert_int_eq(cudaStreamEndCapture(s, &g), cudaErrorIllegalState); /* not capturing */
+    ck_assert_int_eq(cudaGraphExecDestroy(x), cudaSuccess);
+    ck_assert_int_eq(cudaGraphExecDestroy(x), cudaErrorInvalidResourceHandle);
+}
+END_TEST
+
+/* What CUDA forbids while a thread captures — a sync, an allocation, a free, a blocking or pageable copy — fails and
+ * invalidates the capture: the end gives no graph. */
+START_TEST(test_graph_forbidden)
+{
+    cudaStream_t s = new_stream();
+    float *d = dev_floats(4), pageable[4] = {0, 0, 0, 0};
+    cudaGraph_t g;
+    for (int what = 0; what < 6; what++) {
+        ck_assert_int_eq(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+        TT_LAUNCH(k_set, 1, 32, s, d, (size_t)4, 1.0f);
+        void *p = nullptr;
+        cudaError_t e = what == 0   ? cudaStreamSynchronize(s)
+                        : what == 1 ? cudaDeviceSynchronize()
+                        : what == 2 ? cudaMalloc(&p, 16)
+                        : what == 3 ? cudaFree(d)
+                        : what == 4 ? cudaMemcpy(pageable, d, sizeof pageable, cudaMemcpyDeviceToHost)
+                                    : cudaMemcpyAsync(d, pageable, sizeof pageable, cudaMemcpyHostToDevice, s);
+        ck_assert_msg(e == cudaErrorStreamCaptureUnsupported, "case %d: %d", what, (int)e);
+        ck_assert_int_eq(cudaStreamEndCapture(s, &g), cudaErrorStreamCaptureInvalidated);
+        ck_assert(g == nullptr);
+    }
+    ck_assert_int_eq(cudaFree(d), cudaSuccess); /* after the capture: allowed, and d was never freed above */
+}
+END_TEST
+
+/* A graph launched after memory it refers to was freed fails at the launch, naming the node, instead of running on
+ * freed memory; cuBLAS in a capture needs cublasSetWorkspace. */
+START_TEST(test_graph_stale_and_cublas)
+{
+    cudaStream_t s = new_stream();
+    float *d = dev_floats(16), *h = pinned_floats(16);
+    cublasHandle_t hb;
+    ck_assert_int_eq(cublasCreate(&hb), CUBLAS_STATUS_SUCCESS);
+    ck_assert_int_eq(cublasSetStream(hb, s), CUBLAS_STATUS_SUCCESS);
+    const float one = 1, zero = 0;
+    for (int i = 0; i < 8; i++) h[i] = (float)(i + 1);
+    ck_assert_int_eq(cudaMemcpyAsync(d, h, 8 * sizeof(float), cudaMemcpyHostToDevice, s), cudaSuccess);
+    cudaGraph_t g;
+    ck_assert_int_eq(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    ck_assert_int_eq(cublasSgemm(hb, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &one, d, 2, d + 4, 2, &zero, d + 8, 2),
+                     CUBLAS_STATUS_NOT_SUPPORTED); /* no workspace of its own */
+    ck_assert_int_eq(cudaStreamEndCapture(s, &g), cudaSuccess); /* nothing was captured: an empty graph */
+    ck_assert_int_eq(cudaGraphDestroy(g), cudaSuccess);
+    float *ws = dev_floats(1024);
+    ck_assert_int_eq(cublasSetWorkspace(hb, ws, 1024 * sizeof(float)), CUBLAS_STATUS_SUCCESS);
+    ck_assert_int_eq(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    ck_assert_int_eq(cublasSgemm(hb, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &one, d, 2, d + 4, 2, &zero, d + 8, 2),
+                     CUBLAS_STATUS_SUCCESS);
+    ck_assert_int_eq(cudaMemcpyAsync(h + 8, d + 8, 4 * sizeof(float), cudaMemcpyDeviceToHost, s), cudaSuccess);
+    ck_assert_int_eq(cudaStreamEndCapture(s, &g), cudaSuccess);
+    cudaGraphExec_t x;
+    ck_assert_int_eq(cudaGraphInstantiate(&x, g, 0), cudaSuccess);
+    ck_assert_int_eq(cudaGraphLaunch(x, s), cudaSuccess);
+    ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess);
+    const float want[4] = {23, 34, 31, 46}; /* [1 3; 2 4] [5 7; 6 8], column-major */
+    for (int i = 0; i < 4; i++) ck_assert(h[8 + i] == want[i]);
+    ck_assert_int_eq(cudaFree(ws), cudaSuccess); /* the workspace the captured sgemm was given */
+    ck_assert_int_eq(cudaGraphLaunch(x, s), cudaErrorIllegalAddress);
+    ck_assert_int_eq(cudaFree(d), cudaSuccess);
+    ck_assert_int_eq(cudaGraphLaunch(x, s), cudaErrorIllegalAddress);
+    ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess);
+    cudaGraphExecDestroy(x);
+    cudaGraphDestroy(g);
+    cublasDestroy(hb);
+}
+END_TEST
+
 /* NCCL: three ranks, each on its own thread and stream, sum in rank order; reduce, all-reduce, broadcast. */
 START_TEST(test_nccl)
 {
@@ -402,6 +519,9 @@ int main(void)
     tcase_add_test(tc, test_busy);
     tcase_add_test(tc, test_memory_budget);
     tcase_add_test(tc, test_sgemm);
+    tcase_add_test(tc, test_graph_replay);
+    tcase_add_test(tc, test_graph_forbidden);
+    tcase_add_test(tc, test_graph_stale_and_cublas);
     tcase_add_test(tc, test_nccl);
     tcase_add_test_raise_signal(tc, test_nccl_missing_rank, SIGABRT);
     suite_add_tcase(su, tc);

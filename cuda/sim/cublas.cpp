@@ -12,6 +12,8 @@ struct cublasContext {
     int device;
     cudaStream_t stream; /* NULL: the device's default stream */
     cublasMath_t math;
+    void *workspace;     /* cublasSetWorkspace's, or NULL: cuBLAS's own (which a capture may not allocate) */
+    size_t workspace_bytes;
 };
 
 using namespace tt_sim;
@@ -20,7 +22,7 @@ cublasStatus_t cublasCreate(cublasHandle_t *h)
 {
     const int d = current_device();
     if (d >= cfg().devices || !ensure_context(d)) return CUBLAS_STATUS_NOT_INITIALIZED;
-    *h = new cublasContext{d, nullptr, CUBLAS_DEFAULT_MATH};
+    *h = new cublasContext{d, nullptr, CUBLAS_DEFAULT_MATH, nullptr, 0};
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -40,6 +42,19 @@ cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s)
         return CUBLAS_STATUS_INVALID_VALUE;
     }
     h->stream = s;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+/* The workspace cuBLAS uses instead of allocating its own (which is what makes a call legal in a stream capture):
+ * device memory of the handle's device, or NULL with 0 bytes to go back to cuBLAS's own. */
+cublasStatus_t cublasSetWorkspace(cublasHandle_t h, void *workspace, size_t bytes)
+{
+    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+    if ((workspace == nullptr) != (bytes == 0) ||
+        (workspace && !check_device_range("cublasSetWorkspace", workspace, bytes, h->device)))
+        return CUBLAS_STATUS_INVALID_VALUE;
+    h->workspace = workspace;
+    h->workspace_bytes = bytes;
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -97,18 +112,31 @@ static cublasStatus_t sgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperat
     cudaStream_t s = h->stream;
     int dev;
     if (!resolve_stream(&s, &dev)) return CUBLAS_STATUS_EXECUTION_FAILED;
-    if (!check_matrix("A", A, ra, ca, lda, h->device) || !check_matrix("B", B, rb, cb, ldb, h->device) ||
-        !check_matrix("C", C, m, n, ldc, h->device))
-        return CUBLAS_STATUS_EXECUTION_FAILED;
-    if (!m || !n) return CUBLAS_STATUS_SUCCESS;
-    count("cublasSgemm", 1, (uint64_t)(2 * m * n * k));
+    if (capturing(s) && !h->workspace) {
+        say("cublasSgemm while its stream is captured, with no cublasSetWorkspace: cuBLAS would allocate its own "
+            "workspace inside the capture");
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    }
     const float al = *alpha, be = *beta; /* host pointer mode: read at the call */
     const CBLAS_TRANSPOSE oa = ta == CUBLAS_OP_N ? CblasNoTrans : CblasTrans;
     const CBLAS_TRANSPOSE ob = tb == CUBLAS_OP_N ? CblasNoTrans : CblasTrans;
-    enqueue(s, [=]() {
-        cblas_sgemm(CblasColMajor, oa, ob, (int)m, (int)n, (int)k, al, A, (int)lda, B, (int)ldb, be, C, (int)ldc);
+    const int device = h->device;
+    const void *ws = h->workspace;
+    const size_t ws_bytes = h->workspace_bytes;
+    const bool ok = submit(s, [=](cudaStream_t st, issue_mode how) {
+        if (!check_matrix("A", A, ra, ca, lda, device) || !check_matrix("B", B, rb, cb, ldb, device) ||
+            !check_matrix("C", C, m, n, ldc, device) ||
+            (how == ISSUE_GRAPH && ws && !check_device_range("cublasSgemm: the workspace", ws, ws_bytes, device)))
+            return false;
+        if (how == ISSUE_CHECK || !m || !n) return true;
+        count("cublasSgemm", 1, (uint64_t)(2 * m * n * k));
+        enqueue(st, [=]() {
+            cblas_sgemm(CblasColMajor, oa, ob, (int)m, (int)n, (int)k, al, A, (int)lda, B, (int)ldb, be, C,
+                        (int)ldc);
+        });
+        return true;
     });
-    return CUBLAS_STATUS_SUCCESS;
+    return ok ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
 }
 
 cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,

@@ -43,11 +43,16 @@ typedef enum cudaError {
     cudaErrorInvalidDevice = 101,
     cudaErrorPeerAccessUnsupported = 217,
     cudaErrorInvalidResourceHandle = 400,
+    cudaErrorIllegalState = 401,
     cudaErrorNotReady = 600,
     cudaErrorIllegalAddress = 700,
     cudaErrorPeerAccessAlreadyEnabled = 704,
     cudaErrorPeerAccessNotEnabled = 705,
     cudaErrorTooManyPeers = 711,
+    cudaErrorStreamCaptureUnsupported = 900,
+    cudaErrorStreamCaptureInvalidated = 901,
+    cudaErrorStreamCaptureUnmatched = 903,
+    cudaErrorStreamCaptureWrongThread = 908,
 } cudaError_t;
 
 enum cudaMemcpyKind {
@@ -65,6 +70,18 @@ enum cudaMemcpyKind {
 
 typedef struct CUstream_st *cudaStream_t;
 typedef struct CUevent_st *cudaEvent_t;
+typedef struct CUgraph_st *cudaGraph_t;
+typedef struct CUgraphExec_st *cudaGraphExec_t;
+
+/* Stream capture (CUDA graphs). Every mode behaves as cudaStreamCaptureModeThreadLocal here: while a thread
+ * captures, that thread may not sync, allocate, free or copy synchronously (the capture is invalidated). */
+enum cudaStreamCaptureMode {
+    cudaStreamCaptureModeGlobal = 0,
+    cudaStreamCaptureModeThreadLocal = 1,
+    cudaStreamCaptureModeRelaxed = 2,
+};
+#define cudaEventRecordDefault 0x00
+#define cudaEventRecordExternal 0x01 /* while capturing: an event record node; outside a capture: invalid */
 
 /* A launch's shape (dim3) and a thread's coordinates (uint3: an aggregate, so the thread-local copies below need no
  * constructor call on each access). */
@@ -106,8 +123,24 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s);
 cudaError_t cudaEventCreate(cudaEvent_t *e);
 cudaError_t cudaEventDestroy(cudaEvent_t e);
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s);
+cudaError_t cudaEventRecordWithFlags(cudaEvent_t e, cudaStream_t s, unsigned flags);
 cudaError_t cudaEventSynchronize(cudaEvent_t e);
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b);
+
+/* ---- graphs -----------------------------------------------------------------------------------------------------
+ * While a stream is captured, every call that would queue work on it (a launch, an async copy, an sgemm, an
+ * external event record) is checked as when issued and kept as a node instead of queued; cudaGraphLaunch issues the
+ * nodes again, in order, on the stream it is given — each one checked again, so a graph that refers to memory
+ * freed or re-allocated since its capture fails there (cudaErrorIllegalAddress) with a line, instead of running on
+ * it (the nodes before it have been queued). A plain
+ * cudaEventRecord on a capturing stream is refused (its record would not be part of the graph). NCCL calls are
+ * not captured (refused). Counted in the report: "cudaGraphLaunch" (amount: nodes), and each node as its call. */
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode);
+cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g);
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *x, cudaGraph_t g, unsigned long long flags);
+cudaError_t cudaGraphLaunch(cudaGraphExec_t x, cudaStream_t s);
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t x);
+cudaError_t cudaGraphDestroy(cudaGraph_t g);
 
 /* ---- kernel launches --------------------------------------------------------------------------------------------
  * TT_LAUNCH(k, grid, block, stream, args...) converts the arguments to the kernel's parameter types (as a launch
@@ -122,6 +155,14 @@ bool launch_begin(const char *kernel, dim3 grid, dim3 block, cudaStream_t *s, di
 bool check_kernel_pointer(const char *kernel, int arg, const void *p, cudaStream_t s);
 /* Queues `grid_run` on s (counted under `kernel` with `threads` threads for the report). */
 void launch_enqueue(cudaStream_t s, const char *kernel, uint64_t threads, std::function<void()> grid_run);
+/* How a call's work is issued: checked only (while its stream is captured), now (queued), or again by a graph. */
+enum issue_mode { ISSUE_CHECK, ISSUE_NOW, ISSUE_GRAPH };
+/* One call's issuing: its checks against the memory and stream as they are now, then (unless ISSUE_CHECK) its
+ * counting and queueing on st. false: a check failed (the error recorded, a line said). */
+typedef std::function<bool(cudaStream_t st, issue_mode how)> node;
+/* Issues n on s now; while s is captured, checks it and keeps it in the capture (a failed check invalidates the
+ * capture). Returns n's verdict. */
+bool submit(cudaStream_t s, node n);
 /* The order in which to run n blocks for the launch being executed (forward, reversed or a seeded shuffle). */
 const unsigned *block_order(unsigned n);
 
@@ -158,12 +199,15 @@ void launch(const char *kernel, void (*k)(P...), dim3 grid, dim3 block, cudaStre
     dim3 g;
     if (!launch_begin(kernel, grid, block, &s, &g)) return;
     std::tuple<typename std::decay<P>::type...> args(std::forward<A>(a)...);
-    bool ok = true;
-    int i = 0;
-    std::apply([&](const auto &...v) { ((ok = check_arg(kernel, i++, v, s) && ok), ...); }, args);
-    if (!ok) return;
     const uint64_t threads = (uint64_t)g.x * g.y * g.z * block.x * block.y * block.z;
-    launch_enqueue(s, kernel, threads, [k, args, g, block]() { run_grid(g, block, [&]() { std::apply(k, args); }); });
+    std::function<void()> run = [k, args, g, block]() { run_grid(g, block, [&]() { std::apply(k, args); }); };
+    submit(s, [kernel, args, threads, run](cudaStream_t st, issue_mode how) {
+        bool ok = true;
+        int i = 0;
+        std::apply([&](const auto &...v) { ((ok = check_arg(kernel, i++, v, st) && ok), ...); }, args);
+        if (ok && how != ISSUE_CHECK) launch_enqueue(st, kernel, threads, run);
+        return ok;
+    });
 }
 
 } /* namespace tt_sim */

@@ -163,6 +163,11 @@ static ncclResult_t issue(coll_kind kind, const void *send, void *recv, size_t c
     snprintf(what, sizeof what, "%s rank %d: receive buffer", coll_names[kind], comm->rank);
     if (receives && count && !check_device_range(what, recv, bytes, comm->device))
         return nccl_fail(ncclInvalidArgument, what);
+    if (capturing(s)) {
+        snprintf(what, sizeof what, "%s rank %d: its stream is being captured (the stand-in captures no NCCL call)",
+                 coll_names[kind], comm->rank);
+        return nccl_fail(ncclInvalidUsage, what);
+    }
     tt_sim::count(coll_names[kind], 1, bytes);
     const call c = {kind, count, kind == ALL_REDUCE ? -1 : root, (const float *)send, (float *)recv};
     std::shared_ptr<clique> q = comm->q;

@@ -31,6 +31,18 @@ struct CUstream_st {
     uint64_t launches = 0;            /* kernels queued so far: the shuffle's per-launch seed */
     int refs = 1;                     /* under g_lock: the registry's reference + one per thread draining it from
                                        * outside (a device sync, an event): the last one deletes it */
+    CUgraph_st *capture = nullptr;    /* under queue_lock: the graph being captured from this stream, or none */
+    bool capture_bad = false;         /* a call during the capture failed: cudaStreamEndCapture refuses it */
+};
+
+struct CUgraph_st {
+    int device;
+    std::vector<tt_sim::node> nodes;
+};
+
+struct CUgraphExec_st {
+    int device;
+    std::vector<tt_sim::node> nodes;
 };
 
 struct CUevent_st {
@@ -266,11 +278,44 @@ bool resolve_stream(cudaStream_t *s, int *device)
 }
 
 static thread_local uint64_t t_launch_seed; /* the launch being executed: its block order */
+static thread_local cudaStream_t t_capturing;  /* the stream this thread is capturing, or none */
 
 void enqueue(cudaStream_t s, std::function<void()> op)
 {
     std::lock_guard<std::mutex> l(s->queue_lock);
     s->q.push_back(std::move(op));
+}
+
+bool capturing(cudaStream_t s)
+{
+    std::lock_guard<std::mutex> l(s->queue_lock);
+    return s->capture != nullptr;
+}
+
+bool submit(cudaStream_t s, node n)
+{
+    CUgraph_st *g;
+    {
+        std::lock_guard<std::mutex> l(s->queue_lock);
+        g = s->capture;
+    }
+    if (!g) return n(s, ISSUE_NOW);
+    if (!n(s, ISSUE_CHECK)) {
+        s->capture_bad = true;
+        return false;
+    }
+    g->nodes.push_back(std::move(n));
+    return true;
+}
+
+bool forbidden_in_capture(const char *what)
+{
+    if (!t_capturing) return false;
+    say("%s while this thread captures a stream: CUDA forbids it during a capture (a sync, an allocation, a free or a "
+        "blocking copy); the capture is invalidated", what);
+    t_capturing->capture_bad = true;
+    set_error(cudaErrorStreamCaptureUnsupported);
+    return true;
 }
 
 void launch_enqueue(cudaStream_t s, const char *kernel, uint64_t threads, std::function<void()> grid_run)
@@ -440,6 +485,7 @@ cudaError_t cudaSetDevice(int device)
 
 cudaError_t cudaDeviceSynchronize(void)
 {
+    if (forbidden_in_capture("cudaDeviceSynchronize")) return t_last;
     if (need_context() != cudaSuccess) return t_last;
     drain_device(t_device);
     return cudaSuccess;
@@ -507,6 +553,11 @@ const char *cudaGetErrorString(cudaError_t e)
     case cudaErrorInvalidDevice: return "invalid device ordinal";
     case cudaErrorPeerAccessUnsupported: return "peer access is not supported between these two devices";
     case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    case cudaErrorIllegalState: return "the operation cannot be performed in the present state";
+    case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
+    case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
+    case cudaErrorStreamCaptureUnmatched: return "capture was not ended in the same stream as it began";
+    case cudaErrorStreamCaptureWrongThread: return "attempt to terminate a thread-local capture sequence from another thread";
     case cudaErrorNotReady: return "device not ready";
     case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
     case cudaErrorPeerAccessAlreadyEnabled: return "peer access is already enabled";
@@ -552,6 +603,7 @@ static bool unregister_alloc(void *p, mem_kind kind, int *device)
 
 cudaError_t cudaMalloc(void **p, size_t bytes)
 {
+    if (forbidden_in_capture("cudaMalloc")) return t_last;
     if (need_context() != cudaSuccess) return t_last;
     void *m = register_alloc(bytes, MEM_DEVICE, t_device, 0);
     if (!m) return set_error(cudaErrorMemoryAllocation);
@@ -563,6 +615,7 @@ cudaError_t cudaMalloc(void **p, size_t bytes)
 /* Waits for the allocation's device (a free is synchronous in CUDA), then frees. */
 cudaError_t cudaFree(void *p)
 {
+    if (forbidden_in_capture("cudaFree")) return t_last;
     if (!p) return cudaSuccess;
     const mem_range r = find(p, 1);
     if (r.kind != MEM_DEVICE || r.offset) {
@@ -578,6 +631,7 @@ cudaError_t cudaFree(void *p)
 
 cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned flags)
 {
+    if (forbidden_in_capture("cudaHostAlloc")) return t_last;
     if (need_context() != cudaSuccess) return t_last;
     if (flags & ~(unsigned)cudaHostAllocPortable) return set_error(cudaErrorInvalidValue);
     void *m = register_alloc(bytes, MEM_PINNED, t_device, flags);
@@ -589,6 +643,7 @@ cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned flags)
 
 cudaError_t cudaFreeHost(void *p)
 {
+    if (forbidden_in_capture("cudaFreeHost")) return t_last;
     if (!p) return cudaSuccess;
     const mem_range r = find(p, 1);
     if (r.kind != MEM_PINNED || r.offset) {
@@ -677,6 +732,28 @@ static const char *direction_name(cudaMemcpyKind k)
     return k == cudaMemcpyHostToDevice ? "h2d" : k == cudaMemcpyDeviceToHost ? "d2h" : "d2d";
 }
 
+/* The checks of an async copy, as the stream and memory are now; *pageable: a host end is pageable memory. */
+static bool check_copy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, int dev, bool *pageable)
+{
+    switch (kind) {
+    case cudaMemcpyHostToDevice:
+        return check_host_range("cudaMemcpyAsync HostToDevice: source", src, bytes, dev, pageable) &&
+               check_device_range("cudaMemcpyAsync HostToDevice: destination", dst, bytes, dev);
+    case cudaMemcpyDeviceToHost:
+        return check_device_range("cudaMemcpyAsync DeviceToHost: source", src, bytes, dev) &&
+               check_host_range("cudaMemcpyAsync DeviceToHost: destination", dst, bytes, dev, pageable);
+    default: { /* between devices the backend says so (cudaMemcpyPeerAsync); here both ends are the stream's device's */
+        const bool ok = find(src, bytes).device == dev && find(dst, bytes).device == dev &&
+                        check_device_range("cudaMemcpyAsync DeviceToDevice: source", src, bytes, dev) &&
+                        check_device_range("cudaMemcpyAsync DeviceToDevice: destination", dst, bytes, dev);
+        if (!ok && find(src, bytes).kind == MEM_DEVICE && find(dst, bytes).kind == MEM_DEVICE)
+            say("cudaMemcpyAsync DeviceToDevice on device %d: source on device %d, destination on device %d (a copy "
+                "between devices is cudaMemcpyPeerAsync)", dev, find(src, bytes).device, find(dst, bytes).device);
+        return ok;
+    }
+    }
+}
+
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, cudaStream_t s)
 {
     int dev = -1;
@@ -689,55 +766,53 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpy
         return set_error(cudaErrorInvalidResourceHandle);
     }
     if (!bytes) return cudaSuccess;
-    bool ok, pageable = false;
-    switch (kind) {
-    case cudaMemcpyHostToDevice:
-        ok = check_host_range("cudaMemcpyAsync HostToDevice: source", src, bytes, dev, &pageable) &&
-             check_device_range("cudaMemcpyAsync HostToDevice: destination", dst, bytes, dev);
-        break;
-    case cudaMemcpyDeviceToHost:
-        ok = check_device_range("cudaMemcpyAsync DeviceToHost: source", src, bytes, dev) &&
-             check_host_range("cudaMemcpyAsync DeviceToHost: destination", dst, bytes, dev, &pageable);
-        break;
-    case cudaMemcpyDeviceToDevice:
-        /* between devices the backend says so (cudaMemcpyPeerAsync); here both ends are the stream's device's */
-        ok = find(src, bytes).device == dev && find(dst, bytes).device == dev &&
-             check_device_range("cudaMemcpyAsync DeviceToDevice: source", src, bytes, dev) &&
-             check_device_range("cudaMemcpyAsync DeviceToDevice: destination", dst, bytes, dev);
-        if (!ok && find(src, bytes).kind == MEM_DEVICE && find(dst, bytes).kind == MEM_DEVICE)
-            say("cudaMemcpyAsync DeviceToDevice on device %d: source on device %d, destination on device %d (a copy "
-                "between devices is cudaMemcpyPeerAsync)", dev, find(src, bytes).device, find(dst, bytes).device);
-        break;
-    default:
+    if (kind != cudaMemcpyHostToDevice && kind != cudaMemcpyDeviceToHost && kind != cudaMemcpyDeviceToDevice) {
         say("cudaMemcpyAsync: direction %d is not one the backend may use", (int)kind);
         return set_error(cudaErrorInvalidMemcpyDirection);
     }
-    if (!ok) return set_error(cudaErrorInvalidValue);
-    if (pageable) { /* CUDA: the stream's earlier work first, then the copy, before the call returns */
-        count(kind == cudaMemcpyHostToDevice ? "h2d (pageable: synchronous)" : "d2h (pageable: synchronous)", 1, bytes);
-        drain(s);
-        memcpy(dst, src, bytes);
-        return cudaSuccess;
-    }
-    count(direction_name(kind), 1, bytes);
-    if (kind == cudaMemcpyDeviceToDevice) {
-        enqueue(s, [dst, src, bytes]() { memcpy(dst, src, bytes); });
-        return cudaSuccess;
-    }
-    const bool up = kind == cudaMemcpyHostToDevice;
-    auto host = std::make_shared<const host_in_flight>(up ? src : (const void *)dst, bytes);
-    enqueue(s, [dst, src, bytes, up, host]() {
-        host->check(up ? "HostToDevice" : "DeviceToHost");
-        memcpy(dst, src, bytes);
-        if (!up) pinned_copied_in(dst, true);
+    const bool ok = submit(s, [dst, src, bytes, kind, dev](cudaStream_t st, issue_mode how) {
+        bool pageable = false;
+        if (!check_copy(dst, src, bytes, kind, dev, &pageable)) {
+            set_error(cudaErrorInvalidValue);
+            return false;
+        }
+        if (pageable && how != ISSUE_NOW) { /* CUDA refuses it in a capture; a graph's host memory must stay pinned */
+            say("cudaMemcpyAsync %s of %zu bytes: pageable host memory %s", direction_name(kind), bytes,
+                how == ISSUE_CHECK ? "while capturing (CUDA refuses it: cudaErrorStreamCaptureUnsupported)"
+                                   : "in a graph launch (it was pinned at the capture: freed since?)");
+            set_error(cudaErrorStreamCaptureUnsupported);
+            return false;
+        }
+        if (how == ISSUE_CHECK) return true;
+        if (pageable) { /* CUDA: the stream's earlier work first, then the copy, before the call returns */
+            count(kind == cudaMemcpyHostToDevice ? "h2d (pageable: synchronous)" : "d2h (pageable: synchronous)", 1,
+                  bytes);
+            drain(st);
+            memcpy(dst, src, bytes);
+            return true;
+        }
+        count(direction_name(kind), 1, bytes);
+        if (kind == cudaMemcpyDeviceToDevice) {
+            enqueue(st, [dst, src, bytes]() { memcpy(dst, src, bytes); });
+            return true;
+        }
+        const bool up = kind == cudaMemcpyHostToDevice;
+        auto host = std::make_shared<const host_in_flight>(up ? src : (const void *)dst, bytes);
+        enqueue(st, [dst, src, bytes, up, host]() {
+            host->check(up ? "HostToDevice" : "DeviceToHost");
+            memcpy(dst, src, bytes);
+            if (!up) pinned_copied_in(dst, true);
+        });
+        return true;
     });
-    return cudaSuccess;
+    return ok ? cudaSuccess : t_last;
 }
 
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind)
 {
     cudaStream_t s = nullptr; /* the current device's default stream, then waited for */
     int dev;
+    if (forbidden_in_capture("cudaMemcpy")) return t_last;
     if (need_context() != cudaSuccess || !resolve_stream(&s, &dev)) return set_error(cudaErrorInvalidDevice);
     cudaError_t e = cudaMemcpyAsync(dst, src, bytes, kind, s);
     if (e == cudaSuccess) drain(s);
@@ -758,18 +833,23 @@ cudaError_t cudaMemcpyPeerAsync(void *dst, int dst_device, const void *src, int 
         return set_error(cudaErrorInvalidResourceHandle);
     }
     if (!bytes) return cudaSuccess;
-    /* each end must be memory of the device the call names (the copy itself may be staged: no peer access needed) */
-    const mem_range d = find(dst, bytes), r = find(src, bytes);
-    if (d.kind != MEM_DEVICE || d.device != dst_device || !d.inside || r.kind != MEM_DEVICE ||
-        r.device != src_device || !r.inside) {
-        say("cudaMemcpyPeerAsync of %zu bytes from device %d to device %d: the source is %s of device %d%s, the "
-            "destination %s of device %d%s", bytes, src_device, dst_device, kind_name(r.kind), r.device,
-            r.inside ? "" : " (out of bounds)", kind_name(d.kind), d.device, d.inside ? "" : " (out of bounds)");
-        return set_error(cudaErrorInvalidValue);
-    }
-    count(may_access(dst_device, src_device) ? "peer (direct)" : "peer (staged)", 1, bytes);
-    enqueue(s, [dst, src, bytes]() { memcpy(dst, src, bytes); });
-    return cudaSuccess;
+    const bool ok = submit(s, [=](cudaStream_t st, issue_mode how) {
+        /* each end must be memory of the device the call names (the copy may be staged: no peer access needed) */
+        const mem_range d = find(dst, bytes), r = find(src, bytes);
+        if (d.kind != MEM_DEVICE || d.device != dst_device || !d.inside || r.kind != MEM_DEVICE ||
+            r.device != src_device || !r.inside) {
+            say("cudaMemcpyPeerAsync of %zu bytes from device %d to device %d: the source is %s of device %d%s, the "
+                "destination %s of device %d%s", bytes, src_device, dst_device, kind_name(r.kind), r.device,
+                r.inside ? "" : " (out of bounds)", kind_name(d.kind), d.device, d.inside ? "" : " (out of bounds)");
+            set_error(cudaErrorInvalidValue);
+            return false;
+        }
+        if (how == ISSUE_CHECK) return true;
+        count(may_access(dst_device, src_device) ? "peer (direct)" : "peer (staged)", 1, bytes);
+        enqueue(st, [dst, src, bytes]() { memcpy(dst, src, bytes); });
+        return true;
+    });
+    return ok ? cudaSuccess : t_last;
 }
 
 /* ---- streams and events ------------------------------------------------------------------------------------ */
@@ -789,6 +869,7 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags)
 /* Work still queued runs first (CUDA lets it complete before the stream's resources go). */
 cudaError_t cudaStreamDestroy(cudaStream_t s)
 {
+    if (forbidden_in_capture("cudaStreamDestroy")) return t_last;
     if (!s || !live_stream(s)) {
         say("cudaStreamDestroy: the stream does not exist (destroyed twice, or the default stream)");
         return set_error(cudaErrorInvalidResourceHandle);
@@ -807,6 +888,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t s)
 cudaError_t cudaStreamSynchronize(cudaStream_t s)
 {
     int dev;
+    if (forbidden_in_capture("cudaStreamSynchronize")) return t_last;
     if (!resolve_stream(&s, &dev)) {
         say("cudaStreamSynchronize: the stream does not exist (destroyed, or never created)");
         return set_error(cudaErrorInvalidResourceHandle);
@@ -854,18 +936,26 @@ cudaError_t cudaEventDestroy(cudaEvent_t e)
     return cudaSuccess;
 }
 
-/* Queues the event's completion on s: it completes when the stream's earlier work has run. */
-cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
+/* The event and the stream exist and share a device. */
+static bool check_record(const char *call, cudaEvent_t e, cudaStream_t *s)
 {
     int dev;
-    if (!live_event(e) || !resolve_stream(&s, &dev)) {
-        say("cudaEventRecord: the event or the stream does not exist");
-        return set_error(cudaErrorInvalidResourceHandle);
+    if (!live_event(e) || !resolve_stream(s, &dev)) {
+        say("%s: the event or the stream does not exist", call);
+        set_error(cudaErrorInvalidResourceHandle);
+        return false;
     }
     if (e->device != dev) {
-        say("cudaEventRecord: an event of device %d recorded on a stream of device %d", e->device, dev);
-        return set_error(cudaErrorInvalidResourceHandle);
+        say("%s: an event of device %d recorded on a stream of device %d", call, e->device, dev);
+        set_error(cudaErrorInvalidResourceHandle);
+        return false;
     }
+    return true;
+}
+
+/* Queues the event's completion on s: it completes when the stream's earlier work has run. */
+static void record_now(cudaEvent_t e, cudaStream_t s)
+{
     uint64_t n;
     {
         std::lock_guard<std::mutex> l(g_lock);
@@ -879,11 +969,43 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
             e->ms = clock_ms();
         }
     });
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
+{
+    if (!check_record("cudaEventRecord", e, &s)) return t_last;
+    if (capturing(s)) {
+        say("cudaEventRecord on a capturing stream: the record would not be part of the graph, so the event would "
+            "keep its old time at every launch (record it with cudaEventRecordExternal)");
+        s->capture_bad = true;
+        return set_error(cudaErrorStreamCaptureUnsupported);
+    }
+    record_now(e, s);
+    return cudaSuccess;
+}
+
+/* cudaEventRecordExternal: an event record node of the capture, recorded at every launch of the graph. */
+cudaError_t cudaEventRecordWithFlags(cudaEvent_t e, cudaStream_t s, unsigned flags)
+{
+    if (flags == cudaEventRecordDefault) return cudaEventRecord(e, s);
+    if (flags != cudaEventRecordExternal) return set_error(cudaErrorInvalidValue);
+    if (!check_record("cudaEventRecordWithFlags", e, &s)) return t_last;
+    if (!capturing(s)) {
+        say("cudaEventRecordWithFlags: cudaEventRecordExternal outside a capture (CUDA: invalid)");
+        return set_error(cudaErrorInvalidValue);
+    }
+    submit(s, [e](cudaStream_t st, issue_mode how) {
+        cudaStream_t t = st;
+        if (!check_record("cudaEventRecordWithFlags (graph node)", e, &t)) return false;
+        if (how != ISSUE_CHECK) record_now(e, st);
+        return true;
+    });
     return cudaSuccess;
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t e)
 {
+    if (forbidden_in_capture("cudaEventSynchronize")) return t_last;
     if (!live_event(e)) return set_error(cudaErrorInvalidResourceHandle);
     drain_event_stream(e);
     return cudaSuccess;
@@ -900,6 +1022,129 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
         return set_error(cudaErrorNotReady);
     }
     *ms = (float)(b->ms - a->ms);
+    return cudaSuccess;
+}
+
+/* ---- graphs ---------------------------------------------------------------------------------------------- */
+
+static std::set<cudaGraph_t> g_graphs;
+static std::set<cudaGraphExec_t> g_execs;
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode)
+{
+    int dev;
+    if ((unsigned)mode > cudaStreamCaptureModeRelaxed) return set_error(cudaErrorInvalidValue);
+    if (!s || !resolve_stream(&s, &dev)) {
+        say("cudaStreamBeginCapture: %s", s ? "the stream does not exist" : "the default (legacy) stream cannot be captured");
+        return set_error(s ? cudaErrorInvalidResourceHandle : cudaErrorStreamCaptureUnsupported);
+    }
+    if (t_capturing || capturing(s)) {
+        say("cudaStreamBeginCapture: %s", t_capturing ? "this thread is capturing a stream already"
+                                                      : "the stream is being captured already");
+        return set_error(cudaErrorIllegalState);
+    }
+    {
+        std::lock_guard<std::mutex> l(s->queue_lock);
+        s->capture = new CUgraph_st{dev, {}};
+        s->capture_bad = false;
+    }
+    t_capturing = s;
+    return cudaSuccess;
+}
+
+/* The capture's graph, or NULL and cudaErrorStreamCaptureInvalidated where a call during it failed. */
+cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g)
+{
+    int dev;
+    *g = nullptr;
+    if (!s || !resolve_stream(&s, &dev) || !capturing(s)) {
+        say("cudaStreamEndCapture: the stream is not being captured");
+        return set_error(cudaErrorIllegalState);
+    }
+    if (t_capturing != s) {
+        say("cudaStreamEndCapture: called from another thread than the one that began the capture");
+        return set_error(cudaErrorStreamCaptureWrongThread);
+    }
+    CUgraph_st *graph;
+    {
+        std::lock_guard<std::mutex> l(s->queue_lock);
+        graph = s->capture;
+        s->capture = nullptr;
+    }
+    t_capturing = nullptr;
+    if (s->capture_bad) {
+        delete graph;
+        return set_error(cudaErrorStreamCaptureInvalidated);
+    }
+    std::lock_guard<std::mutex> l(g_lock);
+    g_graphs.insert(graph);
+    *g = graph;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *x, cudaGraph_t g, unsigned long long flags)
+{
+    if (flags) return set_error(cudaErrorInvalidValue);
+    std::lock_guard<std::mutex> l(g_lock);
+    if (!g_graphs.count(g)) {
+        say("cudaGraphInstantiate: the graph does not exist");
+        return set_error(cudaErrorInvalidResourceHandle);
+    }
+    *x = new CUgraphExec_st{g->device, g->nodes};
+    g_execs.insert(*x);
+    return cudaSuccess;
+}
+
+/* Issues every node again, in capture order, on s: each one checked as when it was captured. */
+cudaError_t cudaGraphLaunch(cudaGraphExec_t x, cudaStream_t s)
+{
+    int dev;
+    {
+        std::lock_guard<std::mutex> l(g_lock);
+        if (!g_execs.count(x)) {
+            say("cudaGraphLaunch: the executable graph does not exist");
+            return set_error(cudaErrorInvalidResourceHandle);
+        }
+    }
+    if (!resolve_stream(&s, &dev)) return set_error(cudaErrorInvalidResourceHandle);
+    if (dev != x->device || dev != t_device) {
+        say("cudaGraphLaunch: a graph of device %d launched on a stream of device %d with device %d current",
+            x->device, dev, t_device);
+        return set_error(cudaErrorInvalidResourceHandle);
+    }
+    if (capturing(s)) {
+        say("cudaGraphLaunch: on a stream being captured (the stand-in has no child graphs)");
+        return set_error(cudaErrorStreamCaptureUnsupported);
+    }
+    count("cudaGraphLaunch", 1, x->nodes.size());
+    for (size_t i = 0; i < x->nodes.size(); i++)
+        if (!x->nodes[i](s, ISSUE_GRAPH)) {
+            say("cudaGraphLaunch: node %zu of %zu failed the check above: the graph refers to memory that changed "
+                "since its capture (on a GPU: an illegal address, or silently wrong data)", i + 1, x->nodes.size());
+            return set_error(cudaErrorIllegalAddress);
+        }
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t x)
+{
+    std::lock_guard<std::mutex> l(g_lock);
+    if (!g_execs.erase(x)) {
+        say("cudaGraphExecDestroy: the executable graph does not exist (destroyed twice?)");
+        return set_error(cudaErrorInvalidResourceHandle);
+    }
+    delete x; /* the work it queued holds its own copies of the nodes' calls */
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphDestroy(cudaGraph_t g)
+{
+    std::lock_guard<std::mutex> l(g_lock);
+    if (!g_graphs.erase(g)) {
+        say("cudaGraphDestroy: the graph does not exist (destroyed twice?)");
+        return set_error(cudaErrorInvalidResourceHandle);
+    }
+    delete g;
     return cudaSuccess;
 }
 

@@ -57,6 +57,11 @@ bool check_device_range(const char *what, const void *p, size_t bytes, int devic
 /* The stream's device; NULL means the current device's default stream, which *s becomes. false: not a live stream. */
 bool resolve_stream(cudaStream_t *s, int *device);
 void enqueue(cudaStream_t s, std::function<void()> op);
+/* Whether s is being captured (cudaStreamBeginCapture). */
+bool capturing(cudaStream_t s);
+/* If this thread is capturing a stream: a line naming `what` (a call CUDA forbids then: a sync, an allocation, a
+ * free, a blocking copy), the capture invalidated, cudaErrorStreamCaptureUnsupported recorded, and true. */
+bool forbidden_in_capture(const char *what);
 
 /* The report's counters: calls and elements/bytes under a name. */
 void count(const char *what, uint64_t calls, uint64_t amount);
