@@ -46,6 +46,11 @@ typedef struct cuda_ctx {
      * by ctx_scratch, kept, freed by destroy. Outside the run's memory plan, like cuBLAS's own workspace. */
     void *scratch;
     size_t scratch_bytes;
+    uint64_t scratch_gen; /* how often the scratch moved: a graph captured before a move is stale */
+    /* Graphs: cuBLAS's workspace of its own (allocated at the first capture: a capture may not allocate), and the
+     * capture under way (its event records become record nodes; a scratch that must grow spoils it). */
+    void *blas_ws;
+    int capturing, capture_spoilt;
 } cuda_ctx;
 
 static void cuda_abort(const char *what, const char *why, const char *func, const char *file, int line, int device)
@@ -106,6 +111,11 @@ static cuda_ctx *tower_ctx(void *ctx, const char *op, const char *file, int line
 static void *ctx_scratch(cuda_ctx *c, size_t bytes)
 {
     if (bytes <= c->scratch_bytes) return c->scratch;
+    if (c->capturing) { /* no allocation in a capture: the graph is not kept, the caller issues its ops again */
+        c->capture_spoilt = 1;
+        return c->scratch;
+    }
+    c->scratch_gen++;
     CUDA_CHECK(c, cudaStreamSynchronize(c->stream));
     if (c->scratch) CUDA_CHECK(c, cudaFree(c->scratch));
     c->scratch = NULL;
@@ -512,6 +522,7 @@ static void cu_destroy(void *ctx)
     CUDA_CHECK(c, cudaStreamSynchronize(c->stream));
     if (c->scratch) CUDA_CHECK(c, cudaFree(c->scratch));
     CUBLAS_CHECK(c, cublasDestroy(c->blas));
+    if (c->blas_ws) CUDA_CHECK(c, cudaFree(c->blas_ws));
     CUDA_CHECK(c, cudaStreamDestroy(c->stream));
     CUDA_CHECK(c, restore_device());
     free(c);
@@ -881,10 +892,72 @@ static void cu_event_destroy(void *ctx, void *ev)
     CUDA_CHECK(c, cudaEventDestroy((cudaEvent_t)ev));
 }
 
+/* In a capture an event record becomes a record node (cudaEventRecordExternal): it is recorded at every launch. */
 static void cu_event_record(void *ctx, void *ev)
 {
     cuda_ctx *c = TOWER_CTX(ctx);
-    CUDA_CHECK(c, cudaEventRecord((cudaEvent_t)ev, c->stream));
+    if (c->capturing)
+        CUDA_CHECK(c, cudaEventRecordWithFlags((cudaEvent_t)ev, c->stream, cudaEventRecordExternal));
+    else
+        CUDA_CHECK(c, cudaEventRecord((cudaEvent_t)ev, c->stream));
+}
+
+/* ---- graphs: a tower's step captured once, replayed with one launch ----------------------------------------- */
+
+/* cuBLAS's workspace for captured sgemms: NVIDIA's recommended size for Hopper (4 MiB for earlier GPUs), so a
+ * captured GEMM never asks cuBLAS to allocate. Outside the run's memory plan, like the scratch. */
+static const size_t kBlasWorkspace = (size_t)32 << 20;
+
+typedef struct cuda_graph {
+    cudaGraphExec_t exec;
+    uint64_t scratch_gen; /* the scratch it captured */
+} cuda_graph;
+
+/* Thread-local capture mode: only this tower thread's own syncs and allocations would break it (none happen: the
+ * stand-in checks), not another tower's. */
+static void cu_capture_begin(void *ctx)
+{
+    cuda_ctx *c = TOWER_CTX(ctx);
+    if (!c->blas_ws) { /* once, before the first capture, with the stream idle (no GEMM in flight uses the old one) */
+        CUDA_CHECK(c, cudaStreamSynchronize(c->stream));
+        CUDA_CHECK(c, cudaMalloc(&c->blas_ws, kBlasWorkspace));
+        CUBLAS_CHECK(c, cublasSetWorkspace(c->blas, c->blas_ws, kBlasWorkspace));
+    }
+    CUDA_CHECK(c, cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal));
+    c->capturing = 1;
+    c->capture_spoilt = 0;
+}
+
+static void *cu_capture_end(void *ctx)
+{
+    cuda_ctx *c = TOWER_CTX(ctx);
+    cudaGraph_t g = NULL;
+    c->capturing = 0;
+    CUDA_CHECK(c, cudaStreamEndCapture(c->stream, &g)); /* invalidated: an op broke the capture's rules (a bug) */
+    cuda_graph *cg = c->capture_spoilt ? NULL : (cuda_graph *)calloc(1, sizeof *cg);
+    if (cg) {
+        CUDA_CHECK(c, cudaGraphInstantiate(&cg->exec, g, 0));
+        cg->scratch_gen = c->scratch_gen;
+    }
+    CUDA_CHECK(c, cudaGraphDestroy(g));
+    return cg;
+}
+
+static int cu_graph_launch(void *ctx, void *graph)
+{
+    cuda_ctx *c = TOWER_CTX(ctx);
+    cuda_graph *cg = (cuda_graph *)graph;
+    if (cg->scratch_gen != c->scratch_gen) return 0;
+    CUDA_CHECK(c, cudaGraphLaunch(cg->exec, c->stream));
+    return 1;
+}
+
+static void cu_graph_free(void *ctx, void *graph)
+{
+    cuda_ctx *c = TOWER_CTX(ctx);
+    cuda_graph *cg = (cuda_graph *)graph;
+    CUDA_CHECK(c, cudaGraphExecDestroy(cg->exec));
+    free(cg);
 }
 
 /* Both events must have completed (the caller synced the stream): cudaErrorNotReady here is a broken invariant. */
@@ -1130,6 +1203,10 @@ const tt_dev_ops tt_dev_cuda_ops = {
     NULL, /* comm_free */
     NULL, /* comm_reduce */
 #endif
+    cu_capture_begin, /* capture_begin */
+    cu_capture_end,   /* capture_end */
+    cu_graph_launch,  /* graph_launch */
+    cu_graph_free,    /* graph_free */
 };
 
 } /* extern "C" */

@@ -118,6 +118,16 @@ typedef struct tt_dev_ops {
     tt_status (*comm_init)(void **comm, void *const *ctxs, int n, tt_error *err);
     void (*comm_free)(void *comm);
     void (*comm_reduce)(void *comm, int rank, void *ctx, const float *d_send, float *d_recv, size_t n, int root);
+    /* Optional graphs (CUDA graphs; NULL: every op runs as it is issued, and --graphs on is refused). capture_begin:
+     * the tower's ops and event records from now on are kept, not run; capture_end: the kept sequence as a graph, or
+     * NULL where it cannot be replayed (the backend had to grow its scratch during the capture: the caller issues
+     * the same ops again, uncaptured); graph_launch: the whole sequence issued again with one call, the ops'
+     * arguments as captured — 0 and nothing issued if the graph is stale (the backend's scratch moved since: the
+     * caller frees it and issues the ops uncaptured); graph_free releases one. No sync may happen in a capture. */
+    void (*capture_begin)(void *ctx);
+    void *(*capture_end)(void *ctx);
+    int (*graph_launch)(void *ctx, void *graph);
+    void (*graph_free)(void *ctx, void *graph);
 } tt_dev_ops;
 
 #define TT_MAX_DEVICES 64 /* devices one run can use */
@@ -173,6 +183,10 @@ void tt_dev_dropout(tt_dev *dev, float *d_y, const float *d_x, size_t rows, size
                     const uint32_t *d_ids);
 void tt_dev_embed_fwd(tt_dev *dev, float *d_y, const float *d_w, const float *d_t, size_t n, size_t V, size_t E);
 void tt_dev_embed_bwd(tt_dev *dev, float *d_dw, const float *d_dy, const float *d_t, size_t n, size_t V, size_t E);
+void tt_dev_capture_begin(tt_dev *dev);  /* the backend has graphs (ops->capture_begin) */
+void *tt_dev_capture_end(tt_dev *dev);   /* NULL: not replayable, issue the ops again */
+int tt_dev_graph_launch(tt_dev *dev, void *graph); /* 0: stale, nothing issued */
+void tt_dev_graph_free(tt_dev *dev, void *graph);  /* NULL is fine */
 void *tt_dev_event_create(tt_dev *dev); /* NULL on failure */
 void tt_dev_event_destroy(tt_dev *dev, void *ev);
 void tt_dev_event_record(tt_dev *dev, void *ev);

@@ -46,6 +46,7 @@ typedef struct tt_run_config {
     int host_threads;     /* 0 = all CPUs */
     tt_reduce reduce;     /* where the gradients are summed */
     tt_update update;     /* where the optimizer runs (host: the master variables on the CPU) */
+    int graphs;           /* --graphs on: each tower's step replayed as one CUDA graph */
     tt_node_reduce node_reduce; /* K ranks under mpirun: how the node sums are combined (docs/scaleout.md) */
     tt_node *node;        /* the job's ranks (NULL: tt_node_world(); bench passes a sub-job) */
     const char *trace;    /* Chrome trace-event file, or NULL */

@@ -64,6 +64,8 @@ const char *tt_reduce_list(char *buf, size_t len, const char *sep, const char *l
  * same update: MirroredStrategy, DDP). Every one gives the same bits (the same sums in the same order, the same
  * tt_update_elem), except where a placement adds in its own order (nccl). */
 typedef enum { TT_UPDATE_HOST, TT_UPDATE_DEVICE, TT_UPDATE_REPLICATED, TT_UPDATE_COUNT } tt_update;
+/* --graphs: "off", "on" (the values of tt_trainer_config.graphs), NULL after the last. */
+extern const char *const tt_graphs_names[];
 extern const char *const tt_update_names[TT_UPDATE_COUNT + 1]; /* indexed by the value, NULL after the last */
 const char *tt_update_name(tt_update u);
 /* What it does, for --help: one phrase; and the placements it runs with (bit 1u << tt_reduce). */
@@ -79,6 +81,8 @@ typedef struct tt_trainer_config {
     tt_optim_config optim;
     tt_reduce reduce;      /* where the gradients are summed */
     tt_update update;      /* where the optimizer runs */
+    int graphs;            /* --graphs on: a tower's steady-state step is captured once per shape and replayed with
+                            * one launch (a backend with graphs: tt_dev_ops.capture_begin) */
     int host_threads;      /* host crew for reduce + update; 0 = number of CPUs */
     uint64_t seed;         /* the run's seed: dropout masks are a hash of (seed, epoch, layer, sample, element) */
     const atomic_int *stop; /* may be NULL; non-zero at the end of a step halts the run there (tt_signal_flag) */

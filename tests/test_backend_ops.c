@@ -626,6 +626,72 @@ START_TEST(test_fused_epilogues)
 }
 END_TEST
 
+/* Graphs (a backend with capture ops): a captured sequence runs nothing at its capture, and each launch runs it on
+ * the memory as it is then — the same bits as the ops issued directly (a column sum over 1000 rows: its scratch);
+ * events recorded in the capture are recorded at each launch; a capture whose op had to grow the backend's scratch
+ * gives no graph (the ops are then issued again, uncaptured), and a graph whose scratch moved since its capture is
+ * stale: not launched. */
+START_TEST(test_graphs)
+{
+    if (!ops->capture_begin) return; /* the CPU backend runs every op as it is issued */
+    pair p;
+    pair_init(&p);
+    const size_t R = 1000, C = 7, n = R * C;
+    float *hx = random_host(n, 700), *hz = random_host(C, 701);
+    for (size_t i = 0; i < C; i++) hz[i] = 0.0f;
+    float *x0, *x1, *o0, *o1;
+    upload(&p, hx, n, &x0, &x1);
+    upload(&p, hz, C, &o0, &o1);
+    void *a = tt_dev_event_create(&p.dev), *b = tt_dev_event_create(&p.dev);
+    ck_assert(a && b);
+    tt_dev_capture_begin(&p.dev); /* a fresh context has no scratch yet: the column sum spoils this capture */
+    tt_dev_col_sum(&p.dev, o1, x1, R, C);
+    ck_assert(tt_dev_capture_end(&p.dev) == NULL);
+    tt_dev_col_sum(&p.dev, o1, x1, R, C); /* issued: the scratch grows to its size */
+    tt_dev_h2d(&p.dev, o1, hz, C * sizeof(float));
+    tt_dev_capture_begin(&p.dev);
+    tt_dev_event_record(&p.dev, a);
+    tt_dev_col_sum(&p.dev, o1, x1, R, C);
+    tt_dev_event_record(&p.dev, b);
+    void *g = tt_dev_capture_end(&p.dev);
+    ck_assert(g != NULL);
+    float *before = fetch(&p.dev, o1, C);
+    for (size_t i = 0; i < C; i++) ck_assert_msg(before[i] == 0.0f, "the capture ran its ops");
+    tt_free(before);
+    for (int launch = 0; launch < 2; launch++) {
+        if (launch) { /* new contents: a launch reads the memory as it is when it runs */
+            for (size_t i = 0; i < n; i++) hx[i] = -hx[i] * 0.5f;
+            tt_dev_h2d(&p.dev, x1, hx, n * sizeof(float));
+        }
+        ck_assert(tt_dev_graph_launch(&p.dev, g) == 1);
+        tt_dev_sync(&p.dev);
+        ck_assert(tt_dev_event_elapsed(&p.dev, a, b) >= 0.0);
+        float *d0 = tt_dev_alloc_f32(&p.dev, C);
+        tt_dev_col_sum(&p.dev, d0, x1, R, C); /* the same op issued directly: the same bits */
+        ck_assert_msg(same_bits(&p.dev, o1, d0, C), "launch %d: the graph's column sum differs from the op's", launch);
+        tt_dev_dfree(&p.dev, d0);
+    }
+    tt_dev_h2d(&p.cpu, x0, hx, n * sizeof(float));
+    tt_dev_col_sum(&p.cpu, o0, x0, R, C);
+    compare(&p, "col_sum in a graph", o0, o1, C, col_sum_atol(R), 0);
+    float *big = tt_dev_alloc_f32(&p.dev, 8 * n), *sum = tt_dev_alloc_f32(&p.dev, C);
+    tt_dev_fill(&p.dev, big, 8 * n, 1.0f);
+    tt_dev_col_sum(&p.dev, sum, big, 8 * R, C); /* more chunks: the scratch moves */
+    ck_assert_msg(tt_dev_graph_launch(&p.dev, g) == 0, "a graph over moved scratch was launched");
+    tt_dev_graph_free(&p.dev, g);
+    tt_dev_sync(&p.dev);
+    tt_dev_dfree(&p.dev, big);
+    tt_dev_dfree(&p.dev, sum);
+    tt_dev_dfree(&p.cpu, x0);
+    tt_dev_dfree(&p.dev, x1);
+    tt_dev_event_destroy(&p.dev, a);
+    tt_dev_event_destroy(&p.dev, b);
+    tt_free(hx);
+    tt_free(hz);
+    pair_free(&p);
+}
+END_TEST
+
 /* The optimizer on a device (--update device, replicated): every optimizer and state combination over sizes around
  * the finiteness block (TT_UPDATE_BLOCK), with a NaN in one block and an Inf in another: the weights, every state
  * vector and the block flags against the CPU's; with skip (a non-finite loss) nothing moves but the flags. Exact on
@@ -911,6 +977,7 @@ int main(int argc, char **argv)
             tcase_add_test(tc, test_dropout_embedding_ops);
             tcase_add_test(tc, test_col_sum);
             tcase_add_test(tc, test_fused_epilogues);
+            tcase_add_test(tc, test_graphs);
             tcase_add_test(tc, test_embed_bwd);
             tcase_add_test(tc, test_update);
             tcase_add_test(tc, test_update_flags);

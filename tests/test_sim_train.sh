@@ -6,7 +6,8 @@
 # the same towers. The mlp must agree to the last printed digit of the JSON log (every op runs the same tt_math.h
 # code or the same OpenBLAS call as on the CPU); cnn and textcnn within TOL (their bias gradients over B·OH·OW rows
 # add in chunks on a GPU, in rows on the CPU: docs/cuda.md). The four CUDA placements must agree with each other
-# exactly. Runs vary the stand-in: 2 or 3 devices (virtual towers when 3 towers share 2), forward, reversed and
+# exactly, every one but the first with --graphs on (each tower's steps replayed from a CUDA graph). Runs vary the
+# stand-in: 2 or 3 devices (virtual towers when 3 towers share 2), forward, reversed and
 # shuffled block order, a capped grid; asynchronous copies of pageable memory are errors (TT_SIM_PAGEABLE=error).
 # Then the stand-in's own promises as the CLI meets them: an exclusive, busy GPU 0 (TT_SIM_BUSY=0) does not stop a
 # run on GPUs 1 and 2; a bad TT_SIM_* setting and a machine of no devices are one clear line each; the counters.
@@ -52,14 +53,16 @@ for model in mlp cnn textcnn; do
              nccl/replicated; do
     place=${run%/*} update=${run#*/}
     case $model/$run in cnn/*/device | cnn/nccl/replicated) continue ;; esac # the cnn is slow on the stand-in
+    graphs=on # every run but the first replays its towers' steps from CUDA graphs: the same bits
+    [ -n "$first" ] || graphs=off
     # shellcheck disable=SC2086
     out=$(env TT_SIM_PAGEABLE=error ${sim[$place]} "$bin" train --device cuda --reduce "$place" --update "$update" \
-      ${args[$model]} $common --log-json "$tmp/$model-$place-$update.json" 2>&1 >/dev/null) || {
-      bad "$model --reduce $place --update $update on the stand-in (${sim[$place]}): $out"
+      --graphs $graphs ${args[$model]} $common --log-json "$tmp/$model-$place-$update.json" 2>&1 >/dev/null) || {
+      bad "$model --reduce $place --update $update --graphs $graphs on the stand-in (${sim[$place]}): $out"
       continue
     }
     got=$(figures "$tmp/$model-$place-$update.json")
-    echo "$model --reduce $place --update $update (${sim[$place]}): $got"
+    echo "$model --reduce $place --update $update --graphs $graphs (${sim[$place]}): $got"
     [ -n "$first" ] || first=$got
     [ "$got" = "$first" ] || bad "$model: --reduce $place --update $update differs from --reduce cpu on the stand-in: $got vs $first"
   done
@@ -107,6 +110,18 @@ TT_SIM_REPORT="$tmp/report.tsv" "$bin" train --device cuda --towers 2 $small >/d
 for name in k_softmax_xent cublasSgemm h2d d2h cudaMalloc; do
   grep -q "^$name	[1-9]" "$tmp/report.tsv" || bad "TT_SIM_REPORT: no $name line in $(cat "$tmp/report.tsv")"
 done
+# --graphs on: 2 towers, 10 steps of 64 (shards of 32): the first step of each tower runs as issued, the second is
+# captured, every later one a launch — 9 launches a tower; a backend without graphs refuses it with one line.
+# shellcheck disable=SC2086
+TT_SIM_REPORT="$tmp/graphs.tsv" "$bin" train --device cuda --towers 2 --graphs on --data fashion-mnist --batch 64 \
+  --epochs 1 --train-samples 640 --val-samples 64 --test-samples 64 --progress quiet >/dev/null 2>&1 ||
+  bad "--graphs on with TT_SIM_REPORT"
+grep -q "^cudaGraphLaunch	18	" "$tmp/graphs.tsv" || bad "--graphs on: not 18 graph launches: $(grep Graph "$tmp/graphs.tsv")"
+rc=0
+# shellcheck disable=SC2086
+out=$("$bin" train --device cpu --graphs on $small 2>&1) || rc=$?
+[ $rc -eq 2 ] && echo "$out" | grep -q "^towertrain: --graphs on: the cpu backend runs every op as it is issued" ||
+  bad "--device cpu --graphs on: exit $rc, '$out'"
 
 if [ $fail -ne 0 ]; then
   echo "test_sim_train: FAILED"

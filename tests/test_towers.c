@@ -74,6 +74,7 @@ static const tt_model_input *input_of(const tt_dataset *ds)
 
 static tt_reduce g_reduce = TT_REDUCE_CPU; /* placement used by train_steps */
 static tt_update g_update = TT_UPDATE_HOST; /* and where its optimizer runs */
+static int g_graphs;                        /* --graphs on (a backend with graphs) */
 static tt_backend g_be;                    /* the backend under test and its devices */
 static const char *g_device = "cpu";       /* its name, for tt_run_on */
 
@@ -85,6 +86,7 @@ static tt_trainer_config tower_config(size_t towers, size_t batch, tt_optim_conf
     tc.n_devices = g_be.n_devices;
     tc.devices = g_be.devices;
     tc.update = g_update;
+    tc.graphs = g_graphs;
     return tc;
 }
 
@@ -307,8 +309,11 @@ static float *train_job(tt_reduce reduce, tt_update update, size_t towers, tt_op
 
 /* --update device (tower 0's device) and replicated (every tower's) run tt_update_elem on the same sums in the same
  * order as the host's optimizer: after one run of 30 steps (train_job) with uneven shards and a partial last step,
- * from a resumed optimizer state, the weights and every optimizer state vector equal the host's to the bit, for every optimizer and N = 1..4 (a GPU backend: one more than
- * its GPUs). A combination the placement cannot serve is refused with one line. */
+ * from a resumed optimizer state, the weights and every optimizer state vector equal the host's to the bit, for every
+ * optimizer and N = 1..4 (a GPU backend: one more than its GPUs). A backend with graphs runs every combination again
+ * with --graphs on (each tower's steps replayed from a graph captured at its second step; the partial last step,
+ * a shape seen once, runs uncaptured), host update included, to the same bits; a backend without graphs refuses it
+ * with one line. A combination the placement cannot serve is refused with one line. */
 static void updates_agree(void)
 {
     tt_dataset ds;
@@ -322,7 +327,11 @@ static void updates_agree(void)
     static const struct {
         tt_update update;
         tt_reduce reduce;
-    } runs[] = {{TT_UPDATE_DEVICE, TT_REDUCE_DEVICE}, {TT_UPDATE_REPLICATED, TT_REDUCE_ALLREDUCE}};
+    } runs[] = {{TT_UPDATE_HOST, TT_REDUCE_CPU},
+                {TT_UPDATE_HOST, TT_REDUCE_ALLREDUCE},
+                {TT_UPDATE_DEVICE, TT_REDUCE_DEVICE},
+                {TT_UPDATE_REPLICATED, TT_REDUCE_ALLREDUCE}};
+    const int graphs = g_be.ops->capture_begin != NULL;
     for (int k = 0; k < 4; k++)
         for (size_t N = 1; N <= max_towers(47); N++) {
             size_t P;
@@ -330,18 +339,23 @@ static void updates_agree(void)
             float *ref = train_job(TT_REDUCE_CPU, TT_UPDATE_HOST, N, ocs[k], &ds, &P, &e);
             ck_assert_msg(ref != NULL, "%s", e.msg);
             const size_t floats = (1 + tt_optim_state_floats(&ocs[k])) * P;
-            for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
-                g_update = runs[r].update;
-                float *w = train_job(runs[r].reduce, runs[r].update, N, ocs[k], &ds, &P, &e);
+            for (size_t r = 0; r < 2 * sizeof runs / sizeof runs[0]; r++) {
+                const size_t j = r % (sizeof runs / sizeof runs[0]);
+                g_graphs = r >= sizeof runs / sizeof runs[0];
+                if ((g_graphs && !graphs) || (!g_graphs && runs[j].update == TT_UPDATE_HOST)) continue;
+                g_update = runs[j].update;
+                float *w = train_job(runs[j].reduce, runs[j].update, N, ocs[k], &ds, &P, &e);
                 ck_assert_msg(w != NULL, "%s", e.msg);
                 size_t first = floats;
                 for (size_t i = 0; i < floats && first == floats; i++)
                     if (memcmp(&w[i], &ref[i], sizeof(float)) != 0) first = i;
-                ck_assert_msg(first == floats, "%s N=%zu --update %s: float %zu of %zu (weights then state) is %.9g, "
-                              "the host's %.9g", tt_optim_kind_name(ocs[k].kind), N, tt_update_name(g_update), first,
-                              floats, first < floats ? w[first] : 0, first < floats ? ref[first] : 0);
+                ck_assert_msg(first == floats, "%s N=%zu --reduce %s --update %s --graphs %s: float %zu of %zu "
+                              "(weights then state) is %.9g, the host's %.9g", tt_optim_kind_name(ocs[k].kind), N,
+                              tt_reduce_name(runs[j].reduce), tt_update_name(g_update), tt_graphs_names[g_graphs],
+                              first, floats, first < floats ? w[first] : 0, first < floats ? ref[first] : 0);
                 tt_free(w);
             }
+            g_graphs = 0;
             tt_free(ref);
         }
     /* NCCL (a GPU backend, one GPU per tower): its reduce and all-reduce add in NCCL's order, so the update on the
@@ -374,8 +388,15 @@ static void updates_agree(void)
     g_update = TT_UPDATE_REPLICATED;
     ck_assert(train_steps_on(TT_REDUCE_DEVICE, 2, 47, ocs[1], 1, &ds, 0, &P, &err) == NULL);
     ck_assert_msg(strstr(err.msg, "--update replicated: needs --reduce allreduce or nccl") != NULL, "%s", err.msg);
-    g_reduce = TT_REDUCE_CPU;
     g_update = TT_UPDATE_HOST;
+    if (!graphs) {
+        g_graphs = 1;
+        ck_assert(train_steps_on(TT_REDUCE_CPU, 2, 47, ocs[1], 1, &ds, 0, &P, &err) == NULL);
+        ck_assert_msg(strstr(err.msg, "--graphs on: the cpu backend runs every op as it is issued") != NULL, "%s",
+                      err.msg);
+        g_graphs = 0;
+    }
+    g_reduce = TT_REDUCE_CPU;
     tt_dataset_free(&ds);
 }
 

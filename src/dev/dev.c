@@ -242,6 +242,25 @@ void tt_dev_embed_bwd(tt_dev *dev, float *d_dw, const float *d_dy, const float *
     dev->ops->embed_bwd(dev->ctx, d_dw, d_dy, d_t, n, V, E);
 }
 
+void tt_dev_capture_begin(tt_dev *dev)
+{
+    TT_ASSERT(dev->ops->capture_begin && dev->ops->capture_end && dev->ops->graph_launch && dev->ops->graph_free);
+    dev->ops->capture_begin(dev->ctx);
+}
+
+void *tt_dev_capture_end(tt_dev *dev) { return dev->ops->capture_end(dev->ctx); }
+
+int tt_dev_graph_launch(tt_dev *dev, void *graph)
+{
+    TT_ASSERT(graph);
+    return dev->ops->graph_launch(dev->ctx, graph);
+}
+
+void tt_dev_graph_free(tt_dev *dev, void *graph)
+{
+    if (graph) dev->ops->graph_free(dev->ctx, graph);
+}
+
 void *tt_dev_event_create(tt_dev *dev)
 {
     void *ev = dev->ops->event_create(dev->ctx);

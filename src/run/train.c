@@ -109,6 +109,7 @@ static tt_status run_open_local(run_state *rs, tt_error *err)
     tc->host_threads = tt_run_host_threads(rs->nd, c->host_threads); /* ranks on one machine share its cores */
     tc->reduce = c->reduce;
     tc->update = c->update;
+    tc->graphs = c->graphs;
     tc->seed = c->seed;
     tc->stop = tt_signal_flag();
     tc->node = rs->K > 1 ? rs->nd : NULL;
@@ -742,7 +743,8 @@ tt_status tt_run(const tt_run_config *c, FILE *out, tt_run_result *res, tt_error
     tt_status s = tt_backend_open(c->device, c->gpus, &be, err); /* before spending seconds on the data */
     if (!s && be.notice[0] && out) tt_report_notice(be.notice);
     tt_trainer_config place = {.ops = be.ops, .n_devices = be.n_devices, .n_towers = c->towers, .reduce = c->reduce,
-                               .update = c->update, .node = c->node ? c->node : tt_node_world()};
+                               .update = c->update, .graphs = c->graphs,
+                               .node = c->node ? c->node : tt_node_world()};
     if (!s) s = tt_trainer_check(&place, err); /* --reduce nccl where it cannot run: before the data */
     tt_dataset train, val, test;
     memset(&train, 0, sizeof train);

@@ -76,6 +76,11 @@ struct tt_tower {
     double loss_sum;
     size_t top1, top5;
     tt_tower_ledger led; /* this step */
+    /* --graphs on: the step captured as one graph, for the shape it was captured for (rows, the step's samples, the
+     * epoch: the loss gradient's scale and dropout's key are the kernels' arguments), and the last shape seen
+     * (a shape is captured the second time in a row it comes: the first step of it warms the backend up) */
+    void *graph;
+    size_t graph_key[3], seen_key[3];
     int grad_nonfinite;  /* set by the diagnosis after a non-finite step */
     tt_status status;
     tt_error err;
@@ -318,11 +323,16 @@ static tt_status check_nccl(const tt_trainer_config *cfg, tt_error *err)
     return TT_OK;
 }
 
+const char *const tt_graphs_names[] = {"off", "on", NULL};
+
 tt_status tt_trainer_check(const tt_trainer_config *cfg, tt_error *err)
 {
     if ((unsigned)cfg->reduce >= TT_REDUCE_COUNT) return tt_fail(err, TT_ERR_ARG, "--reduce: unknown placement");
     const placement *pl = &placements[cfg->reduce];
     tt_status s = pl->check ? pl->check(cfg, err) : TT_OK;
+    if (!s && cfg->graphs && !cfg->ops->capture_begin)
+        return tt_fail(err, TT_ERR_ARG, "--graphs on: the %s backend runs every op as it is issued, there is no graph "
+                       "to capture (CUDA graphs: --device cuda)", cfg->ops->name);
     return s ? s : check_update(cfg, err);
 }
 
@@ -406,6 +416,9 @@ static tt_status tower_alloc(tt_tower *tw)
 static void tower_release(tt_tower *tw)
 {
     if (!tw->dev.ops) return;
+    tt_dev_graph_free(&tw->dev, tw->graph);
+    tw->graph = NULL;
+    memset(tw->seen_key, 0, sizeof tw->seen_key);
     for (int e = 0; e < EV_COUNT; e++) {
         tt_dev_event_destroy(&tw->dev, tw->ev[e]);
         tw->ev[e] = NULL;
@@ -428,11 +441,16 @@ static void tower_release(tt_tower *tw)
 /* pull: the master weights into this tower's memory (async on a GPU: the host goes on to the data phase) — from
  * the host; --update device: from tower 0's device (tower 0 holds them); replicated: none (every tower holds its
  * own). Returns the bytes it moved. */
+static uint64_t pull_bytes(const tt_tower *tw)
+{
+    return holds_master(tw->tr, tw) ? 0 : tw->tr->model->n_params * sizeof(float);
+}
+
 static uint64_t phase_pull(tt_tower *tw)
 {
     tt_trainer *tr = tw->tr;
-    const size_t bytes = tr->model->n_params * sizeof(float);
-    if (holds_master(tr, tw)) return 0;
+    const size_t bytes = pull_bytes(tw);
+    if (!bytes) return 0;
     if (tr->cfg.update == TT_UPDATE_DEVICE)
         tt_dev_peer_copy(&tw->dev, tw->d_params, &tr->towers[0].dev, tr->towers[0].d_params, bytes);
     else
@@ -440,10 +458,10 @@ static uint64_t phase_pull(tt_tower *tw)
     return bytes;
 }
 
-/* data: rows (by index, or a contiguous range when idx is NULL) gathered into the staging buffers on the host,
- * then copied in — bytes are scaled on the device, float32 samples go straight into the input activation — with
- * their labels and data-set indices. */
-static void phase_data(tt_tower *tw, const tt_dataset *ds, const uint32_t *idx, size_t first, size_t rows)
+/* data: rows (by index, or a contiguous range when idx is NULL) gathered into the staging buffers on the host
+ * (data_gather), then copied in (data_issue) — bytes are scaled on the device, float32 samples go straight into the
+ * input activation — with their labels and data-set indices. */
+static void data_gather(tt_tower *tw, const tt_dataset *ds, const uint32_t *idx, size_t first, size_t rows)
 {
     const size_t SB = tt_dataset_sample_bytes(ds);
     for (size_t r = 0; r < rows; r++) {
@@ -452,6 +470,11 @@ static void phase_data(tt_tower *tw, const tt_dataset *ds, const uint32_t *idx, 
         tw->h_labels[r] = ds->y[s];
         tw->h_ids[r] = (uint32_t)s;
     }
+}
+
+static void data_issue(tt_tower *tw, const tt_dataset *ds, size_t rows)
+{
+    const size_t SB = tt_dataset_sample_bytes(ds);
     if (ds->xtype == TT_X_U8) { /* pixels to [0,1]; for a model that reads token ids, bytes are ids */
         const float scale = tw->tr->model->token_vocab ? 1.0f : ds->scale;
         tt_dev_h2d(&tw->dev, tw->d_x8, tw->h_x, rows * SB);
@@ -461,6 +484,12 @@ static void phase_data(tt_tower *tw, const tt_dataset *ds, const uint32_t *idx, 
     }
     tt_dev_h2d(&tw->dev, tw->d_labels, tw->h_labels, rows * sizeof(int32_t));
     tt_dev_h2d(&tw->dev, tw->d_ids, tw->h_ids, rows * sizeof(uint32_t));
+}
+
+static void phase_data(tt_tower *tw, const tt_dataset *ds, const uint32_t *idx, size_t first, size_t rows)
+{
+    data_gather(tw, ds, idx, first, rows);
+    data_issue(tw, ds, rows);
 }
 
 /* What the layers see of this tower's pass: training or not, the seed and epoch, the rows' indices, the scratch. */
@@ -510,6 +539,51 @@ static void tower_count_stats(tt_tower *tw, size_t rows)
 /* Seconds from event a to event b of this tower (both complete). */
 static double ev_span(tt_tower *tw, int a, int b) { return tt_dev_event_elapsed(&tw->dev, tw->ev[a], tw->ev[b]); }
 
+/* The device side of a tower's step, in stream order, with the ledger's events between the phases: pull, data
+ * (the host gathers its rows while the pull is in flight, unless gathered already), compute, push. Everything is
+ * issued; nothing waits. */
+static void tower_issue(tt_tower *tw, const uint32_t *idx, size_t n, int gathered)
+{
+    tt_trainer *tr = tw->tr;
+    tt_dev *dev = &tw->dev;
+    tt_dev_event_record(dev, tw->ev[EV_START]);
+    phase_pull(tw);
+    tt_dev_event_record(dev, tw->ev[EV_PULL]);
+    if (!gathered) data_gather(tw, tr->ds, idx, tw->lo, tw->rows);
+    data_issue(tw, tr->ds, tw->rows);
+    tt_dev_event_record(dev, tw->ev[EV_DATA]);
+    phase_compute(tw, n);
+    tt_dev_event_record(dev, tw->ev[EV_COMPUTE]);
+    phase_push(tw);
+    tt_dev_event_record(dev, tw->ev[EV_PUSH]);
+}
+
+/* --graphs on: the step as one graph launch where this shape was captured; captured now (then launched) where the
+ * shape came the step before too; else 0, and the caller issues the step as usual. A graph the backend cannot
+ * replay (stale, or spoilt in its capture) is dropped and the step issued as usual. The rows are gathered already. */
+static int tower_graph(tt_tower *tw, size_t n)
+{
+    tt_dev *dev = &tw->dev;
+    const size_t key[3] = {tw->rows, n, (size_t)tw->tr->epoch};
+    if (tw->graph && memcmp(key, tw->graph_key, sizeof key) == 0) {
+        if (tt_dev_graph_launch(dev, tw->graph)) return 1;
+        tt_dev_graph_free(dev, tw->graph); /* stale: captured over scratch the backend has moved since */
+        tw->graph = NULL;
+    }
+    if (memcmp(key, tw->seen_key, sizeof key) != 0) { /* first sight: run it as usual (and let the backend warm up) */
+        memcpy(tw->seen_key, key, sizeof key);
+        return 0;
+    }
+    tt_dev_capture_begin(dev);
+    tower_issue(tw, NULL, n, 1);
+    void *g = tt_dev_capture_end(dev);
+    if (!g) return 0;
+    tt_dev_graph_free(dev, tw->graph); /* one graph a tower: the steady-state shape's */
+    tw->graph = g;
+    memcpy(tw->graph_key, key, sizeof key);
+    return tt_dev_graph_launch(dev, g);
+}
+
 /* One tower's part of a step: idx[lo..lo+rows) of a step of n samples. Everything is issued before the one wait. */
 static void tower_step(tt_tower *tw, const uint32_t *idx, size_t n)
 {
@@ -520,16 +594,12 @@ static void tower_step(tt_tower *tw, const uint32_t *idx, size_t n)
     tw->loss_sum = 0;
     tw->top1 = tw->top5 = 0;
 
+    /* a graph reads the staging buffers when it runs: the rows are gathered before it is launched (the time shows
+     * as the tower's launch, before the pull) */
+    if (tr->cfg.graphs) data_gather(tw, tr->ds, idx, tw->lo, B);
     const double t0 = tt_now(); /* the stream is idle: EV_START completes at once, so it is this moment */
-    tt_dev_event_record(dev, tw->ev[EV_START]);
-    const uint64_t pulled = phase_pull(tw);
-    tt_dev_event_record(dev, tw->ev[EV_PULL]);
-    phase_data(tw, tr->ds, idx, tw->lo, B); /* the host gathers rows while the pull is in flight */
-    tt_dev_event_record(dev, tw->ev[EV_DATA]);
-    phase_compute(tw, n);
-    tt_dev_event_record(dev, tw->ev[EV_COMPUTE]);
-    phase_push(tw);
-    tt_dev_event_record(dev, tw->ev[EV_PUSH]);
+    if (!tr->cfg.graphs || !tower_graph(tw, n)) tower_issue(tw, idx, n, tr->cfg.graphs);
+    const uint64_t pulled = pull_bytes(tw);
     tt_dev_sync(dev); /* the one wait of the step: the host reads the statistics (and, for cpu, sums the slots) */
     tower_count_stats(tw, B);
     tt_tower_ledger *l = &tw->led;
