@@ -34,10 +34,13 @@ typedef struct tt_assume {
     double fp32_tflops;    /* FP32 peak without tensor cores (cuBLAS runs plain FP32, no TF32) */
     double gemm_eff;       /* fraction of fp32_tflops the step's small GEMMs reach, in (0, 1] */
     double launch_us;      /* per kernel: launch plus the floor of a tiny kernel */
+    double graph_node_us;  /* per kernel node of a replayed CUDA graph: the kernel's floor without its launch */
     double copy_us;        /* per copy: issue, DMA start and the wait for its completion */
     double host_gbs;       /* host memory bandwidth, all cores (the sum, the update, the DMA of every link) */
     double barrier_us;     /* one barrier of the host crew */
     unsigned overridden;   /* bit k: the spec set key k (tt_assume_report names them) */
+    int graphs;            /* predict --graphs on: a tower's step is one graph launch (launch_us) whose kernels cost
+                            * graph_node_us each (set by the command, not by the spec) */
 } tt_assume;
 
 /* Parses "h100-pcie", "a100-pcie,peer_gbs=20", "h2d_gbs=25,d2h_gbs=25,..." (a profile name first, then overrides;

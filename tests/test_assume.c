@@ -2,8 +2,8 @@
  * formulas of docs/whatif.md worked by hand.
  *
  * The hand-worked numbers use the h100-pcie figures as docs/whatif.md lists them (h2d = d2h = peer = 48 GB/s,
- * NCCL busbw 28 GB/s + 40 us, HBM 1800 GB/s, FP32 51 TFLOP/s x 0.3, launch 5 us, copy 8 us, host 230 GB/s,
- * barrier 5 us) and the seed MLP 784-256-relu-256-relu-10:
+ * NCCL busbw 28 GB/s + 40 us, HBM 1800 GB/s, FP32 51 TFLOP/s x 0.3, launch 5 us (a graph node 2 us), copy 8 us,
+ * host 230 GB/s, barrier 5 us) and the seed MLP 784-256-relu-256-relu-10:
  *   P = 784*256+256 + 256*256+256 + 256*10+10 = 269,322 parameters, S = 4 P = 1,077,288 bytes;
  *   F = 2*(2*784*256) + 3*(2*256*256) + 3*(2*256*10) = 802,816 + 393,216 + 15,360 = 1,211,392 FLOP per sample;
  *   K = 15 launches: forward 2+2+2 (sgemm, then bias+relu fused or the bias alone), softmax 1, backward 3+3+2
@@ -170,6 +170,18 @@ START_TEST(test_probe_by_hand)
              "data");
     /* compute: 1211392 FLOP x 64 rows at 51 TFLOP/s x 0.3 = 5.067 us, plus 15 launches of 5 us */
     close_to(p.compute, 1211392.0 * 64 / (51e12 * 0.3) + 15 * 5e-6, "compute");
+    {
+        /* --graphs on: the step is one graph launch (5 us), its kernels nodes of 2 us (graph_node_us): the 15 of the
+         * compute phase and the data phase's u8 -> f32 */
+        tt_assume ag = a;
+        ag.graphs = 1;
+        tt_probe pg;
+        tt_assume_probe(&ag, &m, 4, 256, TT_OPT_ADAM, &pg);
+        close_to(pg.compute, 1211392.0 * 64 / (51e12 * 0.3) + 15 * 2e-6 + 5e-6, "compute with graphs");
+        close_to(pg.data, 4.0 * 64 * 784 / 230e9 + (8e-6 + 50176.0 / 48e9) + (2e-6 + 5.0 * 50176 / 1800e9) +
+                              (8e-6 + 256.0 / 48e9),
+                 "data with graphs");
+    }
     close_to(p.gemm_step, 1211392.0 * 64 / 15.3e12, "gemm_step");
     close_to(p.push_grad, 8e-6 + 1077288.0 / 48e9, "push_grad");
     /* stats: 2 floats per row = 512 bytes: 512/48e9 against the cap 4*512/230e9 */

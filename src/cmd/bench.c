@@ -702,7 +702,8 @@ int tt_cmd_probe(int argc, char **argv)
                "--node-reduce modes, and the cost model K = 1..16 ranks on the link (docs/scaleout.md).\n"
                "  --assume SPEC     measure nothing: predict 1-8 GPUs, strong and weak scaling, every placement, from\n"
                "                    assumed figures — a profile (%s), optionally followed by\n"
-               "                    KEY=VALUE overrides, or KEY=VALUE alone (docs/whatif.md lists the keys)\n",
+               "                    KEY=VALUE overrides, or KEY=VALUE alone (docs/whatif.md lists the keys);\n"
+               "                    with --graphs on, each tower's step predicted as one CUDA graph launch\n",
                tt_assume_profiles());
         return 0;
     }
@@ -722,12 +723,16 @@ int tt_cmd_probe(int argc, char **argv)
         tt_model *m = (tt_model *)tt_calloc(1, sizeof *m);
         if (!m) return fail(tt_fail(&err, TT_ERR_NOMEM, "out of memory"), &err);
         s = tt_assume_parse(po.assume, &a, &err);
+        a.graphs = c.graphs;
         if (!s) s = tt_run_describe_model(&c, m, &err);
         if (!s) s = tt_assume_report(stdout, &a, m, c.batch, c.optim.kind, &err);
         if (!s) s = tt_flush_stdout(stdout, &err);
         tt_free(m);
         return s ? fail(s, &err) : 0;
     }
+    if (c.graphs)
+        return fail(tt_fail(&err, TT_ERR_ARG, "probe: --graphs on: the probe measures each phase alone, as issued "
+                            "(give --assume to predict a step replayed as a graph)"), &err);
     const size_t reps = po.reps;
     tt_backend be;
     s = tt_backend_open(c.device, c.gpus, &be, &err);

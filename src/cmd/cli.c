@@ -270,7 +270,7 @@ static const cli_opt g_opts[] = {
      "host threads for the gradient sum and the optimizer [CPUs]", NULL, NULL},
     {"--reduce", "PLACE", set_reduce, 0, 0, 0, ON(TRAIN) | ON(BENCH), NULL, help_placements, NULL},
     {"--update", "PLACE", set_choice, CFG(update), 0, 0, ON(TRAIN) | ON(BENCH), NULL, help_updates, tt_update_names},
-    {"--graphs", "MODE", set_choice, CFG(graphs), 0, 0, ON(TRAIN),
+    {"--graphs", "MODE", set_choice, CFG(graphs), 0, 0, ON(TRAIN) | ON(PROBE),
      "%s: on replays each tower's step as one CUDA graph (--device cuda) [off]", help_choices, tt_graphs_names},
     {"--node-reduce", "MODE", set_choice, CFG(node_reduce), 0, 0, CMDS_RUNS,
      "under mpirun -np K: how the ranks combine their node sums (docs/scaleout.md):\n"

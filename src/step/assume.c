@@ -11,6 +11,8 @@
  *   data        = N R D / host                          the N tower threads gather their rows (raw bytes) together
  *               + copy(R D, h2d, N) + launch + 5 R D / hbm + copy(4 R, h2d, N)   rows in, u8 -> f32, labels in
  *   compute     = F R / (fp32 * gemm_eff) + K launch
+ *   --graphs on (a->graphs): the tower's step is one graph launch whose kernels are nodes: in data and compute each
+ *               launch above becomes graph_node_us, and compute adds the graph's own launch (launch_us), once
  *   push_grad   = copy(S, d2h, N);  push_stats = copy(8 R, d2h, N)   (the loss and rank of every row)
  *   barrier     = barrier_us;  waves = 1;  straggle = 0   (identical GPUs and shards within one row of each other)
  * and each placement's reduce phase (ASSUMED_REDUCE; a placement without a formula is shown as not modelled):
@@ -49,13 +51,13 @@
 static const tt_assume PROFILES[] = {
     {.name = "h100-pcie", /* H100 PCIe 80GB, PCIe Gen5 x16, no NVLink bridge */
      .h2d_gbs = 48, .d2h_gbs = 48, .peer_gbs = 48, .nccl_busbw_gbs = 28, .nccl_us = 40, .hbm_gbs = 1800,
-     .fp32_tflops = 51, .gemm_eff = 0.3, .launch_us = 5, .copy_us = 8, .host_gbs = 230, .barrier_us = 5},
+     .fp32_tflops = 51, .gemm_eff = 0.3, .launch_us = 5, .graph_node_us = 2, .copy_us = 8, .host_gbs = 230, .barrier_us = 5},
     {.name = "a100-pcie", /* A100 PCIe 80GB, PCIe Gen4 x16, no NVLink bridge */
      .h2d_gbs = 24, .d2h_gbs = 24, .peer_gbs = 24, .nccl_busbw_gbs = 24, .nccl_us = 40, .hbm_gbs = 1740,
-     .fp32_tflops = 19.5, .gemm_eff = 0.3, .launch_us = 5, .copy_us = 8, .host_gbs = 230, .barrier_us = 5},
+     .fp32_tflops = 19.5, .gemm_eff = 0.3, .launch_us = 5, .graph_node_us = 2, .copy_us = 8, .host_gbs = 230, .barrier_us = 5},
     {.name = "h100-sxm", /* H100 SXM5 80GB (HGX/DGX H100): NVLink 4 through NVSwitch, PCIe Gen5 x16 to the host */
      .h2d_gbs = 48, .d2h_gbs = 48, .peer_gbs = 380, .nccl_busbw_gbs = 370, .nccl_us = 10, .hbm_gbs = 3015,
-     .fp32_tflops = 67, .gemm_eff = 0.3, .launch_us = 5, .copy_us = 8, .host_gbs = 230, .barrier_us = 5},
+     .fp32_tflops = 67, .gemm_eff = 0.3, .launch_us = 5, .graph_node_us = 2, .copy_us = 8, .host_gbs = 230, .barrier_us = 5},
 };
 #define N_PROFILES (sizeof PROFILES / sizeof PROFILES[0])
 
@@ -79,6 +81,7 @@ static const assume_key KEYS[] = {
     {"fp32_tflops", offsetof(tt_assume, fp32_tflops), 0, 1e5, 1e-6},
     {"gemm_eff", offsetof(tt_assume, gemm_eff), 0, 1, 1e-6},
     {"launch_us", offsetof(tt_assume, launch_us), 1, 1e6, 0},
+    {"graph_node_us", offsetof(tt_assume, graph_node_us), 1, 1e6, 0},
     {"copy_us", offsetof(tt_assume, copy_us), 1, 1e6, 0},
     {"host_gbs", offsetof(tt_assume, host_gbs), 0, 1e5, 1e-3},
     {"barrier_us", offsetof(tt_assume, barrier_us), 1, 1e6, 0},
@@ -88,7 +91,7 @@ static const assume_key KEYS[] = {
 const char *tt_assume_profiles(void) { return "h100-pcie, a100-pcie, h100-sxm"; }
 
 static const char KEY_LIST[] = "h2d_gbs, d2h_gbs, peer_gbs, nccl_busbw_gbs, nccl_us, hbm_gbs, fp32_tflops, gemm_eff, "
-                               "launch_us, copy_us, host_gbs, barrier_us";
+                               "launch_us, graph_node_us, copy_us, host_gbs, barrier_us";
 
 /* ---- parsing ------------------------------------------------------------------------------------------------- */
 
@@ -294,9 +297,11 @@ void tt_assume_probe(const tt_assume *a, const tt_model *m, size_t towers, size_
     p->gemm_step = tt_model_train_flops(m) * R / gemm;
 
     p->pull = link_copy(a, S, a->h2d_gbs, N);
-    p->data = N * R * D / host + link_copy(a, R * D, a->h2d_gbs, N) + launch + 5 * R * D / hbm +
+    /* a kernel of the tower's step: launched, or (--graphs on) a node of the step's one graph launch */
+    const double kernel = a->graphs ? a->graph_node_us * 1e-6 : launch;
+    p->data = N * R * D / host + link_copy(a, R * D, a->h2d_gbs, N) + kernel + 5 * R * D / hbm +
               link_copy(a, 4 * R, a->h2d_gbs, N);
-    p->compute = p->gemm_step + (double)tt_assume_kernels(m, p->rows) * launch;
+    p->compute = p->gemm_step + (double)tt_assume_kernels(m, p->rows) * kernel + (a->graphs ? launch : 0);
     p->push_grad = link_copy(a, S, a->d2h_gbs, N);
     p->push_stats = link_copy(a, 8 * R, a->d2h_gbs, N);
     p->barrier = a->barrier_us * 1e-6;
@@ -334,9 +339,13 @@ static void print_header(FILE *f, const tt_assume *a, const tt_model *m, size_t 
             4e-6 * (double)m->n_params);
     fprintf(f, "  links (GB/s, per GPU and direction): h2d %g, d2h %g, peer %g, NCCL busbw %g + %g us per collective;"
                " copy %g us\n", a->h2d_gbs, a->d2h_gbs, a->peer_gbs, a->nccl_busbw_gbs, a->nccl_us, a->copy_us);
-    fprintf(f, "  GPU: FP32 %g TFLOP/s x gemm_eff %g, HBM %g GB/s, launch %g us x %zu kernels per compute phase "
-               "(one GPU)\n",
-            a->fp32_tflops, a->gemm_eff, a->hbm_gbs, a->launch_us, tt_assume_kernels(m, batch));
+    fprintf(f, "  GPU: FP32 %g TFLOP/s x gemm_eff %g, HBM %g GB/s, %zu kernels per compute phase (one GPU)",
+            a->fp32_tflops, a->gemm_eff, a->hbm_gbs, tt_assume_kernels(m, batch));
+    if (a->graphs)
+        fprintf(f, " as graph nodes of %g us,\n  --graphs on: one graph launch of %g us per step\n",
+                a->graph_node_us, a->launch_us);
+    else
+        fprintf(f, " launched at %g us each\n", a->launch_us);
     fprintf(f, "  host: memory %g GB/s (every DMA, the sum, the update), barrier %g us\n", a->host_gbs, a->barrier_us);
     if (a->overridden) {
         fprintf(f, "  overridden:");
@@ -407,32 +416,41 @@ static void print_verdict(FILE *f, const char *mode, const assume_row *rows)
 
 /* --update: for each GPU count the best step with the optimizer on the host, on GPU 0 and on every GPU (the
  * placement that gives it in parentheses), and which of them is fastest. */
+/* Per GPU count, each --update with its best (--reduce, --graphs): the design to choose. */
 static void print_updates(FILE *f, const tt_assume *a, const tt_model *m, size_t batch, tt_optim_kind opt, int weak)
 {
-    fprintf(f, "where the optimizer runs (--update; each with its best --reduce), step ms:\nGPUs |");
-    for (int u = 0; u < TT_UPDATE_COUNT; u++) fprintf(f, " %21s", tt_update_name((tt_update)u));
+    fprintf(f, "where the optimizer runs (--update; each with its best --reduce and --graphs, +g: on), step ms:\n"
+               "GPUs |");
+    for (int u = 0; u < TT_UPDATE_COUNT; u++) fprintf(f, " %23s", tt_update_name((tt_update)u));
     fprintf(f, " | fastest\n");
     for (size_t n = 1; n <= ASSUME_MAX_GPUS; n++) {
         const size_t global = weak ? batch * n : batch;
-        int best_u = -1;
+        int best_u = -1, best_ug = 0;
         double best = 0;
         fprintf(f, "%4zu |", n);
         for (int u = 0; u < TT_UPDATE_COUNT; u++) {
-            int best_r = -1;
+            int best_r = -1, best_g = 0;
             double t_u = 0;
-            for (int r = 0; r < TT_REDUCE_COUNT; r++) {
-                tt_step_times t;
-                if (!tt_assume_update_step(a, m, n, global, opt, (tt_reduce)r, (tt_update)u, &t)) continue;
-                if (best_r < 0 || t.total < t_u) best_r = r, t_u = t.total;
+            for (int g = 0; g < 2; g++) {
+                tt_assume ag = *a;
+                ag.graphs = g;
+                for (int r = 0; r < TT_REDUCE_COUNT; r++) {
+                    tt_step_times t;
+                    if (!tt_assume_update_step(&ag, m, n, global, opt, (tt_reduce)r, (tt_update)u, &t)) continue;
+                    if (best_r < 0 || t.total < t_u) best_r = r, best_g = g, t_u = t.total;
+                }
             }
             if (best_r < 0) {
-                fprintf(f, " %21s", "-");
+                fprintf(f, " %23s", "-");
                 continue;
             }
-            fprintf(f, " %9.3f (%-9s)", 1e3 * t_u, tt_reduce_name((tt_reduce)best_r));
-            if (best_u < 0 || t_u < best) best_u = u, best = t_u;
+            char tag[16];
+            snprintf(tag, sizeof tag, "%s%s", tt_reduce_name((tt_reduce)best_r), best_g ? "+g" : "");
+            fprintf(f, " %9.3f (%-11s)", 1e3 * t_u, tag);
+            if (best_u < 0 || t_u < best) best_u = u, best_ug = best_g, best = t_u;
         }
-        fprintf(f, " | %s, %.0f samples/s\n", tt_update_name((tt_update)best_u), (double)global / best);
+        fprintf(f, " | %s%s, %.0f samples/s\n", tt_update_name((tt_update)best_u), best_ug ? " + graphs" : "",
+                (double)global / best);
     }
 }
 
