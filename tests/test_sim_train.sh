@@ -117,6 +117,17 @@ TT_SIM_REPORT="$tmp/graphs.tsv" "$bin" train --device cuda --towers 2 --graphs o
   --epochs 1 --train-samples 640 --val-samples 64 --test-samples 64 --progress quiet >/dev/null 2>&1 ||
   bad "--graphs on with TT_SIM_REPORT"
 grep -q "^cudaGraphLaunch	18	" "$tmp/graphs.tsv" || bad "--graphs on: not 18 graph launches: $(grep Graph "$tmp/graphs.tsv")"
+# Dropout's masks depend on the epoch, a kernel argument a graph keeps: two epochs of a dropout model, 2 towers, with
+# and without graphs, the same figures (a graph kept across epochs would replay the first epoch's masks).
+printf 'dense units=64 activation=relu\ndropout rate=0.5\ndense units=10\n' >"$tmp/drop.model"
+for g in off on; do
+  # shellcheck disable=SC2086
+  TT_SIM_PAGEABLE=error "$bin" train --device cuda --towers 2 --graphs $g --model "$tmp/drop.model" \
+    --data fashion-mnist --batch 64 --epochs 2 --train-samples 640 --val-samples 64 --test-samples 64 --seed 5 \
+    --progress quiet --log-json "$tmp/drop-$g.json" >/dev/null 2>&1 || bad "dropout model --graphs $g"
+done
+[ "$(figures "$tmp/drop-on.json")" = "$(figures "$tmp/drop-off.json")" ] ||
+  bad "dropout model: --graphs on $(figures "$tmp/drop-on.json") vs off $(figures "$tmp/drop-off.json")"
 rc=0
 # shellcheck disable=SC2086
 out=$("$bin" train --device cpu --graphs on $small 2>&1) || rc=$?
