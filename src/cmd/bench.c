@@ -672,6 +672,32 @@ static tt_status probe_same_on_ranks(tt_node *nd, const tt_run_config *c, size_t
     return tt_node_agree(nd, s, err);
 }
 
+/* probe --assume SPEC: the what-if report from assumed figures (refusing the options that only a measurement reads). */
+static int probe_what_if(const tt_run_config *c, const char *spec, int argc, char **argv)
+{
+    tt_error err;
+    static const char *const measured[] = {"--towers", "--device", "--gpus", "--host-threads", "--reps", NULL};
+    for (int i = 2; i < argc; i++)
+        for (const char *const *o = measured; *o; o++) {
+            size_t len = strlen(*o);
+            if (strncmp(argv[i], *o, len) == 0 && (argv[i][len] == '\0' || argv[i][len] == '='))
+                return fail(tt_fail(&err, TT_ERR_ARG,
+                                    "probe --assume: %s does not apply (it predicts 1-8 GPUs from assumed figures, "
+                                    "measuring nothing)", *o),
+                            &err);
+        }
+    tt_assume a;
+    tt_model *m = (tt_model *)tt_calloc(1, sizeof *m);
+    if (!m) return fail(tt_fail(&err, TT_ERR_NOMEM, "out of memory"), &err);
+    tt_status s = tt_assume_parse(spec, &a, &err);
+    a.graphs = c->graphs;
+    if (!s) s = tt_run_describe_model(c, m, &err);
+    if (!s) s = tt_assume_report(stdout, &a, m, c->batch, c->optim.kind, &err);
+    if (!s) s = tt_flush_stdout(stdout, &err);
+    tt_free(m);
+    return s ? fail(s, &err) : 0;
+}
+
 int tt_cmd_probe(int argc, char **argv)
 {
     tt_run_config c;
@@ -708,28 +734,7 @@ int tt_cmd_probe(int argc, char **argv)
         return 0;
     }
     if (s) return fail(s, &err);
-    if (po.assume) { /* what-if: no backend, no measurement */
-        static const char *const measured[] = {"--towers", "--device", "--gpus", "--host-threads", "--reps", NULL};
-        for (int i = 2; i < argc; i++)
-            for (const char *const *o = measured; *o; o++) {
-                size_t len = strlen(*o);
-                if (strncmp(argv[i], *o, len) == 0 && (argv[i][len] == '\0' || argv[i][len] == '='))
-                    return fail(tt_fail(&err, TT_ERR_ARG,
-                                        "probe --assume: %s does not apply (it predicts 1-8 GPUs from assumed figures, "
-                                        "measuring nothing)", *o),
-                                &err);
-            }
-        tt_assume a;
-        tt_model *m = (tt_model *)tt_calloc(1, sizeof *m);
-        if (!m) return fail(tt_fail(&err, TT_ERR_NOMEM, "out of memory"), &err);
-        s = tt_assume_parse(po.assume, &a, &err);
-        a.graphs = c.graphs;
-        if (!s) s = tt_run_describe_model(&c, m, &err);
-        if (!s) s = tt_assume_report(stdout, &a, m, c.batch, c.optim.kind, &err);
-        if (!s) s = tt_flush_stdout(stdout, &err);
-        tt_free(m);
-        return s ? fail(s, &err) : 0;
-    }
+    if (po.assume) return probe_what_if(&c, po.assume, argc, argv); /* no backend, no measurement */
     if (c.graphs)
         return fail(tt_fail(&err, TT_ERR_ARG, "probe: --graphs on: the probe measures each phase alone, as issued "
                             "(give --assume to predict a step replayed as a graph)"), &err);
