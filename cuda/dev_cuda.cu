@@ -111,9 +111,10 @@ static cuda_ctx *tower_ctx(void *ctx, const char *op, const char *file, int line
 static void *ctx_scratch(cuda_ctx *c, size_t bytes)
 {
     if (bytes <= c->scratch_bytes) return c->scratch;
-    if (c->capturing) { /* no allocation in a capture: the graph is not kept, the caller issues its ops again */
+    if (c->capturing) { /* no allocation in a capture: the graph is not kept, the caller issues its ops again; NULL
+                         * tells the op to issue nothing more (it is about to be issued again anyway) */
         c->capture_spoilt = 1;
-        return c->scratch;
+        return NULL;
     }
     c->scratch_gen++;
     CUDA_CHECK(c, cudaStreamSynchronize(c->stream));
@@ -699,6 +700,7 @@ static void cu_col_sum(void *ctx, float *out, const float *x, size_t rows, size_
     cuda_ctx *c = TOWER_CTX(ctx);
     const size_t chunks = rows > kColChunk ? (rows + kColChunk - 1) / kColChunk : 1;
     float *part = chunks > 1 ? (float *)ctx_scratch(c, chunks * cols * sizeof(float)) : out;
+    if (!part) return; /* a spoilt capture */
     TT_LAUNCH(k_col_sum_chunks, blocks_for(chunks * cols), kThreads, c->stream, part, x, rows, cols, chunks);
     LAUNCH_CHECK(c);
     if (chunks > 1) {
@@ -721,6 +723,7 @@ static void cu_drelu_bgrad(void *ctx, float *dz, float *db, const float *dy, con
     cuda_ctx *c = TOWER_CTX(ctx);
     const size_t chunks = rows > kColChunk ? (rows + kColChunk - 1) / kColChunk : 1;
     float *part = chunks > 1 ? (float *)ctx_scratch(c, chunks * cols * sizeof(float)) : db;
+    if (!part) return; /* a spoilt capture */
     TT_LAUNCH(k_drelu_bgrad_chunks, blocks_for(chunks * cols), kThreads, c->stream, part, dz, dy, y, rows, cols,
               chunks);
     LAUNCH_CHECK(c);
@@ -852,7 +855,9 @@ static void cu_embed_bwd(void *ctx, float *dw, const float *dy, const float *t, 
 {
     cuda_ctx *c = TOWER_CTX(ctx);
     ARG_CHECK(c, n < (size_t)1 << 31 && V < (size_t)1 << 32);
-    uint64_t *a = (uint64_t *)ctx_scratch(c, 2 * (n ? n : 1) * sizeof(uint64_t)), *b = a + n;
+    uint64_t *a = (uint64_t *)ctx_scratch(c, 2 * (n ? n : 1) * sizeof(uint64_t));
+    if (!a) return; /* a spoilt capture */
+    uint64_t *b = a + n;
     const uint32_t n32 = (uint32_t)n;
     if (n) {
         TT_LAUNCH(k_embed_keys, blocks_for((n + kSortRun - 1) / kSortRun), kThreads, c->stream, a, t, n32, V);
@@ -1203,6 +1208,7 @@ const tt_dev_ops tt_dev_cuda_ops = {
     NULL, /* comm_free */
     NULL, /* comm_reduce */
 #endif
+    kBlasWorkspace,   /* capture_bytes */
     cu_capture_begin, /* capture_begin */
     cu_capture_end,   /* capture_end */
     cu_graph_launch,  /* graph_launch */

@@ -124,6 +124,7 @@ typedef struct tt_dev_ops {
      * the same ops again, uncaptured); graph_launch: the whole sequence issued again with one call, the ops'
      * arguments as captured — 0 and nothing issued if the graph is stale (the backend's scratch moved since: the
      * caller frees it and issues the ops uncaptured); graph_free releases one. No sync may happen in a capture. */
+    size_t capture_bytes; /* device memory a tower's first capture allocates (CUDA: cuBLAS's own workspace) */
     void (*capture_begin)(void *ctx);
     void *(*capture_end)(void *ctx);
     int (*graph_launch)(void *ctx, void *graph);

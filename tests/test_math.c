@@ -305,6 +305,66 @@ static double direct_conv(const float *x, const float *w, const float *b, size_t
     return acc;
 }
 
+/* A whole model's forward walk against the same model written out by hand, so a ReLU that runs as its layer's
+ * epilogue (or that the walk skips) must still be applied exactly once and where the model says: a dense + relu
+ * (fused), a relu line after a flatten (a layer of its own), a dense without a bias + relu, and a last dense. Weights
+ * and inputs are sized so every ReLU zeroes some units and passes others. */
+START_TEST(test_model_forward_known_answer)
+{
+    tt_model m;
+    tt_error err;
+    tt_model_input in = {tt_shape1(5), 3, 0};
+    const char *text = "dense units=4 activation=relu\ndense units=4\nflatten\nrelu\ndense units=4 use_bias=false\n"
+                       "relu\ndense units=3\n";
+    ck_assert_msg(tt_model_parse(&m, text, "t", &in, &err) == TT_OK, "%s", err.msg);
+    tt_dev dev;
+    ck_assert_int_eq(tt_dev_init(&dev, &tt_dev_cpu_ops, 0, &err), TT_OK);
+    const size_t B = 3, P = m.n_params;
+    float *p = tt_dev_alloc_f32(&dev, P), *act[TT_MAX_LAYERS + 1];
+    for (size_t i = 0; i <= m.n_logits; i++)
+        act[i] = tt_model_act_shared(&m, i) ? act[i - 1]
+                                            : tt_dev_alloc_f32(&dev, B * (i ? m.layers[i - 1].out : m.input_dim));
+    tt_rng r;
+    tt_rng_seed(&r, 11, 0);
+    for (size_t i = 0; i < P; i++) p[i] = tt_rng_uniform(&r) - 0.5f;
+    for (size_t i = 0; i < B * 5; i++) act[0][i] = 2.0f * tt_rng_uniform(&r) - 1.0f;
+    double x[B][5];
+    for (size_t b = 0; b < B; b++)
+        for (size_t i = 0; i < 5; i++) x[b][i] = act[0][b * 5 + i];
+    const tt_pass ps = {0, 0, 0, NULL, NULL, 0};
+    tt_model_forward(&dev, &m, &ps, p, act, B);
+    /* by hand: the layers' parameters in order in p, kernel (in, out) row-major then bias */
+    const size_t widths[][3] = {{5, 4, 1}, {4, 4, 1}, {4, 4, 0}, {4, 3, 1}}; /* in, out, bias */
+    const int relu_after[] = {1, 1, 1, 0};
+    int zeroed = 0, passed = 0;
+    for (size_t b = 0; b < B; b++) {
+        double h[5], o[4];
+        memcpy(h, x[b], sizeof x[b]);
+        const float *q = p;
+        for (size_t k = 0; k < 4; k++) {
+            const size_t I = widths[k][0], O = widths[k][1];
+            for (size_t j = 0; j < O; j++) {
+                double acc = widths[k][2] ? q[I * O + j] : 0.0;
+                for (size_t i = 0; i < I; i++) acc += h[i] * q[i * O + j];
+                if (relu_after[k]) zeroed += acc <= 0, passed += acc > 0;
+                o[j] = relu_after[k] && acc < 0 ? 0.0 : acc;
+            }
+            q += I * O + (widths[k][2] ? O : 0);
+            memcpy(h, o, O * sizeof(double));
+        }
+        const float *logits = tt_model_logits(&m, act) + b * 3;
+        for (size_t j = 0; j < 3; j++)
+            ck_assert_msg(tt_close(logits[j], h[j], 1e-5, 1e-5), "row %zu logit %zu: %.9g, by hand %.9g", b, j,
+                          logits[j], h[j]);
+    }
+    ck_assert_msg(zeroed > 2 && passed > 2, "the inputs exercise too few ReLUs (%d zeroed, %d passed)", zeroed, passed);
+    for (size_t i = 0; i <= m.n_logits; i++)
+        if (!tt_model_act_shared(&m, i)) tt_dev_dfree(&dev, act[i]);
+    tt_dev_dfree(&dev, p);
+    tt_dev_free(&dev);
+}
+END_TEST
+
 START_TEST(test_conv_pool_known_answers)
 {
     static const size_t CASES[][6] = {{7, 6, 2, 3, 1, 1}, {6, 6, 3, 3, 2, 1}, {8, 7, 1, 2, 2, 1}, {7, 7, 2, 3, 2, 0},
@@ -400,6 +460,7 @@ int main(void)
     tcase_add_test(tc, test_elem_forms_equal_row_forms);
     tcase_add_test(tc, test_dropout_mask);
     tcase_add_test(tc, test_conv_pool_known_answers);
+    tcase_add_test(tc, test_model_forward_known_answer);
     tcase_add_test(tc, test_dropout_op_scale);
     suite_add_tcase(s, tc);
     return tt_test_run_suite(s);

@@ -53,8 +53,8 @@ for model in mlp cnn textcnn; do
              nccl/replicated; do
     place=${run%/*} update=${run#*/}
     case $model/$run in cnn/*/device | cnn/nccl/replicated) continue ;; esac # the cnn is slow on the stand-in
-    graphs=on # every run but the first replays its towers' steps from CUDA graphs: the same bits
-    [ -n "$first" ] || graphs=off
+    graphs=on # every run but the first replays its towers' steps from CUDA graphs (one GPU a tower): the same bits
+    [ -n "$first" ] && [ "$place" != device ] || graphs=off
     # shellcheck disable=SC2086
     out=$(env TT_SIM_PAGEABLE=error ${sim[$place]} "$bin" train --device cuda --reduce "$place" --update "$update" \
       --graphs $graphs ${args[$model]} $common --log-json "$tmp/$model-$place-$update.json" 2>&1 >/dev/null) || {
@@ -117,6 +117,22 @@ TT_SIM_REPORT="$tmp/graphs.tsv" "$bin" train --device cuda --towers 2 --graphs o
   --epochs 1 --train-samples 640 --val-samples 64 --test-samples 64 --progress quiet >/dev/null 2>&1 ||
   bad "--graphs on with TT_SIM_REPORT"
 grep -q "^cudaGraphLaunch	18	" "$tmp/graphs.tsv" || bad "--graphs on: not 18 graph launches: $(grep Graph "$tmp/graphs.tsv")"
+# The loss gradient's scale (1/the step's samples) is a kernel argument too: 29 samples in steps of 10 over 3 towers
+# give shards 4,3,3 then 3,3,3 — towers 1 and 2 keep their rows in the short last step, which must not replay the
+# full step's graph. And towers sharing a GPU refuse graphs.
+for g in off on; do
+  # shellcheck disable=SC2086
+  TT_SIM_DEVICES=3 TT_SIM_PAGEABLE=error "$bin" train --device cuda --towers 3 --graphs $g --data fashion-mnist \
+    --batch 10 --epochs 2 --train-samples 29 --val-samples 10 --test-samples 16 --seed 5 --progress quiet \
+    --log-json "$tmp/short-$g.json" >/dev/null 2>&1 || bad "29 samples in steps of 10, --graphs $g"
+done
+[ "$(figures "$tmp/short-on.json")" = "$(figures "$tmp/short-off.json")" ] ||
+  bad "a short last step: --graphs on $(figures "$tmp/short-on.json") vs off $(figures "$tmp/short-off.json")"
+rc=0
+# shellcheck disable=SC2086
+out=$(TT_SIM_DEVICES=2 "$bin" train --device cuda --towers 3 --graphs on $small 2>&1) || rc=$?
+[ $rc -eq 2 ] && echo "$out" | grep -q "^towertrain: --graphs on: needs one GPU per tower, and 3 towers share 2 GPUs" ||
+  bad "3 towers on 2 GPUs --graphs on: exit $rc, '$out'"
 # Dropout's masks depend on the epoch, a kernel argument a graph keeps: two epochs of a dropout model, 2 towers, with
 # and without graphs, the same figures (a graph kept across epochs would replay the first epoch's masks).
 printf 'dense units=64 activation=relu\ndropout rate=0.5\ndense units=10\n' >"$tmp/drop.model"

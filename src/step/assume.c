@@ -51,13 +51,16 @@
 static const tt_assume PROFILES[] = {
     {.name = "h100-pcie", /* H100 PCIe 80GB, PCIe Gen5 x16, no NVLink bridge */
      .h2d_gbs = 48, .d2h_gbs = 48, .peer_gbs = 48, .nccl_busbw_gbs = 28, .nccl_us = 40, .hbm_gbs = 1800,
-     .fp32_tflops = 51, .gemm_eff = 0.3, .launch_us = 5, .graph_node_us = 2, .copy_us = 8, .host_gbs = 230, .barrier_us = 5},
+     .fp32_tflops = 51, .gemm_eff = 0.3, .launch_us = 5, .graph_node_us = 2, .copy_us = 8, .host_gbs = 230,
+     .barrier_us = 5},
     {.name = "a100-pcie", /* A100 PCIe 80GB, PCIe Gen4 x16, no NVLink bridge */
      .h2d_gbs = 24, .d2h_gbs = 24, .peer_gbs = 24, .nccl_busbw_gbs = 24, .nccl_us = 40, .hbm_gbs = 1740,
-     .fp32_tflops = 19.5, .gemm_eff = 0.3, .launch_us = 5, .graph_node_us = 2, .copy_us = 8, .host_gbs = 230, .barrier_us = 5},
+     .fp32_tflops = 19.5, .gemm_eff = 0.3, .launch_us = 5, .graph_node_us = 2, .copy_us = 8, .host_gbs = 230,
+     .barrier_us = 5},
     {.name = "h100-sxm", /* H100 SXM5 80GB (HGX/DGX H100): NVLink 4 through NVSwitch, PCIe Gen5 x16 to the host */
      .h2d_gbs = 48, .d2h_gbs = 48, .peer_gbs = 380, .nccl_busbw_gbs = 370, .nccl_us = 10, .hbm_gbs = 3015,
-     .fp32_tflops = 67, .gemm_eff = 0.3, .launch_us = 5, .graph_node_us = 2, .copy_us = 8, .host_gbs = 230, .barrier_us = 5},
+     .fp32_tflops = 67, .gemm_eff = 0.3, .launch_us = 5, .graph_node_us = 2, .copy_us = 8, .host_gbs = 230,
+     .barrier_us = 5},
 };
 #define N_PROFILES (sizeof PROFILES / sizeof PROFILES[0])
 
@@ -379,7 +382,8 @@ static void predict_row(const tt_assume *a, const tt_model *m, size_t n, size_t 
         if (row->t[r].total < row->t[row->best].total) row->best = (tt_reduce)r;
     }
     row->samples_per_s = (double)global / row->t[row->best].total;
-    row->launch_part = (double)tt_assume_kernels(m, p.rows) * a->launch_us * 1e-6;
+    row->launch_part = a->graphs ? ((double)tt_assume_kernels(m, p.rows) * a->graph_node_us + a->launch_us) * 1e-6
+                                 : (double)tt_assume_kernels(m, p.rows) * a->launch_us * 1e-6;
 }
 
 /* Where adding GPUs stops helping, and what dominates the step at 8 GPUs. */

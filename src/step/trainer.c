@@ -333,6 +333,12 @@ tt_status tt_trainer_check(const tt_trainer_config *cfg, tt_error *err)
     if (!s && cfg->graphs && !cfg->ops->capture_begin)
         return tt_fail(err, TT_ERR_ARG, "--graphs on: the %s backend runs every op as it is issued, there is no graph "
                        "to capture (CUDA graphs: --device cuda)", cfg->ops->name);
+    /* a capture is safe from what its own thread does (thread-local mode), but not proven safe from another tower
+     * thread syncing, allocating or freeing on the same GPU at that moment: one GPU per tower */
+    if (!s && cfg->graphs && cfg->n_towers > (size_t)cfg->n_devices)
+        return tt_fail(err, TT_ERR_ARG, "--graphs on: needs one GPU per tower, and %zu towers share %d GPU%s (use "
+                       "--towers %d, or --graphs off for virtual towers)", cfg->n_towers, cfg->n_devices,
+                       cfg->n_devices == 1 ? "" : "s", cfg->n_devices);
     return s ? s : check_update(cfg, err);
 }
 
@@ -817,7 +823,7 @@ static void tower_eval(tt_tower *tw)
 static void tower_diagnose(tt_tower *tw)
 {
     const size_t P = tw->tr->model->n_params;
-    float *h = (float *)tt_malloc(P * sizeof(float));
+    float *h = (float *)tt_dev_host_alloc(&tw->dev, P * sizeof(float)); /* pinned: an async copy's destination */
     if (!h) {
         tw->grad_nonfinite = -1; /* unknown */
         return;
@@ -825,7 +831,7 @@ static void tower_diagnose(tt_tower *tw)
     tt_dev_d2h(&tw->dev, h, tw->d_grads, P * sizeof(float));
     tt_dev_sync(&tw->dev);
     tw->grad_nonfinite = !tt_all_finite(h, P);
-    tt_free(h);
+    tt_dev_host_free(&tw->dev, h);
 }
 
 /* ---- host side: the run of steps ---------------------------------------------------------------------------- */
@@ -1456,6 +1462,8 @@ tt_status tt_trainer_plan(const tt_model *m, const tt_trainer_config *cfg, tt_me
         const int d = (int)(t % (size_t)cfg->n_devices), ord = cfg->devices ? cfg->devices[d] : d;
         for (int i = 0; i < l.n; i++)
             tt_mem_add(plan, l.b[i].part, l.b[i].on_host ? TT_MEM_HOST : ord, (double)l.b[i].bytes, l.b[i].driver);
+        if (cfg->graphs) /* what the backend allocates at the tower's first capture */
+            tt_mem_add(plan, "graph workspace (--graphs on)", ord, (double)cfg->ops->capture_bytes, TT_MEM_BY_RUN);
     }
     tt_free(tr.h_slots);
     size_t lo, owned; /* ps: the optimizer's state of this rank's slice only */
