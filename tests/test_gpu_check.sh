@@ -111,7 +111,8 @@ case ${1:-} in
         "$check" --dry-run --build-dir "$tmp/b$n" --jobs 2
       for want in "-DTT_CUDA=ON" "-DTT_WERROR=ON" "TT_REQUIRE_GPU=1 ctest" "--no-tests=error" "--build-dir" \
         "$tmp/b$n/towertrain probe --device cuda" "--reduce cpu" "--reduce device" "--reduce allreduce" \
-        "--reduce nccl" "--log-json" "\$ tools/install-deps.sh"; do
+        "--reduce nccl" "--log-json" "\$ tools/install-deps.sh" "--towers $n --epochs 1 --reduce cpu --graphs on" \
+        "--graphs off" "probe --assume h100-pcie --batch $(((256 + n - 1) / n))"; do
         [ "$want" = "--build-dir" ] && want="cmake --build $tmp/b$n -j2"
         [[ $last == *"$want"* ]] || bad "--dry-run with $n GPUs: no '$want' in: $last"
       done
