@@ -215,7 +215,10 @@ END_TEST
 static std::vector<unsigned> block_run(const char *order, const char *cap, unsigned blocks)
 {
     setenv("TT_SIM_BLOCK_ORDER", order, 1);
-    if (cap) setenv("TT_SIM_GRID_CAP", cap, 1);
+    if (cap)
+        setenv("TT_SIM_GRID_CAP", cap, 1);
+    else
+        unsetenv("TT_SIM_GRID_CAP"); /* the case's own setting, whatever the caller's environment says */
     cudaStream_t s = new_stream();
     unsigned *h = nullptr, *d = nullptr;
     const size_t n = blocks + 1;
