@@ -974,6 +974,22 @@ static double cu_event_elapsed(void *ctx, void *a, void *b)
     return 1e-3 * (double)ms;
 }
 
+/* cudaErrorNotReady is the answer "not yet", not a failure (it is not kept as the last error). */
+static int cu_event_done(void *ctx, void *ev)
+{
+    cuda_ctx *c = TOWER_CTX(ctx);
+    cudaError_t e = cudaEventQuery((cudaEvent_t)ev);
+    if (e == cudaErrorNotReady) return 0;
+    CUDA_CHECK(c, e);
+    return 1;
+}
+
+static void cu_event_sync(void *ctx, void *ev)
+{
+    cuda_ctx *c = TOWER_CTX(ctx);
+    CUDA_CHECK(c, cudaEventSynchronize((cudaEvent_t)ev));
+}
+
 /* ---- peer access ---------------------------------------------------------------------------------------------- */
 
 /* How a copy from device `from` into device `into` travels; enables direct access for the pair where the hardware
@@ -1198,6 +1214,8 @@ const tt_dev_ops tt_dev_cuda_ops = {
     cu_event_destroy, /* event_destroy */
     cu_event_record,  /* event_record */
     cu_event_elapsed, /* event_elapsed */
+    cu_event_done,    /* event_done */
+    cu_event_sync,    /* event_sync */
     cu_peer_setup,    /* peer_setup */
 #ifdef TT_WITH_NCCL
     cu_comm_init,     /* comm_init */

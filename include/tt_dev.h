@@ -106,6 +106,11 @@ typedef struct tt_dev_ops {
     void (*event_destroy)(void *ctx, void *ev);
     void (*event_record)(void *ctx, void *ev);
     double (*event_elapsed)(void *ctx, void *a, void *b);
+    /* event_done: 1 if the stream has run past the event's record (0: not yet; never waits); event_sync waits until
+     * it has. --overlap on reads a bucket of pushed gradients on the host once its event says it has landed. CPU:
+     * always done. */
+    int (*event_done)(void *ctx, void *ev);
+    void (*event_sync)(void *ctx, void *ev);
     /* Optional, once per run before any tower exists: enable direct (peer) access between the devices ords[0..n)
      * wherever the hardware allows it — idempotent, so a second run in one process is fine — and say for every
      * ordered pair how a copy from ords[j] into ords[i] travels: link[i * n + j] = TT_LINK_*. NULL: every tower
@@ -192,6 +197,8 @@ void *tt_dev_event_create(tt_dev *dev); /* NULL on failure */
 void tt_dev_event_destroy(tt_dev *dev, void *ev);
 void tt_dev_event_record(tt_dev *dev, void *ev);
 double tt_dev_event_elapsed(tt_dev *dev, void *a, void *b); /* seconds from a to b, both complete */
+int tt_dev_event_done(tt_dev *dev, void *ev);  /* the stream has run past it (never waits) */
+void tt_dev_event_sync(tt_dev *dev, void *ev); /* waits until it has */
 
 /* The CPU backend's table (always built). */
 extern const tt_dev_ops tt_dev_cpu_ops;

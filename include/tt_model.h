@@ -237,6 +237,12 @@ void tt_model_forward(tt_dev *dev, const tt_model *m, const tt_pass *ps, const f
  * consumed (a layer's relu epilogue works in place in its dy). */
 void tt_model_backward(tt_dev *dev, const tt_model *m, const tt_pass *ps, const float *d_params, float *d_grads,
                        float *const *d_act, float *const *d_delta, float *d_dlogits, size_t B);
+/* The same, calling ready(arg, lo) after each layer that has parameters is issued: the gradient d_grads[lo, P) is
+ * then complete in stream order (layers are laid out in order, and backward walks them from the last), so a
+ * bucket of it can be pushed while the layers below are still computing (--overlap on). */
+void tt_model_backward_each(tt_dev *dev, const tt_model *m, const tt_pass *ps, const float *d_params, float *d_grads,
+                            float *const *d_act, float *const *d_delta, float *d_dlogits, size_t B,
+                            void (*ready)(void *arg, size_t lo), void *arg);
 
 /* The logits: the output of layer n_logits - 1. */
 static inline float *tt_model_logits(const tt_model *m, float *const *d_act) { return d_act[m->n_logits]; }

@@ -66,6 +66,8 @@ const char *tt_reduce_list(char *buf, size_t len, const char *sep, const char *l
 typedef enum { TT_UPDATE_HOST, TT_UPDATE_DEVICE, TT_UPDATE_REPLICATED, TT_UPDATE_COUNT } tt_update;
 /* --graphs: "off", "on" (the values of tt_trainer_config.graphs), NULL after the last. */
 extern const char *const tt_graphs_names[];
+/* --overlap: "off", "on" (the values of tt_trainer_config.overlap), NULL after the last. */
+extern const char *const tt_overlap_names[];
 extern const char *const tt_update_names[TT_UPDATE_COUNT + 1]; /* indexed by the value, NULL after the last */
 const char *tt_update_name(tt_update u);
 /* What it does, for --help: one phrase; and the placements it runs with (bit 1u << tt_reduce). */
@@ -83,6 +85,13 @@ typedef struct tt_trainer_config {
     tt_update update;      /* where the optimizer runs */
     int graphs;            /* --graphs on: a tower's steady-state step is captured once per shape and replayed with
                             * one launch (a backend with graphs: tt_dev_ops.capture_begin) */
+    /* --overlap on: the gradient is cut into buckets of whole layers (about bucket_bytes each, 0: TT_BUCKET_BYTES;
+     * at most TT_MAX_BUCKETS), each tower pushes a bucket as soon as its backward has produced it, and the host sums
+     * and updates a bucket once every tower has pushed it, while the towers compute the layers below; a tower pulls
+     * the next step's weights of a bucket as soon as it is updated. Bit-identical to off (the same blocks, the same
+     * sums in the same order). --reduce cpu, --update host, one rank, no graphs. */
+    int overlap;
+    size_t bucket_bytes;
     int host_threads;      /* host crew for reduce + update; 0 = number of CPUs */
     uint64_t seed;         /* the run's seed: dropout masks are a hash of (seed, epoch, layer, sample, element) */
     const atomic_int *stop; /* may be NULL; non-zero at the end of a step halts the run there (tt_signal_flag) */
@@ -104,6 +113,9 @@ typedef enum {
     TT_HALT_NODE       /* a cross-node collective failed (tt_trainer_node_error says which): the step was not applied */
 } tt_halt;
 
+#define TT_MAX_BUCKETS 16             /* --overlap on: the most buckets a gradient is cut into */
+#define TT_BUCKET_BYTES (4u << 20)    /* their default size: 4 MiB */
+
 /* One tower's step in absolute clock times (tt_now seconds) and bytes: the ledger and the trace read these.
  * A phase that did not happen has equal start and end. The times come from events recorded on the tower's stream
  * between its phases (tt_dev_event_*), anchored to the clock at the first event: a GPU tower is timed without
@@ -118,20 +130,30 @@ typedef struct tt_tower_ledger {
     double update0, update1; /* --update device, replicated: the optimizer on this tower's device (replicated +
                               * allreduce: the all-gather of the summed slices first) */
     double wait;             /* seconds spent at barriers waiting for other towers */
+    /* --overlap on: the buckets pushed during the backward (inside [data1, compute1]; the last bucket is pushed in
+     * [push0, push1]), each [bucket[k][0], bucket[k][1]], and their seconds in all */
+    double bucket[TT_MAX_BUCKETS][2];
+    unsigned n_buckets;
+    double push_hidden;
     size_t rows;
     uint64_t bytes_pull, bytes_data, bytes_push, bytes_push_sum, bytes_reduce, bytes_gather;
+    uint64_t bytes_prepull;  /* --overlap on: the next step's weights pulled as their buckets were updated */
 } tt_tower_ledger;
 
 /* Where one step's time went: a partition of the step's wall time. Tower phases are means over towers. */
 typedef struct tt_step_times {
     double launch;  /* step start -> tower starts work */
-    double pull, data, compute, push;
+    double pull, data, compute, push; /* --overlap on: push includes the buckets pushed during the backward */
     double wait;    /* a finished tower waiting for the slowest at the barrier after the tower phase */
     double towers;  /* wall: step start -> every tower done (launch+pull+data+compute+push+wait) */
     double reduce;  /* wall: the reduction (host sum for cpu; device gather+sum+push otherwise) */
     double combine; /* wall: the cross-node combine (K ranks: exchange + rank-order sum + gather; 0 for one rank) */
     double update;  /* wall: the optimizer on the host */
     double total;
+    /* --overlap on: the part of push spent during the backward (towers' mean), and the host's sum + update in
+     * thread-seconds, split into what ran while a tower was still computing (hidden) and after (exposed: the wall
+     * of which is reduce + update above) */
+    double push_hidden, host_hidden, host_exposed;
     /* host-side timestamps of the reduction, the combine and the update (crew thread 0), for the trace */
     double reduce0, reduce1, combine0, combine1, update0, update1, step0, step1;
 } tt_step_times;
@@ -141,6 +163,10 @@ typedef struct tt_step_result {
     double loss_sum; /* sum of per-sample losses (before the update) */
     size_t top1, top5;
     tt_step_times t;
+    /* --overlap on: bucket k summed and updated by the host from bucket[k][0] (its first block begun) to
+     * bucket[k][1] (its last block done), for the trace */
+    double bucket[TT_MAX_BUCKETS][2];
+    unsigned n_buckets;
 } tt_step_result;
 
 typedef struct tt_eval_result {
@@ -194,6 +220,7 @@ typedef struct tt_trainer {
     tt_halt halt;            /* set at the end of a step; the crew leaves the run of steps */
     atomic_int stop_request; /* tt_trainer_request_stop */
     float *h_grad;           /* device / allreduce / nccl: the reduced gradient pushed by the towers (P) */
+    struct overlap *ov;      /* --overlap on: the buckets and their progress this step (trainer.c) */
     float *h_logits;         /* tt_trainer_predict: where the evaluation copies every sample's logits */
     int eval_stops;          /* the evaluation stops between chunks at a raised cfg.stop (predict, final test) */
     /* K ranks: the node sum is reduce-scattered (through h_recv: K slices) into this rank's slice [node_lo, node_lo +
@@ -217,6 +244,10 @@ typedef struct tt_trainer {
 tt_status tt_trainer_init(tt_trainer *tr, const tt_model *m, const tt_trainer_config *cfg,
                           const float *h_init_params, tt_error *err);
 void tt_trainer_free(tt_trainer *tr); /* accepts a half-built trainer */
+
+/* --overlap on: the gradient's buckets in the order they are pushed, bucket k = [edge[k+1], edge[k]) (edge: room for
+ * TT_MAX_BUCKETS + 1); their count (0: --overlap off). */
+size_t tt_trainer_buckets(const tt_trainer *tr, size_t *edge);
 
 /* The master weights, P floats in the layout table's order: a copy out, or replaced — between runs of steps, never
  * while steps are in flight. The towers pull the new weights at the next step. */

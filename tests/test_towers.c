@@ -59,6 +59,11 @@ static const workload WORKLOADS[] = {
                 "flatten\ndense units=5 activation=softmax\n",
      make_tokens},
 };
+/* Wide enough for --overlap's 8 KiB buckets to cut it in three: [38912, 46853), [6144, 38912) (two chunks of host
+ * work) and [0, 6144) — layer boundaries rounded up to whole blocks of TT_REDUCE_BLOCK floats. */
+static const workload WIDE = {"wide mlp", "dense units=256 activation=relu\ndense units=128 activation=relu\n"
+                                          "dropout rate=0.5\ndense units=64 activation=relu\ndense units=5\n",
+                              make_vectors};
 static const workload *g_w = &WORKLOADS[0]; /* the workload under test */
 #define MODEL (g_w->model)
 
@@ -75,6 +80,10 @@ static const tt_model_input *input_of(const tt_dataset *ds)
 static tt_reduce g_reduce = TT_REDUCE_CPU; /* placement used by train_steps */
 static tt_update g_update = TT_UPDATE_HOST; /* and where its optimizer runs */
 static int g_graphs;                        /* --graphs on (a backend with graphs) */
+static int g_overlap;                       /* --overlap on */
+static size_t g_bucket_bytes;               /* its buckets (0: the default) */
+static int g_host_threads;                  /* the host crew (0: the CPUs) */
+static size_t g_buckets;                    /* the buckets of the last train_job (0: --overlap off) */
 static tt_backend g_be;                    /* the backend under test and its devices */
 static const char *g_device = "cpu";       /* its name, for tt_run_on */
 
@@ -87,6 +96,9 @@ static tt_trainer_config tower_config(size_t towers, size_t batch, tt_optim_conf
     tc.devices = g_be.devices;
     tc.update = g_update;
     tc.graphs = g_graphs;
+    tc.overlap = g_overlap;
+    tc.bucket_bytes = g_bucket_bytes;
+    if (g_host_threads) tc.host_threads = g_host_threads;
     return tc;
 }
 
@@ -287,6 +299,8 @@ static float *train_job(tt_reduce reduce, tt_update update, size_t towers, tt_op
         tt_free(init);
         return NULL;
     }
+    size_t edge[TT_MAX_BUCKETS + 1];
+    g_buckets = tt_trainer_buckets(&tr, edge);
     tt_optim_slot sl[3];
     const int slots = tt_optim_slots(&tr.opt, sl);
     for (int k = 0; k < slots; k++) /* a resumed state: small, non-negative (second moments), never zero */
@@ -406,6 +420,77 @@ static void updates_agree(void)
 }
 
 START_TEST(test_updates_agree) { updates_agree(); }
+END_TEST
+
+/* --overlap on: the buckets summed and updated as they land, by whichever crew thread is free, and the next step's
+ * weights pulled bucket by bucket as each is updated, give --overlap off's weights and optimizer state to the bit:
+ * one run of 30 steps (train_job: uneven shards, a partial last step, a resumed state), for N = 1..4 towers (a GPU
+ * backend: one more than its GPUs), buckets of 8 KiB (every layer boundary past a block is an edge, up to 16
+ * buckets) and the default 4 MiB (one bucket for these models), a host crew of 1 thread and of 5 (more threads than
+ * towers: host-only threads take chunks while the towers compute), SGD with Nesterov momentum and Adam. The
+ * combinations it cannot serve are refused with one line. */
+static void overlap_agrees(size_t small_buckets)
+{
+    tt_dataset ds;
+    g_w->make(&ds, 600, 6);
+    tt_optim_config ocs[2] = {tt_optim_defaults(TT_OPT_SGD), tt_optim_defaults(TT_OPT_ADAM)};
+    ocs[0].momentum = 0.9f;
+    ocs[0].nesterov = 1;
+    static const size_t buckets[] = {8 << 10, 0};
+    static const int crews[] = {1, 5};
+    for (int k = 0; k < 2; k++)
+        for (size_t N = 1; N <= max_towers(47); N++) {
+            size_t P;
+            tt_error e;
+            float *ref = train_job(TT_REDUCE_CPU, TT_UPDATE_HOST, N, ocs[k], &ds, &P, &e);
+            ck_assert_msg(ref != NULL, "%s", e.msg);
+            const size_t floats = (1 + tt_optim_state_floats(&ocs[k])) * P;
+            g_overlap = 1;
+            for (int b = 0; b < 2; b++)
+                for (int c = 0; c < 2; c++) {
+                    g_bucket_bytes = buckets[b];
+                    g_host_threads = crews[c];
+                    float *w = train_job(TT_REDUCE_CPU, TT_UPDATE_HOST, N, ocs[k], &ds, &P, &e);
+                    ck_assert_msg(w != NULL, "%s", e.msg);
+                    ck_assert_uint_eq(g_buckets, b == 0 ? small_buckets : 1);
+                    size_t first = floats;
+                    for (size_t i = 0; i < floats && first == floats; i++)
+                        if (memcmp(&w[i], &ref[i], sizeof(float)) != 0) first = i;
+                    ck_assert_msg(first == floats, "%s N=%zu --overlap on, buckets %zu bytes, %d host threads: float "
+                                  "%zu of %zu (weights then state) is %.9g, --overlap off's %.9g",
+                                  tt_optim_kind_name(ocs[k].kind), N, g_bucket_bytes, g_host_threads, first, floats,
+                                  first < floats ? w[first] : 0, first < floats ? ref[first] : 0);
+                    tt_free(w);
+                }
+            g_overlap = 0;
+            g_bucket_bytes = 0;
+            g_host_threads = 0;
+            tt_free(ref);
+        }
+    /* what it cannot serve: a reduce on the towers, an update on a device, a graph */
+    tt_error err;
+    size_t P;
+    g_overlap = 1;
+    ck_assert(train_steps_on(TT_REDUCE_ALLREDUCE, 2, 47, ocs[1], 1, &ds, 0, &P, &err) == NULL);
+    ck_assert_msg(strstr(err.msg, "--overlap on: the host sums and updates each bucket as the towers push it, so it "
+                         "needs --reduce cpu and --update host (not --reduce allreduce --update host)") != NULL,
+                  "%s", err.msg);
+    if (g_be.ops->capture_begin) {
+        g_graphs = 1;
+        ck_assert(train_steps_on(TT_REDUCE_CPU, 1, 47, ocs[1], 1, &ds, 0, &P, &err) == NULL);
+        ck_assert_msg(strstr(err.msg, "--overlap on: a tower waits for each bucket's push") != NULL, "%s", err.msg);
+        g_graphs = 0;
+    }
+    g_overlap = 0;
+    tt_dataset_free(&ds);
+}
+
+START_TEST(test_overlap_agrees)
+{
+    g_w = &WIDE;
+    overlap_agrees(3);
+    g_w = &WORKLOADS[0];
+}
 END_TEST
 
 /* Evaluation reads the host's weights whatever --update says: right after init and after tt_trainer_set_params (the
@@ -976,6 +1061,7 @@ static void workload_semantics(const workload *w)
     same_seed_bit_identical();
     trains_every_sample();
     resume_is_exact();
+    overlap_agrees(1);
     g_w = &WORKLOADS[0];
 }
 
@@ -1005,6 +1091,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_empty_shards);
     tcase_add_test(tc, test_placements_agree);
     tcase_add_test(tc, test_updates_agree);
+    tcase_add_test(tc, test_overlap_agrees);
     tcase_add_test(tc, test_update_evaluates_host_weights);
     tcase_add_test(tc, test_same_seed_bit_identical);
     tcase_add_test(tc, test_epoch_trains_every_sample_and_allocates_nothing);

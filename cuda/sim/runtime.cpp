@@ -1011,6 +1011,16 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e)
     return cudaSuccess;
 }
 
+/* Never runs the stream: a record still queued answers cudaErrorNotReady (not kept as the last error, as in CUDA),
+ * so a caller that polls must also wait somewhere. An event never recorded has completed. */
+cudaError_t cudaEventQuery(cudaEvent_t e)
+{
+    if (forbidden_in_capture("cudaEventQuery")) return t_last;
+    if (!live_event(e)) return set_error(cudaErrorInvalidResourceHandle);
+    std::lock_guard<std::mutex> l(g_lock);
+    return e->completed == e->recorded ? cudaSuccess : cudaErrorNotReady;
+}
+
 /* Both events must have completed: cudaErrorNotReady otherwise (a missing wait), as CUDA says. */
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
 {

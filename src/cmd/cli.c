@@ -272,6 +272,12 @@ static const cli_opt g_opts[] = {
     {"--update", "PLACE", set_choice, CFG(update), 0, 0, ON(TRAIN) | ON(BENCH), NULL, help_updates, tt_update_names},
     {"--graphs", "MODE", set_choice, CFG(graphs), 0, 0, ON(TRAIN) | ON(PROBE),
      "%s: on replays each tower's step as one CUDA graph (--device cuda) [off]", help_choices, tt_graphs_names},
+    {"--overlap", "MODE", set_choice, CFG(overlap), 0, 0, ON(TRAIN) | ON(BENCH),
+     "%s: on pushes the gradient in buckets during backward; the host sums and\n"
+     "updates each bucket while the towers compute the layers below (--reduce cpu,\n"
+     "--update host) [off]", help_choices, tt_overlap_names},
+    {"--bucket-kib", "N", set_size, CFG(bucket_kib), 8, 1048576, ON(TRAIN) | ON(BENCH),
+     "--overlap on: the gradient's buckets, in KiB of whole layers [4096]", NULL, NULL},
     {"--node-reduce", "MODE", set_choice, CFG(node_reduce), 0, 0, CMDS_RUNS,
      "under mpirun -np K: how the ranks combine their node sums (docs/scaleout.md):\n"
      "allreduce (every rank gets the global sum and updates its own copy) or ps (rank\n"

@@ -284,3 +284,15 @@ double tt_dev_event_elapsed(tt_dev *dev, void *a, void *b)
     TT_ASSERT(a && b);
     return dev->ops->event_elapsed(dev->ctx, a, b);
 }
+
+int tt_dev_event_done(tt_dev *dev, void *ev)
+{
+    TT_ASSERT(ev);
+    return dev->ops->event_done(dev->ctx, ev);
+}
+
+void tt_dev_event_sync(tt_dev *dev, void *ev)
+{
+    TT_ASSERT(ev);
+    dev->ops->event_sync(dev->ctx, ev);
+}

@@ -280,6 +280,19 @@ static double cpu_event_elapsed(void *ctx, void *a, void *b)
     return *(const double *)b - *(const double *)a;
 }
 
+static int cpu_event_done(void *ctx, void *ev)
+{
+    (void)ctx;
+    (void)ev;
+    return 1;
+}
+
+static void cpu_event_sync(void *ctx, void *ev)
+{
+    (void)ctx;
+    (void)ev;
+}
+
 const tt_dev_ops tt_dev_cpu_ops = {
     .name = "cpu",
     .chunk_mnk = 1000000, /* OpenBLAS's small-matrix limit (docs/perf.md): ~20% faster GEMMs at conv shapes */
@@ -320,6 +333,8 @@ const tt_dev_ops tt_dev_cpu_ops = {
     .event_destroy = cpu_event_destroy,
     .event_record = cpu_event_record,
     .event_elapsed = cpu_event_elapsed,
+    .event_done = cpu_event_done,
+    .event_sync = cpu_event_sync,
     .peer_setup = NULL, /* every tower's memory is the host's: copies between towers are memcpy */
     .comm_init = NULL,  /* no collectives library: --reduce nccl is refused */
     .comm_free = NULL,

@@ -655,8 +655,9 @@ void tt_model_forward(tt_dev *dev, const tt_model *m, const tt_pass *ps, const f
     }
 }
 
-void tt_model_backward(tt_dev *dev, const tt_model *m, const tt_pass *ps, const float *d_params, float *d_grads,
-                       float *const *d_act, float *const *d_delta, float *d_dlogits, size_t B)
+void tt_model_backward_each(tt_dev *dev, const tt_model *m, const tt_pass *ps, const float *d_params, float *d_grads,
+                            float *const *d_act, float *const *d_delta, float *d_dlogits, size_t B,
+                            void (*ready)(void *arg, size_t lo), void *arg)
 {
     float *d_dy = d_dlogits;
     int next = 0;
@@ -666,7 +667,14 @@ void tt_model_backward(tt_dev *dev, const tt_model *m, const tt_pass *ps, const 
         float *d_dx = i == 0 ? NULL : d_delta[next];
         l->kind->backward(dev, l, ps, d_params + l->offset, d_grads + l->offset, d_act[i], d_act[i + 1], d_dy, d_dx,
                           B);
+        if (ready && l->n_params) ready(arg, l->offset);
         d_dy = d_dx;
         next ^= 1;
     }
+}
+
+void tt_model_backward(tt_dev *dev, const tt_model *m, const tt_pass *ps, const float *d_params, float *d_grads,
+                       float *const *d_act, float *const *d_delta, float *d_dlogits, size_t B)
+{
+    tt_model_backward_each(dev, m, ps, d_params, d_grads, d_act, d_delta, d_dlogits, B, NULL, NULL);
 }

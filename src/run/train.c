@@ -51,6 +51,9 @@ static void add_times(tt_step_times *a, const tt_step_times *b)
     a->combine += b->combine;
     a->update += b->update;
     a->total += b->total;
+    a->push_hidden += b->push_hidden;
+    a->host_hidden += b->host_hidden;
+    a->host_exposed += b->host_exposed;
 }
 
 /* ---- the run ----------------------------------------------------------------------------------------------- */
@@ -110,6 +113,8 @@ static tt_status run_open_local(run_state *rs, tt_error *err)
     tc->reduce = c->reduce;
     tc->update = c->update;
     tc->graphs = c->graphs;
+    tc->overlap = c->overlap;
+    tc->bucket_bytes = c->bucket_kib << 10;
     tc->seed = c->seed;
     tc->stop = tt_signal_flag();
     tc->node = rs->K > 1 ? rs->nd : NULL;
@@ -743,7 +748,7 @@ tt_status tt_run(const tt_run_config *c, FILE *out, tt_run_result *res, tt_error
     tt_status s = tt_backend_open(c->device, c->gpus, &be, err); /* before spending seconds on the data */
     if (!s && be.notice[0] && out) tt_report_notice(be.notice);
     tt_trainer_config place = {.ops = be.ops, .n_devices = be.n_devices, .n_towers = c->towers, .reduce = c->reduce,
-                               .update = c->update, .graphs = c->graphs,
+                               .update = c->update, .graphs = c->graphs, .overlap = c->overlap,
                                .node = c->node ? c->node : tt_node_world()};
     if (!s) s = tt_trainer_check(&place, err); /* --reduce nccl where it cannot run: before the data */
     tt_dataset train, val, test;

@@ -36,6 +36,12 @@ void tt_ledger_split_line(FILE *f, const tt_step_times *s)
             100 * s->launch / total, 100 * s->pull / total, 100 * s->data / total, 100 * s->compute / total,
             100 * s->push / total, 100 * s->wait / total, 100 * s->reduce / total, combine, 100 * s->update / total,
             verdict);
+    const double host = s->host_hidden + s->host_exposed;
+    if (host > 0) /* --overlap on */
+        fprintf(f, "  overlap: push %.0f%% of the step, %.0f%% of it during backward | host sum + update: %.0f%% of "
+                "its work done while towers computed (hidden), %.0f%% after (exposed)\n",
+                100 * s->push / total, s->push > 0 ? 100 * s->push_hidden / s->push : 0, 100 * s->host_hidden / host,
+                100 * s->host_exposed / host);
 }
 
 void tt_ledger_json_split(tt_out *f, const tt_step_times *s)
@@ -50,6 +56,11 @@ void tt_ledger_json_split(tt_out *f, const tt_step_times *s)
     tt_out_json_num(f, "combine", s->combine, 1);
     tt_out_json_num(f, "update", s->update, 1);
     tt_out_json_num(f, "reduce_update", s->reduce + s->update, 1);
+    if (s->host_hidden + s->host_exposed > 0) { /* --overlap on: push's part during backward; the host's work split */
+        tt_out_json_num(f, "push_hidden", s->push_hidden, 1);
+        tt_out_json_num(f, "host_hidden", s->host_hidden, 1);
+        tt_out_json_num(f, "host_exposed", s->host_exposed, 1);
+    }
     tt_out_json_num(f, "total", s->total, 0);
 }
 
@@ -63,6 +74,11 @@ tt_status tt_ledger_json_steps(tt_out *f, size_t epoch, const tt_step_result *re
         tt_out_json_num(f, "reduce", r->t.reduce, 1);
         tt_out_json_num(f, "combine", r->t.combine, 1);
         tt_out_json_num(f, "update", r->t.update, 1);
+        if (r->n_buckets) {
+            tt_out_json_num(f, "host_hidden", r->t.host_hidden, 1);
+            tt_out_json_num(f, "host_exposed", r->t.host_exposed, 1);
+            tt_out_printf(f, "\"buckets\":%u,", r->n_buckets);
+        }
         tt_out_printf(f, "\"towers\":[");
         for (size_t t = 0; t < N; t++) {
             const tt_tower_ledger *l = &led[k * N + t];
@@ -75,6 +91,10 @@ tt_status tt_ledger_json_steps(tt_out *f, size_t epoch, const tt_step_result *re
             tt_out_json_num(f, "push_sum", l->rpush1 - l->rpush0, 1);
             tt_out_json_num(f, "wait", l->wait, 1);
             tt_out_json_num(f, "update", l->update1 - l->update0, 1); /* --update device, replicated: this tower's */
+            if (l->n_buckets) {
+                tt_out_json_num(f, "push_hidden", l->push_hidden, 1);
+                tt_out_printf(f, "\"bytes_prepull\":%llu,", (unsigned long long)l->bytes_prepull);
+            }
             tt_out_printf(f, "\"bytes_pull\":%llu,\"bytes_push\":%llu,\"bytes_push_sum\":%llu,\"bytes_reduce\":%llu,"
                           "\"bytes_gather\":%llu}",
                           (unsigned long long)l->bytes_pull, (unsigned long long)l->bytes_push,
@@ -164,11 +184,29 @@ tt_status tt_trace_steps(tt_trace *t, const tt_step_result *res, const tt_tower_
             span(t, tid, "push", l->push0, l->push1, "bytes", l->bytes_push);
             span(t, tid, "push sum", l->rpush0, l->rpush1, "bytes", l->bytes_push_sum);
             span(t, tid, "update", l->update0, l->update1, "bytes gathered", l->bytes_gather);
+            for (unsigned b = 0; b < l->n_buckets; b++) { /* --overlap on: inside forward+backward, or the push */
+                char name[32];
+                snprintf(name, sizeof name, "push bucket %u", b);
+                span(t, tid, name, l->bucket[b][0], l->bucket[b][1], NULL, 0);
+            }
         }
-        const tt_step_times *s = &res[k].t;
-        span(t, LANE_HOST_REDUCE, "sum slots", s->reduce0, s->reduce1, NULL, 0);
+        const tt_step_result *r = &res[k];
+        const tt_step_times *s = &r->t;
+        if (r->n_buckets) { /* --overlap on: each bucket's sum + update on the host lane, from where the last ended
+                             * (the crew may work on two at once: the lane shows them one after the other) */
+            double from = 0;
+            for (unsigned b = 0; b < r->n_buckets; b++) {
+                char name[40];
+                snprintf(name, sizeof name, "sum+update bucket %u", b);
+                span(t, LANE_HOST_REDUCE, name, r->bucket[b][0] > from ? r->bucket[b][0] : from, r->bucket[b][1],
+                     NULL, 0);
+                from = r->bucket[b][1] > from ? r->bucket[b][1] : from;
+            }
+        } else {
+            span(t, LANE_HOST_REDUCE, "sum slots", s->reduce0, s->reduce1, NULL, 0);
+            span(t, LANE_OPTIMIZER, "update", s->update0, s->update1, NULL, 0);
+        }
         span(t, LANE_COMBINE, "cross-node combine", s->combine0, s->combine1, NULL, 0);
-        span(t, LANE_OPTIMIZER, "update", s->update0, s->update1, NULL, 0);
         tt_status st = tt_out_commit(&t->out, err); /* a step's events at a time: each ends at an event boundary */
         if (st) return st;
     }

@@ -81,6 +81,14 @@ struct tt_tower {
      * (a shape is captured the second time in a row it comes: the first step of it warms the backend up) */
     void *graph;
     size_t graph_key[3], seen_key[3];
+    /* --overlap on: events around each bucket's push and after the statistics' push; the buckets pushed and those
+     * the host has been told of (arrived), whether this step's statistics are counted, and the buckets whose
+     * weights for the next step are pulled already (ahead) */
+    void *ev_b[TT_MAX_BUCKETS][2], *ev_loss;
+    size_t pushed, arrived, pushed_compute; /* pushed_compute: pushed before the compute's end event */
+    int loss_in;
+    unsigned char ahead[TT_MAX_BUCKETS];
+    size_t ahead_seen; /* buckets seen updated by this tower's pull-ahead loop */
     int grad_nonfinite;  /* set by the diagnosis after a non-finite step */
     tt_status status;
     tt_error err;
@@ -119,6 +127,69 @@ static void tower_shard(const tt_trainer_config *cfg, size_t n, size_t t, size_t
     const size_t N = cfg->n_towers, K = multi_node(cfg) ? (size_t)cfg->node->size : 1;
     const size_t rank = K > 1 ? (size_t)cfg->node->rank : 0;
     shard_of(n, K * N, rank * N + t, lo, rows);
+}
+
+/* ---- --overlap on: the buckets ---------------------------------------------------------------------------- */
+
+/* The gradient cut into buckets in the order backward produces it: bucket k is [edge[k+1], edge[k]), edge[0] = P,
+ * edge[nb] = 0, each a run of whole layers from the last layer down. Every edge but P is a multiple of
+ * TT_REDUCE_BLOCK (a layer boundary rounded up: the floats below it wait for the next bucket), so the host's
+ * blocks are exactly the fused pass's and the bits cannot differ from --overlap off. A bucket's host work is cut
+ * into chunks of OV_CHUNK blocks, taken by whichever crew thread is free. The counters are reset at every step's
+ * end (the serial section of its barrier). */
+enum { OV_CHUNK = 8 };
+
+typedef struct overlap {
+    size_t nb;
+    size_t edge[TT_MAX_BUCKETS + 1];
+    size_t chunks[TT_MAX_BUCKETS];
+    atomic_size_t arrived[TT_MAX_BUCKETS]; /* towers that have pushed bucket k (and told the host) */
+    atomic_int ready[TT_MAX_BUCKETS];      /* every tower has: its chunks may be taken (set in bucket order) */
+    atomic_size_t next[TT_MAX_BUCKETS];    /* its next chunk to take */
+    atomic_size_t done[TT_MAX_BUCKETS];    /* its chunks done */
+    atomic_size_t buckets_done;            /* buckets whose every chunk is done */
+    atomic_size_t towers_busy;             /* towers that have not pushed their last bucket */
+    double t_pushed;                       /* when the last tower pushed its last bucket */
+    double span[TT_MAX_BUCKETS][2];        /* bucket k's host work: first chunk begun, last chunk done */
+    double (*work)[4];                     /* per crew thread: hidden sum, hidden update, exposed sum, update */
+    pthread_mutex_t mu;                    /* an idle crew thread sleeps on cv until a bucket is ready or done */
+    pthread_cond_t cv;
+} overlap;
+
+/* The edges for buckets of about `bytes` (TT_BUCKET_BYTES for 0), at most TT_MAX_BUCKETS of them: a model with more
+ * layers than that gets larger buckets. Returns the bucket count. */
+static size_t overlap_edges(const tt_model *m, size_t bytes, size_t *edge)
+{
+    size_t want = (bytes ? bytes : TT_BUCKET_BYTES) / sizeof(float);
+    if (want == 0) want = 1;
+    for (;; want *= 2) {
+        size_t nb = 0, hi = m->n_params;
+        int more = 0; /* more buckets than TT_MAX_BUCKETS at this size */
+        edge[0] = hi;
+        for (size_t i = m->n_logits; i-- > 0 && !more;) {
+            const tt_layer *l = &m->layers[i];
+            const size_t lo = (l->offset + TT_REDUCE_BLOCK - 1) / TT_REDUCE_BLOCK * TT_REDUCE_BLOCK;
+            if (!l->n_params || lo == 0 || lo >= hi || hi - lo < want) continue;
+            if (nb + 1 == TT_MAX_BUCKETS) more = 1;
+            else edge[++nb] = hi = lo;
+        }
+        if (!more) { /* and the last bucket, down to 0 */
+            edge[++nb] = 0;
+            return nb;
+        }
+    }
+}
+
+/* The step's counters back to zero (between steps: no crew thread reads them). */
+static void overlap_reset(overlap *o)
+{
+    for (size_t k = 0; k < o->nb; k++) {
+        atomic_store(&o->arrived[k], 0);
+        atomic_store(&o->ready[k], 0);
+        atomic_store(&o->next[k], 0);
+        atomic_store(&o->done[k], 0);
+    }
+    atomic_store(&o->buckets_done, 0);
 }
 
 /* ---- buffers ----------------------------------------------------------------------------------------------- */
@@ -324,6 +395,7 @@ static tt_status check_nccl(const tt_trainer_config *cfg, tt_error *err)
 }
 
 const char *const tt_graphs_names[] = {"off", "on", NULL};
+const char *const tt_overlap_names[] = {"off", "on", NULL};
 
 tt_status tt_trainer_check(const tt_trainer_config *cfg, tt_error *err)
 {
@@ -339,6 +411,18 @@ tt_status tt_trainer_check(const tt_trainer_config *cfg, tt_error *err)
         return tt_fail(err, TT_ERR_ARG, "--graphs on: needs one GPU per tower, and %zu towers share %d GPU%s (use "
                        "--towers %d, or --graphs off for virtual towers)", cfg->n_towers, cfg->n_devices,
                        cfg->n_devices == 1 ? "" : "s", cfg->n_devices);
+    if (!s && cfg->overlap) {
+        if (cfg->reduce != TT_REDUCE_CPU || cfg->update != TT_UPDATE_HOST)
+            return tt_fail(err, TT_ERR_ARG, "--overlap on: the host sums and updates each bucket as the towers push "
+                           "it, so it needs --reduce cpu and --update host (not --reduce %s --update %s)",
+                           placements[cfg->reduce].info.name, tt_update_names[cfg->update]);
+        if (cfg->graphs)
+            return tt_fail(err, TT_ERR_ARG, "--overlap on: a tower waits for each bucket's push in the middle of its "
+                           "step, which one graph launch cannot (use --graphs off)");
+        if (multi_node(cfg))
+            return tt_fail(err, TT_ERR_ARG, "--overlap on: under mpirun the ranks combine whole node sums (give "
+                           "--overlap off)");
+    }
     return s ? s : check_update(cfg, err);
 }
 
@@ -416,6 +500,14 @@ static tt_status tower_alloc(tt_tower *tw)
     for (int e = 0; e < EV_COUNT; e++)
         if (!(tw->ev[e] = tt_dev_event_create(&tw->dev)))
             return tt_fail(&tw->err, TT_ERR_DEVICE, "could not create the tower's timing events");
+    if (tr->ov) { /* --overlap on: around each bucket's push, and after the statistics' push */
+        for (size_t k = 0; k < tr->ov->nb; k++)
+            for (int e = 0; e < 2; e++)
+                if (!(tw->ev_b[k][e] = tt_dev_event_create(&tw->dev)))
+                    return tt_fail(&tw->err, TT_ERR_DEVICE, "could not create the tower's bucket events");
+        if (!(tw->ev_loss = tt_dev_event_create(&tw->dev)))
+            return tt_fail(&tw->err, TT_ERR_DEVICE, "could not create the tower's bucket events");
+    }
     return TT_OK;
 }
 
@@ -429,6 +521,13 @@ static void tower_release(tt_tower *tw)
         tt_dev_event_destroy(&tw->dev, tw->ev[e]);
         tw->ev[e] = NULL;
     }
+    for (size_t k = 0; k < TT_MAX_BUCKETS; k++)
+        for (int e = 0; e < 2; e++) {
+            tt_dev_event_destroy(&tw->dev, tw->ev_b[k][e]);
+            tw->ev_b[k][e] = NULL;
+        }
+    tt_dev_event_destroy(&tw->dev, tw->ev_loss);
+    tw->ev_loss = NULL;
     buf_list l;
     tower_buffers(tw->tr, tw, &l);
     for (int i = 0; i < l.n; i++) {
@@ -455,12 +554,21 @@ static uint64_t pull_bytes(const tt_tower *tw)
 static uint64_t phase_pull(tt_tower *tw)
 {
     tt_trainer *tr = tw->tr;
-    const size_t bytes = pull_bytes(tw);
+    size_t bytes = pull_bytes(tw);
     if (!bytes) return 0;
-    if (tr->cfg.update == TT_UPDATE_DEVICE)
+    if (tr->cfg.update == TT_UPDATE_DEVICE) {
         tt_dev_peer_copy(&tw->dev, tw->d_params, &tr->towers[0].dev, tr->towers[0].d_params, bytes);
-    else
+    } else if (tr->ov) { /* --overlap on: the buckets not pulled ahead at the end of the last step */
+        bytes = 0;
+        for (size_t k = 0; k < tr->ov->nb; k++) {
+            const size_t lo = tr->ov->edge[k + 1], n = tr->ov->edge[k] - lo;
+            if (!tw->ahead[k]) tt_dev_h2d(&tw->dev, tw->d_params + lo, tr->h_params + lo, n * sizeof(float));
+            bytes += tw->ahead[k] ? 0 : n * sizeof(float);
+            tw->ahead[k] = 0;
+        }
+    } else {
         tt_dev_h2d(&tw->dev, tw->d_params, tr->h_params, bytes);
+    }
     return bytes;
 }
 
@@ -508,11 +616,15 @@ static tt_pass tower_pass(const tt_tower *tw, int training)
 
 /* compute: forward, loss and backward of this tower's rows, the loss gradient scaled by 1/n (n: the step's
  * samples over all towers). A tower with an empty shard contributes zero. */
+static void bucket_ready(void *arg, size_t lo);
+
 static void phase_compute(tt_tower *tw, size_t n)
 {
     const tt_model *m = tw->tr->model;
     tt_dev *dev = &tw->dev;
+    const int ov = tw->tr->ov != NULL;
     if (tw->rows == 0) {
+        if (ov) tt_dev_event_record(dev, tw->ev_loss);
         tt_dev_fill(dev, tw->d_grads, m->n_params, 0.0f);
         return;
     }
@@ -520,17 +632,32 @@ static void phase_compute(tt_tower *tw, size_t n)
     tt_model_forward(dev, m, &ps, tw->d_params, tw->d_act, tw->rows);
     tt_dev_softmax_xent(dev, tw->d_dlogits, tw->d_stats, tt_model_logits(m, tw->d_act), tw->d_labels, tw->rows,
                         m->n_classes, 1.0f / (float)n);
-    tt_model_backward(dev, m, &ps, tw->d_params, tw->d_grads, tw->d_act, tw->d_delta, tw->d_dlogits, tw->rows);
+    if (ov) { /* --overlap on: the statistics now, so the host knows the loss is finite before any bucket lands */
+        tt_dev_d2h(dev, tw->h_stats, tw->d_stats, 2 * tw->rows * sizeof(float));
+        tt_dev_event_record(dev, tw->ev_loss);
+    }
+    tt_model_backward_each(dev, m, &ps, tw->d_params, tw->d_grads, tw->d_act, tw->d_delta, tw->d_dlogits, tw->rows,
+                           ov ? bucket_ready : NULL, tw);
 }
 
 /* push: the per-row statistics, and (cpu placement) the gradient into this tower's own host slot. */
+static void bucket_push(tt_tower *tw, size_t k);
+static void tower_arrive_landed(tt_tower *tw);
+
 static void phase_push(tt_tower *tw)
 {
     tt_trainer *tr = tw->tr;
+    if (tr->ov) { /* --overlap on: the buckets not pushed during the backward (the last; all for an empty shard) */
+        while (tw->pushed < tr->ov->nb) bucket_push(tw, tw->pushed++);
+        tower_arrive_landed(tw);
+        return;
+    }
     if (tr->place->info.host_sum)
         tt_dev_d2h(&tw->dev, tr->h_slots[tw->id], tw->d_grads, tr->model->n_params * sizeof(float));
     tt_dev_d2h(&tw->dev, tw->h_stats, tw->d_stats, 2 * tw->rows * sizeof(float));
 }
+
+static void tower_arrive_all(tt_tower *tw);
 
 static void tower_count_stats(tt_tower *tw, size_t rows)
 {
@@ -560,6 +687,7 @@ static void tower_issue(tt_tower *tw, const uint32_t *idx, size_t n, int gathere
     tt_dev_event_record(dev, tw->ev[EV_DATA]);
     phase_compute(tw, n);
     tt_dev_event_record(dev, tw->ev[EV_COMPUTE]);
+    tw->pushed_compute = tw->pushed;
     phase_push(tw);
     tt_dev_event_record(dev, tw->ev[EV_PUSH]);
 }
@@ -599,17 +727,28 @@ static void tower_step(tt_tower *tw, const uint32_t *idx, size_t n)
     tt_dev *dev = &tw->dev;
     tw->loss_sum = 0;
     tw->top1 = tw->top5 = 0;
+    tw->pushed = tw->arrived = tw->ahead_seen = 0;
+    tw->loss_in = 0;
+    uint64_t pulled = pull_bytes(tw);
+    for (size_t k = 0; tr->ov && k < tr->ov->nb; k++) /* pulled ahead at the end of the last step */
+        if (tw->ahead[k]) pulled -= (tr->ov->edge[k] - tr->ov->edge[k + 1]) * sizeof(float);
 
     /* a graph reads the staging buffers when it runs: the rows are gathered before it is launched (the time shows
      * as the tower's launch, before the pull) */
     if (tr->cfg.graphs) data_gather(tw, tr->ds, idx, tw->lo, B);
     const double t0 = tt_now(); /* the stream is idle: EV_START completes at once, so it is this moment */
     if (!tr->cfg.graphs || !tower_graph(tw, n)) tower_issue(tw, idx, n, tr->cfg.graphs);
-    const uint64_t pulled = pull_bytes(tw);
+    if (tr->ov) tower_arrive_all(tw); /* --overlap on: each bucket handed to the host as it lands */
     tt_dev_sync(dev); /* the one wait of the step: the host reads the statistics (and, for cpu, sums the slots) */
-    tower_count_stats(tw, B);
+    if (!tr->ov) tower_count_stats(tw, B);
     tt_tower_ledger *l = &tw->led;
     memset(l, 0, sizeof *l);
+    for (size_t k = 0; tr->ov && k < tr->ov->nb; k++) { /* the buckets' pushes, those during the backward hidden */
+        l->bucket[k][0] = t0 + tt_dev_event_elapsed(dev, tw->ev[EV_START], tw->ev_b[k][0]);
+        l->bucket[k][1] = t0 + tt_dev_event_elapsed(dev, tw->ev[EV_START], tw->ev_b[k][1]);
+        if (k < tw->pushed_compute) l->push_hidden += l->bucket[k][1] - l->bucket[k][0];
+        l->n_buckets = (unsigned)k + 1;
+    }
     l->pull0 = t0;
     l->pull1 = pulled ? t0 + ev_span(tw, EV_START, EV_PULL) : t0; /* a master holder pulls nothing */
     l->data1 = t0 + ev_span(tw, EV_START, EV_DATA);
@@ -862,18 +1001,13 @@ static host_pass fused_pass(const tt_trainer *tr)
  * by a read that brings the block into L1 for the optimizer — so the check costs no pass over memory. A block that
  * is not finite is not applied (the master weights stay finite) and the step halts the run; so is every block when
  * the loss was not finite (barrier A saw it). t_sum and t_update (may be NULL) get this thread's seconds of each. */
-static void host_slice(tt_trainer *tr, const host_pass *p, int i, int T, double *t_sum, double *t_update)
+/* Blocks [lo, hi) of a host pass (lo a multiple of TT_REDUCE_BLOCK, or p->lo): *t_sum and *t_update get its seconds
+ * of each. */
+static void host_blocks(tt_trainer *tr, const host_pass *p, size_t lo, size_t hi, double *t_sum, double *t_update)
 {
-    const size_t N = tr->cfg.n_towers, len_all = p->hi - p->lo;
-    /* slices of whole blocks: a block's NaN/Inf check covers the same floats as a device's update (--update device,
-     * replicated), so a halted step applies the same finite blocks wherever the optimizer runs */
-    size_t chunk = (len_all + (size_t)T - 1) / (size_t)T;
-    chunk = (chunk + TT_REDUCE_BLOCK - 1) / TT_REDUCE_BLOCK * TT_REDUCE_BLOCK;
-    size_t lo = p->lo + (size_t)i * chunk, hi = lo + chunk;
-    if (lo > p->hi) lo = p->hi;
-    if (hi > p->hi) hi = p->hi;
+    const size_t N = tr->cfg.n_towers;
     _Alignas(64) float block[TT_REDUCE_BLOCK];
-    double t_reduce = 0, t_upd = 0, t_begin = tt_now(), t = t_begin;
+    double t_reduce = 0, t_upd = 0, t = tt_now();
     for (size_t b = lo; b < hi; b += TT_REDUCE_BLOCK) {
         size_t e = b + TT_REDUCE_BLOCK < hi ? b + TT_REDUCE_BLOCK : hi, len = e - b;
         const float *grad = p->sum ? tr->h_slots[0] + b : p->grad + (b - p->lo); /* one tower: its slot is the sum */
@@ -900,6 +1034,22 @@ static void host_slice(tt_trainer *tr, const host_pass *p, int i, int T, double 
         t_upd += t_reduce;
         t_reduce = 0;
     }
+    *t_sum = t_reduce;
+    *t_update = t_upd;
+}
+
+static void host_slice(tt_trainer *tr, const host_pass *p, int i, int T, double *t_sum, double *t_update)
+{
+    const size_t len_all = p->hi - p->lo;
+    /* slices of whole blocks: a block's NaN/Inf check covers the same floats as a device's update (--update device,
+     * replicated), so a halted step applies the same finite blocks wherever the optimizer runs */
+    size_t chunk = (len_all + (size_t)T - 1) / (size_t)T;
+    chunk = (chunk + TT_REDUCE_BLOCK - 1) / TT_REDUCE_BLOCK * TT_REDUCE_BLOCK;
+    size_t lo = p->lo + (size_t)i * chunk, hi = lo + chunk;
+    if (lo > p->hi) lo = p->hi;
+    if (hi > p->hi) hi = p->hi;
+    double t_reduce, t_upd, t_begin = tt_now();
+    host_blocks(tr, p, lo, hi, &t_reduce, &t_upd);
     if (t_sum) *t_sum = t_reduce;
     if (t_update) *t_update = t_upd;
     if (i == 0) { /* thread 0's slice stands for the host in the trace: the reduction, then the update */
@@ -962,6 +1112,160 @@ int tt_sum_slots(float *restrict out, float *const *slots, size_t n_slots, size_
         emax = e > emax ? e : emax;
     }
     return emax != 0x7f800000u;
+}
+
+/* ---- --overlap on: a bucket pushed, summed and updated while the layers below compute ------------------------ */
+
+/* The host's side of the buckets: no crew thread owns a slice. A tower tells the host it has pushed a bucket once
+ * the push has landed (bucket_arrive); the last tower to do so makes it ready; any crew thread that is free takes
+ * its chunks (overlap_work) — host-only crew threads from the start, towers once their own pushes have landed. An
+ * idle thread sleeps until a bucket is ready or done (overlap_idle). */
+
+static void overlap_wake(overlap *o)
+{
+    pthread_mutex_lock(&o->mu);
+    pthread_cond_broadcast(&o->cv);
+    pthread_mutex_unlock(&o->mu);
+}
+
+/* Bucket k of tower tw has landed in its host slot. The last tower to say so makes it ready — for bucket 0, first
+ * the step's loss check and the optimizer's scalars, which every bucket's update reads (after_towers' work). */
+static void bucket_arrive(tt_tower *tw, size_t k)
+{
+    tt_trainer *tr = tw->tr;
+    overlap *o = tr->ov;
+    const size_t N = tr->cfg.n_towers;
+    if (atomic_fetch_add_explicit(&o->arrived[k], 1, memory_order_acq_rel) + 1 == N) {
+        if (k == 0) { /* every tower counted its statistics before it arrived here */
+            double loss = 0;
+            for (size_t t = 0; t < N; t++) loss += tr->towers[t].loss_sum;
+            tr->loss_nonfinite = !isfinite(loss);
+            tt_optim_begin_step(&tr->opt);
+        }
+        atomic_store_explicit(&o->ready[k], 1, memory_order_release);
+        overlap_wake(o);
+    }
+    if (k + 1 == o->nb && atomic_fetch_sub_explicit(&o->towers_busy, 1, memory_order_acq_rel) == 1)
+        o->t_pushed = tt_now(); /* the last gradient of the step is on the host */
+}
+
+/* Pushes bucket k of this tower's gradient into its host slot, between two events. */
+static void bucket_push(tt_tower *tw, size_t k)
+{
+    const overlap *o = tw->tr->ov;
+    const size_t lo = o->edge[k + 1], n = o->edge[k] - lo;
+    tt_dev_event_record(&tw->dev, tw->ev_b[k][0]);
+    tt_dev_d2h(&tw->dev, tw->tr->h_slots[tw->id] + lo, tw->d_grads + lo, n * sizeof(float));
+    tt_dev_event_record(&tw->dev, tw->ev_b[k][1]);
+}
+
+/* Tells the host of every pushed bucket that has landed, in order, without waiting (the statistics first). */
+static void tower_arrive_landed(tt_tower *tw)
+{
+    while (tw->arrived < tw->pushed) {
+        if (!tw->loss_in) {
+            if (!tt_dev_event_done(&tw->dev, tw->ev_loss)) return;
+            tower_count_stats(tw, tw->rows);
+            tw->loss_in = 1;
+        }
+        if (!tt_dev_event_done(&tw->dev, tw->ev_b[tw->arrived][1])) return;
+        bucket_arrive(tw, tw->arrived++);
+    }
+}
+
+/* The backward has issued every layer from lo up: push the buckets that are complete — all but the last, which
+ * phase_push sends after the compute's event (so the ledger's compute ends where the layers do). */
+static void bucket_ready(void *arg, size_t lo)
+{
+    tt_tower *tw = (tt_tower *)arg;
+    const overlap *o = tw->tr->ov;
+    while (tw->pushed + 1 < o->nb && lo <= o->edge[tw->pushed + 1]) bucket_push(tw, tw->pushed++);
+    tower_arrive_landed(tw); /* CPU: at once, so a free crew thread can start on it while this tower computes */
+}
+
+/* One chunk of a ready bucket, if one is free: the towers' slots summed in tower order and the optimizer applied,
+ * block by block — host_blocks, the fused pass's own work. Returns 0 if no chunk was free. */
+static int overlap_work(tt_trainer *tr, int i)
+{
+    overlap *o = tr->ov;
+    for (size_t k = 0; k < o->nb; k++) {
+        if (!atomic_load_explicit(&o->ready[k], memory_order_acquire)) return 0; /* ready in bucket order */
+        if (atomic_load_explicit(&o->next[k], memory_order_relaxed) >= o->chunks[k]) continue;
+        const size_t c = atomic_fetch_add_explicit(&o->next[k], 1, memory_order_relaxed);
+        if (c >= o->chunks[k]) continue;
+        const size_t lo = o->edge[k + 1] + c * OV_CHUNK * TT_REDUCE_BLOCK;
+        const size_t hi = lo + OV_CHUNK * TT_REDUCE_BLOCK < o->edge[k] ? lo + OV_CHUNK * TT_REDUCE_BLOCK : o->edge[k];
+        const host_pass p = fused_pass(tr);
+        double t_sum, t_upd, t0 = tt_now();
+        if (c == 0) o->span[k][0] = t0;
+        host_blocks(tr, &p, lo, hi, &t_sum, &t_upd);
+        const int hidden = atomic_load_explicit(&o->towers_busy, memory_order_relaxed) > 0;
+        o->work[i][hidden ? 0 : 2] += t_sum;
+        o->work[i][hidden ? 1 : 3] += t_upd;
+        if (atomic_fetch_add_explicit(&o->done[k], 1, memory_order_acq_rel) + 1 == o->chunks[k]) {
+            o->span[k][1] = tt_now();
+            atomic_fetch_add_explicit(&o->buckets_done, 1, memory_order_acq_rel);
+            overlap_wake(o);
+        }
+        return 1;
+    }
+    return 0;
+}
+
+static int overlap_has_work(overlap *o)
+{
+    for (size_t k = 0; k < o->nb; k++) {
+        if (!atomic_load_explicit(&o->ready[k], memory_order_acquire)) return 0;
+        if (atomic_load_explicit(&o->next[k], memory_order_relaxed) < o->chunks[k]) return 1;
+    }
+    return 0;
+}
+
+/* Sleeps until a chunk is free or another bucket is done (seen: the buckets done when the caller last looked). */
+static void overlap_idle(overlap *o, size_t seen, tt_tower *tw)
+{
+    const double t0 = tt_now();
+    pthread_mutex_lock(&o->mu);
+    while (!overlap_has_work(o) && atomic_load_explicit(&o->buckets_done, memory_order_acquire) == seen)
+        pthread_cond_wait(&o->cv, &o->mu);
+    pthread_mutex_unlock(&o->mu);
+    if (tw) tw->led.wait += tt_now() - t0;
+}
+
+/* A tower after its step is issued: tells the host of each bucket as it lands, doing free chunks meanwhile, and
+ * waits for its device only when there is nothing else to do. */
+static void tower_arrive_all(tt_tower *tw)
+{
+    tt_trainer *tr = tw->tr;
+    while (tw->arrived < tr->ov->nb) {
+        void *ev = tw->loss_in ? tw->ev_b[tw->arrived][1] : tw->ev_loss;
+        if (!tt_dev_event_done(&tw->dev, ev)) {
+            if (overlap_work(tr, tw->id)) continue;
+            tt_dev_event_sync(&tw->dev, ev);
+        }
+        tower_arrive_landed(tw);
+    }
+}
+
+/* Every crew thread until the step's buckets are all updated; a tower (pull_ahead: another step follows in this
+ * run) copies each updated bucket of the master weights in for the next step as soon as it is done — the next
+ * step's pull of the first buckets runs while the host updates the last. */
+static void overlap_help(tt_trainer *tr, int i, tt_tower *tw, int pull_ahead)
+{
+    overlap *o = tr->ov;
+    for (;;) {
+        const size_t done = atomic_load_explicit(&o->buckets_done, memory_order_acquire);
+        for (size_t k = 0; tw && pull_ahead && done > tw->ahead_seen && k < o->nb; k++)
+            if (!tw->ahead[k] && atomic_load_explicit(&o->done[k], memory_order_acquire) == o->chunks[k]) {
+                const size_t lo = o->edge[k + 1], n = o->edge[k] - lo;
+                tt_dev_h2d(&tw->dev, tw->d_params + lo, tr->h_params + lo, n * sizeof(float));
+                tw->ahead[k] = 1;
+                tw->led.bytes_prepull += n * sizeof(float);
+            }
+        if (tw) tw->ahead_seen = done;
+        if (done == o->nb) return;
+        if (!overlap_work(tr, i)) overlap_idle(o, done, tw);
+    }
 }
 
 /* Serial section of barrier A: every tower has finished its tower phase. Aggregate the step's statistics and
@@ -1088,6 +1392,57 @@ static void after_update(void *arg)
     atomic_store(&tr->steps_done, tr->cur_step);
 }
 
+/* --overlap on, the serial section of the step's one barrier: every bucket is updated. The towers' phases as
+ * after_towers adds them, except that the tower phase ends when the last gradient reached the host (t_pushed) and
+ * push includes the buckets pushed during the backward; the host's reduce and update are the wall after that, in
+ * the proportions of the exposed work; what ran before it is the hidden work. Then the counters for the next step,
+ * and the step's end (after_update). */
+static void after_overlap(void *arg)
+{
+    tt_trainer *tr = (tt_trainer *)arg;
+    overlap *o = tr->ov;
+    const size_t N = tr->cfg.n_towers;
+    tt_step_result *res = &tr->results[tr->cur_step];
+    const double now = tt_now(), t_pushed = o->t_pushed;
+    memset(res, 0, sizeof *res);
+    for (size_t t = 0; t < N; t++) {
+        const tt_tower *tw = &tr->towers[t];
+        const tt_tower_ledger *l = &tw->led;
+        res->n += tw->rows;
+        res->loss_sum += tw->loss_sum;
+        res->top1 += tw->top1;
+        res->top5 += tw->top5;
+        res->t.launch += (l->pull0 - tr->t_step) / (double)N;
+        res->t.pull += (l->pull1 - l->pull0) / (double)N;
+        res->t.data += (l->data1 - l->pull1) / (double)N;
+        res->t.compute += (l->compute1 - l->data1 - l->push_hidden) / (double)N;
+        res->t.push += (l->push1 - l->compute1 + l->push_hidden) / (double)N;
+        res->t.push_hidden += l->push_hidden / (double)N;
+        res->t.wait += (t_pushed - l->push1) / (double)N;
+    }
+    res->t.step0 = tr->t_step;
+    res->t.towers = t_pushed - tr->t_step;
+    tr->t_towers_done = t_pushed;
+    double w[4] = {0, 0, 0, 0};
+    for (int i = 0; i < tr->crew.n; i++)
+        for (int j = 0; j < 4; j++) {
+            w[j] += o->work[i][j];
+            o->work[i][j] = 0;
+        }
+    res->t.host_hidden = w[0] + w[1];
+    res->t.host_exposed = w[2] + w[3];
+    const double exposed = now - t_pushed; /* the host's work after the last push, split as its work was */
+    tr->t_reduce0 = t_pushed;
+    tr->t_reduce1 = t_pushed + (w[2] + w[3] > 0 ? exposed * w[2] / (w[2] + w[3]) : 0);
+    tr->t_update0 = tr->t_reduce1;
+    tr->t_update1 = now;
+    res->n_buckets = (unsigned)o->nb;
+    memcpy(res->bucket, o->span, sizeof o->span);
+    overlap_reset(o);
+    atomic_store(&o->towers_busy, N);
+    after_update(tr);
+}
+
 /* Waits at a barrier, charging the time to the tower's ledger (crew threads beyond the towers are not charged). */
 static void tower_barrier(tt_trainer *tr, tt_barrier *b, int i, void (*serial)(void *), void *arg)
 {
@@ -1125,11 +1480,19 @@ static void crew_steps(tt_trainer *tr, int i, int T)
         if (tw) tower_master(tw, 1);
         tt_barrier_wait(&tr->bar_update, NULL, NULL);
     }
+    if (tw) memset(tw->ahead, 0, sizeof tw->ahead); /* a run's first step pulls everything (the weights may be new) */
     for (size_t st = 0; st < steps; st++) {
         size_t first = st * B, n = tr->n - first < B ? tr->n - first : B;
         if (tw) {
             tower_shard(&tr->cfg, n, (size_t)i, &tw->lo, &tw->rows);
             tower_step(tw, tr->idx + first, n);
+        }
+        if (tr->ov) { /* --overlap on: the buckets were summed and updated as they came; one barrier ends the step */
+            overlap_help(tr, i, tw, st + 1 < steps);
+            if (tw) tt_dev_sync(&tw->dev); /* the pulls ahead have landed: the next step's clock starts idle */
+            tt_barrier_wait(&tr->bar_update, after_overlap, tr);
+            if (tr->halt) break;
+            continue;
         }
         tower_barrier(tr, &tr->bar_push, i, after_towers, tr);
         if (tr->place->reduce) {
@@ -1274,6 +1637,36 @@ int tt_trainer_link_devices(const tt_trainer_config *cfg, int *ords)
     return n;
 }
 
+/* --overlap on: the buckets of this model, their chunks, and the crew's work accounts. */
+static tt_status overlap_init(tt_trainer *tr, int T, tt_error *err)
+{
+    overlap *o = (overlap *)tt_calloc(1, sizeof *o);
+    if (o) o->work = (double(*)[4])tt_calloc((size_t)T, sizeof *o->work);
+    if (!o || !o->work) {
+        if (o) tt_free(o);
+        return tt_fail(err, TT_ERR_NOMEM, "out of host memory for --overlap's buckets");
+    }
+    o->nb = overlap_edges(tr->model, tr->cfg.bucket_bytes, o->edge);
+    const size_t per = (size_t)OV_CHUNK * TT_REDUCE_BLOCK;
+    for (size_t k = 0; k < o->nb; k++) o->chunks[k] = (o->edge[k] - o->edge[k + 1] + per - 1) / per;
+    pthread_mutex_init(&o->mu, NULL);
+    pthread_cond_init(&o->cv, NULL);
+    overlap_reset(o);
+    atomic_store(&o->towers_busy, tr->cfg.n_towers);
+    tr->ov = o;
+    return TT_OK;
+}
+
+static void overlap_free(tt_trainer *tr)
+{
+    if (!tr->ov) return;
+    pthread_mutex_destroy(&tr->ov->mu);
+    pthread_cond_destroy(&tr->ov->cv);
+    tt_free(tr->ov->work);
+    tt_free(tr->ov);
+    tr->ov = NULL;
+}
+
 tt_status tt_trainer_init(tt_trainer *tr, const tt_model *m, const tt_trainer_config *cfg,
                           const float *h_init_params, tt_error *err)
 {
@@ -1325,6 +1718,10 @@ tt_status tt_trainer_init(tt_trainer *tr, const tt_model *m, const tt_trainer_co
     tt_barrier_init(&tr->bar_reduce, T, spin);
     tt_barrier_init(&tr->bar_update, T, spin);
     tr->bars_up = 1;
+    if (cfg->overlap) {
+        s = overlap_init(tr, T, err);
+        if (s) return s;
+    }
     s = tt_pool_init(&tr->crew, T, err);
     if (s) return s;
     tr->crew_up = 1;
@@ -1339,6 +1736,13 @@ tt_status tt_trainer_init(tt_trainer *tr, const tt_model *m, const tt_trainer_co
     }
     tt_trainer_set_params(tr, h_init_params);
     return TT_OK;
+}
+
+size_t tt_trainer_buckets(const tt_trainer *tr, size_t *edge)
+{
+    if (!tr->ov) return 0;
+    memcpy(edge, tr->ov->edge, (tr->ov->nb + 1) * sizeof *edge);
+    return tr->ov->nb;
 }
 
 void tt_trainer_get_params(const tt_trainer *tr, float *h_out)
@@ -1366,6 +1770,7 @@ void tt_trainer_free(tt_trainer *tr)
         tt_barrier_destroy(&tr->bar_update);
     }
     if (tr->model) tt_optim_free(&tr->opt);
+    overlap_free(tr);
     tt_free(tr->h_slots);
     tt_free(tr->towers);
     memset(tr, 0, sizeof *tr);
@@ -1556,6 +1961,8 @@ tt_status tt_trainer_time_phases(tt_trainer *tr, const tt_dataset *ds, const uin
     const size_t N = tr->cfg.n_towers;
     const int T = tr->crew.n;
     if (multi_node(&tr->cfg)) return tt_fail(err, TT_ERR_ARG, "phase timing: one rank's trainer only");
+    if (tr->ov)
+        return tt_fail(err, TT_ERR_ARG, "phase timing: --overlap on runs the phases together (bench times it)");
     if (tr->cfg.update != TT_UPDATE_HOST)
         return tt_fail(err, TT_ERR_ARG, "phase timing: the host's update only (--update %s is timed by bench)",
                        tt_update_name(tr->cfg.update));
