@@ -472,6 +472,86 @@ START_TEST(test_trace_file)
 }
 END_TEST
 
+/* --overlap on with 8 KiB buckets cuts this model's gradient in two ([6144, 21450) and [0, 6144)): the run's test
+ * line equals --overlap off's, the console has the overlap line, the log the hidden/exposed split and every step's
+ * bucket count, the trace each tower's bucket pushes and the host's bucket spans; bad values and the combinations it
+ * cannot serve are refused with one line. */
+START_TEST(test_overlap_run)
+{
+    char args[1024], log[256], trace[256], model[256], off[4096];
+    snprintf(log, sizeof log, "%s/overlap.json", dir);
+    snprintf(trace, sizeof trace, "%s/overlap-trace.json", dir);
+    snprintf(model, sizeof model, "%s/wide.txt", dir);
+    tt_test_write_str(model, "input size=16\ndense units=256 activation=relu\ndense units=64 activation=relu\n"
+                             "dense units=10\n");
+    const char *base = "train --device cpu --data %s --val-samples 60 --epochs 2 --towers 2 --batch 32 --model %s "
+                       "--progress lines --overlap %s --bucket-kib 8";
+    snprintf(args, sizeof args, base, dir, model, "off");
+    expect(args, 0, "");
+    const char *t = strstr(tt_test_slurp(out_path), "test: ");
+    ck_assert_ptr_nonnull(t);
+    snprintf(off, sizeof off, "%s", t);
+    snprintf(args, sizeof args, base, dir, model, "on");
+    snprintf(args + strlen(args), sizeof args - strlen(args), " --log-json %s --trace %s", log, trace);
+    expect(args, 0, "");
+    const char *o = tt_test_slurp(out_path);
+    ck_assert_msg(strstr(o, off) != NULL, "--overlap on: %s\n--overlap off: %s", o, off);
+    ck_assert_msg(strstr(o, "  overlap: push ") != NULL && strstr(o, "% of it during backward | host sum + update: ")
+                  != NULL, "%s", o);
+    FILE *f = fopen(log, "r");
+    ck_assert_ptr_nonnull(f);
+    char line[1 << 14];
+    size_t epochs = 0, steps = 0;
+    while (fgets(line, sizeof line, f)) {
+        json_object *j = json_tokener_parse(line), *ev, *v, *split, *towers;
+        ck_assert_msg(j != NULL && json_object_object_get_ex(j, "event", &ev), "not JSON: %s", line);
+        if (strcmp(json_object_get_string(ev), "epoch") == 0) {
+            epochs++;
+            ck_assert(json_object_object_get_ex(j, "split", &split));
+            const char *keys[] = {"push_hidden", "host_hidden", "host_exposed"};
+            for (int k = 0; k < 3; k++)
+                ck_assert_msg(json_object_object_get_ex(split, keys[k], &v) && json_object_get_double(v) >= 0,
+                              "split lacks %s: %s", keys[k], line);
+        } else if (strcmp(json_object_get_string(ev), "step") == 0) {
+            steps++;
+            ck_assert_msg(json_object_object_get_ex(j, "buckets", &v) && json_object_get_int(v) == 2, "%s", line);
+            ck_assert(json_object_object_get_ex(j, "towers", &towers));
+            json_object *t0 = json_object_array_get_idx(towers, 0);
+            ck_assert_msg(json_object_object_get_ex(t0, "push_hidden", &v) && json_object_get_double(v) > 0, "%s",
+                          line);
+            ck_assert(json_object_object_get_ex(t0, "bytes_prepull", &v));
+        }
+        json_object_put(j);
+    }
+    fclose(f);
+    ck_assert_uint_eq(epochs, 2);
+    ck_assert_uint_eq(steps, 16); /* 240 samples / 32 -> 8 steps x 2 epochs */
+    json_object *tr = json_object_from_file(trace), *events;
+    ck_assert_msg(tr != NULL && json_object_object_get_ex(tr, "traceEvents", &events), "trace is not JSON");
+    size_t pushes[2] = {0, 0}, host = 0;
+    for (size_t i = 0; i < json_object_array_length(events); i++) {
+        json_object *e = json_object_array_get_idx(events, i), *name, *tid;
+        json_object_object_get_ex(e, "name", &name);
+        const char *nm = json_object_get_string(name);
+        if (!json_object_object_get_ex(e, "tid", &tid)) continue;
+        const int64_t lane = json_object_get_int64(tid);
+        if (strncmp(nm, "push bucket ", 12) == 0 && lane < 2) pushes[lane]++;
+        host += strncmp(nm, "sum+update bucket ", 18) == 0;
+    }
+    json_object_put(tr);
+    /* 2 buckets x 16 steps on each tower lane; on the host lane, those whose span is not empty */
+    ck_assert_msg(pushes[0] == 32 && pushes[1] == 32 && host > 0 && host <= 32, "pushes %zu %zu, host %zu", pushes[0],
+                  pushes[1], host);
+    snprintf(args, sizeof args, "train --device cpu --data %s --val-samples 60 --overlap maybe", dir);
+    expect(args, 2, "--overlap: 'maybe' is not");
+    snprintf(args, sizeof args, "train --device cpu --data %s --val-samples 60 --overlap on --bucket-kib 4", dir);
+    expect(args, 2, "--bucket-kib");
+    snprintf(args, sizeof args, "train --device cpu --data %s --val-samples 60 --overlap on --reduce device", dir);
+    expect(args, 2, "--overlap on: the host sums and updates each bucket as the towers push it, so it needs --reduce "
+                    "cpu and --update host (not --reduce device --update host)");
+}
+END_TEST
+
 /* bench (CSV), compare (placements agree exactly) and probe (a prediction per placement) on the tiny data set. */
 START_TEST(test_measuring_commands)
 {
@@ -1352,6 +1432,7 @@ int main(void)
     tcase_add_test(tc, test_small_run_and_json_log);
     tcase_add_test(tc, test_rmsprop_run);
     tcase_add_test(tc, test_trace_file);
+    tcase_add_test(tc, test_overlap_run);
     tcase_add_test(tc, test_measuring_commands);
     tcase_add_test(tc, test_strict_numbers_and_repeats);
     tcase_add_test(tc, test_number_parsers);

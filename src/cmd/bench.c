@@ -225,7 +225,7 @@ typedef struct bench_row {
     int ranks;
     size_t towers, batch, epochs, steps; /* steps: per epoch */
     double per_tower_batch;              /* the global batch over the job's towers */
-    const char *reduce, *update, *scaling, *node_reduce;
+    const char *reduce, *update, *scaling, *node_reduce, *overlap;
     double s_per_epoch, ms, pred_ms, err_pc, pred_error, floor_ms, ratio, val_accuracy; /* medians over epochs */
     double k;                /* 1e3 / steps: seconds per epoch into ms per step */
     tt_step_times split;     /* the last epoch's split, seconds per epoch */
@@ -261,6 +261,8 @@ static const struct {
     {"s_per_epoch_5_on", COL_G6, ROW(late)}, {"verdict", COL_QUOTED, ROW(verdict)}, {"ranks", COL_INT, ROW(ranks)},
     {"node_reduce", COL_STR, ROW(node_reduce)}, {"combine_ms", COL_STEP_MS, ROW(split.combine)},
     {"pred_combine_ms", COL_MS, ROW(pred.combine)}, {"update", COL_STR, ROW(update)},
+    {"overlap", COL_STR, ROW(overlap)}, {"push_hidden_ms", COL_STEP_MS, ROW(split.push_hidden)},
+    {"host_hidden_ms", COL_STEP_MS, ROW(split.host_hidden)}, {"host_exposed_ms", COL_STEP_MS, ROW(split.host_exposed)},
 };
 #undef ROW
 enum { N_CSV_COLS = (int)(sizeof g_csv_cols / sizeof g_csv_cols[0]) };
@@ -323,7 +325,8 @@ static tt_status row_measure(tt_run_config *c, measure_setup *setup, bench_run *
     tt_probe probe;
     tt_probe_median(br->probes, br->n_probes, &probe);
     tt_probe_predict_node(&probe, net, r->ranks, model->n_params, c->node_reduce, c->reduce, &r->pred);
-    if (c->update != TT_UPDATE_HOST) { /* the cost model knows the host's update only: no prediction */
+    if (c->update != TT_UPDATE_HOST || c->overlap) { /* the measured probe times the host's update, phases one at a
+                                                      * time: no prediction */
         const double nan = NAN;
         double *pd[] = {&r->pred.pull, &r->pred.data, &r->pred.compute, &r->pred.push, &r->pred.wait, &r->pred.reduce,
                         &r->pred.combine, &r->pred.update, &r->pred.total};
@@ -344,6 +347,7 @@ static tt_status row_measure(tt_run_config *c, measure_setup *setup, bench_run *
     r->per_tower_batch = (double)B / (double)(N * K);
     r->reduce = tt_reduce_name(c->reduce);
     r->update = tt_update_name(c->update);
+    r->overlap = tt_overlap_names[c->overlap != 0];
     r->node_reduce = tt_node_reduce_name(c->node_reduce);
     r->s_per_epoch = tt_median(secs, ne);
     r->ms = tt_median(step_ms, ne);
@@ -529,7 +533,8 @@ int tt_cmd_bench(int argc, char **argv)
                     continue;
                 }
                 tt_trainer_config tc = {.ops = ops, .n_devices = setup.be.n_devices, .n_towers = N,
-                                        .reduce = b.reduces[ri], .update = b.updates[ui], .node = &sub};
+                                        .reduce = b.reduces[ri], .update = b.updates[ui], .overlap = c.overlap,
+                                        .node = &sub};
                 tt_error why;
                 if (tt_trainer_check(&tc, &why)) { /* nccl with more towers than GPUs; an update it cannot serve */
                     printf("%5d %6zu %6zu %9s %10s   (skipped: %s)\n", K, N, B, tt_reduce_name(b.reduces[ri]),
