@@ -41,6 +41,8 @@ typedef struct tt_assume {
     unsigned overridden;   /* bit k: the spec set key k (tt_assume_report names them) */
     int graphs;            /* predict --graphs on: a tower's step is one graph launch (launch_us) whose kernels cost
                             * graph_node_us each (set by the command, not by the spec) */
+    int overlap;           /* predict --overlap on (--reduce cpu, --update host, no graphs): the buckets' pushes,
+                            * sums, updates and next pulls hidden behind the backward where they can be */
 } tt_assume;
 
 /* Parses "h100-pcie", "a100-pcie,peer_gbs=20", "h2d_gbs=25,d2h_gbs=25,..." (a profile name first, then overrides;
@@ -61,6 +63,11 @@ void tt_assume_probe(const tt_assume *a, const tt_model *m, size_t towers, size_
 int tt_assume_update_step(const tt_assume *a, const tt_model *m, size_t towers, size_t batch, tt_optim_kind opt,
                           tt_reduce r, tt_update u, tt_step_times *t);
 
+/* --overlap on's predicted step (the head comment of assume.c has the formula; --reduce cpu, --update host, no
+ * graphs) into *t; returns the share of --overlap off's synchronisation (pull, push, sum, update) it hides. */
+double tt_assume_overlap_step(const tt_assume *a, const tt_model *m, size_t towers, size_t batch, tt_optim_kind opt,
+                              tt_step_times *t);
+
 /* The what-if report: for towers 1..8, strong scaling (global batch `batch`) and weak scaling (batch per tower), the
  * predicted step (ms) of every placement with the split of the best one, plus samples/s and speed-up vs 1 GPU; a
  * header naming the profile and every figure used, and per mode one line on where adding GPUs stops helping and
@@ -75,6 +82,19 @@ const char *tt_assume_profiles(void);
  * CUDA backend launches them, counted by running the model's own step on a counter (src/step/launches.c): the
  * launch_us term of the compute phase. */
 size_t tt_assume_kernels(const tt_model *m, size_t rows);
+
+/* --overlap on: the trainer's buckets for this model (tt_trainer_bucket_edges) and, from the same counted step, the
+ * kernels and GEMM flops of the whole compute phase and of each bucket's part of the backward (the layers between
+ * its edge and the last bucket's; the last bucket takes the rest) — what the what-if hides the host's work behind. */
+typedef struct tt_bucket_cost {
+    size_t nb;
+    size_t edge[TT_MAX_BUCKETS + 1];
+    size_t launches;
+    double flops;
+    size_t bwd_launches[TT_MAX_BUCKETS];
+    double bwd_flops[TT_MAX_BUCKETS];
+} tt_bucket_cost;
+void tt_assume_buckets(const tt_model *m, size_t rows, size_t bucket_bytes, tt_bucket_cost *out);
 
 #ifdef __cplusplus
 }

@@ -248,6 +248,9 @@ void tt_trainer_free(tt_trainer *tr); /* accepts a half-built trainer */
 /* --overlap on: the gradient's buckets in the order they are pushed, bucket k = [edge[k+1], edge[k]) (edge: room for
  * TT_MAX_BUCKETS + 1); their count (0: --overlap off). */
 size_t tt_trainer_buckets(const tt_trainer *tr, size_t *edge);
+/* The buckets --overlap on cuts m's gradient into for buckets of about `bytes` (0: TT_BUCKET_BYTES), without a
+ * trainer (the what-if's). */
+size_t tt_trainer_bucket_edges(const tt_model *m, size_t bytes, size_t *edge);
 
 /* The master weights, P floats in the layout table's order: a copy out, or replaced — between runs of steps, never
  * while steps are in flight. The towers pull the new weights at the next step. */

@@ -257,6 +257,62 @@ START_TEST(test_update_by_hand)
 }
 END_TEST
 
+/* --overlap on: the buckets and their costs come from the trainer's cut and the counted step (the forward's and each
+ * bucket's launches add up to the compute phase's); one bucket (the seed MLP) hides nothing and costs what off
+ * costs; the cnn's two buckets (the dense layers, then the convolutions) by hand: the host's work on bucket 0 runs
+ * under the convolutions' backward, the next pull after the towers' own pushes. Refused where the trainer refuses. */
+START_TEST(test_overlap_by_hand)
+{
+    tt_model m;
+    tt_assume a;
+    h100_pcie(&m, &a);
+    tt_step_times on, off;
+    ck_assert(tt_assume_update_step(&a, &m, 4, 256, TT_OPT_ADAM, TT_REDUCE_CPU, TT_UPDATE_HOST, &off));
+    const double hid1 = tt_assume_overlap_step(&a, &m, 4, 256, TT_OPT_ADAM, &on);
+    close_to(on.total, off.total, "one bucket: the step as --overlap off");
+    ck_assert_msg(fabs(hid1) < 1e-9, "one bucket hides %g", hid1);
+    a.overlap = 1;
+    ck_assert(!tt_assume_update_step(&a, &m, 4, 256, TT_OPT_ADAM, TT_REDUCE_ALLREDUCE, TT_UPDATE_HOST, &on));
+    a.graphs = 1;
+    ck_assert(!tt_assume_update_step(&a, &m, 4, 256, TT_OPT_ADAM, TT_REDUCE_CPU, TT_UPDATE_HOST, &on));
+    a.graphs = a.overlap = 0;
+
+    tt_model cnn;
+    tt_error err;
+    tt_model_input in;
+    ck_assert_msg(tt_model_default_input("cnn", &in, &err) == TT_OK, "%s", err.msg); /* CIFAR-10's 32x32x3 */
+    ck_assert_msg(tt_model_builtin(&cnn, "cnn", &in, &err) == TT_OK, "%s", err.msg);
+    tt_bucket_cost bc;
+    tt_assume_buckets(&cnn, 32, 0, &bc);
+    size_t edge[TT_MAX_BUCKETS + 1];
+    ck_assert_uint_eq(bc.nb, tt_trainer_bucket_edges(&cnn, 0, edge));
+    ck_assert_uint_eq(bc.nb, 2);
+    ck_assert(memcmp(edge, bc.edge, 3 * sizeof *edge) == 0 && edge[0] == cnn.n_params && edge[2] == 0);
+    ck_assert_uint_eq(bc.launches, tt_assume_kernels(&cnn, 32));
+    ck_assert(bc.bwd_launches[0] > 0 && bc.bwd_launches[1] > 0 && bc.launches > bc.bwd_launches[0] + bc.bwd_launches[1]);
+    tt_probe p;
+    tt_assume_probe(&a, &cnn, 8, 256, TT_OPT_ADAM, &p);
+    const double N = 8, S = 4.0 * (double)cnn.n_params, S0 = 4.0 * (double)(edge[0] - edge[1]), S1 = S - S0;
+    const double per_flop = p.gemm_step / bc.flops, k = 5e-6;
+    const double b0 = bc.bwd_flops[0] * per_flop + (double)bc.bwd_launches[0] * k;
+    const double b1 = bc.bwd_flops[1] * per_flop + (double)bc.bwd_launches[1] * k;
+    const double c0 = 8e-6 + fmax(S0 / 48e9, N * S0 / 230e9), c1 = 8e-6 + fmax(S1 / 48e9, N * S1 / 230e9);
+    const double work = N * S / 230e9 + 28.0 * (double)cnn.n_params / 230e9; /* the sum of 8 slots, Adam */
+    const double T0 = p.compute - b0 - b1 + b0 + c0, T1 = T0 + b1 + c1;
+    const double H0 = T0 + work * S0 / S, H1 = fmax(T1, H0) + work * S1 / S;
+    const double U0 = fmax(H0, T1) + (8e-6 + fmax(S0 / 48e9, N * S0 / 230e9)); /* the pulls ahead, after T1 */
+    const double U1 = fmax(H1, U0) + (8e-6 + fmax(S1 / 48e9, N * S1 / 230e9));
+    const double hidden = tt_assume_overlap_step(&a, &cnn, 8, 256, TT_OPT_ADAM, &on);
+    close_to(on.total, p.data + T1 + p.push_stats + 5e-6 + (U1 - T1) + 5e-6, "cnn, 8 GPUs: the step");
+    close_to(on.compute, p.compute, "cnn: compute as --overlap off's");
+    close_to(on.push, c0 + c1 + p.push_stats, "cnn: the buckets' pushes and the statistics");
+    close_to(hidden, 1 - (c0 + c1 + U1 - T1) / (p.pull + p.push_grad + N * S / 230e9 + p.update), "cnn: hidden");
+    ck_assert(tt_assume_update_step(&a, &cnn, 8, 256, TT_OPT_ADAM, TT_REDUCE_CPU, TT_UPDATE_HOST, &off));
+    ck_assert_msg(on.total < off.total && hidden > 0.3 && hidden < 1, "cnn at 8 GPUs: on %g, off %g, hidden %g",
+                  on.total, off.total, hidden);
+}
+END_TEST
+
 /* The host cap, the one-tower cases and SGD's update. */
 START_TEST(test_probe_edges)
 {
@@ -357,6 +413,7 @@ int main(void)
     tcase_add_test(tc, test_launches_match_stand_in);
     tcase_add_test(tc, test_probe_edges);
     tcase_add_test(tc, test_update_by_hand);
+    tcase_add_test(tc, test_overlap_by_hand);
     tcase_add_test(tc, test_probe_monotonic);
     tcase_add_test(tc, test_report);
     suite_add_tcase(s, tc);

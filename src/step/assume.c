@@ -34,6 +34,20 @@
  *   replicated  (--reduce allreduce, nccl) pull = 0;  reduce = allreduce: reduce_keep + (N-1) (copy_us + L / peer)
  *               (the all-gather of the summed slices); nccl: ncclAllReduce, nccl_us + (N > 1 ? 2 (N-1)/N S / busbw
  *               : 0) (nccl-tests: busbw = algbw 2 (N-1)/N);  update = update_dev, every GPU at once
+ * --overlap on (a->overlap; --reduce cpu, --update host, no graphs; tt_assume_overlap_step): the trainer's buckets
+ * k = 0.. (tt_assume_buckets: their edges, and each one's share of the backward's flops and kernels, counted from
+ * the step as built), every tower alike, times from the compute's start:
+ *   fwd         = the compute phase's forward and loss (its flops and kernels);  bwd_k = bucket k's layers
+ *   c_k         = copy(S_k, d2h, N)                     bucket k's push, on the tower's one stream: it delays the
+ *                                                       layers below it
+ *   T_k         = fwd + sum_{j<=k} (bwd_j + c_j)        bucket k is on the host
+ *   H_k         = max(T_k, H_{k-1}) + (reduce_cpu + update) S_k / S    the crew sums and updates it
+ *   U_k         = max(H_k, U_{k-1}) + copy(S_k, h2d, N) the next step's pull of it
+ *   step        = data + T_last + push_stats + barrier + (U_last - T_last): pull 0; compute fwd + sum bwd_k; push
+ *               sum c_k + push_stats; reduce and update the host's work after T_last (in their proportions); pull
+ *               the next pulls after the host's last update
+ *   hidden      = 1 - (sum c_k + U_last - T_last) / (pull + push_grad + reduce_cpu + update of --overlap off):
+ *               the share of the synchronisation (weights in, gradient out, sum, update) that ran under the backward
  * docs/whatif.md gives the profiles' figures with their sources.
  * Not for: measurements (probe.c) or the prediction formula itself (tt_probe_predict). */
 #include <errno.h>
@@ -252,11 +266,59 @@ static double update_reduce(const assumed_step *x, tt_reduce r, tt_update u)
     return -1;
 }
 
+double tt_assume_overlap_step(const tt_assume *a, const tt_model *m, size_t towers, size_t batch, tt_optim_kind opt,
+                              tt_step_times *t)
+{
+    memset(t, 0, sizeof *t);
+    tt_assume ao = *a;
+    ao.graphs = 0; /* --overlap on runs uncaptured */
+    tt_probe p;
+    tt_assume_probe(&ao, m, towers, batch, opt, &p);
+    tt_bucket_cost bc;
+    tt_assume_buckets(m, p.rows, 0, &bc);
+    const double N = (double)towers, S = 4.0 * (double)m->n_params, kernel = a->launch_us * 1e-6;
+    const double per_flop = bc.flops > 0 ? p.gemm_step / bc.flops : 0;
+    double bwd[TT_MAX_BUCKETS], bwd_all = 0;
+    for (size_t k = 0; k < bc.nb; k++) {
+        bwd[k] = bc.bwd_flops[k] * per_flop + (double)bc.bwd_launches[k] * kernel;
+        bwd_all += bwd[k];
+    }
+    const double sum = reduce_cpu(&(assumed_step){a, m, towers, N, S}), host_work = sum + p.update;
+    double T = p.compute - bwd_all, H = 0, Hk[TT_MAX_BUCKETS], pushes = 0; /* T: the forward and loss done */
+    for (size_t k = 0; k < bc.nb; k++) {
+        const double Sk = 4.0 * (double)(bc.edge[k] - bc.edge[k + 1]), c = link_copy(a, Sk, a->d2h_gbs, N);
+        T += bwd[k] + c;
+        pushes += c;
+        H = Hk[k] = (T > H ? T : H) + host_work * Sk / S;
+    }
+    double U = T; /* the pulls ahead are issued once the tower's own pushes have landed */
+    for (size_t k = 0; k < bc.nb; k++)
+        U = (Hk[k] > U ? Hk[k] : U) + link_copy(a, 4.0 * (double)(bc.edge[k] - bc.edge[k + 1]), a->h2d_gbs, N);
+    const double exposed_host = H > T ? H - T : 0;
+    t->pull = U - T - exposed_host;
+    t->data = p.data;
+    t->compute = p.compute;
+    t->push = pushes + p.push_stats;
+    t->wait = p.straggle + p.barrier;
+    t->towers = t->pull + t->data + t->compute + t->push + t->wait;
+    t->reduce = exposed_host * sum / host_work;
+    t->update = exposed_host - t->reduce + p.barrier;
+    t->total = t->towers + t->reduce + t->update;
+    t->push_hidden = 0; /* one stream: the pushes take stream time between the layers */
+    const double sync_off = p.pull + p.push_grad + sum + p.update;
+    return sync_off > 0 ? 1 - (pushes + U - T) / sync_off : 0;
+}
+
 int tt_assume_update_step(const tt_assume *a, const tt_model *m, size_t towers, size_t batch, tt_optim_kind opt,
                           tt_reduce r, tt_update u, tt_step_times *t)
 {
     memset(t, 0, sizeof *t);
     if ((unsigned)r >= TT_REDUCE_COUNT || (unsigned)u >= TT_UPDATE_COUNT) return 0;
+    if (a->overlap) {
+        if (r != TT_REDUCE_CPU || u != TT_UPDATE_HOST || a->graphs) return 0;
+        tt_assume_overlap_step(a, m, towers, batch, opt, t);
+        return 1;
+    }
     tt_probe p;
     tt_assume_probe(a, m, towers, batch, opt, &p);
     const assumed_step x = {a, m, towers, (double)towers, 4.0 * (double)m->n_params};
@@ -423,8 +485,8 @@ static void print_verdict(FILE *f, const char *mode, const assume_row *rows)
 /* Per GPU count, each --update with its best (--reduce, --graphs): the design to choose. */
 static void print_updates(FILE *f, const tt_assume *a, const tt_model *m, size_t batch, tt_optim_kind opt, int weak)
 {
-    fprintf(f, "where the optimizer runs (--update; each with its best --reduce and --graphs, +g: on), step ms:\n"
-               "GPUs |");
+    fprintf(f, "where the optimizer runs (--update; each with its best --reduce, --graphs on (+g) or --overlap on "
+               "(+o)), step ms:\nGPUs |");
     for (int u = 0; u < TT_UPDATE_COUNT; u++) fprintf(f, " %23s", tt_update_name((tt_update)u));
     fprintf(f, " | fastest\n");
     for (size_t n = 1; n <= ASSUME_MAX_GPUS; n++) {
@@ -435,13 +497,14 @@ static void print_updates(FILE *f, const tt_assume *a, const tt_model *m, size_t
         for (int u = 0; u < TT_UPDATE_COUNT; u++) {
             int best_r = -1, best_g = 0;
             double t_u = 0;
-            for (int g = 0; g < 2; g++) {
+            for (int v = 0; v < 3; v++) { /* graphs off, on; overlap on (uncaptured) */
                 tt_assume ag = *a;
-                ag.graphs = g;
+                ag.graphs = v == 1;
+                ag.overlap = v == 2;
                 for (int r = 0; r < TT_REDUCE_COUNT; r++) {
                     tt_step_times t;
                     if (!tt_assume_update_step(&ag, m, n, global, opt, (tt_reduce)r, (tt_update)u, &t)) continue;
-                    if (best_r < 0 || t.total < t_u) best_r = r, best_g = g, t_u = t.total;
+                    if (best_r < 0 || t.total < t_u) best_r = r, best_g = v, t_u = t.total;
                 }
             }
             if (best_r < 0) {
@@ -449,12 +512,34 @@ static void print_updates(FILE *f, const tt_assume *a, const tt_model *m, size_t
                 continue;
             }
             char tag[16];
-            snprintf(tag, sizeof tag, "%s%s", tt_reduce_name((tt_reduce)best_r), best_g ? "+g" : "");
+            snprintf(tag, sizeof tag, "%s%s", tt_reduce_name((tt_reduce)best_r),
+                     best_g == 1 ? "+g" : best_g == 2 ? "+o" : "");
             fprintf(f, " %9.3f (%-11s)", 1e3 * t_u, tag);
             if (best_u < 0 || t_u < best) best_u = u, best_ug = best_g, best = t_u;
         }
-        fprintf(f, " | %s%s, %.0f samples/s\n", tt_update_name((tt_update)best_u), best_ug ? " + graphs" : "",
-                (double)global / best);
+        fprintf(f, " | %s%s, %.0f samples/s\n", tt_update_name((tt_update)best_u),
+                best_ug == 1 ? " + graphs" : best_ug == 2 ? " + overlap" : "", (double)global / best);
+    }
+}
+
+/* --overlap on against off (--reduce cpu, --update host): the step, and how much of the synchronisation it hides. */
+static void print_overlap(FILE *f, const tt_assume *a, const tt_model *m, size_t batch, tt_optim_kind opt, int weak)
+{
+    size_t edge[TT_MAX_BUCKETS + 1];
+    const size_t nb = tt_trainer_bucket_edges(m, 0, edge);
+    fprintf(f, "--overlap on (--reduce cpu --update host, %zu bucket%s of about %u MiB): step ms, and the share of the\n"
+               "synchronisation (pull, push, host sum and update) it hides behind the backward:\n"
+               "GPUs |  off ms   on ms | hidden | exposed sync ms\n", nb, nb == 1 ? "" : "s", TT_BUCKET_BYTES >> 20);
+    for (size_t n = 1; n <= ASSUME_MAX_GPUS; n++) {
+        const size_t global = weak ? batch * n : batch;
+        tt_assume ao = *a;
+        ao.graphs = 0;
+        tt_step_times off, on;
+        tt_assume_update_step(&ao, m, n, global, opt, TT_REDUCE_CPU, TT_UPDATE_HOST, &off);
+        const double hidden = tt_assume_overlap_step(&ao, m, n, global, opt, &on);
+        fprintf(f, "%4zu | %7.3f %7.3f | %5.0f%% | %7.3f\n", n, 1e3 * off.total, 1e3 * on.total,
+                hidden > 0 ? 100 * hidden : 0.0, /* one bucket: nothing hides (no "-0%" from the rounding) */
+                1e3 * (on.pull + on.push + on.reduce + on.update - a->barrier_us * 1e-6));
     }
 }
 
@@ -494,6 +579,7 @@ static void print_mode(FILE *f, const tt_assume *a, const tt_model *m, size_t ba
     }
     print_verdict(f, weak ? "weak" : "strong", rows);
     print_updates(f, a, m, batch, opt, weak);
+    print_overlap(f, a, m, batch, opt, weak);
 }
 
 tt_status tt_assume_report(FILE *f, const tt_assume *a, const tt_model *m, size_t batch, tt_optim_kind opt,

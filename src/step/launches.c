@@ -7,9 +7,23 @@
  * `tools/cuda-costs` counts the same launches on the CUDA stand-in (docs/cuda.md); test_assume checks they agree.
  * The counter never reads or writes memory: every buffer is one placeholder address (the layers' offsets from it
  * are never dereferenced), so the seam's checks on where buffers lie are off for it (tt_dev_ops.no_memory). */
+#include <string.h>
+
 #include "tt_assume.h"
 
-#define COUNT(ctx, k) (*(size_t *)(ctx) += (k))
+/* The counter's context: launches first (COUNT), and the GEMMs' flops (the what-if's split of the compute phase
+ * between the buckets of --overlap on). */
+typedef struct counter {
+    size_t launches;
+    double flops;
+    /* tt_assume_buckets: the bucket edges, the next bucket to complete, and the counts when each completed */
+    const size_t *edge;
+    size_t nb, next;
+    size_t at_launches[TT_MAX_BUCKETS];
+    double at_flops[TT_MAX_BUCKETS];
+} counter;
+
+#define COUNT(ctx, k) (((counter *)(ctx))->launches += (k))
 
 static void c_copy(void *ctx, void *d_dst, const void *d_src, size_t bytes)
 {
@@ -22,6 +36,7 @@ static void c_sgemm(void *ctx, int ta, int tb, size_t M, size_t N, size_t K, flo
     (void)ta, (void)tb, (void)M, (void)N, (void)K, (void)alpha, (void)a, (void)lda, (void)b, (void)ldb, (void)beta;
     (void)c, (void)ldc;
     COUNT(ctx, 1);
+    ((counter *)ctx)->flops += 2.0 * (double)M * (double)N * (double)K;
 }
 
 static void c_fill(void *ctx, float *x, size_t n, float v)
@@ -131,11 +146,22 @@ static const tt_dev_ops counter_ops = {
     .embed_bwd = c_embed_bwd,
 };
 
-size_t tt_assume_kernels(const tt_model *m, size_t rows)
+/* The backward has issued every layer from lo up: the buckets that are complete take the counts so far (the trainer's
+ * bucket_ready, counted). */
+static void count_bucket(void *arg, size_t lo)
+{
+    counter *c = (counter *)arg;
+    while (c->next + 1 < c->nb && lo <= c->edge[c->next + 1]) {
+        c->at_launches[c->next] = c->launches;
+        c->at_flops[c->next++] = c->flops;
+    }
+}
+
+/* The model's compute phase on the counter; c->edge set: the counts at each bucket's completion too. */
+static void count_step(const tt_model *m, size_t rows, counter *c)
 {
     static float nowhere[1]; /* every buffer: the counter reads and writes none */
-    size_t launches = 0;
-    tt_dev dev = {&counter_ops, &launches, 0, 0};
+    tt_dev dev = {&counter_ops, c, 0, 0};
     float *act[TT_MAX_LAYERS + 1], *delta[2] = {nowhere, nowhere};
     for (size_t i = 0; i <= m->n_logits; i++) act[i] = nowhere;
     static const uint32_t ids[1];
@@ -143,6 +169,39 @@ size_t tt_assume_kernels(const tt_model *m, size_t rows)
     const tt_pass ps = {1, 0, 1, ids, nowhere, 0}; /* a GPU: one GEMM per shard (chunk_mnk 0) */
     tt_model_forward(&dev, m, &ps, nowhere, act, rows);
     tt_dev_softmax_xent(&dev, nowhere, nowhere, tt_model_logits(m, act), labels, rows, m->n_classes, 1.0f);
-    tt_model_backward(&dev, m, &ps, nowhere, nowhere, act, delta, nowhere, rows);
-    return launches;
+    const size_t fwd_launches = c->launches;
+    const double fwd_flops = c->flops;
+    tt_model_backward_each(&dev, m, &ps, nowhere, nowhere, act, delta, nowhere, rows, c->edge ? count_bucket : NULL,
+                           c);
+    if (c->edge) {
+        for (size_t k = c->nb; k-- > 1;) { /* cumulative to each bucket's own; the last bucket takes the rest */
+            c->at_launches[k] = (k + 1 == c->nb ? c->launches : c->at_launches[k]) - c->at_launches[k - 1];
+            c->at_flops[k] = (k + 1 == c->nb ? c->flops : c->at_flops[k]) - c->at_flops[k - 1];
+        }
+        c->at_launches[0] = (c->nb == 1 ? c->launches : c->at_launches[0]) - fwd_launches;
+        c->at_flops[0] = (c->nb == 1 ? c->flops : c->at_flops[0]) - fwd_flops;
+    }
+}
+
+size_t tt_assume_kernels(const tt_model *m, size_t rows)
+{
+    counter c = {0};
+    count_step(m, rows, &c);
+    return c.launches;
+}
+
+void tt_assume_buckets(const tt_model *m, size_t rows, size_t bucket_bytes, tt_bucket_cost *out)
+{
+    memset(out, 0, sizeof *out);
+    out->nb = tt_trainer_bucket_edges(m, bucket_bytes, out->edge);
+    counter c = {0};
+    c.edge = out->edge;
+    c.nb = out->nb;
+    count_step(m, rows, &c);
+    out->launches = c.launches;
+    out->flops = c.flops;
+    for (size_t k = 0; k < out->nb; k++) {
+        out->bwd_launches[k] = c.at_launches[k];
+        out->bwd_flops[k] = c.at_flops[k];
+    }
 }

@@ -1738,6 +1738,8 @@ tt_status tt_trainer_init(tt_trainer *tr, const tt_model *m, const tt_trainer_co
     return TT_OK;
 }
 
+size_t tt_trainer_bucket_edges(const tt_model *m, size_t bytes, size_t *edge) { return overlap_edges(m, bytes, edge); }
+
 size_t tt_trainer_buckets(const tt_trainer *tr, size_t *edge)
 {
     if (!tr->ov) return 0;
