@@ -41,6 +41,8 @@
 typedef struct cuda_ctx {
     int device;
     cudaStream_t stream;
+    cudaStream_t side[2]; /* copies beside the compute (--overlap on), one stream per direction as a GPU has a copy
+                           * engine per direction: [0] device -> host, [1] host -> device */
     cublasHandle_t blas;
     /* Device scratch of the kernels that need some (col_sum's partial sums, embed_bwd's sort keys): grown on demand
      * by ctx_scratch, kept, freed by destroy. Outside the run's memory plan, like cuBLAS's own workspace. */
@@ -473,6 +475,15 @@ static tt_status ctx_create(cuda_ctx *c, tt_error *err)
         cudaGetLastError();
         return tt_fail(err, TT_ERR_DEVICE, "cuda device %d: cudaStreamCreateWithFlags: %s", d, cudaGetErrorString(e));
     }
+    for (int k = 0; k < 2; k++) {
+        e = cudaStreamCreateWithFlags(&c->side[k], cudaStreamNonBlocking);
+        if (e != cudaSuccess) {
+            c->side[k] = NULL;
+            cudaGetLastError();
+            return tt_fail(err, TT_ERR_DEVICE, "cuda device %d: cudaStreamCreateWithFlags: %s", d,
+                           cudaGetErrorString(e));
+        }
+    }
     cublasHandle_t h = NULL;
     cublasStatus_t bs = cublasCreate(&h);
     if (bs != CUBLAS_STATUS_SUCCESS)
@@ -505,6 +516,8 @@ static tt_status cu_init(void **ctxp, int ordinal, tt_error *err)
         s = ctx_create(c, err);
         if (s != TT_OK) { /* best effort: the failure already in err is the one to report */
             if (c->blas) cublasDestroy(c->blas);
+            for (int k = 0; k < 2; k++)
+                if (c->side[k]) cudaStreamDestroy(c->side[k]);
             if (c->stream) cudaStreamDestroy(c->stream);
             cudaGetLastError();
             free(c);
@@ -521,9 +534,11 @@ static void cu_destroy(void *ctx)
     cuda_ctx *c = (cuda_ctx *)ctx;
     CUDA_CHECK(c, cudaSetDevice(c->device));
     CUDA_CHECK(c, cudaStreamSynchronize(c->stream));
+    for (int k = 0; k < 2; k++) CUDA_CHECK(c, cudaStreamSynchronize(c->side[k]));
     if (c->scratch) CUDA_CHECK(c, cudaFree(c->scratch));
     CUBLAS_CHECK(c, cublasDestroy(c->blas));
     if (c->blas_ws) CUDA_CHECK(c, cudaFree(c->blas_ws));
+    for (int k = 0; k < 2; k++) CUDA_CHECK(c, cudaStreamDestroy(c->side[k]));
     CUDA_CHECK(c, cudaStreamDestroy(c->stream));
     CUDA_CHECK(c, restore_device());
     free(c);
@@ -617,6 +632,25 @@ static void cu_sync(void *ctx)
 {
     cuda_ctx *c = TOWER_CTX(ctx);
     CUDA_CHECK(c, cudaStreamSynchronize(c->stream));
+    for (int k = 0; k < 2; k++) CUDA_CHECK(c, cudaStreamSynchronize(c->side[k]));
+}
+
+/* The side streams: a copy engine's DMA beside the kernels of the tower's stream, each direction on its own (a push
+ * waiting for the backward never holds up a pull). */
+static void cu_side_copy(void *ctx, void *dst, const void *src, size_t bytes, int to_device, void *after, void *done)
+{
+    cuda_ctx *c = TOWER_CTX(ctx);
+    cudaStream_t s = c->side[to_device != 0];
+    if (after) CUDA_CHECK(c, cudaStreamWaitEvent(s, (cudaEvent_t)after, 0));
+    if (bytes)
+        CUDA_CHECK(c, cudaMemcpyAsync(dst, src, bytes, to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, s));
+    CUDA_CHECK(c, cudaEventRecord((cudaEvent_t)done, s));
+}
+
+static void cu_stream_wait(void *ctx, void *ev)
+{
+    cuda_ctx *c = TOWER_CTX(ctx);
+    CUDA_CHECK(c, cudaStreamWaitEvent(c->stream, (cudaEvent_t)ev, 0));
 }
 
 /* Peer copy on the destination's stream. Towers on one GPU share its memory: a plain device-to-device copy. Between
@@ -1177,6 +1211,7 @@ const tt_dev_ops tt_dev_cuda_ops = {
     TT_CUDA_BACKEND_NAME, /* name */
     0,                /* chunk_mnk: no limit, one GEMM per shard */
     0,                /* no_memory */
+    0,                /* inline_ops: the streams run beside the host */
     cu_init,          /* init */
     cu_destroy,       /* destroy */
     cu_mem_info,      /* mem_info */
@@ -1216,6 +1251,8 @@ const tt_dev_ops tt_dev_cuda_ops = {
     cu_event_elapsed, /* event_elapsed */
     cu_event_done,    /* event_done */
     cu_event_sync,    /* event_sync */
+    cu_side_copy,     /* side_copy */
+    cu_stream_wait,   /* stream_wait */
     cu_peer_setup,    /* peer_setup */
 #ifdef TT_WITH_NCCL
     cu_comm_init,     /* comm_init */

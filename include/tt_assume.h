@@ -43,6 +43,7 @@ typedef struct tt_assume {
                             * graph_node_us each (set by the command, not by the spec) */
     int overlap;           /* predict --overlap on (--reduce cpu, --update host, no graphs): the buckets' pushes,
                             * sums, updates and next pulls hidden behind the backward where they can be */
+    size_t bucket_bytes;   /* its buckets (probe --bucket-kib; 0: TT_BUCKET_BYTES), set by the command */
 } tt_assume;
 
 /* Parses "h100-pcie", "a100-pcie,peer_gbs=20", "h2d_gbs=25,d2h_gbs=25,..." (a profile name first, then overrides;

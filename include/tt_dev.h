@@ -28,6 +28,9 @@ typedef struct tt_dev_ops {
     /* 1 for the launch counter only (src/step/launches.c): its ops touch no memory and every buffer it is given is
      * one placeholder address, so the seam skips its checks on where buffers lie (a transpose's overlap). */
     int no_memory;
+    /* 1: every op runs on the calling thread as it is issued (the CPU backend): a copy on the side stream takes the
+     * issuing tower's own time; 0: ops run beside the host (a GPU's streams). */
+    int inline_ops;
     /* Create the per-tower context bound to device `ordinal` (GPU index; ignored by the CPU backend). */
     tt_status (*init)(void **ctx, int ordinal, tt_error *err);
     void (*destroy)(void *ctx);
@@ -111,6 +114,14 @@ typedef struct tt_dev_ops {
      * always done. */
     int (*event_done)(void *ctx, void *ev);
     void (*event_sync)(void *ctx, void *ev);
+    /* Side streams per tower, one per direction, for copies beside the compute (--overlap on: a bucket's push
+     * during the backward, the next step's weights pulled ahead). side_copy makes the direction's stream wait for
+     * `after` (an event recorded on the tower's stream; NULL: no wait), copies `bytes` host -> device (to_device) or
+     * device -> host (pinned host memory), and records `done` there; stream_wait makes the tower's stream wait for the
+     * last record of `ev` (a side stream's). sync waits for every stream. CPU: side_copy is a memcpy as it is
+     * issued, stream_wait nothing. */
+    void (*side_copy)(void *ctx, void *dst, const void *src, size_t bytes, int to_device, void *after, void *done);
+    void (*stream_wait)(void *ctx, void *ev);
     /* Optional, once per run before any tower exists: enable direct (peer) access between the devices ords[0..n)
      * wherever the hardware allows it — idempotent, so a second run in one process is fine — and say for every
      * ordered pair how a copy from ords[j] into ords[i] travels: link[i * n + j] = TT_LINK_*. NULL: every tower
@@ -199,6 +210,8 @@ void tt_dev_event_record(tt_dev *dev, void *ev);
 double tt_dev_event_elapsed(tt_dev *dev, void *a, void *b); /* seconds from a to b, both complete */
 int tt_dev_event_done(tt_dev *dev, void *ev);  /* the stream has run past it (never waits) */
 void tt_dev_event_sync(tt_dev *dev, void *ev); /* waits until it has */
+void tt_dev_side_copy(tt_dev *dev, void *dst, const void *src, size_t bytes, int to_device, void *after, void *done);
+void tt_dev_stream_wait(tt_dev *dev, void *ev);
 
 /* The CPU backend's table (always built). */
 extern const tt_dev_ops tt_dev_cpu_ops;

@@ -36,6 +36,7 @@ typedef struct tt_trace {
     size_t n_towers;
     int pid;       /* the process the next events belong to: rank + 1 */
     double shift;  /* added to their times: that rank's clock against rank 0's */
+    int copy_lanes; /* the towers' side-stream lanes are named (--overlap on: at its first step) */
 } tt_trace;
 
 /* A job of `ranks` ranks (docs/scaleout.md) has one trace process per rank, each with its towers' lanes. */

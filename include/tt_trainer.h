@@ -137,7 +137,8 @@ typedef struct tt_tower_ledger {
     double push_hidden;
     size_t rows;
     uint64_t bytes_pull, bytes_data, bytes_push, bytes_push_sum, bytes_reduce, bytes_gather;
-    uint64_t bytes_prepull;  /* --overlap on: the next step's weights pulled as their buckets were updated */
+    uint64_t bytes_prepull;  /* --overlap on: the next step's weights pulled as their buckets were updated, */
+    double ahead0, ahead1;   /* from the first one's issue to the last one's landing (a side stream beside the rest) */
 } tt_tower_ledger;
 
 /* Where one step's time went: a partition of the step's wall time. Tower phases are means over towers. */

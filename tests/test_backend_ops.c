@@ -900,6 +900,49 @@ START_TEST(test_events)
 }
 END_TEST
 
+/* The side streams of --overlap on: a push of a buffer the tower's stream is still writing waits for the event
+ * after the write; a pull ahead into a buffer, then the tower's stream waiting for it before a kernel reads it; a
+ * zero-byte copy still records its event. The same floats on every backend, and the events complete. */
+START_TEST(test_side_copies)
+{
+    enum { N = 70000 };
+    tt_dev *dv = NULL;
+    pair p;
+    pair_init(&p);
+    dv = &p.dev;
+    float *d_x = (float *)tt_dev_alloc(dv, N * sizeof(float)), *d_y = (float *)tt_dev_alloc(dv, N * sizeof(float));
+    float *h_out = (float *)tt_dev_host_alloc(dv, N * sizeof(float)), *h_in = (float *)tt_dev_host_alloc(dv, N * sizeof(float));
+    ck_assert(d_x && d_y && h_out && h_in);
+    void *ready = tt_dev_event_create(dv), *pushed = tt_dev_event_create(dv), *pulled = tt_dev_event_create(dv);
+    ck_assert(ready && pushed && pulled);
+    for (int i = 0; i < N; i++) h_in[i] = (float)(i % 97) - 48.0f;
+    tt_dev_fill(dv, d_x, N, 2.5f);
+    tt_dev_event_record(dv, ready);
+    tt_dev_side_copy(dv, h_out, d_x, N * sizeof(float), 0, ready, pushed);
+    tt_dev_side_copy(dv, d_y, h_in, N * sizeof(float), 1, NULL, pulled);
+    tt_dev_side_copy(dv, h_out, d_x, 0, 0, NULL, ready); /* nothing to copy: the event still records */
+    tt_dev_stream_wait(dv, pulled);
+    tt_dev_add(dv, d_y, d_y, N); /* reads what the pull ahead wrote */
+    tt_dev_event_sync(dv, pushed);
+    ck_assert(tt_dev_event_done(dv, pushed));
+    for (int i = 0; i < N; i++) ck_assert_msg(h_out[i] == 2.5f, "%s: pushed[%d] = %g", ops->name, i, h_out[i]);
+    tt_dev_sync(dv);
+    ck_assert(tt_dev_event_done(dv, pulled) && tt_dev_event_done(dv, ready));
+    tt_dev_d2h(dv, h_out, d_y, N * sizeof(float));
+    tt_dev_sync(dv);
+    for (int i = 0; i < N; i++)
+        ck_assert_msg(h_out[i] == 2.0f * h_in[i], "%s: pulled and doubled [%d] = %g", ops->name, i, h_out[i]);
+    tt_dev_event_destroy(dv, ready);
+    tt_dev_event_destroy(dv, pushed);
+    tt_dev_event_destroy(dv, pulled);
+    tt_dev_dfree(dv, d_x);
+    tt_dev_dfree(dv, d_y);
+    tt_dev_host_free(dv, h_out);
+    tt_dev_host_free(dv, h_in);
+    pair_free(&p);
+}
+END_TEST
+
 /* A peer copy between two devices — devices[0] and devices[1] of the backend (the CPU backend has one memory: two
  * contexts on it) — in both directions: exact, and the guards after the destination intact. Each handle's calls run
  * with its own device bound, as in a tower thread. Sizes: one float, an odd count, 4 MiB. */
@@ -1002,6 +1045,7 @@ int main(int argc, char **argv)
             tcase_add_test(tc, test_embed_bwd);
             tcase_add_test(tc, test_update);
             tcase_add_test(tc, test_update_flags);
+            tcase_add_test(tc, test_side_copies);
             tcase_add_test(tc, test_events);
             suite_add_tcase(s, tc);
         }

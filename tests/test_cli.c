@@ -485,14 +485,14 @@ START_TEST(test_overlap_run)
     tt_test_write_str(model, "input size=16\ndense units=256 activation=relu\ndense units=64 activation=relu\n"
                              "dense units=10\n");
     const char *base = "train --device cpu --data %s --val-samples 60 --epochs 2 --towers 2 --batch 32 --model %s "
-                       "--progress lines --overlap %s --bucket-kib 8";
+                       "--progress lines --overlap %s";
     snprintf(args, sizeof args, base, dir, model, "off");
     expect(args, 0, "");
     const char *t = strstr(tt_test_slurp(out_path), "test: ");
     ck_assert_ptr_nonnull(t);
     snprintf(off, sizeof off, "%s", t);
     snprintf(args, sizeof args, base, dir, model, "on");
-    snprintf(args + strlen(args), sizeof args - strlen(args), " --log-json %s --trace %s", log, trace);
+    snprintf(args + strlen(args), sizeof args - strlen(args), " --bucket-kib 8 --log-json %s --trace %s", log, trace);
     expect(args, 0, "");
     const char *o = tt_test_slurp(out_path);
     ck_assert_msg(strstr(o, off) != NULL, "--overlap on: %s\n--overlap off: %s", o, off);
@@ -528,24 +528,30 @@ START_TEST(test_overlap_run)
     ck_assert_uint_eq(steps, 16); /* 240 samples / 32 -> 8 steps x 2 epochs */
     json_object *tr = json_object_from_file(trace), *events;
     ck_assert_msg(tr != NULL && json_object_object_get_ex(tr, "traceEvents", &events), "trace is not JSON");
-    size_t pushes[2] = {0, 0}, host = 0;
+    size_t pushes[2] = {0, 0}, host = 0, aheads = 0;
     for (size_t i = 0; i < json_object_array_length(events); i++) {
         json_object *e = json_object_array_get_idx(events, i), *name, *tid;
         json_object_object_get_ex(e, "name", &name);
         const char *nm = json_object_get_string(name);
         if (!json_object_object_get_ex(e, "tid", &tid)) continue;
         const int64_t lane = json_object_get_int64(tid);
-        if (strncmp(nm, "push bucket ", 12) == 0 && lane < 2) pushes[lane]++;
+        if (strncmp(nm, "push bucket ", 12) == 0 && lane >= 2000 && lane < 2002) pushes[lane - 2000]++;
         host += strncmp(nm, "sum+update bucket ", 18) == 0;
+        aheads += strcmp(nm, "pull ahead") == 0 && lane >= 2000;
     }
     json_object_put(tr);
     /* 2 buckets x 16 steps on each tower lane; on the host lane, those whose span is not empty */
-    ck_assert_msg(pushes[0] == 32 && pushes[1] == 32 && host > 0 && host <= 32, "pushes %zu %zu, host %zu", pushes[0],
-                  pushes[1], host);
+    /* on each tower's side-copies lane; every step but each run's last pulls the next step's weights ahead */
+    ck_assert_msg(pushes[0] == 32 && pushes[1] == 32 && host > 0 && host <= 32 && aheads == 2 * 14,
+                  "pushes %zu %zu, host %zu, pulls ahead %zu", pushes[0], pushes[1], host, aheads);
     snprintf(args, sizeof args, "train --device cpu --data %s --val-samples 60 --overlap maybe", dir);
     expect(args, 2, "--overlap: 'maybe' is not");
     snprintf(args, sizeof args, "train --device cpu --data %s --val-samples 60 --overlap on --bucket-kib 4", dir);
     expect(args, 2, "--bucket-kib");
+    snprintf(args, sizeof args, "train --device cpu --data %s --val-samples 60 --bucket-kib 64", dir);
+    expect(args, 2, "--bucket-kib: the buckets are --overlap on's");
+    snprintf(args, sizeof args, "probe --device cpu --bucket-kib 64");
+    expect(args, 2, "probe: --bucket-kib: the probe measures each phase alone");
     snprintf(args, sizeof args, "train --device cpu --data %s --val-samples 60 --overlap on --reduce device", dir);
     expect(args, 2, "--overlap on: the host sums and updates each bucket as the towers push it, so it needs --reduce "
                     "cpu and --update host (not --reduce device --update host)");

@@ -211,6 +211,39 @@ START_TEST(test_events)
 }
 END_TEST
 
+/* cudaStreamWaitEvent: s2's copy waits for s1's kernel up to the record (syncing s2 alone runs s1 that far, and no
+ * further: what s1 queued after the record is still queued); a record after the wait call is not waited for; an event
+ * never recorded is no wait; cudaEventQuery says "not yet" until the record has run and never runs the stream. */
+START_TEST(test_stream_wait)
+{
+    cudaStream_t s1 = new_stream(), s2 = new_stream();
+    cudaEvent_t e, never, late;
+    ck_assert_int_eq(cudaEventCreate(&e), cudaSuccess);
+    ck_assert_int_eq(cudaEventCreate(&never), cudaSuccess);
+    ck_assert_int_eq(cudaEventCreate(&late), cudaSuccess);
+    float *d = dev_floats(1024), *h = pinned_floats(1024);
+    TT_LAUNCH(k_set, 4, 256, s1, d, (size_t)1024, 3.0f);
+    ck_assert_int_eq(cudaEventRecord(e, s1), cudaSuccess);
+    TT_LAUNCH(k_set, 4, 256, s1, d, (size_t)1024, 5.0f); /* after the record: s2 must not wait for it */
+    ck_assert_int_eq(cudaEventQuery(e), cudaErrorNotReady);
+    ck_assert_int_eq(cudaStreamWaitEvent(s2, never, 0), cudaSuccess);
+    ck_assert_int_eq(cudaStreamWaitEvent(s2, e, 0), cudaSuccess);
+    ck_assert_int_eq(cudaEventRecord(late, s1), cudaSuccess);
+    ck_assert_int_eq(cudaMemcpyAsync(h, d, 1024 * sizeof(float), cudaMemcpyDeviceToHost, s2), cudaSuccess);
+    ck_assert_int_eq(cudaStreamWaitEvent(s2, e, 1), cudaErrorInvalidValue);
+    ck_assert_int_eq(cudaStreamSynchronize(s2), cudaSuccess);
+    for (int i = 0; i < 1024; i++) ck_assert(h[i] == 3.0f);
+    ck_assert_int_eq(cudaEventQuery(e), cudaSuccess);
+    ck_assert_int_eq(cudaEventQuery(late), cudaErrorNotReady); /* s1 ran up to e only */
+    ck_assert_int_eq(cudaStreamSynchronize(s1), cudaSuccess);
+    ck_assert_int_eq(cudaEventQuery(late), cudaSuccess);
+    ck_assert_int_eq(cudaEventQuery(never), cudaSuccess);
+    cudaEventDestroy(e);
+    cudaEventDestroy(never);
+    cudaEventDestroy(late);
+}
+END_TEST
+
 /* The order blocks run in, and the grid the kernel sees, for TT_SIM_BLOCK_ORDER / TT_SIM_GRID_CAP. */
 static std::vector<unsigned> block_run(const char *order, const char *cap, unsigned blocks)
 {
@@ -516,6 +549,7 @@ int main(void)
     tcase_add_test(tc, test_pageable);
     tcase_add_test(tc, test_pageable_error);
     tcase_add_test(tc, test_events);
+    tcase_add_test(tc, test_stream_wait);
     tcase_add_test(tc, test_block_reverse);
     tcase_add_test(tc, test_block_shuffle);
     tcase_add_test(tc, test_grid_cap);

@@ -27,6 +27,7 @@ struct CUstream_st {
     int device;
     std::mutex queue_lock;            /* guards q */
     std::deque<std::function<void()>> q;
+    uint64_t queued = 0, ran = 0;     /* under queue_lock: ops ever queued, ops run (a wait's position) */
     std::mutex run_lock;              /* held while the queue runs: one thread at a time executes this stream */
     uint64_t launches = 0;            /* kernels queued so far: the shuffle's per-launch seed */
     int refs = 1;                     /* under g_lock: the registry's reference + one per thread draining it from
@@ -50,6 +51,7 @@ struct CUevent_st {
     cudaStream_t stream = nullptr; /* where it was last recorded */
     uint64_t recorded = 0;         /* records so far */
     uint64_t completed = 0;        /* the record that has completed (== recorded: done) */
+    uint64_t position = 0;         /* the last record's place in its stream's queue (cudaStreamWaitEvent's target) */
     double ms = 0;                 /* the stand-in's clock when it completed */
 };
 
@@ -280,10 +282,11 @@ bool resolve_stream(cudaStream_t *s, int *device)
 static thread_local uint64_t t_launch_seed; /* the launch being executed: its block order */
 static thread_local cudaStream_t t_capturing;  /* the stream this thread is capturing, or none */
 
-void enqueue(cudaStream_t s, std::function<void()> op)
+uint64_t enqueue(cudaStream_t s, std::function<void()> op)
 {
     std::lock_guard<std::mutex> l(s->queue_lock);
     s->q.push_back(std::move(op));
+    return ++s->queued;
 }
 
 bool capturing(cudaStream_t s)
@@ -332,21 +335,29 @@ void launch_enqueue(cudaStream_t s, const char *kernel, uint64_t threads, std::f
     });
 }
 
-/* Runs everything queued on s, in order, on this thread. */
-static void drain(cudaStream_t s)
+/* Runs what is queued on s, in order, on this thread, until `upto` ops have run in all (UINT64_MAX: everything). */
+static void drain_upto(cudaStream_t s, uint64_t upto)
 {
+    {
+        std::lock_guard<std::mutex> l(s->queue_lock);
+        if (s->ran >= upto) return; /* before the run lock: a stream already past it may be running this very op */
+    }
     std::lock_guard<std::mutex> run(s->run_lock);
     for (;;) {
         std::function<void()> op;
         {
             std::lock_guard<std::mutex> l(s->queue_lock);
-            if (s->q.empty()) return;
+            if (s->q.empty() || s->ran >= upto) return;
             op = std::move(s->q.front());
             s->q.pop_front();
         }
         op();
+        std::lock_guard<std::mutex> l(s->queue_lock);
+        s->ran++;
     }
 }
+
+static void drain(cudaStream_t s) { drain_upto(s, UINT64_MAX); }
 
 /* Drops a reference to s (taken under g_lock); the last one deletes it. */
 static void unref(cudaStream_t s)
@@ -962,13 +973,51 @@ static void record_now(cudaEvent_t e, cudaStream_t s)
         n = ++e->recorded;
         e->stream = s;
     }
-    enqueue(s, [e, n]() {
+    const uint64_t at = enqueue(s, [e, n]() {
         std::lock_guard<std::mutex> l(g_lock);
         if (e->recorded == n) { /* not recorded again since */
             e->completed = n;
             e->ms = clock_ms();
         }
     });
+    std::lock_guard<std::mutex> l(g_lock);
+    if (e->recorded == n) e->position = at;
+}
+
+/* The stream s waits for the event's last record (at the time of the call; one never recorded: no wait), as CUDA's
+ * cross-stream dependency: when s's queue reaches this point, the recording stream's queue runs up to the record
+ * first. A stream that waits on one that waits on it would deadlock, here as on a GPU. */
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags)
+{
+    int dev;
+    if (flags) return set_error(cudaErrorInvalidValue);
+    if (!live_event(e) || !resolve_stream(&s, &dev)) {
+        say("cudaStreamWaitEvent: the event or the stream does not exist");
+        return set_error(cudaErrorInvalidResourceHandle);
+    }
+    if (capturing(s)) { /* a fork or join of a multi-stream capture: not modelled, and not used by the trainer */
+        say("cudaStreamWaitEvent on a capturing stream: the stand-in does not model multi-stream captures");
+        s->capture_bad = true;
+        return set_error(cudaErrorStreamCaptureUnsupported);
+    }
+    cudaStream_t t;
+    uint64_t upto;
+    {
+        std::lock_guard<std::mutex> l(g_lock);
+        t = e->stream;
+        upto = e->position;
+        if (t) t->refs++;
+    }
+    if (!t) return cudaSuccess;
+    if (t == s) { /* the stream's own order already keeps it */
+        unref(t);
+        return cudaSuccess;
+    }
+    enqueue(s, [t, upto]() {
+        drain_upto(t, upto);
+        unref(t);
+    });
+    return cudaSuccess;
 }
 
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)

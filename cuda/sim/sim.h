@@ -56,7 +56,7 @@ bool check_device_range(const char *what, const void *p, size_t bytes, int devic
 
 /* The stream's device; NULL means the current device's default stream, which *s becomes. false: not a live stream. */
 bool resolve_stream(cudaStream_t *s, int *device);
-void enqueue(cudaStream_t s, std::function<void()> op);
+uint64_t enqueue(cudaStream_t s, std::function<void()> op); /* returns the op's place in the stream's queue (1, 2, ...) */
 /* Whether s is being captured (cudaStreamBeginCapture). */
 bool capturing(cudaStream_t s);
 /* If this thread is capturing a stream: a line naming `what` (a call CUDA forbids then: a sync, an allocation, a

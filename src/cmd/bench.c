@@ -696,6 +696,7 @@ static int probe_what_if(const tt_run_config *c, const char *spec, int argc, cha
     if (!m) return fail(tt_fail(&err, TT_ERR_NOMEM, "out of memory"), &err);
     tt_status s = tt_assume_parse(spec, &a, &err);
     a.graphs = c->graphs;
+    a.bucket_bytes = c->bucket_kib << 10;
     if (!s) s = tt_run_describe_model(c, m, &err);
     if (!s) s = tt_assume_report(stdout, &a, m, c->batch, c->optim.kind, &err);
     if (!s) s = tt_flush_stdout(stdout, &err);
@@ -743,6 +744,9 @@ int tt_cmd_probe(int argc, char **argv)
     if (c.graphs)
         return fail(tt_fail(&err, TT_ERR_ARG, "probe: --graphs on: the probe measures each phase alone, as issued "
                             "(give --assume to predict a step replayed as a graph)"), &err);
+    if (c.bucket_kib)
+        return fail(tt_fail(&err, TT_ERR_ARG, "probe: --bucket-kib: the probe measures each phase alone, with no "
+                            "buckets (give --assume to predict --overlap on with them)"), &err);
     const size_t reps = po.reps;
     tt_backend be;
     s = tt_backend_open(c.device, c.gpus, &be, &err);

@@ -296,3 +296,15 @@ void tt_dev_event_sync(tt_dev *dev, void *ev)
     TT_ASSERT(ev);
     dev->ops->event_sync(dev->ctx, ev);
 }
+
+void tt_dev_side_copy(tt_dev *dev, void *dst, const void *src, size_t bytes, int to_device, void *after, void *done)
+{
+    TT_ASSERT(done && (bytes == 0 || (dst && src)));
+    dev->ops->side_copy(dev->ctx, dst, src, bytes, to_device, after, done);
+}
+
+void tt_dev_stream_wait(tt_dev *dev, void *ev)
+{
+    TT_ASSERT(ev);
+    dev->ops->stream_wait(dev->ctx, ev);
+}

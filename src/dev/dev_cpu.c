@@ -293,8 +293,17 @@ static void cpu_event_sync(void *ctx, void *ev)
     (void)ev;
 }
 
+static void cpu_side_copy(void *ctx, void *dst, const void *src, size_t bytes, int to_device, void *after, void *done)
+{
+    (void)to_device;
+    (void)after;
+    if (bytes) memcpy(dst, src, bytes);
+    cpu_event_record(ctx, done);
+}
+
 const tt_dev_ops tt_dev_cpu_ops = {
     .name = "cpu",
+    .inline_ops = 1,
     .chunk_mnk = 1000000, /* OpenBLAS's small-matrix limit (docs/perf.md): ~20% faster GEMMs at conv shapes */
     .init = cpu_init,
     .destroy = cpu_destroy,
@@ -335,6 +344,8 @@ const tt_dev_ops tt_dev_cpu_ops = {
     .event_elapsed = cpu_event_elapsed,
     .event_done = cpu_event_done,
     .event_sync = cpu_event_sync,
+    .side_copy = cpu_side_copy,
+    .stream_wait = cpu_event_sync, /* one thread, ops as issued: nothing to wait for */
     .peer_setup = NULL, /* every tower's memory is the host's: copies between towers are memcpy */
     .comm_init = NULL,  /* no collectives library: --reduce nccl is refused */
     .comm_free = NULL,

@@ -36,18 +36,17 @@
  *               : 0) (nccl-tests: busbw = algbw 2 (N-1)/N);  update = update_dev, every GPU at once
  * --overlap on (a->overlap; --reduce cpu, --update host, no graphs; tt_assume_overlap_step): the trainer's buckets
  * k = 0.. (tt_assume_buckets: their edges, and each one's share of the backward's flops and kernels, counted from
- * the step as built), every tower alike, times from the compute's start:
+ * the step as built), every tower alike, times from the compute's start; a tower has a side stream per direction:
  *   fwd         = the compute phase's forward and loss (its flops and kernels);  bwd_k = bucket k's layers
- *   c_k         = copy(S_k, d2h, N)                     bucket k's push, on the tower's one stream: it delays the
- *                                                       layers below it
- *   T_k         = fwd + sum_{j<=k} (bwd_j + c_j)        bucket k is on the host
- *   H_k         = max(T_k, H_{k-1}) + (reduce_cpu + update) S_k / S    the crew sums and updates it
- *   U_k         = max(H_k, U_{k-1}) + copy(S_k, h2d, N) the next step's pull of it
- *   step        = data + T_last + push_stats + barrier + (U_last - T_last): pull 0; compute fwd + sum bwd_k; push
- *               sum c_k + push_stats; reduce and update the host's work after T_last (in their proportions); pull
- *               the next pulls after the host's last update
- *   hidden      = 1 - (sum c_k + U_last - T_last) / (pull + push_grad + reduce_cpu + update of --overlap off):
- *               the share of the synchronisation (weights in, gradient out, sum, update) that ran under the backward
+ *   T_k         = fwd + sum_{j<=k} bwd_j                bucket k's layers done (the tower's stream)
+ *   L_k         = max(T_k, L_{k-1}) + copy(S_k, d2h, N) its push landed (the device-to-host side stream)
+ *   H_k         = max(L_k, H_{k-1}) + (reduce_cpu + update) S_k / S    the crew sums and updates it
+ *   U_k         = max(H_k, U_{k-1}) + copy(S_k, h2d, N) the next step's pull of it (the host-to-device side stream)
+ *   step        = data + compute + push_stats + barrier (one: the step's only) + (U_last - T_last): push
+ *               (L_last - T_last) + push_stats, reduce and update (H_last - L_last) in their proportions, pull
+ *               (U_last - H_last)
+ *   hidden      = 1 - (U_last - T_last) / (pull + push_grad + reduce_cpu + update of --overlap off): the share of
+ *               the synchronisation (weights in, gradient out, sum, update) that ran under the backward
  * docs/whatif.md gives the profiles' figures with their sources.
  * Not for: measurements (probe.c) or the prediction formula itself (tt_probe_predict). */
 #include <errno.h>
@@ -275,7 +274,7 @@ double tt_assume_overlap_step(const tt_assume *a, const tt_model *m, size_t towe
     tt_probe p;
     tt_assume_probe(&ao, m, towers, batch, opt, &p);
     tt_bucket_cost bc;
-    tt_assume_buckets(m, p.rows, 0, &bc);
+    tt_assume_buckets(m, p.rows, a->bucket_bytes, &bc);
     const double N = (double)towers, S = 4.0 * (double)m->n_params, kernel = a->launch_us * 1e-6;
     const double per_flop = bc.flops > 0 ? p.gemm_step / bc.flops : 0;
     double bwd[TT_MAX_BUCKETS], bwd_all = 0;
@@ -284,29 +283,31 @@ double tt_assume_overlap_step(const tt_assume *a, const tt_model *m, size_t towe
         bwd_all += bwd[k];
     }
     const double sum = reduce_cpu(&(assumed_step){a, m, towers, N, S}), host_work = sum + p.update;
-    double T = p.compute - bwd_all, H = 0, Hk[TT_MAX_BUCKETS], pushes = 0; /* T: the forward and loss done */
+    /* T: the backward so far (the tower's stream); L: the last push landed (the device-to-host side stream); H: the
+     * host's last update; U: the last pull ahead (the host-to-device side stream) */
+    double T = p.compute - bwd_all, L = 0, H = 0, Hk[TT_MAX_BUCKETS], pushes = 0;
     for (size_t k = 0; k < bc.nb; k++) {
         const double Sk = 4.0 * (double)(bc.edge[k] - bc.edge[k + 1]), c = link_copy(a, Sk, a->d2h_gbs, N);
-        T += bwd[k] + c;
+        T += bwd[k];
+        L = (T > L ? T : L) + c;
         pushes += c;
-        H = Hk[k] = (T > H ? T : H) + host_work * Sk / S;
+        H = Hk[k] = (L > H ? L : H) + host_work * Sk / S;
     }
-    double U = T; /* the pulls ahead are issued once the tower's own pushes have landed */
+    double U = 0;
     for (size_t k = 0; k < bc.nb; k++)
         U = (Hk[k] > U ? Hk[k] : U) + link_copy(a, 4.0 * (double)(bc.edge[k] - bc.edge[k + 1]), a->h2d_gbs, N);
-    const double exposed_host = H > T ? H - T : 0;
-    t->pull = U - T - exposed_host;
+    t->pull = U - H;
     t->data = p.data;
     t->compute = p.compute;
-    t->push = pushes + p.push_stats;
+    t->push = L - T + p.push_stats;
+    t->push_hidden = pushes - (L - T);
     t->wait = p.straggle + p.barrier;
     t->towers = t->pull + t->data + t->compute + t->push + t->wait;
-    t->reduce = exposed_host * sum / host_work;
-    t->update = exposed_host - t->reduce + p.barrier;
+    t->reduce = (H - L) * sum / host_work;
+    t->update = (H - L) - t->reduce; /* the step's one barrier is in wait */
     t->total = t->towers + t->reduce + t->update;
-    t->push_hidden = 0; /* one stream: the pushes take stream time between the layers */
     const double sync_off = p.pull + p.push_grad + sum + p.update;
-    return sync_off > 0 ? 1 - (pushes + U - T) / sync_off : 0;
+    return sync_off > 0 ? 1 - (U - T) / sync_off : 0;
 }
 
 int tt_assume_update_step(const tt_assume *a, const tt_model *m, size_t towers, size_t batch, tt_optim_kind opt,
@@ -526,10 +527,11 @@ static void print_updates(FILE *f, const tt_assume *a, const tt_model *m, size_t
 static void print_overlap(FILE *f, const tt_assume *a, const tt_model *m, size_t batch, tt_optim_kind opt, int weak)
 {
     size_t edge[TT_MAX_BUCKETS + 1];
-    const size_t nb = tt_trainer_bucket_edges(m, 0, edge);
-    fprintf(f, "--overlap on (--reduce cpu --update host, %zu bucket%s of about %u MiB): step ms, and the share of the\n"
+    const size_t nb = tt_trainer_bucket_edges(m, a->bucket_bytes, edge);
+    fprintf(f, "--overlap on (--reduce cpu --update host, %zu bucket%s of about %zu KiB): step ms, and the share of the\n"
                "synchronisation (pull, push, host sum and update) it hides behind the backward:\n"
-               "GPUs |  off ms   on ms | hidden | exposed sync ms\n", nb, nb == 1 ? "" : "s", TT_BUCKET_BYTES >> 20);
+               "GPUs |  off ms   on ms | hidden | exposed sync ms\n", nb, nb == 1 ? "" : "s",
+            (a->bucket_bytes ? a->bucket_bytes : TT_BUCKET_BYTES) >> 10);
     for (size_t n = 1; n <= ASSUME_MAX_GPUS; n++) {
         const size_t global = weak ? batch * n : batch;
         tt_assume ao = *a;
@@ -539,7 +541,7 @@ static void print_overlap(FILE *f, const tt_assume *a, const tt_model *m, size_t
         const double hidden = tt_assume_overlap_step(&ao, m, n, global, opt, &on);
         fprintf(f, "%4zu | %7.3f %7.3f | %5.0f%% | %7.3f\n", n, 1e3 * off.total, 1e3 * on.total,
                 hidden > 0 ? 100 * hidden : 0.0, /* one bucket: nothing hides (no "-0%" from the rounding) */
-                1e3 * (on.pull + on.push + on.reduce + on.update - a->barrier_us * 1e-6));
+                1e3 * (on.pull + on.push + on.reduce + on.update));
     }
 }
 

@@ -110,7 +110,7 @@ tt_status tt_ledger_json_steps(tt_out *f, size_t epoch, const tt_step_result *re
 
 /* ---- Chrome trace events (https://docs.google.com/document/d/1CvAClvFfyA5R-PhYUmn5OOQtYMH4h6I0nSsKchNAySU) ---- */
 
-enum { LANE_HOST_REDUCE = 1000, LANE_OPTIMIZER = 1001, LANE_RUN = 1002, LANE_COMBINE = 1003 };
+enum { LANE_HOST_REDUCE = 1000, LANE_OPTIMIZER = 1001, LANE_RUN = 1002, LANE_COMBINE = 1003, LANE_SIDE = 2000 };
 
 static void lane_name(tt_trace *t, int pid, int tid, const char *name)
 {
@@ -184,11 +184,20 @@ tt_status tt_trace_steps(tt_trace *t, const tt_step_result *res, const tt_tower_
             span(t, tid, "push", l->push0, l->push1, "bytes", l->bytes_push);
             span(t, tid, "push sum", l->rpush0, l->rpush1, "bytes", l->bytes_push_sum);
             span(t, tid, "update", l->update0, l->update1, "bytes gathered", l->bytes_gather);
-            for (unsigned b = 0; b < l->n_buckets; b++) { /* --overlap on: inside forward+backward, or the push */
+            if (l->n_buckets && !t->copy_lanes) { /* --overlap on: each tower's side streams get a lane */
+                for (size_t j = 0; j < N; j++) {
+                    char lane[40];
+                    snprintf(lane, sizeof lane, "tower %zu side copies", j);
+                    lane_name(t, t->pid, LANE_SIDE + (int)j, lane);
+                }
+                t->copy_lanes = 1;
+            }
+            for (unsigned b = 0; b < l->n_buckets; b++) { /* each bucket from its layers' end to its landing */
                 char name[32];
                 snprintf(name, sizeof name, "push bucket %u", b);
-                span(t, tid, name, l->bucket[b][0], l->bucket[b][1], NULL, 0);
+                span(t, LANE_SIDE + tid, name, l->bucket[b][0], l->bucket[b][1], NULL, 0);
             }
+            span(t, LANE_SIDE + tid, "pull ahead", l->ahead0, l->ahead1, "bytes", l->bytes_prepull);
         }
         const tt_step_result *r = &res[k];
         const tt_step_times *s = &r->t;

@@ -84,8 +84,8 @@ struct tt_tower {
     /* --overlap on: events around each bucket's push and after the statistics' push; the buckets pushed and those
      * the host has been told of (arrived), whether this step's statistics are counted, and the buckets whose
      * weights for the next step are pulled already (ahead) */
-    void *ev_b[TT_MAX_BUCKETS][2], *ev_loss;
-    size_t pushed, arrived, pushed_compute; /* pushed_compute: pushed before the compute's end event */
+    void *ev_b[TT_MAX_BUCKETS][2], *ev_loss, *ev_ahead; /* ev_ahead: after the last pull ahead (side stream) */
+    size_t pushed, arrived;
     int loss_in;
     unsigned char ahead[TT_MAX_BUCKETS];
     size_t ahead_seen; /* buckets seen updated by this tower's pull-ahead loop */
@@ -411,6 +411,9 @@ tt_status tt_trainer_check(const tt_trainer_config *cfg, tt_error *err)
         return tt_fail(err, TT_ERR_ARG, "--graphs on: needs one GPU per tower, and %zu towers share %d GPU%s (use "
                        "--towers %d, or --graphs off for virtual towers)", cfg->n_towers, cfg->n_devices,
                        cfg->n_devices == 1 ? "" : "s", cfg->n_devices);
+    if (!s && !cfg->overlap && cfg->bucket_bytes)
+        return tt_fail(err, TT_ERR_ARG, "--bucket-kib: the buckets are --overlap on's (give --overlap on, or no "
+                       "--bucket-kib)");
     if (!s && cfg->overlap) {
         if (cfg->reduce != TT_REDUCE_CPU || cfg->update != TT_UPDATE_HOST)
             return tt_fail(err, TT_ERR_ARG, "--overlap on: the host sums and updates each bucket as the towers push "
@@ -505,7 +508,7 @@ static tt_status tower_alloc(tt_tower *tw)
             for (int e = 0; e < 2; e++)
                 if (!(tw->ev_b[k][e] = tt_dev_event_create(&tw->dev)))
                     return tt_fail(&tw->err, TT_ERR_DEVICE, "could not create the tower's bucket events");
-        if (!(tw->ev_loss = tt_dev_event_create(&tw->dev)))
+        if (!(tw->ev_loss = tt_dev_event_create(&tw->dev)) || !(tw->ev_ahead = tt_dev_event_create(&tw->dev)))
             return tt_fail(&tw->err, TT_ERR_DEVICE, "could not create the tower's bucket events");
     }
     return TT_OK;
@@ -527,7 +530,8 @@ static void tower_release(tt_tower *tw)
             tw->ev_b[k][e] = NULL;
         }
     tt_dev_event_destroy(&tw->dev, tw->ev_loss);
-    tw->ev_loss = NULL;
+    tt_dev_event_destroy(&tw->dev, tw->ev_ahead);
+    tw->ev_loss = tw->ev_ahead = NULL;
     buf_list l;
     tower_buffers(tw->tr, tw, &l);
     for (int i = 0; i < l.n; i++) {
@@ -558,14 +562,18 @@ static uint64_t phase_pull(tt_tower *tw)
     if (!bytes) return 0;
     if (tr->cfg.update == TT_UPDATE_DEVICE) {
         tt_dev_peer_copy(&tw->dev, tw->d_params, &tr->towers[0].dev, tr->towers[0].d_params, bytes);
-    } else if (tr->ov) { /* --overlap on: the buckets not pulled ahead at the end of the last step */
+    } else if (tr->ov) { /* --overlap on: the buckets not pulled ahead during the last step; the stream waits for
+                          * the side stream's pulls ahead */
         bytes = 0;
+        int ahead = 0;
         for (size_t k = 0; k < tr->ov->nb; k++) {
             const size_t lo = tr->ov->edge[k + 1], n = tr->ov->edge[k] - lo;
             if (!tw->ahead[k]) tt_dev_h2d(&tw->dev, tw->d_params + lo, tr->h_params + lo, n * sizeof(float));
             bytes += tw->ahead[k] ? 0 : n * sizeof(float);
+            ahead |= tw->ahead[k];
             tw->ahead[k] = 0;
         }
+        if (ahead) tt_dev_stream_wait(&tw->dev, tw->ev_ahead);
     } else {
         tt_dev_h2d(&tw->dev, tw->d_params, tr->h_params, bytes);
     }
@@ -657,7 +665,7 @@ static void phase_push(tt_tower *tw)
     tt_dev_d2h(&tw->dev, tw->h_stats, tw->d_stats, 2 * tw->rows * sizeof(float));
 }
 
-static void tower_arrive_all(tt_tower *tw);
+static void overlap_run(tt_trainer *tr, int i, tt_tower *tw, int pull_ahead);
 
 static void tower_count_stats(tt_tower *tw, size_t rows)
 {
@@ -687,7 +695,6 @@ static void tower_issue(tt_tower *tw, const uint32_t *idx, size_t n, int gathere
     tt_dev_event_record(dev, tw->ev[EV_DATA]);
     phase_compute(tw, n);
     tt_dev_event_record(dev, tw->ev[EV_COMPUTE]);
-    tw->pushed_compute = tw->pushed;
     phase_push(tw);
     tt_dev_event_record(dev, tw->ev[EV_PUSH]);
 }
@@ -719,12 +726,14 @@ static int tower_graph(tt_tower *tw, size_t n)
 }
 
 /* One tower's part of a step: idx[lo..lo+rows) of a step of n samples. Everything is issued before the one wait. */
-static void tower_step(tt_tower *tw, const uint32_t *idx, size_t n)
+static void tower_step(tt_tower *tw, const uint32_t *idx, size_t n, int more)
 {
     tt_trainer *tr = tw->tr;
     const tt_model *m = tr->model;
     const size_t B = tw->rows;
     tt_dev *dev = &tw->dev;
+    tt_tower_ledger *l = &tw->led;
+    memset(l, 0, sizeof *l);
     tw->loss_sum = 0;
     tw->top1 = tw->top5 = 0;
     tw->pushed = tw->arrived = tw->ahead_seen = 0;
@@ -738,22 +747,29 @@ static void tower_step(tt_tower *tw, const uint32_t *idx, size_t n)
     if (tr->cfg.graphs) data_gather(tw, tr->ds, idx, tw->lo, B);
     const double t0 = tt_now(); /* the stream is idle: EV_START completes at once, so it is this moment */
     if (!tr->cfg.graphs || !tower_graph(tw, n)) tower_issue(tw, idx, n, tr->cfg.graphs);
-    if (tr->ov) tower_arrive_all(tw); /* --overlap on: each bucket handed to the host as it lands */
+    /* --overlap on: each bucket handed to the host as it lands, the host's chunks helped with, the next step's
+     * weights pulled ahead; the step's buckets are all updated when it returns */
+    if (tr->ov) overlap_run(tr, tw->id, tw, more);
     tt_dev_sync(dev); /* the one wait of the step: the host reads the statistics (and, for cpu, sums the slots) */
     if (!tr->ov) tower_count_stats(tw, B);
-    tt_tower_ledger *l = &tw->led;
-    memset(l, 0, sizeof *l);
-    for (size_t k = 0; tr->ov && k < tr->ov->nb; k++) { /* the buckets' pushes, those during the backward hidden */
-        l->bucket[k][0] = t0 + tt_dev_event_elapsed(dev, tw->ev[EV_START], tw->ev_b[k][0]);
-        l->bucket[k][1] = t0 + tt_dev_event_elapsed(dev, tw->ev[EV_START], tw->ev_b[k][1]);
-        if (k < tw->pushed_compute) l->push_hidden += l->bucket[k][1] - l->bucket[k][0];
-        l->n_buckets = (unsigned)k + 1;
-    }
     l->pull0 = t0;
     l->pull1 = pulled ? t0 + ev_span(tw, EV_START, EV_PULL) : t0; /* a master holder pulls nothing */
     l->data1 = t0 + ev_span(tw, EV_START, EV_DATA);
     l->compute1 = l->push0 = t0 + ev_span(tw, EV_START, EV_COMPUTE);
     l->push1 = t0 + ev_span(tw, EV_START, EV_PUSH);
+    for (size_t k = 0; tr->ov && k < tr->ov->nb; k++) { /* each bucket from its layers' end to its landing */
+        double *b = l->bucket[k];
+        b[0] = t0 + tt_dev_event_elapsed(dev, tw->ev[EV_START], tw->ev_b[k][0]);
+        b[1] = t0 + tt_dev_event_elapsed(dev, tw->ev[EV_START], tw->ev_b[k][1]);
+        if (b[0] < l->compute1) /* its part during the backward */
+            l->push_hidden += (b[1] < l->compute1 ? b[1] : l->compute1) - b[0];
+        if (b[1] > l->push1) l->push1 = b[1]; /* on a side stream: the push ends where the last bucket lands */
+        l->n_buckets = (unsigned)k + 1;
+    }
+    if (l->bytes_prepull) { /* the pulls ahead, from the first one's issue to the last one's landing */
+        const double end = t0 + tt_dev_event_elapsed(dev, tw->ev[EV_START], tw->ev_ahead);
+        l->ahead1 = end > l->ahead0 ? end : l->ahead0;
+    }
     l->reduce0 = l->reduce1 = l->rpush0 = l->rpush1 = l->push1;
     l->rows = B;
     l->bytes_pull = pulled;
@@ -1154,9 +1170,9 @@ static void bucket_push(tt_tower *tw, size_t k)
 {
     const overlap *o = tw->tr->ov;
     const size_t lo = o->edge[k + 1], n = o->edge[k] - lo;
-    tt_dev_event_record(&tw->dev, tw->ev_b[k][0]);
-    tt_dev_d2h(&tw->dev, tw->tr->h_slots[tw->id] + lo, tw->d_grads + lo, n * sizeof(float));
-    tt_dev_event_record(&tw->dev, tw->ev_b[k][1]);
+    tt_dev_event_record(&tw->dev, tw->ev_b[k][0]); /* its layers are done: the side stream copies after this */
+    tt_dev_side_copy(&tw->dev, tw->tr->h_slots[tw->id] + lo, tw->d_grads + lo, n * sizeof(float), 0, tw->ev_b[k][0],
+                     tw->ev_b[k][1]);
 }
 
 /* Tells the host of every pushed bucket that has landed, in order, without waiting (the statistics first). */
@@ -1232,39 +1248,43 @@ static void overlap_idle(overlap *o, size_t seen, tt_tower *tw)
     if (tw) tw->led.wait += tt_now() - t0;
 }
 
-/* A tower after its step is issued: tells the host of each bucket as it lands, doing free chunks meanwhile, and
- * waits for its device only when there is nothing else to do. */
-static void tower_arrive_all(tt_tower *tw)
+/* The buckets the host has finished since the tower last looked (done: the count it saw), copied from the master
+ * weights into this tower's memory for the next step on its host-to-device side stream — beside its own backward on
+ * a GPU, which no longer reads those layers' weights (their gradients have been pushed) — and the next step's
+ * tower stream waits for the last of them (phase_pull). */
+static void tower_pull_ahead(tt_tower *tw, size_t done)
 {
     tt_trainer *tr = tw->tr;
-    while (tw->arrived < tr->ov->nb) {
-        void *ev = tw->loss_in ? tw->ev_b[tw->arrived][1] : tw->ev_loss;
-        if (!tt_dev_event_done(&tw->dev, ev)) {
-            if (overlap_work(tr, tw->id)) continue;
-            tt_dev_event_sync(&tw->dev, ev);
+    const overlap *o = tr->ov;
+    for (size_t k = 0; k < o->nb; k++)
+        if (!tw->ahead[k] && atomic_load_explicit(&o->done[k], memory_order_acquire) == o->chunks[k]) {
+            const size_t lo = o->edge[k + 1], n = o->edge[k] - lo;
+            tt_dev_side_copy(&tw->dev, tw->d_params + lo, tr->h_params + lo, n * sizeof(float), 1, NULL,
+                             tw->ev_ahead);
+            tw->ahead[k] = 1;
+            if (!tw->led.bytes_prepull) tw->led.ahead0 = tt_now();
+            tw->led.bytes_prepull += n * sizeof(float);
         }
-        tower_arrive_landed(tw);
-    }
+    tw->ahead_seen = done;
 }
 
-/* Every crew thread until the step's buckets are all updated; a tower (pull_ahead: another step follows in this
- * run) copies each updated bucket of the master weights in for the next step as soon as it is done — the next
- * step's pull of the first buckets runs while the host updates the last. */
-static void overlap_help(tt_trainer *tr, int i, tt_tower *tw, int pull_ahead)
+/* Every crew thread until the step's buckets are all updated, taking free chunks. A tower (tw) also tells the host
+ * of each of its buckets as it lands, waiting for its device only when no chunk is free, and (pull_ahead: another
+ * step follows in this run) pulls each finished bucket ahead for the next step: the next step's pull of the first
+ * buckets the host finished runs while it updates the last. */
+static void overlap_run(tt_trainer *tr, int i, tt_tower *tw, int pull_ahead)
 {
     overlap *o = tr->ov;
     for (;;) {
+        if (tw) tower_arrive_landed(tw);
         const size_t done = atomic_load_explicit(&o->buckets_done, memory_order_acquire);
-        for (size_t k = 0; tw && pull_ahead && done > tw->ahead_seen && k < o->nb; k++)
-            if (!tw->ahead[k] && atomic_load_explicit(&o->done[k], memory_order_acquire) == o->chunks[k]) {
-                const size_t lo = o->edge[k + 1], n = o->edge[k] - lo;
-                tt_dev_h2d(&tw->dev, tw->d_params + lo, tr->h_params + lo, n * sizeof(float));
-                tw->ahead[k] = 1;
-                tw->led.bytes_prepull += n * sizeof(float);
-            }
-        if (tw) tw->ahead_seen = done;
-        if (done == o->nb) return;
-        if (!overlap_work(tr, i)) overlap_idle(o, done, tw);
+        if (tw && pull_ahead && done > tw->ahead_seen) tower_pull_ahead(tw, done);
+        if (done == o->nb) return; /* a bucket is done only once every tower has arrived at it */
+        if (overlap_work(tr, i)) continue;
+        if (tw && tw->arrived < o->nb)
+            tt_dev_event_sync(&tw->dev, tw->loss_in ? tw->ev_b[tw->arrived][1] : tw->ev_loss);
+        else
+            overlap_idle(o, done, tw);
     }
 }
 
@@ -1403,7 +1423,12 @@ static void after_overlap(void *arg)
     overlap *o = tr->ov;
     const size_t N = tr->cfg.n_towers;
     tt_step_result *res = &tr->results[tr->cur_step];
-    const double now = tt_now(), t_pushed = o->t_pushed;
+    const double now = tt_now();
+    double t_pushed = o->t_pushed, host_end = 0; /* the last gradient on the host; the host's last update done */
+    for (size_t t = 0; t < N; t++) /* by the towers' event clocks too (a tower stamps its last push's end after) */
+        t_pushed = tr->towers[t].led.push1 > t_pushed ? tr->towers[t].led.push1 : t_pushed;
+    for (size_t k = 0; k < o->nb; k++) host_end = o->span[k][1] > host_end ? o->span[k][1] : host_end;
+    const double upd_end = host_end > t_pushed ? host_end : t_pushed;
     memset(res, 0, sizeof *res);
     for (size_t t = 0; t < N; t++) {
         const tt_tower *tw = &tr->towers[t];
@@ -1415,13 +1440,18 @@ static void after_overlap(void *arg)
         res->t.launch += (l->pull0 - tr->t_step) / (double)N;
         res->t.pull += (l->pull1 - l->pull0) / (double)N;
         res->t.data += (l->data1 - l->pull1) / (double)N;
-        res->t.compute += (l->compute1 - l->data1 - l->push_hidden) / (double)N;
-        res->t.push += (l->push1 - l->compute1 + l->push_hidden) / (double)N;
+        /* a backend that runs ops as issued (CPU) copied the hidden buckets on the tower's own time, inside the
+         * compute's span; a GPU's side stream copied them beside it */
+        const double inline_push = tr->cfg.ops->inline_ops ? l->push_hidden : 0;
+        res->t.compute += (l->compute1 - l->data1 - inline_push) / (double)N;
+        res->t.push += (l->push1 - l->compute1 + inline_push) / (double)N;
         res->t.push_hidden += l->push_hidden / (double)N;
         res->t.wait += (t_pushed - l->push1) / (double)N;
     }
+    /* after the host's last update: the towers' last pulls ahead landing, and the barrier — the next step's pull */
+    res->t.pull += now - upd_end;
     res->t.step0 = tr->t_step;
-    res->t.towers = t_pushed - tr->t_step;
+    res->t.towers = t_pushed - tr->t_step + (now - upd_end);
     tr->t_towers_done = t_pushed;
     double w[4] = {0, 0, 0, 0};
     for (int i = 0; i < tr->crew.n; i++)
@@ -1431,11 +1461,11 @@ static void after_overlap(void *arg)
         }
     res->t.host_hidden = w[0] + w[1];
     res->t.host_exposed = w[2] + w[3];
-    const double exposed = now - t_pushed; /* the host's work after the last push, split as its work was */
+    const double exposed = upd_end - t_pushed; /* the host's work after the last push, split as its work was */
     tr->t_reduce0 = t_pushed;
     tr->t_reduce1 = t_pushed + (w[2] + w[3] > 0 ? exposed * w[2] / (w[2] + w[3]) : 0);
     tr->t_update0 = tr->t_reduce1;
-    tr->t_update1 = now;
+    tr->t_update1 = upd_end;
     res->n_buckets = (unsigned)o->nb;
     memcpy(res->bucket, o->span, sizeof o->span);
     overlap_reset(o);
@@ -1485,11 +1515,10 @@ static void crew_steps(tt_trainer *tr, int i, int T)
         size_t first = st * B, n = tr->n - first < B ? tr->n - first : B;
         if (tw) {
             tower_shard(&tr->cfg, n, (size_t)i, &tw->lo, &tw->rows);
-            tower_step(tw, tr->idx + first, n);
+            tower_step(tw, tr->idx + first, n, st + 1 < steps);
         }
         if (tr->ov) { /* --overlap on: the buckets were summed and updated as they came; one barrier ends the step */
-            overlap_help(tr, i, tw, st + 1 < steps);
-            if (tw) tt_dev_sync(&tw->dev); /* the pulls ahead have landed: the next step's clock starts idle */
+            if (!tw) overlap_run(tr, i, NULL, 0); /* a host-only thread: chunks (the towers did theirs in tower_step) */
             tt_barrier_wait(&tr->bar_update, after_overlap, tr);
             if (tr->halt) break;
             continue;
