@@ -45,11 +45,13 @@ static void poisoned_dataset(tt_dataset *ds, size_t n, size_t dim, size_t bad_lo
 static const struct {
     tt_reduce reduce;
     tt_update update;
-} PLACES[] = {{TT_REDUCE_CPU, TT_UPDATE_HOST},       {TT_REDUCE_DEVICE, TT_UPDATE_HOST},
-              {TT_REDUCE_ALLREDUCE, TT_UPDATE_HOST}, {TT_REDUCE_DEVICE, TT_UPDATE_DEVICE},
-              {TT_REDUCE_ALLREDUCE, TT_UPDATE_REPLICATED}};
+    int overlap; /* --overlap on: the loss checked and the blocks applied bucket by bucket, as they land */
+} PLACES[] = {{TT_REDUCE_CPU, TT_UPDATE_HOST, 0},       {TT_REDUCE_DEVICE, TT_UPDATE_HOST, 0},
+              {TT_REDUCE_ALLREDUCE, TT_UPDATE_HOST, 0}, {TT_REDUCE_DEVICE, TT_UPDATE_DEVICE, 0},
+              {TT_REDUCE_ALLREDUCE, TT_UPDATE_REPLICATED, 0}, {TT_REDUCE_CPU, TT_UPDATE_HOST, 1}};
 enum { N_PLACES = (int)(sizeof PLACES / sizeof PLACES[0]) };
 static tt_update g_update = TT_UPDATE_HOST; /* init_trainer's */
+static int g_overlap;                       /* and its --overlap */
 
 static void init_trainer(tt_trainer *tr, tt_model *m, size_t towers, size_t batch, tt_reduce reduce,
                          const atomic_int *stop, float **init)
@@ -61,6 +63,7 @@ static void init_trainer(tt_trainer *tr, tt_model *m, size_t towers, size_t batc
     tt_trainer_config tc = tt_test_config(towers, batch, tt_optim_defaults(TT_OPT_ADAM), reduce);
     tc.stop = stop;
     tc.update = g_update;
+    tc.overlap = g_overlap;
     ck_assert_msg(tt_trainer_init(tr, m, &tc, *init, &err) == TT_OK, "%s", err.msg);
 }
 
@@ -71,6 +74,7 @@ START_TEST(test_nonfinite_names_the_tower)
         for (size_t bad = 0; bad < 3; bad++) {
             const int red = PLACES[pl].reduce;
             g_update = PLACES[pl].update;
+            g_overlap = PLACES[pl].overlap;
             tt_dataset ds;
             poisoned_dataset(&ds, 12, 6, 4 * bad + 1, 4 * bad + 2);
             tt_model m;
@@ -100,6 +104,7 @@ START_TEST(test_nonfinite_names_the_tower)
             tt_dataset_free(&ds);
         }
     g_update = TT_UPDATE_HOST;
+    g_overlap = 0;
 }
 END_TEST
 
@@ -110,6 +115,7 @@ START_TEST(test_infinite_loss_with_finite_gradient)
     for (int pl = 0; pl < N_PLACES; pl++) {
         const int red = PLACES[pl].reduce;
         g_update = PLACES[pl].update;
+        g_overlap = PLACES[pl].overlap;
         tt_dataset ds;
         tt_test_dataset(&ds, 12, 6, 3, 4);
         for (size_t s = 0; s < 12; s++) ds.y[s] = (int32_t)(s % 3);
@@ -136,6 +142,7 @@ START_TEST(test_infinite_loss_with_finite_gradient)
         tt_dataset_free(&ds);
     }
     g_update = TT_UPDATE_HOST;
+    g_overlap = 0;
 }
 END_TEST
 
@@ -173,6 +180,7 @@ START_TEST(test_nonfinite_gradient_with_finite_loss)
             }
             tt_trainer_config tc = tt_test_config(3, 12, tt_optim_defaults(TT_OPT_ADAM), (tt_reduce)red);
             tc.update = PLACES[pl].update;
+            tc.overlap = PLACES[pl].overlap;
             tt_trainer tr;
             ck_assert_msg(tt_trainer_init(&tr, &m, &tc, init, &err) == TT_OK, "%s", err.msg);
             uint32_t idx[12];
@@ -231,6 +239,7 @@ START_TEST(test_halted_step_same_blocks)
     for (int pl = 0; pl < N_PLACES; pl++) {
         tt_trainer_config tc = tt_test_config(2, 12, tt_optim_defaults(TT_OPT_SGD), PLACES[pl].reduce);
         tc.update = PLACES[pl].update;
+        tc.overlap = PLACES[pl].overlap;
         tc.host_threads = 2;
         tt_trainer tr;
         ck_assert_msg(tt_trainer_init(&tr, &m, &tc, init, &err) == TT_OK, "%s", err.msg);
