@@ -31,6 +31,7 @@ typedef struct tt_probe_config {
     tt_optim_config optim;
     int host_threads;  /* 0 = CPUs (as the trainer) */
     size_t reps;       /* reps per measurement (median) */
+    size_t bucket_bytes; /* tt_probe_steps' --overlap on: its buckets (0: TT_BUCKET_BYTES) */
 } tt_probe_config;
 
 typedef struct tt_probe {
@@ -59,6 +60,20 @@ typedef struct tt_probe {
 } tt_probe;
 
 tt_status tt_probe_run(const tt_probe_config *c, tt_probe *p, tt_error *err);
+
+/* A design of the step: where the gradients are summed, where the optimizer runs, graphs, overlap. */
+typedef struct tt_probe_design {
+    tt_reduce reduce;
+    tt_update update;
+    int graphs, overlap;
+} tt_probe_design;
+
+/* Whole steps of design d, run by the trainer on the probe's synthetic samples: what the phase timing cannot take
+ * apart (the optimizer on the devices, a step replayed as a graph, the push overlapped with the backward) measured
+ * as it trains. Two warm-up steps (a graph is captured at the second), then c->reps steps; *t gets the median of
+ * each part of the split over them. *ran = 0 and nothing measured where the design cannot run here. */
+tt_status tt_probe_steps(const tt_probe_config *c, const tt_probe_design *d, tt_step_times *t, int *ran,
+                         tt_error *err);
 
 /* Only the GEMM floor (what bench re-measures before every epoch): seconds per step. */
 tt_status tt_probe_gemm_floor(const tt_probe_config *c, double *step_seconds, tt_error *err);

@@ -550,8 +550,6 @@ START_TEST(test_overlap_run)
     expect(args, 2, "--bucket-kib");
     snprintf(args, sizeof args, "train --device cpu --data %s --val-samples 60 --bucket-kib 64", dir);
     expect(args, 2, "--bucket-kib: the buckets are --overlap on's");
-    snprintf(args, sizeof args, "probe --device cpu --bucket-kib 64");
-    expect(args, 2, "probe: --bucket-kib: the probe measures each phase alone");
     snprintf(args, sizeof args, "train --device cpu --data %s --val-samples 60 --overlap on --reduce device", dir);
     expect(args, 2, "--overlap on: the host sums and updates each bucket as the towers push it, so it needs --reduce "
                     "cpu and --update host (not --reduce device --update host)");
@@ -587,9 +585,18 @@ START_TEST(test_measuring_commands)
     snprintf(args, sizeof args, "compare --device cpu --data %s --val-samples 60 --towers 3 --batch 32", dir);
     expect(args, 0, "");
     ck_assert_msg(strstr(tt_test_slurp(out_path), "max |dw| between any two placements: 0 ") != NULL, "%s", tt_test_slurp(out_path));
-    expect("probe --device cpu --towers 2 --batch 64 --reps 3", 0, "");
+    expect("probe --device cpu --towers 2 --batch 64 --reps 3 --bucket-kib 8", 0, "");
     o = tt_test_slurp(out_path);
     ck_assert_msg(strstr(o, "predicted step") != NULL && strstr(o, "allreduce") != NULL, "%s", o);
+    /* and every design the CPU backend runs, as whole steps: 6 rows (no graphs, no NCCL here) */
+    const char *designs[] = {"       cpu       host    off     off |", "       cpu       host    off      on |",
+                             "    device       host    off     off |", "    device     device    off     off |",
+                             " allreduce       host    off     off |", " allreduce replicated    off     off |"};
+    const char *table = strstr(o, "measured whole steps");
+    ck_assert_msg(table != NULL, "%s", o);
+    for (size_t i = 0; i < sizeof designs / sizeof designs[0]; i++)
+        ck_assert_msg(strstr(table, designs[i]) != NULL, "no row '%s' in: %s", designs[i], table);
+    ck_assert_msg(strstr(table, "nccl") == NULL && strstr(table, "  on     off |") == NULL, "%s", table);
     expect("bench --scaling sideways", 2, "--scaling");
     snprintf(args, sizeof args, "bench --device cpu --data %s --val-samples 60 --csv /nonexistent/dir/b.csv", dir);
     expect(args, 1, "--csv /nonexistent/dir/b.csv");

@@ -678,6 +678,45 @@ static tt_status probe_same_on_ranks(tt_node *nd, const tt_run_config *c, size_t
 }
 
 /* probe --assume SPEC: the what-if report from assumed figures (refusing the options that only a measurement reads). */
+/* Every design of the step this backend can run (--reduce x --update x --graphs x --overlap), each as whole steps
+ * by the trainer (tt_probe_steps), beside the phase model's prediction where it has one (the host's update, no
+ * graph, no overlap). Measured first, then printed (rank 0); one rank only. */
+static tt_status probe_designs(const tt_probe_config *pc, const tt_probe *p, tt_error *err)
+{
+    enum { MAX_DESIGNS = TT_REDUCE_COUNT * TT_UPDATE_COUNT * 4 };
+    tt_probe_design d[MAX_DESIGNS];
+    tt_step_times t[MAX_DESIGNS];
+    int n = 0;
+    tt_status s = TT_OK;
+    for (int r = 0; r < TT_REDUCE_COUNT; r++)
+        for (int u = 0; u < TT_UPDATE_COUNT; u++)
+            for (int v = 0; v < 4 && !s; v++) {
+                int ran;
+                d[n] = (tt_probe_design){(tt_reduce)r, (tt_update)u, v & 1, v >> 1};
+                if (d[n].graphs && d[n].overlap) continue; /* refused by the trainer: no need to ask */
+                s = tt_probe_steps(pc, &d[n], &t[n], &ran, err);
+                n += !s && ran;
+            }
+    if (s || !tt_node_speaks()) return s;
+    printf("\nmeasured whole steps (every design this backend runs, by the trainer: 2 warm-up steps, then the median "
+           "of %zu; ms):\n%10s %10s %6s %7s |%8s %8s %8s %8s %8s %8s %8s |%9s %9s\n", pc->reps ? pc->reps : 30,
+           "reduce", "update", "graphs", "overlap", "pull", "data", "compute", "push", "wait", "reduce", "update",
+           "total", "predicted");
+    for (int i = 0; i < n; i++) {
+        char pred[16] = "-";
+        if (d[i].update == TT_UPDATE_HOST && !d[i].graphs && !d[i].overlap) {
+            tt_step_times m;
+            tt_probe_predict(p, d[i].reduce, &m);
+            snprintf(pred, sizeof pred, "%.3f", 1e3 * m.total);
+        }
+        printf("%10s %10s %6s %7s |%8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f |%9.3f %9s\n", tt_reduce_name(d[i].reduce),
+               tt_update_name(d[i].update), tt_graphs_names[d[i].graphs], tt_overlap_names[d[i].overlap],
+               1e3 * t[i].pull, 1e3 * t[i].data, 1e3 * t[i].compute, 1e3 * t[i].push, 1e3 * t[i].wait,
+               1e3 * t[i].reduce, 1e3 * t[i].update, 1e3 * t[i].total, pred);
+    }
+    return TT_OK;
+}
+
 static int probe_what_if(const tt_run_config *c, const char *spec, int argc, char **argv)
 {
     tt_error err;
@@ -721,7 +760,9 @@ int tt_cmd_probe(int argc, char **argv)
                "Times every phase of a step with the trainer's own code, under every reduction placement, and the\n"
                "links that explain them — copy bandwidth host->device and device->host (pinned and pageable),\n"
                "device->device, host memcpy, sgemm at the model's shapes, barriers — and predicts the step time of\n"
-               "each placement before any training. Needs no data set: inputs are synthetic, shaped as --data's\n"
+               "each placement before any training; then runs every design this backend can (--reduce x --update x\n"
+               "--graphs x --overlap, --bucket-kib for its buckets) as whole steps by the trainer, measured beside the\n"
+               "prediction. Needs no data set: inputs are synthetic, shaped as --data's\n"
                "samples when given, else as the model's default input (mlp 784, cnn 32x32x3, textcnn the Reuters\n"
                "seed's 300 tokens of 30982; a model file: its `input shape=` line).\n\n"
                "options: the train options --model --data --vocab --towers --batch --optimizer --device --gpus\n"
@@ -742,11 +783,8 @@ int tt_cmd_probe(int argc, char **argv)
     if (s) return fail(s, &err);
     if (po.assume) return probe_what_if(&c, po.assume, argc, argv); /* no backend, no measurement */
     if (c.graphs)
-        return fail(tt_fail(&err, TT_ERR_ARG, "probe: --graphs on: the probe measures each phase alone, as issued "
-                            "(give --assume to predict a step replayed as a graph)"), &err);
-    if (c.bucket_kib)
-        return fail(tt_fail(&err, TT_ERR_ARG, "probe: --bucket-kib: the probe measures each phase alone, with no "
-                            "buckets (give --assume to predict --overlap on with them)"), &err);
+        return fail(tt_fail(&err, TT_ERR_ARG, "probe: --graphs on: the probe measures every design this backend runs, "
+                            "graphs included where it has them (--graphs is the what-if's: give --assume)"), &err);
     const size_t reps = po.reps;
     tt_backend be;
     s = tt_backend_open(c.device, c.gpus, &be, &err);
@@ -768,7 +806,7 @@ int tt_cmd_probe(int argc, char **argv)
     const int host = tt_run_host_threads(nd, c.host_threads);
     /* one rank's share of the batch: the shards of B over K x N towers */
     tt_probe_config pc = {model, be.ops, be.n_devices, be.devices, c.towers, (c.batch + (size_t)K - 1) / (size_t)K,
-                          c.optim, host, reps};
+                          c.optim, host, reps, c.bucket_kib << 10};
     tt_probe p;
     tt_net net;
     s = tt_node_agree(nd, tt_probe_run(&pc, &p, &err), &err);
@@ -798,6 +836,7 @@ int tt_cmd_probe(int argc, char **argv)
         }
         probe_print_net(&p, &net, &po, K, model->n_params, c.towers, c.batch);
     }
+    if (!s && K == 1) s = probe_designs(&pc, &p, &err); /* under mpirun bench measures the job's designs */
     if (!s) s = tt_node_agree(nd, tt_node_speaks() ? tt_flush_stdout(stdout, &err) : TT_OK, &err); /* rank 0's table */
     tt_free(model);
     return s ? fail(s, &err) : 0;

@@ -277,8 +277,8 @@ static const cli_opt g_opts[] = {
      "updates each bucket while the towers compute the layers below (--reduce cpu,\n"
      "--update host) [off]", help_choices, tt_overlap_names},
     {"--bucket-kib", "N", set_size, CFG(bucket_kib), 8, 1048576, ON(TRAIN) | ON(BENCH) | ON(PROBE),
-     "--overlap on: the gradient's buckets, in KiB of whole layers (probe --assume:\n"
-     "the what-if's) [4096]", NULL, NULL},
+     "--overlap on: the gradient's buckets, in KiB of whole layers (probe: its\n"
+     "--overlap on designs, measured and predicted) [4096]", NULL, NULL},
     {"--node-reduce", "MODE", set_choice, CFG(node_reduce), 0, 0, CMDS_RUNS,
      "under mpirun -np K: how the ranks combine their node sums (docs/scaleout.md):\n"
      "allreduce (every rank gets the global sum and updates its own copy) or ps (rank\n"

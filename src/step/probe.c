@@ -619,6 +619,75 @@ tt_status tt_probe_run(const tt_probe_config *c, tt_probe *p, tt_error *err)
     return TT_OK;
 }
 
+tt_status tt_probe_steps(const tt_probe_config *c, const tt_probe_design *d, tt_step_times *t, int *ran,
+                         tt_error *err)
+{
+    enum { WARM = 2 };
+    memset(t, 0, sizeof *t);
+    *ran = 0;
+    tt_trainer_config tc = placement_config(c, d->reduce);
+    tc.update = d->update;
+    tc.graphs = d->graphs;
+    tc.overlap = d->overlap;
+    tc.bucket_bytes = d->overlap ? c->bucket_bytes : 0;
+    tt_error why;
+    if (tt_trainer_check(&tc, &why)) return TT_OK; /* not here: the caller says why */
+    const size_t reps = c->reps ? c->reps : 30, steps = WARM + reps, B = c->batch;
+    tt_mem_plan plan;
+    memset(&plan, 0, sizeof plan);
+    tt_status s = tt_trainer_plan(c->model, &tc, &plan, err);
+    if (!s) {
+        tt_mem_add(&plan, "synthetic inputs", TT_MEM_HOST,
+                   (double)PROBE_DATA_ROWS * ((double)c->model->input_dim * sizeof(float) + sizeof(int32_t)) +
+                       (double)steps * (double)B * sizeof(uint32_t),
+                   TT_MEM_BY_RUN);
+        s = tt_mem_check(&plan, c->ops, err);
+    }
+    if (s) return s;
+    probe_data pd;
+    s = probe_data_make(c->model, B, &pd, err);
+    float *w = (float *)tt_malloc(c->model->n_params * sizeof(float));
+    uint32_t *idx = (uint32_t *)tt_malloc(steps * B * sizeof(uint32_t));
+    tt_step_result *res = (tt_step_result *)tt_calloc(steps, sizeof *res);
+    double *v = (double *)tt_calloc(reps, sizeof(double));
+    tt_trainer *tr = (tt_trainer *)tt_calloc(1, sizeof *tr);
+    if (!s && (!w || !idx || !res || !v || !tr)) s = tt_fail(err, TT_ERR_NOMEM, "probe: out of host memory");
+    if (!s) {
+        for (size_t k = 0; k < steps; k++) memcpy(idx + k * B, pd.idx, B * sizeof(uint32_t)); /* one shape */
+        tt_model_init_params(c->model, w, 1);
+        s = tt_trainer_init(tr, c->model, &tc, w, err);
+    }
+    if (!s) s = tt_trainer_start_steps(tr, &pd.ds, idx, steps * B, res, steps, NULL, err);
+    if (!s) {
+        tt_trainer_wait(tr, -1, NULL);
+        const tt_halt h = tt_trainer_halted(tr);
+        if (h == TT_HALT_STOP)
+            s = tt_fail(err, TT_ERR_STOPPED, "probe: stopped by %s while timing whole steps",
+                        tt_signal_name(tt_signal_caught()));
+        else if (h != TT_HALT_NONE) /* random weights on random pixels: a diverged step is a broken trainer */
+            s = tt_fail(err, TT_ERR_NUMERIC, "probe: a whole step of --reduce %s --update %s halted",
+                        tt_reduce_name(d->reduce), tt_update_name(d->update));
+    }
+    if (!s) {
+        double *part[] = {&t->launch, &t->pull, &t->data, &t->compute, &t->push, &t->wait, &t->towers, &t->reduce,
+                          &t->update, &t->total, &t->push_hidden, &t->host_hidden, &t->host_exposed};
+        for (size_t f = 0; f < sizeof part / sizeof part[0]; f++) { /* the same field of every kept step */
+            const size_t off = (size_t)((const char *)part[f] - (const char *)t);
+            for (size_t k = 0; k < reps; k++) v[k] = *(const double *)((const char *)&res[WARM + k].t + off);
+            *part[f] = tt_median(v, reps);
+        }
+        *ran = 1;
+    }
+    if (tr) tt_trainer_free(tr);
+    tt_free(tr);
+    tt_free(v);
+    tt_free(res);
+    tt_free(idx);
+    tt_free(w);
+    probe_data_free(&pd);
+    return s;
+}
+
 static double median_of(const tt_probe *ps, int n, size_t offset)
 {
     double v[8];
