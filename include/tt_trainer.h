@@ -130,8 +130,9 @@ typedef struct tt_tower_ledger {
     double update0, update1; /* --update device, replicated: the optimizer on this tower's device (replicated +
                               * allreduce: the all-gather of the summed slices first) */
     double wait;             /* seconds spent at barriers waiting for other towers */
-    /* --overlap on: the buckets pushed during the backward (inside [data1, compute1]; the last bucket is pushed in
-     * [push0, push1]), each [bucket[k][0], bucket[k][1]], and their seconds in all */
+    /* --overlap on: each bucket's copy [bucket[k][0], bucket[k][1]] (from its layers' end, or the bucket before's
+     * landing, to its own landing; the last one's ends the push), and the seconds of them inside [data1, compute1]:
+     * on the CPU made by the tower's thread inside the compute's span, on a GPU beside it */
     double bucket[TT_MAX_BUCKETS][2];
     unsigned n_buckets;
     double push_hidden;
@@ -151,9 +152,10 @@ typedef struct tt_step_times {
     double combine; /* wall: the cross-node combine (K ranks: exchange + rank-order sum + gather; 0 for one rank) */
     double update;  /* wall: the optimizer on the host */
     double total;
-    /* --overlap on: the part of push spent during the backward (towers' mean), and the host's sum + update in
-     * thread-seconds, split into what ran while a tower was still computing (hidden) and after (exposed: the wall
-     * of which is reduce + update above) */
+    /* --overlap on: the pushes' seconds beside the backward (towers' mean; a GPU's copy engines: not in push, nor
+     * in the partition; 0 on the CPU, whose copies are the tower's own time, in push), and the host's sum + update
+     * in thread-seconds, split into what ran while a tower was still computing (hidden) and after (exposed: the
+     * wall of which is reduce + update above) */
     double push_hidden, host_hidden, host_exposed;
     /* host-side timestamps of the reduction, the combine and the update (crew thread 0), for the trace */
     double reduce0, reduce1, combine0, combine1, update0, update1, step0, step1;

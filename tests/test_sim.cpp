@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -241,6 +242,34 @@ START_TEST(test_stream_wait)
     cudaEventDestroy(e);
     cudaEventDestroy(never);
     cudaEventDestroy(late);
+}
+END_TEST
+
+/* Two streams that wait on each other's earlier records (s1: set, record e1, wait e2; s2: wait e1, add, record e2),
+ * synced from two threads at once: each runs only up to the other's record, so neither blocks the other (a thread
+ * holding one stream's queue while it waits for the other's would deadlock; a GPU does not). */
+START_TEST(test_stream_wait_two_threads)
+{
+    cudaStream_t s1 = new_stream(), s2 = new_stream();
+    cudaEvent_t e1, e2;
+    ck_assert_int_eq(cudaEventCreate(&e1), cudaSuccess);
+    ck_assert_int_eq(cudaEventCreate(&e2), cudaSuccess);
+    float *d = dev_floats(1 << 22), *h = pinned_floats(1 << 22);
+    TT_LAUNCH(k_set, 256, 256, s1, d, (size_t)1 << 22, 3.0f);
+    ck_assert_int_eq(cudaEventRecord(e1, s1), cudaSuccess);
+    ck_assert_int_eq(cudaStreamWaitEvent(s2, e1, 0), cudaSuccess);
+    TT_LAUNCH(k_set, 256, 256, s2, d, (size_t)1 << 21, 4.0f); /* the first half, after s1's set */
+    ck_assert_int_eq(cudaEventRecord(e2, s2), cudaSuccess);
+    ck_assert_int_eq(cudaStreamWaitEvent(s1, e2, 0), cudaSuccess);
+    ck_assert_int_eq(cudaMemcpyAsync(h, d, sizeof(float) << 22, cudaMemcpyDeviceToHost, s1), cudaSuccess);
+    std::thread x([s1]() { ck_assert_int_eq(cudaStreamSynchronize(s1), cudaSuccess); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(2)); /* x is in s1's set when y starts s2 */
+    std::thread y([s2]() { ck_assert_int_eq(cudaStreamSynchronize(s2), cudaSuccess); });
+    x.join();
+    y.join();
+    for (int i = 0; i < 1 << 22; i++) ck_assert(h[i] == (i < 1 << 21 ? 4.0f : 3.0f));
+    cudaEventDestroy(e1);
+    cudaEventDestroy(e2);
 }
 END_TEST
 
@@ -550,6 +579,7 @@ int main(void)
     tcase_add_test(tc, test_pageable_error);
     tcase_add_test(tc, test_events);
     tcase_add_test(tc, test_stream_wait);
+    tcase_add_test(tc, test_stream_wait_two_threads);
     tcase_add_test(tc, test_block_reverse);
     tcase_add_test(tc, test_block_shuffle);
     tcase_add_test(tc, test_grid_cap);

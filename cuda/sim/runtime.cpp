@@ -19,6 +19,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "sim.h"
@@ -338,11 +339,18 @@ void launch_enqueue(cudaStream_t s, const char *kernel, uint64_t threads, std::f
 /* Runs what is queued on s, in order, on this thread, until `upto` ops have run in all (UINT64_MAX: everything). */
 static void drain_upto(cudaStream_t s, uint64_t upto)
 {
-    {
-        std::lock_guard<std::mutex> l(s->queue_lock);
-        if (s->ran >= upto) return; /* before the run lock: a stream already past it may be running this very op */
+    /* Another thread may be running s: it either gets past `upto` (then there is nothing to do here) or ends its
+     * run; never block on it while it runs (two streams waiting on each other from two threads would deadlock,
+     * which on a GPU they do not: each stream only waits for the other's position). */
+    for (;;) {
+        {
+            std::lock_guard<std::mutex> l(s->queue_lock);
+            if (s->ran >= upto) return;
+        }
+        if (s->run_lock.try_lock()) break;
+        std::this_thread::yield();
     }
-    std::lock_guard<std::mutex> run(s->run_lock);
+    std::lock_guard<std::mutex> run(s->run_lock, std::adopt_lock);
     for (;;) {
         std::function<void()> op;
         {
@@ -1052,11 +1060,24 @@ cudaError_t cudaEventRecordWithFlags(cudaEvent_t e, cudaStream_t s, unsigned fla
     return cudaSuccess;
 }
 
+/* Runs the recording stream up to the event's last record, and no further (as a GPU, which need not have run what
+ * was queued after it). */
 cudaError_t cudaEventSynchronize(cudaEvent_t e)
 {
     if (forbidden_in_capture("cudaEventSynchronize")) return t_last;
     if (!live_event(e)) return set_error(cudaErrorInvalidResourceHandle);
-    drain_event_stream(e);
+    cudaStream_t s;
+    uint64_t upto;
+    {
+        std::lock_guard<std::mutex> l(g_lock);
+        s = e->stream;
+        upto = e->position;
+        if (s) s->refs++;
+    }
+    if (s) {
+        drain_upto(s, upto);
+        unref(s);
+    }
     return cudaSuccess;
 }
 

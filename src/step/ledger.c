@@ -38,10 +38,10 @@ void tt_ledger_split_line(FILE *f, const tt_step_times *s)
             verdict);
     const double host = s->host_hidden + s->host_exposed;
     if (host > 0) /* --overlap on */
-        fprintf(f, "  overlap: push %.0f%% of the step, %.0f%% of it during backward | host sum + update: %.0f%% of "
-                "its work done while towers computed (hidden), %.0f%% after (exposed)\n",
-                100 * s->push / total, s->push > 0 ? 100 * s->push_hidden / s->push : 0, 100 * s->host_hidden / host,
-                100 * s->host_exposed / host);
+        fprintf(f, "  overlap: pushes %.0f%% beside the backward (a GPU's copy engines; none on the CPU) | host sum + "
+                "update: %.0f%% of its work done while towers computed (hidden), %.0f%% after (exposed)\n",
+                s->push + s->push_hidden > 0 ? 100 * s->push_hidden / (s->push + s->push_hidden) : 0,
+                100 * s->host_hidden / host, 100 * s->host_exposed / host);
 }
 
 void tt_ledger_json_split(tt_out *f, const tt_step_times *s)
@@ -110,7 +110,8 @@ tt_status tt_ledger_json_steps(tt_out *f, size_t epoch, const tt_step_result *re
 
 /* ---- Chrome trace events (https://docs.google.com/document/d/1CvAClvFfyA5R-PhYUmn5OOQtYMH4h6I0nSsKchNAySU) ---- */
 
-enum { LANE_HOST_REDUCE = 1000, LANE_OPTIMIZER = 1001, LANE_RUN = 1002, LANE_COMBINE = 1003, LANE_SIDE = 2000 };
+enum { LANE_HOST_REDUCE = 1000, LANE_OPTIMIZER = 1001, LANE_RUN = 1002, LANE_COMBINE = 1003, LANE_SIDE = 2000,
+       LANE_AHEAD = 3000 };
 
 static void lane_name(tt_trace *t, int pid, int tid, const char *name)
 {
@@ -184,11 +185,13 @@ tt_status tt_trace_steps(tt_trace *t, const tt_step_result *res, const tt_tower_
             span(t, tid, "push", l->push0, l->push1, "bytes", l->bytes_push);
             span(t, tid, "push sum", l->rpush0, l->rpush1, "bytes", l->bytes_push_sum);
             span(t, tid, "update", l->update0, l->update1, "bytes gathered", l->bytes_gather);
-            if (l->n_buckets && !t->copy_lanes) { /* --overlap on: each tower's side streams get a lane */
+            if (l->n_buckets && !t->copy_lanes) { /* --overlap on: each tower's side streams get a lane each */
                 for (size_t j = 0; j < N; j++) {
                     char lane[40];
-                    snprintf(lane, sizeof lane, "tower %zu side copies", j);
+                    snprintf(lane, sizeof lane, "tower %zu pushes", j);
                     lane_name(t, t->pid, LANE_SIDE + (int)j, lane);
+                    snprintf(lane, sizeof lane, "tower %zu pulls ahead", j);
+                    lane_name(t, t->pid, LANE_AHEAD + (int)j, lane);
                 }
                 t->copy_lanes = 1;
             }
@@ -197,7 +200,7 @@ tt_status tt_trace_steps(tt_trace *t, const tt_step_result *res, const tt_tower_
                 snprintf(name, sizeof name, "push bucket %u", b);
                 span(t, LANE_SIDE + tid, name, l->bucket[b][0], l->bucket[b][1], NULL, 0);
             }
-            span(t, LANE_SIDE + tid, "pull ahead", l->ahead0, l->ahead1, "bytes", l->bytes_prepull);
+            span(t, LANE_AHEAD + tid, "pull ahead", l->ahead0, l->ahead1, "bytes", l->bytes_prepull);
         }
         const tt_step_result *r = &res[k];
         const tt_step_times *s = &r->t;

@@ -757,10 +757,13 @@ static void tower_step(tt_tower *tw, const uint32_t *idx, size_t n, int more)
     l->data1 = t0 + ev_span(tw, EV_START, EV_DATA);
     l->compute1 = l->push0 = t0 + ev_span(tw, EV_START, EV_COMPUTE);
     l->push1 = t0 + ev_span(tw, EV_START, EV_PUSH);
-    for (size_t k = 0; tr->ov && k < tr->ov->nb; k++) { /* each bucket from its layers' end to its landing */
+    for (size_t k = 0; tr->ov && k < tr->ov->nb; k++) { /* each bucket's copy, from its layers' end (or, on the one
+                                                          * push stream, the bucket before's landing) to its own */
         double *b = l->bucket[k];
         b[0] = t0 + tt_dev_event_elapsed(dev, tw->ev[EV_START], tw->ev_b[k][0]);
         b[1] = t0 + tt_dev_event_elapsed(dev, tw->ev[EV_START], tw->ev_b[k][1]);
+        if (k && b[0] < l->bucket[k - 1][1]) b[0] = l->bucket[k - 1][1];
+        if (b[1] < b[0]) b[1] = b[0];
         if (b[0] < l->compute1) /* its part during the backward */
             l->push_hidden += (b[1] < l->compute1 ? b[1] : l->compute1) - b[0];
         if (b[1] > l->push1) l->push1 = b[1]; /* on a side stream: the push ends where the last bucket lands */
@@ -1259,10 +1262,10 @@ static void tower_pull_ahead(tt_tower *tw, size_t done)
     for (size_t k = 0; k < o->nb; k++)
         if (!tw->ahead[k] && atomic_load_explicit(&o->done[k], memory_order_acquire) == o->chunks[k]) {
             const size_t lo = o->edge[k + 1], n = o->edge[k] - lo;
+            if (!tw->led.bytes_prepull) tw->led.ahead0 = tt_now(); /* before the copy: the CPU's runs as issued */
             tt_dev_side_copy(&tw->dev, tw->d_params + lo, tr->h_params + lo, n * sizeof(float), 1, NULL,
                              tw->ev_ahead);
             tw->ahead[k] = 1;
-            if (!tw->led.bytes_prepull) tw->led.ahead0 = tt_now();
             tw->led.bytes_prepull += n * sizeof(float);
         }
     tw->ahead_seen = done;
@@ -1440,12 +1443,13 @@ static void after_overlap(void *arg)
         res->t.launch += (l->pull0 - tr->t_step) / (double)N;
         res->t.pull += (l->pull1 - l->pull0) / (double)N;
         res->t.data += (l->data1 - l->pull1) / (double)N;
-        /* a backend that runs ops as issued (CPU) copied the hidden buckets on the tower's own time, inside the
-         * compute's span; a GPU's side stream copied them beside it */
-        const double inline_push = tr->cfg.ops->inline_ops ? l->push_hidden : 0;
+        /* a backend that runs ops as issued (CPU) made the backward's bucket copies on the tower's own time, inside
+         * the compute's span: push time, none of it hidden; a GPU's side stream made them beside the kernels */
+        const int inline_ops = tr->cfg.ops->inline_ops;
+        const double inline_push = inline_ops ? l->push_hidden : 0;
         res->t.compute += (l->compute1 - l->data1 - inline_push) / (double)N;
         res->t.push += (l->push1 - l->compute1 + inline_push) / (double)N;
-        res->t.push_hidden += l->push_hidden / (double)N;
+        res->t.push_hidden += (inline_ops ? 0 : l->push_hidden) / (double)N;
         res->t.wait += (t_pushed - l->push1) / (double)N;
     }
     /* after the host's last update: the towers' last pulls ahead landing, and the barrier — the next step's pull */
