@@ -582,9 +582,12 @@ START_TEST(test_measuring_commands)
              "--reps 2", dir);
     expect(args, 0, "");
     ck_assert_msg(strstr(tt_test_slurp(out_path), "epochs 2-4 vs 5-5: s/epoch") != NULL, "%s", tt_test_slurp(out_path));
-    snprintf(args, sizeof args, "compare --device cpu --data %s --val-samples 60 --towers 3 --batch 32", dir);
+    snprintf(args, sizeof args, "compare --device cpu --data %s --val-samples 60 --towers 3 --batch 32 --bucket-kib 8",
+             dir);
     expect(args, 0, "");
     ck_assert_msg(strstr(tt_test_slurp(out_path), "max |dw| between any two placements: 0 ") != NULL, "%s", tt_test_slurp(out_path));
+    ck_assert_msg(strstr(tt_test_slurp(out_path), "       cpu       host      on ") != NULL &&
+                  strstr(tt_test_slurp(out_path), "       cpu       host     off ") != NULL, "%s", tt_test_slurp(out_path));
     expect("probe --device cpu --towers 2 --batch 64 --reps 3 --bucket-kib 8", 0, "");
     o = tt_test_slurp(out_path);
     ck_assert_msg(strstr(o, "predicted step") != NULL && strstr(o, "allreduce") != NULL, "%s", o);

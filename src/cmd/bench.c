@@ -856,9 +856,10 @@ int tt_cmd_compare(int argc, char **argv)
     tt_status s = tt_cli_parse_train(argc, argv, 2, &c, "compare", NULL, NULL, &help, &err);
     /* the placements that add in tower order, each with every update placement it runs with: their weights must
      * agree to the last bit */
-    enum { MAX_RUNS = TT_REDUCE_COUNT * TT_UPDATE_COUNT };
+    enum { MAX_RUNS = TT_REDUCE_COUNT * TT_UPDATE_COUNT + 1 };
     tt_reduce order[MAX_RUNS];
     tt_update where[MAX_RUNS];
+    int overlap[MAX_RUNS] = {0};
     int n_order = 0, n_reduce = 0;
     for (int r = 0; r < TT_REDUCE_COUNT; r++) {
         if (!tt_reduce_about((tt_reduce)r)->tower_order) continue;
@@ -869,13 +870,19 @@ int tt_cmd_compare(int argc, char **argv)
                 where[n_order++] = (tt_update)u;
             }
     }
+    /* and the host's design with the push overlapped with the backward (--bucket-kib: its buckets) */
+    const size_t bucket_kib = c.bucket_kib;
+    order[n_order] = TT_REDUCE_CPU;
+    where[n_order] = TT_UPDATE_HOST;
+    overlap[n_order++] = 1;
     if (help) {
         static const char *const count[] = {"none", "one", "two", "three", "four", "five", "six", "seven", "eight"};
         char names[128];
         printf("usage: towertrain compare [train options]\n\n"
                "Trains the same steps (same seed, data order, towers and batch; default 1 epoch, 2 towers) once per\n"
                "reduction placement — %s — with the optimizer on the host, and again with it on\n"
-               "the devices where the placement allows (--update device, replicated), and prints each run's time\n"
+               "the devices where the placement allows (--update device, replicated), and once with the push\n"
+               "overlapped with the backward (--overlap on, in --bucket-kib buckets), and prints each run's time\n"
                "and the largest weight difference between the runs. All %s placements add the towers' gradients\n"
                "in the same order and every update runs the same formulas, so the difference should be exactly\n"
                "0.\n\ntrain options:\n",
@@ -897,12 +904,14 @@ int tt_cmd_compare(int argc, char **argv)
            ops->name, c.towers, c.batch, c.epochs, c.epochs == 1 ? "" : "s", setup.train.n, (unsigned long long)c.seed);
     char dw_head[32]; /* each placement's weights against the first one's */
     snprintf(dw_head, sizeof dw_head, "max|dw| %s", tt_reduce_name(order[0]));
-    printf("%10s %10s %9s %9s %11s %9s  %s\n", "reduce", "update", "s/epoch", "ms/step", dw_head, "test_acc",
-           "verdict");
+    printf("%10s %10s %7s %9s %9s %11s %9s  %s\n", "reduce", "update", "overlap", "s/epoch", "ms/step", dw_head,
+           "test_acc", "verdict");
     size_t P = 0;
     for (int r = 0; !s && r < n_order; r++) {
         c.reduce = order[r];
         c.update = where[r];
+        c.overlap = overlap[r];
+        c.bucket_kib = overlap[r] ? bucket_kib : 0;
         s = tt_run_on(&c, &setup.train, &setup.val, &setup.test, NULL, res, &err);
         if (s) break;
         w[r] = res->final_params;
@@ -917,8 +926,9 @@ int tt_cmd_compare(int argc, char **argv)
         for (size_t i = 0; w[0] && i < P; i++) dw = fmax(dw, fabs((double)w[r][i] - w[0][i]));
         char verdict[128];
         tt_ledger_verdict(&res->epochs[ne - 1].split, verdict, sizeof verdict);
-        printf("%10s %10s %9.3f %9.3f %11.3g %9.4f  %s\n", tt_reduce_name(order[r]), tt_update_name(where[r]),
-               tt_median(secs, ne), tt_median(steps_ms, ne), dw, res->test.accuracy, verdict);
+        printf("%10s %10s %7s %9.3f %9.3f %11.3g %9.4f  %s\n", tt_reduce_name(order[r]), tt_update_name(where[r]),
+               tt_overlap_names[overlap[r]], tt_median(secs, ne), tt_median(steps_ms, ne), dw, res->test.accuracy,
+               verdict);
         s = tt_flush_stdout(stdout, &err);
     }
     if (!s) {

@@ -276,7 +276,7 @@ static const cli_opt g_opts[] = {
      "%s: on pushes the gradient in buckets during backward; the host sums and\n"
      "updates each bucket while the towers compute the layers below (--reduce cpu,\n"
      "--update host) [off]", help_choices, tt_overlap_names},
-    {"--bucket-kib", "N", set_size, CFG(bucket_kib), 8, 1048576, ON(TRAIN) | ON(BENCH) | ON(PROBE),
+    {"--bucket-kib", "N", set_size, CFG(bucket_kib), 8, 1048576, ON(TRAIN) | ON(BENCH) | ON(COMPARE) | ON(PROBE),
      "--overlap on: the gradient's buckets, in KiB of whole layers (probe: its\n"
      "--overlap on designs, measured and predicted) [4096]", NULL, NULL},
     {"--node-reduce", "MODE", set_choice, CFG(node_reduce), 0, 0, CMDS_RUNS,
