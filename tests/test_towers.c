@@ -280,6 +280,14 @@ static void placements_agree(void)
 START_TEST(test_placements_agree) { placements_agree(); }
 END_TEST
 
+/* The first of n floats whose bits differ between a and b; n if none does. */
+static size_t first_diff(const float *a, const float *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(&a[i], &b[i], sizeof(float)) != 0) return i;
+    return n;
+}
+
 /* 30 steps of 47 samples (the last one of 13) as ONE run of steps (tt_trainer_start_steps), from the optimizer state
  * set to a fixed pattern (as a resumed run starts): the device's master and state must come from the host at the
  * run's start, and the other towers must pull tower 0's weights within it. Returns the weights, then the state
@@ -365,9 +373,7 @@ static void updates_agree(void)
                     continue;
                 }
                 ck_assert_msg(w != NULL, "%s", e.msg);
-                size_t first = floats;
-                for (size_t i = 0; i < floats && first == floats; i++)
-                    if (memcmp(&w[i], &ref[i], sizeof(float)) != 0) first = i;
+                const size_t first = first_diff(w, ref, floats);
                 ck_assert_msg(first == floats, "%s N=%zu --reduce %s --update %s --graphs %s: float %zu of %zu "
                               "(weights then state) is %.9g, the host's %.9g", tt_optim_kind_name(ocs[k].kind), N,
                               tt_reduce_name(runs[j].reduce), tt_update_name(g_update), tt_graphs_names[g_graphs],
@@ -455,9 +461,7 @@ static void overlap_agrees(size_t small_buckets)
                     ck_assert_uint_eq(g_buckets, b == 0 ? small_buckets : 1);
                     if (g_w == &WIDE && b == 0) /* layer boundaries rounded up to whole blocks */
                         ck_assert(g_edge[0] == 46853 && g_edge[1] == 38912 && g_edge[2] == 6144 && g_edge[3] == 0);
-                    size_t first = floats;
-                    for (size_t i = 0; i < floats && first == floats; i++)
-                        if (memcmp(&w[i], &ref[i], sizeof(float)) != 0) first = i;
+                    const size_t first = first_diff(w, ref, floats);
                     ck_assert_msg(first == floats, "%s N=%zu --overlap on, buckets %zu bytes, %d host threads: float "
                                   "%zu of %zu (weights then state) is %.9g, --overlap off's %.9g",
                                   tt_optim_kind_name(ocs[k].kind), N, g_bucket_bytes, g_host_threads, first, floats,

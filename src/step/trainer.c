@@ -1291,6 +1291,20 @@ static void overlap_run(tt_trainer *tr, int i, tt_tower *tw, int pull_ahead)
     }
 }
 
+/* Tower tw's statistics, and its launch, pull and data phases, added to the step's (means over the towers). */
+static void add_tower_start(const tt_trainer *tr, const tt_tower *tw, tt_step_result *res)
+{
+    const tt_tower_ledger *l = &tw->led;
+    const double N = (double)tr->cfg.n_towers;
+    res->n += tw->rows;
+    res->loss_sum += tw->loss_sum;
+    res->top1 += tw->top1;
+    res->top5 += tw->top5;
+    res->t.launch += (l->pull0 - tr->t_step) / N;
+    res->t.pull += (l->pull1 - l->pull0) / N;
+    res->t.data += (l->data1 - l->pull1) / N;
+}
+
 /* Serial section of barrier A: every tower has finished its tower phase. Aggregate the step's statistics and
  * start the optimizer's step (its per-step scalars) before any slice applies it. */
 static void after_towers(void *arg)
@@ -1301,15 +1315,8 @@ static void after_towers(void *arg)
     double now = tt_now();
     memset(res, 0, sizeof *res);
     for (size_t t = 0; t < N; t++) {
-        const tt_tower *tw = &tr->towers[t];
-        const tt_tower_ledger *l = &tw->led;
-        res->n += tw->rows;
-        res->loss_sum += tw->loss_sum;
-        res->top1 += tw->top1;
-        res->top5 += tw->top5;
-        res->t.launch += (l->pull0 - tr->t_step) / (double)N;
-        res->t.pull += (l->pull1 - l->pull0) / (double)N;
-        res->t.data += (l->data1 - l->pull1) / (double)N;
+        const tt_tower_ledger *l = &tr->towers[t].led;
+        add_tower_start(tr, &tr->towers[t], res);
         res->t.compute += (l->compute1 - l->data1) / (double)N;
         res->t.push += (l->push1 - l->compute1) / (double)N;
         res->t.wait += (now - l->push1) / (double)N;
@@ -1434,15 +1441,8 @@ static void after_overlap(void *arg)
     const double upd_end = host_end > t_pushed ? host_end : t_pushed;
     memset(res, 0, sizeof *res);
     for (size_t t = 0; t < N; t++) {
-        const tt_tower *tw = &tr->towers[t];
-        const tt_tower_ledger *l = &tw->led;
-        res->n += tw->rows;
-        res->loss_sum += tw->loss_sum;
-        res->top1 += tw->top1;
-        res->top5 += tw->top5;
-        res->t.launch += (l->pull0 - tr->t_step) / (double)N;
-        res->t.pull += (l->pull1 - l->pull0) / (double)N;
-        res->t.data += (l->data1 - l->pull1) / (double)N;
+        const tt_tower_ledger *l = &tr->towers[t].led;
+        add_tower_start(tr, &tr->towers[t], res);
         /* a backend that runs ops as issued (CPU) made the backward's bucket copies on the tower's own time, inside
          * the compute's span: push time, none of it hidden; a GPU's side stream made them beside the kernels */
         const int inline_ops = tr->cfg.ops->inline_ops;
