@@ -992,6 +992,17 @@ static void record_now(cudaEvent_t e, cudaStream_t s)
     if (e->recorded == n) e->position = at;
 }
 
+/* The stream of the event's last record (a reference taken: the caller unrefs it) and the record's place in its queue;
+ * NULL for an event never recorded. */
+static cudaStream_t last_record(cudaEvent_t e, uint64_t *upto)
+{
+    std::lock_guard<std::mutex> l(g_lock);
+    cudaStream_t s = e->stream;
+    *upto = e->position;
+    if (s) s->refs++;
+    return s;
+}
+
 /* The stream s waits for the event's last record (at the time of the call; one never recorded: no wait), as CUDA's
  * cross-stream dependency: when s's queue reaches this point, the recording stream's queue runs up to the record
  * first. A stream that waits on one that waits on it would deadlock, here as on a GPU. */
@@ -1008,14 +1019,8 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags)
         s->capture_bad = true;
         return set_error(cudaErrorStreamCaptureUnsupported);
     }
-    cudaStream_t t;
     uint64_t upto;
-    {
-        std::lock_guard<std::mutex> l(g_lock);
-        t = e->stream;
-        upto = e->position;
-        if (t) t->refs++;
-    }
+    cudaStream_t t = last_record(e, &upto);
     if (!t) return cudaSuccess;
     if (t == s) { /* the stream's own order already keeps it */
         unref(t);
@@ -1066,14 +1071,8 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e)
 {
     if (forbidden_in_capture("cudaEventSynchronize")) return t_last;
     if (!live_event(e)) return set_error(cudaErrorInvalidResourceHandle);
-    cudaStream_t s;
     uint64_t upto;
-    {
-        std::lock_guard<std::mutex> l(g_lock);
-        s = e->stream;
-        upto = e->position;
-        if (s) s->refs++;
-    }
+    cudaStream_t s = last_record(e, &upto);
     if (s) {
         drain_upto(s, upto);
         unref(s);
