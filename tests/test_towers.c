@@ -1078,6 +1078,20 @@ START_TEST(test_textcnn_workload) { workload_semantics(&WORKLOADS[2]); }
 END_TEST
 
 /* Usage: test_towers [cpu|cuda] (default cpu). */
+/* Every test starts from the defaults of the knobs above. A CUDA run does not fork (a process that has initialised
+ * CUDA must not), so a test that fails half-way would otherwise hand its placement to every test after it. */
+static void knobs_default(void)
+{
+    g_w = &WORKLOADS[0];
+    g_reduce = TT_REDUCE_CPU;
+    g_update = TT_UPDATE_HOST;
+    g_graphs = 0;
+    g_overlap = 0;
+    g_bucket_bytes = 0;
+    g_host_threads = 0;
+    g_buckets = 0;
+}
+
 int main(int argc, char **argv)
 {
     g_device = argc > 1 ? argv[1] : "cpu";
@@ -1092,6 +1106,7 @@ int main(int argc, char **argv)
     Suite *s = suite_create(g_device);
     TCase *tc = tcase_create("semantics");
     tcase_set_timeout(tc, 120);
+    tcase_add_checked_fixture(tc, knobs_default, NULL);
     tcase_add_test(tc, test_n_towers_equal_one_sgd);
     tcase_add_test(tc, test_n_towers_equal_one_adam);
     tcase_add_test(tc, test_empty_shards);
