@@ -13,6 +13,29 @@
 extern "C" {
 #endif
 
+/* A named phase of a step split (tt_step_times) or of a tower's step (tt_tower_phases): one table each, in the order
+ * every reader shows them — the JSON log and TensorBoard. */
+typedef struct tt_phase_field {
+    const char *name;
+    size_t off; /* of its double in the struct */
+} tt_phase_field;
+static inline double tt_phase_value(const void *times, const tt_phase_field *f)
+{
+    return *(const double *)((const char *)times + f->off);
+}
+enum { TT_SPLIT_PHASES = 10, TT_TOWER_PHASES = 8 };
+extern const tt_phase_field tt_split_phases[TT_SPLIT_PHASES]; /* launch .. update, then total */
+
+/* One tower's phases in one step, in seconds, from its ledger (update: --update device|replicated, this tower's). */
+typedef struct tt_tower_phases {
+    double pull, data, compute, reduce, push, push_sum, wait, update;
+} tt_tower_phases;
+extern const tt_phase_field tt_tower_phase_fields[TT_TOWER_PHASES];
+tt_tower_phases tt_tower_phases_of(const tt_tower_ledger *l);
+
+/* a += b, every duration of a split (the timestamps of a step are not summed). */
+void tt_step_times_add(tt_step_times *a, const tt_step_times *b);
+
 /* The dominant cost of a step split as one line: "compute-bound: forward+backward 78% of the step". */
 void tt_ledger_verdict(const tt_step_times *sum, char *out, size_t len);
 

@@ -4,7 +4,8 @@
  * a reader — or a run cut short by a signal — never sees half a line. The first failed write (a full disk,
  * /dev/full, a closed pipe: SIGPIPE is ignored by the CLI) is reported at that commit, naming the file and the
  * reason, and every later call is a no-op: the caller stops the run when it happens, not after training.
- * Not for: the console (stdout stays a FILE*, checked at every flush) or binary files. */
+ * A binary file of whole records (TensorBoard's event files) is written the same way, a record for a line
+ * (tt_out_bytes). Not for: the console (stdout stays a FILE*, checked at every flush). */
 #ifndef TT_OUT_H
 #define TT_OUT_H
 
@@ -22,6 +23,7 @@ typedef struct tt_out {
     char what[200]; /* "--log-json PATH", for messages */
     char *buf;      /* text since the last commit */
     size_t len, cap;
+    unsigned long long committed; /* bytes in the file after the last whole commit */
     int err_no;     /* errno of the first failed write or of a failed allocation; 0 while all is well */
 } tt_out;
 
@@ -47,6 +49,18 @@ void tt_out_note_input(const struct stat *st);
  * *pid_hint when it is > 0, else the holder that /proc/locks names. */
 tt_status tt_out_lock(int fd, const char *what, long pid_hint, tt_error *err);
 
+/* An output directory (what: "--checkpoint-dir DIR", for messages) before a run writes into it: created if missing
+ * (one level), and a writable directory — a run fails now, not after its first epoch. A dangling link is refused. */
+tt_status tt_out_dir_ready(const char *dir, const char *what, tt_error *err);
+
+/* One directory, one run: an flock on DIR/.towertrain.lock (this pid written in it), held while *fd stays open and
+ * dropped by the kernel when the process dies; a directory another run holds is refused (TT_ERR_IO, its pid). A lock
+ * file that is a link, a FIFO or a device is refused, never followed or waited on. */
+tt_status tt_out_dir_lock(const char *dir, const char *what, int *fd, tt_error *err);
+
+/* The pid a lock file holds ("PID\n"), or 0. */
+long tt_out_lock_file_pid(int fd);
+
 /* Appends formatted text to the pending line(s). */
 void tt_out_printf(tt_out *o, const char *fmt, ...)
 #if defined(__GNUC__)
@@ -61,7 +75,13 @@ void tt_out_json_num(tt_out *o, const char *key, double v, int comma);
  * becomes \ufffd, so the line is valid JSON whatever the string held. */
 void tt_out_json_str(tt_out *o, const char *key, const char *v, int comma);
 
-/* Writes the pending text (which must end at a line boundary) in one write. */
+/* Appends n bytes as they are: whole records of a binary file (TensorBoard's event files, src/core/tensorboard.c),
+ * committed like lines. */
+void tt_out_bytes(tt_out *o, const void *p, size_t n);
+
+/* Writes the pending text (which must end at a line boundary) in one write. A commit that fails after part of it
+ * reached the file (a short write into a full disk or past a file-size limit) cuts the file back to the last whole
+ * commit, so what a reader finds ends at a line's or a record's end. */
 tt_status tt_out_commit(tt_out *o, tt_error *err);
 
 /* Drops the pending text (a record that will not be finished: a stop mid-way), so that close writes none of it. */

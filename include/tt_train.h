@@ -52,6 +52,8 @@ typedef struct tt_run_config {
     tt_node_reduce node_reduce; /* K ranks under mpirun: how the node sums are combined (docs/scaleout.md) */
     tt_node *node;        /* the job's ranks (NULL: tt_node_world(); bench passes a sub-job) */
     const char *trace;    /* Chrome trace-event file, or NULL */
+    const char *tensorboard;        /* --tensorboard DIR: event files in DIR/train, DIR/validation (NULL: none) */
+    size_t tensorboard_every_steps; /* --tensorboard-every-steps N: the same every N steps (0: per epoch only) */
     /* checkpoints (docs/checkpoints.md) */
     const char *checkpoint_dir; /* --checkpoint-dir: where checkpoints go (NULL: none, and a stop writes none) */
     int save_every_epoch;       /* --save-every-epoch: after every epoch's validation */

@@ -286,6 +286,12 @@ static const cli_opt g_opts[] = {
      "gathered) [allreduce]", NULL, tt_node_reduce_names},
     {"--trace", "FILE", set_file, CFG(trace), 0, 0, ON(TRAIN),
      "Chrome trace-event JSON of every step (open in Perfetto or chrome://tracing)", NULL, NULL},
+    {"--tensorboard", "DIR", set_file, CFG(tensorboard), 0, 0, ON(TRAIN),
+     "TensorBoard event files in DIR/train and DIR/validation, as Keras's callback\n"
+     "writes them: epoch_loss, epoch_accuracy, epoch_top5, epoch_learning_rate and\n"
+     "the step split, per tower too (docs/tensorboard.md)", NULL, NULL},
+    {"--tensorboard-every-steps", "N", set_size, CFG(tensorboard_every_steps), 1, 1000000000, ON(TRAIN),
+     "--tensorboard: the same every N steps (batch_loss, ...) [per epoch only]", NULL, NULL},
     {"--checkpoint-dir", "DIR", set_str, CFG(checkpoint_dir), 0, 0, CMDS_CHECKPOINT,
      "where checkpoints go (safetensors; docs/checkpoints.md); the end of training and a\n"
      "stop by SIGINT or SIGTERM (at the step boundary) then write one; a directory\n"
@@ -521,6 +527,8 @@ static tt_status cli_settle(cli_parse *p, tt_error *err)
                             : p->keep_given ? "--keep"
                             : NULL;
     if (needs_dir && !c->checkpoint_dir) return tt_fail(err, TT_ERR_ARG, "%s: needs --checkpoint-dir DIR", needs_dir);
+    if (c->tensorboard_every_steps && !c->tensorboard)
+        return tt_fail(err, TT_ERR_ARG, "--tensorboard-every-steps: needs --tensorboard DIR");
     if (c->save_best && c->val_samples == 0)
         return tt_fail(err, TT_ERR_ARG, "--save-best: needs a validation set (--val-samples is 0)");
     return TT_OK;

@@ -247,6 +247,9 @@ tt_status tt_out_commit(tt_out *o, tt_error *err)
         if (w <= 0) o->err_no = w < 0 ? errno : EIO;
         else off += (size_t)w;
     }
+    if (!o->err_no) o->committed += o->len;
+    else if (ftruncate(o->fd, (off_t)o->committed) != 0) { /* a pipe or a device: nothing to cut back */
+    }
     o->len = 0;
     if (o->err_no)
         return tt_fail(err, TT_ERR_IO, "%s: write failed: %s", o->what,
@@ -266,4 +269,84 @@ tt_status tt_out_close(tt_out *o, tt_error *err)
     tt_free(o->buf);
     o->buf = NULL;
     return s;
+}
+
+tt_status tt_out_dir_ready(const char *dir, const char *what, tt_error *err)
+{
+    struct stat st;
+    tt_status s = tt_out_check_path(dir, what, err); /* mkdir would say "File exists" */
+    if (s) return s;
+    if (stat(dir, &st) != 0) {
+        if (errno != ENOENT || mkdir(dir, 0777) != 0) return tt_fail(err, TT_ERR_IO, "%s: %s", what, strerror(errno));
+        return TT_OK;
+    }
+    if (!S_ISDIR(st.st_mode)) return tt_fail(err, TT_ERR_IO, "%s: not a directory", what);
+    if (access(dir, W_OK | X_OK) != 0) return tt_fail(err, TT_ERR_IO, "%s: not writable: %s", what, strerror(errno));
+    return TT_OK;
+}
+
+long tt_out_lock_file_pid(int fd)
+{
+    char buf[32];
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    if (n <= 0) return 0;
+    buf[n] = '\0';
+    char *end;
+    long pid = strtol(buf, &end, 10);
+    return pid > 0 && *end == '\n' ? pid : 0;
+}
+
+tt_status tt_out_dir_lock(const char *dir, const char *what, int *fd, tt_error *err)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/.towertrain.lock", dir);
+    /* not followed, not waited on: a link or a FIFO there is named as such, not as ELOOP's or ftruncate's text */
+    *fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
+    struct stat st;
+    const char *kind = NULL;
+    if (*fd < 0 && errno == ELOOP) kind = "a symbolic link";
+    else if (*fd < 0 && errno == EISDIR) kind = "a directory";
+    else if (*fd < 0)
+        return tt_fail(err, TT_ERR_IO, "%s: cannot open its lock file %s: %s", what, path, strerror(errno));
+    else if (fstat(*fd, &st) == 0 && !S_ISREG(st.st_mode))
+        kind = S_ISFIFO(st.st_mode) ? "a FIFO" : "a device or a socket";
+    if (kind) {
+        if (*fd >= 0) close(*fd);
+        *fd = -1;
+        return tt_fail(err, TT_ERR_IO, "%s: its lock file %s is %s, not a file towertrain made: remove it", what, path,
+                       kind);
+    }
+    long held = 0;
+    if (flock(*fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) held = tt_out_lock_file_pid(*fd);
+    tt_status s = tt_out_lock(*fd, what, held, err); /* names the holder: its file, else /proc/locks */
+    if (!s) {
+        char line[32];
+        const int n = snprintf(line, sizeof line, "%ld\n", (long)getpid());
+        if (ftruncate(*fd, 0) != 0 || pwrite(*fd, line, (size_t)n, 0) != n)
+            s = tt_fail(err, TT_ERR_IO, "%s: cannot write its lock file %s: %s", what, path, strerror(errno));
+    }
+    if (s) {
+        close(*fd);
+        *fd = -1;
+    }
+    return s;
+}
+
+void tt_out_bytes(tt_out *o, const void *p, size_t n)
+{
+    if (!o->buf || o->err_no) return;
+    if (n > o->cap - o->len) { /* grow as tt_out_printf does: only past the caller's estimate */
+        const size_t cap = 2 * (o->cap + n);
+        char *b = (char *)tt_malloc(cap);
+        if (!b) {
+            o->err_no = ENOMEM;
+            return;
+        }
+        memcpy(b, o->buf, o->len);
+        tt_free(o->buf);
+        o->buf = b;
+        o->cap = cap;
+    }
+    memcpy(o->buf + o->len, p, n);
+    o->len += n;
 }

@@ -182,21 +182,10 @@ tt_status tt_ckpt_prune(const char *dir, size_t keep, tt_error *err)
 
 tt_status tt_ckpt_dir_ready(const char *dir, tt_error *err)
 {
-    struct stat st;
     if (!*dir) return tt_fail(err, TT_ERR_ARG, "--checkpoint-dir: empty directory name");
     char what[4200];
     snprintf(what, sizeof what, "--checkpoint-dir %s", dir);
-    tt_status s = tt_out_check_path(dir, what, err); /* mkdir would say "File exists" */
-    if (s) return s;
-    if (stat(dir, &st) != 0) {
-        if (errno != ENOENT || mkdir(dir, 0777) != 0)
-            return tt_fail(err, TT_ERR_IO, "--checkpoint-dir %s: %s", dir, strerror(errno));
-        return TT_OK;
-    }
-    if (!S_ISDIR(st.st_mode)) return tt_fail(err, TT_ERR_IO, "--checkpoint-dir %s: not a directory", dir);
-    if (access(dir, W_OK | X_OK) != 0)
-        return tt_fail(err, TT_ERR_IO, "--checkpoint-dir %s: not writable: %s", dir, strerror(errno));
-    return TT_OK;
+    return tt_out_dir_ready(dir, what, err);
 }
 
 /* Steps done after `step` steps of epoch `epoch` (epochs of n steps). */
@@ -216,53 +205,11 @@ tt_status tt_ckpt_none_ahead(const char *dir, uint64_t epoch, uint64_t step, uin
     return s;
 }
 
-/* The pid a lock file holds ("PID\n"), or 0. */
-static long lock_file_pid(int fd)
-{
-    char buf[32];
-    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
-    if (n <= 0) return 0;
-    buf[n] = '\0';
-    char *end;
-    long pid = strtol(buf, &end, 10);
-    return pid > 0 && *end == '\n' ? pid : 0;
-}
-
 tt_status tt_ckpt_dir_lock(const char *dir, int *fd, tt_error *err)
 {
-    char path[4200], what[4300];
-    snprintf(path, sizeof path, "%s/.towertrain.lock", dir);
+    char what[4300];
     snprintf(what, sizeof what, "--checkpoint-dir %s", dir);
-    /* not followed, not waited on: a link or a FIFO there is named as such, not as ELOOP's or ftruncate's text */
-    *fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
-    struct stat st;
-    const char *kind = NULL;
-    if (*fd < 0 && errno == ELOOP) kind = "a symbolic link";
-    else if (*fd < 0 && errno == EISDIR) kind = "a directory";
-    else if (*fd < 0)
-        return tt_fail(err, TT_ERR_IO, "%s: cannot open its lock file %s: %s", what, path, strerror(errno));
-    else if (fstat(*fd, &st) == 0 && !S_ISREG(st.st_mode))
-        kind = S_ISFIFO(st.st_mode) ? "a FIFO" : "a device or a socket";
-    if (kind) {
-        if (*fd >= 0) close(*fd);
-        *fd = -1;
-        return tt_fail(err, TT_ERR_IO, "%s: its lock file %s is %s, not a file towertrain made: remove it", what, path,
-                       kind);
-    }
-    long held = 0;
-    if (flock(*fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) held = lock_file_pid(*fd);
-    tt_status s = tt_out_lock(*fd, what, held, err); /* names the holder: its file, else /proc/locks */
-    if (!s) {
-        char line[32];
-        const int n = snprintf(line, sizeof line, "%ld\n", (long)getpid());
-        if (ftruncate(*fd, 0) != 0 || pwrite(*fd, line, (size_t)n, 0) != n)
-            s = tt_fail(err, TT_ERR_IO, "%s: cannot write its lock file %s: %s", what, path, strerror(errno));
-    }
-    if (s) {
-        close(*fd);
-        *fd = -1;
-    }
-    return s;
+    return tt_out_dir_lock(dir, what, fd, err);
 }
 
 long tt_ckpt_dir_holder(const char *dir)
@@ -273,7 +220,7 @@ long tt_ckpt_dir_holder(const char *dir)
     if (fd < 0) return 0; /* never locked: no run has written here */
     long pid = 0;
     if (flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
-        pid = lock_file_pid(fd);
+        pid = tt_out_lock_file_pid(fd);
         if (pid == (long)getpid()) pid = 0; /* this run's own --checkpoint-dir */
         else if (pid <= 0) pid = -1;
     }

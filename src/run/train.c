@@ -38,24 +38,6 @@ void tt_run_config_defaults(tt_run_config *c)
     c->keep = 3;
 }
 
-static void add_times(tt_step_times *a, const tt_step_times *b)
-{
-    a->launch += b->launch;
-    a->pull += b->pull;
-    a->data += b->data;
-    a->compute += b->compute;
-    a->push += b->push;
-    a->wait += b->wait;
-    a->towers += b->towers;
-    a->reduce += b->reduce;
-    a->combine += b->combine;
-    a->update += b->update;
-    a->total += b->total;
-    a->push_hidden += b->push_hidden;
-    a->host_hidden += b->host_hidden;
-    a->host_exposed += b->host_exposed;
-}
-
 /* ---- the run ----------------------------------------------------------------------------------------------- */
 
 /* The whole run's memory, before anything large is allocated: the trainer's buffers and the run's own. */
@@ -164,13 +146,14 @@ static tt_status run_open_local(run_state *rs, tt_error *err)
         s = tt_out_open(&rs->log, c->log_json, what, 4096 + 512 * c->towers, err);
         if (!s) log_start(rs);
     }
+    if (!s && c->tensorboard && rs->rank0) s = tb_open(rs, err);
     return s;
 }
 
 /* What must be the same on every rank of a job, as (name, value) pairs: a rank started with another model, batch,
  * data or option would step out of line with the others (or wait for a collective they never call). Each field says
  * how its value reads, so a mismatch is told in the flag's own words ("--reduce is device here, cpu on rank 0"). */
-enum { FP_FIELDS = 24 };
+enum { FP_FIELDS = 26 };
 typedef enum { FP_COUNT, FP_CRC, FP_GIVEN, FP_FLOAT, FP_OPTIMIZER, FP_NODE_REDUCE, FP_REDUCE, FP_SAVE_BEST } fp_kind;
 typedef struct fingerprint {
     uint64_t v[FP_FIELDS];
@@ -186,7 +169,8 @@ static const struct {
     {"--optimizer", FP_OPTIMIZER}, {"--lr", FP_FLOAT}, {"the optimizer's settings", FP_CRC}, {"--epochs", FP_COUNT},
     {"--node-reduce", FP_NODE_REDUCE}, {"--reduce", FP_REDUCE}, {"the training data (CRC-32)", FP_CRC},
     {"--checkpoint-dir", FP_GIVEN}, {"--save-every-epoch", FP_GIVEN}, {"--save-every-steps", FP_COUNT},
-    {"--save-best", FP_SAVE_BEST}, {"--resume", FP_GIVEN}, {"--trace", FP_GIVEN}, {"--log-json", FP_GIVEN}};
+    {"--save-best", FP_SAVE_BEST}, {"--resume", FP_GIVEN}, {"--trace", FP_GIVEN}, {"--log-json", FP_GIVEN},
+    {"--tensorboard", FP_GIVEN}, {"--tensorboard-every-steps", FP_COUNT}};
 
 const char *const tt_lr_scaling_names[] = {"none", "linear", NULL};
 const char *const tt_progress_names[] = {"auto", "bar", "lines", "quiet", NULL};
@@ -240,7 +224,8 @@ static void run_fingerprint_of(const run_state *rs, fingerprint *f)
                                    (uint64_t)rs->tc.optim.kind, lr, tt_crc32(0, f->hyper, strlen(f->hyper)), c->epochs,
                                    (uint64_t)c->node_reduce, (uint64_t)c->reduce, rs->data_crc,
                                    c->checkpoint_dir != NULL, (uint64_t)c->save_every_epoch, c->save_every_steps,
-                                   (uint64_t)c->save_best, c->resume != NULL, c->trace != NULL, c->log_json != NULL};
+                                   (uint64_t)c->save_best, c->resume != NULL, c->trace != NULL, c->log_json != NULL,
+                                   c->tensorboard != NULL, c->tensorboard_every_steps};
     memcpy(f->v, v, sizeof v);
 }
 
@@ -298,25 +283,30 @@ static tt_status run_open(run_state *rs, tt_error *err)
     return run_agree(rs, TT_OK, err);
 }
 
-/* Runs started steps first.. of the epoch on the crew (the epoch began at step `begin` in this process); the calling
- * thread only draws the bar (and notices a console that fails). */
-static void run_steps(run_state *rs, double e0, size_t begin, size_t first, size_t *done_steps)
+/* Runs started steps first.. of epoch `epoch` on the crew (the epoch began at step `begin` in this process); the
+ * calling thread only draws the bar (and notices a console that fails) and writes --tensorboard-every-steps's
+ * records as steps finish. */
+static void run_steps(run_state *rs, size_t epoch, double e0, size_t begin, size_t first, size_t *done_steps)
 {
     size_t drawn = begin, seen = 0, top1 = 0;
     double loss_sum = 0;
-    while (!tt_trainer_wait(&rs->tr, rs->bar ? 0.1 : -1, done_steps)) {
+    const int tb_steps_on = rs->c->tensorboard_every_steps && rs->tb.f[0].buf;
+    while (!tt_trainer_wait(&rs->tr, rs->bar || tb_steps_on ? 0.1 : -1, done_steps)) {
         /* results[begin..first + done_steps) are final: fold them in and redraw the bar */
         for (; drawn < first + *done_steps; drawn++) {
             loss_sum += rs->results[drawn].loss_sum;
             top1 += rs->results[drawn].top1;
             seen += rs->results[drawn].n;
         }
-        if (!seen || rs->pending.s) continue;
-        print_bar(rs->out, begin, first + *done_steps, rs->steps, tt_now() - e0, loss_sum / (double)seen,
-                  (double)top1 / (double)seen, 0);
-        print_flush(rs);
+        tb_steps(rs, epoch, first + *done_steps);
+        if (rs->bar && seen && !rs->pending.s) {
+            print_bar(rs->out, begin, first + *done_steps, rs->steps, tt_now() - e0, loss_sum / (double)seen,
+                      (double)top1 / (double)seen, 0);
+            print_flush(rs);
+        }
         if (rs->pending.s) tt_trainer_request_stop(&rs->tr); /* stop now, not after training */
     }
+    tb_steps(rs, epoch, first + *done_steps); /* the last steps, or all of them without a bar */
 }
 
 /* The steps of an epoch that ran in this process, first..end-1 (all of them; from a resumed step; or those before a
@@ -335,7 +325,7 @@ static void epoch_stats(run_state *rs, size_t epoch, size_t first, size_t end, t
         top1 += r->top1;
         top5 += r->top5;
         seen += r->n;
-        add_times(&es->split, &r->t);
+        tt_step_times_add(&es->split, &r->t);
         rs->step_secs[st - first] = r->t.total;
     }
     es->step_median = tt_median(rs->step_secs, end - first);
@@ -466,7 +456,7 @@ static tt_status run_epoch_steps(run_state *rs, size_t epoch, size_t first, doub
                                              rs->ledger + k * c->towers, err);
         if (s) return s;
         size_t done = 0;
-        run_steps(rs, e0, first, k, &done);
+        run_steps(rs, epoch, e0, first, k, &done);
         if (tt_trainer_halted(&rs->tr)) return run_halted(rs, epoch, first, k + done, err);
         k = end;
         if (c->save_every_steps && k < rs->steps && (before + k) % c->save_every_steps == 0) {
@@ -487,6 +477,7 @@ static tt_status run_epoch(run_state *rs, size_t epoch, size_t first, tt_run_res
     if (rs->out) fprintf(rs->out, "Epoch %zu/%zu\n", epoch, c->epochs);
     double e0 = tt_now();
     tt_trainer_set_epoch(&rs->tr, epoch);
+    tb_epoch_begin(rs, first);
     if ((s = run_epoch_steps(rs, epoch, first, e0, err))) return s;
     tt_epoch_stats es;
     epoch_stats(rs, epoch, first, rs->steps, &es);
@@ -505,6 +496,7 @@ static tt_status run_epoch(run_state *rs, size_t epoch, size_t first, tt_run_res
     }
     print_epoch(rs, &es);
     log_epoch(rs, &es);
+    tb_epoch(rs, &es);
     /* K ranks: rank 0's trace, console or log may have failed; every rank learns it before the checkpoint's
      * collectives */
     if ((s = run_agree(rs, TT_OK, err))) return s;
@@ -566,9 +558,15 @@ static tt_status run_close(run_state *rs, tt_status s, tt_error *err)
         *err = cerr;
         s = ls;
     }
+    if ((ls = tt_tb_close(&rs->tb, &cerr)) && !s) {
+        *err = cerr;
+        s = ls;
+    }
     if (tt_trainer_halted(&rs->tr) != TT_HALT_NODE) s = run_agree(rs, s, err); /* the end: every rank alike */
     tt_trainer_free(&rs->tr);
     if (rs->dir_lock >= 0) close(rs->dir_lock); /* the directory is free for the next run */
+    if (rs->tb_lock >= 0) close(rs->tb_lock);
+    tt_free(rs->tb_towers);
     tt_free(rs->idx);
     tt_free(rs->step_secs);
     tt_free(rs->results);
@@ -610,7 +608,7 @@ tt_status tt_run_on(const tt_run_config *c, const tt_dataset *train, const tt_da
     run_state *rs = (run_state *)tt_calloc(1, sizeof *rs);
     if (!rs) return tt_fail(err, TT_ERR_NOMEM, "out of memory");
     rs->c = c;
-    rs->dir_lock = -1;
+    rs->dir_lock = rs->tb_lock = -1;
     rs->nd = c->node ? c->node : tt_node_world();
     rs->K = rs->nd->size > 1 ? rs->nd->size : 1;
     rs->rank0 = rs->nd->rank == 0;

@@ -1,8 +1,12 @@
 /* train_report.c — the reporting side of a training run: the banner, the Keras-style console lines (a live bar on
  * a terminal), the JSON-lines log's records and the trace's steps. Not for: when they are written (the run's flow,
  * train.c), a checkpoint's line and record (train_ckpt.c, with the save), or the step's ledger (ledger.c). */
+#include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 
 #include "tt_blas.h"
 #include "train_run.h"
@@ -239,4 +243,155 @@ void run_trace_steps(run_state *rs, size_t first, size_t end)
     }
     if (write) tt_trace_rank(&rs->trace, 0, 0);
     run_fail(rs, s, &e);
+}
+
+/* ---- --tensorboard: event files as Keras's TensorBoard callback writes them (docs/tensorboard.md) ------------- */
+
+static double wall_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Are a and b one directory (b may be NULL)? */
+static int same_dir(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    return b && stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+/* Creates the missing directories above dir, as Keras's callback does for its log_dir (logs/fit/run1); what is in
+ * the way is left for tt_out_dir_ready to name. */
+static void make_parents(const char *dir)
+{
+    char p[4096];
+    if (snprintf(p, sizeof p, "%s", dir) >= (int)sizeof p) return;
+    for (char *s = strchr(p + 1, '/'); s; s = strchr(s + 1, '/')) {
+        *s = '\0';
+        if (mkdir(p, 0777) != 0 && errno != EEXIST) return;
+        *s = '/';
+    }
+}
+
+/* Rank 0: DIR (and the directories above it) ready and locked for this run (unless it is this run's
+ * --checkpoint-dir, locked already), and the two event files opened. */
+tt_status tb_open(run_state *rs, tt_error *err)
+{
+    const tt_run_config *c = rs->c;
+    char what[4200];
+    snprintf(what, sizeof what, "--tensorboard %s", c->tensorboard);
+    make_parents(c->tensorboard);
+    tt_status s = tt_out_dir_ready(c->tensorboard, what, err);
+    if (!s && !same_dir(c->tensorboard, c->checkpoint_dir)) s = tt_out_dir_lock(c->tensorboard, what, &rs->tb_lock, err);
+    if (!s) s = tt_tb_open(&rs->tb, c->tensorboard, what, err);
+    /* the towers' phase sums of an epoch, then of the steps since the last per-step records */
+    if (!s && !(rs->tb_towers = (double *)tt_calloc(2 * c->towers * TT_TOWER_PHASES, sizeof(double))))
+        s = tt_fail(err, TT_ERR_NOMEM, "out of memory");
+    return s;
+}
+
+static void tb_commit(run_state *rs)
+{
+    tt_error e;
+    run_fail(rs, tt_tb_commit(&rs->tb, &e), &e);
+}
+
+/* The split's phases (seconds per step: sums over `steps` steps) and each tower's, under prefix_split/ and
+ * prefix_tower/T/. */
+static void tb_split(run_state *rs, const char *prefix, int64_t step, double wall, const tt_step_times *sum,
+                     const double *towers, size_t steps)
+{
+    char tag[96];
+    const double per = steps ? 1.0 / (double)steps : 0;
+    for (int k = 0; k < TT_SPLIT_PHASES; k++) {
+        if (tt_split_phases[k].off == offsetof(tt_step_times, combine) && rs->K < 2) continue; /* one rank: 0 */
+        snprintf(tag, sizeof tag, "%s_split/%s", prefix, tt_split_phases[k].name);
+        tt_tb_scalar(&rs->tb, TT_TB_TRAIN, tag, step, wall, per * tt_phase_value(sum, &tt_split_phases[k]));
+    }
+    static const int shown[] = {0, 1, 2, 4, 6}; /* pull, data, compute, push, wait: the tower lanes */
+    for (size_t t = 0; t < rs->c->towers; t++)
+        for (size_t k = 0; k < sizeof shown / sizeof shown[0]; k++) {
+            snprintf(tag, sizeof tag, "%s_tower/%zu/%s", prefix, t, tt_tower_phase_fields[shown[k]].name);
+            tt_tb_scalar(&rs->tb, TT_TB_TRAIN, tag, step, wall, per * towers[t * TT_TOWER_PHASES + shown[k]]);
+        }
+}
+
+/* Adds steps [first, end) of the epoch's ledger into towers (towers x TT_TOWER_PHASES sums). */
+static void tb_add_towers(const run_state *rs, double *towers, size_t first, size_t end)
+{
+    const size_t T = rs->c->towers;
+    for (size_t k = first; k < end; k++)
+        for (size_t t = 0; t < T; t++) {
+            const tt_tower_phases ph = tt_tower_phases_of(&rs->ledger[k * T + t]);
+            for (int p = 0; p < TT_TOWER_PHASES; p++)
+                towers[t * TT_TOWER_PHASES + p] += tt_phase_value(&ph, &tt_tower_phase_fields[p]);
+        }
+}
+
+/* The epoch's records, step = the epoch from 0 as Keras counts it: train epoch_loss, epoch_accuracy, epoch_top5,
+ * epoch_learning_rate and the step split; validation the same three metrics. */
+void tb_epoch(run_state *rs, const tt_epoch_stats *es)
+{
+    if (!rs->tb.f[0].buf || rs->pending.s) return;
+    const int64_t step = (int64_t)es->epoch - 1;
+    const double wall = wall_now();
+    tt_tb_scalar(&rs->tb, TT_TB_TRAIN, "epoch_loss", step, wall, es->loss);
+    tt_tb_scalar(&rs->tb, TT_TB_TRAIN, "epoch_accuracy", step, wall, es->accuracy);
+    tt_tb_scalar(&rs->tb, TT_TB_TRAIN, "epoch_top5", step, wall, es->top5);
+    tt_tb_scalar(&rs->tb, TT_TB_TRAIN, "epoch_learning_rate", step, wall, rs->tc.optim.lr);
+    if (rs->val->n) {
+        tt_tb_scalar(&rs->tb, TT_TB_VALIDATION, "epoch_loss", step, wall, es->val.loss);
+        tt_tb_scalar(&rs->tb, TT_TB_VALIDATION, "epoch_accuracy", step, wall, es->val.accuracy);
+        tt_tb_scalar(&rs->tb, TT_TB_VALIDATION, "epoch_top5", step, wall, es->val.top5);
+    }
+    double *towers = rs->tb_towers;
+    memset(towers, 0, rs->c->towers * TT_TOWER_PHASES * sizeof(double));
+    tb_add_towers(rs, towers, es->first_step, es->first_step + es->steps);
+    tb_split(rs, "epoch", step, wall, &es->split, towers, es->steps);
+    tb_commit(rs);
+}
+
+/* --tensorboard-every-steps: an epoch begins at its step `first` (0, or where a resumed run starts). */
+void tb_epoch_begin(run_state *rs, size_t first)
+{
+    rs->tb_next = first;
+    rs->tb_seen = rs->tb_top1 = rs->tb_top5 = 0;
+    rs->tb_loss = 0;
+}
+
+/* --tensorboard-every-steps N: folds the epoch's finished steps [tb_next, end) in, and at every N-th step of the run
+ * (the global batch count, from 1, as Keras's update_freq=N counts) writes batch_loss, batch_accuracy, batch_top5
+ * (the epoch's running means, as Keras's batch logs), batch_learning_rate, and the split of the steps since the
+ * last records. */
+void tb_steps(run_state *rs, size_t epoch, size_t end)
+{
+    const size_t N = rs->c->tensorboard_every_steps;
+    if (!N || !rs->tb.f[0].buf) return;
+    int wrote = 0;
+    double *win = rs->tb_towers + rs->c->towers * TT_TOWER_PHASES;
+    for (; rs->tb_next < end; rs->tb_next++) {
+        const size_t k = rs->tb_next;
+        const tt_step_result *r = &rs->results[k];
+        rs->tb_loss += r->loss_sum;
+        rs->tb_top1 += r->top1;
+        rs->tb_top5 += r->top5;
+        rs->tb_seen += r->n;
+        tt_step_times_add(&rs->tb_win, &r->t);
+        tb_add_towers(rs, win, k, k + 1);
+        rs->tb_win_steps++;
+        const uint64_t g = (uint64_t)(epoch - 1) * rs->steps + k + 1;
+        if (g % N || !rs->tb_seen || rs->pending.s) continue;
+        const double wall = wall_now() - (tt_now() - r->t.step1), seen = (double)rs->tb_seen;
+        tt_tb_scalar(&rs->tb, TT_TB_TRAIN, "batch_loss", (int64_t)g, wall, rs->tb_loss / seen);
+        tt_tb_scalar(&rs->tb, TT_TB_TRAIN, "batch_accuracy", (int64_t)g, wall, (double)rs->tb_top1 / seen);
+        tt_tb_scalar(&rs->tb, TT_TB_TRAIN, "batch_top5", (int64_t)g, wall, (double)rs->tb_top5 / seen);
+        tt_tb_scalar(&rs->tb, TT_TB_TRAIN, "batch_learning_rate", (int64_t)g, wall, rs->tc.optim.lr);
+        tb_split(rs, "batch", (int64_t)g, wall, &rs->tb_win, win, rs->tb_win_steps);
+        memset(&rs->tb_win, 0, sizeof rs->tb_win);
+        memset(win, 0, rs->c->towers * TT_TOWER_PHASES * sizeof(double));
+        rs->tb_win_steps = 0;
+        wrote = 1;
+    }
+    if (wrote) tb_commit(rs);
 }

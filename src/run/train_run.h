@@ -10,6 +10,7 @@
 #include "tt_backend.h"
 #include "tt_ledger.h"
 #include "tt_node.h"
+#include "tt_tensorboard.h"
 #include "tt_train.h"
 
 /* Everything one run holds, so that opening, the epochs, a halt and the ending are separate functions. */
@@ -31,6 +32,15 @@ typedef struct run_state {
     tt_tower_ledger *ledger;
     tt_out log;
     tt_trace trace;
+    /* --tensorboard (rank 0): the event files, DIR's lock (-1: none, or the checkpoint directory's), and for
+     * --tensorboard-every-steps the epoch's next step to fold in, the epoch's running sums and the sums of the steps
+     * since the last records (the host's split, and every tower's phases) */
+    tt_tb tb;
+    int tb_lock;
+    size_t tb_next, tb_seen, tb_top1, tb_top5, tb_win_steps;
+    double tb_loss;
+    tt_step_times tb_win;
+    double *tb_towers; /* 2 x towers x TT_TOWER_PHASES: an epoch's sums, then the window's */
     int log_ended;            /* the log's final "error" / "stopped" record is written */
     /* checkpoints */
     size_t start_epoch, start_step; /* where the run begins: 1, 0; or where --resume's checkpoint left off */
@@ -93,6 +103,10 @@ void print_test(run_state *rs, const tt_eval_result *test);
 void log_start(run_state *rs);
 void log_ranks(run_state *rs);
 void log_epoch(run_state *rs, const tt_epoch_stats *es);
+tt_status tb_open(run_state *rs, tt_error *err);
+void tb_epoch(run_state *rs, const tt_epoch_stats *es);
+void tb_epoch_begin(run_state *rs, size_t first);
+void tb_steps(run_state *rs, size_t epoch, size_t end);
 void log_test(run_state *rs, const tt_eval_result *test);
 void log_nothing_left(run_state *rs);
 void log_end(run_state *rs, const char *event, const char *fields, const tt_error *why);

@@ -1,5 +1,6 @@
 /* ledger.c — reading the step ledger: verdicts, console split, JSON step records, Chrome trace events. */
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "tt_ledger.h"
@@ -44,17 +45,49 @@ void tt_ledger_split_line(FILE *f, const tt_step_times *s)
                 100 * s->host_hidden / host, 100 * s->host_exposed / host);
 }
 
+const tt_phase_field tt_split_phases[TT_SPLIT_PHASES] = {
+    {"launch", offsetof(tt_step_times, launch)}, {"pull", offsetof(tt_step_times, pull)},
+    {"data", offsetof(tt_step_times, data)},     {"compute", offsetof(tt_step_times, compute)},
+    {"push", offsetof(tt_step_times, push)},     {"wait", offsetof(tt_step_times, wait)},
+    {"reduce", offsetof(tt_step_times, reduce)}, {"combine", offsetof(tt_step_times, combine)},
+    {"update", offsetof(tt_step_times, update)}, {"total", offsetof(tt_step_times, total)}};
+
+const tt_phase_field tt_tower_phase_fields[TT_TOWER_PHASES] = {
+    {"pull", offsetof(tt_tower_phases, pull)},         {"data", offsetof(tt_tower_phases, data)},
+    {"compute", offsetof(tt_tower_phases, compute)},   {"reduce", offsetof(tt_tower_phases, reduce)},
+    {"push", offsetof(tt_tower_phases, push)},         {"push_sum", offsetof(tt_tower_phases, push_sum)},
+    {"wait", offsetof(tt_tower_phases, wait)},         {"update", offsetof(tt_tower_phases, update)}};
+
+tt_tower_phases tt_tower_phases_of(const tt_tower_ledger *l)
+{
+    tt_tower_phases p = {l->pull1 - l->pull0,     l->data1 - l->pull1, l->compute1 - l->data1,
+                         l->reduce1 - l->reduce0, l->push1 - l->push0, l->rpush1 - l->rpush0,
+                         l->wait,                 l->update1 - l->update0};
+    return p;
+}
+
+void tt_step_times_add(tt_step_times *a, const tt_step_times *b)
+{
+    a->launch += b->launch;
+    a->pull += b->pull;
+    a->data += b->data;
+    a->compute += b->compute;
+    a->push += b->push;
+    a->wait += b->wait;
+    a->towers += b->towers;
+    a->reduce += b->reduce;
+    a->combine += b->combine;
+    a->update += b->update;
+    a->total += b->total;
+    a->push_hidden += b->push_hidden;
+    a->host_hidden += b->host_hidden;
+    a->host_exposed += b->host_exposed;
+}
+
 void tt_ledger_json_split(tt_out *f, const tt_step_times *s)
 {
-    tt_out_json_num(f, "launch", s->launch, 1);
-    tt_out_json_num(f, "pull", s->pull, 1);
-    tt_out_json_num(f, "data", s->data, 1);
-    tt_out_json_num(f, "compute", s->compute, 1);
-    tt_out_json_num(f, "push", s->push, 1);
-    tt_out_json_num(f, "wait", s->wait, 1);
-    tt_out_json_num(f, "reduce", s->reduce, 1);
-    tt_out_json_num(f, "combine", s->combine, 1);
-    tt_out_json_num(f, "update", s->update, 1);
+    for (int k = 0; k < TT_SPLIT_PHASES - 1; k++) /* total last, after the sums below */
+        tt_out_json_num(f, tt_split_phases[k].name, tt_phase_value(s, &tt_split_phases[k]), 1);
     tt_out_json_num(f, "reduce_update", s->reduce + s->update, 1);
     if (s->host_hidden + s->host_exposed > 0) { /* --overlap on: push's part during backward; the host's work split */
         tt_out_json_num(f, "push_hidden", s->push_hidden, 1);
@@ -83,14 +116,9 @@ tt_status tt_ledger_json_steps(tt_out *f, size_t epoch, const tt_step_result *re
         for (size_t t = 0; t < N; t++) {
             const tt_tower_ledger *l = &led[k * N + t];
             tt_out_printf(f, "%s{\"tower\":%zu,\"rows\":%zu,", t ? "," : "", t, l->rows);
-            tt_out_json_num(f, "pull", l->pull1 - l->pull0, 1);
-            tt_out_json_num(f, "data", l->data1 - l->pull1, 1);
-            tt_out_json_num(f, "compute", l->compute1 - l->data1, 1);
-            tt_out_json_num(f, "reduce", l->reduce1 - l->reduce0, 1);
-            tt_out_json_num(f, "push", l->push1 - l->push0, 1);
-            tt_out_json_num(f, "push_sum", l->rpush1 - l->rpush0, 1);
-            tt_out_json_num(f, "wait", l->wait, 1);
-            tt_out_json_num(f, "update", l->update1 - l->update0, 1); /* --update device, replicated: this tower's */
+            const tt_tower_phases ph = tt_tower_phases_of(l); /* update: --update device, replicated: this tower's */
+            for (int p = 0; p < TT_TOWER_PHASES; p++)
+                tt_out_json_num(f, tt_tower_phase_fields[p].name, tt_phase_value(&ph, &tt_tower_phase_fields[p]), 1);
             if (l->n_buckets) {
                 tt_out_json_num(f, "push_hidden", l->push_hidden, 1);
                 tt_out_printf(f, "\"bytes_prepull\":%llu,", (unsigned long long)l->bytes_prepull);
