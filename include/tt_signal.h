@@ -24,6 +24,10 @@ void tt_signal_install(void);
  * own; one that comes after it exits at once, quietly. */
 void tt_signal_error_line(int begin);
 
+/* A terminal to put back on an immediate exit (a second or third signal, or the second's deadline): s (a string that
+ * outlives the call, e.g. "show the cursor") is written to fd before _exit. NULL: nothing (the owner restored it). */
+void tt_signal_restore(int fd, const char *s);
+
 /* The first SIGINT/SIGTERM caught so far, or 0. */
 int tt_signal_caught(void);
 

@@ -17,7 +17,7 @@ extern "C" {
 #endif
 
 typedef enum { TT_LR_NONE, TT_LR_LINEAR } tt_lr_scaling;
-typedef enum { TT_PROGRESS_AUTO, TT_PROGRESS_BAR, TT_PROGRESS_LINES, TT_PROGRESS_QUIET } tt_progress;
+typedef enum { TT_PROGRESS_AUTO, TT_PROGRESS_BAR, TT_PROGRESS_LINES, TT_PROGRESS_QUIET, TT_PROGRESS_TOWERS } tt_progress;
 typedef enum { TT_SAVE_BEST_NONE, TT_SAVE_BEST_VAL_LOSS, TT_SAVE_BEST_VAL_ACCURACY } tt_save_best;
 /* Their names as the flags, the log, checkpoints and messages write them: indexed by the value, NULL after the last
  * (the command line's choice rows read these lists). */

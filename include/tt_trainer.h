@@ -246,6 +246,16 @@ typedef struct tt_trainer {
 
 tt_status tt_trainer_init(tt_trainer *tr, const tt_model *m, const tt_trainer_config *cfg,
                           const float *h_init_params, tt_error *err);
+
+/* What tower t's thread is doing at this moment, for a live view (--progress towers): the phase it last entered,
+ * one relaxed store each, read without a lock. On a GPU a tower's thread issues its phases and then waits for its
+ * device (DEVICE); HOST is the tower's thread helping the host crew (the sum and the optimizer, or --overlap's
+ * buckets), REDUCE a device-side reduction, WAIT a barrier. */
+typedef enum {
+    TT_LIVE_IDLE, TT_LIVE_PULL, TT_LIVE_DATA, TT_LIVE_COMPUTE, TT_LIVE_PUSH, TT_LIVE_DEVICE, TT_LIVE_WAIT,
+    TT_LIVE_REDUCE, TT_LIVE_HOST, TT_LIVE_PHASES
+} tt_live_phase;
+int tt_trainer_live_phase(const tt_trainer *tr, size_t t);
 void tt_trainer_free(tt_trainer *tr); /* accepts a half-built trainer */
 
 /* --overlap on: the gradient's buckets in the order they are pushed, bucket k = [edge[k+1], edge[k]) (edge: room for

@@ -101,7 +101,7 @@ START_TEST(test_help_and_version)
     ck_assert(strstr(tt_test_slurp(out_path), "--lr-scaling") != NULL);
     /* generated from the tables: the optimizers' defaults (tt_optim_defaults), a choice row's words */
     ck_assert_msg(strstr(tt_test_slurp(out_path), "[Keras default: sgd 0.01, adam/nadam/rmsprop 0.001]") &&
-                  strstr(tt_test_slurp(out_path), "--progress MODE       auto | bar | lines | quiet [auto") &&
+                  strstr(tt_test_slurp(out_path), "--progress MODE       auto | bar | lines | quiet | towers [auto") &&
                   strstr(tt_test_slurp(out_path), "--save-best METRIC    val_loss | val_accuracy: best"),
                   "%s", tt_test_slurp(out_path));
     expect("bench --help", 0, "");
@@ -121,7 +121,7 @@ START_TEST(test_bad_flags)
     expect("compare --trace t.json", 2, "compare: --trace does not apply (it runs every placement in turn;");
     /* a choice row takes its words only: --save-best has no 'none' (it is the flag's absence) */
     expect("train --checkpoint-dir d --save-best none", 2, "--save-best: 'none' is not val_loss or val_accuracy");
-    expect("train --progress loud", 2, "--progress: 'loud' is not auto, bar, lines or quiet");
+    expect("train --progress loud", 2, "--progress: 'loud' is not auto, bar, lines, quiet or towers");
     expect("train --batch", 2, "--batch: missing value");
     expect("train --batch abc", 2, "--batch");
     expect("train --batch 0", 2, "--batch");

@@ -264,7 +264,9 @@ static const cli_opt g_opts[] = {
      "test on the first N test samples only [all]", NULL, NULL},
     {"--log-json", "FILE", set_file, CFG(log_json), 0, 0, ON(TRAIN) | ON(EVAL),
      "JSON lines: a start object, one per epoch, one for the test set", NULL, NULL},
-    {"--progress", "MODE", set_choice, CFG(progress), 0, 0, CMDS_RUNS, "%s [auto: a bar on a terminal]", help_choices,
+    {"--progress", "MODE", set_choice, CFG(progress), 0, 0, CMDS_RUNS,
+     "%s [auto: a bar on a terminal];\n"
+     "towers: a live lane per tower and the host's, on a terminal (docs/tutorial.md)", help_choices,
      tt_progress_names},
     {"--host-threads", "N", set_threads, 0, 1, 256, CMDS_USE,
      "host threads for the gradient sum and the optimizer [CPUs]", NULL, NULL},

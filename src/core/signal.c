@@ -10,6 +10,21 @@
 static atomic_int g_caught; /* 0, or the first signal */
 static atomic_int g_line;   /* the process's error line: 0 not yet, 1 being written, 2 written */
 static atomic_int g_second; /* the second signal, once one came */
+/* what an immediate exit writes first, and where: a terminal put back as it was (tt_signal_restore) */
+static _Atomic(const char *) g_restore;
+static atomic_int g_restore_fd = -1;
+
+/* Async-signal-safe: write(2) of a string set while no signal handler ran. */
+static void restore_terminal(void)
+{
+    const char *s = atomic_load(&g_restore);
+    const int fd = atomic_load(&g_restore_fd);
+    if (!s || fd < 0) return;
+    size_t n = 0;
+    while (s[n]) n++;
+    ssize_t w = write(fd, s, n);
+    (void)w;
+}
 
 /* The second signal's deadline (SECOND_GRACE_S after it): a stderr that nobody reads keeps the line's write, or the
  * handler's own, blocked for ever, and SIGKILL must not be the only way out. */
@@ -17,6 +32,7 @@ enum { SECOND_GRACE_S = 2 };
 static void on_alarm(int sig)
 {
     const int second = atomic_load(&g_second);
+    restore_terminal();
     _exit(128 + (second ? second : sig));
 }
 
@@ -25,16 +41,21 @@ static void on_signal(int sig)
     int none = 0;
     if (atomic_compare_exchange_strong(&g_caught, &none, sig)) return;
     int no_second = 0; /* (none now holds the first signal: a failed exchange writes what it found) */
-    if (!atomic_compare_exchange_strong(&g_second, &no_second, sig)) _exit(128 + sig); /* a third: at once, quietly */
+    if (!atomic_compare_exchange_strong(&g_second, &no_second, sig)) { /* a third: at once, quietly */
+        restore_terminal();
+        _exit(128 + sig);
+    }
     alarm(SECOND_GRACE_S); /* async-signal-safe; whatever blocks below, SIGALRM ends the process with 128 + sig */
     const int line = atomic_load(&g_line);
     if (line == 1) return; /* the line is going out: it is finished first (tt_signal_error_line exits then) */
     if (line == 0) { /* the one line on stderr, naming the signal; write(2) is async-signal-safe */
         static const char term[] = "towertrain: SIGTERM, a second signal: exiting at once (the stop is not finished)\n",
                           intr[] = "towertrain: SIGINT, a second signal: exiting at once (the stop is not finished)\n";
+        restore_terminal();
         ssize_t w = sig == SIGTERM ? write(STDERR_FILENO, term, sizeof term - 1) : write(STDERR_FILENO, intr, sizeof intr - 1);
         (void)w;
     }
+    restore_terminal();
     _exit(128 + sig);
 }
 
@@ -60,6 +81,12 @@ void tt_signal_error_line(int begin)
 }
 
 int tt_signal_caught(void) { return atomic_load(&g_caught); }
+
+void tt_signal_restore(int fd, const char *s)
+{
+    atomic_store(&g_restore, s);
+    atomic_store(&g_restore_fd, s ? fd : -1);
+}
 
 const atomic_int *tt_signal_flag(void) { return &g_caught; }
 

@@ -173,7 +173,7 @@ static const struct {
     {"--tensorboard", FP_GIVEN}, {"--tensorboard-every-steps", FP_COUNT}};
 
 const char *const tt_lr_scaling_names[] = {"none", "linear", NULL};
-const char *const tt_progress_names[] = {"auto", "bar", "lines", "quiet", NULL};
+const char *const tt_progress_names[] = {"auto", "bar", "lines", "quiet", "towers", NULL};
 const char *const tt_save_best_names[] = {"none", "val_loss", "val_accuracy", NULL};
 
 /* A field's value as the user would write it. */
@@ -291,7 +291,8 @@ static void run_steps(run_state *rs, size_t epoch, double e0, size_t begin, size
     size_t drawn = begin, seen = 0, top1 = 0;
     double loss_sum = 0;
     const int tb_steps_on = rs->c->tensorboard_every_steps && rs->tb.f[0].buf;
-    while (!tt_trainer_wait(&rs->tr, rs->bar || tb_steps_on ? 0.1 : -1, done_steps)) {
+    const int live = rs->live && live_fits(rs), bar = rs->bar || (rs->live && !live); /* too small: the bar */
+    while (!tt_trainer_wait(&rs->tr, bar || live || tb_steps_on ? 0.1 : -1, done_steps)) {
         /* results[begin..first + done_steps) are final: fold them in and redraw the bar */
         for (; drawn < first + *done_steps; drawn++) {
             loss_sum += rs->results[drawn].loss_sum;
@@ -299,7 +300,10 @@ static void run_steps(run_state *rs, size_t epoch, double e0, size_t begin, size
             seen += rs->results[drawn].n;
         }
         tb_steps(rs, epoch, first + *done_steps);
-        if (rs->bar && seen && !rs->pending.s) {
+        if (live && !rs->pending.s)
+            live_draw(rs, begin, first + *done_steps, e0, seen ? loss_sum / (double)seen : 0,
+                      seen ? (double)top1 / (double)seen : 0);
+        if (bar && seen && !rs->pending.s) {
             print_bar(rs->out, begin, first + *done_steps, rs->steps, tt_now() - e0, loss_sum / (double)seen,
                       (double)top1 / (double)seen, 0);
             print_flush(rs);
@@ -307,6 +311,8 @@ static void run_steps(run_state *rs, size_t epoch, double e0, size_t begin, size
         if (rs->pending.s) tt_trainer_request_stop(&rs->tr); /* stop now, not after training */
     }
     tb_steps(rs, epoch, first + *done_steps); /* the last steps, or all of them without a bar */
+    live_end(rs);                             /* the view erased: the epoch's line (or the stop's) takes its place */
+    if (bar && !rs->bar && rs->out) fputs("\r\033[K", rs->out); /* the small terminal's bar, likewise */
 }
 
 /* The steps of an epoch that ran in this process, first..end-1 (all of them; from a resumed step; or those before a
@@ -618,7 +624,9 @@ tt_status tt_run_on(const tt_run_config *c, const tt_dataset *train, const tt_da
     rs->val = val;
     rs->test = test;
     rs->out = c->progress == TT_PROGRESS_QUIET ? NULL : out;
-    rs->bar = rs->out && (c->progress == TT_PROGRESS_BAR || (c->progress == TT_PROGRESS_AUTO && isatty(fileno(out))));
+    const int tty = rs->out && isatty(fileno(out));
+    rs->bar = rs->out && (c->progress == TT_PROGRESS_BAR || (c->progress == TT_PROGRESS_AUTO && tty));
+    rs->live = tty && c->progress == TT_PROGRESS_TOWERS; /* not a terminal: lines */
     tt_status s = run_open(rs, err);
     if (!s && rs->nothing_left[0]) return run_nothing_left(rs, err);
     uint64_t allocs_mark = tt_alloc_count() + tt_trainer_device_allocs(&rs->tr);

@@ -36,6 +36,12 @@ typedef struct run_state {
      * --tensorboard-every-steps the epoch's next step to fold in, the epoch's running sums and the sums of the steps
      * since the last records (the host's split, and every tower's phases) */
     tt_tb tb;
+    /* --progress towers on a terminal (live): the frame being built, the lines the last one took (0: none shown),
+     * the time it was drawn */
+    int live, live_lines;
+    double live_t;
+    size_t live_len;
+    char live_buf[1 << 16];
     int tb_lock;
     size_t tb_next, tb_seen, tb_top1, tb_top5, tb_win_steps;
     double tb_loss;
@@ -103,6 +109,9 @@ void print_test(run_state *rs, const tt_eval_result *test);
 void log_start(run_state *rs);
 void log_ranks(run_state *rs);
 void log_epoch(run_state *rs, const tt_epoch_stats *es);
+int live_fits(run_state *rs);
+void live_draw(run_state *rs, size_t begin, size_t done, double e0, double loss, double acc);
+void live_end(run_state *rs);
 tt_status tb_open(run_state *rs, tt_error *err);
 void tb_epoch(run_state *rs, const tt_epoch_stats *es);
 void tb_epoch_begin(run_state *rs, size_t first);

@@ -46,6 +46,7 @@ enum { EV_START, EV_PULL, EV_DATA, EV_COMPUTE, EV_PUSH, EV_R_START, EV_R_SUM, EV
 struct tt_tower {
     int id;
     tt_trainer *tr;
+    atomic_int live;    /* what its thread is doing now (tt_live_phase), for a live view: relaxed, sampled */
     tt_dev dev;
     /* device memory */
     float *d_params;    /* (P) this tower's copy of the weights */
@@ -677,6 +678,14 @@ static void tower_count_stats(tt_tower *tw, size_t rows)
     }
 }
 
+/* Marks what the tower's thread is doing from now on (tt_trainer_live_phase): one relaxed store. */
+static inline void live(tt_tower *tw, tt_live_phase ph) { atomic_store_explicit(&tw->live, (int)ph, memory_order_relaxed); }
+
+int tt_trainer_live_phase(const tt_trainer *tr, size_t t)
+{
+    return t < tr->cfg.n_towers ? atomic_load_explicit(&tr->towers[t].live, memory_order_relaxed) : TT_LIVE_IDLE;
+}
+
 /* Seconds from event a to event b of this tower (both complete). */
 static double ev_span(tt_tower *tw, int a, int b) { return tt_dev_event_elapsed(&tw->dev, tw->ev[a], tw->ev[b]); }
 
@@ -688,13 +697,17 @@ static void tower_issue(tt_tower *tw, const uint32_t *idx, size_t n, int gathere
     tt_trainer *tr = tw->tr;
     tt_dev *dev = &tw->dev;
     tt_dev_event_record(dev, tw->ev[EV_START]);
+    live(tw, TT_LIVE_PULL);
     phase_pull(tw);
     tt_dev_event_record(dev, tw->ev[EV_PULL]);
+    live(tw, TT_LIVE_DATA);
     if (!gathered) data_gather(tw, tr->ds, idx, tw->lo, tw->rows);
     data_issue(tw, tr->ds, tw->rows);
     tt_dev_event_record(dev, tw->ev[EV_DATA]);
+    live(tw, TT_LIVE_COMPUTE);
     phase_compute(tw, n);
     tt_dev_event_record(dev, tw->ev[EV_COMPUTE]);
+    live(tw, TT_LIVE_PUSH);
     phase_push(tw);
     tt_dev_event_record(dev, tw->ev[EV_PUSH]);
 }
@@ -749,7 +762,11 @@ static void tower_step(tt_tower *tw, const uint32_t *idx, size_t n, int more)
     if (!tr->cfg.graphs || !tower_graph(tw, n)) tower_issue(tw, idx, n, tr->cfg.graphs);
     /* --overlap on: each bucket handed to the host as it lands, the host's chunks helped with, the next step's
      * weights pulled ahead; the step's buckets are all updated when it returns */
-    if (tr->ov) overlap_run(tr, tw->id, tw, more);
+    if (tr->ov) {
+        live(tw, TT_LIVE_HOST);
+        overlap_run(tr, tw->id, tw, more);
+    }
+    live(tw, TT_LIVE_DEVICE);
     tt_dev_sync(dev); /* the one wait of the step: the host reads the statistics (and, for cpu, sums the slots) */
     if (!tr->ov) tower_count_stats(tw, B);
     l->pull0 = t0;
@@ -1481,6 +1498,7 @@ static void after_overlap(void *arg)
 static void tower_barrier(tt_trainer *tr, tt_barrier *b, int i, void (*serial)(void *), void *arg)
 {
     double t0 = tt_now();
+    if ((size_t)i < tr->cfg.n_towers) live(&tr->towers[i], TT_LIVE_WAIT);
     tt_barrier_wait(b, serial, arg);
     if ((size_t)i < tr->cfg.n_towers) tr->towers[i].led.wait += tt_now() - t0;
 }
@@ -1529,9 +1547,13 @@ static void crew_steps(tt_trainer *tr, int i, int T)
         }
         tower_barrier(tr, &tr->bar_push, i, after_towers, tr);
         if (tr->place->reduce) {
-            if (tw) tr->place->reduce(tw);
+            if (tw) {
+                live(tw, TT_LIVE_REDUCE);
+                tr->place->reduce(tw);
+            }
             tower_barrier(tr, &tr->bar_reduce, i, after_reduce, tr);
         }
+        if (tw) live(tw, TT_LIVE_HOST);
         if (on_device) {
             if (tw) tower_update(tw);
         } else if (multi_node(&tr->cfg)) {
@@ -1539,6 +1561,7 @@ static void crew_steps(tt_trainer *tr, int i, int T)
         } else {
             host_slice(tr, &fused, i, T, NULL, NULL); /* one rank: the fused block-wise sum + update */
         }
+        if (tw) live(tw, TT_LIVE_WAIT);
         tt_barrier_wait(&tr->bar_update, after_update, tr);
         if (tr->halt) break; /* set in the serial section above: every thread sees the same value */
     }
