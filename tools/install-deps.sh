@@ -7,6 +7,7 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 PKGS="build-essential cmake pkg-config python3 check libopenblas-dev zlib1g-dev libjson-c-dev dataset-fashion-mnist gnuplot-nox jq"
 PKGS="$PKGS libprotobuf-c-dev protobuf-c-compiler" # TensorBoard event files: protobuf-c packs their Event messages
 PKGS="$PKGS tmux" # tests/test_live_view.sh drives --progress towers in a real terminal
+PKGS="$PKGS python3-numpy" # tests/test_from_keras.sh writes Keras-format files (pickles, .npz) with real numpy
 PKGS="$PKGS clang libclang-rt-14-dev" # clang and its runtime libraries: libFuzzer for tools/fuzz.sh
 PKGS="$PKGS openmpi-bin libopenmpi-dev" # Open MPI: jobs of several ranks (mpirun -np K; docs/scaleout.md) and their tests
 # word lists in /usr/share/dict: tools/make-langid builds a language-identification data set from them

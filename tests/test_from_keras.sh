@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# test_from_keras.sh BIN — tools/from-keras on small files written here in Keras's download formats by real numpy
+# (Debian's python3-numpy): CIFAR-10's batch pickles, reuters.npz (an object array of ragged sequences), mnist.npz and
+# the Fashion-MNIST IDX files. The outputs are held to what keras.datasets would return, recomputed here with numpy
+# itself (RandomState(113)'s shuffle, start/oov/index_from, num_words, pad_sequences' pre-padding and pre-truncation),
+# and towertrain trains on each. Hostile files: a pickle that names os.system, a truncated batch, an .npy header
+# claiming a huge shape, a member that is not .npy, a directory where a file should be; bad options. The tool runs
+# with the first python3 on PATH (it needs no numpy). Skips (77) without numpy in /usr/bin/python3.
+set -uo pipefail
+bin=$1
+root=$(cd "$(dirname "$0")/.." && pwd)
+tool="$root/tools/from-keras"
+NP=/usr/bin/python3
+$NP -c 'import numpy' 2>/dev/null || { echo "SKIP: /usr/bin/python3 has no numpy (apt-get install python3-numpy)"; exit 77; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+bad() { echo "FAIL: $*"; fail=1; }
+kd="$tmp/keras"
+
+$NP - "$kd" <<'PY' || { echo "FAIL: could not write the Keras-format files"; exit 1; }
+import gzip, os, pickle, struct, sys
+import numpy as np
+kd = sys.argv[1]
+rng = np.random.RandomState(5)
+os.makedirs(kd + "/cifar-10-batches-py")
+for name in ["data_batch_%d" % k for k in range(1, 6)] + ["test_batch"]:
+    n = 6
+    d = {b"batch_label": b"batch", b"labels": [int(v) for v in rng.randint(0, 10, n)],
+         b"data": rng.randint(0, 256, (n, 3072)).astype(np.uint8), b"filenames": [b"f.png"] * n}
+    with open("%s/cifar-10-batches-py/%s" % (kd, name), "wb") as f:
+        pickle.dump(d, f, protocol=2 if name == "data_batch_1" else 3)  # protocol 2: bytes through _codecs.encode
+seqs = [[int(w) for w in rng.randint(1, 60, rng.randint(1, 350))] for _ in range(50)]
+np.savez(kd + "/reuters.npz", x=np.array(seqs, dtype=object), y=rng.randint(0, 46, 50))
+np.savez(kd + "/mnist.npz", x_train=rng.randint(0, 256, (12, 28, 28)).astype(np.uint8),
+         y_train=rng.randint(0, 10, 12).astype(np.uint8), x_test=rng.randint(0, 256, (4, 28, 28)).astype(np.uint8),
+         y_test=rng.randint(0, 10, 4).astype(np.uint8))
+os.makedirs(kd + "/fashion-mnist")
+for split, n in (("train", 12), ("t10k", 4)):
+    with gzip.open("%s/fashion-mnist/%s-images-idx3-ubyte.gz" % (kd, split), "wb") as f:
+        f.write(struct.pack(">IIII", 0x803, n, 28, 28) + bytes(rng.randint(0, 256, n * 784).astype(np.uint8)))
+    with gzip.open("%s/fashion-mnist/%s-labels-idx1-ubyte.gz" % (kd, split), "wb") as f:
+        f.write(struct.pack(">II", 0x801, n) + bytes(rng.randint(0, 10, n).astype(np.uint8)))
+PY
+
+for name in cifar10 reuters mnist fashion-mnist; do
+  "$tool" "$name" "$tmp/out-$name" --keras-dir "$kd" >"$tmp/log" 2>&1 || bad "$name: $(cat "$tmp/log")"
+done
+"$tool" reuters "$tmp/out-r20" --keras-dir "$kd" --num-words 20 --maxlen 40 >/dev/null 2>&1 || bad "reuters --num-words 20"
+
+# what keras.datasets would return, recomputed with numpy
+$NP - "$kd" "$tmp" <<'PY' || fail=1
+import pickle, sys
+import numpy as np
+kd, tmp = sys.argv[1], sys.argv[2]
+def keras_reuters(num_words, maxlen):  # keras.datasets.reuters.load_data's steps, then pad_sequences(maxlen)
+    f = np.load(kd + "/reuters.npz", allow_pickle=True)
+    xs, labels = f["x"], f["y"]
+    idx = np.arange(len(xs))
+    np.random.RandomState(113).shuffle(idx)
+    xs, labels = xs[idx], labels[idx]
+    xs = [[1] + [w + 3 for w in x] for x in xs]
+    num_words = num_words or max(max(x) for x in xs)
+    xs = [[w if w < num_words else 2 for w in x] for x in xs]
+    cut = int(len(xs) * 0.8)
+    def pad(rows):
+        out = np.zeros((len(rows), maxlen), dtype=np.int32)
+        for i, r in enumerate(rows):
+            r = r[-maxlen:]
+            out[i, maxlen - len(r):] = r
+        return out
+    return pad(xs[:cut]), labels[:cut], pad(xs[cut:]), labels[cut:]
+for out, nw, L in (("out-reuters", None, 300), ("out-r20", 20, 40)):
+    want = keras_reuters(nw, L)
+    for arr, name in zip(want, ("x_train", "y_train", "x_test", "y_test")):
+        got = np.load("%s/%s/%s.npy" % (tmp, out, name))
+        assert np.array_equal(got, arr), "%s/%s differs from keras.datasets.reuters" % (out, name)
+for name in ["data_batch_%d" % k for k in range(1, 6)] + ["test_batch"]:
+    with open("%s/cifar-10-batches-py/%s" % (kd, name), "rb") as f:
+        d = pickle.load(f, encoding="bytes")
+    b = open("%s/out-cifar10/%s.bin" % (tmp, name), "rb").read()
+    assert len(b) == 3073 * len(d[b"labels"]), name
+    for i, lab in enumerate(d[b"labels"]):
+        assert b[3073 * i] == lab and b[3073 * i + 1:3073 * (i + 1)] == d[b"data"][i].tobytes(), (name, i)
+m = np.load(kd + "/mnist.npz")
+for k in ("x_train", "y_train", "x_test", "y_test"):
+    assert np.array_equal(np.load("%s/out-mnist/%s.npy" % (tmp, k)), m[k]), k
+print("ok: cifar10, reuters (two settings), mnist as keras.datasets gives them")
+PY
+cmp -s "$kd/fashion-mnist/train-images-idx3-ubyte.gz" "$tmp/out-fashion-mnist/train-images-idx3-ubyte.gz" ||
+  bad "fashion-mnist: not copied"
+
+# towertrain trains on each
+"$bin" train --device cpu --data "cifar10:$tmp/out-cifar10" --model cnn --val-samples 6 --epochs 1 --batch 8 \
+  --progress quiet >/dev/null 2>"$tmp/err" || bad "towertrain on cifar10: $(cat "$tmp/err")"
+"$bin" train --device cpu --data "npy:$tmp/out-reuters" --model textcnn --val-samples 8 --epochs 1 --batch 8 \
+  --progress quiet >/dev/null 2>"$tmp/err" || bad "towertrain on reuters: $(cat "$tmp/err")"
+"$bin" train --device cpu --data "npy:$tmp/out-mnist" --val-samples 2 --epochs 1 --batch 4 --progress quiet \
+  >/dev/null 2>"$tmp/err" || bad "towertrain on mnist: $(cat "$tmp/err")"
+"$bin" train --device cpu --data "$tmp/out-fashion-mnist" --val-samples 2 --epochs 1 --batch 4 --progress quiet \
+  >/dev/null 2>"$tmp/err" || bad "towertrain on fashion-mnist: $(cat "$tmp/err")"
+
+# hostile and broken files: one line, exit 1, nothing executed
+expect1() { # WHAT FRAGMENT ARGS...
+  local what=$1 frag=$2
+  shift 2
+  "$tool" "$@" >/dev/null 2>"$tmp/err"
+  local rc=$?
+  [ $rc -eq 1 ] || bad "$what: exit $rc, want 1 ($(cat "$tmp/err"))"
+  [ "$(wc -l <"$tmp/err")" -eq 1 ] || bad "$what: stderr is not one line: $(cat "$tmp/err")"
+  grep -q -- "$frag" "$tmp/err" || bad "$what: stderr lacks '$frag': $(cat "$tmp/err")"
+}
+evil="$tmp/evil"
+mkdir -p "$evil/cifar-10-batches-py"
+cp "$kd"/cifar-10-batches-py/* "$evil/cifar-10-batches-py/"
+$NP - "$evil/cifar-10-batches-py/data_batch_3" "$tmp/pwned" <<'PY'
+import os, pickle, sys
+class Evil:
+    def __reduce__(self):
+        return (os.system, ("touch %s" % sys.argv[2],))
+with open(sys.argv[1], "wb") as f:
+    pickle.dump({b"data": Evil(), b"labels": []}, f, protocol=2)
+PY
+expect1 "a pickle naming os.system" "refused" cifar10 "$tmp/o1" --keras-dir "$evil"
+[ -e "$tmp/pwned" ] && bad "the evil pickle ran its command"
+head -c 3000 "$kd/cifar-10-batches-py/test_batch" >"$evil/cifar-10-batches-py/data_batch_3"
+expect1 "a truncated batch" "data_batch_3" cifar10 "$tmp/o2" --keras-dir "$evil"
+$NP - "$evil/mnist.npz" <<'PY'
+import sys, zipfile
+hdr = "{'descr': '|u1', 'fortran_order': False, 'shape': (100000000000, 28, 28), }"
+hdr = (hdr + " " * ((64 - (10 + len(hdr) + 1) % 64) % 64) + "\n").encode()
+with zipfile.ZipFile(sys.argv[1], "w") as z:
+    z.writestr("x_train.npy", b"\x93NUMPY\x01\x00" + len(hdr).to_bytes(2, "little") + hdr + b"\0" * 100)
+    for k in ("y_train", "x_test", "y_test"):
+        z.writestr(k + ".npy", b"not an npy file")
+PY
+expect1 "an .npy header claiming 78 TB" "bytes of data" mnist "$tmp/o3" --keras-dir "$evil"
+mkdir -p "$evil/reuters.npz"
+expect1 "a directory for reuters.npz" "not a regular file" reuters "$tmp/o4" --keras-dir "$evil"
+expect1 "a missing download" "fashion-mnist" fashion-mnist "$tmp/o5" --keras-dir "$tmp/nowhere"
+for args in "imagenet $tmp/o6" "reuters $tmp/o6 --maxlen 0" "reuters"; do
+  # shellcheck disable=SC2086
+  "$tool" $args --keras-dir "$kd" >/dev/null 2>"$tmp/err"
+  rc=$?
+  [ $rc -eq 2 ] || bad "$args: exit $rc, want 2"
+  [ "$(wc -l <"$tmp/err")" -eq 1 ] || bad "$args: stderr is not one line: $(cat "$tmp/err")"
+done
+
+[ $fail -eq 0 ] && echo "1 passed, 0 failed" || echo "0 passed, 1 failed"
+exit $fail
