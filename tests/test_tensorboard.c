@@ -306,7 +306,7 @@ START_TEST(test_event_files_read_back)
     const size_t nt = read_events(path, tr, MAX);
     event_file(tb, "validation", path, sizeof path);
     const size_t nv = read_events(path, va, MAX);
-    ck_assert_uint_eq(nv, 6); /* epoch_loss, epoch_accuracy, epoch_top5 for 2 epochs */
+    ck_assert_uint_eq(nv, 12); /* epoch_loss, epoch_accuracy, epoch_top5 and their _vs_iterations, 2 epochs */
     const size_t steps = (400 - 80 + 31) / 32; /* 10 a epoch */
     for (size_t e = 1; e <= 2; e++) {
         static const char *const tags[][2] = {{"epoch_loss", "loss"}, {"epoch_accuracy", "accuracy"},
@@ -321,6 +321,9 @@ START_TEST(test_event_files_read_back)
             ck_assert_msg(s != NULL, "validation %s at step %zu", tags[k][0], e - 1);
             ck_assert_float_eq(s->v, (float)log_field(logp, e, vkey));
         }
+        const scalar *vi = find(va, nv, "evaluation_loss_vs_iterations", (int64_t)(e * steps)); /* Keras 3's */
+        ck_assert_msg(vi && vi->v == (float)log_field(logp, e, "val_loss"), "evaluation_loss_vs_iterations, epoch %zu",
+                      e);
         const scalar *lr = find(tr, nt, "epoch_learning_rate", (int64_t)e - 1);
         ck_assert(lr && lr->v == 0.001f);
         /* the split: seconds per step, the log's sums over the epoch's steps */

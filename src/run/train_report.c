@@ -340,10 +340,14 @@ void tb_epoch(run_state *rs, const tt_epoch_stats *es)
     tt_tb_scalar(&rs->tb, TT_TB_TRAIN, "epoch_accuracy", step, wall, es->accuracy);
     tt_tb_scalar(&rs->tb, TT_TB_TRAIN, "epoch_top5", step, wall, es->top5);
     tt_tb_scalar(&rs->tb, TT_TB_TRAIN, "epoch_learning_rate", step, wall, rs->tc.optim.lr);
-    if (rs->val->n) {
+    if (rs->val->n) { /* and, as Keras 3 writes them too, against the global batch count */
+        const int64_t batches = (int64_t)(es->epoch * rs->steps);
         tt_tb_scalar(&rs->tb, TT_TB_VALIDATION, "epoch_loss", step, wall, es->val.loss);
         tt_tb_scalar(&rs->tb, TT_TB_VALIDATION, "epoch_accuracy", step, wall, es->val.accuracy);
         tt_tb_scalar(&rs->tb, TT_TB_VALIDATION, "epoch_top5", step, wall, es->val.top5);
+        tt_tb_scalar(&rs->tb, TT_TB_VALIDATION, "evaluation_loss_vs_iterations", batches, wall, es->val.loss);
+        tt_tb_scalar(&rs->tb, TT_TB_VALIDATION, "evaluation_accuracy_vs_iterations", batches, wall, es->val.accuracy);
+        tt_tb_scalar(&rs->tb, TT_TB_VALIDATION, "evaluation_top5_vs_iterations", batches, wall, es->val.top5);
     }
     double *towers = rs->tb_towers;
     memset(towers, 0, rs->c->towers * TT_TOWER_PHASES * sizeof(double));
