@@ -51,20 +51,7 @@ static int gpu_usable(void)
 
 static void write_idx(const char *name, int ndim, const uint32_t *dims, const unsigned char *data, size_t n)
 {
-    char p[256];
-    snprintf(p, sizeof p, "%s/%s", dir, name);
-    gzFile f = gzopen(p, "wb");
-    ck_assert_ptr_nonnull(f);
-    unsigned char h[16] = {0, 0, 8, (unsigned char)ndim};
-    for (int i = 0; i < ndim; i++) {
-        h[4 + 4 * i] = (unsigned char)(dims[i] >> 24);
-        h[5 + 4 * i] = (unsigned char)(dims[i] >> 16);
-        h[6 + 4 * i] = (unsigned char)(dims[i] >> 8);
-        h[7 + 4 * i] = (unsigned char)dims[i];
-    }
-    gzwrite(f, h, 4 + 4 * (unsigned)ndim);
-    if (n) gzwrite(f, data, (unsigned)n);
-    gzclose(f);
+    tt_test_write_idx(dir, name, ndim, dims, data, n);
 }
 
 /* A tiny MNIST-format directory: 4x4 images whose class is the brightest quadrant... of 10 classes. */

@@ -29,16 +29,7 @@ static void expect(const char *args, int code, const char *fragment)
 
 static void write_idx(const char *name, int ndim, const uint32_t *dims, const unsigned char *data, size_t n)
 {
-    char p[256];
-    snprintf(p, sizeof p, "%s/%s", dir, name);
-    gzFile f = gzopen(p, "wb");
-    ck_assert_ptr_nonnull(f);
-    unsigned char h[16] = {0, 0, 8, (unsigned char)ndim};
-    for (int i = 0; i < ndim; i++)
-        for (int b = 0; b < 4; b++) h[4 + 4 * i + b] = (unsigned char)(dims[i] >> (24 - 8 * b));
-    gzwrite(f, h, 4 + 4 * (unsigned)ndim);
-    gzwrite(f, data, (unsigned)n);
-    gzclose(f);
+    tt_test_write_idx(dir, name, ndim, dims, data, n);
 }
 
 static void setup(void)

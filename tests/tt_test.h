@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "tt_data.h"
 #include "tt_rng.h"
@@ -98,6 +99,22 @@ static inline void tt_test_write(const char *path, const void *data, size_t n)
 }
 
 static inline void tt_test_write_str(const char *path, const char *text) { tt_test_write(path, text, strlen(text)); }
+
+/* DIR/NAME: a gzip'd IDX file (the MNIST format) of ndim big-endian dimensions and n bytes of unsigned bytes. */
+static inline void tt_test_write_idx(const char *dir, const char *name, int ndim, const uint32_t *dims,
+                                     const unsigned char *data, size_t n)
+{
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    gzFile f = gzopen(p, "wb");
+    ck_assert_ptr_nonnull(f);
+    unsigned char h[16] = {0, 0, 8, (unsigned char)ndim};
+    for (int i = 0; i < ndim; i++)
+        for (int b = 0; b < 4; b++) h[4 + 4 * i + b] = (unsigned char)(dims[i] >> (24 - 8 * b));
+    gzwrite(f, h, 4 + 4 * (unsigned)ndim);
+    if (n) gzwrite(f, data, (unsigned)n);
+    gzclose(f);
+}
 
 /* A whole file, malloc'd (caller frees), *len its size; the test fails if it cannot be read. */
 static inline uint8_t *tt_test_read_file(const char *path, size_t *len)

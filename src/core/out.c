@@ -168,6 +168,23 @@ tt_status tt_out_open(tt_out *o, const char *path, const char *what, size_t cap,
     return TT_OK;
 }
 
+/* Room for n more bytes: only when a line (or record) is longer than the caller's estimate. 0 (and err_no ENOMEM,
+ * so every later call is a no-op) when it cannot be had. */
+static int grow(tt_out *o, size_t n)
+{
+    const size_t cap = 2 * (o->cap + n);
+    char *b = (char *)tt_malloc(cap);
+    if (!b) {
+        o->err_no = ENOMEM;
+        return 0;
+    }
+    memcpy(b, o->buf, o->len);
+    tt_free(o->buf);
+    o->buf = b;
+    o->cap = cap;
+    return 1;
+}
+
 void tt_out_printf(tt_out *o, const char *fmt, ...)
 {
     if (!o->buf || o->err_no) return;
@@ -184,17 +201,7 @@ void tt_out_printf(tt_out *o, const char *fmt, ...)
             o->len += (size_t)n;
             return;
         }
-        /* grow: only when a line is longer than the caller's estimate */
-        size_t cap = 2 * (o->cap + (size_t)n);
-        char *b = (char *)tt_malloc(cap);
-        if (!b) {
-            o->err_no = ENOMEM;
-            return;
-        }
-        memcpy(b, o->buf, o->len);
-        tt_free(o->buf);
-        o->buf = b;
-        o->cap = cap;
+        if (!grow(o, (size_t)n)) return;
     }
 }
 
@@ -335,18 +342,7 @@ tt_status tt_out_dir_lock(const char *dir, const char *what, int *fd, tt_error *
 void tt_out_bytes(tt_out *o, const void *p, size_t n)
 {
     if (!o->buf || o->err_no) return;
-    if (n > o->cap - o->len) { /* grow as tt_out_printf does: only past the caller's estimate */
-        const size_t cap = 2 * (o->cap + n);
-        char *b = (char *)tt_malloc(cap);
-        if (!b) {
-            o->err_no = ENOMEM;
-            return;
-        }
-        memcpy(b, o->buf, o->len);
-        tt_free(o->buf);
-        o->buf = b;
-        o->cap = cap;
-    }
+    if (n > o->cap - o->len && !grow(o, n)) return;
     memcpy(o->buf + o->len, p, n);
     o->len += n;
 }
