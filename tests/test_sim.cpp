@@ -1,8 +1,9 @@
 /* test_sim.cpp — the CPU stand-in's own promises (cuda/sim/), each shown by a misuse it must catch or a behaviour
  * it must model: deferred execution (a missing wait reads stale data; a host write to a copy in flight is a race),
- * kernel pointers on the wrong device or on host memory, launches on another device's stream, copies out of bounds
- * or in the wrong direction, pageable memory in an asynchronous copy, events read before they complete, block order
- * and the grid cap, a busy device, cuBLAS's column-major sgemm and its argument checks, NCCL's rendezvous and a rank
+ * two streams touching one buffer with nothing ordering them (a race) and the orders that make it fine, kernel
+ * pointers on the wrong device or on host memory, launches on another device's stream, copies out of bounds or in
+ * the wrong direction, pageable memory in an asynchronous copy, events read before they complete, block order and
+ * the grid cap, a busy device, cuBLAS's column-major sgemm and its argument checks, NCCL's rendezvous and a rank
  * that never arrives; graphs: capture, replay, what a capture forbids, a graph outliving its memory.
  * Built only with -DTT_CUDA_SIM=ON (CTest test_sim); each test runs in its own process (Check's fork mode), so the
  * stand-in's settings (read from the environment at the first CUDA call) can differ from test to test. */
@@ -21,6 +22,11 @@
 __global__ void k_set(float *x, size_t n, float v)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) x[i] = v;
+}
+
+__global__ void k_copy(float *y, const float *x, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) y[i] = x[i];
 }
 
 /* Records the order in which blocks run (thread 0 of each block; the stand-in runs them one after another). */
@@ -213,8 +219,9 @@ START_TEST(test_events)
 END_TEST
 
 /* cudaStreamWaitEvent: s2's copy waits for s1's kernel up to the record (syncing s2 alone runs s1 that far, and no
- * further: what s1 queued after the record is still queued); a record after the wait call is not waited for; an event
- * never recorded is no wait; cudaEventQuery says "not yet" until the record has run and never runs the stream. */
+ * further: what s1 queued after the record — a kernel on another buffer, which s2's copy does not wait for — is
+ * still queued); a record after the wait call is not waited for; an event never recorded is no wait;
+ * cudaEventQuery says "not yet" until the record has run and never runs the stream. */
 START_TEST(test_stream_wait)
 {
     cudaStream_t s1 = new_stream(), s2 = new_stream();
@@ -222,10 +229,10 @@ START_TEST(test_stream_wait)
     ck_assert_int_eq(cudaEventCreate(&e), cudaSuccess);
     ck_assert_int_eq(cudaEventCreate(&never), cudaSuccess);
     ck_assert_int_eq(cudaEventCreate(&late), cudaSuccess);
-    float *d = dev_floats(1024), *h = pinned_floats(1024);
+    float *d = dev_floats(1024), *d2 = dev_floats(1024), *h = pinned_floats(1024);
     TT_LAUNCH(k_set, 4, 256, s1, d, (size_t)1024, 3.0f);
     ck_assert_int_eq(cudaEventRecord(e, s1), cudaSuccess);
-    TT_LAUNCH(k_set, 4, 256, s1, d, (size_t)1024, 5.0f); /* after the record: s2 must not wait for it */
+    TT_LAUNCH(k_set, 4, 256, s1, d2, (size_t)1024, 5.0f); /* after the record: s2 must not wait for it */
     ck_assert_int_eq(cudaEventQuery(e), cudaErrorNotReady);
     ck_assert_int_eq(cudaStreamWaitEvent(s2, never, 0), cudaSuccess);
     ck_assert_int_eq(cudaStreamWaitEvent(s2, e, 0), cudaSuccess);
@@ -270,6 +277,73 @@ START_TEST(test_stream_wait_two_threads)
     for (int i = 0; i < 1 << 22; i++) ck_assert(h[i] == (i < 1 << 21 ? 4.0f : 3.0f));
     cudaEventDestroy(e1);
     cudaEventDestroy(e2);
+}
+END_TEST
+
+/* The ordering check: a pull into a fresh buffer on a side stream, with no wait, beside the fill of that buffer on the
+ * stream that allocated it — both write it, nothing orders them, and an H200 ran the pull first (test_backend_ops'
+ * test_side_copies before its fix; the stand-in, running the side stream late, had run the fill first). Issuing
+ * the second ends the process with one line naming both streams, the buffer and both ops. */
+START_TEST(test_race_unordered)
+{
+    cudaStream_t tower = new_stream(), side = new_stream();
+    float *d = dev_floats(1024), *h = pinned_floats(1024);
+    TT_LAUNCH(k_set, 4, 256, tower, d, (size_t)1024, -1.0f);
+    cudaMemcpyAsync(d, h, 1024 * sizeof(float), cudaMemcpyHostToDevice, side); /* aborts */
+}
+END_TEST
+
+/* A wait orders what came before the record, no more: s2 waits for a record made before s1's kernel read d, then
+ * writes d (on a GPU the write may land before the read). */
+START_TEST(test_race_after_record)
+{
+    cudaStream_t s1 = new_stream(), s2 = new_stream();
+    cudaEvent_t e;
+    ck_assert_int_eq(cudaEventCreate(&e), cudaSuccess);
+    float *d = dev_floats(1024), *y = dev_floats(1024), *h = pinned_floats(1024);
+    TT_LAUNCH(k_set, 4, 256, s1, d, (size_t)1024, -1.0f);
+    ck_assert_int_eq(cudaEventRecord(e, s1), cudaSuccess);
+    TT_LAUNCH(k_copy, 4, 256, s1, y, (const float *)d, (size_t)1024);
+    ck_assert_int_eq(cudaStreamWaitEvent(s2, e, 0), cudaSuccess);
+    cudaMemcpyAsync(d, h, 1024 * sizeof(float), cudaMemcpyHostToDevice, s2); /* aborts */
+}
+END_TEST
+
+/* ... and quiet where CUDA orders the two: an event recorded after the first and waited for by the second's stream
+ * (both ways), a stream sync (on another thread, too: the host is one observer), a device or an event sync; two
+ * reads, and writes of disjoint bytes of one allocation, need no order. */
+START_TEST(test_race_ordered)
+{
+    cudaStream_t s1 = new_stream(), s2 = new_stream();
+    cudaEvent_t e;
+    ck_assert_int_eq(cudaEventCreate(&e), cudaSuccess);
+    float *d = dev_floats(1024), *y = dev_floats(1024), *z = dev_floats(1024);
+    float *h = pinned_floats(1024), *h2 = pinned_floats(1024);
+    for (int i = 0; i < 1024; i++) h[i] = 2.0f;
+    TT_LAUNCH(k_set, 4, 256, s1, d, (size_t)1024, -1.0f);
+    ck_assert_int_eq(cudaEventRecord(e, s1), cudaSuccess);
+    ck_assert_int_eq(cudaStreamWaitEvent(s2, e, 0), cudaSuccess);
+    ck_assert_int_eq(cudaMemcpyAsync(d, h, 1024 * sizeof(float), cudaMemcpyHostToDevice, s2), cudaSuccess);
+    ck_assert_int_eq(cudaEventRecord(e, s2), cudaSuccess);
+    ck_assert_int_eq(cudaStreamWaitEvent(s1, e, 0), cudaSuccess);
+    TT_LAUNCH(k_copy, 4, 256, s1, y, (const float *)d, (size_t)1024);                              /* reads d */
+    ck_assert_int_eq(cudaMemcpyAsync(h2, d, 1024 * sizeof(float), cudaMemcpyDeviceToHost, s2), cudaSuccess); /* too */
+    TT_LAUNCH(k_set, 2, 256, s1, z + 512, (size_t)512, 1.0f);
+    ck_assert_int_eq(cudaMemcpyAsync(z, h, 512 * sizeof(float), cudaMemcpyHostToDevice, s2), cudaSuccess);
+    std::thread([s1]() { ck_assert_int_eq(cudaStreamSynchronize(s1), cudaSuccess); }).join();
+    ck_assert_int_eq(cudaMemcpyAsync(y, h, 1024 * sizeof(float), cudaMemcpyHostToDevice, s2), cudaSuccess);
+    ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
+    ck_assert(h2[0] == 2.0f && h2[1023] == 2.0f);
+    TT_LAUNCH(k_set, 4, 256, s1, d, (size_t)1024, 3.0f);
+    ck_assert_int_eq(cudaEventRecord(e, s1), cudaSuccess);
+    ck_assert_int_eq(cudaEventSynchronize(e), cudaSuccess);
+    ck_assert_int_eq(cudaMemcpyAsync(d, h, 1024 * sizeof(float), cudaMemcpyHostToDevice, s2), cudaSuccess);
+    ck_assert_int_eq(cudaStreamSynchronize(s2), cudaSuccess);
+    TT_LAUNCH(k_copy, 4, 256, s1, y, (const float *)d, (size_t)1024);
+    ck_assert_int_eq(cudaMemcpyAsync(h2, y, 1024 * sizeof(float), cudaMemcpyDeviceToHost, s1), cudaSuccess);
+    ck_assert_int_eq(cudaStreamSynchronize(s1), cudaSuccess);
+    ck_assert(h2[0] == 2.0f && h2[1023] == 2.0f);
+    cudaEventDestroy(e);
 }
 END_TEST
 
@@ -580,6 +654,9 @@ int main(void)
     tcase_add_test(tc, test_events);
     tcase_add_test(tc, test_stream_wait);
     tcase_add_test(tc, test_stream_wait_two_threads);
+    tcase_add_test_raise_signal(tc, test_race_unordered, SIGABRT);
+    tcase_add_test_raise_signal(tc, test_race_after_record, SIGABRT);
+    tcase_add_test(tc, test_race_ordered);
     tcase_add_test(tc, test_block_reverse);
     tcase_add_test(tc, test_block_shuffle);
     tcase_add_test(tc, test_grid_cap);

@@ -79,6 +79,12 @@ const char *cublasGetStatusString(cublasStatus_t s)
     return "CUBLAS_STATUS_UNKNOWN";
 }
 
+/* The bytes a column-major rows x cols matrix with leading dimension ld spans. */
+static size_t matrix_bytes(int64_t rows, int64_t cols, int64_t ld)
+{
+    return rows && cols ? (size_t)((cols - 1) * ld + rows) * sizeof(float) : 0;
+}
+
 /* A column-major rows x cols matrix with leading dimension ld must lie in memory the device may touch. */
 static bool check_matrix(const char *name, const float *p, int64_t rows, int64_t cols, int64_t ld, int device)
 {
@@ -86,7 +92,7 @@ static bool check_matrix(const char *name, const float *p, int64_t rows, int64_t
     char what[128];
     snprintf(what, sizeof what, "cublasSgemm: matrix %s (%lld x %lld, ld %lld)", name, (long long)rows,
              (long long)cols, (long long)ld);
-    return check_device_range(what, p, (size_t)((cols - 1) * ld + rows) * sizeof(float), device);
+    return check_device_range(what, p, matrix_bytes(rows, cols, ld), device);
 }
 
 static cublasStatus_t sgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n,
@@ -130,10 +136,15 @@ static cublasStatus_t sgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperat
             return false;
         if (how == ISSUE_CHECK || !m || !n) return true;
         count("cublasSgemm", 1, (uint64_t)(2 * m * n * k));
-        enqueue(st, [=]() {
-            cblas_sgemm(CblasColMajor, oa, ob, (int)m, (int)n, (int)k, al, A, (int)lda, B, (int)ldb, be, C,
-                        (int)ldc);
-        });
+        enqueue(
+            st,
+            [=]() {
+                cblas_sgemm(CblasColMajor, oa, ob, (int)m, (int)n, (int)k, al, A, (int)lda, B, (int)ldb, be, C,
+                            (int)ldc);
+            },
+            "cublasSgemm",
+            {{A, matrix_bytes(ra, ca, lda), false}, {B, matrix_bytes(rb, cb, ldb), false},
+             {C, matrix_bytes(m, n, ldc), true}, {ws, ws_bytes, true}});
         return true;
     });
     return ok ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;

@@ -7,7 +7,9 @@
  * Only what the backend calls is here, with CUDA's names, types and error numbers. The instrument's rules beyond
  * CUDA's (every kernel pointer on the stream's device or an enabled peer; every copy in bounds, in the direction it
  * names, from pinned memory when asynchronous; streams and events used on their own device) make a call fail with a
- * CUDA error and one line on stderr that starts "cuda stand-in:" and says what was wrong.
+ * CUDA error and one line on stderr that starts "cuda stand-in:" and says what was wrong; an op that touches bytes
+ * another stream touched, one of them writing, with no stream order, event wait or sync between them, is a race:
+ * one such line, then abort.
  * Not for: anything but the stand-in build; it is C++17 (lambdas, tuples, thread_local). */
 #ifndef TT_SIM_CUDA_RUNTIME_H
 #define TT_SIM_CUDA_RUNTIME_H
@@ -19,6 +21,7 @@
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #define CUDART_VERSION 13000
 
@@ -155,8 +158,27 @@ namespace tt_sim {
 bool launch_begin(const char *kernel, dim3 grid, dim3 block, cudaStream_t *s, dim3 *run_grid);
 /* Checks pointer argument `arg` of `kernel` (NULL passes) against the memory the stream's device may touch. */
 bool check_kernel_pointer(const char *kernel, int arg, const void *p, cudaStream_t s);
-/* Queues `grid_run` on s (counted under `kernel` with `threads` threads for the report). */
-void launch_enqueue(cudaStream_t s, const char *kernel, uint64_t threads, std::function<void()> grid_run);
+/* What a queued op touches: bytes [p, p + bytes), written or only read (the ordering check: docs/cuda.md). */
+struct touch {
+    const void *p;
+    size_t bytes;
+    bool write;
+};
+/* A kernel's pointer argument as a touch: the element it points at — the stand-in cannot tell how far a kernel reads
+ * or writes from it — written unless the pointer is to const. */
+template <typename T> void add_touch(std::vector<touch> &t, const T &v)
+{
+    if constexpr (std::is_pointer<T>::value) {
+        typedef typename std::remove_pointer<T>::type E;
+        if constexpr (std::is_void<E>::value)
+            t.push_back(touch{(const void *)v, 1, !std::is_const<E>::value});
+        else
+            t.push_back(touch{(const void *)v, sizeof(E), !std::is_const<E>::value});
+    }
+}
+/* Queues `grid_run` on s (counted under `kernel` with `threads` threads for the report), touching `touches`. */
+void launch_enqueue(cudaStream_t s, const char *kernel, uint64_t threads, std::function<void()> grid_run,
+                    std::vector<touch> touches);
 /* How a call's work is issued: checked only (while its stream is captured), now (queued), or again by a graph. */
 enum issue_mode { ISSUE_CHECK, ISSUE_NOW, ISSUE_GRAPH };
 /* One call's issuing: its checks against the memory and stream as they are now, then (unless ISSUE_CHECK) its
@@ -207,8 +229,11 @@ void launch(const char *kernel, void (*k)(P...), dim3 grid, dim3 block, cudaStre
         bool ok = true;
         int i = 0;
         std::apply([&](const auto &...v) { ((ok = check_arg(kernel, i++, v, st) && ok), ...); }, args);
-        if (ok && how != ISSUE_CHECK) launch_enqueue(st, kernel, threads, run);
-        return ok;
+        if (!ok || how == ISSUE_CHECK) return ok;
+        std::vector<touch> t;
+        std::apply([&](const auto &...v) { (add_touch(t, v), ...); }, args);
+        launch_enqueue(st, kernel, threads, run, std::move(t));
+        return true;
     });
 }
 

@@ -172,7 +172,8 @@ static ncclResult_t issue(coll_kind kind, const void *send, void *recv, size_t c
     const call c = {kind, count, kind == ALL_REDUCE ? -1 : root, (const float *)send, (float *)recv};
     std::shared_ptr<clique> q = comm->q;
     const int rank = comm->rank;
-    enqueue(s, [q, rank, c]() { rendezvous(*q, rank, c); });
+    enqueue(s, [q, rank, c]() { rendezvous(*q, rank, c); }, coll_names[kind],
+            {{send, sends ? bytes : 0, false}, {recv, receives ? bytes : 0, true}});
     return ncclSuccess;
 }
 

@@ -2,8 +2,10 @@
  * with deferred execution, events, copies and kernel launches, each checked as the instrument's rules say
  * (cuda_runtime.h). Deferred: work queued on a stream runs, in order, only when something waits for it (a stream,
  * event or device sync, a blocking copy, a free), on the thread that waits — so a missing wait reads stale data
- * instead of passing by luck. Device memory is ordinary heap memory (AddressSanitizer sees a kernel read past an
- * allocation); the registry knows each allocation's device and kind.
+ * instead of passing by luck; and every op is checked when issued against the other streams' accesses to the same
+ * bytes that CUDA does not order before it ("ordering"), which running late would hide. Device memory is ordinary
+ * heap memory (AddressSanitizer sees a kernel read past an allocation); the registry knows each allocation's device
+ * and kind.
  * Not for: speed or GPU numerics (docs/cuda.md, "The CPU stand-in"). */
 #include <errno.h>
 #include <stdarg.h>
@@ -26,6 +28,9 @@
 
 struct CUstream_st {
     int device;
+    int id;                           /* the ordering check's index: one of the live streams' (reused), from 1 */
+    uint64_t base;                    /* op n's place in the ordering is base + n (an id's places never repeat) */
+    std::vector<uint64_t> clock;      /* under g_lock: the ordering check's vector clock ("ordering") */
     std::mutex queue_lock;            /* guards q */
     std::deque<std::function<void()>> q;
     uint64_t queued = 0, ran = 0;     /* under queue_lock: ops ever queued, ops run (a wait's position) */
@@ -53,6 +58,7 @@ struct CUevent_st {
     uint64_t recorded = 0;         /* records so far */
     uint64_t completed = 0;        /* the record that has completed (== recorded: done) */
     uint64_t position = 0;         /* the last record's place in its stream's queue (cudaStreamWaitEvent's target) */
+    std::vector<uint64_t> clock;   /* under g_lock: its stream's clock at the last record ("ordering") */
     double ms = 0;                 /* the stand-in's clock when it completed */
 };
 
@@ -194,12 +200,22 @@ bool may_access(int from, int to)
 
 /* ---- the memory registry ---------------------------------------------------------------------------------- */
 
+/* An op's access to bytes [lo, hi) of a device allocation: the ordering check's record ("ordering"). */
+struct access {
+    size_t lo, hi;
+    int stream, device; /* the stream's id and device */
+    uint64_t at;        /* the op's place in its stream's order (base + its place in the queue) */
+    bool write;
+    const char *what;   /* the op */
+};
+
 struct allocation {
     size_t size;
     mem_kind kind;
     int device;
     unsigned flags;
-    uint64_t copied_in; /* pinned: device-to-host copies that have run into it (see host_in_flight) */
+    uint64_t copied_in;           /* pinned: device-to-host copies that have run into it (see host_in_flight) */
+    std::vector<access> accesses; /* device: those that a later op of another stream may still race with */
 };
 static std::map<uintptr_t, allocation> g_mem; /* by base address */
 static size_t g_used[64];                     /* device bytes allocated, per device */
@@ -252,6 +268,23 @@ bool check_device_range(const char *what, const void *p, size_t bytes, int devic
 /* ---- streams ---------------------------------------------------------------------------------------------- */
 
 static std::set<cudaStream_t> g_streams; /* live streams, defaults included */
+static std::vector<uint64_t> g_id_top;    /* per ordering id (index 0 unused): the last place its streams reached */
+static std::vector<int> g_free_ids;       /* the ids of destroyed streams, for the next ones: clocks stay as wide as
+                                           * the most streams alive at once */
+
+/* Gives a new stream an ordering id (under g_lock); its places continue after the last of the id's earlier stream,
+ * whose work the host waited for at its destroy: every clock made since covers it. */
+static void give_id(cudaStream_t s)
+{
+    if (g_free_ids.empty()) {
+        if (g_id_top.empty()) g_id_top.push_back(0);
+        g_free_ids.push_back((int)g_id_top.size());
+        g_id_top.push_back(0);
+    }
+    s->id = g_free_ids.back();
+    g_free_ids.pop_back();
+    s->base = g_id_top[(size_t)s->id];
+}
 static cudaStream_t g_default[64];        /* each device's default (NULL) stream, made on first use */
 static std::set<cudaEvent_t> g_events;
 
@@ -270,6 +303,7 @@ bool resolve_stream(cudaStream_t *s, int *device)
         if (!g_default[d]) {
             g_default[d] = new CUstream_st;
             g_default[d]->device = d;
+            give_id(g_default[d]);
             g_streams.insert(g_default[d]);
         }
         *s = g_default[d];
@@ -283,11 +317,100 @@ bool resolve_stream(cudaStream_t *s, int *device)
 static thread_local uint64_t t_launch_seed; /* the launch being executed: its block order */
 static thread_local cudaStream_t t_capturing;  /* the stream this thread is capturing, or none */
 
-uint64_t enqueue(cudaStream_t s, std::function<void()> op)
+/* ---- ordering ---------------------------------------------------------------------------------------------
+ * Which work comes before which as CUDA defines it, not as the stand-in happens to run it (late, when waited for:
+ * one order of the many a GPU may choose — it missed a pull ahead on a side stream that a GPU ran before the
+ * tower stream's NaN fill of the same buffer). Vector clocks, indexed by stream id: a stream's clock holds, for each
+ * stream, the last of its ops that the stream's next op comes after; an op takes its stream's clock with its own
+ * place set. An event record keeps its stream's clock, cudaStreamWaitEvent merges it into the waiting stream's, and
+ * a host wait (a stream, event or device sync, a blocking copy, a free, a stream destroyed, an event query that
+ * says done) merges what it waited for into the host's clock, which every op issued afterwards merges first — one
+ * host for all threads: work the host has seen finish comes before anything issued later, on any thread. Each
+ * device allocation keeps its accesses (bytes, stream, place, read or write, the op); an op whose touch overlaps
+ * another stream's access, one of the two a write, and whose clock does not cover that access, is a race: one
+ * line naming both, then abort. A kernel touches the element each pointer argument points at (written unless
+ * const): how far it goes from there the stand-in cannot see. All under g_lock. */
+
+typedef std::vector<uint64_t> vclock;
+
+static vclock g_host; /* what the host has seen complete */
+
+static uint64_t clock_at(const vclock &c, int id) { return (size_t)id < c.size() ? c[(size_t)id] : 0; }
+
+static void merge(vclock &into, const vclock &c)
 {
-    std::lock_guard<std::mutex> l(s->queue_lock);
-    s->q.push_back(std::move(op));
-    return ++s->queued;
+    if (into.size() < c.size()) into.resize(c.size());
+    for (size_t i = 0; i < c.size(); i++)
+        if (c[i] > into[i]) into[i] = c[i];
+}
+
+static void set_place(vclock &c, int id, uint64_t at)
+{
+    if (c.size() <= (size_t)id) c.resize((size_t)id + 1);
+    c[(size_t)id] = at;
+}
+
+/* The op at place `at` of stream s (its clock set) touches t: checked against the allocation's accesses, then kept among them. */
+static void order_touch(cudaStream_t s, uint64_t at, const char *what, const touch &t)
+{
+    auto it = g_mem.upper_bound((uintptr_t)t.p);
+    if (!t.p || !t.bytes || it == g_mem.begin()) return;
+    --it;
+    allocation &m = it->second;
+    const size_t lo = (uintptr_t)t.p - it->first;
+    if (m.kind != MEM_DEVICE || lo >= m.size) return;
+    const size_t hi = lo + (t.bytes < m.size - lo ? t.bytes : m.size - lo);
+    std::vector<access> &v = m.accesses;
+    for (size_t i = 0; i < v.size();) {
+        const access &a = v[i];
+        const bool ordered = a.stream == s->id || clock_at(s->clock, a.stream) >= a.at;
+        if (!ordered && a.lo < hi && lo < a.hi && (a.write || t.write)) {
+            fprintf(stderr, "cuda stand-in: %s on stream %d (device %d) %s bytes [%zu, %zu) of the %zu-byte device "
+                            "allocation %p, which %s on stream %d (device %d) %s at [%zu, %zu), and no stream "
+                            "order, event wait or synchronization orders the two: on a GPU either may run "
+                            "first (a race)\n",
+                    what, s->id, s->device, t.write ? "writes" : "reads", lo, hi, m.size, (void *)it->first, a.what,
+                    a.stream, a.device, a.write ? "wrote" : "read", a.lo, a.hi);
+            abort();
+        }
+        /* gone: the host has seen it complete (every later op comes after it), or this op covers it and comes after
+         * it — a write covers any access, a read a read */
+        if (clock_at(g_host, a.stream) >= a.at || (ordered && lo <= a.lo && a.hi <= hi && (t.write || !a.write))) {
+            v[i] = v.back();
+            v.pop_back();
+        } else {
+            i++;
+        }
+    }
+    v.push_back(access{lo, hi, s->id, s->device, at, t.write, what});
+}
+
+uint64_t enqueue(cudaStream_t s, std::function<void()> op, const char *what, std::vector<touch> touches)
+{
+    std::lock_guard<std::mutex> g(g_lock);
+    uint64_t at;
+    {
+        std::lock_guard<std::mutex> l(s->queue_lock);
+        s->q.push_back(std::move(op));
+        at = ++s->queued;
+    }
+    merge(s->clock, g_host);
+    set_place(s->clock, s->id, s->base + at);
+    for (const touch &t : touches) order_touch(s, s->base + at, what, t);
+    return at;
+}
+
+static vclock clock_of(cudaStream_t s)
+{
+    std::lock_guard<std::mutex> l(g_lock);
+    return s->clock;
+}
+
+/* The host has waited for work whose clock is c: everything issued from now on comes after it. */
+static void host_saw(const vclock &c)
+{
+    std::lock_guard<std::mutex> l(g_lock);
+    merge(g_host, c);
 }
 
 bool capturing(cudaStream_t s)
@@ -322,7 +445,8 @@ bool forbidden_in_capture(const char *what)
     return true;
 }
 
-void launch_enqueue(cudaStream_t s, const char *kernel, uint64_t threads, std::function<void()> grid_run)
+void launch_enqueue(cudaStream_t s, const char *kernel, uint64_t threads, std::function<void()> grid_run,
+                    std::vector<touch> touches)
 {
     count(kernel, 1, threads);
     uint64_t seq;
@@ -330,10 +454,13 @@ void launch_enqueue(cudaStream_t s, const char *kernel, uint64_t threads, std::f
         std::lock_guard<std::mutex> l(s->queue_lock);
         seq = s->launches++;
     }
-    enqueue(s, [seq, run = std::move(grid_run)]() {
-        t_launch_seed = seq;
-        run();
-    });
+    enqueue(
+        s,
+        [seq, run = std::move(grid_run)]() {
+            t_launch_seed = seq;
+            run();
+        },
+        kernel, std::move(touches));
 }
 
 /* Runs what is queued on s, in order, on this thread, until `upto` ops have run in all (UINT64_MAX: everything). */
@@ -378,7 +505,16 @@ static void unref(cudaStream_t s)
     if (last) delete s;
 }
 
-/* Every live stream of `device` (-1: of every device), drained; another thread may destroy one meanwhile. */
+/* The host waits for s: what was queued on it so far runs, and the host has seen it complete ("ordering"). */
+static void host_drain(cudaStream_t s)
+{
+    const vclock c = clock_of(s);
+    drain(s);
+    host_saw(c);
+}
+
+/* Every live stream of `device` (-1: of every device), drained for the host; another thread may destroy one
+ * meanwhile. */
 static void drain_device(int device)
 {
     std::vector<cudaStream_t> v;
@@ -391,7 +527,7 @@ static void drain_device(int device)
             }
     }
     for (cudaStream_t s : v) {
-        drain(s);
+        host_drain(s);
         unref(s);
     }
 }
@@ -604,7 +740,7 @@ static void *register_alloc(size_t bytes, mem_kind kind, int device, unsigned fl
         if (kind == MEM_DEVICE) g_used[device] -= bytes;
         return nullptr;
     }
-    g_mem[(uintptr_t)p] = allocation{bytes, kind, device, flags, 0};
+    g_mem[(uintptr_t)p] = allocation{bytes, kind, device, flags, 0, {}};
     return p;
 }
 
@@ -751,6 +887,13 @@ static const char *direction_name(cudaMemcpyKind k)
     return k == cudaMemcpyHostToDevice ? "h2d" : k == cudaMemcpyDeviceToHost ? "d2h" : "d2d";
 }
 
+static const char *copy_name(cudaMemcpyKind k)
+{
+    return k == cudaMemcpyHostToDevice   ? "cudaMemcpyAsync HostToDevice"
+           : k == cudaMemcpyDeviceToHost ? "cudaMemcpyAsync DeviceToHost"
+                                         : "cudaMemcpyAsync DeviceToDevice";
+}
+
 /* The checks of an async copy, as the stream and memory are now; *pageable: a host end is pageable memory. */
 static bool check_copy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, int dev, bool *pageable)
 {
@@ -803,25 +946,29 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpy
             return false;
         }
         if (how == ISSUE_CHECK) return true;
+        const std::vector<touch> t = {{src, bytes, false}, {dst, bytes, true}}; /* host ends are not tracked */
         if (pageable) { /* CUDA: the stream's earlier work first, then the copy, before the call returns */
             count(kind == cudaMemcpyHostToDevice ? "h2d (pageable: synchronous)" : "d2h (pageable: synchronous)", 1,
                   bytes);
-            drain(st);
-            memcpy(dst, src, bytes);
+            enqueue(st, [dst, src, bytes]() { memcpy(dst, src, bytes); }, copy_name(kind), t);
+            host_drain(st);
             return true;
         }
         count(direction_name(kind), 1, bytes);
         if (kind == cudaMemcpyDeviceToDevice) {
-            enqueue(st, [dst, src, bytes]() { memcpy(dst, src, bytes); });
+            enqueue(st, [dst, src, bytes]() { memcpy(dst, src, bytes); }, copy_name(kind), t);
             return true;
         }
         const bool up = kind == cudaMemcpyHostToDevice;
         auto host = std::make_shared<const host_in_flight>(up ? src : (const void *)dst, bytes);
-        enqueue(st, [dst, src, bytes, up, host]() {
-            host->check(up ? "HostToDevice" : "DeviceToHost");
-            memcpy(dst, src, bytes);
-            if (!up) pinned_copied_in(dst, true);
-        });
+        enqueue(
+            st,
+            [dst, src, bytes, up, host]() {
+                host->check(up ? "HostToDevice" : "DeviceToHost");
+                memcpy(dst, src, bytes);
+                if (!up) pinned_copied_in(dst, true);
+            },
+            copy_name(kind), t);
         return true;
     });
     return ok ? cudaSuccess : t_last;
@@ -834,7 +981,7 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind 
     if (forbidden_in_capture("cudaMemcpy")) return t_last;
     if (need_context() != cudaSuccess || !resolve_stream(&s, &dev)) return set_error(cudaErrorInvalidDevice);
     cudaError_t e = cudaMemcpyAsync(dst, src, bytes, kind, s);
-    if (e == cudaSuccess) drain(s);
+    if (e == cudaSuccess) host_drain(s);
     return e;
 }
 
@@ -865,7 +1012,8 @@ cudaError_t cudaMemcpyPeerAsync(void *dst, int dst_device, const void *src, int 
         }
         if (how == ISSUE_CHECK) return true;
         count(may_access(dst_device, src_device) ? "peer (direct)" : "peer (staged)", 1, bytes);
-        enqueue(st, [dst, src, bytes]() { memcpy(dst, src, bytes); });
+        enqueue(st, [dst, src, bytes]() { memcpy(dst, src, bytes); }, "cudaMemcpyPeerAsync",
+                {{src, bytes, false}, {dst, bytes, true}});
         return true;
     });
     return ok ? cudaSuccess : t_last;
@@ -880,6 +1028,7 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags)
     cudaStream_t n = new CUstream_st;
     n->device = t_device;
     std::lock_guard<std::mutex> l(g_lock);
+    give_id(n);
     g_streams.insert(n);
     *s = n;
     return cudaSuccess;
@@ -899,7 +1048,13 @@ cudaError_t cudaStreamDestroy(cudaStream_t s)
         for (cudaEvent_t e : g_events)
             if (e->stream == s) e->stream = nullptr;
     }
-    drain(s);
+    host_drain(s);
+    {
+        std::lock_guard<std::mutex> l(g_lock);
+        std::lock_guard<std::mutex> q(s->queue_lock);
+        g_id_top[(size_t)s->id] = s->base + s->queued;
+        g_free_ids.push_back(s->id);
+    }
     unref(s);
     return cudaSuccess;
 }
@@ -912,7 +1067,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s)
         say("cudaStreamSynchronize: the stream does not exist (destroyed, or never created)");
         return set_error(cudaErrorInvalidResourceHandle);
     }
-    drain(s);
+    host_drain(s);
     return cudaSuccess;
 }
 
@@ -981,24 +1136,32 @@ static void record_now(cudaEvent_t e, cudaStream_t s)
         n = ++e->recorded;
         e->stream = s;
     }
-    const uint64_t at = enqueue(s, [e, n]() {
-        std::lock_guard<std::mutex> l(g_lock);
-        if (e->recorded == n) { /* not recorded again since */
-            e->completed = n;
-            e->ms = clock_ms();
-        }
-    });
+    const uint64_t at = enqueue(
+        s,
+        [e, n]() {
+            std::lock_guard<std::mutex> l(g_lock);
+            if (e->recorded == n) { /* not recorded again since */
+                e->completed = n;
+                e->ms = clock_ms();
+            }
+        },
+        "cudaEventRecord");
     std::lock_guard<std::mutex> l(g_lock);
-    if (e->recorded == n) e->position = at;
+    if (e->recorded == n) {
+        e->position = at;
+        e->clock = s->clock;
+        set_place(e->clock, s->id, s->base + at);
+    }
 }
 
-/* The stream of the event's last record (a reference taken: the caller unrefs it) and the record's place in its queue;
- * NULL for an event never recorded. */
-static cudaStream_t last_record(cudaEvent_t e, uint64_t *upto)
+/* The stream of the event's last record (a reference taken: the caller unrefs it), the record's place in its queue
+ * and its clock; NULL for an event never recorded. */
+static cudaStream_t last_record(cudaEvent_t e, uint64_t *upto, vclock *clock)
 {
     std::lock_guard<std::mutex> l(g_lock);
     cudaStream_t s = e->stream;
     *upto = e->position;
+    *clock = e->clock;
     if (s) s->refs++;
     return s;
 }
@@ -1020,16 +1183,24 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags)
         return set_error(cudaErrorStreamCaptureUnsupported);
     }
     uint64_t upto;
-    cudaStream_t t = last_record(e, &upto);
+    vclock c;
+    cudaStream_t t = last_record(e, &upto, &c);
     if (!t) return cudaSuccess;
+    {
+        std::lock_guard<std::mutex> l(g_lock);
+        merge(s->clock, c); /* s's next ops come after the record */
+    }
     if (t == s) { /* the stream's own order already keeps it */
         unref(t);
         return cudaSuccess;
     }
-    enqueue(s, [t, upto]() {
-        drain_upto(t, upto);
-        unref(t);
-    });
+    enqueue(
+        s,
+        [t, upto]() {
+            drain_upto(t, upto);
+            unref(t);
+        },
+        "cudaStreamWaitEvent");
     return cudaSuccess;
 }
 
@@ -1072,10 +1243,12 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e)
     if (forbidden_in_capture("cudaEventSynchronize")) return t_last;
     if (!live_event(e)) return set_error(cudaErrorInvalidResourceHandle);
     uint64_t upto;
-    cudaStream_t s = last_record(e, &upto);
+    vclock c;
+    cudaStream_t s = last_record(e, &upto, &c);
     if (s) {
         drain_upto(s, upto);
         unref(s);
+        host_saw(c);
     }
     return cudaSuccess;
 }
@@ -1087,7 +1260,9 @@ cudaError_t cudaEventQuery(cudaEvent_t e)
     if (forbidden_in_capture("cudaEventQuery")) return t_last;
     if (!live_event(e)) return set_error(cudaErrorInvalidResourceHandle);
     std::lock_guard<std::mutex> l(g_lock);
-    return e->completed == e->recorded ? cudaSuccess : cudaErrorNotReady;
+    if (e->completed != e->recorded) return cudaErrorNotReady;
+    merge(g_host, e->clock); /* the host has seen the record complete */
+    return cudaSuccess;
 }
 
 /* Both events must have completed: cudaErrorNotReady otherwise (a missing wait), as CUDA says. */

@@ -56,7 +56,10 @@ bool check_device_range(const char *what, const void *p, size_t bytes, int devic
 
 /* The stream's device; NULL means the current device's default stream, which *s becomes. false: not a live stream. */
 bool resolve_stream(cudaStream_t *s, int *device);
-uint64_t enqueue(cudaStream_t s, std::function<void()> op); /* returns the op's place in the stream's queue (1, 2, ...) */
+/* Queues op on s and returns its place in the stream's queue (1, 2, ...). `what` names the op; its touches of device
+ * memory (cuda_runtime.h) are checked now against the other streams' accesses to the same bytes that nothing orders
+ * before it (runtime.cpp, "ordering"): a write and another access unordered is a race on a GPU, one line and abort. */
+uint64_t enqueue(cudaStream_t s, std::function<void()> op, const char *what = "", std::vector<touch> touches = {});
 /* Whether s is being captured (cudaStreamBeginCapture). */
 bool capturing(cudaStream_t s);
 /* If this thread is capturing a stream: a line naming `what` (a call CUDA forbids then: a sync, an allocation, a
