@@ -89,6 +89,9 @@ void tt_abort_at(const char *what, const char *func, const char *file, int line)
 /* Monotonic seconds. */
 double tt_now(void);
 
+/* Wall-clock seconds since the Unix epoch (CLOCK_REALTIME): timestamps others read (TensorBoard's events). */
+double tt_wall_now(void);
+
 /* Counted host allocation: every host buffer the project owns goes through these, so tests can assert that the
  * step loop allocates nothing. 64-byte aligned; tt_free(NULL) is a no-op. */
 void *tt_malloc(size_t bytes);

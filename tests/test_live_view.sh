@@ -46,6 +46,28 @@ grep -q "tower 0 " <<<"$s" && bad "the view was left on the screen after the epo
 grep -q "100/100 - " <<<"$s" || bad "no epoch line after the view"
 [ "$(cursor)" = 1 ] || bad "the cursor stays hidden after the run"
 
+# 1b. 80 columns, three epochs of the mlp: no line of the view wraps, so no frame is left behind in the scrollback
+start 80 30 "$bin train --device cpu --towers 2 --epochs 3 --train-samples 20000 --val-samples 500 --test-samples 500 --progress towers; echo RUN-ENDED; sleep 600"
+wait_for RUN-ENDED 300 || bad "80 columns: the run did not end"
+left=$(t capture-pane -p -S - -t tv | grep -c "steps/s")
+[ "$left" -eq 0 ] || bad "80 columns: $left frames left in the scrollback"
+
+# 1c. resized while the view shows: narrower (still fits) keeps one frame on screen; 60 columns turns it into the bar
+start 120 40 "$run; echo RUN-ENDED; sleep 600"
+wait_for "tower 1 " 120 || bad "resize case: no view"
+t resize-window -t tv -x 76
+sleep 1.2
+n=$(screen | grep -c "steps/s")
+[ "$n" -eq 1 ] || bad "resized to 76 columns: $n status lines on the screen, want 1: $(screen | tail -8)"
+t resize-window -t tv -x 60
+sleep 1.2
+screen | grep -q "tower 0 " && bad "resized to 60 columns: the lanes are still drawn"
+wait_for "\[=" 30 || bad "resized to 60 columns: no bar: $(screen | tail -3)"
+p=$(pid_of_run)
+[ -z "$p" ] || kill -INT "$p"
+wait_for RUN-ENDED 60 || bad "resize case: the run did not end"
+[ "$(cursor)" = 1 ] || bad "resize case: the cursor stays hidden"
+
 # 2. SIGINT: the view erased, the stop line, exit 130, the cursor back
 start 130 40 "$run; echo STATUS=\$?; sleep 600"
 wait_for "tower 1 " 120 || bad "SIGINT case: no view"

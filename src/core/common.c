@@ -160,6 +160,13 @@ double tt_now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+double tt_wall_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 static atomic_uint_fast64_t g_allocs;
 static atomic_uint_fast64_t g_largest_request;
 

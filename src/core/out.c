@@ -104,8 +104,8 @@ tt_status tt_out_lock(int fd, const char *what, long pid_hint, tt_error *err)
         const int known = fstat(fd, &st) == 0;
         long pid = pid_hint > 0 ? pid_hint : known ? lock_holder(st.st_dev, st.st_ino, 0) : 0;
         if (pid <= 0 && known && lock_holder(st.st_dev, st.st_ino, 1)) /* flock: two opens in one process conflict */
-            return tt_fail(err, TT_ERR_ARG, "%s: is a file this run holds already (its --checkpoint-dir's lock "
-                           "file): give another path", what);
+            return tt_fail(err, TT_ERR_ARG, "%s: is a file this run holds already (another of its outputs, or a "
+                           "directory's lock file): give another path", what);
         if (pid > 0)
             return tt_fail(err, TT_ERR_IO, "%s: in use by another run (pid %ld): wait for it to end, or give another "
                            "path", what, pid);

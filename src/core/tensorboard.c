@@ -1,6 +1,7 @@
 /* tensorboard.c — TensorBoard event files (tt_tensorboard.h): TFRecord frames of Event protocol buffers, packed by
  * protobuf-c from proto/tensorboard.proto. */
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -72,13 +73,6 @@ static void put_event(tt_out *o, const Tensorflow__Event *ev)
     put_record(o, buf, n);
 }
 
-static double wall_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* The host name as Keras's writer puts it into file names, bytes other than [A-Za-z0-9._-] as '_'. */
 static void host_name(char *h, size_t len)
 {
@@ -99,13 +93,19 @@ static tt_status open_run(tt_out *o, const char *dir, const char *run, const cha
     if (s) return s;
     char host[128], path[4500], file_what[4600];
     host_name(host, sizeof host);
-    const double now = wall_now();
+    const double now = tt_wall_now();
     for (unsigned n = 0;; n++) { /* the first name no file has: another run of this pid and second, or a restart */
-        snprintf(path, sizeof path, "%s/events.out.tfevents.%lld.%s.%ld.%u.v2", sub, (long long)now, host,
-                 (long)getpid(), n);
+        const int len = snprintf(path, sizeof path, "%s/events.out.tfevents.%lld.%s.%ld.%u.v2", sub, (long long)now,
+                                 host, (long)getpid(), n);
         struct stat st;
-        if (lstat(path, &st) != 0 && errno == ENOENT) break;
-        if (n == 1000) return tt_fail(err, TT_ERR_IO, "%s: no free event-file name like %s", sub_what, path);
+        if (len < 0 || (size_t)len >= sizeof path || len >= PATH_MAX)
+            return tt_fail(err, TT_ERR_IO, "%s: the event file's path would be too long (%d bytes)", what, len);
+        if (lstat(path, &st) == 0) {
+            if (n == 1000) return tt_fail(err, TT_ERR_IO, "%s: no free event-file name in %s", what, sub);
+            continue;
+        }
+        if (errno == ENOENT) break;
+        return tt_fail(err, TT_ERR_IO, "%s: %s: %s", what, run, strerror(errno));
     }
     snprintf(file_what, sizeof file_what, "%s: %s", what, path);
     if ((s = tt_out_open(o, path, file_what, 4096, err))) return s;
@@ -171,7 +171,10 @@ tt_status tt_tb_commit(tt_tb *tb, tt_error *err)
     for (int r = 0; r < TT_TB_RUNS; r++) {
         if (!tb->f[r].buf) continue;
         tt_status s = tt_out_commit(&tb->f[r], err);
-        if (s) return s;
+        if (s) { /* the other file's records of this commit go too: both files end at the same epoch */
+            for (int o = 0; o < TT_TB_RUNS; o++) tt_out_discard(&tb->f[o]);
+            return s;
+        }
     }
     return TT_OK;
 }

@@ -146,7 +146,8 @@ static tt_status run_open_local(run_state *rs, tt_error *err)
         s = tt_out_open(&rs->log, c->log_json, what, 4096 + 512 * c->towers, err);
         if (!s) log_start(rs);
     }
-    if (!s && c->tensorboard && rs->rank0) s = tb_open(rs, err);
+    if (!s && c->tensorboard && rs->rank0) s = tb_prepare(rs, err);
+    if (!s && rs->live) s = live_open(rs, err);
     return s;
 }
 
@@ -275,6 +276,7 @@ static tt_status run_open(run_state *rs, tt_error *err)
     if (!s && !rs->pending.s && c->resume) run_resume_optim(rs);
     if (!s && !rs->pending.s && c->trace && rs->rank0)
         s = tt_trace_open(&rs->trace, c->trace, c->towers, rs->K, rs->ops->name, tt_reduce_name(c->reduce), err);
+    if (!s && !rs->pending.s && c->tensorboard && rs->rank0) s = tb_open_files(rs, err);
     run_fail(rs, s, err);
     if (c->trace && rs->K > 1) /* the trace puts every rank's steps on rank 0's clock */
         run_fail(rs, tt_node_allgather(rs->nd, &rs->nd->clock_offset, rs->clock_offsets, sizeof(double), err), err);
@@ -291,7 +293,7 @@ static void run_steps(run_state *rs, size_t epoch, double e0, size_t begin, size
     size_t drawn = begin, seen = 0, top1 = 0;
     double loss_sum = 0;
     const int tb_steps_on = rs->c->tensorboard_every_steps && rs->tb.f[0].buf;
-    const int live = rs->live && live_fits(rs), bar = rs->bar || (rs->live && !live); /* too small: the bar */
+    int live = rs->live && live_fits(rs), bar = rs->bar || (rs->live && !live); /* too small: the bar */
     while (!tt_trainer_wait(&rs->tr, bar || live || tb_steps_on ? 0.1 : -1, done_steps)) {
         /* results[begin..first + done_steps) are final: fold them in and redraw the bar */
         for (; drawn < first + *done_steps; drawn++) {
@@ -300,9 +302,12 @@ static void run_steps(run_state *rs, size_t epoch, double e0, size_t begin, size
             seen += rs->results[drawn].n;
         }
         tb_steps(rs, epoch, first + *done_steps);
-        if (live && !rs->pending.s)
-            live_draw(rs, begin, first + *done_steps, e0, seen ? loss_sum / (double)seen : 0,
-                      seen ? (double)top1 / (double)seen : 0);
+        if (live && !rs->pending.s &&
+            !live_draw(rs, begin, first + *done_steps, e0, seen ? loss_sum / (double)seen : 0,
+                       seen ? (double)top1 / (double)seen : 0)) {
+            live = 0; /* resized too small: the bar for the rest of these steps */
+            bar = 1;
+        }
         if (bar && seen && !rs->pending.s) {
             print_bar(rs->out, begin, first + *done_steps, rs->steps, tt_now() - e0, loss_sum / (double)seen,
                       (double)top1 / (double)seen, 0);
@@ -573,6 +578,8 @@ static tt_status run_close(run_state *rs, tt_status s, tt_error *err)
     if (rs->dir_lock >= 0) close(rs->dir_lock); /* the directory is free for the next run */
     if (rs->tb_lock >= 0) close(rs->tb_lock);
     tt_free(rs->tb_towers);
+    tt_free(rs->live_buf);
+    tt_free(rs->live_width);
     tt_free(rs->idx);
     tt_free(rs->step_secs);
     tt_free(rs->results);

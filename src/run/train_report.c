@@ -247,13 +247,6 @@ void run_trace_steps(run_state *rs, size_t first, size_t end)
 
 /* ---- --tensorboard: event files as Keras's TensorBoard callback writes them (docs/tensorboard.md) ------------- */
 
-static double wall_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Are a and b one directory (b may be NULL)? */
 static int same_dir(const char *a, const char *b)
 {
@@ -261,34 +254,50 @@ static int same_dir(const char *a, const char *b)
     return b && stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
-/* Creates the missing directories above dir, as Keras's callback does for its log_dir (logs/fit/run1); what is in
- * the way is left for tt_out_dir_ready to name. */
-static void make_parents(const char *dir)
+/* Creates the missing directories above dir, as Keras's callback does for its log_dir (logs/fit/run1). A parent
+ * that cannot be made is named with the reason; one in the way as a file is left for tt_out_dir_ready to name. */
+static tt_status make_parents(const char *dir, const char *what, tt_error *err)
 {
     char p[4096];
-    if (snprintf(p, sizeof p, "%s", dir) >= (int)sizeof p) return;
+    if (snprintf(p, sizeof p, "%s", dir) >= (int)sizeof p) return tt_fail(err, TT_ERR_IO, "%s: path too long", what);
     for (char *s = strchr(p + 1, '/'); s; s = strchr(s + 1, '/')) {
         *s = '\0';
-        if (mkdir(p, 0777) != 0 && errno != EEXIST) return;
+        if (mkdir(p, 0777) != 0 && errno != EEXIST)
+            return tt_fail(err, TT_ERR_IO, "%s: cannot create %s: %s", what, p, strerror(errno));
         *s = '/';
     }
+    return TT_OK;
 }
 
-/* Rank 0: DIR (and the directories above it) ready and locked for this run (unless it is this run's
- * --checkpoint-dir, locked already), and the two event files opened. */
-tt_status tb_open(run_state *rs, tt_error *err)
+/* "--tensorboard DIR" for messages, a long DIR cut (the reason after it must fit the error line). */
+static void tb_what(const char *dir, char *what, size_t len)
+{
+    snprintf(what, len, "--tensorboard %.300s%s", dir, strlen(dir) > 300 ? "..." : "");
+}
+
+/* Rank 0, while the run opens: DIR (and the directories above it) made ready and locked for this run (unless it is
+ * this run's --checkpoint-dir, locked already). The event files come later (tb_open_files), once every check that
+ * can refuse the run has passed: a run that never starts leaves none. */
+tt_status tb_prepare(run_state *rs, tt_error *err)
 {
     const tt_run_config *c = rs->c;
     char what[4200];
-    snprintf(what, sizeof what, "--tensorboard %s", c->tensorboard);
-    make_parents(c->tensorboard);
-    tt_status s = tt_out_dir_ready(c->tensorboard, what, err);
-    if (!s && !same_dir(c->tensorboard, c->checkpoint_dir)) s = tt_out_dir_lock(c->tensorboard, what, &rs->tb_lock, err);
-    if (!s) s = tt_tb_open(&rs->tb, c->tensorboard, what, err);
+    tb_what(c->tensorboard, what, sizeof what);
+    tt_status s = make_parents(c->tensorboard, what, err);
+    if (!s) s = tt_out_dir_ready(c->tensorboard, what, err);
+    if (!s && !same_dir(c->tensorboard, c->checkpoint_dir))
+        s = tt_out_dir_lock(c->tensorboard, what, &rs->tb_lock, err);
     /* the towers' phase sums of an epoch, then of the steps since the last per-step records */
     if (!s && !(rs->tb_towers = (double *)tt_calloc(2 * c->towers * TT_TOWER_PHASES, sizeof(double))))
         s = tt_fail(err, TT_ERR_NOMEM, "out of memory");
     return s;
+}
+
+tt_status tb_open_files(run_state *rs, tt_error *err)
+{
+    char what[4200];
+    tb_what(rs->c->tensorboard, what, sizeof what);
+    return tt_tb_open(&rs->tb, rs->c->tensorboard, what, err);
 }
 
 static void tb_commit(run_state *rs)
@@ -309,11 +318,10 @@ static void tb_split(run_state *rs, const char *prefix, int64_t step, double wal
         snprintf(tag, sizeof tag, "%s_split/%s", prefix, tt_split_phases[k].name);
         tt_tb_scalar(&rs->tb, TT_TB_TRAIN, tag, step, wall, per * tt_phase_value(sum, &tt_split_phases[k]));
     }
-    static const int shown[] = {0, 1, 2, 4, 6}; /* pull, data, compute, push, wait: the tower lanes */
-    for (size_t t = 0; t < rs->c->towers; t++)
-        for (size_t k = 0; k < sizeof shown / sizeof shown[0]; k++) {
-            snprintf(tag, sizeof tag, "%s_tower/%zu/%s", prefix, t, tt_tower_phase_fields[shown[k]].name);
-            tt_tb_scalar(&rs->tb, TT_TB_TRAIN, tag, step, wall, per * towers[t * TT_TOWER_PHASES + shown[k]]);
+    for (size_t t = 0; t < rs->c->towers; t++) /* every phase of the ledger's table: a placement's reduce too */
+        for (int k = 0; k < TT_TOWER_PHASES; k++) {
+            snprintf(tag, sizeof tag, "%s_tower/%zu/%s", prefix, t, tt_tower_phase_fields[k].name);
+            tt_tb_scalar(&rs->tb, TT_TB_TRAIN, tag, step, wall, per * towers[t * TT_TOWER_PHASES + k]);
         }
 }
 
@@ -335,7 +343,7 @@ void tb_epoch(run_state *rs, const tt_epoch_stats *es)
 {
     if (!rs->tb.f[0].buf || rs->pending.s) return;
     const int64_t step = (int64_t)es->epoch - 1;
-    const double wall = wall_now();
+    const double wall = tt_wall_now();
     tt_tb_scalar(&rs->tb, TT_TB_TRAIN, "epoch_loss", step, wall, es->loss);
     tt_tb_scalar(&rs->tb, TT_TB_TRAIN, "epoch_accuracy", step, wall, es->accuracy);
     tt_tb_scalar(&rs->tb, TT_TB_TRAIN, "epoch_top5", step, wall, es->top5);
@@ -386,7 +394,7 @@ void tb_steps(run_state *rs, size_t epoch, size_t end)
         rs->tb_win_steps++;
         const uint64_t g = (uint64_t)(epoch - 1) * rs->steps + k + 1;
         if (g % N || !rs->tb_seen || rs->pending.s) continue;
-        const double wall = wall_now() - (tt_now() - r->t.step1), seen = (double)rs->tb_seen;
+        const double wall = tt_wall_now() - (tt_now() - r->t.step1), seen = (double)rs->tb_seen;
         tt_tb_scalar(&rs->tb, TT_TB_TRAIN, "batch_loss", (int64_t)g, wall, rs->tb_loss / seen);
         tt_tb_scalar(&rs->tb, TT_TB_TRAIN, "batch_accuracy", (int64_t)g, wall, (double)rs->tb_top1 / seen);
         tt_tb_scalar(&rs->tb, TT_TB_TRAIN, "batch_top5", (int64_t)g, wall, (double)rs->tb_top5 / seen);

@@ -40,8 +40,9 @@ typedef struct run_state {
      * the time it was drawn */
     int live, live_lines;
     double live_t;
-    size_t live_len;
-    char live_buf[1 << 16];
+    char *live_buf; /* (towers + 6) lanes' worth, allocated as the run opens */
+    size_t live_len, live_cap;
+    int *live_width; /* the visible width of each line of the frame on screen */
     int tb_lock;
     size_t tb_next, tb_seen, tb_top1, tb_top5, tb_win_steps;
     double tb_loss;
@@ -110,9 +111,12 @@ void log_start(run_state *rs);
 void log_ranks(run_state *rs);
 void log_epoch(run_state *rs, const tt_epoch_stats *es);
 int live_fits(run_state *rs);
-void live_draw(run_state *rs, size_t begin, size_t done, double e0, double loss, double acc);
+tt_status live_open(run_state *rs, tt_error *err);
+/* 0: the terminal is now too small for the lanes (the frame is erased): the caller draws the bar instead */
+int live_draw(run_state *rs, size_t begin, size_t done, double e0, double loss, double acc);
 void live_end(run_state *rs);
-tt_status tb_open(run_state *rs, tt_error *err);
+tt_status tb_prepare(run_state *rs, tt_error *err);
+tt_status tb_open_files(run_state *rs, tt_error *err);
 void tb_epoch(run_state *rs, const tt_epoch_stats *es);
 void tb_epoch_begin(run_state *rs, size_t first);
 void tb_steps(run_state *rs, size_t epoch, size_t end);
