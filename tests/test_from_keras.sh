@@ -32,7 +32,7 @@ for name in ["data_batch_%d" % k for k in range(1, 6)] + ["test_batch"]:
         pickle.dump(d, f, protocol=2 if name == "data_batch_1" else 3)  # protocol 2: bytes through _codecs.encode
 seqs = [[int(w) for w in rng.randint(1, 60, rng.randint(1, 350))] for _ in range(50)]
 np.savez(kd + "/reuters.npz", x=np.array(seqs, dtype=object), y=rng.randint(0, 46, 50))
-np.savez(kd + "/mnist.npz", x_train=rng.randint(0, 256, (12, 28, 28)).astype(np.uint8),
+np.savez_compressed(kd + "/mnist.npz", x_train=rng.randint(0, 256, (12, 28, 28)).astype(np.uint8),
          y_train=rng.randint(0, 10, 12).astype(np.uint8), x_test=rng.randint(0, 256, (4, 28, 28)).astype(np.uint8),
          y_test=rng.randint(0, 10, 4).astype(np.uint8))
 os.makedirs(kd + "/fashion-mnist")
@@ -135,6 +135,18 @@ with zipfile.ZipFile(sys.argv[1], "w") as z:
         z.writestr(k + ".npy", b"not an npy file")
 PY
 expect1 "an .npy header claiming 78 TB" "bytes of data" mnist "$tmp/o3" --keras-dir "$evil"
+$NP - "$evil/reuters.npz" <<'PY'
+import struct, sys, zipfile
+def npy(descr, shape, payload):
+    h = "{'descr': '%s', 'fortran_order': False, 'shape': %r, }" % (descr, shape)
+    h = (h + " " * ((64 - (10 + len(h) + 1) % 64) % 64) + "\n").encode()
+    return b"\x93NUMPY\x01\x00" + len(h).to_bytes(2, "little") + h + payload
+with zipfile.ZipFile(sys.argv[1], "w") as z:  # a 9-byte pickle whose memo index would make CPython allocate GBs
+    z.writestr("x.npy", npy("|O", (1,), b"\x80\x03]r" + struct.pack("<I", 0x0FFFFFFF) + b"."))
+    z.writestr("y.npy", npy("<i8", (1,), struct.pack("<q", 1)))
+PY
+expect1 "a pickle memo index of 268435455" "memo index" reuters "$tmp/o7" --keras-dir "$evil"
+rm -f "$evil/reuters.npz"
 mkdir -p "$evil/reuters.npz"
 expect1 "a directory for reuters.npz" "not a regular file" reuters "$tmp/o4" --keras-dir "$evil"
 expect1 "a missing download" "fashion-mnist" fashion-mnist "$tmp/o5" --keras-dir "$tmp/nowhere"
