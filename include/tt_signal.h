@@ -7,6 +7,7 @@
  * (tt_signal_error_line) — none more. A stderr nobody reads cannot hold the process: 2 s after the second signal
  * (SIGALRM) it ends with that code whatever write is blocked, and a third signal ends it at once.
  * SIGPIPE is ignored, so a closed pipe on stdout or a log is a failed write with EPIPE that the writer reports.
+ * SIGTSTP, SIGHUP and SIGQUIT keep their default actions, but first put the terminal back (tt_signal_restore).
  * Not for: library users who handle signals themselves (they pass their own flag in tt_trainer_config.stop). */
 #ifndef TT_SIGNAL_H
 #define TT_SIGNAL_H
@@ -27,6 +28,11 @@ void tt_signal_error_line(int begin);
 /* A terminal to put back on an immediate exit (a second or third signal, or the second's deadline): s (a string that
  * outlives the call, e.g. "show the cursor") is written to fd before _exit. NULL: nothing (the owner restored it). */
 void tt_signal_restore(int fd, const char *s);
+
+/* How many times the process was stopped (SIGTSTP: Ctrl-Z) and continued: the terminal is put back (the restore
+ * string written) before each stop, so a live view draws afresh after it. SIGHUP and SIGQUIT write it too before
+ * their default action; a signal the process inherited as ignored (nohup) stays ignored. */
+int tt_signal_continued(void);
 
 /* The first SIGINT/SIGTERM caught so far, or 0. */
 int tt_signal_caught(void);

@@ -68,6 +68,34 @@ p=$(pid_of_run)
 wait_for RUN-ENDED 60 || bad "resize case: the run did not end"
 [ "$(cursor)" = 1 ] || bad "resize case: the cursor stays hidden"
 
+# 1d. Ctrl-Z in an interactive shell, then fg: the view erased and the cursor shown while stopped; drawn afresh after
+#     fg, and nothing left behind when the run ends
+start 120 40 "bash --norc --noprofile -i"
+sleep 0.5
+t send-keys -t tv "$run" Enter
+wait_for "tower 1 " 120 || bad "Ctrl-Z case: no view"
+p=$(pid_of_run)
+t send-keys -t tv C-z
+sleep 1
+[ "$(ps -o stat= -p "$p" | cut -c1)" = T ] || bad "Ctrl-Z: the run did not stop"
+[ "$(cursor)" = 1 ] || bad "Ctrl-Z: the cursor stays hidden while stopped"
+[ "$(screen | grep -c "steps/s")" -eq 0 ] || bad "Ctrl-Z: the frame stays on the screen while stopped"
+t send-keys -t tv "fg" Enter
+sleep 1.5
+[ "$(screen | grep -c "steps/s")" -eq 1 ] || bad "after fg: want one frame: $(screen | tail -6)"
+for _ in $(seq 1 600); do kill -0 "$p" 2>/dev/null || break; sleep 0.2; done
+sleep 0.3
+[ "$(t capture-pane -p -S - -t tv | grep -c "steps/s")" -eq 0 ] || bad "Ctrl-Z case: a frame left in the scrollback"
+[ "$(cursor)" = 1 ] || bad "Ctrl-Z case: the cursor stays hidden after the run"
+
+# 1e. SIGHUP (the terminal gone) keeps its default action, the end, but puts the cursor back first
+start 120 40 "$run; echo STATUS=\$?; sleep 600"
+wait_for "tower 1 " 120 || bad "SIGHUP case: no view"
+kill -HUP "$(pid_of_run)"
+wait_for "STATUS=" 60 || bad "SIGHUP: the run did not end"
+screen | grep -q "STATUS=129" || bad "SIGHUP: want the default action's status 129: $(screen | grep STATUS)"
+[ "$(cursor)" = 1 ] || bad "SIGHUP: the cursor stays hidden"
+
 # 2. SIGINT: the view erased, the stop line, exit 130, the cursor back
 start 130 40 "$run; echo STATUS=\$?; sleep 600"
 wait_for "tower 1 " 120 || bad "SIGINT case: no view"

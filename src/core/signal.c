@@ -1,5 +1,7 @@
 /* signal.c — the stop flag raised by SIGINT / SIGTERM (see tt_signal.h). The handler only touches a lock-free
  * atomic and, on a second signal, calls _exit: both async-signal-safe. */
+#include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -59,6 +61,60 @@ static void on_signal(int sig)
     _exit(128 + sig);
 }
 
+static atomic_int g_continued; /* times the process was stopped by SIGTSTP and continued */
+
+/* Re-raises sig with its default action (it was blocked while its handler runs: unblocked first). */
+static void raise_default(int sig)
+{
+    signal(sig, SIG_DFL);
+    sigset_t s;
+    sigemptyset(&s);
+    sigaddset(&s, sig);
+    pthread_sigmask(SIG_UNBLOCK, &s, NULL);
+    raise(sig);
+}
+
+static void on_stop(int sig);
+
+static void install(int sig, void (*handler)(int))
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = handler;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(sig, &sa, NULL);
+}
+
+/* Ctrl-Z: the terminal put back (the live view erased, the cursor shown), then the stop itself; once continued, the
+ * handler again, and a count the view reads to draw afresh. */
+static void on_stop(int sig)
+{
+    const int saved = errno;
+    restore_terminal();
+    raise_default(sig); /* the process stops here until SIGCONT */
+    install(sig, on_stop);
+    atomic_fetch_add(&g_continued, 1);
+    errno = saved;
+}
+
+/* SIGHUP, SIGQUIT: the terminal put back, then the default action (the end; a core for SIGQUIT). */
+static void on_fatal(int sig)
+{
+    restore_terminal();
+    raise_default(sig);
+}
+
+int tt_signal_continued(void) { return atomic_load(&g_continued); }
+
+/* A handler for sig unless it is ignored (nohup's SIGHUP stays ignored). */
+static void install_unless_ignored(int sig, void (*handler)(int))
+{
+    struct sigaction old;
+    if (sigaction(sig, NULL, &old) == 0 && old.sa_handler == SIG_IGN) return;
+    install(sig, handler);
+}
+
 void tt_signal_install(void)
 {
     struct sigaction sa;
@@ -71,6 +127,9 @@ void tt_signal_install(void)
     sa.sa_handler = on_alarm;
     sigaction(SIGALRM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
+    install_unless_ignored(SIGTSTP, on_stop);
+    install_unless_ignored(SIGHUP, on_fatal);
+    install_unless_ignored(SIGQUIT, on_fatal);
 }
 
 void tt_signal_error_line(int begin)

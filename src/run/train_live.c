@@ -185,6 +185,19 @@ static int frame_rows(const run_state *rs, int cols)
     return rows;
 }
 
+/* Hands the signal handlers the sequence that erases the frame now on screen and shows the cursor (two buffers in
+ * turn: a handler reading the old one while this one is written sees a whole string). */
+static void arm_restore(run_state *rs, int cols)
+{
+    const int k = rs->live_restore_k ^= 1;
+    const int rows = rs->live_lines ? frame_rows(rs, cols > 0 ? cols : 1) : 0;
+    if (rows)
+        snprintf(rs->live_restore[k], sizeof rs->live_restore[k], "\033[%dA\r\033[J%s", rows, RESTORE);
+    else
+        snprintf(rs->live_restore[k], sizeof rs->live_restore[k], "%s", RESTORE);
+    tt_signal_restore(fileno(rs->out), rs->live_restore[k]);
+}
+
 /* Writes the frame in one write; a console that fails is the run's failure, as for the bar. */
 static void flush_frame(run_state *rs)
 {
@@ -209,8 +222,13 @@ int live_draw(run_state *rs, size_t begin, size_t done, double e0, double loss, 
     rs->live_t = now;
     int cols, rows;
     term_size(rs->out, &cols, &rows);
+    const int cont = tt_signal_continued();
+    if (cont != rs->live_cont) { /* stopped (Ctrl-Z) and continued: the handler erased the frame and showed the cursor */
+        rs->live_cont = cont;
+        rs->live_lines = 0;
+    }
     if (!rs->live_lines) { /* the first frame of this run of steps: hide the cursor, and say how to show it again */
-        tt_signal_restore(fileno(rs->out), RESTORE);
+        arm_restore(rs, cols);
         put(rs, "\033[?25l");
     } else {
         erase(rs, cols);
@@ -222,12 +240,14 @@ int live_draw(run_state *rs, size_t begin, size_t done, double e0, double loss, 
         return 0;
     }
     frame(rs, cols, begin, done, now - e0, loss, acc);
+    arm_restore(rs, cols); /* before the frame goes out: a signal after it erases it whole */
     flush_frame(rs);
     return 1;
 }
 
 void live_end(run_state *rs)
 {
+    if (tt_signal_continued() != rs->live_cont) rs->live_lines = 0; /* a stop erased it already */
     if (!rs->live_lines) return;
     int cols, rows;
     term_size(rs->out, &cols, &rows);

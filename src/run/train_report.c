@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -22,11 +23,17 @@ void print_bar(FILE *out, size_t first, size_t step, size_t steps, double elapse
     if (filled > 0 && filled < width) bar[filled - 1] = '>';
     bar[width] = '\0';
     int digits = snprintf(NULL, 0, "%zu", steps);
-    fprintf(out, "\r%*zu/%zu [%s]", digits, step, steps, bar);
-    if (!final) {
+    char line[256];
+    int n = snprintf(line, sizeof line, "%*zu/%zu [%s]", digits, step, steps, bar);
+    if (!final) { /* a live line: never wider than the terminal, or each redraw would leave a wrapped line behind */
         double eta = step > first ? elapsed / (double)(step - first) * (double)(steps - step) : 0;
-        fprintf(out, " - ETA: %.0fs - loss: %.4f - accuracy: %.4f\033[K", eta, loss, acc);
-    } /* the caller flushes (print_flush): a flush here would take the failure's errno, leaving "I/O error" */
+        snprintf(line + n, sizeof line - (size_t)n, " - ETA: %.0fs - loss: %.4f - accuracy: %.4f", eta, loss, acc);
+        struct winsize w;
+        if (ioctl(fileno(out), TIOCGWINSZ, &w) == 0 && w.ws_col > 1 && strlen(line) >= w.ws_col)
+            line[w.ws_col - 1] = '\0';
+    }
+    fprintf(out, "\r%s%s", line, final ? "" : "\033[K");
+    /* the caller flushes (print_flush): a flush here would take the failure's errno, leaving "I/O error" */
 }
 
 /* Rank 0's console after its lines: a failed write is the run's failure (stdout's own line). */

@@ -43,6 +43,8 @@ typedef struct run_state {
     char *live_buf; /* (towers + 6) lanes' worth, allocated as the run opens */
     size_t live_len, live_cap;
     int *live_width; /* the visible width of each line of the frame on screen */
+    char live_restore[2][48]; /* what a signal writes to put the terminal back: erase the frame, show the cursor */
+    int live_restore_k, live_cont; /* the one handed to tt_signal_restore; tt_signal_continued when last drawn */
     int tb_lock;
     size_t tb_next, tb_seen, tb_top1, tb_top5, tb_win_steps;
     double tb_loss;
