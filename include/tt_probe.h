@@ -32,6 +32,8 @@ typedef struct tt_probe_config {
     int host_threads;  /* 0 = CPUs (as the trainer) */
     size_t reps;       /* reps per measurement (median) */
     size_t bucket_bytes; /* tt_probe_steps' --overlap on: its buckets (0: TT_BUCKET_BYTES) */
+    tt_slow_tower slow[TT_MAX_SLOW]; /* --slow-tower: added to the prediction, and slept in the measured steps */
+    size_t n_slow;
 } tt_probe_config;
 
 typedef struct tt_probe {
@@ -49,6 +51,8 @@ typedef struct tt_probe {
      * time), so towers outnumbering cores are in them */
     double pull, data, compute, push_grad, push_stats, barrier;
     double straggle;    /* the slowest tower's pull..push beyond the mean tower's */
+    /* --slow-tower: the expected delay (MS + J/2) of the most delayed tower, and the mean over all towers, seconds */
+    double slow_max, slow_mean;
     double wake;        /* a sleeping thread's wake-up latency */
     /* each placement's reduce phase: for a host-sum placement (tt_reduce_info) the host crew's sum of the slots,
      * for the others their tower-side reduce */

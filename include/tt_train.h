@@ -53,6 +53,8 @@ typedef struct tt_run_config {
     tt_node *node;        /* the job's ranks (NULL: tt_node_world(); bench passes a sub-job) */
     const char *trace;    /* Chrome trace-event file, or NULL */
     const char *tensorboard;        /* --tensorboard DIR: event files in DIR/train, DIR/validation (NULL: none) */
+    tt_slow_tower slow[TT_MAX_SLOW]; /* --slow-tower T:MS[~J],...: stragglers on purpose */
+    size_t n_slow;
     size_t tensorboard_every_steps; /* --tensorboard-every-steps N: the same every N steps (0: per epoch only) */
     /* checkpoints (docs/checkpoints.md) */
     const char *checkpoint_dir; /* --checkpoint-dir: where checkpoints go (NULL: none, and a stop writes none) */

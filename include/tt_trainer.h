@@ -74,6 +74,17 @@ const char *tt_update_name(tt_update u);
 const char *tt_update_help(tt_update u);
 unsigned tt_update_reduces(tt_update u);
 
+/* --slow-tower T:MS[~J]: tower T's compute delayed MS milliseconds each step, or a delay drawn uniformly from
+ * [MS, MS + J] each step from the run's seed (a hash of the seed, the tower and the step: the same schedule every
+ * run). A straggler on purpose: its barrier shows as the others' wait. */
+typedef struct tt_slow_tower {
+    size_t tower;
+    double ms, jitter_ms;
+} tt_slow_tower;
+#define TT_MAX_SLOW 16
+/* The delay of tower t at step `step` of a run seeded `seed`, in seconds (0 for a tower not in the list). */
+double tt_slow_delay(const tt_slow_tower *slow, size_t n_slow, uint64_t seed, size_t t, uint64_t step);
+
 typedef struct tt_trainer_config {
     const tt_dev_ops *ops; /* backend */
     int n_devices;         /* devices the towers use; tower t uses devices[t % n_devices] */
@@ -94,6 +105,8 @@ typedef struct tt_trainer_config {
     size_t bucket_bytes;
     int host_threads;      /* host crew for reduce + update; 0 = number of CPUs */
     uint64_t seed;         /* the run's seed: dropout masks are a hash of (seed, epoch, layer, sample, element) */
+    tt_slow_tower slow[TT_MAX_SLOW]; /* --slow-tower: delayed towers (n_slow of them; not with graphs) */
+    size_t n_slow;
     const atomic_int *stop; /* may be NULL; non-zero at the end of a step halts the run there (tt_signal_flag) */
     /* the job's ranks (tt_node.h; NULL or one rank: this process alone). With K ranks the step's samples are split
      * over K x N towers, this rank's towers taking the shards of global towers rank*N .. rank*N+N-1, and the node's

@@ -463,6 +463,81 @@ END_TEST
  * line equals --overlap off's, the console has the overlap line, the log the hidden/exposed split and every step's
  * bucket count, the trace each tower's bucket pushes and the host's bucket spans; bad values and the combinations it
  * cannot serve are refused with one line. */
+/* --slow-tower (issue 22, item 1): the delay's schedule (in range, from the seed, per tower and step); a run with a
+ * straggler gives the same figures as one without (only time moves) and its barrier shows as the others' wait in
+ * the log; probe predicts it; bad lists, a tower out of range and --graphs on are refused in one line. */
+START_TEST(test_slow_tower)
+{
+    const tt_slow_tower slow[2] = {{1, 3, 0}, {2, 1, 4}};
+    ck_assert(tt_slow_delay(slow, 2, 7, 0, 5) == 0);
+    ck_assert(tt_slow_delay(slow, 2, 7, 1, 5) == 3e-3);
+    double lo = 1, hi = 0;
+    for (uint64_t st = 0; st < 200; st++) {
+        const double d = tt_slow_delay(slow, 2, 7, 2, st);
+        ck_assert(d == tt_slow_delay(slow, 2, 7, 2, st)); /* a schedule, not a clock */
+        lo = d < lo ? d : lo;
+        hi = d > hi ? d : hi;
+    }
+    ck_assert_msg(lo >= 1e-3 && hi <= 5e-3 && hi - lo > 3e-3, "jitter range [%g, %g]", lo, hi);
+    ck_assert(tt_slow_delay(slow, 2, 8, 2, 3) != tt_slow_delay(slow, 2, 7, 2, 3));
+    char args[1024], log[256], plain[4096];
+    snprintf(log, sizeof log, "%s/slow.json", dir);
+    const char *base = "train --device cpu --data %s --val-samples 60 --epochs 1 --towers 2 --batch 16 --progress lines";
+    snprintf(args, sizeof args, base, dir);
+    expect(args, 0, "");
+    const char *t = strstr(tt_test_slurp(out_path), "test: ");
+    ck_assert_ptr_nonnull(t);
+    snprintf(plain, sizeof plain, "%s", t);
+    snprintf(args, sizeof args, base, dir);
+    snprintf(args + strlen(args), sizeof args - strlen(args), " --slow-tower 1:4~2 --log-json %s", log);
+    expect(args, 0, "");
+    ck_assert_msg(strstr(tt_test_slurp(out_path), plain) != NULL, "a straggler changed the figures: %s",
+                  tt_test_slurp(out_path));
+    FILE *f = fopen(log, "r");
+    ck_assert_ptr_nonnull(f);
+    char line[1 << 14];
+    int seen = 0;
+    while (fgets(line, sizeof line, f)) {
+        json_object *j = json_tokener_parse(line), *ev, *split, *w, *steps;
+        if (j && json_object_object_get_ex(j, "event", &ev) && strcmp(json_object_get_string(ev), "epoch") == 0) {
+            ck_assert(json_object_object_get_ex(j, "split", &split) && json_object_object_get_ex(split, "wait", &w) &&
+                      json_object_object_get_ex(j, "steps", &steps));
+            /* tower 0 waits 4..6 ms a step for tower 1: the towers' mean wait is at least 2 ms a step */
+            const double per = json_object_get_double(w) / (double)json_object_get_int(steps);
+            ck_assert_msg(per >= 1.9e-3, "wait %g s a step with a 4 ms straggler", per);
+            seen = 1;
+        }
+        json_object_put(j);
+    }
+    fclose(f);
+    ck_assert(seen);
+    snprintf(args, sizeof args, "probe --device cpu --towers 2 --batch 16 --reps 3 --slow-tower 0:20");
+    expect(args, 0, "");
+    ck_assert_msg(strstr(tt_test_slurp(out_path), "--slow-tower: the most delayed tower sleeps 20.000 a step "
+                         "(expected), the towers' mean 10.000: predicted as compute +10.000, wait +10.000"),
+                  "%s", tt_test_slurp(out_path));
+    /* the prediction: the cpu placement's step holds the 20 ms (the others wait for tower 0 as long as it sleeps) */
+    const char *pred = strstr(tt_test_slurp(out_path), "predicted step (ms):");
+    ck_assert_ptr_nonnull(pred);
+    const char *row = strstr(pred, "\n       cpu ");
+    ck_assert_ptr_nonnull(row);
+    double col[8];
+    ck_assert_int_eq(sscanf(row, " cpu %lf %lf %lf %lf %lf %lf %lf %lf", &col[0], &col[1], &col[2], &col[3], &col[4],
+                            &col[5], &col[6], &col[7]), 8);
+    ck_assert_msg(col[2] >= 10 && col[4] >= 10 && col[7] >= 20, "predicted compute %g, wait %g, total %g ms", col[2],
+                  col[4], col[7]);
+    static const char *const bad[] = {"1", "1:", "x:5", "1:5~", "1:-5", "1:5,", "1:70000", "0:1,0:2"};
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+        snprintf(args, sizeof args, "train --device cpu --data %s --towers 2 --slow-tower '%s'", dir, bad[k]);
+        expect(args, 2, "--slow-tower: ");
+    }
+    snprintf(args, sizeof args, "train --device cpu --data %s --towers 2 --slow-tower 2:5", dir);
+    expect(args, 2, "--slow-tower 2: there are 2 towers (0..1)");
+    snprintf(args, sizeof args, "train --device cpu --data %s --towers 2 --slow-tower 1:5 --graphs on", dir);
+    expect(args, 2, "--slow-tower: not with --graphs on");
+}
+END_TEST
+
 START_TEST(test_overlap_run)
 {
     char args[1024], log[256], trace[256], model[256], off[4096];
@@ -1452,6 +1527,7 @@ int main(void)
     tcase_add_test(tc, test_memory_budget);
     tcase_add_test(tc, test_probe_refuses_and_stops_promptly);
     tcase_add_test(tc, test_hostile_files);
+    tcase_add_test(tc, test_slow_tower);
     tcase_add_test(tc, test_summary_and_models);
     suite_add_tcase(s, tc);
     return tt_test_run_suite(s);

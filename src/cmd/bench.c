@@ -806,7 +806,9 @@ int tt_cmd_probe(int argc, char **argv)
     const int host = tt_run_host_threads(nd, c.host_threads);
     /* one rank's share of the batch: the shards of B over K x N towers */
     tt_probe_config pc = {model, be.ops, be.n_devices, be.devices, c.towers, (c.batch + (size_t)K - 1) / (size_t)K,
-                          c.optim, host, reps, c.bucket_kib << 10};
+                          c.optim, host, reps, c.bucket_kib << 10, {{0, 0, 0}}, 0};
+    memcpy(pc.slow, c.slow, sizeof pc.slow);
+    pc.n_slow = c.n_slow;
     tt_probe p;
     tt_net net;
     s = tt_node_agree(nd, tt_probe_run(&pc, &p, &err), &err);

@@ -124,6 +124,38 @@ static tt_status set_threads(const cli_opt *o, cli_parse *p, const char *v, tt_e
     return s;
 }
 
+/* A run of 1..5 decimal digits at *at (advanced past it), or -1. */
+static long digits(const char **at)
+{
+    long v = 0;
+    int n = 0;
+    for (; isdigit((unsigned char)**at) && n < 6; (*at)++, n++) v = 10 * v + (**at - '0');
+    return n >= 1 && n <= 5 ? v : -1;
+}
+
+/* --slow-tower T:MS[~J][,T:MS[~J]...]: whole milliseconds, each tower once. */
+static tt_status set_slow_tower(const cli_opt *o, cli_parse *p, const char *v, tt_error *err)
+{
+    tt_run_config *c = p->c;
+    c->n_slow = 0;
+    for (const char *at = v;;) {
+        const char *item = at;
+        const long t = digits(&at);
+        const long ms = *at == ':' ? (at++, digits(&at)) : -1;
+        const long j = *at == '~' ? (at++, digits(&at)) : 0;
+        if (t < 0 || t > 1023 || ms < 0 || ms > 60000 || j < 0 || j > 60000 || (*at && *at != ','))
+            return tt_fail(err, TT_ERR_ARG, "%s: '%.40s' is not TOWER:MS or TOWER:MS~JITTER (whole milliseconds up "
+                           "to 60000, towers up to 1023), comma-separated", o->name, item);
+        for (size_t k = 0; k < c->n_slow; k++)
+            if (c->slow[k].tower == (size_t)t)
+                return tt_fail(err, TT_ERR_ARG, "%s: tower %ld is given twice", o->name, t);
+        if (c->n_slow == TT_MAX_SLOW)
+            return tt_fail(err, TT_ERR_ARG, "%s: more than %d slow towers", o->name, TT_MAX_SLOW);
+        c->slow[c->n_slow++] = (tt_slow_tower){(size_t)t, (double)ms, (double)j};
+        if (!*at++) return TT_OK;
+    }
+}
+
 static tt_status set_optimizer(const cli_opt *o, cli_parse *p, const char *v, tt_error *err)
 {
     (void)o;
@@ -288,6 +320,10 @@ static const cli_opt g_opts[] = {
      "gathered) [allreduce]", NULL, tt_node_reduce_names},
     {"--trace", "FILE", set_file, CFG(trace), 0, 0, ON(TRAIN),
      "Chrome trace-event JSON of every step (open in Perfetto or chrome://tracing)", NULL, NULL},
+    {"--slow-tower", "T:MS[~J],...", set_slow_tower, 0, 0, 0, ON(TRAIN) | ON(PROBE),
+     "stragglers on purpose: tower T's compute delayed MS milliseconds each step (~J: a\n"
+     "delay drawn from [MS, MS+J] each step, from the seed); its barrier shows as the\n"
+     "others' wait; probe predicts it (docs/tutorial.md)", NULL, NULL},
     {"--tensorboard", "DIR", set_file, CFG(tensorboard), 0, 0, ON(TRAIN),
      "TensorBoard event files in DIR/train and DIR/validation, as Keras's callback\n"
      "writes them: epoch_loss, epoch_accuracy, epoch_top5, epoch_learning_rate and\n"
@@ -529,6 +565,12 @@ static tt_status cli_settle(cli_parse *p, tt_error *err)
                             : p->keep_given ? "--keep"
                             : NULL;
     if (needs_dir && !c->checkpoint_dir) return tt_fail(err, TT_ERR_ARG, "%s: needs --checkpoint-dir DIR", needs_dir);
+    for (size_t k = 0; k < c->n_slow; k++)
+        if (c->slow[k].tower >= c->towers)
+            return tt_fail(err, TT_ERR_ARG, "--slow-tower %zu: there are %zu towers (0..%zu)", c->slow[k].tower,
+                           c->towers, c->towers - 1);
+    if (c->n_slow && c->graphs)
+        return tt_fail(err, TT_ERR_ARG, "--slow-tower: not with --graphs on (a replayed graph runs without the host)");
     if (c->tensorboard_every_steps && !c->tensorboard)
         return tt_fail(err, TT_ERR_ARG, "--tensorboard-every-steps: needs --tensorboard DIR");
     if (c->save_best && c->val_samples == 0)

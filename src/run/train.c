@@ -98,6 +98,8 @@ static tt_status run_open_local(run_state *rs, tt_error *err)
     tc->overlap = c->overlap;
     tc->bucket_bytes = c->bucket_kib << 10;
     tc->seed = c->seed;
+    memcpy(tc->slow, c->slow, sizeof tc->slow);
+    tc->n_slow = c->n_slow;
     tc->stop = tt_signal_flag();
     tc->node = rs->K > 1 ? rs->nd : NULL;
     tc->node_reduce = c->node_reduce;
@@ -154,7 +156,7 @@ static tt_status run_open_local(run_state *rs, tt_error *err)
 /* What must be the same on every rank of a job, as (name, value) pairs: a rank started with another model, batch,
  * data or option would step out of line with the others (or wait for a collective they never call). Each field says
  * how its value reads, so a mismatch is told in the flag's own words ("--reduce is device here, cpu on rank 0"). */
-enum { FP_FIELDS = 26 };
+enum { FP_FIELDS = 27 };
 typedef enum { FP_COUNT, FP_CRC, FP_GIVEN, FP_FLOAT, FP_OPTIMIZER, FP_NODE_REDUCE, FP_REDUCE, FP_SAVE_BEST } fp_kind;
 typedef struct fingerprint {
     uint64_t v[FP_FIELDS];
@@ -171,7 +173,7 @@ static const struct {
     {"--node-reduce", FP_NODE_REDUCE}, {"--reduce", FP_REDUCE}, {"the training data (CRC-32)", FP_CRC},
     {"--checkpoint-dir", FP_GIVEN}, {"--save-every-epoch", FP_GIVEN}, {"--save-every-steps", FP_COUNT},
     {"--save-best", FP_SAVE_BEST}, {"--resume", FP_GIVEN}, {"--trace", FP_GIVEN}, {"--log-json", FP_GIVEN},
-    {"--tensorboard", FP_GIVEN}, {"--tensorboard-every-steps", FP_COUNT}};
+    {"--tensorboard", FP_GIVEN}, {"--tensorboard-every-steps", FP_COUNT}, {"--slow-tower", FP_CRC}};
 
 const char *const tt_lr_scaling_names[] = {"none", "linear", NULL};
 const char *const tt_progress_names[] = {"auto", "bar", "lines", "quiet", "towers", NULL};
@@ -226,7 +228,8 @@ static void run_fingerprint_of(const run_state *rs, fingerprint *f)
                                    (uint64_t)c->node_reduce, (uint64_t)c->reduce, rs->data_crc,
                                    c->checkpoint_dir != NULL, (uint64_t)c->save_every_epoch, c->save_every_steps,
                                    (uint64_t)c->save_best, c->resume != NULL, c->trace != NULL, c->log_json != NULL,
-                                   c->tensorboard != NULL, c->tensorboard_every_steps};
+                                   c->tensorboard != NULL, c->tensorboard_every_steps,
+                                   tt_crc32(0, c->slow, c->n_slow * sizeof c->slow[0])};
     memcpy(f->v, v, sizeof v);
 }
 

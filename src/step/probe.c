@@ -442,6 +442,8 @@ static tt_trainer_config placement_config(const tt_probe_config *c, tt_reduce r)
     tc.reduce = r;
     tc.host_threads = c->host_threads;
     tc.seed = 1;
+    memcpy(tc.slow, c->slow, sizeof tc.slow);
+    tc.n_slow = c->n_slow;
     tc.stop = tt_signal_flag();
     return tc;
 }
@@ -605,6 +607,11 @@ tt_status tt_probe_run(const tt_probe_config *c, tt_probe *p, tt_error *err)
     p->data = cpu->data;
     p->compute = cpu->compute;
     p->straggle = cpu->straggle;
+    for (size_t k = 0; k < c->n_slow; k++) { /* --slow-tower: what the delays add, on average (MS + J/2) */
+        const double delay = 1e-3 * (c->slow[k].ms + 0.5 * c->slow[k].jitter_ms);
+        p->slow_mean += delay / (double)c->towers;
+        if (delay > p->slow_max) p->slow_max = delay;
+    }
     p->push_stats = 0; /* the push without the gradient: that of the first placement that reduces on the towers */
     for (int pl = 0; pl < TT_REDUCE_COUNT; pl++)
         if (!tt_reduce_about((tt_reduce)pl)->host_sum) {
@@ -719,8 +726,11 @@ void tt_probe_predict(const tt_probe *p, tt_reduce r, tt_step_times *o)
     const int host_sum = tt_reduce_about(r)->host_sum;
     o->push = p->push_stats + (host_sum ? p->push_grad : 0);
     /* the phases were timed with all N towers at once: towers outnumbering cores are in them already */
+    /* --slow-tower: the delayed towers' compute grows by their delay (the ledger's compute is the towers' mean), and
+     * every other tower waits at the barrier for the most delayed one */
+    o->compute += p->slow_mean;
     const double work = o->pull + o->data + o->compute + o->push;
-    o->wait = p->straggle + p->barrier;
+    o->wait = p->straggle + p->barrier + p->slow_max - p->slow_mean;
     o->towers = work + o->wait;
     o->reduce = p->reduce[r] + (host_sum ? 0 : p->barrier); /* a tower-side reduce ends at barrier R */
     o->update = p->update + p->barrier;
@@ -751,6 +761,10 @@ void tt_probe_print(FILE *f, const tt_probe *p, const tt_probe_config *c)
             1e3 * p->barrier);
     fprintf(f, "    thread wake-up %.3f (a barrier's cost when towers outnumber cores)\n", 1e3 * p->wake);
     fprintf(f, "    stragglers: the slowest tower takes %.3f longer than the mean one\n", 1e3 * p->straggle);
+    if (c->n_slow)
+        fprintf(f, "    --slow-tower: the most delayed tower sleeps %.3f a step (expected), the towers' mean %.3f: "
+                   "predicted as compute +%.3f, wait +%.3f\n",
+                1e3 * p->slow_max, 1e3 * p->slow_mean, 1e3 * p->slow_mean, 1e3 * (p->slow_max - p->slow_mean));
     for (int r = 0; r < TT_REDUCE_COUNT; r++) {
         fprintf(f, r == 0 ? "    reduce %s " : " | %s ", tt_reduce_name((tt_reduce)r));
         if (p->can[r])

@@ -28,12 +28,15 @@
  * is done, as a CPU device's thread pool would in TensorFlow. The barriers spin briefly before sleeping when every
  * thread has a core, so a step costs no thread wake-ups; the caller is woken once per run of steps.
  * No allocation happens after INIT: buffers are sized for the largest shard (ceil(B/N) rows). */
+#include <errno.h>
 #include <math.h>
 #include <string.h>
+#include <time.h>
 
 #include "tt_backend.h"
 #include "tt_math.h"
 #include "tt_mem.h"
+#include "tt_rng.h"
 #include "tt_trainer.h"
 
 enum { JOB_INIT, JOB_STEPS, JOB_EVAL, JOB_DIAGNOSE, JOB_PHASES, JOB_FREE };
@@ -403,6 +406,13 @@ tt_status tt_trainer_check(const tt_trainer_config *cfg, tt_error *err)
     if ((unsigned)cfg->reduce >= TT_REDUCE_COUNT) return tt_fail(err, TT_ERR_ARG, "--reduce: unknown placement");
     const placement *pl = &placements[cfg->reduce];
     tt_status s = pl->check ? pl->check(cfg, err) : TT_OK;
+    if (!s && cfg->n_slow && cfg->graphs)
+        return tt_fail(err, TT_ERR_ARG, "--slow-tower: not with --graphs on (a replayed graph runs without the host, "
+                       "so nothing can delay its compute)");
+    for (size_t k = 0; !s && k < cfg->n_slow; k++)
+        if (cfg->slow[k].tower >= cfg->n_towers)
+            return tt_fail(err, TT_ERR_ARG, "--slow-tower %zu: there are %zu towers (0..%zu)", cfg->slow[k].tower,
+                           cfg->n_towers, cfg->n_towers - 1);
     if (!s && cfg->graphs && !cfg->ops->capture_begin)
         return tt_fail(err, TT_ERR_ARG, "--graphs on: the %s backend runs every op as it is issued, there is no graph "
                        "to capture (CUDA graphs: --device cuda)", cfg->ops->name);
@@ -678,6 +688,33 @@ static void tower_count_stats(tt_tower *tw, size_t rows)
     }
 }
 
+double tt_slow_delay(const tt_slow_tower *slow, size_t n_slow, uint64_t seed, size_t t, uint64_t step)
+{
+    for (size_t k = 0; k < n_slow; k++) {
+        if (slow[k].tower != t) continue;
+        double u = 0;
+        if (slow[k].jitter_ms > 0) { /* uniform in [0, 1) from a hash of (seed, tower, step): no state, any thread */
+            tt_rng r;
+            tt_rng_seed(&r, seed ^ 0x5105c0ffee ^ (uint64_t)t * 0x9e3779b97f4a7c15ull, step);
+            u = tt_rng_uniform(&r);
+        }
+        return 1e-3 * (slow[k].ms + u * slow[k].jitter_ms);
+    }
+    return 0;
+}
+
+/* --slow-tower: this tower's delay of this step, slept between its data and its compute (on a GPU the stream sits
+ * idle meanwhile, so the ledger's compute span holds it as it does on the CPU). */
+static void tower_slow(tt_tower *tw)
+{
+    const tt_trainer *tr = tw->tr;
+    const double d = tt_slow_delay(tr->cfg.slow, tr->cfg.n_slow, tr->cfg.seed, (size_t)tw->id, tr->steps);
+    if (d <= 0) return;
+    struct timespec ts = {(time_t)d, (long)((d - (double)(time_t)d) * 1e9)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
 /* Marks what the tower's thread is doing from now on (tt_trainer_live_phase): one relaxed store. */
 static inline void live(tt_tower *tw, tt_live_phase ph) { atomic_store_explicit(&tw->live, (int)ph, memory_order_relaxed); }
 
@@ -705,6 +742,7 @@ static void tower_issue(tt_tower *tw, const uint32_t *idx, size_t n, int gathere
     data_issue(tw, tr->ds, tw->rows);
     tt_dev_event_record(dev, tw->ev[EV_DATA]);
     live(tw, TT_LIVE_COMPUTE);
+    if (tr->cfg.n_slow) tower_slow(tw);
     phase_compute(tw, n);
     tt_dev_event_record(dev, tw->ev[EV_COMPUTE]);
     live(tw, TT_LIVE_PUSH);
@@ -1735,6 +1773,7 @@ tt_status tt_trainer_init(tt_trainer *tr, const tt_model *m, const tt_trainer_co
         return tt_fail(err, TT_ERR_ARG, "--towers %zu is more than --batch %zu: every tower needs at least one sample",
                        N, cfg->batch);
     if (cfg->n_devices < 1) return tt_fail(err, TT_ERR_ARG, "the backend has no device");
+
     tt_status s = tt_trainer_check(cfg, err);
     if (s) return s;
     tr->place = &placements[cfg->reduce];
