@@ -707,11 +707,17 @@ double tt_slow_delay(const tt_slow_tower *slow, size_t n_slow, uint64_t seed, si
  * idle meanwhile, so the ledger's compute span holds it as it does on the CPU). */
 static void tower_slow(tt_tower *tw)
 {
-    const tt_trainer *tr = tw->tr;
+    tt_trainer *tr = tw->tr;
     const double d = tt_slow_delay(tr->cfg.slow, tr->cfg.n_slow, tr->cfg.seed, (size_t)tw->id, tr->steps);
-    if (d <= 0) return;
-    struct timespec ts = {(time_t)d, (long)((d - (double)(time_t)d) * 1e9)};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    const double end = tt_now() + d;
+    /* in slices, so a stop (a signal, tt_trainer_request_stop) cuts the delay short: the step's math is the same */
+    for (double left = d; left > 0; left = end - tt_now()) {
+        if ((tr->cfg.stop && atomic_load_explicit(tr->cfg.stop, memory_order_relaxed)) ||
+            atomic_load_explicit(&tr->stop_request, memory_order_relaxed))
+            return;
+        const double slice = left < 0.05 ? left : 0.05;
+        struct timespec ts = {0, (long)(slice * 1e9)};
+        if (nanosleep(&ts, NULL) != 0 && errno != EINTR) return;
     }
 }
 
