@@ -75,8 +75,9 @@ const char *tt_update_help(tt_update u);
 unsigned tt_update_reduces(tt_update u);
 
 /* --slow-tower T:MS[~J]: tower T's compute delayed MS milliseconds each step, or a delay drawn uniformly from
- * [MS, MS + J] each step from the run's seed (a hash of the seed, the tower and the step: the same schedule every
- * run). A straggler on purpose: its barrier shows as the others' wait. */
+ * [MS, MS + J) each step from the run's seed (a hash of the seed, the tower and the trainer's step count: the same
+ * schedule every run started alike; a resumed run's count starts again). A straggler on purpose: its barrier shows
+ * as the others' wait. Sorted by tower. */
 typedef struct tt_slow_tower {
     size_t tower;
     double ms, jitter_ms;

@@ -720,7 +720,8 @@ static tt_status probe_designs(const tt_probe_config *pc, const tt_probe *p, tt_
 static int probe_what_if(const tt_run_config *c, const char *spec, int argc, char **argv)
 {
     tt_error err;
-    static const char *const measured[] = {"--towers", "--device", "--gpus", "--host-threads", "--reps", NULL};
+    static const char *const measured[] = {"--towers", "--device", "--gpus", "--host-threads", "--reps",
+                                           "--slow-tower", NULL};
     for (int i = 2; i < argc; i++)
         for (const char *const *o = measured; *o; o++) {
             size_t len = strlen(*o);

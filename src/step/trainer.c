@@ -411,8 +411,10 @@ tt_status tt_trainer_check(const tt_trainer_config *cfg, tt_error *err)
                        "so nothing can delay its compute)");
     for (size_t k = 0; !s && k < cfg->n_slow; k++)
         if (cfg->slow[k].tower >= cfg->n_towers)
-            return tt_fail(err, TT_ERR_ARG, "--slow-tower %zu: there are %zu towers (0..%zu)", cfg->slow[k].tower,
-                           cfg->n_towers, cfg->n_towers - 1);
+            return cfg->n_towers == 1
+                       ? tt_fail(err, TT_ERR_ARG, "--slow-tower %zu: there is 1 tower (0)", cfg->slow[k].tower)
+                       : tt_fail(err, TT_ERR_ARG, "--slow-tower %zu: there are %zu towers (0..%zu)",
+                                 cfg->slow[k].tower, cfg->n_towers, cfg->n_towers - 1);
     if (!s && cfg->graphs && !cfg->ops->capture_begin)
         return tt_fail(err, TT_ERR_ARG, "--graphs on: the %s backend runs every op as it is issued, there is no graph "
                        "to capture (CUDA graphs: --device cuda)", cfg->ops->name);
