@@ -86,6 +86,35 @@ typedef struct tt_slow_tower {
 /* The delay of tower t at step `step` of a run seeded `seed`, in seconds (0 for a tower not in the list). */
 double tt_slow_delay(const tt_slow_tower *slow, size_t n_slow, uint64_t seed, size_t t, uint64_t step);
 
+/* --sync: when a tower's gradient reaches the master variables (docs/sync.md). One table in trainer.c: the command
+ * line, bench and the log read it.
+ *   bsp        every step waits for every tower; the host sums the towers' gradients and updates once (the seeds'
+ *              design: N towers = 1 tower up to rounding);
+ *   ssp:S      stale-synchronous (Ho et al. 2013): each tower takes the next shard, pulls the newest weights, and the
+ *              host applies its gradient (its share of the global batch) alone as it arrives; a tower may run at most
+ *              S shards ahead of the slowest;
+ *   async      ssp without the bound (DistBelief's Downpour);
+ *   weights:K  local SGD: every tower updates its own weights with its own optimizer state from its own shards (its
+ *              shard's mean gradient), and every K steps the host averages the towers' weights. */
+typedef enum { TT_SYNC_BSP, TT_SYNC_SSP, TT_SYNC_ASYNC, TT_SYNC_WEIGHTS, TT_SYNC_COUNT } tt_sync_kind;
+typedef struct tt_sync {
+    tt_sync_kind kind;
+    size_t k;        /* ssp: S (>= 1); weights: K (>= 1); 0 otherwise */
+    int round_robin; /* --sync-schedule round-robin (ssp, async): the towers take the shards, pull and apply in turn:
+                      * a reproducible schedule for tests, every gradient N-1 applies stale */
+} tt_sync;
+typedef struct tt_sync_info {
+    const char *name;  /* --sync's word */
+    const char *arg;   /* its number after a colon ("S", "K"), or NULL for none */
+    const char *help;  /* what it does, for --help: one phrase */
+} tt_sync_info;
+const tt_sync_info *tt_sync_about(tt_sync_kind k); /* NULL for a value that is no mode */
+/* "bsp", "ssp:4", "async", "weights:16" into *out (round_robin untouched): TT_ERR_ARG with one line naming opt. */
+tt_status tt_sync_parse(const char *opt, const char *v, tt_sync *out, tt_error *err);
+const char *tt_sync_format(const tt_sync *s, char *buf, size_t len); /* "ssp:4"; returns buf */
+/* --sync-schedule: "free", "round-robin" (the values of tt_sync.round_robin), NULL after the last. */
+extern const char *const tt_sync_schedule_names[];
+
 typedef struct tt_trainer_config {
     const tt_dev_ops *ops; /* backend */
     int n_devices;         /* devices the towers use; tower t uses devices[t % n_devices] */
@@ -108,6 +137,7 @@ typedef struct tt_trainer_config {
     uint64_t seed;         /* the run's seed: dropout masks are a hash of (seed, epoch, layer, sample, element) */
     tt_slow_tower slow[TT_MAX_SLOW]; /* --slow-tower: delayed towers (n_slow of them; not with graphs) */
     size_t n_slow;
+    tt_sync sync;          /* --sync: bsp (zero) unless set */
     const atomic_int *stop; /* may be NULL; non-zero at the end of a step halts the run there (tt_signal_flag) */
     /* the job's ranks (tt_node.h; NULL or one rank: this process alone). With K ranks the step's samples are split
      * over K x N towers, this rank's towers taking the shards of global towers rank*N .. rank*N+N-1, and the node's
@@ -142,8 +172,13 @@ typedef struct tt_tower_ledger {
     double reduce0, reduce1; /* device-side reduction: peer copies + adds, or NCCL (device, allreduce, nccl) */
     double rpush0, rpush1;   /* the reduced gradient (or this tower's slice of it) device -> host, after reduce1 */
     double update0, update1; /* --update device, replicated: the optimizer on this tower's device (replicated +
-                              * allreduce: the all-gather of the summed slices first) */
-    double wait;             /* seconds spent at barriers waiting for other towers */
+                              * allreduce: the all-gather of the summed slices first); ssp, async: this shard's
+                              * apply on the host; weights: the tower's own optimizer */
+    double wait;             /* seconds spent at barriers waiting for other towers (ssp, async: for the bound, and
+                              * for the master variables' lock or turn) */
+    size_t tower;            /* the tower that ran it: bsp, weights: the entry's own index; ssp, async: the entry is
+                              * shard t of the step, run by whichever tower took it */
+    uint32_t staleness;      /* ssp, async: applies by other towers between this shard's pull and its own apply */
     /* --overlap on: each bucket's copy [bucket[k][0], bucket[k][1]] (from its layers' end, or the bucket before's
      * landing, to its own landing; the last one's ends the push), and the seconds of them inside [data1, compute1]:
      * on the CPU made by the tower's thread inside the compute's span, on a GPU beside it */
@@ -184,6 +219,16 @@ typedef struct tt_step_result {
      * bucket[k][1] (its last block done), for the trace */
     double bucket[TT_MAX_BUCKETS][2];
     unsigned n_buckets;
+    /* ssp, async: the step's shards' applies (one each) and their staleness: sum and largest. With them the step's
+     * times are the means over its shards (which ran beside other steps' shards), and total is a shard's mean span
+     * from its pull to its apply: the epoch's wall clock is the throughput */
+    size_t applied;
+    double staleness_sum;
+    uint32_t staleness_max;
+    /* weights: the host averaged the towers' weights after this step (averaged = 1), and the towers' mean distance
+     * from that average before it, ||w_t - w_mean|| (L2 over every parameter) */
+    int averaged;
+    double divergence;
 } tt_step_result;
 
 typedef struct tt_eval_result {
@@ -238,6 +283,7 @@ typedef struct tt_trainer {
     atomic_int stop_request; /* tt_trainer_request_stop */
     float *h_grad;           /* device / allreduce / nccl: the reduced gradient pushed by the towers (P) */
     struct overlap *ov;      /* --overlap on: the buckets and their progress this step (trainer.c) */
+    struct sync_state *sy;   /* --sync ssp, async, weights: the shards' schedule and the averages (trainer.c) */
     float *h_logits;         /* tt_trainer_predict: where the evaluation copies every sample's logits */
     int eval_stops;          /* the evaluation stops between chunks at a raised cfg.stop (predict, final test) */
     /* K ranks: the node sum is reduce-scattered (through h_recv: K slices) into this rank's slice [node_lo, node_lo +

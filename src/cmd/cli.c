@@ -158,6 +158,12 @@ static tt_status set_slow_tower(const cli_opt *o, cli_parse *p, const char *v, t
     }
 }
 
+/* --sync MODE[:N]: the trainer's table */
+static tt_status set_sync(const cli_opt *o, cli_parse *p, const char *v, tt_error *err)
+{
+    return tt_sync_parse(o->name, v, &p->c->sync, err);
+}
+
 static tt_status set_optimizer(const cli_opt *o, cli_parse *p, const char *v, tt_error *err)
 {
     (void)o;
@@ -192,7 +198,7 @@ static tt_status set_choice(const cli_opt *o, cli_parse *p, const char *v, tt_er
 }
 _Static_assert(sizeof(tt_lr_scaling) == sizeof(int) && sizeof(tt_progress) == sizeof(int) &&
                    sizeof(tt_save_best) == sizeof(int) && sizeof(tt_node_reduce) == sizeof(int) &&
-                   sizeof(tt_update) == sizeof(int),
+                   sizeof(tt_update) == sizeof(int) && sizeof(((tt_sync *)0)->round_robin) == sizeof(int),
                "set_choice writes an int");
 
 static tt_status set_reduce(const cli_opt *o, cli_parse *p, const char *v, tt_error *err)
@@ -229,6 +235,7 @@ static void help_placements(FILE *f, const cli_opt *o);
 static void help_elsewhere(FILE *f, const cli_opt *o) { (void)f, (void)o; }
 static void help_choices(FILE *f, const cli_opt *o);
 static void help_updates(FILE *f, const cli_opt *o);
+static void help_syncs(FILE *f, const cli_opt *o);
 
 /* The commands that read the train options, and how each refuses one it does not take. */
 enum { CMD_TRAIN, CMD_BENCH, CMD_COMPARE, CMD_PROBE, CMD_SUMMARY, CMD_EVAL, CMD_PREDICT, CMD_COUNT };
@@ -326,6 +333,10 @@ static const cli_opt g_opts[] = {
      "stragglers on purpose: tower T's compute delayed MS milliseconds each step (~J: a\n"
      "delay drawn from [MS, MS+J] each step, from the seed); its barrier shows as the\n"
      "others' wait; probe predicts it (docs/tutorial.md)", NULL, NULL},
+    {"--sync", "MODE", set_sync, 0, 0, 0, ON(TRAIN), NULL, help_syncs, NULL},
+    {"--sync-schedule", "MODE", set_choice, CFG(sync.round_robin), 0, 0, ON(TRAIN),
+     "%s: round-robin makes ssp and async reproducible (the towers take\n"
+     "the shards, pull and apply in turn; for tests) [free]", help_choices, tt_sync_schedule_names},
     {"--tensorboard", "DIR", set_file, CFG(tensorboard), 0, 0, ON(TRAIN),
      "TensorBoard event files in DIR/train and DIR/validation, as Keras's callback\n"
      "writes them: epoch_loss, epoch_accuracy, epoch_top5, epoch_learning_rate and\n"
@@ -411,6 +422,20 @@ static void help_updates(FILE *f, const cli_opt *o)
                 n += (size_t)snprintf(with + n, sizeof with - n, "%s%s", n ? "/" : "--reduce ",
                                       tt_reduce_name((tt_reduce)r));
         fprintf(f, "\n%24s%s (%s): %s", "", tt_update_name((tt_update)u), with, tt_update_help((tt_update)u));
+    }
+    fputc('\n', f);
+}
+
+/* --sync's help from the trainer's table: every mode and its phrase. */
+static void help_syncs(FILE *f, const cli_opt *o)
+{
+    help_name(f, o->name, o->arg);
+    fprintf(f, "when a tower's gradient reaches the master variables (docs/sync.md) [bsp]:");
+    for (int k = 0; k < TT_SYNC_COUNT; k++) {
+        const tt_sync_info *in = tt_sync_about((tt_sync_kind)k);
+        char word[32];
+        snprintf(word, sizeof word, "%s%s%s", in->name, in->arg ? ":" : "", in->arg ? in->arg : "");
+        fprintf(f, "\n%24s%s: %s", "", word, in->help);
     }
     fputc('\n', f);
 }

@@ -100,6 +100,7 @@ static tt_status run_open_local(run_state *rs, tt_error *err)
     tc->seed = c->seed;
     memcpy(tc->slow, c->slow, sizeof tc->slow);
     tc->n_slow = c->n_slow;
+    tc->sync = c->sync;
     tc->stop = tt_signal_flag();
     tc->node = rs->K > 1 ? rs->nd : NULL;
     tc->node_reduce = c->node_reduce;
@@ -156,8 +157,10 @@ static tt_status run_open_local(run_state *rs, tt_error *err)
 /* What must be the same on every rank of a job, as (name, value) pairs: a rank started with another model, batch,
  * data or option would step out of line with the others (or wait for a collective they never call). Each field says
  * how its value reads, so a mismatch is told in the flag's own words ("--reduce is device here, cpu on rank 0"). */
-enum { FP_FIELDS = 27 };
-typedef enum { FP_COUNT, FP_CRC, FP_GIVEN, FP_FLOAT, FP_OPTIMIZER, FP_NODE_REDUCE, FP_REDUCE, FP_SAVE_BEST } fp_kind;
+enum { FP_FIELDS = 29 };
+typedef enum {
+    FP_COUNT, FP_CRC, FP_GIVEN, FP_FLOAT, FP_OPTIMIZER, FP_NODE_REDUCE, FP_REDUCE, FP_SAVE_BEST, FP_SYNC, FP_SCHEDULE
+} fp_kind;
 typedef struct fingerprint {
     uint64_t v[FP_FIELDS];
     char hyper[160]; /* the optimizer's settings in words (field 12 is their CRC-32) */
@@ -173,7 +176,8 @@ static const struct {
     {"--node-reduce", FP_NODE_REDUCE}, {"--reduce", FP_REDUCE}, {"the training data (CRC-32)", FP_CRC},
     {"--checkpoint-dir", FP_GIVEN}, {"--save-every-epoch", FP_GIVEN}, {"--save-every-steps", FP_COUNT},
     {"--save-best", FP_SAVE_BEST}, {"--resume", FP_GIVEN}, {"--trace", FP_GIVEN}, {"--log-json", FP_GIVEN},
-    {"--tensorboard", FP_GIVEN}, {"--tensorboard-every-steps", FP_COUNT}, {"--slow-tower", FP_CRC}};
+    {"--tensorboard", FP_GIVEN}, {"--tensorboard-every-steps", FP_COUNT}, {"--slow-tower", FP_CRC},
+    {"--sync", FP_SYNC}, {"--sync-schedule", FP_SCHEDULE}};
 
 const char *const tt_lr_scaling_names[] = {"none", "linear", NULL};
 const char *const tt_progress_names[] = {"auto", "bar", "lines", "quiet", "towers", NULL};
@@ -198,6 +202,12 @@ static void fp_value(fp_kind k, uint64_t v, char *out, size_t len)
     case FP_NODE_REDUCE: snprintf(out, len, "%s", tt_node_reduce_name((tt_node_reduce)v)); break;
     case FP_REDUCE: snprintf(out, len, "%s", v < TT_REDUCE_COUNT ? tt_reduce_name((tt_reduce)v) : "?"); break;
     case FP_SAVE_BEST: snprintf(out, len, "%s", v <= TT_SAVE_BEST_VAL_ACCURACY ? tt_save_best_names[v] : "?"); break;
+    case FP_SYNC: {
+        const tt_sync sy = {(tt_sync_kind)(v >> 32), (size_t)(uint32_t)v, 0};
+        tt_sync_format(&sy, out, len);
+        break;
+    }
+    case FP_SCHEDULE: snprintf(out, len, "%s", v <= 1 ? tt_sync_schedule_names[v] : "?"); break;
     default: snprintf(out, len, "%llu", (unsigned long long)v); break;
     }
 }
@@ -229,7 +239,8 @@ static void run_fingerprint_of(const run_state *rs, fingerprint *f)
                                    c->checkpoint_dir != NULL, (uint64_t)c->save_every_epoch, c->save_every_steps,
                                    (uint64_t)c->save_best, c->resume != NULL, c->trace != NULL, c->log_json != NULL,
                                    c->tensorboard != NULL, c->tensorboard_every_steps,
-                                   tt_crc32(0, c->slow, c->n_slow * sizeof c->slow[0])};
+                                   tt_crc32(0, c->slow, c->n_slow * sizeof c->slow[0]),
+                                   (uint64_t)c->sync.kind << 32 | c->sync.k, (uint64_t)c->sync.round_robin};
     memcpy(f->v, v, sizeof v);
 }
 

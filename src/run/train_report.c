@@ -106,17 +106,19 @@ void log_start(run_state *rs)
 {
     const tt_run_config *c = rs->c;
     tt_out *log = &rs->log;
+    char sync[32];
     tt_out_printf(log,
                   "{\"event\":\"start\",\"version\":\"%s\",\"backend\":\"%s\",\"towers\":%zu,\"batch\":%zu,"
                   "\"epochs\":%zu,\"optimizer\":\"%s\",\"lr\":%.7g,\"base_lr\":%.7g,\"lr_scaling\":\"%s\","
                   "\"seed\":%llu,\"train_samples\":%zu,\"val_samples\":%zu,\"test_samples\":%zu,\"params\":%zu,"
                   "\"model\":\"%s\",\"reduce\":\"%s\",\"update\":\"%s\",\"flush_denormals\":%s,\"ranks\":%d,"
-                  "\"node_reduce\":\"%s\",\"slow_tower\":[",
+                  "\"node_reduce\":\"%s\",\"sync\":\"%s\",\"sync_schedule\":\"%s\",\"slow_tower\":[",
                   TT_VERSION, rs->ops->name, c->towers, c->batch, c->epochs, tt_optim_kind_name(rs->tc.optim.kind),
                   (double)rs->tc.optim.lr, (double)c->optim.lr, tt_lr_scaling_names[c->lr_scaling],
                   (unsigned long long)c->seed, rs->train->n, rs->val->n, rs->test->n, rs->model->n_params,
                   tt_model_file(rs->model) ? "file" : c->model, tt_reduce_name(c->reduce), tt_update_name(c->update),
-                  tt_fpu_flushing() ? "true" : "false", rs->K, tt_node_reduce_name(c->node_reduce));
+                  tt_fpu_flushing() ? "true" : "false", rs->K, tt_node_reduce_name(c->node_reduce),
+                  tt_sync_format(&c->sync, sync, sizeof sync), tt_sync_schedule_names[c->sync.round_robin != 0]);
     for (size_t k = 0; k < c->n_slow; k++) /* --slow-tower: stragglers on purpose, so the log's waits are read right */
         tt_out_printf(log, "%s{\"tower\":%zu,\"ms\":%g,\"jitter_ms\":%g}", k ? "," : "", c->slow[k].tower,
                       c->slow[k].ms, c->slow[k].jitter_ms);

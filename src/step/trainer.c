@@ -30,6 +30,9 @@
  * No allocation happens after INIT: buffers are sized for the largest shard (ceil(B/N) rows). */
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -94,9 +97,31 @@ struct tt_tower {
     unsigned char ahead[TT_MAX_BUCKETS];
     size_t ahead_seen; /* buckets seen updated by this tower's pull-ahead loop */
     int grad_nonfinite;  /* set by the diagnosis after a non-finite step */
+    uint64_t n_run;      /* steps (ssp, async: shards) this tower has run since init: --slow-tower's draw */
+    int skip_pull;       /* ssp, async: the step's pull is made under the master variables' lock beforehand */
     tt_status status;
     tt_error err;
 };
+
+/* The run's shards and their progress, under mu. A step of n_b samples has min(N, n_b) shards (shard_of's, the
+ * empty ones left out); shard j of the run is shard j % N of step j / N, except in a short last step. */
+typedef struct sync_state {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    size_t steps, shards;   /* in this run of steps */
+    size_t next;            /* free schedule: the next shard to take */
+    size_t pulled, applied; /* round robin: the shards pulled and applied so far (each in shard order) */
+    size_t *clock;          /* N: shards each tower has applied in this run; SIZE_MAX once it takes no more */
+    uint32_t *left;         /* per step: its shards not yet applied (room for cap steps) */
+    double *span;           /* per step: its shards' spans, summed */
+    size_t cap;
+    uint64_t version;       /* gradients applied in this run */
+    int stop;               /* no tower takes another shard */
+    /* --sync weights: the average is due after this step; a stop seen when it was decided; the crew threads'
+     * squared distances from the average, T x N */
+    int avg_due, stop_seen;
+    double *dist;
+} sync_state;
 
 /* Shard t of n samples over N towers: the first n % N towers take one extra row. */
 static void shard_of(size_t n, size_t N, size_t t, size_t *lo, size_t *rows)
@@ -356,7 +381,7 @@ unsigned tt_update_reduces(tt_update u) { return (unsigned)u < TT_UPDATE_COUNT ?
 /* Tower tw keeps a master copy of the weights and the optimizer's state on its device. */
 static int holds_master(const tt_trainer *tr, const tt_tower *tw)
 {
-    return tr->cfg.update == TT_UPDATE_REPLICATED || (tr->cfg.update == TT_UPDATE_DEVICE && tw->id == 0);
+    return tr->cfg.sync.kind == TT_SYNC_WEIGHTS || tr->cfg.update == TT_UPDATE_REPLICATED || (tr->cfg.update == TT_UPDATE_DEVICE && tw->id == 0);
 }
 
 /* --update where the placement leaves the sum (device, replicated: on the towers), and not across ranks. */
@@ -401,6 +426,91 @@ static tt_status check_nccl(const tt_trainer_config *cfg, tt_error *err)
 const char *const tt_graphs_names[] = {"off", "on", NULL};
 const char *const tt_overlap_names[] = {"off", "on", NULL};
 
+/* ---- --sync: the modes' table ------------------------------------------------------------------------------- */
+
+static const tt_sync_info syncs[TT_SYNC_COUNT] = {
+    [TT_SYNC_BSP] = {"bsp", NULL, "every step waits for every tower; one summed update (the default)"},
+    [TT_SYNC_SSP] = {"ssp", "S", "each gradient applied as it arrives; a tower runs at most S shards ahead"},
+    [TT_SYNC_ASYNC] = {"async", NULL, "each gradient applied as it arrives, no bound (Downpour)"},
+    [TT_SYNC_WEIGHTS] = {"weights", "K", "local SGD: own weights and optimizer per tower, averaged every K steps"},
+};
+const char *const tt_sync_schedule_names[] = {"free", "round-robin", NULL};
+
+const tt_sync_info *tt_sync_about(tt_sync_kind k) { return (unsigned)k < TT_SYNC_COUNT ? &syncs[k] : NULL; }
+
+const char *tt_sync_format(const tt_sync *sy, char *buf, size_t len)
+{
+    const tt_sync_info *in = tt_sync_about(sy->kind);
+    if (!in) snprintf(buf, len, "?");
+    else if (in->arg) snprintf(buf, len, "%s:%zu", in->name, sy->k);
+    else snprintf(buf, len, "%s", in->name);
+    return buf;
+}
+
+tt_status tt_sync_parse(const char *opt, const char *v, tt_sync *out, tt_error *err)
+{
+    if (!v) return tt_fail(err, TT_ERR_ARG, "%s: missing value", opt);
+    const size_t len = strcspn(v, ":");
+    for (int k = 0; k < TT_SYNC_COUNT; k++) {
+        const tt_sync_info *in = &syncs[k];
+        if (strlen(in->name) != len || strncmp(v, in->name, len) != 0) continue;
+        if (!in->arg) {
+            if (v[len]) return tt_fail(err, TT_ERR_ARG, "%s: '%.64s': %s takes no number", opt, v, in->name);
+            out->kind = (tt_sync_kind)k;
+            out->k = 0;
+            return TT_OK;
+        }
+        const char *num = v[len] == ':' ? v + len + 1 : "";
+        char *end = NULL;
+        errno = 0;
+        unsigned long long n = (*num >= '0' && *num <= '9') ? strtoull(num, &end, 10) : 0;
+        if (!end || *end || errno || n < 1 || n > 1000000)
+            return tt_fail(err, TT_ERR_ARG, "%s: '%.64s' is not %s:%s with %s a whole number 1..1000000", opt, v,
+                           in->name, in->arg, in->arg);
+        out->kind = (tt_sync_kind)k;
+        out->k = (size_t)n;
+        return TT_OK;
+    }
+    char names[128];
+    size_t n = 0;
+    for (int k = 0; k < TT_SYNC_COUNT; k++)
+        n += (size_t)snprintf(names + n, sizeof names - n, "%s%s%s%s", k == 0 ? "" : k + 1 == TT_SYNC_COUNT ? " or " : ", ",
+                              syncs[k].name, syncs[k].arg ? ":" : "", syncs[k].arg ? syncs[k].arg : "");
+    return tt_fail(err, TT_ERR_ARG, "%s: '%.64s' is not %s", opt, v, names);
+}
+
+/* A mode other than bsp runs the host's update its own way: --reduce cpu, --update host, no overlap, no graphs, one
+ * process. */
+static tt_status check_sync(const tt_trainer_config *cfg, tt_error *err)
+{
+    const tt_sync *sy = &cfg->sync;
+    char m[32];
+    if ((unsigned)sy->kind >= TT_SYNC_COUNT) return tt_fail(err, TT_ERR_ARG, "--sync: unknown mode");
+    if (sy->round_robin && sy->kind != TT_SYNC_SSP && sy->kind != TT_SYNC_ASYNC)
+        return tt_fail(err, TT_ERR_ARG, "--sync-schedule round-robin: only for --sync ssp:S or async (%s has one "
+                       "schedule already)", tt_sync_format(sy, m, sizeof m));
+    if (sy->kind == TT_SYNC_BSP) return TT_OK;
+    tt_sync_format(sy, m, sizeof m);
+    if ((sy->kind == TT_SYNC_SSP || sy->kind == TT_SYNC_WEIGHTS) && sy->k < 1)
+        return tt_fail(err, TT_ERR_ARG, "--sync %s: the number must be at least 1", m);
+    if (cfg->reduce != TT_REDUCE_CPU || cfg->update != TT_UPDATE_HOST)
+        return tt_fail(err, TT_ERR_ARG, "--sync %s: %s, so it needs --reduce cpu and --update host (not --reduce %s "
+                       "--update %s)", m,
+                       sy->kind == TT_SYNC_WEIGHTS ? "the towers update their own weights and the host averages them"
+                                                   : "the host applies each tower's gradient from its slot",
+                       placements[cfg->reduce].info.name, tt_update_names[cfg->update]);
+    if (cfg->overlap)
+        return tt_fail(err, TT_ERR_ARG, "--sync %s: not with --overlap on (its buckets are summed over every tower "
+                       "of a step)", m);
+    if (cfg->graphs)
+        return tt_fail(err, TT_ERR_ARG, "--sync %s: not with --graphs on (a tower's step waits for the master "
+                       "variables' lock, which one graph launch cannot)", m);
+    if (multi_node(cfg))
+        return tt_fail(err, TT_ERR_ARG, "--sync %s: under mpirun the ranks combine one summed gradient every step "
+                       "(bsp); the master variables of another mode live in one process (give --sync bsp)", m);
+    return TT_OK;
+}
+
 tt_status tt_trainer_check(const tt_trainer_config *cfg, tt_error *err)
 {
     if ((unsigned)cfg->reduce >= TT_REDUCE_COUNT) return tt_fail(err, TT_ERR_ARG, "--reduce: unknown placement");
@@ -439,7 +549,8 @@ tt_status tt_trainer_check(const tt_trainer_config *cfg, tt_error *err)
             return tt_fail(err, TT_ERR_ARG, "--overlap on: under mpirun the ranks combine whole node sums (give "
                            "--overlap off)");
     }
-    return s ? s : check_update(cfg, err);
+    if (!s) s = check_update(cfg, err);
+    return s ? s : check_sync(cfg, err);
 }
 
 static void tower_buffers(tt_trainer *tr, tt_tower *tw, buf_list *l)
@@ -565,7 +676,7 @@ static void tower_release(tt_tower *tw)
  * own). Returns the bytes it moved. */
 static uint64_t pull_bytes(const tt_tower *tw)
 {
-    return holds_master(tw->tr, tw) ? 0 : tw->tr->model->n_params * sizeof(float);
+    return holds_master(tw->tr, tw) || tw->skip_pull ? 0 : tw->tr->model->n_params * sizeof(float);
 }
 
 static uint64_t phase_pull(tt_tower *tw)
@@ -636,7 +747,8 @@ static tt_pass tower_pass(const tt_tower *tw, int training)
 }
 
 /* compute: forward, loss and backward of this tower's rows, the loss gradient scaled by 1/n (n: the step's
- * samples over all towers). A tower with an empty shard contributes zero. */
+ * samples over all towers; --sync weights: the tower's own rows, its shard's mean, since it updates alone). A tower
+ * with an empty shard contributes zero. */
 static void bucket_ready(void *arg, size_t lo);
 
 static void phase_compute(tt_tower *tw, size_t n)
@@ -650,6 +762,7 @@ static void phase_compute(tt_tower *tw, size_t n)
         return;
     }
     const tt_pass ps = tower_pass(tw, 1);
+    if (tw->tr->cfg.sync.kind == TT_SYNC_WEIGHTS) n = tw->rows;
     tt_model_forward(dev, m, &ps, tw->d_params, tw->d_act, tw->rows);
     tt_dev_softmax_xent(dev, tw->d_dlogits, tw->d_stats, tt_model_logits(m, tw->d_act), tw->d_labels, tw->rows,
                         m->n_classes, 1.0f / (float)n);
@@ -661,7 +774,13 @@ static void phase_compute(tt_tower *tw, size_t n)
                            ov ? bucket_ready : NULL, tw);
 }
 
-/* push: the per-row statistics, and (cpu placement) the gradient into this tower's own host slot. */
+/* push: the per-row statistics, and (cpu placement) the gradient into this tower's own host slot (--sync weights:
+ * none; the tower updates its own weights). */
+static int pushes_gradient(const tt_trainer *tr)
+{
+    return tr->place->info.host_sum && tr->cfg.sync.kind != TT_SYNC_WEIGHTS;
+}
+
 static void bucket_push(tt_tower *tw, size_t k);
 static void tower_arrive_landed(tt_tower *tw);
 
@@ -673,7 +792,7 @@ static void phase_push(tt_tower *tw)
         tower_arrive_landed(tw);
         return;
     }
-    if (tr->place->info.host_sum)
+    if (pushes_gradient(tr))
         tt_dev_d2h(&tw->dev, tr->h_slots[tw->id], tw->d_grads, tr->model->n_params * sizeof(float));
     tt_dev_d2h(&tw->dev, tw->h_stats, tw->d_stats, 2 * tw->rows * sizeof(float));
 }
@@ -710,7 +829,7 @@ double tt_slow_delay(const tt_slow_tower *slow, size_t n_slow, uint64_t seed, si
 static void tower_slow(tt_tower *tw)
 {
     tt_trainer *tr = tw->tr;
-    const double d = tt_slow_delay(tr->cfg.slow, tr->cfg.n_slow, tr->cfg.seed, (size_t)tw->id, tr->steps);
+    const double d = tt_slow_delay(tr->cfg.slow, tr->cfg.n_slow, tr->cfg.seed, (size_t)tw->id, tw->n_run);
     const double end = tt_now() + d;
     /* in slices, so a stop (a signal, tt_trainer_request_stop) cuts the delay short: the step's math is the same */
     for (double left = d; left > 0; left = end - tt_now()) {
@@ -793,6 +912,7 @@ static void tower_step(tt_tower *tw, const uint32_t *idx, size_t n, int more)
     tt_dev *dev = &tw->dev;
     tt_tower_ledger *l = &tw->led;
     memset(l, 0, sizeof *l);
+    l->tower = (size_t)tw->id;
     tw->loss_sum = 0;
     tw->top1 = tw->top5 = 0;
     tw->pushed = tw->arrived = tw->ahead_seen = 0;
@@ -840,7 +960,8 @@ static void tower_step(tt_tower *tw, const uint32_t *idx, size_t n, int more)
     l->rows = B;
     l->bytes_pull = pulled;
     l->bytes_data = B * (tt_dataset_sample_bytes(tr->ds) + sizeof(int32_t) + sizeof(uint32_t));
-    l->bytes_push = (tr->place->info.host_sum ? m->n_params * sizeof(float) : 0) + 2 * B * sizeof(float);
+    l->bytes_push = (pushes_gradient(tr) ? m->n_params * sizeof(float) : 0) + 2 * B * sizeof(float);
+    tw->n_run++;
 }
 
 /* ---- tower side: the reduce phases of the placements (after barrier A: every gradient is complete) ---------- */
@@ -972,12 +1093,14 @@ static void tower_update(tt_tower *tw)
     tt_update_args u;
     tt_optim_update_args(&tr->opt, &u);
     tt_dev_update(dev, &u, tw->d_params, device_sum(tw), tw->d_m, tw->d_v, tw->d_a, tw->d_bad, P, tr->loss_nonfinite);
-    if (tw->id == 0) tt_dev_d2h(dev, tw->h_bad, tw->d_bad, blocks * sizeof(int32_t));
+    /* every master holds the same weights, so tower 0 speaks for all; --sync weights: each its own */
+    const int own = tw->id == 0 || tr->cfg.sync.kind == TT_SYNC_WEIGHTS;
+    if (own) tt_dev_d2h(dev, tw->h_bad, tw->d_bad, blocks * sizeof(int32_t));
     tt_dev_event_record(dev, tw->ev[EV_U_END]);
     tt_dev_sync(dev);
     tw->led.update0 = t0;
     tw->led.update1 = t0 + ev_span(tw, EV_U_START, EV_U_END);
-    if (tw->id == 0)
+    if (own)
         for (size_t b = 0; b < blocks; b++)
             if (tw->h_bad[b]) atomic_store_explicit(&tr->grad_nonfinite, 1, memory_order_relaxed);
 }
@@ -1390,6 +1513,13 @@ static void after_towers(void *arg)
     /* a loss that is not finite: no slice applies this step (they still check the gradient, to report it) */
     tr->loss_nonfinite = !isfinite(res->loss_sum);
     if (!multi_node(&tr->cfg)) tt_optim_begin_step(&tr->opt); /* K ranks: after the combine */
+    if (tr->cfg.sync.kind == TT_SYNC_WEIGHTS) { /* every K-th step, and before the run ends (a stop: here) */
+        const size_t steps = (tr->n + tr->cfg.batch - 1) / tr->cfg.batch;
+        const int stop = (tr->cfg.stop && atomic_load(tr->cfg.stop)) || atomic_load(&tr->stop_request);
+        tr->sy->stop_seen = stop;
+        tr->sy->avg_due = (tr->steps + 1) % tr->cfg.sync.k == 0 || tr->cur_step + 1 == steps || stop ||
+                          tr->loss_nonfinite;
+    }
 }
 
 /* The rank's node sum: h_slots[0] (cpu, one tower: its slot), or h_grad (the node-sum pass or a placement's push). */
@@ -1448,14 +1578,17 @@ static void after_update(void *arg)
     const size_t N = tr->cfg.n_towers;
     tt_step_result *res = &tr->results[tr->cur_step];
     double now = tt_now();
-    if (tr->place->info.host_sum) {
+    const int weights = tr->cfg.sync.kind == TT_SYNC_WEIGHTS;
+    if (weights) tr->t_update0 = tr->t_update1 = 0; /* the towers update (their ledgers); the average is reduce */
+    else if (tr->place->info.host_sum) {
         res->t.reduce = tr->t_reduce1 - tr->t_reduce0;
         res->t.reduce0 = tr->t_reduce0;
         res->t.reduce1 = tr->t_reduce1;
     }
     /* the end of a step is where a run may halt: a non-finite loss or gradient, or a stop request (a signal) */
     uint32_t flags[2] = {tr->loss_nonfinite || atomic_load_explicit(&tr->grad_nonfinite, memory_order_relaxed),
-                         (tr->cfg.stop && atomic_load(tr->cfg.stop)) || atomic_load(&tr->stop_request)};
+                         weights ? tr->sy->stop_seen /* the average was made for it */
+                                 : (tr->cfg.stop && atomic_load(tr->cfg.stop)) || atomic_load(&tr->stop_request)};
     if (multi_node(&tr->cfg)) { /* ps: every rank's updated slice of the weights; then every rank's halt flags */
         double g0 = tt_now();
         tt_status s = tr->node_status;
@@ -1567,13 +1700,17 @@ static void host_node_step(tt_trainer *tr, int i, int T)
     host_slice(tr, &upd, i, T, NULL, NULL);
 }
 
+static void weights_step_average(tt_trainer *tr, int i, int T);
+static void weights_end_run(tt_trainer *tr, int i, int T);
+
 static void crew_steps(tt_trainer *tr, int i, int T)
 {
     const size_t N = tr->cfg.n_towers, B = tr->cfg.batch;
     const size_t steps = (tr->n + B - 1) / B;
     tt_tower *tw = (size_t)i < N ? &tr->towers[i] : NULL;
     const host_pass fused = fused_pass(tr);
-    const int on_device = tr->cfg.update != TT_UPDATE_HOST;
+    const int weights = tr->cfg.sync.kind == TT_SYNC_WEIGHTS; /* every tower updates its own copy */
+    const int on_device = tr->cfg.update != TT_UPDATE_HOST || weights;
     if (on_device) { /* the masters from the host, before any tower pulls from tower 0 */
         if (tw) tower_master(tw, 1);
         tt_barrier_wait(&tr->bar_update, NULL, NULL);
@@ -1602,6 +1739,7 @@ static void crew_steps(tt_trainer *tr, int i, int T)
         if (tw) live(tw, TT_LIVE_HOST);
         if (on_device) {
             if (tw) tower_update(tw);
+            if (weights && tr->sy->avg_due) weights_step_average(tr, i, T);
         } else if (multi_node(&tr->cfg)) {
             host_node_step(tr, i, T);
         } else {
@@ -1611,7 +1749,302 @@ static void crew_steps(tt_trainer *tr, int i, int T)
         tt_barrier_wait(&tr->bar_update, after_update, tr);
         if (tr->halt) break; /* set in the serial section above: every thread sees the same value */
     }
-    if (on_device && tw) tower_master(tw, 0); /* tower 0's master back to the host */
+    if (weights) weights_end_run(tr, i, T); /* the weights are averaged already: the optimizer's vectors */
+    else if (on_device && tw) tower_master(tw, 0); /* tower 0's master back to the host */
+}
+
+/* ---- --sync ssp and async: each tower's gradient applied alone, as it arrives ------------------------------- */
+
+
+static int sync_applies_alone(const tt_trainer_config *cfg)
+{
+    return cfg->sync.kind == TT_SYNC_SSP || cfg->sync.kind == TT_SYNC_ASYNC;
+}
+
+/* The samples of step st of the run and its shard count. */
+static size_t sync_step_n(const tt_trainer *tr, size_t st)
+{
+    const size_t B = tr->cfg.batch;
+    return tr->n - st * B < B ? tr->n - st * B : B;
+}
+static size_t sync_step_shards(const tt_trainer *tr, size_t st)
+{
+    const size_t n = sync_step_n(tr, st), N = tr->cfg.n_towers;
+    return n < N ? n : N;
+}
+
+static size_t clock_min(const sync_state *sy, size_t N)
+{
+    size_t m = SIZE_MAX;
+    for (size_t t = 0; t < N; t++) m = sy->clock[t] < m ? sy->clock[t] : m;
+    return m;
+}
+
+/* A stop (a signal, tt_trainer_request_stop) or a halt: no tower takes another shard; the ones in flight are
+ * applied. */
+static int sync_stopping(tt_trainer *tr)
+{
+    return tr->sy->stop || (tr->cfg.stop && atomic_load(tr->cfg.stop)) || atomic_load(&tr->stop_request);
+}
+
+/* Shard j's step's results get this shard (under mu); a step whose shards are all applied is done, and the run's
+ * finished steps are its prefix of done steps. */
+static void sync_account(tt_trainer *tr, tt_tower *tw, size_t st, size_t s, double t_begin)
+{
+    sync_state *sy = tr->sy;
+    const size_t N = tr->cfg.n_towers, shards = sync_step_shards(tr, st);
+    tt_step_result *res = &tr->results[st];
+    const tt_tower_ledger *l = &tw->led;
+    if (sy->left[st] == shards) {
+        memset(res, 0, sizeof *res);
+        res->t.step0 = t_begin;
+    }
+    res->n += tw->rows;
+    res->loss_sum += tw->loss_sum;
+    res->top1 += tw->top1;
+    res->top5 += tw->top5;
+    res->t.pull += l->pull1 - l->pull0;
+    res->t.data += l->data1 - l->pull1;
+    res->t.compute += l->compute1 - l->data1;
+    res->t.push += l->push1 - l->compute1;
+    res->t.wait += l->wait;
+    res->t.update += l->update1 - l->update0;
+    res->t.step0 = t_begin < res->t.step0 ? t_begin : res->t.step0;
+    res->t.step1 = l->update1 > res->t.step1 ? l->update1 : res->t.step1;
+    res->t.update0 = l->update0;
+    res->t.update1 = l->update1;
+    sy->span[st] += l->update1 - t_begin;
+    res->applied++;
+    res->staleness_sum += l->staleness;
+    res->staleness_max = l->staleness > res->staleness_max ? l->staleness : res->staleness_max;
+    if (tr->ledger) tr->ledger[st * N + s] = *l;
+    if (--sy->left[st]) return;
+    /* the means over the step's shards; total is a shard's mean span, the rest of it the gaps between phases */
+    const double k = (double)shards;
+    tt_step_times *t = &res->t;
+    t->pull /= k, t->data /= k, t->compute /= k, t->push /= k, t->wait /= k, t->update /= k;
+    t->total = sy->span[st] / k;
+    t->towers = t->total - t->update;
+    t->launch = t->towers - (t->pull + t->data + t->compute + t->push + t->wait);
+    if (t->launch < 0) t->launch = 0;
+    while (tr->cur_step < sy->steps && sy->left[tr->cur_step] == 0) {
+        tr->cur_step++;
+        tr->steps++;
+    }
+    atomic_store(&tr->steps_done, tr->cur_step);
+}
+
+/* Tower i's loop: take a shard (the next one; round robin: every N-th), wait for the bound, pull the newest master
+ * weights under the lock, compute and push the gradient (the step's own phase functions), then apply it alone under
+ * the lock, one optimizer step per gradient. Round robin makes the order fixed: shard j pulls after shard j - N + 1
+ * - 1 is applied and before the next apply, and the applies go in shard order. */
+static void crew_async(tt_trainer *tr, int i)
+{
+    const size_t N = tr->cfg.n_towers, B = tr->cfg.batch, P = tr->model->n_params;
+    if ((size_t)i >= N) return; /* the host's own threads: each tower applies its gradient itself */
+    tt_tower *tw = &tr->towers[i];
+    sync_state *sy = tr->sy;
+    const int rr = tr->cfg.sync.round_robin;
+    const size_t S = tr->cfg.sync.kind == TT_SYNC_SSP ? tr->cfg.sync.k : SIZE_MAX;
+    pthread_mutex_lock(&sy->mu);
+    for (;;) {
+        const double t_begin = tt_now();
+        live(tw, TT_LIVE_WAIT);
+        while (!sync_stopping(tr) && S != SIZE_MAX && sy->clock[i] > clock_min(sy, N) + S)
+            pthread_cond_wait(&sy->cv, &sy->mu);
+        if (sync_stopping(tr)) break;
+        const size_t j = rr ? (size_t)i + sy->clock[i] * N : sy->next;
+        if (j >= sy->shards) break;
+        if (rr) {
+            while (!sync_stopping(tr) && !(sy->pulled == j && j + 1 <= sy->applied + N))
+                pthread_cond_wait(&sy->cv, &sy->mu);
+            if (sync_stopping(tr)) break;
+        } else {
+            sy->next++;
+        }
+        const size_t st = j / N < sy->steps ? j / N : sy->steps - 1, s = j - st * N;
+        const size_t n = sync_step_n(tr, st);
+        const double t_pull = tt_now();
+        const double waited = t_pull - t_begin;
+        live(tw, TT_LIVE_PULL);
+        tt_dev_h2d(&tw->dev, tw->d_params, tr->h_params, P * sizeof(float)); /* the newest weights */
+        tt_dev_sync(&tw->dev);
+        const uint64_t v_pull = sy->version;
+        if (rr) sy->pulled++;
+        pthread_cond_broadcast(&sy->cv);
+        pthread_mutex_unlock(&sy->mu);
+
+        shard_of(n, N, s, &tw->lo, &tw->rows);
+        tw->skip_pull = 1;
+        tower_step(tw, tr->idx + st * B, n, 0);
+        tw->skip_pull = 0;
+        tt_tower_ledger *l = &tw->led;
+        l->pull0 = t_pull;
+        l->bytes_pull = P * sizeof(float);
+        l->tower = (size_t)i;
+
+        live(tw, TT_LIVE_WAIT);
+        const double t_lock = tt_now();
+        pthread_mutex_lock(&sy->mu);
+        if (rr)
+            while (!sy->stop && !(sy->applied == j && sy->pulled >= (j + N < sy->shards ? j + N : sy->shards)))
+                pthread_cond_wait(&sy->cv, &sy->mu);
+        live(tw, TT_LIVE_HOST);
+        l->update0 = tt_now();
+        l->wait = waited + (l->update0 - t_lock);
+        l->staleness = (uint32_t)(sy->version - v_pull);
+        /* the whole gradient or none of it: a loss or a gradient that is not finite is not applied, and halts */
+        if (isfinite(tw->loss_sum) && tt_all_finite(tr->h_slots[i], P)) {
+            tt_optim_begin_step(&tr->opt);
+            tt_optim_apply(&tr->opt, tr->h_params, tr->h_slots[i], 0, P);
+            sy->version++;
+        } else {
+            tr->loss_nonfinite |= !isfinite(tw->loss_sum);
+            atomic_store(&tr->grad_nonfinite, 1);
+            tr->halt = TT_HALT_NONFINITE;
+            sy->stop = 1;
+        }
+        l->update1 = tt_now();
+        if (rr) sy->applied++;
+        sy->clock[i]++;
+        sync_account(tr, tw, st, s, t_begin);
+        if (!sy->stop && ((tr->cfg.stop && atomic_load(tr->cfg.stop)) || atomic_load(&tr->stop_request))) {
+            sy->stop = 1;
+            if (!tr->halt) tr->halt = TT_HALT_STOP;
+        }
+        pthread_cond_broadcast(&sy->cv);
+    }
+    sy->clock[i] = SIZE_MAX; /* the bound no longer waits for this tower */
+    if (sync_stopping(tr) && !sy->stop) { /* a stop seen before a shard was taken */
+        sy->stop = 1;
+        if (!tr->halt) tr->halt = TT_HALT_STOP;
+    }
+    pthread_cond_broadcast(&sy->cv);
+    pthread_mutex_unlock(&sy->mu);
+    live(tw, TT_LIVE_IDLE);
+}
+
+/* A run of steps under ssp or async: room for its steps' counters, every counter at the start. */
+static tt_status sync_begin(tt_trainer *tr, size_t steps, tt_error *err)
+{
+    sync_state *sy = tr->sy;
+    const size_t N = tr->cfg.n_towers;
+    if (steps > sy->cap) {
+        uint32_t *left = (uint32_t *)tt_calloc(steps, sizeof *left);
+        double *span = (double *)tt_calloc(steps, sizeof *span);
+        if (!left || !span) {
+            tt_free(left);
+            tt_free(span);
+            return tt_fail(err, TT_ERR_NOMEM, "out of host memory for %zu steps' counters", steps);
+        }
+        tt_free(sy->left);
+        tt_free(sy->span);
+        sy->left = left;
+        sy->span = span;
+        sy->cap = steps;
+    }
+    sy->steps = steps;
+    sy->shards = 0;
+    for (size_t st = 0; st < steps; st++) {
+        sy->left[st] = (uint32_t)sync_step_shards(tr, st);
+        sy->span[st] = 0;
+        sy->shards += sy->left[st];
+    }
+    sy->next = sy->pulled = sy->applied = 0;
+    sy->version = 0;
+    sy->stop = 0;
+    for (size_t t = 0; t < N; t++) sy->clock[t] = 0;
+    return TT_OK;
+}
+
+/* ---- --sync weights: the towers' weights averaged on the host ----------------------------------------------- */
+
+/* Every tower's weights (or optimizer vector `vec`: 0 m, 1 v, 2 a) pushed into its slot; the host's crew averages
+ * them in tower order into dst (whole blocks per thread); with dist, each thread's squared distances of every tower
+ * from the average. Tower threads push, then every crew thread averages: two barriers. */
+static float *optim_vec(tt_optim *o, int vec) { return vec == 0 ? o->m : vec == 1 ? o->v : o->a; }
+static float *tower_vec(tt_tower *tw, int vec)
+{
+    return vec < 0 ? tw->d_params : vec == 0 ? tw->d_m : vec == 1 ? tw->d_v : tw->d_a;
+}
+
+static void weights_average(tt_trainer *tr, int i, int T, int vec, float *dst, double *dist)
+{
+    const size_t N = tr->cfg.n_towers, P = tr->model->n_params;
+    tt_tower *tw = (size_t)i < N ? &tr->towers[i] : NULL;
+    if (tw) {
+        live(tw, TT_LIVE_PUSH);
+        tt_dev_d2h(&tw->dev, tr->h_slots[i], tower_vec(tw, vec), P * sizeof(float));
+        tt_dev_sync(&tw->dev);
+        live(tw, TT_LIVE_HOST);
+    }
+    tt_barrier_wait(&tr->bar_reduce, NULL, NULL);
+    size_t chunk = (P + (size_t)T - 1) / (size_t)T;
+    chunk = (chunk + TT_REDUCE_BLOCK - 1) / TT_REDUCE_BLOCK * TT_REDUCE_BLOCK;
+    const size_t lo = (size_t)i * chunk < P ? (size_t)i * chunk : P, hi = lo + chunk < P ? lo + chunk : P;
+    double *d = dist ? dist + (size_t)i * N : NULL;
+    if (d)
+        for (size_t t = 0; t < N; t++) d[t] = 0;
+    const float inv = (float)N;
+    for (size_t b = lo; b < hi; b += TT_REDUCE_BLOCK) {
+        const size_t len = hi - b < TT_REDUCE_BLOCK ? hi - b : TT_REDUCE_BLOCK;
+        float *out = dst + b;
+        tt_sum_slots(out, tr->h_slots, N, b, len);
+        for (size_t k = 0; k < len; k++) out[k] = out[k] / inv;
+        for (size_t t = 0; d && t < N; t++) {
+            const float *w = tr->h_slots[t] + b;
+            double acc = 0;
+            for (size_t k = 0; k < len; k++) {
+                const double e = (double)w[k] - (double)out[k];
+                acc += e * e;
+            }
+            d[t] += acc;
+        }
+    }
+    tt_barrier_wait(&tr->bar_reduce, NULL, NULL);
+}
+
+/* The towers' mean distance from the average, into the step's result (a serial section). */
+static void weights_averaged(void *arg)
+{
+    tt_trainer *tr = (tt_trainer *)arg;
+    const size_t N = tr->cfg.n_towers;
+    tt_step_result *res = &tr->results[tr->cur_step];
+    double mean = 0;
+    for (size_t t = 0; t < N; t++) {
+        double sq = 0;
+        for (int i = 0; i < tr->crew.n; i++) sq += tr->sy->dist[(size_t)i * N + t];
+        mean += sqrt(sq) / (double)N;
+    }
+    res->averaged = 1;
+    res->divergence = mean;
+    res->t.reduce1 = tt_now();
+    res->t.reduce = res->t.reduce1 - res->t.reduce0;
+}
+
+/* After the towers' own updates of a step whose average is due: the average into the master weights, then every
+ * tower pulls it. */
+static void weights_step_average(tt_trainer *tr, int i, int T)
+{
+    tt_tower *tw = (size_t)i < tr->cfg.n_towers ? &tr->towers[i] : NULL;
+    if (i == 0) tr->results[tr->cur_step].t.reduce0 = tt_now();
+    weights_average(tr, i, T, -1, tr->h_params, tr->sy->dist);
+    tt_barrier_wait(&tr->bar_reduce, weights_averaged, tr);
+    if (tw) {
+        live(tw, TT_LIVE_PULL);
+        tt_dev_h2d(&tw->dev, tw->d_params, tr->h_params, tr->model->n_params * sizeof(float));
+        tt_dev_sync(&tw->dev);
+    }
+}
+
+/* The end of a run of steps under --sync weights: the optimizer's vectors averaged too, into the host's, so that a
+ * checkpoint holds one state and the next run starts every tower from it. */
+static void weights_end_run(tt_trainer *tr, int i, int T)
+{
+    for (int vec = 0; vec < 3; vec++) {
+        float *dst = optim_vec(&tr->opt, vec);
+        if (dst) weights_average(tr, i, T, vec, dst, NULL);
+    }
 }
 
 /* ---- the phases one at a time, for the probe ----------------------------------------------------------------- */
@@ -1686,7 +2119,8 @@ static void crew_job(void *arg, int i, int T)
         if (tw) tw->status = tower_alloc(tw);
         break;
     case JOB_STEPS:
-        crew_steps(tr, i, T);
+        if (sync_applies_alone(&tr->cfg)) crew_async(tr, i);
+        else crew_steps(tr, i, T);
         break;
     case JOB_EVAL:
         if (tw) tower_eval(tw);
@@ -1737,6 +2171,39 @@ int tt_trainer_link_devices(const tt_trainer_config *cfg, int *ords)
     if (n > TT_MAX_DEVICES) n = TT_MAX_DEVICES;
     for (int d = 0; d < n; d++) ords[d] = cfg->devices ? cfg->devices[d] : d;
     return n;
+}
+
+/* --sync other than bsp: the shards' schedule (ssp, async) and the averages' accounts (weights). */
+static tt_status sync_init(tt_trainer *tr, int T, tt_error *err)
+{
+    const size_t N = tr->cfg.n_towers;
+    sync_state *sy = (sync_state *)tt_calloc(1, sizeof *sy);
+    if (sy) {
+        sy->clock = (size_t *)tt_calloc(N, sizeof *sy->clock);
+        sy->dist = (double *)tt_calloc((size_t)T * N, sizeof *sy->dist);
+    }
+    if (!sy || !sy->clock || !sy->dist) {
+        if (sy) tt_free(sy->clock), tt_free(sy->dist), tt_free(sy);
+        return tt_fail(err, TT_ERR_NOMEM, "out of host memory for --sync's counters");
+    }
+    pthread_mutex_init(&sy->mu, NULL);
+    pthread_cond_init(&sy->cv, NULL);
+    tr->sy = sy;
+    return TT_OK;
+}
+
+static void sync_free(tt_trainer *tr)
+{
+    sync_state *sy = tr->sy;
+    if (!sy) return;
+    pthread_mutex_destroy(&sy->mu);
+    pthread_cond_destroy(&sy->cv);
+    tt_free(sy->clock);
+    tt_free(sy->dist);
+    tt_free(sy->left);
+    tt_free(sy->span);
+    tt_free(sy);
+    tr->sy = NULL;
 }
 
 /* --overlap on: the buckets of this model, their chunks, and the crew's work accounts. */
@@ -1825,6 +2292,10 @@ tt_status tt_trainer_init(tt_trainer *tr, const tt_model *m, const tt_trainer_co
         s = overlap_init(tr, T, err);
         if (s) return s;
     }
+    if (cfg->sync.kind != TT_SYNC_BSP) {
+        s = sync_init(tr, T, err);
+        if (s) return s;
+    }
     s = tt_pool_init(&tr->crew, T, err);
     if (s) return s;
     tr->crew_up = 1;
@@ -1876,6 +2347,7 @@ void tt_trainer_free(tt_trainer *tr)
     }
     if (tr->model) tt_optim_free(&tr->opt);
     overlap_free(tr);
+    sync_free(tr);
     tt_free(tr->h_slots);
     tt_free(tr->towers);
     memset(tr, 0, sizeof *tr);
@@ -1891,6 +2363,10 @@ tt_status tt_trainer_start_steps(tt_trainer *tr, const tt_dataset *ds, const uin
     if (ds->dim != tr->model->input_dim)
         return tt_fail(err, TT_ERR_ARG, "data has %zu features, the model expects %zu", ds->dim, tr->model->input_dim);
     job_begin(tr, ds, idx, n);
+    if (sync_applies_alone(&tr->cfg)) {
+        tt_status s = sync_begin(tr, (n + B - 1) / B, err);
+        if (s) return s;
+    }
     tr->results = results;
     tr->ledger = ledger;
     tr->cur_step = 0;
