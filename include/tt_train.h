@@ -110,6 +110,11 @@ typedef struct tt_epoch_stats {
     double loss, accuracy, top5;
     tt_eval_result val;
     tt_step_times split; /* summed over the epoch's steps */
+    /* --sync ssp, async: the gradients applied alone and their staleness (sum, largest); weights: the averages and
+     * the towers' mean distance from the average before them, summed */
+    size_t applied, averages;
+    double staleness_sum, divergence_sum;
+    uint32_t staleness_max;
 } tt_epoch_stats;
 
 typedef struct tt_run_result {

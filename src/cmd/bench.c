@@ -31,6 +31,8 @@ typedef struct bench_opts {
     size_t n_reduces;
     tt_update updates[TT_UPDATE_COUNT];
     size_t n_updates;
+    tt_sync syncs[MAX_LIST]; /* --sync LIST */
+    size_t n_syncs;
     int weak;           /* --scaling weak: the batch list is per tower */
     size_t reps;        /* probe and floor reps */
     const char *csv;
@@ -120,6 +122,29 @@ static int bench_extra(const char *opt, const char *value, void *ctx, tt_error *
             b->updates[b->n_updates++] = (tt_update)u;
             p += len;
             if (*p == ',') p++;
+        }
+        return 1;
+    }
+    if (strcmp(opt, "--sync") == 0) { /* a list of modes, each as train's --sync takes it */
+        b->n_syncs = 0;
+        for (const char *p = value ? value : ""; *p || !b->n_syncs;) {
+            char one[32];
+            const size_t len = strcspn(p, ",");
+            if (len == 0 || len >= sizeof one || b->n_syncs == MAX_LIST) {
+                *st = tt_fail(err, TT_ERR_ARG, "--sync: '%.64s' is not a list like bsp,ssp:4,async,weights:16 (at "
+                              "most %d)", value ? value : "", MAX_LIST);
+                return 1;
+            }
+            memcpy(one, p, len);
+            one[len] = '\0';
+            tt_sync sy = {TT_SYNC_BSP, 0, 0};
+            if ((*st = tt_sync_parse("--sync", one, &sy, err))) return 1;
+            b->syncs[b->n_syncs++] = sy;
+            p += len;
+            if (*p == ',' && !*++p) {
+                *st = tt_fail(err, TT_ERR_ARG, "--sync: '%.64s' ends with a comma", value);
+                return 1;
+            }
         }
         return 1;
     }
@@ -226,6 +251,10 @@ typedef struct bench_row {
     size_t towers, batch, epochs, steps; /* steps: per epoch */
     double per_tower_batch;              /* the global batch over the job's towers */
     const char *reduce, *update, *scaling, *node_reduce, *overlap;
+    char sync[32];           /* --sync's mode */
+    double samples_per_s;    /* the epochs' samples over their seconds (medians) */
+    double staleness_mean;   /* ssp, async: the last epoch's mean staleness (0 otherwise) */
+    double test_accuracy;
     double s_per_epoch, ms, pred_ms, err_pc, pred_error, floor_ms, ratio, val_accuracy; /* medians over epochs */
     double k;                /* 1e3 / steps: seconds per epoch into ms per step */
     tt_step_times split;     /* the last epoch's split, seconds per epoch */
@@ -263,6 +292,8 @@ static const struct {
     {"pred_combine_ms", COL_MS, ROW(pred.combine)}, {"update", COL_STR, ROW(update)},
     {"overlap", COL_STR, ROW(overlap)}, {"push_hidden_ms", COL_STEP_MS, ROW(split.push_hidden)},
     {"host_hidden_ms", COL_STEP_MS, ROW(split.host_hidden)}, {"host_exposed_ms", COL_STEP_MS, ROW(split.host_exposed)},
+    {"sync", COL_QUOTED, ROW(sync)}, {"samples_per_s", COL_G6, ROW(samples_per_s)},
+    {"staleness_mean", COL_G4, ROW(staleness_mean)}, {"test_accuracy", COL_G6, ROW(test_accuracy)},
 };
 #undef ROW
 enum { N_CSV_COLS = (int)(sizeof g_csv_cols / sizeof g_csv_cols[0]) };
@@ -312,6 +343,8 @@ static tt_status row_measure(tt_run_config *c, measure_setup *setup, bench_run *
     br->pc.optim = c->optim;
     br->pc.host_threads = tt_run_host_threads(sub, c->host_threads); /* as tt_run gives each rank */
     br->pc.reps = reps;
+    memcpy(br->pc.slow, c->slow, sizeof br->pc.slow); /* --slow-tower: predicted, and slept in the probe's steps */
+    br->pc.n_slow = c->n_slow;
     /* the prediction is the median of probes before, during and after the row's training */
     br->epochs = c->epochs;
     br->n_probes = 0;
@@ -325,8 +358,9 @@ static tt_status row_measure(tt_run_config *c, measure_setup *setup, bench_run *
     tt_probe probe;
     tt_probe_median(br->probes, br->n_probes, &probe);
     tt_probe_predict_node(&probe, net, r->ranks, model->n_params, c->node_reduce, c->reduce, &r->pred);
-    if (c->update != TT_UPDATE_HOST || c->overlap) { /* the measured probe times the host's update, phases one at a
-                                                      * time: no prediction */
+    if (c->update != TT_UPDATE_HOST || c->overlap || c->sync.kind != TT_SYNC_BSP) { /* the measured probe times the
+                                                      * host's update, phases one at a time, of a bsp step: no
+                                                      * prediction */
         const double nan = NAN;
         double *pd[] = {&r->pred.pull, &r->pred.data, &r->pred.compute, &r->pred.push, &r->pred.wait, &r->pred.reduce,
                         &r->pred.combine, &r->pred.update, &r->pred.total};
@@ -357,6 +391,13 @@ static tt_status row_measure(tt_run_config *c, measure_setup *setup, bench_run *
     r->floor_ms = tt_median(floor_ms, ne);
     r->ratio = tt_median(ratio, ne);
     r->val_accuracy = res->epochs[ne - 1].val.accuracy;
+    r->test_accuracy = res->test.accuracy;
+    tt_sync_format(&c->sync, r->sync, sizeof r->sync);
+    double sps[1024];
+    for (size_t e = 0; e < ne; e++) sps[e] = (double)res->epochs[e].samples / res->epochs[e].seconds;
+    r->samples_per_s = tt_median(sps, ne);
+    const tt_epoch_stats *last = &res->epochs[ne - 1];
+    r->staleness_mean = last->applied ? last->staleness_sum / (double)last->applied : 0;
     r->k = 1e3 / (double)steps;
     r->early = epochs_median(res, 2, 4, 0);
     r->late = epochs_median(res, 5, ne, 0);
@@ -377,6 +418,8 @@ static tt_status row_report(const bench_row *r, const tt_run_result *res, tt_out
            "combine %.3f update %.3f | %s\n",
            k * sp->pull, k * sp->data, k * sp->compute, k * sp->push, k * (sp->wait + sp->launch), k * sp->reduce,
            k * sp->combine, k * sp->update, r->verdict);
+    printf("       sync %s: %.0f samples/s, staleness mean %.2f, test accuracy %.4f\n", r->sync, r->samples_per_s,
+           r->staleness_mean, r->test_accuracy);
     printf("       predicted:        pull %.3f data %.3f compute %.3f push %.3f wait %.3f reduce %.3f "
            "combine %.3f update %.3f\n",
            1e3 * pr->pull, 1e3 * pr->data, 1e3 * pr->compute, 1e3 * pr->push, 1e3 * pr->wait, 1e3 * pr->reduce,
@@ -453,6 +496,7 @@ static void bench_help(void)
            tt_reduce_name(TT_REDUCE_CPU));
     printf("  --update LIST    where the optimizer runs: host, device, replicated (a combination a placement cannot\n"
            "                   serve is skipped, with why; the cost model predicts host only) [host]\n");
+    printf("  --sync LIST      modes, as train's --sync: bsp, ssp:S, async, weights:K (docs/sync.md) [bsp]\n");
     printf("  --scaling strong the global batch stays as given while towers grow: each tower gets less work\n"
            "  --scaling weak   each tower keeps the batch as given: the global batch grows with the towers\n"
            "  --csv FILE       also write the rows as CSV (for tools/plot)\n"
@@ -467,7 +511,7 @@ int tt_cmd_bench(int argc, char **argv)
     c.epochs = 3;
     c.progress = TT_PROGRESS_QUIET;
     bench_opts b = {{(size_t)tt_node_world()->size}, 1, {1, 2}, 2, {256}, 1, {TT_REDUCE_CPU}, 1, {TT_UPDATE_HOST}, 1,
-                    0, 30, NULL};
+                    {{TT_SYNC_BSP, 0, 0}}, 1, 0, 30, NULL};
     tt_error err = {{0}};
     int help;
     tt_status s = tt_cli_parse_train(argc, argv, 2, &c, "bench", bench_extra, &b, &help, &err);
@@ -523,8 +567,9 @@ int tt_cmd_bench(int argc, char **argv)
     if (!s && sub.size > 1) s = tt_probe_net(&sub, model->n_params, b.reps, &net, &err); /* one rank: no combine */
     for (size_t bi = 0; !s && sub.size > 0 && bi < b.n_batches; bi++)
         for (size_t ti = 0; !s && ti < b.n_towers; ti++)
-            for (size_t rui = 0; !s && rui < b.n_reduces * b.n_updates; rui++) {
-                const size_t ri = rui / b.n_updates, ui = rui % b.n_updates;
+            for (size_t rui = 0; !s && rui < b.n_reduces * b.n_updates * b.n_syncs; rui++) {
+                const size_t ri = rui / (b.n_updates * b.n_syncs), ui = rui / b.n_syncs % b.n_updates,
+                             si = rui % b.n_syncs;
                 size_t N = b.towers[ti], B = b.weak ? b.batches[bi] * N * (size_t)K : b.batches[bi];
                 if (N * (size_t)K > B) {
                     printf("%5d %6zu %6zu %9s %10s   (skipped: more towers than samples in the batch)\n", K, N, B,
@@ -534,7 +579,9 @@ int tt_cmd_bench(int argc, char **argv)
                 }
                 tt_trainer_config tc = {.ops = ops, .n_devices = setup.be.n_devices, .n_towers = N,
                                         .reduce = b.reduces[ri], .update = b.updates[ui], .overlap = c.overlap,
-                                        .node = &sub};
+                                        .node = &sub, .sync = b.syncs[si]};
+                memcpy(tc.slow, c.slow, sizeof tc.slow);
+                tc.n_slow = c.n_slow;
                 tt_error why;
                 if (tt_trainer_check(&tc, &why)) { /* nccl with more towers than GPUs; an update it cannot serve */
                     printf("%5d %6zu %6zu %9s %10s   (skipped: %s)\n", K, N, B, tt_reduce_name(b.reduces[ri]),
@@ -546,6 +593,7 @@ int tt_cmd_bench(int argc, char **argv)
                 c.batch = B;
                 c.reduce = b.reduces[ri];
                 c.update = b.updates[ui];
+                c.sync = b.syncs[si];
                 c.node = &sub;
                 bench_row row = {.ranks = K, .towers = N, .batch = B, .scaling = b.weak ? "weak" : "strong"};
                 if ((s = row_measure(&c, &setup, br, b.reps, &sub, &net, &row, &err))) break;

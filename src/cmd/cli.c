@@ -329,7 +329,7 @@ static const cli_opt g_opts[] = {
      "gathered) [allreduce]", NULL, tt_node_reduce_names},
     {"--trace", "FILE", set_file, CFG(trace), 0, 0, ON(TRAIN),
      "Chrome trace-event JSON of every step (open in Perfetto or chrome://tracing)", NULL, NULL},
-    {"--slow-tower", "T:MS[~J],...", set_slow_tower, 0, 0, 0, ON(TRAIN) | ON(PROBE),
+    {"--slow-tower", "T:MS[~J],...", set_slow_tower, 0, 0, 0, ON(TRAIN) | ON(BENCH) | ON(PROBE),
      "stragglers on purpose: tower T's compute delayed MS milliseconds each step (~J: a\n"
      "delay drawn from [MS, MS+J] each step, from the seed); its barrier shows as the\n"
      "others' wait; probe predicts it (docs/tutorial.md)", NULL, NULL},

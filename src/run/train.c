@@ -351,6 +351,11 @@ static void epoch_stats(run_state *rs, size_t epoch, size_t first, size_t end, t
         top5 += r->top5;
         seen += r->n;
         tt_step_times_add(&es->split, &r->t);
+        es->applied += r->applied;
+        es->staleness_sum += r->staleness_sum;
+        es->staleness_max = r->staleness_max > es->staleness_max ? r->staleness_max : es->staleness_max;
+        es->averages += r->averaged != 0;
+        es->divergence_sum += r->divergence;
         rs->step_secs[st - first] = r->t.total;
     }
     es->step_median = tt_median(rs->step_secs, end - first);

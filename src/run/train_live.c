@@ -148,12 +148,16 @@ static void frame(run_state *rs, int cols, size_t begin, size_t done, double ela
     host[2] = sum_total - host[0] - host[1] - host[3];
     for (size_t t = 0; t < T; t++) {
         double v[TT_TOWER_PHASES + 1] = {0};
-        for (size_t k = from; k < done; k++) {
-            const tt_tower_phases ph = tt_tower_phases_of(&rs->ledger[k * T + t]);
-            for (int p = 0; p < TT_TOWER_PHASES; p++) v[p] += tt_phase_value(&ph, &tt_tower_phase_fields[p]);
-        }
+        for (size_t k = from; k < done; k++)
+            for (size_t e = 0; e < T; e++) { /* ssp, async: the shards tower t took, whichever steps they were in */
+                const tt_tower_ledger *l = &rs->ledger[k * T + e];
+                if (l->tower != t) continue;
+                const tt_tower_phases ph = tt_tower_phases_of(l);
+                for (int p = 0; p < TT_TOWER_PHASES; p++) v[p] += tt_phase_value(&ph, &tt_tower_phase_fields[p]);
+            }
         v[TT_TOWER_PHASES] = sum_total;
         for (int p = 0; p < TT_TOWER_PHASES; p++) v[TT_TOWER_PHASES] -= v[p];
+        if (v[TT_TOWER_PHASES] < 0) v[TT_TOWER_PHASES] = 0; /* async: a fast tower ran more shards than steps */
         char label[32];
         snprintf(label, sizeof label, "tower %zu", t);
         lane(rs, label, TOWER_SEGS, v, TT_TOWER_PHASES + 1, w, tt_trainer_live_phase(&rs->tr, t));

@@ -160,6 +160,14 @@ void log_epoch(run_state *rs, const tt_epoch_stats *es)
     tt_out_json_num(log, "val_accuracy", v ? es->val.accuracy : NAN, 1);
     tt_out_json_num(log, "val_top5", v ? es->val.top5 : NAN, 1);
     tt_out_json_num(log, "step_median", es->step_median, 1);
+    if (es->applied) { /* --sync ssp, async */
+        tt_out_printf(log, "\"applied\":%zu,\"staleness_max\":%u,", es->applied, es->staleness_max);
+        tt_out_json_num(log, "staleness_mean", es->staleness_sum / (double)es->applied, 1);
+    }
+    if (es->averages) { /* --sync weights */
+        tt_out_printf(log, "\"averages\":%zu,", es->averages);
+        tt_out_json_num(log, "divergence_mean", es->divergence_sum / (double)es->averages, 1);
+    }
     char verdict[128];
     tt_ledger_verdict(&es->split, verdict, sizeof verdict);
     tt_out_printf(log, "\"verdict\":\"%s\",\"split\":{", verdict);
@@ -188,6 +196,14 @@ void print_epoch(run_state *rs, const tt_epoch_stats *es)
                 es->val.top5);
     fprintf(out, "%s\n", rs->bar ? "\033[K" : "");
     tt_ledger_split_line(out, &es->split);
+    char m[32];
+    if (es->applied)
+        fprintf(out, "  sync %s: %zu gradients applied alone, staleness mean %.2f, max %u\n",
+                tt_sync_format(&rs->c->sync, m, sizeof m), es->applied, es->staleness_sum / (double)es->applied,
+                es->staleness_max);
+    if (es->averages)
+        fprintf(out, "  sync %s: %zu averages, the towers' mean distance from the average before each %.4g\n",
+                tt_sync_format(&rs->c->sync, m, sizeof m), es->averages, es->divergence_sum / (double)es->averages);
     print_flush(rs);
 }
 
@@ -344,9 +360,10 @@ static void tb_add_towers(const run_state *rs, double *towers, size_t first, siz
     const size_t T = rs->c->towers;
     for (size_t k = first; k < end; k++)
         for (size_t t = 0; t < T; t++) {
-            const tt_tower_phases ph = tt_tower_phases_of(&rs->ledger[k * T + t]);
-            for (int p = 0; p < TT_TOWER_PHASES; p++)
-                towers[t * TT_TOWER_PHASES + p] += tt_phase_value(&ph, &tt_tower_phase_fields[p]);
+            const tt_tower_ledger *l = &rs->ledger[k * T + t]; /* ssp, async: shard t, run by tower l->tower */
+            const tt_tower_phases ph = tt_tower_phases_of(l);
+            for (int p = 0; p < TT_TOWER_PHASES && l->tower < T; p++)
+                towers[l->tower * TT_TOWER_PHASES + p] += tt_phase_value(&ph, &tt_tower_phase_fields[p]);
         }
 }
 

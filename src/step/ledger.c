@@ -107,6 +107,12 @@ tt_status tt_ledger_json_steps(tt_out *f, size_t epoch, const tt_step_result *re
         tt_out_json_num(f, "reduce", r->t.reduce, 1);
         tt_out_json_num(f, "combine", r->t.combine, 1);
         tt_out_json_num(f, "update", r->t.update, 1);
+        if (r->applied) { /* --sync ssp, async */
+            tt_out_printf(f, "\"applied\":%zu,\"staleness_max\":%u,", r->applied, r->staleness_max);
+            tt_out_json_num(f, "staleness_mean", r->staleness_sum / (double)r->applied, 1);
+        }
+        if (r->averaged) /* --sync weights */
+            tt_out_json_num(f, "divergence", r->divergence, 1);
         if (r->n_buckets) {
             tt_out_json_num(f, "host_hidden", r->t.host_hidden, 1);
             tt_out_json_num(f, "host_exposed", r->t.host_exposed, 1);
@@ -115,7 +121,8 @@ tt_status tt_ledger_json_steps(tt_out *f, size_t epoch, const tt_step_result *re
         tt_out_printf(f, "\"towers\":[");
         for (size_t t = 0; t < N; t++) {
             const tt_tower_ledger *l = &led[k * N + t];
-            tt_out_printf(f, "%s{\"tower\":%zu,\"rows\":%zu,", t ? "," : "", t, l->rows);
+            tt_out_printf(f, "%s{\"tower\":%zu,\"rows\":%zu,", t ? "," : "", l->tower, l->rows);
+            if (r->applied) tt_out_printf(f, "\"shard\":%zu,\"staleness\":%u,", t, l->staleness);
             const tt_tower_phases ph = tt_tower_phases_of(l); /* update: --update device, replicated: this tower's */
             for (int p = 0; p < TT_TOWER_PHASES; p++)
                 tt_out_json_num(f, tt_tower_phase_fields[p].name, tt_phase_value(&ph, &tt_tower_phase_fields[p]), 1);
@@ -205,7 +212,7 @@ tt_status tt_trace_steps(tt_trace *t, const tt_step_result *res, const tt_tower_
     for (size_t k = first; k < end; k++) {
         for (size_t i = 0; i < N; i++) {
             const tt_tower_ledger *l = &led[k * N + i];
-            int tid = (int)i;
+            int tid = (int)l->tower; /* ssp, async: shard i of the step, on the tower that took it */
             span(t, tid, "pull", l->pull0, l->pull1, "bytes", l->bytes_pull);
             span(t, tid, "data", l->pull1, l->data1, "bytes", l->bytes_data);
             span(t, tid, "forward+backward", l->data1, l->compute1, "rows", l->rows);
