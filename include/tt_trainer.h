@@ -347,6 +347,10 @@ int tt_trainer_wait(tt_trainer *tr, double timeout_s, size_t *steps_done);
 
 /* The epoch the next steps belong to (dropout's masks change every epoch); 0 until set. */
 void tt_trainer_set_epoch(tt_trainer *tr, uint64_t epoch);
+/* The training's steps before the next run of steps (a resumed run: where its checkpoint left off; counted from 0
+ * at init otherwise): --sync weights:K averages after every K-th step of this count, so a resumed run averages
+ * where the uninterrupted one did. */
+void tt_trainer_set_steps(tt_trainer *tr, uint64_t steps);
 
 /* Asks the run of steps in flight to halt at the end of its current step (TT_HALT_STOP), from any thread. */
 void tt_trainer_request_stop(tt_trainer *tr);

@@ -144,6 +144,18 @@ if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ "$(grep '^towertrain: ' "$W/update.txt"
 else
   bad "--update device under mpirun: rc $rc: $(head -c 600 "$W/update.txt")"
 fi
+# --sync other than bsp keeps the master variables in one process: refused on every rank, one line (issue 22)
+for mode in ssp:2 async weights:4; do
+  timeout 60 "$MPIRUN" --oversubscribe -np "$K" "$TT" train "${DATA[@]}" --epochs 1 --towers 2 --sync "$mode" \
+    >"$W/sync.txt" 2>&1
+  rc=$?
+  if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ "$(grep '^towertrain: ' "$W/sync.txt" | grep -vc '^towertrain: notice: ')" = 1 ] &&
+     grep -q "^towertrain: --sync $mode: under mpirun the ranks combine one summed gradient every step" "$W/sync.txt"; then
+    ok "--sync $mode under mpirun: refused, one line"
+  else
+    bad "--sync $mode under mpirun: rc $rc: $(head -c 600 "$W/sync.txt")"
+  fi
+done
 # every mismatch in the flag's own words: names for enums, the value a user typed for a float (issue 18)
 mismatch() { # WANT CMD ARGS-OF-RANK-0 -- ARGS-OF-THE-LAST-RANK (both after CMD and the common ones)
   local want=$1 cmd=$2; shift 2

@@ -482,6 +482,7 @@ static tt_status run_epoch_steps(run_state *rs, size_t epoch, size_t first, doub
             end = next < end ? next : end;
         }
         const size_t lo = k * B, hi = end * B < n ? end * B : n;
+        tt_trainer_set_steps(&rs->tr, before + k); /* weights:K counts the training's steps */
         tt_status s = tt_trainer_start_steps(&rs->tr, rs->train, rs->idx + lo, hi - lo, rs->results + k, end - k,
                                              rs->ledger + k * c->towers, err);
         if (s) return s;

@@ -197,10 +197,30 @@ void print_epoch(run_state *rs, const tt_epoch_stats *es)
     fprintf(out, "%s\n", rs->bar ? "\033[K" : "");
     tt_ledger_split_line(out, &es->split);
     char m[32];
-    if (es->applied)
-        fprintf(out, "  sync %s: %zu gradients applied alone, staleness mean %.2f, max %u\n",
+    if (es->applied) {
+        fprintf(out, "  sync %s: %zu gradients applied alone, staleness mean %.2f, max %u",
                 tt_sync_format(&rs->c->sync, m, sizeof m), es->applied, es->staleness_sum / (double)es->applied,
                 es->staleness_max);
+        /* what the towers would process at their own speeds: each one's rows over its busy time (its shards' spans
+         * without the waits), summed — the most any schedule could reach */
+        const size_t T = rs->c->towers;
+        double own = 0;
+        for (size_t t = 0; t < T; t++) {
+            double rows = 0, busy = 0;
+            for (size_t k = es->first_step; k < end; k++)
+                for (size_t e = 0; e < T; e++) {
+                    const tt_tower_ledger *l = &rs->ledger[k * T + e];
+                    if (l->tower != t) continue;
+                    rows += (double)l->rows;
+                    busy += (l->push1 - l->pull0) + (l->update1 - l->update0); /* pull..push, and its apply */
+                }
+            own += busy > 0 ? rows / busy : 0;
+        }
+        if (own > 0 && es->seconds > 0)
+            fprintf(out, "; %.0f samples/s, %.0f%% of the towers' own rates summed (%.0f/s)",
+                    (double)es->samples / es->seconds, 100 * (double)es->samples / es->seconds / own, own);
+        fputc('\n', out);
+    }
     if (es->averages)
         fprintf(out, "  sync %s: %zu averages, the towers' mean distance from the average before each %.4g\n",
                 tt_sync_format(&rs->c->sync, m, sizeof m), es->averages, es->divergence_sum / (double)es->averages);

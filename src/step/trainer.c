@@ -1243,16 +1243,23 @@ static void host_blocks(tt_trainer *tr, const host_pass *p, size_t lo, size_t hi
     *t_update = t_upd;
 }
 
+/* Slice i of T of the range [from, to) in whole blocks of TT_REDUCE_BLOCK floats: [*lo, *hi). A block's NaN/Inf
+ * check covers the same floats as a device's update (--update device, replicated), so a halted step applies the same
+ * finite blocks wherever the optimizer runs. */
+static void block_slice(size_t from, size_t to, int i, int T, size_t *lo, size_t *hi)
+{
+    size_t chunk = (to - from + (size_t)T - 1) / (size_t)T;
+    chunk = (chunk + TT_REDUCE_BLOCK - 1) / TT_REDUCE_BLOCK * TT_REDUCE_BLOCK;
+    *lo = from + (size_t)i * chunk;
+    *hi = *lo + chunk;
+    if (*lo > to) *lo = to;
+    if (*hi > to) *hi = to;
+}
+
 static void host_slice(tt_trainer *tr, const host_pass *p, int i, int T, double *t_sum, double *t_update)
 {
-    const size_t len_all = p->hi - p->lo;
-    /* slices of whole blocks: a block's NaN/Inf check covers the same floats as a device's update (--update device,
-     * replicated), so a halted step applies the same finite blocks wherever the optimizer runs */
-    size_t chunk = (len_all + (size_t)T - 1) / (size_t)T;
-    chunk = (chunk + TT_REDUCE_BLOCK - 1) / TT_REDUCE_BLOCK * TT_REDUCE_BLOCK;
-    size_t lo = p->lo + (size_t)i * chunk, hi = lo + chunk;
-    if (lo > p->hi) lo = p->hi;
-    if (hi > p->hi) hi = p->hi;
+    size_t lo, hi;
+    block_slice(p->lo, p->hi, i, T, &lo, &hi);
     double t_reduce, t_upd, t_begin = tt_now();
     host_blocks(tr, p, lo, hi, &t_reduce, &t_upd);
     if (t_sum) *t_sum = t_reduce;
@@ -1979,9 +1986,8 @@ static void weights_average(tt_trainer *tr, int i, int T, int vec, float *dst, d
         live(tw, TT_LIVE_HOST);
     }
     tt_barrier_wait(&tr->bar_reduce, NULL, NULL);
-    size_t chunk = (P + (size_t)T - 1) / (size_t)T;
-    chunk = (chunk + TT_REDUCE_BLOCK - 1) / TT_REDUCE_BLOCK * TT_REDUCE_BLOCK;
-    const size_t lo = (size_t)i * chunk < P ? (size_t)i * chunk : P, hi = lo + chunk < P ? lo + chunk : P;
+    size_t lo, hi;
+    block_slice(0, P, i, T, &lo, &hi);
     double *d = dist ? dist + (size_t)i * N : NULL;
     if (d)
         for (size_t t = 0; t < N; t++) d[t] = 0;
@@ -2414,6 +2420,8 @@ size_t tt_trainer_optim_offset(const tt_trainer *tr)
 }
 
 void tt_trainer_set_epoch(tt_trainer *tr, uint64_t epoch) { tr->epoch = epoch; }
+
+void tt_trainer_set_steps(tt_trainer *tr, uint64_t steps) { tr->steps = steps; }
 
 void tt_trainer_request_stop(tt_trainer *tr) { atomic_store(&tr->stop_request, 1); }
 
