@@ -31,8 +31,10 @@ struct json_object;
 
 typedef struct tt_checkpoint {
     /* where the run is: epoch `epoch` (1-based) has `step` of its `steps_per_epoch` steps done (step ==
-     * steps_per_epoch: the epoch is finished); `global_step` steps applied since the start (= optimizer t) */
-    uint64_t epoch, step, steps_per_epoch, global_step;
+     * steps_per_epoch: the epoch is finished); `global_step` steps applied since the start; `optim_steps` the
+     * optimizer's step count t (= global_step, except under --sync ssp or async: one per gradient applied alone;
+     * metadata key "optim_steps", optional on reading: absent, it is global_step) */
+    uint64_t epoch, step, steps_per_epoch, global_step, optim_steps;
     uint64_t seed;      /* the run's --seed: with epoch it gives the sample order and the dropout masks */
     size_t batch;       /* the global batch (a resume must use the same) */
     /* the optimizer: its configuration and scalars (its vectors are tensors) */

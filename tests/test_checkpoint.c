@@ -68,6 +68,7 @@ static void fill(tt_checkpoint *ck, const tt_model *m, tt_optim_config c, double
     ck->step = 2;
     ck->steps_per_epoch = 7;
     ck->global_step = 16;
+    ck->optim_steps = 16;
     ck->seed = UINT64_MAX;
     ck->batch = 32;
     ck->optim = c;
@@ -126,6 +127,7 @@ static void assert_same_state(const tt_checkpoint *a, const tt_checkpoint *b, in
     ck_assert_uint_eq(a->step, b->step);
     ck_assert_uint_eq(a->steps_per_epoch, b->steps_per_epoch);
     ck_assert_uint_eq(a->global_step, b->global_step);
+    ck_assert_uint_eq(a->optim_steps, b->optim_steps);
     ck_assert_uint_eq(a->seed, b->seed);
     ck_assert_uint_eq(a->batch, b->batch);
     ck_assert_uint_eq(a->towers, b->towers);

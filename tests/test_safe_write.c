@@ -184,7 +184,7 @@ static void make_ck(tt_model *m, tt_checkpoint *ck, float value)
     tt_model_input in = {tt_shape1(4), 3, 0};
     ck_assert_msg(tt_model_parse(m, MODEL, "t", &in, &err) == TT_OK, "%s", err.msg);
     memset(ck, 0, sizeof *ck);
-    ck->epoch = ck->step = ck->steps_per_epoch = ck->global_step = 1;
+    ck->epoch = ck->step = ck->steps_per_epoch = ck->global_step = ck->optim_steps = 1;
     ck->seed = 1;
     ck->batch = 8;
     ck->optim = tt_optim_defaults(TT_OPT_ADAM);

@@ -42,6 +42,7 @@ typedef struct run {
     tt_step_result *res;
     tt_tower_ledger *led;
     float *w;        /* master weights, then the optimizer's vectors */
+    uint64_t optim_t; /* the optimizer's step count at the end */
     size_t done;
     tt_halt halt;
     double stop_after; /* > 0: tt_trainer_request_stop this many seconds after the start */
@@ -84,6 +85,7 @@ static void run_steps(run *r, const tt_dataset *ds)
     while (!tt_trainer_wait(&tr, r->stop_after > 0 ? 0.005 : -1, &r->done)) /* the run is over once it says 1 */
         if (tt_now() - t0 > r->stop_after) tt_trainer_request_stop(&tr);
     r->halt = tt_trainer_halted(&tr);
+    r->optim_t = tr.opt.t;
     tt_optim_slot sl[3];
     const int slots = tt_optim_slots(&tr.opt, sl);
     r->w = (float *)tt_malloc((1 + (size_t)slots) * r->P * sizeof(float));
@@ -122,7 +124,7 @@ START_TEST(test_one_tower_every_mode_is_bsp)
 {
     tt_dataset ds;
     tt_test_dataset(&ds, 400, DIM, CLASSES, 3);
-    run ref = {sync_config(1, 32, adam(), TT_SYNC_BSP, 0, 0), 9, 0, 0, NULL, NULL, NULL, 0, 0, 0};
+    run ref = {sync_config(1, 32, adam(), TT_SYNC_BSP, 0, 0), 9, 0, 0, NULL, NULL, NULL, 0, 0, 0, 0};
     ref.n = 9 * 32 - 5; /* a short last step */
     run_steps(&ref, &ds);
     const struct {
@@ -133,7 +135,7 @@ START_TEST(test_one_tower_every_mode_is_bsp)
                  {TT_SYNC_WEIGHTS, 1, 0}, {TT_SYNC_WEIGHTS, 4, 0}};
     for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
         run r = {sync_config(1, 32, adam(), modes[i].kind, modes[i].k, modes[i].rr), 9, ref.n, 0, NULL, NULL, NULL,
-                 0, 0, 0};
+                 0, 0, 0, 0};
         run_steps(&r, &ds);
         char m[32];
         tt_sync_format(&r.tc.sync, m, sizeof m);
@@ -161,9 +163,9 @@ START_TEST(test_round_robin_is_reproducible)
     tt_dataset ds;
     tt_test_dataset(&ds, 400, DIM, CLASSES, 4);
     const size_t N = 3, B = 30, steps = 8;
-    run a = {sync_config(N, B, adam(), TT_SYNC_ASYNC, 0, 1), steps, 0, 0, NULL, NULL, NULL, 0, 0, 0};
-    run b = a, c = {sync_config(N, B, adam(), TT_SYNC_SSP, 1, 1), steps, 0, 0, NULL, NULL, NULL, 0, 0, 0};
-    run bsp = {sync_config(N, B, adam(), TT_SYNC_BSP, 0, 0), steps, 0, 0, NULL, NULL, NULL, 0, 0, 0};
+    run a = {sync_config(N, B, adam(), TT_SYNC_ASYNC, 0, 1), steps, 0, 0, NULL, NULL, NULL, 0, 0, 0, 0};
+    run b = a, c = {sync_config(N, B, adam(), TT_SYNC_SSP, 1, 1), steps, 0, 0, NULL, NULL, NULL, 0, 0, 0, 0};
+    run bsp = {sync_config(N, B, adam(), TT_SYNC_BSP, 0, 0), steps, 0, 0, NULL, NULL, NULL, 0, 0, 0, 0};
     run_steps(&a, &ds);
     run_steps(&b, &ds);
     run_steps(&c, &ds);
@@ -202,7 +204,7 @@ START_TEST(test_free_schedule_bound)
     const size_t N = 2, B = 16, steps = 24;
     for (int ssp = 0; ssp <= 1; ssp++) {
         run r = {sync_config(N, B, sgd(), ssp ? TT_SYNC_SSP : TT_SYNC_ASYNC, ssp, 0), steps, 0, 0, NULL, NULL,
-                 NULL, 0, 0, 0};
+                 NULL, 0, 0, 0, 0};
         r.tc.slow[0] = (tt_slow_tower){1, 15, 0};
         r.tc.n_slow = 1;
         run_steps(&r, &ds);
@@ -235,9 +237,9 @@ START_TEST(test_weights_k1_is_gradient_averaging)
     tt_dataset ds;
     tt_test_dataset(&ds, 400, DIM, CLASSES, 6);
     for (size_t N = 2; N <= 4; N += 2) {
-        run bsp = {sync_config(N, 32, sgd(), TT_SYNC_BSP, 0, 0), 10, 0, 0, NULL, NULL, NULL, 0, 0, 0};
-        run w1 = {sync_config(N, 32, sgd(), TT_SYNC_WEIGHTS, 1, 0), 10, 0, 0, NULL, NULL, NULL, 0, 0, 0};
-        run w4 = {sync_config(N, 32, sgd(), TT_SYNC_WEIGHTS, 4, 0), 10, 0, 0, NULL, NULL, NULL, 0, 0, 0};
+        run bsp = {sync_config(N, 32, sgd(), TT_SYNC_BSP, 0, 0), 10, 0, 0, NULL, NULL, NULL, 0, 0, 0, 0};
+        run w1 = {sync_config(N, 32, sgd(), TT_SYNC_WEIGHTS, 1, 0), 10, 0, 0, NULL, NULL, NULL, 0, 0, 0, 0};
+        run w4 = {sync_config(N, 32, sgd(), TT_SYNC_WEIGHTS, 4, 0), 10, 0, 0, NULL, NULL, NULL, 0, 0, 0, 0};
         run_steps(&bsp, &ds);
         run_steps(&w1, &ds);
         run_steps(&w4, &ds);
@@ -250,13 +252,58 @@ START_TEST(test_weights_k1_is_gradient_averaging)
         ck_assert_msg(worst4 > 1e-5, "weights:4 gave gradient averaging's weights (%.3g): no local steps?", worst4);
         for (size_t s = 0; s < 10; s++) {
             ck_assert_int_eq(w1.res[s].averaged, 1);
-            ck_assert_int_eq(w4.res[s].averaged, s % 4 == 3 || s == 9); /* every 4th, and the run's last */
+            ck_assert_int_eq(w4.res[s].averaged, s % 4 == 3); /* every 4th (the run's end: a snapshot) */
             if (w4.res[s].averaged) ck_assert(w4.res[s].divergence > 0 && isfinite(w4.res[s].divergence));
         }
         run_free(&bsp);
         run_free(&w1);
         run_free(&w4);
     }
+    tt_dataset_free(&ds);
+}
+END_TEST
+
+/* weights:3 over 10 steps as one run of steps, or as runs of 4 and 6 with an evaluation between (an epoch's end, a
+ * checkpoint): the towers go on from their own weights between averages, so the bits are the same. */
+START_TEST(test_weights_runs_split_anywhere)
+{
+    tt_dataset ds;
+    tt_test_dataset(&ds, 400, DIM, CLASSES, 9);
+    tt_error err;
+    tt_model m;
+    ck_assert_int_eq(tt_model_parse(&m, MODEL, "t", input_of(&ds), &err), TT_OK);
+    float *init = (float *)tt_malloc(m.n_params * sizeof(float));
+    tt_model_init_params(&m, init, 42);
+    uint32_t *idx = (uint32_t *)tt_malloc(ds.n * sizeof(uint32_t));
+    for (size_t i = 0; i < ds.n; i++) idx[i] = (uint32_t)((i * 37) % ds.n);
+    float *out[2];
+    for (int split = 0; split < 2; split++) {
+        tt_trainer_config tc = sync_config(2, 20, adam(), TT_SYNC_WEIGHTS, 3, 0);
+        tt_trainer tr;
+        ck_assert_msg(tt_trainer_init(&tr, &m, &tc, init, &err) == TT_OK, "%s", err.msg);
+        tt_step_result res[10];
+        const size_t cut = split ? 4 : 10;
+        tt_status st = tt_trainer_start_steps(&tr, &ds, idx, cut * 20, res, 10, NULL, &err);
+        ck_assert_msg(st == TT_OK, "%s", err.msg);
+        tt_trainer_wait(&tr, -1, NULL);
+        if (split) {
+            tt_eval_result ev;
+            ck_assert_int_eq(tt_trainer_evaluate(&tr, &ds, &ev, &err), TT_OK);
+            ck_assert_msg(tt_trainer_start_steps(&tr, &ds, idx + cut * 20, (10 - cut) * 20, res, 10, NULL, &err) ==
+                              TT_OK, "%s", err.msg);
+            tt_trainer_wait(&tr, -1, NULL);
+        }
+        ck_assert_int_eq(tt_trainer_halted(&tr), TT_HALT_NONE);
+        out[split] = (float *)tt_malloc(m.n_params * sizeof(float));
+        tt_trainer_get_params(&tr, out[split]);
+        tt_trainer_free(&tr);
+    }
+    const size_t d = first_diff(out[0], out[1], m.n_params);
+    ck_assert_msg(d == m.n_params, "weights:3 split after step 4: float %zu differs", d);
+    tt_free(out[0]);
+    tt_free(out[1]);
+    tt_free(idx);
+    tt_free(init);
     tt_dataset_free(&ds);
 }
 END_TEST
@@ -270,7 +317,7 @@ START_TEST(test_stop_mid_run)
     const tt_sync_kind kinds[] = {TT_SYNC_SSP, TT_SYNC_ASYNC, TT_SYNC_ASYNC, TT_SYNC_WEIGHTS};
     for (size_t i = 0; i < 4; i++) {
         run r = {sync_config(2, 16, adam(), kinds[i], kinds[i] == TT_SYNC_ASYNC ? 0 : 2, i == 2), 40, 0, 0, NULL,
-                 NULL, NULL, 0, 0, 0.08};
+                 NULL, NULL, 0, 0, 0, 0.08};
         r.tc.slow[0] = (tt_slow_tower){0, 10, 0}; /* 0.4 s of delays in all: the stop comes well before */
         r.tc.slow[1] = (tt_slow_tower){1, 10, 0};
         r.tc.n_slow = 2;
@@ -283,7 +330,11 @@ START_TEST(test_stop_mid_run)
         for (size_t s = 0; s < r.done; s++) ck_assert_uint_eq(r.res[s].n, 16);
         if (kinds[i] == TT_SYNC_WEIGHTS) {
             ck_assert_uint_gt(r.done, 0);
-            ck_assert_int_eq(r.res[r.done - 1].averaged, 1);
+        } else { /* every gradient applied belongs to a finished step: the run's end is a step's end */
+            size_t applied = 0;
+            for (size_t s = 0; s < r.done; s++) applied += r.res[s].applied;
+            ck_assert_msg(r.optim_t == applied, "mode %zu: %llu gradients applied, the finished steps hold %zu", i,
+                          (unsigned long long)r.optim_t, applied);
         }
         run_free(&r);
     }
@@ -299,16 +350,30 @@ START_TEST(test_nonfinite_applies_nothing)
     float *x = (float *)tt_malloc(ds.n * DIM * sizeof(float)); /* float32 features, one of them NaN */
     for (size_t i = 0; i < ds.n * DIM; i++) x[i] = (float)ds.x[i] / 255.0f;
     x[37 * DIM + 3] = NAN;
+    uint32_t order[200]; /* run_steps's order: the step that holds sample 37 */
+    tt_rng rg;
+    tt_rng_seed(&rg, 9, 0);
+    for (uint32_t i = 0; i < 200; i++) order[i] = i;
+    tt_rng_shuffle(&rg, order, 200);
+    size_t bad_step = 0;
+    for (size_t i = 0; i < 200; i++)
+        if (order[i] == 37) bad_step = i / 20;
     tt_free(ds.x);
     ds.x = (uint8_t *)x;
     ds.xtype = TT_X_F32;
     ds.scale = 1.0f;
     for (int k = 0; k < 2; k++) {
-        run r = {sync_config(2, 20, adam(), k ? TT_SYNC_ASYNC : TT_SYNC_SSP, k ? 0 : 2, 1), 10, 0, 0, NULL, NULL,
-                 NULL, 0, 0, 0};
+        run r = {sync_config(4, 20, adam(), k ? TT_SYNC_ASYNC : TT_SYNC_SSP, k ? 0 : 2, k), 10, 0, 0, NULL, NULL,
+                 NULL, 0, 0, 0, 0};
         run_steps(&r, &ds);
         ck_assert_int_eq(r.halt, TT_HALT_NONFINITE);
         for (size_t i = 0; i < r.P; i++) ck_assert(isfinite(r.w[i]));
+        /* the run ends with the NaN sample's step, finished (a ReLU maps NaN to 0: the loss may be finite, the
+         * gradient is not) */
+        ck_assert_uint_ge(r.done, 1);
+        ck_assert_uint_eq(r.done, bad_step + 1);
+        for (size_t st = 0; st + 1 < r.done; st++) ck_assert(isfinite(r.res[st].loss_sum));
+        for (size_t st = 0; st < r.done; st++) ck_assert_uint_eq(r.res[st].n, 20);
         run_free(&r);
     }
     tt_dataset_free(&ds);
@@ -364,6 +429,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_round_robin_is_reproducible);
     tcase_add_test(tc, test_free_schedule_bound);
     tcase_add_test(tc, test_weights_k1_is_gradient_averaging);
+    tcase_add_test(tc, test_weights_runs_split_anywhere);
     tcase_add_test(tc, test_stop_mid_run);
     tcase_add_test(tc, test_nonfinite_applies_nothing);
     if (is_cpu) tcase_add_test(tc, test_refusals);

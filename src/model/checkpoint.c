@@ -53,7 +53,7 @@ enum {
 #define CK_EPOCH_MAX ((uint64_t)1 << 32) /* a run resumes at epoch + 1: no wrap-around to 0 */
 #define CK_DIM_MAX ((uint64_t)1 << 48) /* larger dims are refused before any product is formed */
 
-/* The metadata keys, all required but the two marked optional, and the optimizer's (tt_optim_params, written after
+/* The metadata keys, all required but the three marked optional, and the optimizer's (tt_optim_params, written after
  * "optimizer"); any other key is refused. */
 static const struct {
     const char *key;
@@ -61,7 +61,7 @@ static const struct {
 } g_md_keys[] = {
     {"format", 0}, {"format_version", 0}, {"epoch", 0}, {"step", 0}, {"steps_per_epoch", 0}, {"global_step", 0},
     {"seed", 0}, {"batch", 0}, {"optimizer", 0}, {"u_product", 0}, {"best", 0}, {"towers", 0},
-    {"backend", 0}, {"model", 1}, {"options", 1}, {"n_params", 0}, {"checksum", 0},
+    {"backend", 0}, {"model", 1}, {"options", 1}, {"n_params", 0}, {"checksum", 0}, {"optim_steps", 1},
 };
 enum { CK_N_MD_KEYS = (int)(sizeof g_md_keys / sizeof g_md_keys[0]) };
 
@@ -175,6 +175,7 @@ static json_object *ck_metadata(const tt_checkpoint *ck)
     int bad = md_str(md, "format", CK_FORMAT) | md_str(md, "format_version", CK_FORMAT_VERSION) |
               md_u64(md, "epoch", ck->epoch) | md_u64(md, "step", ck->step) |
               md_u64(md, "steps_per_epoch", ck->steps_per_epoch) | md_u64(md, "global_step", ck->global_step) |
+              md_u64(md, "optim_steps", ck->optim_steps) |
               md_u64(md, "seed", ck->seed) | md_u64(md, "batch", ck->batch) |
               md_str(md, "optimizer", tt_optim_kind_name(c.kind));
     for (int k = 0; k < TT_OPTIM_N_PARAMS; k++) {
@@ -497,6 +498,21 @@ static tt_status md_get(const ck_parse *p, const char *key, int optional, const 
     return TT_OK;
 }
 
+static tt_status md_bad(const ck_parse *p, const char *key, const char *v, const char *want);
+static tt_status md_uint(const ck_parse *p, const char *key, uint64_t max, uint64_t *out);
+
+/* An optional unsigned integer: absent, *out = def. */
+static tt_status md_uint_optional(const ck_parse *p, const char *key, uint64_t def, uint64_t *out)
+{
+    const char *v;
+    md_get(p, key, 1, &v);
+    if (!v) {
+        *out = def;
+        return TT_OK;
+    }
+    return md_uint(p, key, UINT64_MAX, out);
+}
+
 static tt_status md_bad(const ck_parse *p, const char *key, const char *v, const char *want)
 {
     char q[CK_QUOTE];
@@ -618,6 +634,7 @@ static tt_status md_read(const ck_parse *p, tt_checkpoint *ck)
     if ((s = md_uint(p, "epoch", UINT64_MAX, &ck->epoch)) || (s = md_uint(p, "step", UINT64_MAX, &ck->step)) ||
         (s = md_uint(p, "steps_per_epoch", UINT64_MAX, &ck->steps_per_epoch)) ||
         (s = md_uint(p, "global_step", UINT64_MAX, &ck->global_step)) || (s = md_uint(p, "seed", UINT64_MAX, &ck->seed)) ||
+        (s = md_uint_optional(p, "optim_steps", ck->global_step, &ck->optim_steps)) ||
         (s = md_size(p, "batch", &ck->batch)) || (s = md_size(p, "towers", &ck->towers)) ||
         (s = md_size(p, "n_params", &ck->n_params)))
         return s;

@@ -84,7 +84,7 @@ tt_status run_save(run_state *rs, size_t epoch, size_t step, const char *path, t
     if (!rs->pending.s && rs->rank0) run_save_here(rs, epoch, step, path);
     if ((s = run_agree(rs, TT_OK, err))) return s;
     if (!path) { /* every rank: the end-of-training decision, and whether a stop must write */
-        rs->saved_step = tt_trainer_optim(&rs->tr)->t;
+        rs->saved_step = (uint64_t)(epoch - 1) * rs->steps + step;
         rs->written_epoch = epoch;
         rs->written_step = step;
     }
@@ -107,7 +107,8 @@ static void run_save_here(run_state *rs, size_t epoch, size_t step, const char *
     ck.epoch = epoch;
     ck.step = step;
     ck.steps_per_epoch = rs->steps;
-    ck.global_step = o->t;
+    ck.global_step = (uint64_t)(epoch - 1) * rs->steps + step; /* the training's position */
+    ck.optim_steps = o->t; /* ssp, async: one per gradient applied alone */
     ck.seed = c->seed;
     ck.batch = rs->tc.batch;
     ck.optim = o->cfg;
@@ -361,7 +362,7 @@ void run_resume_optim(run_state *rs)
     for (int k = 0; k < n; k++)
         for (int j = 0; j < ck->n_slots; j++)
             if (strcmp(sl[k].name, ck->slot_names[j]) == 0) memcpy(sl[k].data, ck->slots[j] + off, o->n * sizeof(float));
-    o->t = ck->global_step;
+    o->t = ck->optim_steps;
     o->u_product = ck->u_product;
     tt_checkpoint_free(ck);
 }

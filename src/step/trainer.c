@@ -99,6 +99,8 @@ struct tt_tower {
     int grad_nonfinite;  /* set by the diagnosis after a non-finite step */
     uint64_t n_run;      /* steps (ssp, async: shards) this tower has run since init: --slow-tower's draw */
     int skip_pull;       /* ssp, async: the step's pull is made under the master variables' lock beforehand */
+    tt_optim opt;        /* --sync weights: this tower's optimizer scalars (step count, bias corrections); its
+                          * vectors are on its device */
     tt_status status;
     tt_error err;
 };
@@ -111,16 +113,24 @@ typedef struct sync_state {
     size_t steps, shards;   /* in this run of steps */
     size_t next;            /* free schedule: the next shard to take */
     size_t pulled, applied; /* round robin: the shards pulled and applied so far (each in shard order) */
+    size_t limit;           /* no shard from here on is taken: shards, or the end of the step in flight at a stop */
     size_t *clock;          /* N: shards each tower has applied in this run; SIZE_MAX once it takes no more */
     uint32_t *left;         /* per step: its shards not yet applied (room for cap steps) */
     double *span;           /* per step: its shards' spans, summed */
     size_t cap;
     uint64_t version;       /* gradients applied in this run */
-    int stop;               /* no tower takes another shard */
-    /* --sync weights: the average is due after this step; a stop seen when it was decided; the crew threads'
-     * squared distances from the average, T x N */
-    int avg_due, stop_seen;
+    int stop;               /* a stop or a halt has set limit */
+    /* --sync weights: the crew threads' squared distances from the average (T x N); each tower's statistics of
+     * each step (steps x N, room for cap steps) and the steps it finished in this window (N); the window's first
+     * step and its agreed end */
     double *dist;
+    struct wstat { double loss_sum, span, data, compute, push, update; size_t top1, top5, rows; } *ws;
+    size_t *tw_done;
+    size_t win0, win_end;
+    double t_avg0, divergence; /* the average's start; the towers' mean distance from it */
+    int boundary;              /* this window ends at a multiple of K: the towers take the average */
+    int towers_hold;           /* the towers hold their own weights and optimizer state from the last run of steps
+                                * (the host's are a snapshot of their average): the next run goes on from them */
 } sync_state;
 
 /* Shard t of n samples over N towers: the first n % N towers take one extra row. */
@@ -1091,8 +1101,11 @@ static void tower_update(tt_tower *tw)
             }
         }
     tt_update_args u;
-    tt_optim_update_args(&tr->opt, &u);
-    tt_dev_update(dev, &u, tw->d_params, device_sum(tw), tw->d_m, tw->d_v, tw->d_a, tw->d_bad, P, tr->loss_nonfinite);
+    /* --sync weights: each tower steps alone, with its own step count and its own loss's verdict */
+    const int alone = tr->cfg.sync.kind == TT_SYNC_WEIGHTS;
+    tt_optim_update_args(alone ? &tw->opt : &tr->opt, &u);
+    tt_dev_update(dev, &u, tw->d_params, device_sum(tw), tw->d_m, tw->d_v, tw->d_a, tw->d_bad, P,
+                  alone ? !isfinite(tw->loss_sum) : tr->loss_nonfinite);
     /* every master holds the same weights, so tower 0 speaks for all; --sync weights: each its own */
     const int own = tw->id == 0 || tr->cfg.sync.kind == TT_SYNC_WEIGHTS;
     if (own) tt_dev_d2h(dev, tw->h_bad, tw->d_bad, blocks * sizeof(int32_t));
@@ -1127,13 +1140,6 @@ static void tower_master(tt_tower *tw, int to_device)
     tt_dev_sync(&tw->dev);
 }
 
-/* The host's master weights into this tower, whatever --update says: evaluation reads the host's (a master tower's
- * own copy is the host's after every run of steps, but tt_trainer_set_params changes only the host's). */
-static void pull_from_host(tt_tower *tw)
-{
-    tt_dev_h2d(&tw->dev, tw->d_params, tw->tr->h_params, tw->tr->model->n_params * sizeof(float));
-}
-
 static void tower_eval(tt_tower *tw)
 {
     tt_trainer *tr = tw->tr;
@@ -1143,14 +1149,19 @@ static void tower_eval(tt_tower *tw)
     tw->loss_sum = 0;
     tw->top1 = tw->top5 = 0;
     const tt_pass ps = tower_pass(tw, 0);
-    pull_from_host(tw);
+    /* the host's master weights, whatever --update says: evaluation reads the host's (a master tower's own copy is
+     * the host's after every run of steps, but tt_trainer_set_params changes only the host's); --sync weights
+     * between two averages: the tower's own weights stay where they are, the host's (their average) go into the
+     * gradient's buffer, free until the next step */
+    float *w = tr->sy && tr->sy->towers_hold ? tw->d_grads : tw->d_params;
+    tt_dev_h2d(dev, w, tr->h_params, m->n_params * sizeof(float));
     for (size_t done = 0; done < total;) {
         /* eval, predict and train's final test evaluation stop at a signal between chunks (their result is then
          * discarded); train's validation runs to its end, and the run stops after it, with a checkpoint */
         if (tr->eval_stops && tr->cfg.stop && atomic_load(tr->cfg.stop)) break;
         size_t rows = total - done < tr->shard_max ? total - done : tr->shard_max;
         phase_data(tw, tr->ds, NULL, lo + done, rows);
-        tt_model_forward(dev, m, &ps, tw->d_params, tw->d_act, rows);
+        tt_model_forward(dev, m, &ps, w, tw->d_act, rows);
         tt_dev_softmax_xent(dev, NULL, tw->d_stats, tt_model_logits(m, tw->d_act), tw->d_labels, rows, m->n_classes,
                             0.0f);
         tt_dev_d2h(dev, tw->h_stats, tw->d_stats, 2 * rows * sizeof(float));
@@ -1520,13 +1531,6 @@ static void after_towers(void *arg)
     /* a loss that is not finite: no slice applies this step (they still check the gradient, to report it) */
     tr->loss_nonfinite = !isfinite(res->loss_sum);
     if (!multi_node(&tr->cfg)) tt_optim_begin_step(&tr->opt); /* K ranks: after the combine */
-    if (tr->cfg.sync.kind == TT_SYNC_WEIGHTS) { /* every K-th step, and before the run ends (a stop: here) */
-        const size_t steps = (tr->n + tr->cfg.batch - 1) / tr->cfg.batch;
-        const int stop = (tr->cfg.stop && atomic_load(tr->cfg.stop)) || atomic_load(&tr->stop_request);
-        tr->sy->stop_seen = stop;
-        tr->sy->avg_due = (tr->steps + 1) % tr->cfg.sync.k == 0 || tr->cur_step + 1 == steps || stop ||
-                          tr->loss_nonfinite;
-    }
 }
 
 /* The rank's node sum: h_slots[0] (cpu, one tower: its slot), or h_grad (the node-sum pass or a placement's push). */
@@ -1585,17 +1589,14 @@ static void after_update(void *arg)
     const size_t N = tr->cfg.n_towers;
     tt_step_result *res = &tr->results[tr->cur_step];
     double now = tt_now();
-    const int weights = tr->cfg.sync.kind == TT_SYNC_WEIGHTS;
-    if (weights) tr->t_update0 = tr->t_update1 = 0; /* the towers update (their ledgers); the average is reduce */
-    else if (tr->place->info.host_sum) {
+    if (tr->place->info.host_sum) {
         res->t.reduce = tr->t_reduce1 - tr->t_reduce0;
         res->t.reduce0 = tr->t_reduce0;
         res->t.reduce1 = tr->t_reduce1;
     }
     /* the end of a step is where a run may halt: a non-finite loss or gradient, or a stop request (a signal) */
     uint32_t flags[2] = {tr->loss_nonfinite || atomic_load_explicit(&tr->grad_nonfinite, memory_order_relaxed),
-                         weights ? tr->sy->stop_seen /* the average was made for it */
-                                 : (tr->cfg.stop && atomic_load(tr->cfg.stop)) || atomic_load(&tr->stop_request)};
+                         (tr->cfg.stop && atomic_load(tr->cfg.stop)) || atomic_load(&tr->stop_request)};
     if (multi_node(&tr->cfg)) { /* ps: every rank's updated slice of the weights; then every rank's halt flags */
         double g0 = tt_now();
         tt_status s = tr->node_status;
@@ -1707,17 +1708,13 @@ static void host_node_step(tt_trainer *tr, int i, int T)
     host_slice(tr, &upd, i, T, NULL, NULL);
 }
 
-static void weights_step_average(tt_trainer *tr, int i, int T);
-static void weights_end_run(tt_trainer *tr, int i, int T);
-
 static void crew_steps(tt_trainer *tr, int i, int T)
 {
     const size_t N = tr->cfg.n_towers, B = tr->cfg.batch;
     const size_t steps = (tr->n + B - 1) / B;
     tt_tower *tw = (size_t)i < N ? &tr->towers[i] : NULL;
     const host_pass fused = fused_pass(tr);
-    const int weights = tr->cfg.sync.kind == TT_SYNC_WEIGHTS; /* every tower updates its own copy */
-    const int on_device = tr->cfg.update != TT_UPDATE_HOST || weights;
+    const int on_device = tr->cfg.update != TT_UPDATE_HOST;
     if (on_device) { /* the masters from the host, before any tower pulls from tower 0 */
         if (tw) tower_master(tw, 1);
         tt_barrier_wait(&tr->bar_update, NULL, NULL);
@@ -1746,7 +1743,6 @@ static void crew_steps(tt_trainer *tr, int i, int T)
         if (tw) live(tw, TT_LIVE_HOST);
         if (on_device) {
             if (tw) tower_update(tw);
-            if (weights && tr->sy->avg_due) weights_step_average(tr, i, T);
         } else if (multi_node(&tr->cfg)) {
             host_node_step(tr, i, T);
         } else {
@@ -1756,8 +1752,7 @@ static void crew_steps(tt_trainer *tr, int i, int T)
         tt_barrier_wait(&tr->bar_update, after_update, tr);
         if (tr->halt) break; /* set in the serial section above: every thread sees the same value */
     }
-    if (weights) weights_end_run(tr, i, T); /* the weights are averaged already: the optimizer's vectors */
-    else if (on_device && tw) tower_master(tw, 0); /* tower 0's master back to the host */
+    if (on_device && tw) tower_master(tw, 0); /* tower 0's master back to the host */
 }
 
 /* ---- --sync ssp and async: each tower's gradient applied alone, as it arrives ------------------------------- */
@@ -1787,11 +1782,39 @@ static size_t clock_min(const sync_state *sy, size_t N)
     return m;
 }
 
-/* A stop (a signal, tt_trainer_request_stop) or a halt: no tower takes another shard; the ones in flight are
- * applied. */
-static int sync_stopping(tt_trainer *tr)
+/* The step holding shard j, and the first shard after that step. */
+static size_t sync_step_of(const sync_state *sy, size_t j, size_t N) { return j / N < sy->steps ? j / N : sy->steps - 1; }
+static size_t sync_step_end(const sync_state *sy, size_t st, size_t N)
 {
-    return tr->sy->stop || (tr->cfg.stop && atomic_load(tr->cfg.stop)) || atomic_load(&tr->stop_request);
+    return st + 1 < sy->steps ? (st + 1) * N : sy->shards;
+}
+
+/* A stop (a signal, tt_trainer_request_stop) or a halt (under mu). A stop: the towers take the rest of the step in
+ * flight — the step of the last shard taken — and no shard after it, so every gradient applied belongs to a finished
+ * step (the log's, a checkpoint's). A non-finite gradient (shard j_bad): the run ends with that shard's step, as bsp's
+ * ends with its step; shards of later steps in flight are dropped, not applied. The earliest such step wins, and a
+ * non-finite gradient's halt outranks a stop. */
+static void sync_close(tt_trainer *tr, tt_halt why, size_t j_bad)
+{
+    sync_state *sy = tr->sy;
+    const size_t N = tr->cfg.n_towers;
+    if (tr->halt == TT_HALT_NONE || why == TT_HALT_NONFINITE) tr->halt = why;
+    size_t end;
+    if (why == TT_HALT_NONFINITE) {
+        end = sync_step_end(sy, sync_step_of(sy, j_bad, N), N);
+    } else {
+        if (sy->stop) return;
+        const size_t taken = tr->cfg.sync.round_robin ? sy->pulled : sy->next;
+        end = taken ? sync_step_end(sy, sync_step_of(sy, taken - 1, N), N) : 0;
+    }
+    sy->stop = 1;
+    sy->limit = end < sy->limit ? end : sy->limit;
+}
+
+/* A stop asked for (by a signal or tt_trainer_request_stop). */
+static int stop_asked(const tt_trainer *tr)
+{
+    return (tr->cfg.stop && atomic_load(tr->cfg.stop)) || atomic_load(&tr->stop_request);
 }
 
 /* Shard j's step's results get this shard (under mu); a step whose shards are all applied is done, and the run's
@@ -1826,6 +1849,10 @@ static void sync_account(tt_trainer *tr, tt_tower *tw, size_t st, size_t s, doub
     res->staleness_max = l->staleness > res->staleness_max ? l->staleness : res->staleness_max;
     if (tr->ledger) tr->ledger[st * N + s] = *l;
     if (--sy->left[st]) return;
+    for (size_t e = shards; tr->ledger && e < N; e++) { /* a short last step's empty shards: nobody ran them */
+        memset(&tr->ledger[st * N + e], 0, sizeof *tr->ledger);
+        tr->ledger[st * N + e].tower = e;
+    }
     /* the means over the step's shards; total is a shard's mean span, the rest of it the gaps between phases */
     const double k = (double)shards;
     tt_step_times *t = &res->t;
@@ -1857,19 +1884,16 @@ static void crew_async(tt_trainer *tr, int i)
     for (;;) {
         const double t_begin = tt_now();
         live(tw, TT_LIVE_WAIT);
-        while (!sync_stopping(tr) && S != SIZE_MAX && sy->clock[i] > clock_min(sy, N) + S)
-            pthread_cond_wait(&sy->cv, &sy->mu);
-        if (sync_stopping(tr)) break;
+        if (stop_asked(tr)) sync_close(tr, TT_HALT_STOP, 0);
+        /* the bound: the slowest tower still working always may go on, so this wait ends */
+        while (S != SIZE_MAX && sy->clock[i] > clock_min(sy, N) + S) pthread_cond_wait(&sy->cv, &sy->mu);
         const size_t j = rr ? (size_t)i + sy->clock[i] * N : sy->next;
-        if (j >= sy->shards) break;
-        if (rr) {
-            while (!sync_stopping(tr) && !(sy->pulled == j && j + 1 <= sy->applied + N))
-                pthread_cond_wait(&sy->cv, &sy->mu);
-            if (sync_stopping(tr)) break;
-        } else {
+        if (j >= sy->limit) break;
+        if (rr) /* pulls in shard order, shard j after shard j - N is applied */
+            while (!(sy->pulled == j && j + 1 <= sy->applied + N)) pthread_cond_wait(&sy->cv, &sy->mu);
+        else
             sy->next++;
-        }
-        const size_t st = j / N < sy->steps ? j / N : sy->steps - 1, s = j - st * N;
+        const size_t st = sync_step_of(sy, j, N), s = j - st * N;
         const size_t n = sync_step_n(tr, st);
         const double t_pull = tt_now();
         const double waited = t_pull - t_begin;
@@ -1893,14 +1917,20 @@ static void crew_async(tt_trainer *tr, int i)
         live(tw, TT_LIVE_WAIT);
         const double t_lock = tt_now();
         pthread_mutex_lock(&sy->mu);
-        if (rr)
-            while (!sy->stop && !(sy->applied == j && sy->pulled >= (j + N < sy->shards ? j + N : sy->shards)))
+        if (rr) /* applies in shard order, each after the pulls that must see the weights before it */
+            while (j < sy->limit && !(sy->applied == j && sy->pulled >= (j + N < sy->limit ? j + N : sy->limit)))
                 pthread_cond_wait(&sy->cv, &sy->mu);
+        if (j >= sy->limit) { /* a later step's shard, after a non-finite gradient: dropped */
+            sy->clock[i]++;
+            pthread_cond_broadcast(&sy->cv);
+            continue;
+        }
         live(tw, TT_LIVE_HOST);
         l->update0 = tt_now();
         l->wait = waited + (l->update0 - t_lock);
         l->staleness = (uint32_t)(sy->version - v_pull);
-        /* the whole gradient or none of it: a loss or a gradient that is not finite is not applied, and halts */
+        /* the whole gradient or none of it: a loss or a gradient that is not finite is not applied, and halts the
+         * run at the end of its step */
         if (isfinite(tw->loss_sum) && tt_all_finite(tr->h_slots[i], P)) {
             tt_optim_begin_step(&tr->opt);
             tt_optim_apply(&tr->opt, tr->h_params, tr->h_slots[i], 0, P);
@@ -1908,24 +1938,15 @@ static void crew_async(tt_trainer *tr, int i)
         } else {
             tr->loss_nonfinite |= !isfinite(tw->loss_sum);
             atomic_store(&tr->grad_nonfinite, 1);
-            tr->halt = TT_HALT_NONFINITE;
-            sy->stop = 1;
+            sync_close(tr, TT_HALT_NONFINITE, j);
         }
         l->update1 = tt_now();
         if (rr) sy->applied++;
         sy->clock[i]++;
         sync_account(tr, tw, st, s, t_begin);
-        if (!sy->stop && ((tr->cfg.stop && atomic_load(tr->cfg.stop)) || atomic_load(&tr->stop_request))) {
-            sy->stop = 1;
-            if (!tr->halt) tr->halt = TT_HALT_STOP;
-        }
         pthread_cond_broadcast(&sy->cv);
     }
     sy->clock[i] = SIZE_MAX; /* the bound no longer waits for this tower */
-    if (sync_stopping(tr) && !sy->stop) { /* a stop seen before a shard was taken */
-        sy->stop = 1;
-        if (!tr->halt) tr->halt = TT_HALT_STOP;
-    }
     pthread_cond_broadcast(&sy->cv);
     pthread_mutex_unlock(&sy->mu);
     live(tw, TT_LIVE_IDLE);
@@ -1939,15 +1960,19 @@ static tt_status sync_begin(tt_trainer *tr, size_t steps, tt_error *err)
     if (steps > sy->cap) {
         uint32_t *left = (uint32_t *)tt_calloc(steps, sizeof *left);
         double *span = (double *)tt_calloc(steps, sizeof *span);
-        if (!left || !span) {
+        struct wstat *ws = (struct wstat *)tt_calloc(steps * N, sizeof *ws);
+        if (!left || !span || !ws) {
             tt_free(left);
             tt_free(span);
+            tt_free(ws);
             return tt_fail(err, TT_ERR_NOMEM, "out of host memory for %zu steps' counters", steps);
         }
         tt_free(sy->left);
         tt_free(sy->span);
+        tt_free(sy->ws);
         sy->left = left;
         sy->span = span;
+        sy->ws = ws;
         sy->cap = steps;
     }
     sy->steps = steps;
@@ -1958,6 +1983,7 @@ static tt_status sync_begin(tt_trainer *tr, size_t steps, tt_error *err)
         sy->shards += sy->left[st];
     }
     sy->next = sy->pulled = sy->applied = 0;
+    sy->limit = sy->shards;
     sy->version = 0;
     sy->stop = 0;
     for (size_t t = 0; t < N; t++) sy->clock[t] = 0;
@@ -2010,47 +2036,179 @@ static void weights_average(tt_trainer *tr, int i, int T, int vec, float *dst, d
     tt_barrier_wait(&tr->bar_reduce, NULL, NULL);
 }
 
-/* The towers' mean distance from the average, into the step's result (a serial section). */
+/* The window's end (a serial section, every crew thread there): the steps every tower finished are the run's
+ * finished steps — their results the sums of the towers' statistics, their times the means of the towers' phases —
+ * and a stop, a tower's halt or the run's last step ends the run after this average. */
+static void weights_window_end(void *arg)
+{
+    tt_trainer *tr = (tt_trainer *)arg;
+    sync_state *sy = tr->sy;
+    const size_t N = tr->cfg.n_towers, steps = (tr->n + tr->cfg.batch - 1) / tr->cfg.batch;
+    size_t done = sy->win_end;
+    for (size_t t = 0; t < N; t++) done = sy->tw_done[t] < done ? sy->tw_done[t] : done;
+    const double now = tt_now();
+    for (size_t st = sy->win0; st < done; st++) {
+        tt_step_result *res = &tr->results[st];
+        memset(res, 0, sizeof *res);
+        for (size_t t = 0; t < N; t++) {
+            const struct wstat *w = &sy->ws[st * N + t];
+            res->n += w->rows;
+            res->loss_sum += w->loss_sum;
+            res->top1 += w->top1;
+            res->top5 += w->top5;
+            res->t.total += w->span / (double)N;
+            res->t.data += w->data / (double)N;
+            res->t.compute += w->compute / (double)N;
+            res->t.push += w->push / (double)N;
+            res->t.update += w->update / (double)N;
+        }
+        res->t.step0 = now - res->t.total; /* the towers' steps ran side by side: a nominal start */
+        res->t.step1 = now;
+    }
+    if (done > sy->win0) { /* the window's last step carries the meeting: the towers' waits for it */
+        tt_step_result *res = &tr->results[done - 1];
+        double wait = 0;
+        for (size_t t = 0; t < N; t++) wait += (now - tr->towers[t].led.update1) / (double)N;
+        res->t.wait += wait > 0 ? wait : 0;
+        res->t.total += wait > 0 ? wait : 0;
+    }
+    const int stop = (tr->cfg.stop && atomic_load(tr->cfg.stop)) || atomic_load(&tr->stop_request);
+    if (atomic_load(&tr->grad_nonfinite)) tr->halt = TT_HALT_NONFINITE;
+    else if (stop || done < sy->win_end) tr->halt = TT_HALT_STOP; /* after the run's last step too, as bsp's */
+    (void)steps;
+    tr->steps += done - sy->win0;
+    tr->cur_step = done;
+    sy->boundary = done == sy->win_end && tr->steps % tr->cfg.sync.k == 0;
+    sy->t_avg0 = now;
+}
+
+/* The towers' mean distance from the average, into the window's last finished step (a serial section). */
 static void weights_averaged(void *arg)
 {
     tt_trainer *tr = (tt_trainer *)arg;
+    sync_state *sy = tr->sy;
     const size_t N = tr->cfg.n_towers;
-    tt_step_result *res = &tr->results[tr->cur_step];
     double mean = 0;
     for (size_t t = 0; t < N; t++) {
         double sq = 0;
-        for (int i = 0; i < tr->crew.n; i++) sq += tr->sy->dist[(size_t)i * N + t];
+        for (int i = 0; i < tr->crew.n; i++) sq += sy->dist[(size_t)i * N + t];
         mean += sqrt(sq) / (double)N;
     }
-    res->averaged = 1;
-    res->divergence = mean;
-    res->t.reduce1 = tt_now();
-    res->t.reduce = res->t.reduce1 - res->t.reduce0;
+    sy->divergence = mean;
 }
 
-/* After the towers' own updates of a step whose average is due: the average into the master weights, then every
- * tower pulls it. */
+/* The host's average into the master weights (every crew thread); at a multiple of K every tower then pulls it,
+ * elsewhere (the end of a run of steps between two multiples: an epoch's end, a checkpoint, a stop) it is a
+ * snapshot for the evaluation and the checkpoint, and the towers go on from their own weights. */
 static void weights_step_average(tt_trainer *tr, int i, int T)
 {
     tt_tower *tw = (size_t)i < tr->cfg.n_towers ? &tr->towers[i] : NULL;
-    if (i == 0) tr->results[tr->cur_step].t.reduce0 = tt_now();
     weights_average(tr, i, T, -1, tr->h_params, tr->sy->dist);
     tt_barrier_wait(&tr->bar_reduce, weights_averaged, tr);
-    if (tw) {
+    if (tw && tr->sy->boundary) {
         live(tw, TT_LIVE_PULL);
         tt_dev_h2d(&tw->dev, tw->d_params, tr->h_params, tr->model->n_params * sizeof(float));
         tt_dev_sync(&tw->dev);
     }
 }
 
-/* The end of a run of steps under --sync weights: the optimizer's vectors averaged too, into the host's, so that a
- * checkpoint holds one state and the next run starts every tower from it. */
-static void weights_end_run(tt_trainer *tr, int i, int T)
+/* After the pulls: the average's wall and the divergence go to the window's last finished step; the finished steps
+ * are reported. */
+static void weights_pulled(void *arg)
 {
+    tt_trainer *tr = (tt_trainer *)arg;
+    sync_state *sy = tr->sy;
+    const double now = tt_now();
+    if (tr->cur_step > sy->win0) {
+        tt_step_result *res = &tr->results[tr->cur_step - 1];
+        res->averaged = sy->boundary;
+        res->divergence = sy->boundary ? sy->divergence : 0;
+        res->t.reduce0 = sy->t_avg0;
+        res->t.reduce1 = now;
+        res->t.reduce = now - sy->t_avg0;
+        res->t.total += res->t.reduce;
+        res->t.step1 = now;
+    }
+    for (size_t st = sy->win0; st < tr->cur_step; st++) { /* launch: what the phases leave of the total */
+        tt_step_times *t = &tr->results[st].t;
+        t->towers = t->total - t->reduce;
+        t->launch = t->towers - (t->data + t->compute + t->push + t->update + t->wait);
+        if (t->launch < 0) t->launch = 0;
+    }
+    atomic_store(&tr->steps_done, tr->cur_step);
+}
+
+/* --sync weights:K, crew thread i: tower i runs its steps on its own weights with its own optimizer, with no
+ * barrier, until the window's end — the next multiple of K of the training's steps, or the run's last step — then
+ * every crew thread meets, the host averages the towers' weights and every tower pulls the average. A stop (or a
+ * tower's non-finite loss or gradient) ends each tower's window at its current step; the average is still taken.
+ * At the run's end the optimizer's vectors are averaged too, and the host's step count is the towers'. */
+static void crew_weights(tt_trainer *tr, int i, int T)
+{
+    sync_state *sy = tr->sy;
+    const size_t N = tr->cfg.n_towers, B = tr->cfg.batch, K = tr->cfg.sync.k;
+    const size_t steps = tr->sy->steps; /* sync_begin's count */
+    tt_tower *tw = (size_t)i < N ? &tr->towers[i] : NULL;
+    if (tw && !sy->towers_hold) {
+        tower_master(tw, 1); /* the host's weights and optimizer vectors onto the tower */
+        tw->opt = tr->opt;   /* and its scalars */
+    }
+    tt_barrier_wait(&tr->bar_update, NULL, NULL);
+    while (!tr->halt && tr->cur_step < steps) {
+        if (i == 0) { /* read by every thread only after the barrier below */
+            sy->win0 = tr->cur_step;
+            const uint64_t g = tr->steps;
+            sy->win_end = sy->win0 + (size_t)(K - g % K);
+            if (sy->win_end > steps) sy->win_end = steps;
+        }
+        tt_barrier_wait(&tr->bar_push, NULL, NULL);
+        if (tw) {
+            size_t st = sy->win0;
+            for (; st < sy->win_end; st++) {
+                if ((tr->cfg.stop && atomic_load(tr->cfg.stop)) || atomic_load(&tr->stop_request) ||
+                    atomic_load(&tr->grad_nonfinite))
+                    break;
+                const double t0 = tt_now();
+                const size_t first = st * B, n = tr->n - first < B ? tr->n - first : B;
+                tower_shard(&tr->cfg, n, (size_t)i, &tw->lo, &tw->rows);
+                tower_step(tw, tr->idx + first, n, 0);
+                tt_optim_begin_step(&tw->opt);
+                live(tw, TT_LIVE_HOST);
+                tower_update(tw);
+                if (!isfinite(tw->loss_sum)) atomic_store(&tr->grad_nonfinite, 1);
+                struct wstat *w = &sy->ws[st * N + (size_t)i];
+                w->loss_sum = tw->loss_sum;
+                w->top1 = tw->top1;
+                w->top5 = tw->top5;
+                w->rows = tw->rows;
+                w->span = tt_now() - t0;
+                const tt_tower_ledger *l = &tw->led;
+                w->data = l->data1 - l->pull1;
+                w->compute = l->compute1 - l->data1;
+                w->push = l->push1 - l->push0;
+                w->update = l->update1 - l->update0;
+                if (tr->ledger) tr->ledger[st * N + (size_t)i] = tw->led;
+            }
+            sy->tw_done[i] = st;
+            live(tw, TT_LIVE_WAIT);
+        }
+        tt_barrier_wait(&tr->bar_push, weights_window_end, tr);
+        weights_step_average(tr, i, T);
+        tt_barrier_wait(&tr->bar_update, weights_pulled, tr);
+    }
+    /* the optimizer's vectors averaged into the host's, and its step count (every tower's is the same: each ran
+     * every finished step) */
     for (int vec = 0; vec < 3; vec++) {
         float *dst = optim_vec(&tr->opt, vec);
         if (dst) weights_average(tr, i, T, vec, dst, NULL);
     }
+    if (i == 0 && tw) {
+        tr->opt.t = tw->opt.t;
+        tr->opt.u_product = tw->opt.u_product;
+    }
+    tt_barrier_wait(&tr->bar_update, NULL, NULL); /* every thread has read towers_hold */
+    if (i == 0) sy->towers_hold = 1;
+    if (tw) live(tw, TT_LIVE_IDLE);
 }
 
 /* ---- the phases one at a time, for the probe ----------------------------------------------------------------- */
@@ -2126,6 +2284,7 @@ static void crew_job(void *arg, int i, int T)
         break;
     case JOB_STEPS:
         if (sync_applies_alone(&tr->cfg)) crew_async(tr, i);
+        else if (tr->cfg.sync.kind == TT_SYNC_WEIGHTS) crew_weights(tr, i, T);
         else crew_steps(tr, i, T);
         break;
     case JOB_EVAL:
@@ -2187,9 +2346,10 @@ static tt_status sync_init(tt_trainer *tr, int T, tt_error *err)
     if (sy) {
         sy->clock = (size_t *)tt_calloc(N, sizeof *sy->clock);
         sy->dist = (double *)tt_calloc((size_t)T * N, sizeof *sy->dist);
+        sy->tw_done = (size_t *)tt_calloc(N, sizeof *sy->tw_done);
     }
-    if (!sy || !sy->clock || !sy->dist) {
-        if (sy) tt_free(sy->clock), tt_free(sy->dist), tt_free(sy);
+    if (!sy || !sy->clock || !sy->dist || !sy->tw_done) {
+        if (sy) tt_free(sy->clock), tt_free(sy->dist), tt_free(sy->tw_done), tt_free(sy);
         return tt_fail(err, TT_ERR_NOMEM, "out of host memory for --sync's counters");
     }
     pthread_mutex_init(&sy->mu, NULL);
@@ -2208,6 +2368,8 @@ static void sync_free(tt_trainer *tr)
     tt_free(sy->dist);
     tt_free(sy->left);
     tt_free(sy->span);
+    tt_free(sy->ws);
+    tt_free(sy->tw_done);
     tt_free(sy);
     tr->sy = NULL;
 }
@@ -2335,6 +2497,7 @@ void tt_trainer_get_params(const tt_trainer *tr, float *h_out)
 void tt_trainer_set_params(tt_trainer *tr, const float *h_params)
 {
     memcpy(tr->h_params, h_params, tr->model->n_params * sizeof(float));
+    if (tr->sy) tr->sy->towers_hold = 0; /* weights:K: the next run starts every tower from these */
 }
 
 tt_optim *tt_trainer_optim(tt_trainer *tr) { return &tr->opt; }
@@ -2369,7 +2532,7 @@ tt_status tt_trainer_start_steps(tt_trainer *tr, const tt_dataset *ds, const uin
     if (ds->dim != tr->model->input_dim)
         return tt_fail(err, TT_ERR_ARG, "data has %zu features, the model expects %zu", ds->dim, tr->model->input_dim);
     job_begin(tr, ds, idx, n);
-    if (sync_applies_alone(&tr->cfg)) {
+    if (tr->sy) {
         tt_status s = sync_begin(tr, (n + B - 1) / B, err);
         if (s) return s;
     }
