@@ -51,13 +51,15 @@ typedef struct tt_probe {
      * time), so towers outnumbering cores are in them */
     double pull, data, compute, push_grad, push_stats, barrier;
     double straggle;    /* the slowest tower's pull..push beyond the mean tower's */
-    /* --slow-tower: the expected delay (MS + J/2) of the most delayed tower, and the mean over all towers, seconds */
+    /* --slow-tower: the expected longest delay of a step over the towers (E[max_t delay_t]: for constant delays the
+     * largest, for drawn ones more than the largest mean), and the mean over all towers, seconds */
     double slow_max, slow_mean;
     double wake;        /* a sleeping thread's wake-up latency */
     /* each placement's reduce phase: for a host-sum placement (tt_reduce_info) the host crew's sum of the slots,
      * for the others their tower-side reduce */
     double reduce[TT_REDUCE_COUNT];
     double update;
+    double apply1;      /* the optimizer over the whole buffer on one thread (--sync ssp, async: a tower's apply) */
     int can[TT_REDUCE_COUNT]; /* the placement ran here (nccl needs CUDA + NCCL, one GPU per tower) */
     /* the peer matrix of the towers' devices (tt_backend_links) */
     int n_links, link_devs[TT_MAX_DEVICES], links[TT_MAX_DEVICES * TT_MAX_DEVICES];
@@ -88,6 +90,14 @@ void tt_probe_median(const tt_probe *probes, int n, tt_probe *out);
 
 /* The predicted split of one step under placement r (total = sum of the parts). */
 void tt_probe_predict(const tt_probe *p, tt_reduce r, tt_step_times *out);
+
+/* The predicted time of one global batch under --sync mode sy (--reduce cpu, --update host), from the probe's phases
+ * and c's --slow-tower list (docs/sync.md, "Predicted"): bsp as tt_probe_predict; ssp and async from each tower's
+ * rate of shards (its phases, its own apply on one thread, its expected delay), async capped by the master variables'
+ * lock, ssp between async's pace and bsp's barrier by 1 / (S + 1) of the barrier's expected excess; weights:K from
+ * the expected longest of the towers' K-step sums, plus one average. out: the total, and the parts where the model
+ * has them (the others 0). */
+void tt_probe_predict_sync(const tt_probe *p, const tt_probe_config *c, const tt_sync *sy, tt_step_times *out);
 
 void tt_probe_print(FILE *f, const tt_probe *p, const tt_probe_config *c);
 

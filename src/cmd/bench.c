@@ -358,9 +358,9 @@ static tt_status row_measure(tt_run_config *c, measure_setup *setup, bench_run *
     tt_probe probe;
     tt_probe_median(br->probes, br->n_probes, &probe);
     tt_probe_predict_node(&probe, net, r->ranks, model->n_params, c->node_reduce, c->reduce, &r->pred);
-    if (c->update != TT_UPDATE_HOST || c->overlap || c->sync.kind != TT_SYNC_BSP) { /* the measured probe times the
-                                                      * host's update, phases one at a time, of a bsp step: no
-                                                      * prediction */
+    if (c->sync.kind != TT_SYNC_BSP) tt_probe_predict_sync(&probe, &br->pc, &c->sync, &r->pred); /* one rank */
+    if (c->update != TT_UPDATE_HOST || c->overlap) { /* the measured probe times the host's update, phases one at a
+                                                      * time: no prediction */
         const double nan = NAN;
         double *pd[] = {&r->pred.pull, &r->pred.data, &r->pred.compute, &r->pred.push, &r->pred.wait, &r->pred.reduce,
                         &r->pred.combine, &r->pred.update, &r->pred.total};
@@ -384,7 +384,9 @@ static tt_status row_measure(tt_run_config *c, measure_setup *setup, bench_run *
     r->overlap = tt_overlap_names[c->overlap != 0];
     r->node_reduce = tt_node_reduce_name(c->node_reduce);
     r->s_per_epoch = tt_median(secs, ne);
-    r->ms = tt_median(step_ms, ne);
+    /* ssp, async, weights: a step's total is its shards' (or towers') mean span beside other steps: the epoch's wall
+     * over its steps is the time per global batch */
+    r->ms = c->sync.kind == TT_SYNC_BSP ? tt_median(step_ms, ne) : 1e3 * r->s_per_epoch / (double)steps;
     r->pred_ms = 1e3 * r->pred.total;
     r->err_pc = 100 * (r->pred_ms - r->ms) / r->ms;
     r->pred_error = r->err_pc / 100;
@@ -886,6 +888,18 @@ int tt_cmd_probe(int argc, char **argv)
                    1e3 * t.total);
         }
         probe_print_net(&p, &net, &po, K, model->n_params, c.towers, c.batch);
+        if (K == 1) { /* the --sync modes (--reduce cpu, --update host): time per global batch, docs/sync.md */
+            static const tt_sync modes[] = {{TT_SYNC_BSP, 0, 0},   {TT_SYNC_SSP, 1, 0},     {TT_SYNC_SSP, 4, 0},
+                                            {TT_SYNC_ASYNC, 0, 0}, {TT_SYNC_WEIGHTS, 4, 0}, {TT_SYNC_WEIGHTS, 16, 0}};
+            printf("\npredicted --sync modes (ms per global batch; the epoch's wall over its steps):");
+            for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+                tt_step_times t;
+                char name[32];
+                tt_probe_predict_sync(&p, &pc, &modes[m], &t);
+                printf("%s %s %.3f", m ? " |" : "", tt_sync_format(&modes[m], name, sizeof name), 1e3 * t.total);
+            }
+            printf("\n");
+        }
     }
     if (!s && K == 1) s = probe_designs(&pc, &p, &err); /* under mpirun bench measures the job's designs */
     if (!s) s = tt_node_agree(nd, tt_node_speaks() ? tt_flush_stdout(stdout, &err) : TT_OK, &err); /* rank 0's table */

@@ -502,6 +502,59 @@ static tt_status probe_placement(const tt_probe_config *c, tt_reduce r, const pr
     return s;
 }
 
+/* The expected longest, over the towers, of `k` steps' sums of (base + tower t's delay), seconds: the delays drawn as
+ * the trainer draws them (MS + U [0, J)), E[max] estimated from 4096 draws of a fixed seed (exact for constant
+ * delays). */
+static double expected_max(const tt_probe_config *c, double base, size_t k)
+{
+    enum { DRAWS = 4096 };
+    double jitter = 0;
+    for (size_t s = 0; s < c->n_slow; s++) jitter += c->slow[s].jitter_ms;
+    const size_t draws = jitter > 0 ? DRAWS : 1;
+    tt_rng r;
+    tt_rng_seed(&r, 0x5eed, 1);
+    double sum = 0;
+    for (size_t d = 0; d < draws; d++) {
+        double worst = 0;
+        for (size_t t = 0; t < c->towers; t++) {
+            double tot = (double)k * base;
+            for (size_t s = 0; s < c->n_slow; s++)
+                if (c->slow[s].tower == t)
+                    for (size_t i = 0; i < k; i++)
+                        tot += 1e-3 * (c->slow[s].ms + (jitter > 0 ? (double)tt_rng_uniform(&r) : 0.5) *
+                                                          c->slow[s].jitter_ms);
+            worst = tot > worst ? tot : worst;
+        }
+        sum += worst;
+    }
+    return sum / (double)draws;
+}
+
+/* p->apply1: tt_optim_apply over all P parameters on this thread, median of reps (warm: one first). */
+static tt_status probe_apply1(const tt_probe_config *c, tt_probe *p, tt_error *err)
+{
+    const size_t P = c->model->n_params, reps = c->reps ? c->reps : 30;
+    tt_optim o;
+    tt_status s = tt_optim_init(&o, &c->optim, P, err);
+    if (s) return s;
+    float *w = (float *)tt_calloc(P, sizeof(float)), *g = (float *)tt_calloc(P, sizeof(float));
+    double *v = (double *)tt_calloc(reps, sizeof(double));
+    if (!w || !g || !v) s = tt_fail(err, TT_ERR_NOMEM, "probe: out of host memory");
+    for (size_t k = 0; g && k < P; k++) g[k] = 1e-3f * (float)((k % 7) + 1);
+    for (size_t r = 0; !s && r <= reps; r++) {
+        const double t0 = tt_now();
+        tt_optim_begin_step(&o);
+        tt_optim_apply(&o, w, g, 0, P);
+        if (r) v[r - 1] = tt_now() - t0;
+    }
+    if (!s) p->apply1 = tt_median(v, reps);
+    tt_free(w);
+    tt_free(g);
+    tt_free(v);
+    tt_optim_free(&o);
+    return s;
+}
+
 tt_status tt_probe_run(const tt_probe_config *c, tt_probe *p, tt_error *err)
 {
     memset(p, 0, sizeof *p);
@@ -607,11 +660,9 @@ tt_status tt_probe_run(const tt_probe_config *c, tt_probe *p, tt_error *err)
     p->data = cpu->data;
     p->compute = cpu->compute;
     p->straggle = cpu->straggle;
-    for (size_t k = 0; k < c->n_slow; k++) { /* --slow-tower: what the delays add, on average (MS + J/2) */
-        const double delay = 1e-3 * (c->slow[k].ms + 0.5 * c->slow[k].jitter_ms);
-        p->slow_mean += delay / (double)c->towers;
-        if (delay > p->slow_max) p->slow_max = delay;
-    }
+    for (size_t k = 0; k < c->n_slow; k++) /* --slow-tower: what the delays add, on average (MS + J/2) */
+        p->slow_mean += 1e-3 * (c->slow[k].ms + 0.5 * c->slow[k].jitter_ms) / (double)c->towers;
+    p->slow_max = expected_max(c, 0, 1); /* and the barrier waits for the longest of the step's draws */
     p->push_stats = 0; /* the push without the gradient: that of the first placement that reduces on the towers */
     for (int pl = 0; pl < TT_REDUCE_COUNT; pl++)
         if (!tt_reduce_about((tt_reduce)pl)->host_sum) {
@@ -620,10 +671,64 @@ tt_status tt_probe_run(const tt_probe_config *c, tt_probe *p, tt_error *err)
         }
     p->push_grad = cpu->push - p->push_stats > 0 ? cpu->push - p->push_stats : 0;
     p->update = cpu->host_update;
+    if (!s) s = probe_apply1(c, p, err);
     for (int pl = 0; pl < TT_REDUCE_COUNT; pl++)
         p->reduce[pl] = tt_reduce_about((tt_reduce)pl)->host_sum ? pt[pl].host_sum : pt[pl].reduce;
     p->host_sum = p->reduce[TT_REDUCE_CPU] > 0 ? (double)N * bytes / p->reduce[TT_REDUCE_CPU] / 1e9 : 0;
     return TT_OK;
+}
+
+/* Tower t's expected delay a step, seconds. */
+static double tower_delay(const tt_probe_config *c, size_t t)
+{
+    for (size_t s = 0; s < c->n_slow; s++)
+        if (c->slow[s].tower == t) return 1e-3 * (c->slow[s].ms + 0.5 * c->slow[s].jitter_ms);
+    return 0;
+}
+
+void tt_probe_predict_sync(const tt_probe *p, const tt_probe_config *c, const tt_sync *sy, tt_step_times *o)
+{
+    tt_probe_predict(p, TT_REDUCE_CPU, o);
+    if (sy->kind == TT_SYNC_BSP) return;
+    const double N = (double)c->towers;
+    const double apply1 = p->apply1; /* one thread's apply of the whole buffer */
+    memset(o, 0, sizeof *o);
+    o->data = p->data;
+    o->compute = p->compute + p->slow_mean;
+    if (sy->kind == TT_SYNC_WEIGHTS) { /* no pull or gradient push a step; the tower's own update; an average */
+        const double step = p->data + p->compute + p->push_stats + apply1;
+        const double K = (double)sy->k;
+        const double average = p->push_grad + p->reduce[TT_REDUCE_CPU] + p->pull + p->barrier;
+        o->push = p->push_stats;
+        o->update = apply1;
+        o->reduce = average / K;
+        o->total = expected_max(c, step, sy->k) / K + o->reduce;
+        o->wait = o->total - (o->data + o->compute + o->push + o->update + o->reduce);
+        if (o->wait < 0) o->wait = 0;
+        return;
+    }
+    /* ssp, async: a shard's work on its tower, then its apply; each tower at its own rate */
+    const double busy = p->pull + p->data + p->compute + p->push_stats + p->push_grad + apply1;
+    double rate = 0, slowest = 0;
+    for (size_t t = 0; t < c->towers; t++) {
+        const double s = busy + tower_delay(c, t);
+        rate += 1.0 / s;
+        slowest = s > slowest ? s : slowest;
+    }
+    double step = N / rate;
+    const double serial = N * (p->pull + apply1); /* the pulls and applies go one at a time, under the lock */
+    step = serial > step ? serial : step;
+    if (sy->kind == TT_SYNC_SSP) { /* at the slowest tower's pace, and a share of bsp's wait for the longest draw */
+        const double excess = expected_max(c, busy, 1) - slowest; /* E[max] beyond the largest mean */
+        const double ssp = slowest + (excess > 0 ? excess : 0) / (double)(sy->k + 1);
+        step = ssp > step ? ssp : step;
+    }
+    o->pull = p->pull;
+    o->push = p->push_stats + p->push_grad;
+    o->update = apply1;
+    o->total = step;
+    o->wait = o->total - (o->pull + o->data + o->compute + o->push + o->update);
+    if (o->wait < 0) o->wait = 0;
 }
 
 tt_status tt_probe_steps(const tt_probe_config *c, const tt_probe_design *d, tt_step_times *t, int *ran,
@@ -709,6 +814,7 @@ void tt_probe_median(const tt_probe *ps, int n, tt_probe *out)
     const size_t fields[] = {offsetof(tt_probe, pull),       offsetof(tt_probe, data),     offsetof(tt_probe, compute),
                              offsetof(tt_probe, push_grad),  offsetof(tt_probe, push_stats),
                              offsetof(tt_probe, barrier),    offsetof(tt_probe, straggle), offsetof(tt_probe, update),
+                             offsetof(tt_probe, apply1),
                              offsetof(tt_probe, gemm_step)};
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
         *(double *)((char *)out + fields[i]) = median_of(ps, n, fields[i]);
