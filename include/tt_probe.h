@@ -60,6 +60,7 @@ typedef struct tt_probe {
     double reduce[TT_REDUCE_COUNT];
     double update;
     double apply1;      /* the optimizer over the whole buffer on one thread (--sync ssp, async: a tower's apply) */
+    double dev_update;  /* and on one tower's device (--sync weights: each tower's own update) */
     int can[TT_REDUCE_COUNT]; /* the placement ran here (nccl needs CUDA + NCCL, one GPU per tower) */
     /* the peer matrix of the towers' devices (tt_backend_links) */
     int n_links, link_devs[TT_MAX_DEVICES], links[TT_MAX_DEVICES * TT_MAX_DEVICES];

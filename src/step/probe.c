@@ -553,6 +553,37 @@ static tt_status probe_apply1(const tt_probe_config *c, tt_probe *p, tt_error *e
         if (r) v[r - 1] = tt_now() - t0;
     }
     if (!s) p->apply1 = tt_median(v, reps);
+    /* the same update on a tower's device, through the backend (the CPU backend's is the host loop above) */
+    tt_dev dev;
+    memset(&dev, 0, sizeof dev);
+    if (!s) s = tt_dev_init(&dev, c->ops, c->devices ? c->devices[0] : 0, err);
+    float *d[5] = {NULL, NULL, NULL, NULL, NULL};
+    int32_t *bad = NULL;
+    if (!s) {
+        tt_dev_bind(&dev);
+        for (int k = 0; k < 5; k++) d[k] = tt_dev_alloc_f32(&dev, P);
+        bad = (int32_t *)tt_dev_alloc(&dev, ((P + TT_UPDATE_BLOCK - 1) / TT_UPDATE_BLOCK) * sizeof(int32_t));
+        if (!d[0] || !d[1] || !d[2] || !d[3] || !d[4] || !bad) s = tt_fail(err, TT_ERR_NOMEM, "probe: out of device memory");
+    }
+    if (!s) {
+        for (int k = 0; k < 5; k++) tt_dev_fill(&dev, d[k], P, k == 1 ? 1e-3f : 0.0f);
+        tt_dev_sync(&dev);
+        tt_update_args u;
+        for (size_t r = 0; r <= reps; r++) {
+            memset(flush, (int)r, FLUSH);
+            tt_optim_begin_step(&o);
+            tt_optim_update_args(&o, &u);
+            const double t0 = tt_now();
+            tt_dev_update(&dev, &u, d[0], d[1], o.m ? d[2] : NULL, o.v ? d[3] : NULL, o.a ? d[4] : NULL, bad, P, 0);
+            tt_dev_sync(&dev);
+            if (r) v[r - 1] = tt_now() - t0;
+        }
+        p->dev_update = tt_median(v, reps);
+    }
+    for (int k = 0; k < 5; k++)
+        if (d[k]) tt_dev_dfree(&dev, d[k]);
+    if (bad) tt_dev_dfree(&dev, bad);
+    tt_dev_free(&dev);
     tt_free(flush);
     tt_free(w);
     tt_free(g);
@@ -702,11 +733,11 @@ void tt_probe_predict_sync(const tt_probe *p, const tt_probe_config *c, const tt
     o->data = p->data;
     o->compute = p->compute + p->slow_mean;
     if (sy->kind == TT_SYNC_WEIGHTS) { /* no pull or gradient push a step; the tower's own update; an average */
-        const double step = p->data + p->compute + p->push_stats + apply1;
+        const double step = p->data + p->compute + p->push_stats + p->dev_update;
         const double K = (double)sy->k;
         const double average = p->push_grad + p->reduce[TT_REDUCE_CPU] + p->pull + p->barrier;
         o->push = p->push_stats;
-        o->update = apply1;
+        o->update = p->dev_update;
         o->reduce = average / K;
         o->total = expected_max(c, step, sy->k) / K + o->reduce;
         o->wait = o->total - (o->data + o->compute + o->push + o->update + o->reduce);
@@ -820,7 +851,7 @@ void tt_probe_median(const tt_probe *ps, int n, tt_probe *out)
     const size_t fields[] = {offsetof(tt_probe, pull),       offsetof(tt_probe, data),     offsetof(tt_probe, compute),
                              offsetof(tt_probe, push_grad),  offsetof(tt_probe, push_stats),
                              offsetof(tt_probe, barrier),    offsetof(tt_probe, straggle), offsetof(tt_probe, update),
-                             offsetof(tt_probe, apply1),
+                             offsetof(tt_probe, apply1),     offsetof(tt_probe, dev_update),
                              offsetof(tt_probe, gemm_step)};
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
         *(double *)((char *)out + fields[i]) = median_of(ps, n, fields[i]);
@@ -884,7 +915,8 @@ void tt_probe_print(FILE *f, const tt_probe *p, const tt_probe_config *c)
         else
             fprintf(f, "-");
     }
-    fprintf(f, " | update %.3f (one thread, cold caches: %.3f)\n", 1e3 * p->update, 1e3 * p->apply1);
+    fprintf(f, " | update %.3f (one thread, cold caches: %.3f; on a tower's device: %.3f)\n", 1e3 * p->update,
+            1e3 * p->apply1, 1e3 * p->dev_update);
 }
 
 /* ---- the cross-node combine --------------------------------------------------------------------------------------- */
