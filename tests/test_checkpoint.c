@@ -784,6 +784,22 @@ START_TEST(test_bad_position)
     tt_error err;
     ck_assert_msg(tt_checkpoint_write(path, &m, &ck, &err) == TT_OK, "%s", err.msg);
     refused(tt_checkpoint_read(path, NULL, &back, &err), &err, &back, path, "global_step 17 is not (epoch - 1)");
+    /* the optimizer's count: from global_step (one update a step) to global_step x towers (--sync ssp, async: one
+     * per gradient applied alone), nothing else (a wrapped t would make Adam's bias correction 0/0) */
+    ck.global_step--;
+    const uint64_t counts[] = {15, 49, UINT64_MAX, 16, 48, 30};
+    for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
+        ck.optim_steps = counts[k];
+        ck_assert_msg(tt_checkpoint_write(path, &m, &ck, &err) == TT_OK, "%s", err.msg);
+        if (k < 3) {
+            refused(tt_checkpoint_read(path, NULL, &back, &err), &err, &back, path, "optim_steps");
+        } else {
+            ck_assert_msg(tt_checkpoint_read(path, NULL, &back, &err) == TT_OK, "optim_steps %llu: %s",
+                          (unsigned long long)counts[k], err.msg);
+            ck_assert_uint_eq(back.optim_steps, counts[k]);
+            tt_checkpoint_free(&back);
+        }
+    }
     tt_checkpoint_free(&ck);
 }
 END_TEST

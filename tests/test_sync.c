@@ -328,8 +328,10 @@ START_TEST(test_stop_mid_run)
         ck_assert_uint_lt(r.done, 40);
         for (size_t k = 0; k < r.P; k++) ck_assert(isfinite(r.w[k]));
         for (size_t s = 0; s < r.done; s++) ck_assert_uint_eq(r.res[s].n, 16);
-        if (kinds[i] == TT_SYNC_WEIGHTS) {
+        if (kinds[i] == TT_SYNC_WEIGHTS) { /* every tower ran every finished step, no more */
             ck_assert_uint_gt(r.done, 0);
+            ck_assert_msg(r.optim_t == r.done, "weights: %llu optimizer steps, %zu finished steps",
+                          (unsigned long long)r.optim_t, r.done);
         } else { /* every gradient applied belongs to a finished step: the run's end is a step's end */
             size_t applied = 0;
             for (size_t s = 0; s < r.done; s++) applied += r.res[s].applied;
@@ -338,6 +340,46 @@ START_TEST(test_stop_mid_run)
         }
         run_free(&r);
     }
+    tt_dataset_free(&ds);
+}
+END_TEST
+
+/* A stop asked for the moment a run of steps starts, many times over: no schedule waits for a turn that never comes
+ * (round robin: a tower waiting to pull a shard past the stop's end), every run halts. */
+START_TEST(test_stop_at_start)
+{
+    tt_dataset ds;
+    tt_test_dataset(&ds, 120, DIM, CLASSES, 10);
+    tt_error err;
+    tt_model m;
+    ck_assert_int_eq(tt_model_parse(&m, MODEL, "t", input_of(&ds), &err), TT_OK);
+    float *init = (float *)tt_malloc(m.n_params * sizeof(float));
+    tt_model_init_params(&m, init, 42);
+    uint32_t idx[120];
+    for (uint32_t i = 0; i < 120; i++) idx[i] = i;
+    const struct {
+        tt_sync_kind kind;
+        size_t k;
+        int rr;
+    } modes[] = {{TT_SYNC_ASYNC, 0, 1}, {TT_SYNC_SSP, 1, 1}, {TT_SYNC_ASYNC, 0, 0}, {TT_SYNC_WEIGHTS, 2, 0}};
+    for (size_t md = 0; md < 4; md++)
+        for (size_t N = 2; N <= 4; N++) {
+            tt_trainer_config tc = sync_config(N, 12, adam(), modes[md].kind, modes[md].k, modes[md].rr);
+            tt_trainer tr;
+            ck_assert_msg(tt_trainer_init(&tr, &m, &tc, init, &err) == TT_OK, "%s", err.msg);
+            tt_step_result res[10];
+            for (int it = 0; it < 40; it++) {
+                size_t done = 0;
+                ck_assert_int_eq(tt_trainer_start_steps(&tr, &ds, idx, 120, res, 10, NULL, &err), TT_OK);
+                tt_trainer_request_stop(&tr);
+                tt_trainer_wait(&tr, -1, &done);
+                const tt_halt h = tt_trainer_halted(&tr); /* the run may have ended before the request came */
+                ck_assert_msg(h == TT_HALT_STOP || (h == TT_HALT_NONE && done == 10), "mode %zu, %zu towers: halt %d "
+                              "after %zu steps", md, N, (int)h, done);
+            }
+            tt_trainer_free(&tr);
+        }
+    tt_free(init);
     tt_dataset_free(&ds);
 }
 END_TEST
@@ -362,7 +404,17 @@ START_TEST(test_nonfinite_applies_nothing)
     ds.x = (uint8_t *)x;
     ds.xtype = TT_X_F32;
     ds.scale = 1.0f;
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < 3; k++) { /* weights: the towers catch up with the furthest one; its step is reported */
+        if (k == 2) {
+            run r = {sync_config(3, 20, adam(), TT_SYNC_WEIGHTS, 3, 0), 10, 0, 0, NULL, NULL, NULL, 0, 0, 0, 0};
+            run_steps(&r, &ds);
+            ck_assert_int_eq(r.halt, TT_HALT_NONFINITE);
+            ck_assert_uint_ge(r.done, bad_step + 1);
+            ck_assert_uint_eq(r.optim_t, r.done);
+            for (size_t i = 0; i < r.P; i++) ck_assert(isfinite(r.w[i]));
+            run_free(&r);
+            continue;
+        }
         run r = {sync_config(4, 20, adam(), k ? TT_SYNC_ASYNC : TT_SYNC_SSP, k ? 0 : 2, k), 10, 0, 0, NULL, NULL,
                  NULL, 0, 0, 0, 0};
         run_steps(&r, &ds);
@@ -431,6 +483,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_weights_k1_is_gradient_averaging);
     tcase_add_test(tc, test_weights_runs_split_anywhere);
     tcase_add_test(tc, test_stop_mid_run);
+    tcase_add_test(tc, test_stop_at_start);
     tcase_add_test(tc, test_nonfinite_applies_nothing);
     if (is_cpu) tcase_add_test(tc, test_refusals);
     suite_add_tcase(s, tc);

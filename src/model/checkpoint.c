@@ -648,6 +648,15 @@ static tt_status md_read(const ck_parse *p, tt_checkpoint *ck)
         return tt_fail(p->err, TT_ERR_FORMAT, "%s: metadata: global_step %llu is not (epoch - 1) x steps_per_epoch + "
                        "step = %llu", p->what, (unsigned long long)ck->global_step,
                        (unsigned long long)((ck->epoch - 1) * ck->steps_per_epoch + ck->step));
+    /* the optimizer's count: one per step, or (--sync ssp, async) one per gradient applied alone, N a step */
+    const uint64_t per_step = ck->towers ? (uint64_t)ck->towers : 1;
+    const uint64_t extra_max = /* global_step x (towers - 1), saturated */
+        ck->global_step > UINT64_MAX / per_step ? UINT64_MAX : ck->global_step * (per_step - 1);
+    if (ck->optim_steps < ck->global_step || ck->optim_steps - ck->global_step > extra_max)
+        return tt_fail(p->err, TT_ERR_FORMAT, "%s: metadata: optim_steps %llu is not between global_step %llu and "
+                       "global_step x towers = %llu x %llu", p->what, (unsigned long long)ck->optim_steps,
+                       (unsigned long long)ck->global_step, (unsigned long long)ck->global_step,
+                       (unsigned long long)per_step);
     if (ck->step > ck->steps_per_epoch)
         return tt_fail(p->err, TT_ERR_FORMAT, "%s: metadata: step %llu is beyond steps_per_epoch %llu", p->what,
                        (unsigned long long)ck->step, (unsigned long long)ck->steps_per_epoch);

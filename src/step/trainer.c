@@ -127,6 +127,7 @@ typedef struct sync_state {
     struct wstat { double loss_sum, span, data, compute, push, update; size_t top1, top5, rows; } *ws;
     size_t *tw_done;
     size_t win0, win_end;
+    size_t catch_to;           /* a halting window: the step every tower runs to */
     double t_avg0, divergence; /* the average's start; the towers' mean distance from it */
     int boundary;              /* this window ends at a multiple of K: the towers take the average */
     int towers_hold;           /* the towers hold their own weights and optimizer state from the last run of steps
@@ -1889,10 +1890,12 @@ static void crew_async(tt_trainer *tr, int i)
         while (S != SIZE_MAX && sy->clock[i] > clock_min(sy, N) + S) pthread_cond_wait(&sy->cv, &sy->mu);
         const size_t j = rr ? (size_t)i + sy->clock[i] * N : sy->next;
         if (j >= sy->limit) break;
-        if (rr) /* pulls in shard order, shard j after shard j - N is applied */
-            while (!(sy->pulled == j && j + 1 <= sy->applied + N)) pthread_cond_wait(&sy->cv, &sy->mu);
-        else
+        if (rr) { /* pulls in shard order, shard j after shard j - N is applied; a stop may end the run before j */
+            while (j < sy->limit && !(sy->pulled == j && j + 1 <= sy->applied + N)) pthread_cond_wait(&sy->cv, &sy->mu);
+            if (j >= sy->limit) break;
+        } else {
             sy->next++;
+        }
         const size_t st = sync_step_of(sy, j, N), s = j - st * N;
         const size_t n = sync_step_n(tr, st);
         const double t_pull = tt_now();
@@ -2072,9 +2075,8 @@ static void weights_window_end(void *arg)
         res->t.wait += wait > 0 ? wait : 0;
         res->t.total += wait > 0 ? wait : 0;
     }
-    const int stop = (tr->cfg.stop && atomic_load(tr->cfg.stop)) || atomic_load(&tr->stop_request);
     if (atomic_load(&tr->grad_nonfinite)) tr->halt = TT_HALT_NONFINITE;
-    else if (stop || done < sy->win_end) tr->halt = TT_HALT_STOP; /* after the run's last step too, as bsp's */
+    else if (stop_asked(tr) || done < sy->win_end) tr->halt = TT_HALT_STOP; /* after the run's last step too, as bsp's */
     (void)steps;
     tr->steps += done - sy->win0;
     tr->cur_step = done;
@@ -2138,6 +2140,49 @@ static void weights_pulled(void *arg)
     atomic_store(&tr->steps_done, tr->cur_step);
 }
 
+/* One step of tower tw on its own weights: its shard's forward and backward, its own optimizer step (none for an
+ * empty shard: nothing to learn from), its statistics and ledger. */
+static void weights_tower_step(tt_trainer *tr, tt_tower *tw, size_t st)
+{
+    sync_state *sy = tr->sy;
+    const size_t N = tr->cfg.n_towers, B = tr->cfg.batch, i = (size_t)tw->id;
+    const double t0 = tt_now();
+    const size_t first = st * B, n = tr->n - first < B ? tr->n - first : B;
+    tower_shard(&tr->cfg, n, i, &tw->lo, &tw->rows);
+    tower_step(tw, tr->idx + first, n, 0);
+    live(tw, TT_LIVE_HOST);
+    if (tw->rows) {
+        tt_optim_begin_step(&tw->opt);
+        tower_update(tw);
+    }
+    if (!isfinite(tw->loss_sum)) atomic_store(&tr->grad_nonfinite, 1);
+    struct wstat *w = &sy->ws[st * N + i];
+    w->loss_sum = tw->loss_sum;
+    w->top1 = tw->top1;
+    w->top5 = tw->top5;
+    w->rows = tw->rows;
+    w->span = tt_now() - t0;
+    const tt_tower_ledger *l = &tw->led;
+    w->data = l->data1 - l->pull1;
+    w->compute = l->compute1 - l->data1;
+    w->push = l->push1 - l->push0;
+    w->update = l->update1 - l->update0;
+    if (tr->ledger) tr->ledger[st * N + i] = tw->led;
+}
+
+/* Serial: where a halting window ends — the furthest step a tower reached (0: no catching up). */
+static void weights_agree_end(void *arg)
+{
+    tt_trainer *tr = (tt_trainer *)arg;
+    sync_state *sy = tr->sy;
+    size_t lo = SIZE_MAX, hi = 0;
+    for (size_t t = 0; t < tr->cfg.n_towers; t++) {
+        lo = sy->tw_done[t] < lo ? sy->tw_done[t] : lo;
+        hi = sy->tw_done[t] > hi ? sy->tw_done[t] : hi;
+    }
+    sy->catch_to = lo < hi ? hi : 0;
+}
+
 /* --sync weights:K, crew thread i: tower i runs its steps on its own weights with its own optimizer, with no
  * barrier, until the window's end — the next multiple of K of the training's steps, or the run's last step — then
  * every crew thread meets, the host averages the towers' weights and every tower pulls the average. A stop (or a
@@ -2146,7 +2191,7 @@ static void weights_pulled(void *arg)
 static void crew_weights(tt_trainer *tr, int i, int T)
 {
     sync_state *sy = tr->sy;
-    const size_t N = tr->cfg.n_towers, B = tr->cfg.batch, K = tr->cfg.sync.k;
+    const size_t N = tr->cfg.n_towers, K = tr->cfg.sync.k;
     const size_t steps = tr->sy->steps; /* sync_begin's count */
     tt_tower *tw = (size_t)i < N ? &tr->towers[i] : NULL;
     if (tw && !sy->towers_hold) {
@@ -2162,34 +2207,21 @@ static void crew_weights(tt_trainer *tr, int i, int T)
             if (sy->win_end > steps) sy->win_end = steps;
         }
         tt_barrier_wait(&tr->bar_push, NULL, NULL);
-        if (tw) {
+        if (tw) { /* the window's steps; a stop or a halt ends them after the step in flight (at least one) */
             size_t st = sy->win0;
-            for (; st < sy->win_end; st++) {
-                if ((tr->cfg.stop && atomic_load(tr->cfg.stop)) || atomic_load(&tr->stop_request) ||
-                    atomic_load(&tr->grad_nonfinite))
-                    break;
-                const double t0 = tt_now();
-                const size_t first = st * B, n = tr->n - first < B ? tr->n - first : B;
-                tower_shard(&tr->cfg, n, (size_t)i, &tw->lo, &tw->rows);
-                tower_step(tw, tr->idx + first, n, 0);
-                tt_optim_begin_step(&tw->opt);
-                live(tw, TT_LIVE_HOST);
-                tower_update(tw);
-                if (!isfinite(tw->loss_sum)) atomic_store(&tr->grad_nonfinite, 1);
-                struct wstat *w = &sy->ws[st * N + (size_t)i];
-                w->loss_sum = tw->loss_sum;
-                w->top1 = tw->top1;
-                w->top5 = tw->top5;
-                w->rows = tw->rows;
-                w->span = tt_now() - t0;
-                const tt_tower_ledger *l = &tw->led;
-                w->data = l->data1 - l->pull1;
-                w->compute = l->compute1 - l->data1;
-                w->push = l->push1 - l->push0;
-                w->update = l->update1 - l->update0;
-                if (tr->ledger) tr->ledger[st * N + (size_t)i] = tw->led;
+            while (st < sy->win_end) {
+                weights_tower_step(tr, tw, st++);
+                if (stop_asked(tr) || atomic_load(&tr->grad_nonfinite)) break;
             }
             sy->tw_done[i] = st;
+            live(tw, TT_LIVE_WAIT);
+        }
+        /* a stop or a halt: the towers that stopped early catch up with the furthest one (no tower can undo a
+         * step), so every tower holds the same steps — the run's finished steps, its checkpoint's */
+        tt_barrier_wait(&tr->bar_push, weights_agree_end, tr);
+        if (tw) {
+            for (size_t st = sy->tw_done[i]; st < sy->catch_to; st++) weights_tower_step(tr, tw, st);
+            if (sy->catch_to > sy->tw_done[i]) sy->tw_done[i] = sy->catch_to;
             live(tw, TT_LIVE_WAIT);
         }
         tt_barrier_wait(&tr->bar_push, weights_window_end, tr);
