@@ -124,7 +124,7 @@ START_TEST(test_one_tower_every_mode_is_bsp)
 {
     tt_dataset ds;
     tt_test_dataset(&ds, 400, DIM, CLASSES, 3);
-    run ref = {sync_config(1, 32, adam(), TT_SYNC_BSP, 0, 0), 9, 0, 0, NULL, NULL, NULL, 0, 0, 0, 0};
+    run ref = {.tc = sync_config(1, 32, adam(), TT_SYNC_BSP, 0, 0), .steps = 9};
     ref.n = 9 * 32 - 5; /* a short last step */
     run_steps(&ref, &ds);
     const struct {
@@ -134,8 +134,7 @@ START_TEST(test_one_tower_every_mode_is_bsp)
     } modes[] = {{TT_SYNC_SSP, 1, 0}, {TT_SYNC_SSP, 3, 1}, {TT_SYNC_ASYNC, 0, 0}, {TT_SYNC_ASYNC, 0, 1},
                  {TT_SYNC_WEIGHTS, 1, 0}, {TT_SYNC_WEIGHTS, 4, 0}};
     for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
-        run r = {sync_config(1, 32, adam(), modes[i].kind, modes[i].k, modes[i].rr), 9, ref.n, 0, NULL, NULL, NULL,
-                 0, 0, 0, 0};
+        run r = {.tc = sync_config(1, 32, adam(), modes[i].kind, modes[i].k, modes[i].rr), .steps = 9, .n = ref.n};
         run_steps(&r, &ds);
         char m[32];
         tt_sync_format(&r.tc.sync, m, sizeof m);
@@ -163,9 +162,9 @@ START_TEST(test_round_robin_is_reproducible)
     tt_dataset ds;
     tt_test_dataset(&ds, 400, DIM, CLASSES, 4);
     const size_t N = 3, B = 30, steps = 8;
-    run a = {sync_config(N, B, adam(), TT_SYNC_ASYNC, 0, 1), steps, 0, 0, NULL, NULL, NULL, 0, 0, 0, 0};
-    run b = a, c = {sync_config(N, B, adam(), TT_SYNC_SSP, 1, 1), steps, 0, 0, NULL, NULL, NULL, 0, 0, 0, 0};
-    run bsp = {sync_config(N, B, adam(), TT_SYNC_BSP, 0, 0), steps, 0, 0, NULL, NULL, NULL, 0, 0, 0, 0};
+    run a = {.tc = sync_config(N, B, adam(), TT_SYNC_ASYNC, 0, 1), .steps = steps};
+    run b = a, c = {.tc = sync_config(N, B, adam(), TT_SYNC_SSP, 1, 1), .steps = steps};
+    run bsp = {.tc = sync_config(N, B, adam(), TT_SYNC_BSP, 0, 0), .steps = steps};
     run_steps(&a, &ds);
     run_steps(&b, &ds);
     run_steps(&c, &ds);
@@ -203,8 +202,7 @@ START_TEST(test_free_schedule_bound)
     tt_test_dataset(&ds, 800, DIM, CLASSES, 5);
     const size_t N = 2, B = 16, steps = 24;
     for (int ssp = 0; ssp <= 1; ssp++) {
-        run r = {sync_config(N, B, sgd(), ssp ? TT_SYNC_SSP : TT_SYNC_ASYNC, ssp, 0), steps, 0, 0, NULL, NULL,
-                 NULL, 0, 0, 0, 0};
+        run r = {.tc = sync_config(N, B, sgd(), ssp ? TT_SYNC_SSP : TT_SYNC_ASYNC, ssp, 0), .steps = steps};
         r.tc.slow[0] = (tt_slow_tower){1, 15, 0};
         r.tc.n_slow = 1;
         run_steps(&r, &ds);
@@ -237,9 +235,9 @@ START_TEST(test_weights_k1_is_gradient_averaging)
     tt_dataset ds;
     tt_test_dataset(&ds, 400, DIM, CLASSES, 6);
     for (size_t N = 2; N <= 4; N += 2) {
-        run bsp = {sync_config(N, 32, sgd(), TT_SYNC_BSP, 0, 0), 10, 0, 0, NULL, NULL, NULL, 0, 0, 0, 0};
-        run w1 = {sync_config(N, 32, sgd(), TT_SYNC_WEIGHTS, 1, 0), 10, 0, 0, NULL, NULL, NULL, 0, 0, 0, 0};
-        run w4 = {sync_config(N, 32, sgd(), TT_SYNC_WEIGHTS, 4, 0), 10, 0, 0, NULL, NULL, NULL, 0, 0, 0, 0};
+        run bsp = {.tc = sync_config(N, 32, sgd(), TT_SYNC_BSP, 0, 0), .steps = 10};
+        run w1 = {.tc = sync_config(N, 32, sgd(), TT_SYNC_WEIGHTS, 1, 0), .steps = 10};
+        run w4 = {.tc = sync_config(N, 32, sgd(), TT_SYNC_WEIGHTS, 4, 0), .steps = 10};
         run_steps(&bsp, &ds);
         run_steps(&w1, &ds);
         run_steps(&w4, &ds);
@@ -316,8 +314,8 @@ START_TEST(test_stop_mid_run)
     tt_test_dataset(&ds, 800, DIM, CLASSES, 7);
     const tt_sync_kind kinds[] = {TT_SYNC_SSP, TT_SYNC_ASYNC, TT_SYNC_ASYNC, TT_SYNC_WEIGHTS};
     for (size_t i = 0; i < 4; i++) {
-        run r = {sync_config(2, 16, adam(), kinds[i], kinds[i] == TT_SYNC_ASYNC ? 0 : 2, i == 2), 40, 0, 0, NULL,
-                 NULL, NULL, 0, 0, 0, 0.08};
+        run r = {.tc = sync_config(2, 16, adam(), kinds[i], kinds[i] == TT_SYNC_ASYNC ? 0 : 2, i == 2), .steps = 40,
+                 .stop_after = 0.08};
         r.tc.slow[0] = (tt_slow_tower){0, 10, 0}; /* 0.4 s of delays in all: the stop comes well before */
         r.tc.slow[1] = (tt_slow_tower){1, 10, 0};
         r.tc.n_slow = 2;
@@ -406,7 +404,7 @@ START_TEST(test_nonfinite_applies_nothing)
     ds.scale = 1.0f;
     for (int k = 0; k < 3; k++) { /* weights: the towers catch up with the furthest one; its step is reported */
         if (k == 2) {
-            run r = {sync_config(3, 20, adam(), TT_SYNC_WEIGHTS, 3, 0), 10, 0, 0, NULL, NULL, NULL, 0, 0, 0, 0};
+            run r = {.tc = sync_config(3, 20, adam(), TT_SYNC_WEIGHTS, 3, 0), .steps = 10};
             run_steps(&r, &ds);
             ck_assert_int_eq(r.halt, TT_HALT_NONFINITE);
             ck_assert_uint_ge(r.done, bad_step + 1);
@@ -415,8 +413,7 @@ START_TEST(test_nonfinite_applies_nothing)
             run_free(&r);
             continue;
         }
-        run r = {sync_config(4, 20, adam(), k ? TT_SYNC_ASYNC : TT_SYNC_SSP, k ? 0 : 2, k), 10, 0, 0, NULL, NULL,
-                 NULL, 0, 0, 0, 0};
+        run r = {.tc = sync_config(4, 20, adam(), k ? TT_SYNC_ASYNC : TT_SYNC_SSP, k ? 0 : 2, k), .steps = 10};
         run_steps(&r, &ds);
         ck_assert_int_eq(r.halt, TT_HALT_NONFINITE);
         for (size_t i = 0; i < r.P; i++) ck_assert(isfinite(r.w[i]));
