@@ -784,10 +784,11 @@ START_TEST(test_bad_position)
     tt_error err;
     ck_assert_msg(tt_checkpoint_write(path, &m, &ck, &err) == TT_OK, "%s", err.msg);
     refused(tt_checkpoint_read(path, NULL, &back, &err), &err, &back, path, "global_step 17 is not (epoch - 1)");
-    /* the optimizer's count: from global_step (one update a step) to global_step x towers (--sync ssp, async: one
-     * per gradient applied alone), nothing else (a wrapped t would make Adam's bias correction 0/0) */
+    /* the optimizer's count: from global_step (one update a step) to global_step x 1024 (--sync ssp, async: one
+     * per gradient applied alone, up to --towers' largest; runs resumed with other tower counts add up), nothing
+     * else (a wrapped t would make Adam's bias correction 0/0) */
     ck.global_step--;
-    const uint64_t counts[] = {15, 49, UINT64_MAX, 16, 48, 30};
+    const uint64_t counts[] = {15, 16 * 1024 + 1, UINT64_MAX, 16, 48, 16 * 1024};
     for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
         ck.optim_steps = counts[k];
         ck_assert_msg(tt_checkpoint_write(path, &m, &ck, &err) == TT_OK, "%s", err.msg);

@@ -53,6 +53,8 @@ enum {
 #define CK_EPOCH_MAX ((uint64_t)1 << 32) /* a run resumes at epoch + 1: no wrap-around to 0 */
 #define CK_DIM_MAX ((uint64_t)1 << 48) /* larger dims are refused before any product is formed */
 
+enum { CK_TOWERS_MAX = 1024 }; /* --towers' largest: the most gradients a step applies alone (optim_steps) */
+
 /* The metadata keys, all required but the three marked optional, and the optimizer's (tt_optim_params, written after
  * "optimizer"); any other key is refused. */
 static const struct {
@@ -648,13 +650,14 @@ static tt_status md_read(const ck_parse *p, tt_checkpoint *ck)
         return tt_fail(p->err, TT_ERR_FORMAT, "%s: metadata: global_step %llu is not (epoch - 1) x steps_per_epoch + "
                        "step = %llu", p->what, (unsigned long long)ck->global_step,
                        (unsigned long long)((ck->epoch - 1) * ck->steps_per_epoch + ck->step));
-    /* the optimizer's count: one per step, or (--sync ssp, async) one per gradient applied alone, N a step */
-    const uint64_t per_step = ck->towers ? (uint64_t)ck->towers : 1;
+    /* the optimizer's count: one per step, or (--sync ssp, async) one per gradient applied alone — N a step, where
+     * the runs that wrote it may each have had another N: at most the most towers a run can have (--towers) */
+    const uint64_t per_step = CK_TOWERS_MAX;
     const uint64_t extra_max = /* global_step x (towers - 1), saturated */
         ck->global_step > UINT64_MAX / per_step ? UINT64_MAX : ck->global_step * (per_step - 1);
     if (ck->optim_steps < ck->global_step || ck->optim_steps - ck->global_step > extra_max)
         return tt_fail(p->err, TT_ERR_FORMAT, "%s: metadata: optim_steps %llu is not between global_step %llu and "
-                       "global_step x towers = %llu x %llu", p->what, (unsigned long long)ck->optim_steps,
+                       "global_step x the most towers = %llu x %llu", p->what, (unsigned long long)ck->optim_steps,
                        (unsigned long long)ck->global_step, (unsigned long long)ck->global_step,
                        (unsigned long long)per_step);
     if (ck->step > ck->steps_per_epoch)

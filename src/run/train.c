@@ -393,6 +393,8 @@ static tt_status run_nonfinite(run_state *rs, size_t epoch, size_t step, tt_erro
     char *list = fields;
     size_t len = 0;
     tt_trainer_nonfinite_towers(&rs->tr, bad, bad + N);
+    for (size_t t = 0; t < N; t++) /* --sync weights: a tower's loss at the step that went bad, not the last one's */
+        if (bad[t]) loss = NAN;
     tt_error e; /* every rank's towers, named as the job's towers rank * N + t (one rank: its own) */
     const tt_status gs = tt_node_allgather(rs->nd, bad, all, 2 * N * sizeof(int), &e);
     if (fields) {

@@ -124,10 +124,14 @@ typedef struct sync_state {
      * each step (steps x N, room for cap steps) and the steps it finished in this window (N); the window's first
      * step and its agreed end */
     double *dist;
-    struct wstat { double loss_sum, span, data, compute, push, update; size_t top1, top5, rows; } *ws;
+    struct wstat { double loss_sum, span, data, compute, push, update, t1; size_t top1, top5, rows; } *ws;
     size_t *tw_done;
     size_t win0, win_end;
     size_t catch_to;           /* a halting window: the step every tower runs to */
+    /* the first step whose loss or gradient was not finite on some tower, and which towers (loss, gradient): the
+     * catch-up runs towers past it, so the diagnosis is recorded when it happens (under mu) */
+    size_t bad_step;
+    int *bad_loss, *bad_grad;
     double t_avg0, divergence; /* the average's start; the towers' mean distance from it */
     int boundary;              /* this window ends at a multiple of K: the towers take the average */
     int towers_hold;           /* the towers hold their own weights and optimizer state from the last run of steps
@@ -1083,10 +1087,10 @@ static const float *device_sum(const tt_tower *tw)
 
 /* After barrier R: the optimizer on this tower's master copy (replicated + allreduce: first the other towers' summed
  * slices into its whole sum, the all-gather); tower 0 reads back which blocks were not finite (the halt). */
-static void tower_update(tt_tower *tw)
+static int tower_update(tt_tower *tw)
 {
     tt_trainer *tr = tw->tr;
-    if (!holds_master(tr, tw)) return;
+    if (!holds_master(tr, tw)) return 0;
     const size_t P = tr->model->n_params, N = tr->cfg.n_towers, blocks = (P + TT_UPDATE_BLOCK - 1) / TT_UPDATE_BLOCK;
     tt_dev *dev = &tw->dev;
     const double t0 = tt_now(); /* the stream is idle (the reduce phase waited): EV_U_START is this moment */
@@ -1114,9 +1118,11 @@ static void tower_update(tt_tower *tw)
     tt_dev_sync(dev);
     tw->led.update0 = t0;
     tw->led.update1 = t0 + ev_span(tw, EV_U_START, EV_U_END);
+    int bad = 0;
     if (own)
-        for (size_t b = 0; b < blocks; b++)
-            if (tw->h_bad[b]) atomic_store_explicit(&tr->grad_nonfinite, 1, memory_order_relaxed);
+        for (size_t b = 0; b < blocks; b++) bad |= tw->h_bad[b] != 0;
+    if (bad) atomic_store_explicit(&tr->grad_nonfinite, 1, memory_order_relaxed);
+    return bad; /* some block of this tower's update was not finite (and not applied) */
 }
 
 /* --update device, replicated: a run of steps starts from the host's master weights and optimizer state (set,
@@ -1987,6 +1993,7 @@ static tt_status sync_begin(tt_trainer *tr, size_t steps, tt_error *err)
     }
     sy->next = sy->pulled = sy->applied = 0;
     sy->limit = sy->shards;
+    sy->bad_step = SIZE_MAX;
     sy->version = 0;
     sy->stop = 0;
     for (size_t t = 0; t < N; t++) sy->clock[t] = 0;
@@ -2071,7 +2078,7 @@ static void weights_window_end(void *arg)
     if (done > sy->win0) { /* the window's last step carries the meeting: the towers' waits for it */
         tt_step_result *res = &tr->results[done - 1];
         double wait = 0;
-        for (size_t t = 0; t < N; t++) wait += (now - tr->towers[t].led.update1) / (double)N;
+        for (size_t t = 0; t < N; t++) wait += (now - sy->ws[(done - 1) * N + t].t1) / (double)N;
         res->t.wait += wait > 0 ? wait : 0;
         res->t.total += wait > 0 ? wait : 0;
     }
@@ -2151,17 +2158,33 @@ static void weights_tower_step(tt_trainer *tr, tt_tower *tw, size_t st)
     tower_shard(&tr->cfg, n, i, &tw->lo, &tw->rows);
     tower_step(tw, tr->idx + first, n, 0);
     live(tw, TT_LIVE_HOST);
+    int grad_bad = 0;
     if (tw->rows) {
         tt_optim_begin_step(&tw->opt);
-        tower_update(tw);
+        grad_bad = tower_update(tw);
     }
-    if (!isfinite(tw->loss_sum)) atomic_store(&tr->grad_nonfinite, 1);
+    const int loss_bad = !isfinite(tw->loss_sum);
+    if (loss_bad || grad_bad) {
+        atomic_store(&tr->grad_nonfinite, 1);
+        pthread_mutex_lock(&sy->mu);
+        if (st < sy->bad_step) { /* an earlier step than any seen: its towers replace the record */
+            sy->bad_step = st;
+            memset(sy->bad_loss, 0, N * sizeof(int));
+            memset(sy->bad_grad, 0, N * sizeof(int));
+        }
+        if (st == sy->bad_step) {
+            sy->bad_loss[i] = loss_bad;
+            sy->bad_grad[i] = grad_bad;
+        }
+        pthread_mutex_unlock(&sy->mu);
+    }
     struct wstat *w = &sy->ws[st * N + i];
     w->loss_sum = tw->loss_sum;
     w->top1 = tw->top1;
     w->top5 = tw->top5;
     w->rows = tw->rows;
-    w->span = tt_now() - t0;
+    w->t1 = tt_now();
+    w->span = w->t1 - t0;
     const tt_tower_ledger *l = &tw->led;
     w->data = l->data1 - l->pull1;
     w->compute = l->compute1 - l->data1;
@@ -2379,9 +2402,11 @@ static tt_status sync_init(tt_trainer *tr, int T, tt_error *err)
         sy->clock = (size_t *)tt_calloc(N, sizeof *sy->clock);
         sy->dist = (double *)tt_calloc((size_t)T * N, sizeof *sy->dist);
         sy->tw_done = (size_t *)tt_calloc(N, sizeof *sy->tw_done);
+        sy->bad_loss = (int *)tt_calloc(2 * N, sizeof(int));
+        sy->bad_grad = sy->bad_loss ? sy->bad_loss + N : NULL;
     }
-    if (!sy || !sy->clock || !sy->dist || !sy->tw_done) {
-        if (sy) tt_free(sy->clock), tt_free(sy->dist), tt_free(sy->tw_done), tt_free(sy);
+    if (!sy || !sy->clock || !sy->dist || !sy->tw_done || !sy->bad_loss) {
+        if (sy) tt_free(sy->clock), tt_free(sy->dist), tt_free(sy->tw_done), tt_free(sy->bad_loss), tt_free(sy);
         return tt_fail(err, TT_ERR_NOMEM, "out of host memory for --sync's counters");
     }
     pthread_mutex_init(&sy->mu, NULL);
@@ -2402,6 +2427,7 @@ static void sync_free(tt_trainer *tr)
     tt_free(sy->span);
     tt_free(sy->ws);
     tt_free(sy->tw_done);
+    tt_free(sy->bad_loss);
     tt_free(sy);
     tr->sy = NULL;
 }
@@ -2622,6 +2648,11 @@ void tt_trainer_request_stop(tt_trainer *tr) { atomic_store(&tr->stop_request, 1
 
 void tt_trainer_nonfinite_towers(tt_trainer *tr, int *loss_bad, int *grad_bad)
 {
+    if (tr->sy && tr->cfg.sync.kind == TT_SYNC_WEIGHTS && tr->sy->bad_step != SIZE_MAX) { /* recorded as it came */
+        memcpy(loss_bad, tr->sy->bad_loss, tr->cfg.n_towers * sizeof(int));
+        memcpy(grad_bad, tr->sy->bad_grad, tr->cfg.n_towers * sizeof(int));
+        return;
+    }
     run_job(tr, JOB_DIAGNOSE);
     for (size_t t = 0; t < tr->cfg.n_towers; t++) {
         loss_bad[t] = !isfinite(tr->towers[t].loss_sum);
