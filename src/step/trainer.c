@@ -2053,7 +2053,7 @@ static void weights_window_end(void *arg)
 {
     tt_trainer *tr = (tt_trainer *)arg;
     sync_state *sy = tr->sy;
-    const size_t N = tr->cfg.n_towers, steps = (tr->n + tr->cfg.batch - 1) / tr->cfg.batch;
+    const size_t N = tr->cfg.n_towers;
     size_t done = sy->win_end;
     for (size_t t = 0; t < N; t++) done = sy->tw_done[t] < done ? sy->tw_done[t] : done;
     const double now = tt_now();
@@ -2084,7 +2084,6 @@ static void weights_window_end(void *arg)
     }
     if (atomic_load(&tr->grad_nonfinite)) tr->halt = TT_HALT_NONFINITE;
     else if (stop_asked(tr) || done < sy->win_end) tr->halt = TT_HALT_STOP; /* after the run's last step too, as bsp's */
-    (void)steps;
     tr->steps += done - sy->win0;
     tr->cur_step = done;
     sy->boundary = done == sy->win_end && tr->steps % tr->cfg.sync.k == 0;
