@@ -1826,7 +1826,7 @@ static int stop_asked(const tt_trainer *tr)
 
 /* Shard j's step's results get this shard (under mu); a step whose shards are all applied is done, and the run's
  * finished steps are its prefix of done steps. */
-static void sync_account(tt_trainer *tr, tt_tower *tw, size_t st, size_t s, double t_begin)
+static void sync_account(tt_trainer *tr, tt_tower *tw, size_t st, size_t s, double t_begin, int applied)
 {
     sync_state *sy = tr->sy;
     const size_t N = tr->cfg.n_towers, shards = sync_step_shards(tr, st);
@@ -1851,7 +1851,7 @@ static void sync_account(tt_trainer *tr, tt_tower *tw, size_t st, size_t s, doub
     res->t.update0 = l->update0;
     res->t.update1 = l->update1;
     sy->span[st] += l->update1 - t_begin;
-    res->applied++;
+    res->applied += applied != 0; /* a non-finite gradient came back but was not applied */
     res->staleness_sum += l->staleness;
     res->staleness_max = l->staleness > res->staleness_max ? l->staleness : res->staleness_max;
     if (tr->ledger) tr->ledger[st * N + s] = *l;
@@ -1940,7 +1940,8 @@ static void crew_async(tt_trainer *tr, int i)
         l->staleness = (uint32_t)(sy->version - v_pull);
         /* the whole gradient or none of it: a loss or a gradient that is not finite is not applied, and halts the
          * run at the end of its step */
-        if (isfinite(tw->loss_sum) && tt_all_finite(tr->h_slots[i], P)) {
+        const int finite = isfinite(tw->loss_sum) && tt_all_finite(tr->h_slots[i], P);
+        if (finite) {
             tt_optim_begin_step(&tr->opt);
             tt_optim_apply(&tr->opt, tr->h_params, tr->h_slots[i], 0, P);
             sy->version++;
@@ -1952,7 +1953,7 @@ static void crew_async(tt_trainer *tr, int i)
         l->update1 = tt_now();
         if (rr) sy->applied++;
         sy->clock[i]++;
-        sync_account(tr, tw, st, s, t_begin);
+        sync_account(tr, tw, st, s, t_begin, finite);
         pthread_cond_broadcast(&sy->cv);
     }
     sy->clock[i] = SIZE_MAX; /* the bound no longer waits for this tower */
