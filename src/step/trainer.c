@@ -2152,11 +2152,10 @@ static void weights_pulled(void *arg)
 static void weights_tower_step(tt_trainer *tr, tt_tower *tw, size_t st)
 {
     sync_state *sy = tr->sy;
-    const size_t N = tr->cfg.n_towers, B = tr->cfg.batch, i = (size_t)tw->id;
+    const size_t N = tr->cfg.n_towers, i = (size_t)tw->id, n = sync_step_n(tr, st);
     const double t0 = tt_now();
-    const size_t first = st * B, n = tr->n - first < B ? tr->n - first : B;
     tower_shard(&tr->cfg, n, i, &tw->lo, &tw->rows);
-    tower_step(tw, tr->idx + first, n, 0);
+    tower_step(tw, tr->idx + st * tr->cfg.batch, n, 0);
     live(tw, TT_LIVE_HOST);
     int grad_bad = 0;
     if (tw->rows) {
