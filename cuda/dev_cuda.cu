@@ -195,7 +195,8 @@ __global__ void k_update(tt_update_args u, float *w, const float *g, float *m, f
     GRID_STRIDE(i, n)
     {
         if (bad[i / TT_UPDATE_BLOCK]) continue;
-        tt_update_elem(&u, &w[i], m ? &m[i] : NULL, v ? &v[i] : NULL, a ? &a[i] : NULL, g[i]);
+        if (i >= u.n_train) tt_tail_elem(&w[i], g[i]); /* the non-trainable tail: no optimizer */
+        else tt_update_elem(&u, &w[i], m ? &m[i] : NULL, v ? &v[i] : NULL, a ? &a[i] : NULL, g[i]);
     }
 }
 
@@ -238,6 +239,70 @@ __global__ void k_col_sum_partials(float *out, const float *part, size_t chunks,
         float s = 0.0f;
         for (size_t k = 0; k < chunks; k++) s = tt_add(s, part[k * cols + c]);
         out[c] = s;
+    }
+}
+
+/* BatchNorm's sums: k_col_sum_chunks over tt_bn_dev_prod(x, center * center_scale, w or x - center * center_scale),
+ * the chunk's sum times scale[c] when it is the only chunk (scale NULL: 1); k_col_dev_sum_partials adds the chunks'
+ * sums in chunk order and then scales — the CPU's loop to the bit with one chunk. */
+__global__ void k_col_dev_sum_chunks(float *part, const float *x, const float *w, const float *center, float cscale,
+                                     const float *scale, size_t rows, size_t cols, size_t chunks)
+{
+    GRID_STRIDE(i, chunks * cols)
+    {
+        const size_t k = i / cols, c = i - k * cols, r0 = k * kColChunk;
+        const size_t r1 = rows - r0 < kColChunk ? rows : r0 + kColChunk;
+        const float m = center[c] * cscale;
+        float s = 0.0f;
+        if (w)
+            for (size_t r = r0; r < r1; r++) s = tt_add(s, tt_bn_dev_prod(x[r * cols + c], m, w[r * cols + c]));
+        else
+            for (size_t r = r0; r < r1; r++) s = tt_add(s, tt_bn_sq_dev(x[r * cols + c], m));
+        part[i] = scale ? s * scale[c] : s;
+    }
+}
+
+__global__ void k_col_dev_sum_partials(float *out, const float *part, const float *scale, size_t chunks, size_t cols)
+{
+    GRID_STRIDE(c, cols)
+    {
+        float s = 0.0f;
+        for (size_t k = 0; k < chunks; k++) s = tt_add(s, part[k * cols + c]);
+        out[c] = scale ? s * scale[c] : s;
+    }
+}
+
+__global__ void k_bn_stats(float *save, float *tail, const float *s1, const float *s2, const float *moving, size_t C,
+                           float inv_n, float epsilon, float factor)
+{
+    GRID_STRIDE(c, C)
+    {
+        const float mean = s1 ? s1[c] * inv_n : moving[c], var = s1 ? s2[c] * inv_n : moving[C + c];
+        save[c] = mean;
+        save[C + c] = tt_bn_inv(var, epsilon);
+        if (tail) {
+            tail[c] = tt_bn_moving_step(mean, moving[c], factor);
+            tail[C + c] = tt_bn_moving_step(var, moving[C + c], factor);
+        }
+    }
+}
+
+__global__ void k_bn_fwd(float *y, const float *x, const float *save, const float *gb, size_t rows, size_t cols)
+{
+    GRID_STRIDE(i, rows * cols)
+    {
+        const size_t c = i % cols;
+        y[i] = tt_bn_y(x[i], save[c], save[cols + c], gb[c], gb[cols + c]);
+    }
+}
+
+__global__ void k_bn_dx(float *dx, const float *dy, const float *x, const float *save, const float *gamma,
+                        const float *sums, size_t rows, size_t cols, float inv_n)
+{
+    GRID_STRIDE(i, rows * cols)
+    {
+        const size_t c = i % cols;
+        dx[i] = tt_bn_dx(dy[i], x[i], save[c], save[cols + c], gamma[c], sums[cols + c], sums[c], inv_n);
     }
 }
 
@@ -767,6 +832,47 @@ static void cu_drelu_bgrad(void *ctx, float *dz, float *db, const float *dy, con
     }
 }
 
+/* cu_col_sum's two passes over BatchNorm's products of deviations: one launch up to kColChunk rows, two beyond. */
+static void cu_col_dev_sum(void *ctx, float *out, const float *x, const float *w, const float *center, float cscale,
+                           const float *scale, size_t rows, size_t cols)
+{
+    cuda_ctx *c = TOWER_CTX(ctx);
+    const size_t chunks = rows > kColChunk ? (rows + kColChunk - 1) / kColChunk : 1;
+    float *part = chunks > 1 ? (float *)ctx_scratch(c, chunks * cols * sizeof(float)) : out;
+    if (!part) return; /* a spoilt capture */
+    TT_LAUNCH(k_col_dev_sum_chunks, blocks_for(chunks * cols), kThreads, c->stream, part, x, w, center, cscale,
+              chunks > 1 ? NULL : scale, rows, cols, chunks);
+    LAUNCH_CHECK(c);
+    if (chunks > 1) {
+        TT_LAUNCH(k_col_dev_sum_partials, blocks_for(cols), kThreads, c->stream, out, part, scale, chunks, cols);
+        LAUNCH_CHECK(c);
+    }
+}
+
+static void cu_bn_stats(void *ctx, float *save, float *tail, const float *s1, const float *s2, const float *moving,
+                        size_t C, float inv_n, float epsilon, float factor)
+{
+    cuda_ctx *c = TOWER_CTX(ctx);
+    TT_LAUNCH(k_bn_stats, blocks_for(C), kThreads, c->stream, save, tail, s1, s2, moving, C, inv_n, epsilon, factor);
+    LAUNCH_CHECK(c);
+}
+
+static void cu_bn_fwd(void *ctx, float *y, const float *x, const float *save, const float *gb, size_t rows,
+                      size_t cols)
+{
+    cuda_ctx *c = TOWER_CTX(ctx);
+    TT_LAUNCH(k_bn_fwd, blocks_for(rows * cols), kThreads, c->stream, y, x, save, gb, rows, cols);
+    LAUNCH_CHECK(c);
+}
+
+static void cu_bn_dx(void *ctx, float *dx, const float *dy, const float *x, const float *save, const float *gamma,
+                     const float *sums, size_t rows, size_t cols, float inv_n)
+{
+    cuda_ctx *c = TOWER_CTX(ctx);
+    TT_LAUNCH(k_bn_dx, blocks_for(rows * cols), kThreads, c->stream, dx, dy, x, save, gamma, sums, rows, cols, inv_n);
+    LAUNCH_CHECK(c);
+}
+
 static void cu_relu_fwd(void *ctx, float *y, const float *x, size_t n)
 {
     cuda_ctx *c = TOWER_CTX(ctx);
@@ -1235,6 +1341,10 @@ const tt_dev_ops tt_dev_cuda_ops = {
     cu_relu_bwd,      /* relu_bwd */
     cu_bias_relu,     /* bias_relu */
     cu_drelu_bgrad,   /* drelu_bgrad */
+    cu_col_dev_sum,   /* col_dev_sum */
+    cu_bn_stats,      /* bn_stats */
+    cu_bn_fwd,        /* bn_fwd */
+    cu_bn_dx,         /* bn_dx */
     cu_transpose,     /* transpose */
     cu_softmax_xent,  /* softmax_xent */
     cu_im2col,        /* im2col */

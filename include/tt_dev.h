@@ -74,6 +74,23 @@ typedef struct tt_dev_ops {
     void (*bias_relu)(void *ctx, float *d_y, const float *d_b, size_t rows, size_t cols);
     void (*drelu_bgrad)(void *ctx, float *d_dz, float *d_db, const float *d_dy, const float *d_y, size_t rows,
                         size_t cols);
+    /* BatchNorm over a (rows, cols) matrix whose columns are the channels (tt_math.h's tt_bn_*; the layer is
+     * src/layers/batchnorm.c). col_dev_sum: out[c] = (scale ? scale[c] : 1) * the sum over r of
+     * tt_bn_dev_prod(x[r,c], m_c, w ? w[r,c] : x[r,c] - m_c) with m_c = center[c] * center_scale, in col_sum's order
+     * (chunks of TT_COL_CHUNK rows from 0.0f, then the chunks' sums); rows may be 0 (zeros).
+     * bn_stats, per channel c of C: training (s1 != NULL): mean = s1[c] * inv_n, var = s2[c] * inv_n; evaluation
+     * (s1 NULL): mean and var the moving ones, moving[c] and moving[C + c]. save[c] = mean, save[C + c] =
+     * tt_bn_inv(var, epsilon); with tail (training only), tail[c] and tail[C + c] = tt_bn_moving_step of mean and
+     * var against moving, with factor. bn_fwd: y = tt_bn_y(x, save, gamma = gb[c], beta = gb[cols + c]); y may alias
+     * x. bn_dx: dx = tt_bn_dx(dy, x, save, gamma[c], sdy = sums[cols + c], sdyx = sums[c], inv_n); dx never aliases. */
+    void (*col_dev_sum)(void *ctx, float *d_out, const float *d_x, const float *d_w, const float *d_center,
+                        float center_scale, const float *d_scale, size_t rows, size_t cols);
+    void (*bn_stats)(void *ctx, float *d_save, float *d_tail, const float *d_s1, const float *d_s2,
+                     const float *d_moving, size_t C, float inv_n, float epsilon, float factor);
+    void (*bn_fwd)(void *ctx, float *d_y, const float *d_x, const float *d_save, const float *d_gb, size_t rows,
+                   size_t cols);
+    void (*bn_dx)(void *ctx, float *d_dx, const float *d_dy, const float *d_x, const float *d_save,
+                  const float *d_gamma, const float *d_sums, size_t rows, size_t cols, float inv_n);
     /* y (cols, rows) = the transpose of x (rows, cols); y and x do not overlap. */
     void (*transpose)(void *ctx, float *d_y, const float *d_x, size_t rows, size_t cols);
     /* Per row of (rows, classes) logits: stats[2r] = loss, stats[2r+1] = rank of the label (see tt_math.h);
@@ -188,6 +205,14 @@ void tt_dev_relu_bwd(tt_dev *dev, float *d_dx, const float *d_dy, const float *d
 void tt_dev_bias_relu(tt_dev *dev, float *d_y, const float *d_b, size_t rows, size_t cols);
 void tt_dev_drelu_bgrad(tt_dev *dev, float *d_dz, float *d_db, const float *d_dy, const float *d_y, size_t rows,
                         size_t cols);
+void tt_dev_col_dev_sum(tt_dev *dev, float *d_out, const float *d_x, const float *d_w, const float *d_center,
+                        float center_scale, const float *d_scale, size_t rows, size_t cols);
+void tt_dev_bn_stats(tt_dev *dev, float *d_save, float *d_tail, const float *d_s1, const float *d_s2,
+                     const float *d_moving, size_t C, float inv_n, float epsilon, float factor);
+void tt_dev_bn_fwd(tt_dev *dev, float *d_y, const float *d_x, const float *d_save, const float *d_gb, size_t rows,
+                   size_t cols);
+void tt_dev_bn_dx(tt_dev *dev, float *d_dx, const float *d_dy, const float *d_x, const float *d_save,
+                  const float *d_gamma, const float *d_sums, size_t rows, size_t cols, float inv_n);
 void tt_dev_transpose(tt_dev *dev, float *d_y, const float *d_x, size_t rows, size_t cols);
 void tt_dev_softmax_xent(tt_dev *dev, float *d_dlogits, float *d_stats, const float *d_logits,
                          const int32_t *d_labels, size_t rows, size_t classes, float grad_scale);

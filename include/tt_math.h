@@ -40,6 +40,37 @@ TT_HD float tt_relu_grad(float dy, float y) { return y > 0.0f ? dy : 0.0f; }
 /* Transpose: element i of y (cols, rows) is element tt_transpose_src(i) of x (rows, cols). */
 TT_HD size_t tt_transpose_src(size_t i, size_t rows, size_t cols) { return i % rows * cols + i / rows; }
 
+/* ---- batch normalization (Keras BatchNormalization over the last axis: rows r, channels c) ---------------------
+ * Training: mean and variance (biased: divided by n, as Keras 3's ops.moments) of every channel over the n rows of
+ * the batch — a tower's rows, or with --bn-sync on the global batch's — then y = (x - mean) * (inv * gamma) + beta
+ * with inv = 1 / sqrt(var + epsilon). Evaluation: the moving mean and variance in their place. The moving statistics
+ * follow mean and var: moving = moving * momentum + stat * (1 - momentum). */
+
+/* One addend of a channel's sum of products of deviations: (x - mean) * w; w is x - mean itself for the variance
+ * (tt_bn_sq_dev), dy for the backward's sum of dy * (x - mean). */
+TT_HD float tt_bn_dev_prod(float x, float mean, float w) { return (x - mean) * w; }
+TT_HD float tt_bn_sq_dev(float x, float mean) { return (x - mean) * (x - mean); }
+
+TT_HD float tt_bn_inv(float var, float epsilon) { return 1.0f / sqrtf(var + epsilon); }
+
+TT_HD float tt_bn_y(float x, float mean, float inv, float gamma, float beta)
+{
+    return (x - mean) * (inv * gamma) + beta;
+}
+
+/* dL/dx given dy, over a batch of n rows (inv_n = 1/n) whose channel sums are sdy = sum dy and sdyx = sum dy * xhat
+ * (xhat = (x - mean) * inv): dx = gamma * inv * (dy - sdy/n - xhat * sdyx/n). */
+TT_HD float tt_bn_dx(float dy, float x, float mean, float inv, float gamma, float sdy, float sdyx, float inv_n)
+{
+    const float xhat = (x - mean) * inv;
+    return gamma * inv * (dy - sdy * inv_n - xhat * (sdyx * inv_n));
+}
+
+/* A tower's share of one step of a moving statistic (its "gradient" in the parameter buffer's non-trainable tail):
+ * factor * (stat - moving), factor = (1 - momentum) * the tower's share of the step's rows. The host adds the
+ * towers' shares to the moving statistic (tt_tail_elem): moving + (1 - momentum) * (mean of stat - moving). */
+TT_HD float tt_bn_moving_step(float stat, float moving, float factor) { return factor * (stat - moving); }
+
 /* ---- convolution and pooling (NHWC, one sample; 1-D layers are H = 1) -------------------------------------------
  * Output position (oh, ow) with kernel offset (kh, kw) reads input (oh*SH + kh - PT, ow*SW + kw - PL): Keras's
  * `same` padding puts PT = floor(total/2) zeros before and the rest after; `valid` has none. */
@@ -438,7 +469,12 @@ typedef struct tt_update_args {
     int kind, nesterov;
     float lr, momentum, beta1, beta2, epsilon, rho;
     float alpha, cm, cg, cv; /* the step's scalars (tt_optim_begin_step: Adam's alpha, Nadam's cm, cg, cv) */
+    size_t n_train; /* elements at this index and beyond are the non-trainable tail: tt_tail_elem, no optimizer */
 } tt_update_args;
+
+/* The non-trainable tail of the parameter buffer (BatchNorm's moving statistics): no optimizer; its "gradient" is
+ * the towers' summed step of the statistic (tt_bn_moving_step), added. */
+TT_HD void tt_tail_elem(float *w, float g) { *w += g; }
 
 /* The blocks a device's update checks for NaN and Inf: a block that holds one is not applied. */
 #define TT_UPDATE_BLOCK 2048

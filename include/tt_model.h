@@ -20,7 +20,7 @@ extern "C" {
 #endif
 
 #define TT_MAX_LAYERS 64
-#define TT_MAX_TENSORS (2 * TT_MAX_LAYERS)
+#define TT_MAX_TENSORS (4 * TT_MAX_LAYERS) /* two trainable and two non-trainable (batchnorm) per layer at most */
 #define TT_MAX_WIDTH 65536       /* units, filters, embedding width */
 #define TT_MAX_SAMPLE_ELEMS ((size_t)1 << 26) /* elements of one sample's activation (the memory check does the rest) */
 
@@ -33,6 +33,14 @@ typedef struct tt_tensor_info {
     size_t shape[TT_MAX_DIMS];
 } tt_tensor_info;
 
+/* --bn-sync on with several towers: the towers' exchange in the middle of a pass. Every tower calls sum at the same
+ * point of its pass with the same n; d_buf (n floats in this tower's device memory; NULL for a tower with no rows,
+ * which adds zeros) then holds the sum over the towers, in tower order — the same bits on every tower. */
+typedef struct tt_exchange {
+    void (*sum)(void *arg, tt_dev *dev, float *d_buf, size_t n);
+    void *arg; /* the tower */
+} tt_exchange;
+
 /* What a layer's forward and backward know of the step beyond their tensors. */
 typedef struct tt_pass {
     int training;   /* 1 in a training step (dropout drops), 0 in evaluation */
@@ -42,6 +50,12 @@ typedef struct tt_pass {
                             * dropout mask depends on the sample, never on the tower that computes it */
     float *d_ws;    /* this tower's scratch: tt_model_workspace floats, shared by the layers (they run in turn) */
     size_t chunk_mnk; /* the backend's largest GEMM per chunk, M*N*K (tt_dev_ops.chunk_mnk; 0: no limit) */
+    float *d_saved;   /* this tower's memory kept by layers from forward to backward (tt_model.n_saved floats) */
+    float *d_grads;   /* a training step: the tower's whole gradient buffer, where a training forward writes the
+                       * non-trainable tail's steps (BatchNorm's moving statistics); NULL: none written */
+    float share;      /* this tower's rows / the rows whose gradients the host sums into one update */
+    size_t rows_all;  /* the step's rows over all towers (what a synchronised batch statistic is taken over) */
+    const tt_exchange *xchg; /* --bn-sync on, several towers: the exchange; NULL: statistics of the tower's rows */
 } tt_pass;
 
 /* One GEMM a layer runs per step for a shard: op(A) (M x K) times op(B) (K x N), `calls` times. The probe runs these
@@ -92,6 +106,17 @@ typedef struct tt_layer_kind {
     int (*tensors)(const tt_layer *l, tt_tensor_info *out);
     /* Keras-default initialisation of this layer's parameters (p points at the layer's first parameter). */
     void (*init)(const tt_layer *l, float *h_p, tt_rng *rng);
+    /* Non-trainable tensors (BatchNorm's moving statistics), laid out in the buffer's tail after every trainable
+     * tensor (tt_model.n_trainable); returns how many (0..2), NULL: none. The optimizer never touches them: a
+     * training forward writes this tower's step of each into the gradient buffer (tt_pass.d_grads) and the host adds
+     * the towers' sum. stats_init: their initial values (h_tail at l->stat_offset). */
+    int (*stats)(const tt_layer *l, tt_tensor_info *out);
+    void (*stats_init)(const tt_layer *l, float *h_tail);
+    /* Floats the layer keeps from its forward to its backward (tt_pass.d_saved + l->save_offset); NULL: none. */
+    size_t (*saved)(const tt_layer *l);
+    /* A tower with no rows in a step takes part in the exchanges the layer's forward (backward 0) or backward (1)
+     * makes (tt_pass.xchg), contributing zeros; NULL: it makes none. */
+    void (*idle)(tt_dev *dev, const tt_layer *l, const tt_pass *ps, int backward);
     /* Floats of scratch for a shard of B rows (im2col columns); NULL: none. Sized once, at the trainer's init. */
     size_t (*workspace)(const tt_layer *l, size_t B, size_t chunk_mnk);
     /* The GEMMs of forward + backward for a shard of B rows (need_dx: the input gradient is computed); returns how
@@ -114,7 +139,10 @@ struct tt_layer {
     tt_shape in_shape, out_shape;
     size_t in, out;       /* elements per sample */
     size_t offset;        /* first parameter in the flat buffer */
-    size_t n_params;
+    size_t n_params;      /* trainable parameters, from offset */
+    size_t stat_offset;   /* its non-trainable tensors in the buffer's tail (kind->stats), n_stats floats */
+    size_t n_stats;
+    size_t save_offset;   /* its floats in tt_pass.d_saved (kind->saved) */
     int fused;            /* an activation given as the previous layer's activation=: the summary folds it in */
     /* The fused epilogue (set by the model; the model file says nothing of it): a relu right after a layer whose
      * kind has relu_epilogue runs inside that layer — bias + relu in one pass after the forward GEMM, the relu's
@@ -128,6 +156,8 @@ struct tt_layer {
     int same;             /* conv, pool: padding same (1) or valid (0) */
     int use_bias;         /* dense, conv */
     float rate;           /* dropout: the fraction dropped */
+    float momentum;       /* batchnorm: of the moving statistics */
+    float epsilon;        /* batchnorm: added to the variance */
     size_t vocab;         /* embedding: input_dim (token ids are 0 .. vocab-1) */
     /* derived by setup */
     tt_conv_geom g;       /* conv and pool layers */
@@ -144,6 +174,7 @@ extern const tt_layer_kind tt_layer_dropout;
 extern const tt_layer_kind tt_layer_flatten;
 extern const tt_layer_kind tt_layer_embedding;
 extern const tt_layer_kind tt_layer_softmax;
+extern const tt_layer_kind tt_layer_batchnorm;
 
 typedef struct tt_model {
     size_t input_dim;     /* D: features per sample (the product of input_shape) */
@@ -158,6 +189,9 @@ typedef struct tt_model {
     size_t n_tensors;
     tt_tensor_info tensors[TT_MAX_TENSORS]; /* the layout table */
     size_t n_params;                        /* P */
+    size_t n_trainable;                     /* the trainable parameters [0, n_trainable); the rest is the
+                                             * non-trainable tail (moving statistics), which no optimizer updates */
+    size_t n_saved;                         /* floats a tower keeps from forward to backward (tt_pass.d_saved) */
     size_t max_width;                       /* widest activation per sample, input included */
     char source[128];                       /* "built-in cnn" or the model file's path, control bytes escaped */
     int builtin;                            /* 1 for a built-in model, 0 for a model file */
@@ -174,7 +208,7 @@ typedef struct tt_model_input {
 /* A flat input of D features and C classes (tests, and models of vectors). */
 #define TT_FLAT_INPUT(D, C) (&(tt_model_input){tt_shape1(D), (C), 0})
 
-/* The built-in models' names ("mlp, cnn, textcnn") and whether name is one. */
+/* The built-in models' names ("mlp, cnn, cnn-bn, textcnn") and whether name is one. */
 const char *tt_model_builtins(void);
 int tt_model_is_builtin(const char *name);
 
@@ -189,6 +223,7 @@ tt_status tt_model_default_input(const char *model, tt_model_input *in, tt_error
  *   cnn      the Keras cifar10_cnn example: conv2d 32 3x3 same relu -> conv2d 32 3x3 relu -> maxpool 2 ->
  *            dropout 0.25 -> conv2d 64 3x3 same relu -> conv2d 64 3x3 relu -> maxpool 2 -> dropout 0.25 ->
  *            flatten -> dense 512 relu -> dropout 0.5 -> dense classes softmax
+ *   cnn-bn   cnn with a batchnorm after each conv2d, before its relu
  *   textcnn  embedding(vocab, 7) -> conv1d 64 k5 relu -> maxpool1d 2 -> conv1d 32 k3 relu -> maxpool1d 2 ->
  *            flatten -> dense classes softmax */
 tt_status tt_model_builtin(tt_model *m, const char *name, const tt_model_input *in, tt_error *err);
@@ -232,9 +267,14 @@ static inline int tt_model_act_shared(const tt_model *m, size_t i) { return i > 
 void tt_model_forward(tt_dev *dev, const tt_model *m, const tt_pass *ps, const float *d_params, float *const *d_act,
                       size_t B);
 
-/* Back-propagates d_dlogits (B, C) through the layers into d_grads (n_params), using two ping-pong buffers of
- * (B_max, max_width). The input gradient of the first layer is not computed. d_dlogits and the buffers are
- * consumed (a layer's relu epilogue works in place in its dy). */
+/* A tower with no rows in a training step: its part in the step's exchanges (tt_pass.xchg), forward then backward,
+ * as tt_model_forward and tt_model_backward of a shard would make them. */
+void tt_model_idle(tt_dev *dev, const tt_model *m, const tt_pass *ps);
+
+/* Back-propagates d_dlogits (B, C) through the layers into d_grads[0, n_trainable), using two ping-pong buffers of
+ * (B_max, max_width) (the tail [n_trainable, n_params) is the training forward's: tt_pass.d_grads). The input
+ * gradient of the first layer is not computed. d_dlogits and the buffers are consumed (a layer's relu epilogue works
+ * in place in its dy). */
 void tt_model_backward(tt_dev *dev, const tt_model *m, const tt_pass *ps, const float *d_params, float *d_grads,
                        float *const *d_act, float *const *d_delta, float *d_dlogits, size_t B);
 /* The same, calling ready(arg, lo) after each layer that has parameters is issued: the gradient d_grads[lo, P) is

@@ -34,6 +34,10 @@ typedef struct tt_optim_config {
 typedef struct tt_optim {
     tt_optim_config cfg;
     size_t n;
+    /* State positions from n_train on are the parameter buffer's non-trainable tail (BatchNorm's moving statistics,
+     * tt_model.n_trainable): tt_optim_apply adds their "gradient" (tt_tail_elem) and keeps no state for them.
+     * tt_optim_init sets n (no tail); the trainer sets the model's. */
+    size_t n_train;
     float *m; /* SGD velocity, Adam/Nadam first moment, or RMSprop momentum (n; NULL for RMSprop with momentum 0) */
     float *v; /* Adam/Nadam second moment, or RMSprop's average of g^2 (n); NULL for SGD */
     float *a; /* RMSprop centered: average of g (n); NULL otherwise */
@@ -106,7 +110,8 @@ int tt_optim_slot_names(const tt_optim_config *cfg, const char *out[3]);
 void tt_optim_free(tt_optim *o);
 void tt_optim_begin_step(tt_optim *o);
 /* Updates parameters lo..hi-1 of the buffer: w[k] and g[k] (k = 0..hi-lo-1) are parameter lo+k and its gradient
- * (w and g point at the slice; the optimizer's state is indexed by the absolute position). */
+ * (w and g point at the slice; the optimizer's state is indexed by the absolute position). Positions from n_train
+ * on get tt_tail_elem, not the optimizer. */
 void tt_optim_apply(const tt_optim *o, float *w, const float *g, size_t lo, size_t hi);
 
 #ifdef __cplusplus

@@ -56,6 +56,7 @@ typedef struct tt_run_config {
     tt_slow_tower slow[TT_MAX_SLOW]; /* --slow-tower T:MS[~J],...: stragglers on purpose */
     size_t n_slow;
     tt_sync sync;         /* --sync MODE[:N] and --sync-schedule: when a gradient reaches the master variables */
+    int bn_sync;          /* --bn-sync on: batchnorm statistics over the global batch (tt_trainer_config.bn_sync) */
     size_t tensorboard_every_steps; /* --tensorboard-every-steps N: the same every N steps (0: per epoch only) */
     /* checkpoints (docs/checkpoints.md) */
     const char *checkpoint_dir; /* --checkpoint-dir: where checkpoints go (NULL: none, and a stop writes none) */

@@ -68,6 +68,7 @@ typedef enum { TT_UPDATE_HOST, TT_UPDATE_DEVICE, TT_UPDATE_REPLICATED, TT_UPDATE
 extern const char *const tt_graphs_names[];
 /* --overlap: "off", "on" (the values of tt_trainer_config.overlap), NULL after the last. */
 extern const char *const tt_overlap_names[];
+extern const char *const tt_bn_sync_names[]; /* --bn-sync: "off", "on" (tt_trainer_config.bn_sync 0, 1) */
 extern const char *const tt_update_names[TT_UPDATE_COUNT + 1]; /* indexed by the value, NULL after the last */
 const char *tt_update_name(tt_update u);
 /* What it does, for --help: one phrase; and the placements it runs with (bit 1u << tt_reduce). */
@@ -138,6 +139,10 @@ typedef struct tt_trainer_config {
     tt_slow_tower slow[TT_MAX_SLOW]; /* --slow-tower: delayed towers (n_slow of them; not with graphs) */
     size_t n_slow;
     tt_sync sync;          /* --sync: bsp (zero) unless set */
+    /* --bn-sync on: a batchnorm layer's statistics over the global batch, the towers exchanging their sums in the
+     * middle of the forward and backward (tt_exchange) — N towers then compute what one tower would. bsp, one rank,
+     * no graphs. Off: each tower's own rows (TF's towers, multi_gpu_model). */
+    int bn_sync;
     const atomic_int *stop; /* may be NULL; non-zero at the end of a step halts the run there (tt_signal_flag) */
     /* the job's ranks (tt_node.h; NULL or one rank: this process alone). With K ranks the step's samples are split
      * over K x N towers, this rank's towers taking the shards of global towers rank*N .. rank*N+N-1, and the node's
@@ -264,7 +269,9 @@ typedef struct tt_trainer {
     tt_tower *towers;
     tt_pool crew;     /* max(N, host threads) threads; thread t < N is tower t */
     tt_barrier bar_push, bar_reduce, bar_update;
+    tt_barrier bar_xchg; /* --bn-sync on: the towers' exchanges (N parties) */
     int crew_up, bars_up;
+    size_t xchg_max;     /* --bn-sync on: the most floats one exchange carries */
     int job;          /* what the crew does when woken */
     /* the current job */
     const tt_dataset *ds;

@@ -727,12 +727,12 @@ START_TEST(test_update)
     pair p;
     pair_init(&p);
     const tt_update_args args[] = {
-        {0, 1, 0.01f, 0.9f, 0, 0, 0, 0, 0, 0, 0, 0},                         /* sgd, nesterov momentum */
-        {0, 0, 0.1f, 0.0f, 0, 0, 0, 0, 0, 0, 0, 0},                          /* sgd */
-        {1, 0, 0.001f, 0, 0.9f, 0.999f, 1e-7f, 0, 0.0003f, 0, 0, 0},         /* adam, the step's alpha */
-        {2, 0, 0.002f, 0, 0.9f, 0.999f, 1e-7f, 0, 0, 5.1f, 0.06f, 1000.5f}, /* nadam, its scalars */
-        {3, 0, 0.001f, 0.5f, 0, 0, 1e-7f, 0.9f, 0, 0, 0, 0},                 /* rmsprop, momentum (and centered) */
-        {3, 0, 0.001f, 0.0f, 0, 0, 1e-7f, 0.9f, 0, 0, 0, 0},                 /* rmsprop plain */
+        {0, 1, 0.01f, 0.9f, 0, 0, 0, 0, 0, 0, 0, 0, SIZE_MAX}, /* sgd, nesterov momentum */
+        {0, 0, 0.1f, 0.0f, 0, 0, 0, 0, 0, 0, 0, 0, SIZE_MAX}, /* sgd */
+        {1, 0, 0.001f, 0, 0.9f, 0.999f, 1e-7f, 0, 0.0003f, 0, 0, 0, SIZE_MAX}, /* adam, the step's alpha */
+        {2, 0, 0.002f, 0, 0.9f, 0.999f, 1e-7f, 0, 0, 5.1f, 0.06f, 1000.5f, SIZE_MAX}, /* nadam, its scalars */
+        {3, 0, 0.001f, 0.5f, 0, 0, 1e-7f, 0.9f, 0, 0, 0, 0, SIZE_MAX}, /* rmsprop, momentum (and centered) */
+        {3, 0, 0.001f, 0.0f, 0, 0, 1e-7f, 0.9f, 0, 0, 0, 0, SIZE_MAX}, /* rmsprop plain */
     };
     const size_t sizes[] = {1, 2047, 2048, 2049, 3 * TT_UPDATE_BLOCK + 5};
     for (size_t c = 0; c < sizeof args / sizeof args[0]; c++)
@@ -753,9 +753,11 @@ START_TEST(test_update)
                 upload(&p, hv, n, &v0, &v1);
                 upload(&p, ha, n, &a0, &a1);
                 upload(&p, hb, blocks, &b0, &b1);
-                tt_dev_update(&p.cpu, &args[c], w0, g0, has_m ? m0 : NULL, has_v ? v0 : NULL, has_a ? a0 : NULL,
+                tt_update_args u = args[c];
+                if (s % 2) u.n_train = n / 2; /* 2047, 2049: a non-trainable tail from the middle of a block */
+                tt_dev_update(&p.cpu, &u, w0, g0, has_m ? m0 : NULL, has_v ? v0 : NULL, has_a ? a0 : NULL,
                               (int32_t *)b0, n, skip);
-                tt_dev_update(&p.dev, &args[c], w1, g1, has_m ? m1 : NULL, has_v ? v1 : NULL, has_a ? a1 : NULL,
+                tt_dev_update(&p.dev, &u, w1, g1, has_m ? m1 : NULL, has_v ? v1 : NULL, has_a ? a1 : NULL,
                               (int32_t *)b1, n, skip);
                 char what[96];
                 snprintf(what, sizeof what, "update kind %d case %zu n=%zu%s: weights", args[c].kind, c, n,
@@ -796,7 +798,7 @@ START_TEST(test_update_flags)
         m[i] = 0.0f;
     }
     g[TT_UPDATE_BLOCK + 5] = NAN;
-    const tt_update_args sgd = {0, 0, 0.5f, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    const tt_update_args sgd = {0, 0, 0.5f, 0, 0, 0, 0, 0, 0, 0, 0, 0, SIZE_MAX};
     tt_dev_update(&cpu, &sgd, w, g, m, NULL, NULL, bad, N, 1); /* skipped: flags only */
     ck_assert(bad[0] == 0 && bad[1] == 1 && bad[2] == 0 && w[0] == 1.0f && w[N - 1] == 1.0f);
     tt_dev_update(&cpu, &sgd, w, g, m, NULL, NULL, bad, N, 0);

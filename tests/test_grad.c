@@ -104,16 +104,19 @@ static void check_layer_chunk(const tt_model *m, size_t li, size_t B, uint64_t s
     tt_rng r;
     tt_rng_seed(&r, seed, 0);
     size_t np = l->n_params ? l->n_params : 1, ws = l->kind->workspace ? l->kind->workspace(l, B, chunk_mnk) : 1;
-    float *p = tt_dev_alloc_f32(&dev, np), *g = tt_dev_alloc_f32(&dev, np), *w = tt_dev_alloc_f32(&dev, ws);
+    /* the whole model's buffer: a batchnorm reads its moving statistics in the tail (l->stat_offset) */
+    float *all = tt_dev_alloc_f32(&dev, m->n_params + 1), *p = all + l->offset;
+    float *g = tt_dev_alloc_f32(&dev, np), *w = tt_dev_alloc_f32(&dev, ws);
+    float *saved = tt_dev_alloc_f32(&dev, m->n_saved + 1);
     float *x = tt_dev_alloc_f32(&dev, B * l->in), *y = tt_dev_alloc_f32(&dev, B * l->out);
     float *R = tt_dev_alloc_f32(&dev, B * l->out), *dx = tt_dev_alloc_f32(&dev, B * l->in);
     uint32_t ids[64];
     ck_assert(B <= 64);
     for (size_t i = 0; i < B; i++) ids[i] = (uint32_t)(1000 + 7 * i);
-    fill_uniform(p, np, &r, -0.8f, 0.8f);
+    fill_uniform(all, m->n_params + 1, &r, -0.8f, 0.8f);
     layer_inputs(l, x, B * l->in, &r);
     fill_uniform(R, B * l->out, &r, -1.0f, 1.0f);
-    layer_case c = {&dev, l, {1, 5, 2, ids, w, chunk_mnk}, p, x, y, R, B};
+    layer_case c = {&dev, l, {1, 5, 2, ids, w, chunk_mnk, saved, NULL, 1.0f, B, NULL}, p, x, y, R, B};
     l->kind->forward(&dev, l, &c.ps, p, x, y, B);
     const int has_dx = l->kind != &tt_layer_embedding; /* token ids have no gradient */
     l->kind->backward(&dev, l, &c.ps, p, g, x, y, R, has_dx ? dx : NULL, B);
@@ -126,7 +129,7 @@ static void check_layer_chunk(const tt_model *m, size_t li, size_t B, uint64_t s
     *dx_out = (float *)tt_malloc(B * l->in * sizeof(float));
     memcpy(*g_out, g, np * sizeof(float));
     memcpy(*dx_out, dx, B * l->in * sizeof(float));
-    float *bufs[] = {p, g, w, x, y, R, dx};
+    float *bufs[] = {all, g, w, x, y, R, dx, saved};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) tt_dev_dfree(&dev, bufs[i]);
     tt_dev_free(&dev);
 }
@@ -213,6 +216,15 @@ START_TEST(test_embedding_grad)
 }
 END_TEST
 
+/* Batch statistics in a training step: dx carries the mean's and the variance's dependence on every row; over the
+ * channels of a dense output (rows = samples) and of an image (rows = samples x pixels), and as a first layer. */
+START_TEST(test_batchnorm_grad)
+{
+    check_layer("dense units=4\nbatchnorm\ndense units=2\n", tt_shape1(3), 2, 1, 5, 26);
+    check_layer("batchnorm momentum=0.9 epsilon=0.01\nflatten\ndense units=2\n", tt_shape3(2, 3, 4), 2, 0, 3, 27);
+}
+END_TEST
+
 /* The whole model under its loss: mean softmax cross-entropy over the batch. */
 typedef struct model_case {
     tt_dev *dev;
@@ -255,6 +267,7 @@ static void check_model(const char *text, tt_shape in, size_t C, size_t vocab)
     size_t ws = tt_model_workspace(&m, B, tt_dev_cpu_ops.chunk_mnk);
     float *w = tt_dev_alloc_f32(&dev, ws ? ws : 1);
     float *dlogits = tt_dev_alloc_f32(&dev, B * m.n_classes), *stats = tt_dev_alloc_f32(&dev, 2 * B);
+    float *saved = tt_dev_alloc_f32(&dev, m.n_saved + 1);
     int32_t labels[5] = {0, 3, 1, 2, 3};
     uint32_t ids[5] = {4, 9, 2, 7, 1};
     for (size_t b = 0; b < B; b++) labels[b] %= (int32_t)C;
@@ -265,15 +278,17 @@ static void check_model(const char *text, tt_shape in, size_t C, size_t vocab)
     fill_uniform(act[0], B * m.input_dim, &r, 0.0f, 1.0f);
     if (vocab)
         for (size_t i = 0; i < B * m.input_dim; i++) act[0][i] = (float)tt_rng_below(&r, vocab);
-    model_case mc = {&dev, &m, {1, 7, 1, ids, w, tt_dev_cpu_ops.chunk_mnk}, params, act, stats, labels, B};
+    model_case mc = {&dev, &m, {1, 7, 1, ids, w, tt_dev_cpu_ops.chunk_mnk, saved, NULL, 1.0f, B, NULL}, params, act,
+                     stats, labels, B};
     tt_model_forward(&dev, &m, &mc.ps, params, act, B);
     tt_dev_softmax_xent(&dev, dlogits, stats, tt_model_logits(&m, act), labels, B, m.n_classes, 1.0f / (float)B);
     tt_model_backward(&dev, &m, &mc.ps, params, grads, act, delta, dlogits, B);
-    for (size_t i = 0; i < P; i++) ck_assert(isfinite(grads[i]));
-    check_fd("param", params, P, grads, H_MODEL, model_loss, &mc);
+    const size_t PT = m.n_trainable; /* the tail (moving statistics) has no gradient */
+    for (size_t i = 0; i < PT; i++) ck_assert(isfinite(grads[i]));
+    check_fd("param", params, PT, grads, H_MODEL, model_loss, &mc);
     for (size_t i = 0; i <= m.n_logits; i++)
         if (!tt_model_act_shared(&m, i)) tt_dev_dfree(&dev, act[i]);
-    float *bufs[] = {delta[0], delta[1], w, dlogits, stats, params, grads};
+    float *bufs[] = {delta[0], delta[1], w, dlogits, stats, params, grads, saved};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) tt_dev_dfree(&dev, bufs[i]);
     tt_dev_free(&dev);
 }
@@ -300,6 +315,9 @@ START_TEST(test_conv_models_grad)
                 tt_shape3(6, 6, 2), 3, 0);
     check_model("embedding dim=3\nconv1d filters=4 kernel=3 activation=relu\nmaxpool1d pool=2\nflatten\n"
                 "dense units=3 activation=softmax\n", tt_shape1(8), 3, 9);
+    /* batchnorm after a conv (before its relu) and after a dense: the tail sits after every trainable tensor */
+    check_model("conv2d filters=3 kernel=3 padding=same\nbatchnorm\nrelu\nmaxpool2d pool=2\nflatten\n"
+                "dense units=4\nbatchnorm\nrelu\ndense units=3 activation=softmax\n", tt_shape3(4, 4, 2), 3, 0);
 }
 END_TEST
 
@@ -326,6 +344,7 @@ int main(void)
     tcase_add_test(tc, test_dropout_grad);
     tcase_add_test(tc, test_flatten_grad);
     tcase_add_test(tc, test_embedding_grad);
+    tcase_add_test(tc, test_batchnorm_grad);
     tcase_add_test(tc, test_model_grad);
     tcase_add_test(tc, test_conv_models_grad);
     tcase_add_test(tc, test_grad_check_catches_error);

@@ -59,7 +59,7 @@ static float *forward(const tt_layer *l, const float *p, const float *x, size_t 
     float *d_y = tt_dev_alloc_f32(&dev, B * l->out), *d_ws = tt_dev_alloc_f32(&dev, ws ? ws : 1);
     if (l->n_params) memcpy(d_p, p, l->n_params * sizeof(float));
     memcpy(d_x, x, B * l->in * sizeof(float));
-    tt_pass ps = tmpl ? *tmpl : (tt_pass){0, 0, 0, NULL, NULL, 0};
+    tt_pass ps = tmpl ? *tmpl : (tt_pass){0, 0, 0, NULL, NULL, 0, NULL, NULL, 1.0f, 0, NULL};
     ps.d_ws = d_ws;
     ps.chunk_mnk = chunk_mnk;
     l->kind->forward(&dev, l, &ps, d_p, d_x, d_y, B);
@@ -316,7 +316,7 @@ static float *dropout_out(tt_model *m, int which, int training, uint64_t seed, u
 {
     float x[DR_ROWS * DR_COLS];
     for (size_t i = 0; i < DR_ROWS * DR_COLS; i++) x[i] = 1.0f + (float)(i % DR_COLS) / 1000.0f;
-    tt_pass ps = {training, seed, epoch, ids, NULL, 0};
+    tt_pass ps = {training, seed, epoch, ids, NULL, 0, NULL, NULL, 1.0f, 0, NULL};
     return forward(&m->layers[which ? 2 : 0], NULL, x, DR_ROWS, 0, &ps);
 }
 

@@ -29,16 +29,16 @@ echo "=== build-sim: cmake -DTT_CUDA_SIM=ON -DTT_SANITIZE=ON (the CUDA suites on
 mkdir -p build-sim
 cmake -S . -B build-sim -DTT_WERROR=ON -DCMAKE_BUILD_TYPE=Debug -DTT_CUDA_SIM=ON -DTT_SANITIZE=ON \
   >build-sim/configure.log 2>&1 || { cat build-sim/configure.log; exit 1; }
-cmake --build build-sim -j"$jobs" --target towertrain test_backend_ops test_towers test_e2e test_sim test_reference test_sync
+cmake --build build-sim -j"$jobs" --target towertrain test_backend_ops test_towers test_e2e test_sim test_reference test_sync test_batchnorm
 (cd build-sim && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   ctest --output-on-failure -j"$jobs" -L sim)
 # ThreadSanitizer: the suites that run the crew, every placement, halts and stop requests. setarch -R turns off
 # address-space randomisation, which some kernels' mappings make TSan refuse.
-echo "=== build-tsan: cmake -DTT_TSAN=ON (test_towers, test_faults, test_phases, test_sync)"
+echo "=== build-tsan: cmake -DTT_TSAN=ON (test_towers, test_faults, test_phases, test_sync, test_batchnorm)"
 mkdir -p build-tsan
 cmake -S . -B build-tsan -DTT_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTT_CUDA=OFF -DTT_TSAN=ON \
   >build-tsan/configure.log 2>&1 || { cat build-tsan/configure.log; exit 1; }
-cmake --build build-tsan -j"$jobs" --target test_towers test_faults test_phases test_sync
+cmake --build build-tsan -j"$jobs" --target test_towers test_faults test_phases test_sync test_batchnorm
 (cd build-tsan && TSAN_OPTIONS=halt_on_error=1 setarch "$(uname -m)" -R ctest --output-on-failure \
   -R '^test_(towers|faults|phases|sync)$')
 tools/fuzz.sh

@@ -337,6 +337,11 @@ static const cli_opt g_opts[] = {
     {"--sync-schedule", "MODE", set_choice, CFG(sync.round_robin), 0, 0, ON(TRAIN),
      "%s: round-robin makes ssp and async reproducible (the towers take\n"
      "the shards, pull and apply in turn; for tests) [free]", help_choices, tt_sync_schedule_names},
+    {"--bn-sync", "MODE", set_choice, CFG(bn_sync), 0, 0, ON(TRAIN),
+     "%s: on takes batchnorm statistics over the global batch, the towers\n"
+     "exchanging their sums (SyncBatchNorm: N towers compute what 1 tower would;\n"
+     "bsp, one rank, no graphs); off over each tower's own rows, as TF's towers and\n"
+     "multi_gpu_model did (docs/models.md) [off]", help_choices, tt_bn_sync_names},
     {"--tensorboard", "DIR", set_file, CFG(tensorboard), 0, 0, ON(TRAIN),
      "TensorBoard event files in DIR/train and DIR/validation, as Keras's callback\n"
      "writes them: epoch_loss, epoch_accuracy, epoch_top5, epoch_learning_rate and\n"

@@ -176,6 +176,38 @@ void tt_dev_drelu_bgrad(tt_dev *dev, float *d_dz, float *d_db, const float *d_dy
     dev->ops->drelu_bgrad(dev->ctx, d_dz, d_db, d_dy, d_y, rows, cols);
 }
 
+void tt_dev_col_dev_sum(tt_dev *dev, float *d_out, const float *d_x, const float *d_w, const float *d_center,
+                        float center_scale, const float *d_scale, size_t rows, size_t cols)
+{
+    if (cols == 0) return;
+    TT_ASSERT(d_out && d_center && (rows == 0 || d_x));
+    dev->ops->col_dev_sum(dev->ctx, d_out, d_x, d_w, d_center, center_scale, d_scale, rows, cols);
+}
+
+void tt_dev_bn_stats(tt_dev *dev, float *d_save, float *d_tail, const float *d_s1, const float *d_s2,
+                     const float *d_moving, size_t C, float inv_n, float epsilon, float factor)
+{
+    if (C == 0) return;
+    TT_ASSERT(d_save && d_moving && (!d_s1 || d_s2) && (!d_tail || d_s1));
+    dev->ops->bn_stats(dev->ctx, d_save, d_tail, d_s1, d_s2, d_moving, C, inv_n, epsilon, factor);
+}
+
+void tt_dev_bn_fwd(tt_dev *dev, float *d_y, const float *d_x, const float *d_save, const float *d_gb, size_t rows,
+                   size_t cols)
+{
+    if (rows == 0 || cols == 0) return;
+    TT_ASSERT(d_y && d_x && d_save && d_gb);
+    dev->ops->bn_fwd(dev->ctx, d_y, d_x, d_save, d_gb, rows, cols);
+}
+
+void tt_dev_bn_dx(tt_dev *dev, float *d_dx, const float *d_dy, const float *d_x, const float *d_save,
+                  const float *d_gamma, const float *d_sums, size_t rows, size_t cols, float inv_n)
+{
+    if (rows == 0 || cols == 0) return;
+    TT_ASSERT(d_dx && d_dy && d_x && d_save && d_gamma && d_sums && d_dx != d_dy);
+    dev->ops->bn_dx(dev->ctx, d_dx, d_dy, d_x, d_save, d_gamma, d_sums, rows, cols, inv_n);
+}
+
 void tt_dev_transpose(tt_dev *dev, float *d_y, const float *d_x, size_t rows, size_t cols)
 {
     if (rows == 0 || cols == 0) return;

@@ -84,6 +84,7 @@ static void cpu_update(void *ctx, const tt_update_args *u, float *w, const float
         o.cfg.epsilon = u->epsilon, o.cfg.rho = u->rho;
         o.m = m, o.v = v, o.a = a;
         o.alpha = u->alpha, o.cm = u->cm, o.cg = u->cg, o.cv = u->cv;
+        o.n = n, o.n_train = u->n_train;
         tt_optim_apply(&o, w + lo, g + lo, lo, hi);
     }
 }
@@ -162,6 +163,60 @@ static void cpu_drelu_bgrad(void *ctx, float *dz, float *db, const float *dy, co
             db[c] += dzr[c];
         }
     }
+}
+
+/* col_sum's order: every column from 0.0f, the rows in turn (the CUDA backend's with one chunk of rows). */
+static void cpu_col_dev_sum(void *ctx, float *out, const float *x, const float *w, const float *center,
+                            float center_scale, const float *scale, size_t rows, size_t cols)
+{
+    (void)ctx;
+    for (size_t c = 0; c < cols; c++) out[c] = 0.0f;
+    for (size_t r = 0; r < rows; r++) {
+        const float *xr = x + r * cols;
+        if (w) {
+            const float *wr = w + r * cols;
+            for (size_t c = 0; c < cols; c++) out[c] += tt_bn_dev_prod(xr[c], center[c] * center_scale, wr[c]);
+        } else {
+            for (size_t c = 0; c < cols; c++) out[c] += tt_bn_sq_dev(xr[c], center[c] * center_scale);
+        }
+    }
+    if (scale)
+        for (size_t c = 0; c < cols; c++) out[c] *= scale[c];
+}
+
+static void cpu_bn_stats(void *ctx, float *save, float *tail, const float *s1, const float *s2, const float *moving,
+                         size_t C, float inv_n, float epsilon, float factor)
+{
+    (void)ctx;
+    for (size_t c = 0; c < C; c++) {
+        const float mean = s1 ? s1[c] * inv_n : moving[c], var = s1 ? s2[c] * inv_n : moving[C + c];
+        save[c] = mean;
+        save[C + c] = tt_bn_inv(var, epsilon);
+        if (tail) {
+            tail[c] = tt_bn_moving_step(mean, moving[c], factor);
+            tail[C + c] = tt_bn_moving_step(var, moving[C + c], factor);
+        }
+    }
+}
+
+static void cpu_bn_fwd(void *ctx, float *y, const float *x, const float *save, const float *gb, size_t rows,
+                       size_t cols)
+{
+    (void)ctx;
+    for (size_t r = 0; r < rows; r++)
+        for (size_t c = 0; c < cols; c++)
+            y[r * cols + c] = tt_bn_y(x[r * cols + c], save[c], save[cols + c], gb[c], gb[cols + c]);
+}
+
+static void cpu_bn_dx(void *ctx, float *dx, const float *dy, const float *x, const float *save, const float *gamma,
+                      const float *sums, size_t rows, size_t cols, float inv_n)
+{
+    (void)ctx;
+    for (size_t r = 0; r < rows; r++)
+        for (size_t c = 0; c < cols; c++) {
+            const size_t i = r * cols + c;
+            dx[i] = tt_bn_dx(dy[i], x[i], save[c], save[cols + c], gamma[c], sums[cols + c], sums[c], inv_n);
+        }
 }
 
 static void cpu_transpose(void *ctx, float *y, const float *x, size_t rows, size_t cols)
@@ -338,6 +393,10 @@ const tt_dev_ops tt_dev_cpu_ops = {
     .relu_bwd = cpu_relu_bwd,
     .bias_relu = cpu_bias_relu,
     .drelu_bgrad = cpu_drelu_bgrad,
+    .col_dev_sum = cpu_col_dev_sum,
+    .bn_stats = cpu_bn_stats,
+    .bn_fwd = cpu_bn_fwd,
+    .bn_dx = cpu_bn_dx,
     .transpose = cpu_transpose,
     .softmax_xent = cpu_softmax_xent,
     .im2col = cpu_im2col,

@@ -16,7 +16,7 @@
 static const tt_layer_kind *const KINDS[] = {
     &tt_layer_dense,     &tt_layer_relu,      &tt_layer_softmax,        &tt_layer_conv2d,
     &tt_layer_maxpool2d, &tt_layer_conv1d,    &tt_layer_maxpool1d,      &tt_layer_globalmaxpool1d,
-    &tt_layer_dropout,   &tt_layer_flatten,   &tt_layer_embedding,
+    &tt_layer_dropout,   &tt_layer_flatten,   &tt_layer_embedding,      &tt_layer_batchnorm,
 };
 #define N_KINDS (sizeof KINDS / sizeof KINDS[0])
 
@@ -112,6 +112,31 @@ static tt_status model_finish(tt_model *m, tt_error *err)
         off += n;
         m->n_tensors += (size_t)nt;
         if (l->out > m->max_width) m->max_width = l->out;
+    }
+    /* the non-trainable tail: every layer's stats tensors after all trainable ones (one split for the optimizer);
+     * and each layer's floats kept from forward to backward */
+    m->n_trainable = off;
+    m->n_saved = 0;
+    for (size_t i = 0; i < m->n_layers; i++) {
+        tt_layer *l = &m->layers[i];
+        l->stat_offset = off;
+        l->n_stats = 0;
+        tt_tensor_info *t = &m->tensors[m->n_tensors];
+        int nt = l->kind->stats ? l->kind->stats(l, t) : 0;
+        for (int k = 0; k < nt; k++) {
+            size_t elems = 1;
+            int wrapped = 0;
+            for (int d = 0; d < t[k].ndim; d++) wrapped |= tt_mul_size(elems, t[k].shape[d], &elems);
+            if (wrapped || elems > ((size_t)1 << 40) - off)
+                return tt_fail(err, TT_ERR_MODEL, "%s: %s: too many parameters", m->source, l->name);
+            t[k].size = elems;
+            t[k].offset = off;
+            off += elems;
+            l->n_stats += elems;
+        }
+        m->n_tensors += (size_t)nt;
+        l->save_offset = m->n_saved;
+        m->n_saved += l->kind->saved ? l->kind->saved(l) : 0;
     }
     for (size_t i = 1; i < m->n_layers; i++) { /* the fused epilogues: a relu right after a layer that can run it */
         tt_layer *l = &m->layers[i];
@@ -222,6 +247,40 @@ static tt_status build_cnn(tt_model *m, tt_error *err)
     return build_steps(m, steps, sizeof steps / sizeof steps[0], err);
 }
 
+/* The cnn with a BatchNormalization after each convolution, before its relu (Keras's placement in its examples):
+ * conv2d -> batchnorm -> relu, four times; the rest as cnn. */
+static tt_status build_cnn_bn(tt_model *m, tt_error *err)
+{
+    tt_layer bn;
+    memset(&bn, 0, sizeof bn);
+    bn.momentum = 0.99f;
+    bn.epsilon = 1e-3f;
+    const builtin_step steps[] = {
+        {&tt_layer_conv2d, proto_conv(32, 3, 3, 1), NULL},
+        {&tt_layer_batchnorm, bn, &tt_layer_relu},
+        {&tt_layer_conv2d, proto_conv(32, 3, 3, 0), NULL},
+        {&tt_layer_batchnorm, bn, &tt_layer_relu},
+        {&tt_layer_maxpool2d, proto_pool(2, 2), NULL},
+        {&tt_layer_dropout, proto_dropout(0.25f), NULL},
+        {&tt_layer_conv2d, proto_conv(64, 3, 3, 1), NULL},
+        {&tt_layer_batchnorm, bn, &tt_layer_relu},
+        {&tt_layer_conv2d, proto_conv(64, 3, 3, 0), NULL},
+        {&tt_layer_batchnorm, bn, &tt_layer_relu},
+        {&tt_layer_maxpool2d, proto_pool(2, 2), NULL},
+        {&tt_layer_dropout, proto_dropout(0.25f), NULL},
+        {&tt_layer_flatten, proto_pool(0, 0), NULL},
+        {&tt_layer_dense, proto_dense(512), &tt_layer_relu},
+        {&tt_layer_dropout, proto_dropout(0.5f), NULL},
+        {&tt_layer_dense, proto_dense(m->n_classes), &tt_layer_softmax},
+    };
+    if (m->input_shape.ndim != 3) {
+        char in[64];
+        return tt_fail(err, TT_ERR_MODEL, "built-in cnn-bn: needs (H, W, C) images, the data's samples are %s",
+                       tt_shape_str(&m->input_shape, 0, in, sizeof in));
+    }
+    return build_steps(m, steps, sizeof steps / sizeof steps[0], err);
+}
+
 static tt_status build_textcnn(tt_model *m, tt_error *err)
 {
     tt_layer emb;
@@ -252,11 +311,19 @@ static const struct {
 } BUILTINS[] = {
     {"mlp", build_mlp, {{1, {784, 0, 0, 0}}, 10, 0}},
     {"cnn", build_cnn, {{3, {32, 32, 3, 0}}, 10, 0}},          /* Keras cifar10_cnn */
+    {"cnn-bn", build_cnn_bn, {{3, {32, 32, 3, 0}}, 10, 0}},    /* the same with BatchNormalization */
     {"textcnn", build_textcnn, {{1, {300, 0, 0, 0}}, 46, 30982}}, /* the seed's Reuters model */
 };
 #define N_BUILTINS (sizeof BUILTINS / sizeof BUILTINS[0])
 
-const char *tt_model_builtins(void) { return "mlp, cnn, textcnn"; }
+const char *tt_model_builtins(void)
+{
+    static char list[64]; /* written once, the same bytes every time: harmless if two threads race */
+    size_t n = 0;
+    for (size_t i = 0; i < N_BUILTINS; i++)
+        n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", i ? ", " : "", BUILTINS[i].name);
+    return list;
+}
 
 int tt_model_is_builtin(const char *name)
 {
@@ -572,6 +639,10 @@ void tt_model_init_params(const tt_model *m, float *h_params, uint64_t seed)
         tt_rng_seed(&rng, seed, 1000 + i); /* one stream per layer: adding a layer does not shift the others */
         l->kind->init(l, h_params + l->offset, &rng);
     }
+    for (size_t i = 0; i < m->n_layers; i++) { /* the non-trainable tail */
+        const tt_layer *l = &m->layers[i];
+        if (l->kind->stats_init) l->kind->stats_init(l, h_params + l->stat_offset);
+    }
 }
 
 /* 1234567 -> "1,234,567" */
@@ -602,12 +673,14 @@ void tt_model_summary(const tt_model *m, void *fp)
         snprintf(type, sizeof type, "%s (%s)", l->name, l->kind->keras);
         const tt_shape *out = act ? &m->layers[i + 1].out_shape : &l->out_shape;
         fprintf(f, " %-34s %-24s %12s%s%s\n", type, tt_shape_str(out, 1, shape, sizeof shape),
-                thousands(l->n_params, count, sizeof count), act ? "   + " : "", act ? act : "");
+                thousands(l->n_params + l->n_stats, count, sizeof count), act ? "   + " : "", act ? act : "");
     }
     fprintf(f, "=========================================================================\n");
     fprintf(f, "Total params: %s (%.2f MB as float32)\n", thousands(m->n_params, count, sizeof count),
             (double)m->n_params * 4.0 / 1e6);
-    fprintf(f, "Trainable params: %s\nNon-trainable params: 0\n%s\n", count, rule);
+    char frozen[32];
+    fprintf(f, "Trainable params: %s\nNon-trainable params: %s\n%s\n", thousands(m->n_trainable, count, sizeof count),
+            thousands(m->n_params - m->n_trainable, frozen, sizeof frozen), rule);
 }
 
 size_t tt_model_gemms(const tt_model *m, size_t B, size_t chunk_mnk, tt_gemm_shape *out, size_t max)
@@ -671,6 +744,15 @@ void tt_model_backward_each(tt_dev *dev, const tt_model *m, const tt_pass *ps, c
         d_dy = d_dx;
         next ^= 1;
     }
+}
+
+void tt_model_idle(tt_dev *dev, const tt_model *m, const tt_pass *ps)
+{
+    if (!ps->xchg) return;
+    for (size_t i = 0; i < m->n_logits; i++)
+        if (!m->layers[i].in_epilogue && m->layers[i].kind->idle) m->layers[i].kind->idle(dev, &m->layers[i], ps, 0);
+    for (size_t i = m->n_logits; i-- > 1;) /* the first layer computes no dx: no backward exchange */
+        if (!m->layers[i].in_epilogue && m->layers[i].kind->idle) m->layers[i].kind->idle(dev, &m->layers[i], ps, 1);
 }
 
 void tt_model_backward(tt_dev *dev, const tt_model *m, const tt_pass *ps, const float *d_params, float *d_grads,

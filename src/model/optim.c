@@ -141,6 +141,7 @@ tt_status tt_optim_init(tt_optim *o, const tt_optim_config *cfg, size_t n, tt_er
     memset(o, 0, sizeof *o);
     o->cfg = *cfg;
     o->n = n;
+    o->n_train = n;
     o->u_product = 1.0;
     if (has_m_buf(cfg)) o->m = (float *)tt_calloc(n, sizeof(float));
     if (has_v_buf(cfg)) o->v = (float *)tt_calloc(n, sizeof(float));
@@ -168,7 +169,7 @@ void tt_optim_update_args(const tt_optim *o, tt_update_args *u)
 {
     const tt_optim_config *c = &o->cfg;
     const tt_update_args a = {(int)c->kind, c->nesterov, c->lr,    c->momentum, c->beta1, c->beta2, c->epsilon,
-                              c->rho,       o->alpha,    o->cm, o->cg,       o->cv};
+                              c->rho,       o->alpha,    o->cm, o->cg,       o->cv,       o->n_train};
     *u = a;
 }
 
@@ -223,7 +224,7 @@ void tt_optim_begin_step(tt_optim *o)
     }
 }
 
-void tt_optim_apply(const tt_optim *o, float *restrict w, const float *restrict g, size_t lo, size_t hi)
+static void optim_apply_trainable(const tt_optim *o, float *restrict w, const float *restrict g, size_t lo, size_t hi)
 {
     const tt_optim_config *c = &o->cfg;
     float *restrict m = o->m ? o->m + lo : NULL, *restrict v = o->v ? o->v + lo : NULL;
@@ -258,4 +259,11 @@ void tt_optim_apply(const tt_optim *o, float *restrict w, const float *restrict 
                 tt_rmsprop_elem(&w[i], &v[i], NULL, NULL, g[i], c->lr, c->rho, c->momentum, c->epsilon);
         break;
     }
+}
+
+void tt_optim_apply(const tt_optim *o, float *restrict w, const float *restrict g, size_t lo, size_t hi)
+{
+    const size_t split = hi < o->n_train ? hi : lo > o->n_train ? lo : o->n_train;
+    if (split > lo) optim_apply_trainable(o, w, g, lo, split);
+    for (size_t k = split; k < hi; k++) tt_tail_elem(&w[k - lo], g[k - lo]);
 }

@@ -75,6 +75,33 @@ static void c_drelu_bgrad(void *ctx, float *dz, float *db, const float *dy, cons
     COUNT(ctx, tt_col_sum_launches(rows));
 }
 
+static void c_col_dev_sum(void *ctx, float *out, const float *x, const float *w, const float *center, float cscale,
+                          const float *scale, size_t rows, size_t cols)
+{
+    (void)out, (void)x, (void)w, (void)center, (void)cscale, (void)scale, (void)cols;
+    COUNT(ctx, tt_col_sum_launches(rows));
+}
+
+static void c_bn_stats(void *ctx, float *save, float *tail, const float *s1, const float *s2, const float *moving,
+                       size_t C, float inv_n, float epsilon, float factor)
+{
+    (void)save, (void)tail, (void)s1, (void)s2, (void)moving, (void)C, (void)inv_n, (void)epsilon, (void)factor;
+    COUNT(ctx, 1);
+}
+
+static void c_bn_fwd(void *ctx, float *y, const float *x, const float *save, const float *gb, size_t rows, size_t cols)
+{
+    (void)y, (void)x, (void)save, (void)gb, (void)rows, (void)cols;
+    COUNT(ctx, 1);
+}
+
+static void c_bn_dx(void *ctx, float *dx, const float *dy, const float *x, const float *save, const float *gamma,
+                    const float *sums, size_t rows, size_t cols, float inv_n)
+{
+    (void)dx, (void)dy, (void)x, (void)save, (void)gamma, (void)sums, (void)rows, (void)cols, (void)inv_n;
+    COUNT(ctx, 1);
+}
+
 static void c_softmax_xent(void *ctx, float *dl, float *stats, const float *logits, const int32_t *labels,
                            size_t rows, size_t classes, float scale)
 {
@@ -135,6 +162,10 @@ static const tt_dev_ops counter_ops = {
     .relu_bwd = c_relu_bwd,
     .bias_relu = c_rows,
     .drelu_bgrad = c_drelu_bgrad,
+    .col_dev_sum = c_col_dev_sum,
+    .bn_stats = c_bn_stats,
+    .bn_fwd = c_bn_fwd,
+    .bn_dx = c_bn_dx,
     .transpose = c_rows,
     .softmax_xent = c_softmax_xent,
     .im2col = c_cols,
@@ -166,7 +197,8 @@ static void count_step(const tt_model *m, size_t rows, counter *c)
     for (size_t i = 0; i <= m->n_logits; i++) act[i] = nowhere;
     static const uint32_t ids[1];
     static const int32_t labels[1];
-    const tt_pass ps = {1, 0, 1, ids, nowhere, 0}; /* a GPU: one GEMM per shard (chunk_mnk 0) */
+    /* a GPU: one GEMM per shard (chunk_mnk 0); one tower (no exchanges) */
+    const tt_pass ps = {1, 0, 1, ids, nowhere, 0, nowhere, nowhere, 1.0f, rows, NULL};
     tt_model_forward(&dev, m, &ps, nowhere, act, rows);
     tt_dev_softmax_xent(&dev, nowhere, nowhere, tt_model_logits(m, act), labels, rows, m->n_classes, 1.0f);
     const size_t fwd_launches = c->launches;

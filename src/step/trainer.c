@@ -60,6 +60,11 @@ struct tt_tower {
     float *d_act[TT_MAX_LAYERS + 1]; /* n_logits + 1 activations, (rows, width) each; d_act[0] is the input */
     float *d_delta[2];  /* (rows, max_width) ping-pong back-propagation buffers */
     float *d_ws;        /* the layers' scratch (im2col columns), tt_model_workspace floats */
+    float *d_saved;     /* what layers keep from forward to backward (tt_model.n_saved floats) */
+    float *h_xchg;      /* --bn-sync on, pinned: this tower's part of an exchange, two of xchg_max (by parity) */
+    float *h_xsum;      /* and the sum it reads back (xchg_max) */
+    uint64_t xchg_seq;  /* exchanges made: the parity of the next one's buffer */
+    tt_exchange xchg;   /* its exchange, handed to the layers */
     uint32_t *d_ids;    /* (rows) the data-set index of every row (dropout's masks) */
     float *d_dlogits;   /* (rows, C) */
     int32_t *d_labels;  /* (rows) */
@@ -440,6 +445,7 @@ static tt_status check_nccl(const tt_trainer_config *cfg, tt_error *err)
 
 const char *const tt_graphs_names[] = {"off", "on", NULL};
 const char *const tt_overlap_names[] = {"off", "on", NULL};
+const char *const tt_bn_sync_names[] = {"off", "on", NULL};
 
 /* ---- --sync: the modes' table ------------------------------------------------------------------------------- */
 
@@ -526,6 +532,26 @@ static tt_status check_sync(const tt_trainer_config *cfg, tt_error *err)
     return TT_OK;
 }
 
+/* --bn-sync on with several towers: every tower stops twice in its forward and once in its backward per batchnorm
+ * layer until all have reached the same point of the same step. */
+static tt_status check_bn_sync(const tt_trainer_config *cfg, tt_error *err)
+{
+    if (!cfg->bn_sync || cfg->n_towers < 2) return TT_OK;
+    if (cfg->sync.kind != TT_SYNC_BSP) {
+        char m[32];
+        return tt_fail(err, TT_ERR_ARG, "--bn-sync on: not with --sync %s (the towers are at different steps, so "
+                       "there is no global batch to take statistics over; give --bn-sync off)",
+                       tt_sync_format(&cfg->sync, m, sizeof m));
+    }
+    if (cfg->graphs)
+        return tt_fail(err, TT_ERR_ARG, "--bn-sync on: the towers exchange batch statistics in the middle of their "
+                       "forward and backward, which one graph launch cannot (use --graphs off)");
+    if (multi_node(cfg))
+        return tt_fail(err, TT_ERR_ARG, "--bn-sync on: the statistics are exchanged between one process's towers, "
+                       "not across mpirun's ranks (give --bn-sync off, or run one rank)");
+    return TT_OK;
+}
+
 tt_status tt_trainer_check(const tt_trainer_config *cfg, tt_error *err)
 {
     if ((unsigned)cfg->reduce >= TT_REDUCE_COUNT) return tt_fail(err, TT_ERR_ARG, "--reduce: unknown placement");
@@ -565,7 +591,8 @@ tt_status tt_trainer_check(const tt_trainer_config *cfg, tt_error *err)
                            "--overlap off)");
     }
     if (!s) s = check_update(cfg, err);
-    return s ? s : check_sync(cfg, err);
+    if (!s) s = check_sync(cfg, err);
+    return s ? s : check_bn_sync(cfg, err);
 }
 
 static void tower_buffers(tt_trainer *tr, tt_tower *tw, buf_list *l)
@@ -584,6 +611,11 @@ static void tower_buffers(tt_trainer *tr, tt_tower *tw, buf_list *l)
     add_buf(l, &tw->d_dlogits, R * m->n_classes * F, 0, "activations", TT_MEM_BY_WIDTH);
     const size_t ws = tt_model_workspace(m, R, tr->cfg.ops->chunk_mnk);
     if (ws) add_buf(l, &tw->d_ws, ws * F, 0, "layer scratch (im2col)", TT_MEM_BY_WIDTH);
+    if (m->n_saved) add_buf(l, &tw->d_saved, m->n_saved * F, 0, "layer scratch (im2col)", TT_MEM_BY_RUN);
+    if (tr->xchg_max) {
+        add_buf(l, &tw->h_xchg, 2 * tr->xchg_max * F, 1, "batch statistics' exchange (--bn-sync on)", TT_MEM_BY_RUN);
+        add_buf(l, &tw->h_xsum, tr->xchg_max * F, 1, "batch statistics' exchange (--bn-sync on)", TT_MEM_BY_RUN);
+    }
     add_buf(l, &tw->d_labels, R * sizeof(int32_t), 0, "batch staging", TT_MEM_BY_RUN);
     add_buf(l, &tw->d_ids, R * sizeof(uint32_t), 0, "batch staging", TT_MEM_BY_RUN);
     add_buf(l, &tw->d_stats, 2 * R * F, 0, "batch staging", TT_MEM_BY_RUN);
@@ -753,11 +785,52 @@ static void phase_data(tt_tower *tw, const tt_dataset *ds, const uint32_t *idx, 
     data_issue(tw, ds, rows);
 }
 
-/* What the layers see of this tower's pass: training or not, the seed and epoch, the rows' indices, the scratch. */
-static tt_pass tower_pass(const tt_tower *tw, int training)
+/* --bn-sync on: tower tw's part of an exchange (tt_exchange.sum). Its n floats go to its host slot of this exchange's
+ * parity; after every tower's (the barrier) each tower adds the N slots in tower order — the same bits on every
+ * tower — and copies the sum back. The parity keeps a fast tower's next exchange off the slots a slow one still
+ * reads: to write them again it must pass the next barrier, which the slow one reaches only after reading. */
+static void tower_exchange(void *arg, tt_dev *dev, float *d_buf, size_t n)
+{
+    tt_tower *tw = (tt_tower *)arg;
+    tt_trainer *tr = tw->tr;
+    const size_t N = tr->cfg.n_towers, par = (size_t)(tw->xchg_seq++ & 1) * tr->xchg_max;
+    TT_ASSERT(n <= tr->xchg_max);
+    if (d_buf) {
+        tt_dev_d2h(dev, tw->h_xchg + par, d_buf, n * sizeof(float));
+        tt_dev_sync(dev);
+    } else {
+        memset(tw->h_xchg + par, 0, n * sizeof(float));
+    }
+    tt_barrier_wait(&tr->bar_xchg, NULL, NULL);
+    for (size_t k = 0; k < n; k++) {
+        float acc = 0.0f;
+        for (size_t t = 0; t < N; t++) acc = tt_add(acc, tr->towers[t].h_xchg[par + k]);
+        tw->h_xsum[k] = acc;
+    }
+    if (d_buf) tt_dev_h2d(dev, d_buf, tw->h_xsum, n * sizeof(float));
+}
+
+/* --bn-sync on with several towers: the most floats one exchange carries (a batchnorm layer's 2C, which its saved
+ * floats bound), or 0: no exchange. */
+static size_t xchg_floats(const tt_model *m, const tt_trainer_config *cfg)
+{
+    return cfg->bn_sync && cfg->n_towers > 1 ? m->n_saved : 0;
+}
+
+/* What the layers see of this tower's pass: training or not, the seed and epoch, the rows' indices, the scratch,
+ * the saved floats; a training pass: the gradient buffer (the moving statistics' steps), the tower's share of the
+ * step's n rows and, with --bn-sync on, the exchange. */
+static tt_pass tower_pass(const tt_tower *tw, int training, size_t n)
 {
     const tt_trainer *tr = tw->tr;
-    tt_pass ps = {training, tr->cfg.seed, tr->epoch, tw->d_ids, tw->d_ws, tr->cfg.ops->chunk_mnk};
+    tt_pass ps = {training, tr->cfg.seed, tr->epoch, tw->d_ids, tw->d_ws, tr->cfg.ops->chunk_mnk, tw->d_saved, NULL,
+                  1.0f, tw->rows, NULL};
+    if (training) {
+        ps.d_grads = tw->d_grads;
+        ps.share = n ? (float)((double)tw->rows / (double)n) : 0.0f;
+        ps.rows_all = n;
+        ps.xchg = tr->xchg_max ? &tw->xchg : NULL;
+    }
     return ps;
 }
 
@@ -771,13 +844,14 @@ static void phase_compute(tt_tower *tw, size_t n)
     const tt_model *m = tw->tr->model;
     tt_dev *dev = &tw->dev;
     const int ov = tw->tr->ov != NULL;
+    if (tw->tr->cfg.sync.kind == TT_SYNC_WEIGHTS) n = tw->rows;
+    const tt_pass ps = tower_pass(tw, 1, n);
     if (tw->rows == 0) {
         if (ov) tt_dev_event_record(dev, tw->ev_loss);
         tt_dev_fill(dev, tw->d_grads, m->n_params, 0.0f);
+        tt_model_idle(dev, m, &ps); /* --bn-sync on: zeros into the others' exchanges */
         return;
     }
-    const tt_pass ps = tower_pass(tw, 1);
-    if (tw->tr->cfg.sync.kind == TT_SYNC_WEIGHTS) n = tw->rows;
     tt_model_forward(dev, m, &ps, tw->d_params, tw->d_act, tw->rows);
     tt_dev_softmax_xent(dev, tw->d_dlogits, tw->d_stats, tt_model_logits(m, tw->d_act), tw->d_labels, tw->rows,
                         m->n_classes, 1.0f / (float)n);
@@ -1155,7 +1229,7 @@ static void tower_eval(tt_tower *tw)
     const size_t lo = tw->lo, total = tw->rows;
     tw->loss_sum = 0;
     tw->top1 = tw->top5 = 0;
-    const tt_pass ps = tower_pass(tw, 0);
+    const tt_pass ps = tower_pass(tw, 0, 0);
     /* the host's master weights, whatever --update says: evaluation reads the host's (a master tower's own copy is
      * the host's after every run of steps, but tt_trainer_set_params changes only the host's); --sync weights
      * between two averages: the tower's own weights stay where they are, the host's (their average) go into the
@@ -2487,6 +2561,7 @@ tt_status tt_trainer_init(tt_trainer *tr, const tt_model *m, const tt_trainer_co
         tt_node_slice(P, cfg->node->size, cfg->node->rank, &tr->node_lo, &tr->node_n);
     }
     tr->shard_max = shard_rows(cfg);
+    tr->xchg_max = xchg_floats(m, cfg);
     tr->h_slots = (float **)tt_calloc(N, sizeof(float *));
     tr->towers = (tt_tower *)tt_calloc(N, sizeof(tt_tower));
     if (!tr->h_slots || !tr->towers)
@@ -2500,9 +2575,12 @@ tt_status tt_trainer_init(tt_trainer *tr, const tt_model *m, const tt_trainer_co
     owned_slice(cfg, P, &own_lo, &own_n);
     s = tt_optim_init(&tr->opt, &cfg->optim, own_n, err);
     if (s) return s;
+    /* the non-trainable tail (moving statistics) is added, not optimized: where it starts in this state's slice */
+    tr->opt.n_train = m->n_trainable < own_lo ? 0 : m->n_trainable - own_lo < own_n ? m->n_trainable - own_lo : own_n;
     for (size_t t = 0; t < N; t++) {
         tr->towers[t].id = (int)t;
         tr->towers[t].tr = tr;
+        tr->towers[t].xchg = (tt_exchange){tower_exchange, &tr->towers[t]};
     }
     int cpus = tt_cpu_count();
     int host = cfg->host_threads > 0 ? cfg->host_threads : cpus;
@@ -2512,6 +2590,7 @@ tt_status tt_trainer_init(tt_trainer *tr, const tt_model *m, const tt_trainer_co
     tt_barrier_init(&tr->bar_push, T, spin);
     tt_barrier_init(&tr->bar_reduce, T, spin);
     tt_barrier_init(&tr->bar_update, T, spin);
+    tt_barrier_init(&tr->bar_xchg, (int)N, spin);
     tr->bars_up = 1;
     if (cfg->overlap) {
         s = overlap_init(tr, T, err);
@@ -2570,6 +2649,7 @@ void tt_trainer_free(tt_trainer *tr)
         tt_barrier_destroy(&tr->bar_push);
         tt_barrier_destroy(&tr->bar_reduce);
         tt_barrier_destroy(&tr->bar_update);
+        tt_barrier_destroy(&tr->bar_xchg);
     }
     if (tr->model) tt_optim_free(&tr->opt);
     overlap_free(tr);
@@ -2670,6 +2750,7 @@ tt_status tt_trainer_plan(const tt_model *m, const tt_trainer_config *cfg, tt_me
     tr.model = m;
     tr.place = &placements[cfg->reduce];
     tr.shard_max = shard_rows(cfg);
+    tr.xchg_max = xchg_floats(m, cfg);
     tr.h_slots = (float **)tt_calloc(cfg->n_towers, sizeof(float *));
     if (!tr.h_slots) return tt_fail(err, TT_ERR_NOMEM, "out of memory");
     tt_tower tw;
