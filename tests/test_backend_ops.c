@@ -9,7 +9,7 @@
  * (the same tt_math.h code, but the GPU's expf/logf may differ by an ulp or two); sgemm uses per element atol 1e-4 +
  * rtol 1e-4 on O(1) inputs with K <= 300 (a different summation order, FP32 only: TF32 is switched off in the
  * backend); col_sum over more rows than one chunk of the GPU's two-pass sum, atol 1e-7 * rows (test_col_sum), and
- * so the bias gradient of the fused drelu_bgrad (test_fused_epilogues). */
+ * so the bias gradient of the fused drelu_bgrad (test_fused_epilogues) and batchnorm's sums (test_batchnorm_ops). */
 #include "tt_backend.h"
 #include "tt_test.h"
 
@@ -545,6 +545,81 @@ START_TEST(test_col_sum)
 }
 END_TEST
 
+/* BatchNorm's ops (src/layers/batchnorm.c), each from the same inputs on both backends: col_dev_sum (a variance's
+ * sum of squared deviations from center * center_scale, and the backward's scaled sum of dy * (x - mean)) exactly:
+ * the CPU sums in the GPU's chunks (dev_cpu.c);
+ * bn_stats (training with the tail, evaluation), bn_fwd (in place too) and bn_dx exactly — plain IEEE arithmetic
+ * with no contraction. Rows 0: zero sums and nothing written. */
+START_TEST(test_batchnorm_ops)
+{
+    pair p;
+    pair_init(&p);
+    const size_t shapes[][2] = {{0, 3}, {1, 1}, {255, 3}, {257, 5}, {4096, 32}, {70000, 7}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        const size_t R = shapes[s][0], C = shapes[s][1], n = R * C;
+        float *hx = random_host(n ? n : 1, 400 + s), *hdy = random_host(n ? n : 1, 410 + s);
+        float *hc = random_host(2 * C, 420 + s), *hsc = random_host(C, 430 + s), *hmov = random_host(2 * C, 440 + s);
+        float *hgb = random_host(2 * C, 450 + s), *hout = random_host(2 * C, 460 + s);
+        for (size_t c = 0; c < C; c++) hmov[C + c] = fabsf(hmov[C + c]) + 0.1f; /* a variance */
+        for (size_t c = 0; c < C; c++) hc[C + c] = fabsf(hc[C + c]) * (float)(R ? R : 1); /* a sum of squares */
+        float *x0, *x1, *dy0, *dy1, *c0, *c1, *sc0, *sc1, *mov0, *mov1, *gb0, *gb1, *o0, *o1;
+        upload(&p, hx, n, &x0, &x1);
+        upload(&p, hdy, n, &dy0, &dy1);
+        upload(&p, hc, 2 * C, &c0, &c1);
+        upload(&p, hsc, C, &sc0, &sc1);
+        upload(&p, hmov, 2 * C, &mov0, &mov1);
+        upload(&p, hgb, 2 * C, &gb0, &gb1);
+        char what[80];
+        for (int bwd = 0; bwd < 2; bwd++) {
+            upload(&p, hout, C, &o0, &o1);
+            tt_dev_col_dev_sum(&p.cpu, o0, x0, bwd ? dy0 : NULL, c0, bwd ? 1.0f : 0.25f, bwd ? sc0 : NULL, R, C);
+            tt_dev_col_dev_sum(&p.dev, o1, x1, bwd ? dy1 : NULL, c1, bwd ? 1.0f : 0.25f, bwd ? sc1 : NULL, R, C);
+            snprintf(what, sizeof what, "col_dev_sum %zux%zu%s", R, C, bwd ? " (dy, scaled)" : "");
+            compare(&p, what, o0, o1, C, 0, 0);
+        }
+        const float inv_n = R ? 1.0f / (float)R : 1.0f;
+        for (int train = 0; train < 2; train++) { /* save (2C) and tail (2C): from hout, all written */
+            float *sv0, *sv1, *t0, *t1;
+            upload(&p, hout, 2 * C, &sv0, &sv1);
+            upload(&p, hout, 2 * C, &t0, &t1);
+            tt_dev_bn_stats(&p.cpu, sv0, train ? t0 : NULL, train ? c0 : NULL, train ? c0 + C : NULL, mov0, C, inv_n,
+                            1e-3f, 0.005f);
+            tt_dev_bn_stats(&p.dev, sv1, train ? t1 : NULL, train ? c1 : NULL, train ? c1 + C : NULL, mov1, C, inv_n,
+                            1e-3f, 0.005f);
+            snprintf(what, sizeof what, "bn_stats C=%zu %s", C, train ? "training" : "evaluation");
+            compare(&p, what, t0, t1, 2 * C, 0, 0); /* evaluation: untouched */
+            if (train) { /* save from training: the statistics bn_fwd and bn_dx read */
+                float *y0, *y1, *dx0, *dx1, *xi0, *xi1;
+                upload(&p, hdy, n, &y0, &y1);
+                upload(&p, hdy, n, &dx0, &dx1);
+                upload(&p, hx, n, &xi0, &xi1);
+                tt_dev_bn_fwd(&p.cpu, y0, x0, sv0, gb0, R, C);
+                tt_dev_bn_fwd(&p.dev, y1, x1, sv1, gb1, R, C);
+                tt_dev_bn_fwd(&p.cpu, xi0, xi0, sv0, gb0, R, C); /* in place */
+                tt_dev_bn_fwd(&p.dev, xi1, xi1, sv1, gb1, R, C);
+                tt_dev_bn_dx(&p.cpu, dx0, dy0, x0, sv0, gb0, mov0, R, C, inv_n); /* any 2C as the sums */
+                tt_dev_bn_dx(&p.dev, dx1, dy1, x1, sv1, gb1, mov1, R, C, inv_n);
+                snprintf(what, sizeof what, "bn_fwd %zux%zu", R, C);
+                compare(&p, what, y0, y1, n, 0, 0);
+                snprintf(what, sizeof what, "bn_fwd %zux%zu in place", R, C);
+                compare(&p, what, xi0, xi1, n, 0, 0);
+                snprintf(what, sizeof what, "bn_dx %zux%zu", R, C);
+                compare(&p, what, dx0, dx1, n, 0, 0);
+            }
+            compare(&p, what, sv0, sv1, 2 * C, 0, 0);
+        }
+        float *bufs0[] = {x0, dy0, c0, sc0, mov0, gb0}, *bufs1[] = {x1, dy1, c1, sc1, mov1, gb1};
+        for (size_t i = 0; i < sizeof bufs0 / sizeof bufs0[0]; i++) {
+            tt_dev_dfree(&p.cpu, bufs0[i]);
+            tt_dev_dfree(&p.dev, bufs1[i]);
+        }
+        float *hb[] = {hx, hdy, hc, hsc, hmov, hgb, hout};
+        for (size_t i = 0; i < sizeof hb / sizeof hb[0]; i++) tt_free(hb[i]);
+    }
+    pair_free(&p);
+}
+END_TEST
+
 /* The fused epilogues on one backend: bias_relu against bias_add + relu_fwd, drelu_bgrad (in place, as the layers
  * run it, and into another buffer) against relu_bwd + col_sum — to the bit, on that backend (the same order of every
  * sum). The results stay on the device for the comparison across backends: y, dz, db and the out-of-place dz2. */
@@ -1048,6 +1123,7 @@ int main(int argc, char **argv)
             tcase_add_test(tc, test_conv_pool_ops);
             tcase_add_test(tc, test_dropout_embedding_ops);
             tcase_add_test(tc, test_col_sum);
+            tcase_add_test(tc, test_batchnorm_ops);
             tcase_add_test(tc, test_fused_epilogues);
             tcase_add_test(tc, test_graphs);
             tcase_add_test(tc, test_embed_bwd);

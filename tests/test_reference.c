@@ -14,6 +14,9 @@
  * - The embedding's gradient: every id's rows of dy added in ascending token position, to the bit, against a sum
  *   written here — on the CPU backend and, given `cuda` (the suite's argument; CTest's test_reference_cuda in the
  *   stand-in build, label sim), on the CUDA backend.
+ * - BatchNormalization against numbers recorded from Keras 3 (tools/keras_batchnorm_reference.py): training and
+ *   inference outputs, the gradients, the moving statistics after a step — on the CPU and, given `cuda`, the CUDA
+ *   backend.
  * Usage: test_reference [cpu|cuda]. */
 #include "tt_backend.h"
 #include "tt_test.h"
@@ -429,6 +432,104 @@ START_TEST(test_embedding_gradient_order)
 }
 END_TEST
 
+/* ---- batchnorm against Keras ------------------------------------------------------------------------------------
+ * One BatchNormalization(momentum=0.9) over two 2x2 images of 3 channels (8 rows per channel), numbers recorded from
+ * Keras 3 by tools/keras_batchnorm_reference.py: the training output, the gradients of sum(R * y) (dx, dgamma, dbeta),
+ * the moving statistics after that step (the layer's tail step added, as the host adds it) and the inference output
+ * with the moving statistics before it. On the CPU backend and, given `cuda`, on the CUDA backend. atol 2e-6 + rtol
+ * 1e-5: TensorFlow normalises as x * (gamma * inv) + (beta - mean * gamma * inv), towertrain as
+ * (x - mean) * (inv * gamma) + beta, and sums in another order. */
+/* BEGIN keras_batchnorm_reference.py output: TensorFlow 2.21.0, Keras 3.15.1 */
+static const float BN_X[24] =
+    {1.6875, 3.4375, 1.53125, -1.15625, 1.84375, -0.65625, 2.5625, 1.34375, 0.125, -0.8125, -0.59375, 0.46875,
+    -0.625, 2.375, 2.53125, -0.28125, 1.53125, -0.53125, 3.03125, -1.5625, 0.1875, 3.0625, 1.96875, 1.71875};
+static const float BN_R[24] =
+    {0.6875, 1.015625, -0.515625, -0.71875, 0.203125, -1.140625, -1.125, -1.109375, 0.71875, -0.203125, -0.171875,
+    0.796875, -1.0625, 0.921875, -0.953125, 1.4375, 0.796875, -1.40625, 1.34375, 0.484375, -0.0625, -0.921875,
+    -0.40625, 1};
+static const float BN_PARAMS[6] =
+    {1.5, -0.75, 0.5, 0.25, 0, -1}; /* gamma, beta */
+static const float BN_MOVING[6] =
+    {0.100000001, -0.200000003, 0.300000012, 1.5, 0.5, 2}; /* moving mean, variance */
+static const float BN_Y_TRAIN[24] =
+    {0.910043418, -1.06313205, -0.596811295, -1.57965422, -0.273044825, -1.62310982, 1.67610431, -0.0251743197,
+    -1.25657463, -1.27870166, 0.935323834, -1.09529912, -1.11454582, -0.536407232, -0.127646208, -0.813593328,
+    -0.118125737, -1.56446409, 2.08649397, 1.41557288, -1.22725177, 2.11385345, -0.335012436, -0.508842826};
+static const float BN_DX[24] =
+    {0.626689911, -0.274804592, -0.217447251, -0.465769023, 0.0379074365, -0.339702725, -1.00283027, 0.660307884,
+    0.471589327, -0.0311075225, 0.0860446915, 0.481375694, -0.792634368, -0.288380563, -0.500865877, 1.37934363,
+    -0.274101019, -0.47409457, 1.13569117, -0.294038326, 0.100169219, -0.849383414, 0.347064495, 0.47897619};
+static const float BN_DPARAMS[6] =
+    {0.763638377, 1.37986887, 1.42032385, -0.5625, 1.734375, -1.5625}; /* dgamma, dbeta */
+static const float BN_MOVING_AFTER[6] =
+    {0.18335937, -0.0507031083, 0.337187529, 1.64344323, 0.678782642, 1.91347647};
+static const float BN_Y_EVAL[24] =
+    {2.19363451, -3.85429883, -0.56479615, -1.28807306, -2.16555977, -1.33800101, 3.26492929, -1.63575923,
+    -1.06185639, -0.867207289, 0.41721791, -0.940352798, -0.637644112, -2.72847271, -0.211331129, -0.216778383,
+    -1.83443439, -1.29381788, 3.83883715, 1.44370639, -1.03976488, 3.87709761, -2.29800987, -0.498521447};
+/* END keras_batchnorm_reference.py output */
+
+static void bn_expect(const char *what, const float *got, const float *want, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        ck_assert_msg(tt_close(got[i], want[i], 2e-6, 1e-5), "%s: batchnorm %s[%zu] = %.9g, Keras %.9g", g_device,
+                      what, i, (double)got[i], (double)want[i]);
+}
+
+START_TEST(test_batchnorm_keras)
+{
+    tt_model m;
+    const tt_layer *l = parse_first(&m, "batchnorm momentum=0.9\nflatten\ndense units=2\n", tt_shape3(2, 2, 3), 0);
+    ck_assert_uint_eq(l->n_params, 6);
+    ck_assert_uint_eq(l->n_stats, 6);
+    ck_assert_float_eq(l->epsilon, 1e-3f); /* Keras's default */
+    tt_dev dev;
+    tt_error err;
+    ck_assert_msg(tt_dev_init(&dev, g_be.ops, g_be.devices[0], &err) == TT_OK, "%s", err.msg);
+    tt_dev_bind(&dev);
+    const size_t P = m.n_params, B = 2, F = sizeof(float);
+    float *h_all = (float *)tt_calloc(P, F);
+    memcpy(h_all + l->offset, BN_PARAMS, sizeof BN_PARAMS);
+    memcpy(h_all + l->stat_offset, BN_MOVING, sizeof BN_MOVING);
+    float *d_p = tt_dev_alloc_f32(&dev, P), *d_g = tt_dev_alloc_f32(&dev, P), *d_x = tt_dev_alloc_f32(&dev, 24);
+    float *d_y = tt_dev_alloc_f32(&dev, 24), *d_dy = tt_dev_alloc_f32(&dev, 24), *d_dx = tt_dev_alloc_f32(&dev, 24);
+    float *d_ws = tt_dev_alloc_f32(&dev, l->kind->workspace(l, B, 0)), *d_save = tt_dev_alloc_f32(&dev, m.n_saved);
+    tt_dev_h2d(&dev, d_p, h_all, P * F);
+    tt_dev_fill(&dev, d_g, P, 0.0f);
+    tt_dev_h2d(&dev, d_x, BN_X, sizeof BN_X);
+    tt_dev_h2d(&dev, d_dy, BN_R, sizeof BN_R);
+    float y[24], dx[24], g[6], tail[6], y_eval[24];
+    /* inference first, with the moving statistics before the step */
+    tt_pass ps = {0, 0, 1, NULL, d_ws, 0, d_save, NULL, 1.0f, B, NULL};
+    l->kind->forward(&dev, l, &ps, d_p + l->offset, d_x, d_y, B);
+    tt_dev_d2h(&dev, y_eval, d_y, sizeof y_eval);
+    /* a training step of one tower: share 1 */
+    ps.training = 1;
+    ps.d_grads = d_g;
+    l->kind->forward(&dev, l, &ps, d_p + l->offset, d_x, d_y, B);
+    tt_dev_d2h(&dev, y, d_y, sizeof y);
+    l->kind->backward(&dev, l, &ps, d_p + l->offset, d_g + l->offset, d_x, d_y, d_dy, d_dx, B);
+    tt_dev_d2h(&dev, dx, d_dx, sizeof dx);
+    tt_dev_d2h(&dev, g, d_g + l->offset, sizeof g);
+    tt_dev_d2h(&dev, tail, d_g + l->stat_offset, sizeof tail);
+    tt_dev_sync(&dev);
+    for (size_t i = 0; i < 6; i++) { /* the host adds the tower's step to the moving statistics */
+        float moving = BN_MOVING[i];
+        tt_tail_elem(&moving, tail[i]);
+        tail[i] = moving;
+    }
+    bn_expect("inference output", y_eval, BN_Y_EVAL, 24);
+    bn_expect("training output", y, BN_Y_TRAIN, 24);
+    bn_expect("dx", dx, BN_DX, 24);
+    bn_expect("dgamma, dbeta", g, BN_DPARAMS, 6);
+    bn_expect("moving statistics after the step", tail, BN_MOVING_AFTER, 6);
+    float *bufs[] = {d_p, d_g, d_x, d_y, d_dy, d_dx, d_ws, d_save};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) tt_dev_dfree(&dev, bufs[i]);
+    tt_dev_free(&dev);
+    tt_free(h_all);
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     g_device = argc > 1 ? argv[1] : "cpu";
@@ -452,6 +553,7 @@ int main(int argc, char **argv)
         tcase_add_test(tc, test_dropout_through_the_layer);
     }
     tcase_add_test(tc, test_embedding_gradient_order);
+    tcase_add_test(tc, test_batchnorm_keras);
     suite_add_tcase(s, tc);
     return tt_test_run_suite_mode(s, is_cpu ? CK_FORK_GETENV : CK_NOFORK);
 }
