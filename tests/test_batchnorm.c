@@ -9,6 +9,8 @@
  *   - the moving statistics are non-trainable: the optimizer keeps no state for them (Adam's vectors stay 0 there)
  *     and after one step they hold exactly Keras's update, moving * momentum + batch statistic * (1 - momentum), of
  *     the batch (one tower: the layer's input recomputed on the host);
+ *   - every placement of the sum and the update (--reduce allreduce, --update device and replicated, --overlap on)
+ *     gives --reduce cpu --update host's bits, the tail and the optimizer's state included;
  *   - what --bn-sync on cannot run with is refused with one line.
  * `test_batchnorm cuda` runs the same on the CUDA backend (the stand-in in CI). Keras's own numbers for the layer are
  * in test_reference.c. */
@@ -32,6 +34,9 @@ typedef struct run {
     size_t towers, batch, steps, n;
     int bn_sync;
     tt_optim_config oc;
+    tt_reduce reduce; /* zero: cpu, host, no overlap */
+    tt_update update;
+    int overlap;
     float *w;          /* master weights, then the optimizer's vectors */
     size_t P, PT, n_slots;
 } run;
@@ -47,7 +52,10 @@ static void run_steps(run *r)
     ck_assert_msg(tt_model_parse(&m, r->model, "t", &in, &err) == TT_OK, "%s", err.msg);
     float *init = (float *)tt_malloc(m.n_params * sizeof(float));
     tt_model_init_params(&m, init, 42);
-    tt_trainer_config tc = tt_test_config(r->towers, r->batch, r->oc, TT_REDUCE_CPU);
+    tt_trainer_config tc = tt_test_config(r->towers, r->batch, r->oc, r->reduce);
+    tc.update = r->update;
+    tc.overlap = r->overlap;
+    tc.bucket_bytes = r->overlap ? 256 : 0; /* several buckets, the tail in the last */
     tc.ops = g_be.ops;
     tc.n_devices = g_be.n_devices;
     tc.devices = g_be.devices;
@@ -100,11 +108,11 @@ static tt_optim_config sgd(void)
 /* sync on: 2 and 3 towers are 1 tower up to rounding; sync off: they are not. */
 static void check_towers(const char *model, int conv, tt_optim_config oc, size_t steps, size_t n)
 {
-    run one = {model, conv, 1, 24, steps, n, 0, oc, NULL, 0, 0, 0};
+    run one = {model, conv, 1, 24, steps, n, 0, oc, 0, 0, 0, NULL, 0, 0, 0};
     run_steps(&one);
     for (size_t N = 2; N <= 3; N++) {
-        run on = {model, conv, N, 24, steps, n, 1, oc, NULL, 0, 0, 0};
-        run off = {model, conv, N, 24, steps, n, 0, oc, NULL, 0, 0, 0};
+        run on = {model, conv, N, 24, steps, n, 1, oc, 0, 0, 0, NULL, 0, 0, 0};
+        run off = {model, conv, N, 24, steps, n, 0, oc, 0, 0, 0, NULL, 0, 0, 0};
         run_steps(&on);
         run_steps(&off);
         const double e_on = worst(&on, &one, 1e-3), e_off = worst(&off, &one, 1e-3);
@@ -132,7 +140,7 @@ END_TEST
 START_TEST(test_moving_statistics)
 {
     run r = {"dense units=3\nbatchnorm momentum=0.9\ndense units=5\n", 0, 1, 16, 1, 0, 0,
-             tt_optim_defaults(TT_OPT_ADAM), NULL, 0, 0, 0};
+             tt_optim_defaults(TT_OPT_ADAM), 0, 0, 0, NULL, 0, 0, 0};
     run_steps(&r);
     ck_assert_uint_eq(r.P - r.PT, 6);
     ck_assert_uint_eq(r.n_slots, 2);
@@ -171,6 +179,39 @@ START_TEST(test_moving_statistics)
 }
 END_TEST
 
+/* Where the sum and the update run changes no bit, the tail included: the device's update (--update device,
+ * replicated) adds the moving statistics' steps as the host does, and --overlap on's buckets find the tail complete
+ * (the forward wrote it) — with the statistics exchanged or not. */
+START_TEST(test_placements_same_bits)
+{
+    static const struct {
+        tt_reduce reduce;
+        tt_update update;
+        int overlap;
+    } runs[] = {{TT_REDUCE_ALLREDUCE, TT_UPDATE_HOST, 0},
+                {TT_REDUCE_DEVICE, TT_UPDATE_DEVICE, 0},
+                {TT_REDUCE_ALLREDUCE, TT_UPDATE_REPLICATED, 0},
+                {TT_REDUCE_CPU, TT_UPDATE_HOST, 1}};
+    for (int sync = 0; sync < 2; sync++) {
+        run ref = {CONV_BN, 1, 2, 24, 4, 0, sync, tt_optim_defaults(TT_OPT_ADAM), 0, 0, 0, NULL, 0, 0, 0};
+        run_steps(&ref);
+        const size_t floats = (1 + ref.n_slots) * ref.P;
+        for (size_t k = 0; k < sizeof runs / sizeof runs[0]; k++) {
+            run r = ref;
+            r.reduce = runs[k].reduce, r.update = runs[k].update, r.overlap = runs[k].overlap, r.w = NULL;
+            run_steps(&r);
+            for (size_t i = 0; i < floats; i++)
+                ck_assert_msg(memcmp(&r.w[i], &ref.w[i], sizeof(float)) == 0,
+                              "--bn-sync %s, run %zu: float %zu of %zu (%s) %.9g, --reduce cpu --update host %.9g",
+                              sync ? "on" : "off", k, i, floats, i % ref.P >= ref.PT ? "tail" : "trainable",
+                              (double)r.w[i], (double)ref.w[i]);
+            tt_free(r.w);
+        }
+        tt_free(ref.w);
+    }
+}
+END_TEST
+
 START_TEST(test_refusals)
 {
     tt_trainer_config tc = tt_test_config(2, 32, sgd(), TT_REDUCE_CPU);
@@ -203,6 +244,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_sync_on_is_one_tower_conv);
     tcase_add_test(tc, test_sync_on_empty_tower);
     tcase_add_test(tc, test_moving_statistics);
+    tcase_add_test(tc, test_placements_same_bits);
     if (is_cpu) tcase_add_test(tc, test_refusals);
     suite_add_tcase(s, tc);
     return tt_test_run_suite_mode(s, is_cpu ? CK_FORK_GETENV : CK_NOFORK);

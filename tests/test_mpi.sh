@@ -156,6 +156,30 @@ for mode in ssp:2 async weights:4; do
     bad "--sync $mode under mpirun: rc $rc: $(head -c 600 "$W/sync.txt")"
   fi
 done
+# batchnorm (issue 22): --bn-sync off composes with the ranks — each tower's statistics are its own shard's and its
+# step of the moving statistics is summed like a gradient — so K ranks x 1 tower == 1 process x K towers, the moving
+# statistics included, bit for bit; --bn-sync on (an exchange inside the forward) is refused on every rank, one line
+printf 'dense units=32\nbatchnorm momentum=0.9\nrelu\ndense units=10\n' >"$W/bn.model"
+"$TT" train "${DATA[@]}" --epochs 1 --towers "$K" --model "$W/bn.model" --checkpoint-dir "$W/bn1" >"$W/bn1.txt" 2>&1 \
+  || bad "batchnorm, 1 x $K towers failed: $(tail -2 "$W/bn1.txt")"
+for mode in allreduce ps; do
+  mpi train "${DATA[@]}" --epochs 1 --towers 1 --model "$W/bn.model" --node-reduce $mode --checkpoint-dir "$W/bnk$mode" \
+    >"$W/bnk$mode.txt" 2>&1 || bad "batchnorm, $K ranks ($mode) failed: $(tail -3 "$W/bnk$mode.txt")"
+  if [ "$(tensors "$(last "$W/bn1")")" = "$(tensors "$(last "$W/bnk$mode")")" ]; then
+    ok "batchnorm --bn-sync off: $K ranks x 1 tower ($mode) == 1 x $K towers, moving statistics too, bit for bit"
+  else
+    bad "batchnorm: $K ranks ($mode) differ from 1 x $K towers: max |d| $(maxdiff "$(last "$W/bn1")" "$(last "$W/bnk$mode")")"
+  fi
+done
+timeout 60 "$MPIRUN" --oversubscribe -np "$K" "$TT" train "${DATA[@]}" --epochs 1 --towers 2 --model "$W/bn.model" \
+  --bn-sync on >"$W/bnsync.txt" 2>&1
+rc=$?
+if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ "$(grep '^towertrain: ' "$W/bnsync.txt" | grep -vc '^towertrain: notice: ')" = 1 ] &&
+   grep -q "^towertrain: --bn-sync on: the statistics are exchanged between one process's towers" "$W/bnsync.txt"; then
+  ok "--bn-sync on under mpirun: refused, one line"
+else
+  bad "--bn-sync on under mpirun: rc $rc: $(head -c 600 "$W/bnsync.txt")"
+fi
 # every mismatch in the flag's own words: names for enums, the value a user typed for a float (issue 18)
 mismatch() { # WANT CMD ARGS-OF-RANK-0 -- ARGS-OF-THE-LAST-RANK (both after CMD and the common ones)
   local want=$1 cmd=$2; shift 2

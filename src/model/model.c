@@ -658,29 +658,43 @@ static const char *thousands(size_t v, char *out, size_t len)
     return out;
 }
 
+/* A line of n copies of c. */
+static void summary_rule(FILE *f, char c, int n)
+{
+    for (int i = 0; i < n; i++) fputc(c, f);
+    fputc('\n', f);
+}
+
 void tt_model_summary(const tt_model *m, void *fp)
 {
     FILE *f = (FILE *)fp;
     char in[64], shape[64], type[64], count[32];
-    const char *rule = "_________________________________________________________________________";
-    fprintf(f, "Model: %s, input %s\n%s\n", m->source, tt_shape_str(&m->input_shape, 1, in, sizeof in), rule);
-    fprintf(f, " %-34s %-24s %12s\n", "Layer (type)", "Output Shape", "Param #");
-    fprintf(f, "=========================================================================\n");
+    int wide = 34; /* the layer column: Keras's width, wider for "batch_normalization_1 (BatchNormalization)" */
+    for (size_t i = 0; i < m->n_layers; i++) {
+        const int w = (int)strlen(m->layers[i].name) + 3 + (int)strlen(m->layers[i].kind->keras);
+        if (w > wide) wide = w;
+    }
+    const int width = wide + 39; /* 73 with Keras's 34 */
+    fprintf(f, "Model: %s, input %s\n", m->source, tt_shape_str(&m->input_shape, 1, in, sizeof in));
+    summary_rule(f, '_', width);
+    fprintf(f, " %-*s %-24s %12s\n", wide, "Layer (type)", "Output Shape", "Param #");
+    summary_rule(f, '=', width);
     for (size_t i = 0; i < m->n_layers; i++) {
         const tt_layer *l = &m->layers[i];
         if (l->fused) continue; /* activation=: part of the layer above, as Keras shows it */
         const char *act = i + 1 < m->n_layers && m->layers[i + 1].fused ? m->layers[i + 1].kind->name : NULL;
         snprintf(type, sizeof type, "%s (%s)", l->name, l->kind->keras);
         const tt_shape *out = act ? &m->layers[i + 1].out_shape : &l->out_shape;
-        fprintf(f, " %-34s %-24s %12s%s%s\n", type, tt_shape_str(out, 1, shape, sizeof shape),
+        fprintf(f, " %-*s %-24s %12s%s%s\n", wide, type, tt_shape_str(out, 1, shape, sizeof shape),
                 thousands(l->n_params + l->n_stats, count, sizeof count), act ? "   + " : "", act ? act : "");
     }
-    fprintf(f, "=========================================================================\n");
+    summary_rule(f, '=', width);
     fprintf(f, "Total params: %s (%.2f MB as float32)\n", thousands(m->n_params, count, sizeof count),
             (double)m->n_params * 4.0 / 1e6);
     char frozen[32];
-    fprintf(f, "Trainable params: %s\nNon-trainable params: %s\n%s\n", thousands(m->n_trainable, count, sizeof count),
-            thousands(m->n_params - m->n_trainable, frozen, sizeof frozen), rule);
+    fprintf(f, "Trainable params: %s\nNon-trainable params: %s\n", thousands(m->n_trainable, count, sizeof count),
+            thousands(m->n_params - m->n_trainable, frozen, sizeof frozen));
+    summary_rule(f, '_', width);
 }
 
 size_t tt_model_gemms(const tt_model *m, size_t B, size_t chunk_mnk, tt_gemm_shape *out, size_t max)

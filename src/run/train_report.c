@@ -70,6 +70,14 @@ void print_banner(run_state *rs)
         fprintf(out, "job: %d ranks x %zu tower%s = %zu towers (mpirun; %d on this machine, %d host thread%s each) | "
                 "--node-reduce %s\n", rs->K, N, N == 1 ? "" : "s", G, rs->nd->local_size, rs->tc.host_threads,
                 rs->tc.host_threads == 1 ? "" : "s", tt_node_reduce_name(c->node_reduce));
+    size_t n_bn = 0; /* layers with moving statistics (batchnorm): what --bn-sync decides for them */
+    for (size_t i = 0; i < rs->model->n_layers; i++) n_bn += rs->model->layers[i].n_stats > 0;
+    if (n_bn && G > 1)
+        fprintf(out, "batchnorm: %zu layer%s, %s\n", n_bn, n_bn == 1 ? "" : "s",
+                rs->tc.bn_sync ? "statistics over the global batch (--bn-sync on: the towers exchange their sums 3 "
+                                 "times per layer and step; N towers compute what 1 tower would)"
+                               : "statistics over each tower's own rows (--bn-sync off, as TF's towers did: N towers "
+                                 "differ from 1 tower with this batch)");
     fprintf(out, "BLAS: %s\n", tt_blas_describe());
     fprintf(out, "float: %s\n",
             tt_fpu_flushing() ? "subnormals flushed to zero (FTZ+DAZ) on tower and host threads"
@@ -112,13 +120,15 @@ void log_start(run_state *rs)
                   "\"epochs\":%zu,\"optimizer\":\"%s\",\"lr\":%.7g,\"base_lr\":%.7g,\"lr_scaling\":\"%s\","
                   "\"seed\":%llu,\"train_samples\":%zu,\"val_samples\":%zu,\"test_samples\":%zu,\"params\":%zu,"
                   "\"model\":\"%s\",\"reduce\":\"%s\",\"update\":\"%s\",\"flush_denormals\":%s,\"ranks\":%d,"
-                  "\"node_reduce\":\"%s\",\"sync\":\"%s\",\"sync_schedule\":\"%s\",\"slow_tower\":[",
+                  "\"node_reduce\":\"%s\",\"sync\":\"%s\",\"sync_schedule\":\"%s\",\"bn_sync\":\"%s\","
+                  "\"non_trainable_params\":%zu,\"slow_tower\":[",
                   TT_VERSION, rs->ops->name, c->towers, c->batch, c->epochs, tt_optim_kind_name(rs->tc.optim.kind),
                   (double)rs->tc.optim.lr, (double)c->optim.lr, tt_lr_scaling_names[c->lr_scaling],
                   (unsigned long long)c->seed, rs->train->n, rs->val->n, rs->test->n, rs->model->n_params,
                   tt_model_file(rs->model) ? "file" : c->model, tt_reduce_name(c->reduce), tt_update_name(c->update),
                   tt_fpu_flushing() ? "true" : "false", rs->K, tt_node_reduce_name(c->node_reduce),
-                  tt_sync_format(&c->sync, sync, sizeof sync), tt_sync_schedule_names[c->sync.round_robin != 0]);
+                  tt_sync_format(&c->sync, sync, sizeof sync), tt_sync_schedule_names[c->sync.round_robin != 0],
+                  tt_bn_sync_names[c->bn_sync != 0], rs->model->n_params - rs->model->n_trainable);
     for (size_t k = 0; k < c->n_slow; k++) /* --slow-tower: stragglers on purpose, so the log's waits are read right */
         tt_out_printf(log, "%s{\"tower\":%zu,\"ms\":%g,\"jitter_ms\":%g}", k ? "," : "", c->slow[k].tower,
                       c->slow[k].ms, c->slow[k].jitter_ms);
