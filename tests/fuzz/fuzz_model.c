@@ -37,7 +37,12 @@ static void check_model(const tt_model *m, size_t input_dim, size_t classes)
         TT_ASSERT(l->offset == off);
         off += l->n_params;
     }
-    TT_ASSERT(off == m->n_params && m->n_tensors <= TT_MAX_TENSORS);
+    TT_ASSERT(off == m->n_trainable && m->n_tensors <= TT_MAX_TENSORS);
+    for (size_t i = 0; i < m->n_layers; i++) { /* the non-trainable tail, layer by layer after every trainable */
+        TT_ASSERT(m->layers[i].stat_offset == off);
+        off += m->layers[i].n_stats;
+    }
+    TT_ASSERT(off == m->n_params);
     size_t t_off = 0;
     for (size_t t = 0; t < m->n_tensors; t++) {
         TT_ASSERT(m->tensors[t].offset == t_off);
