@@ -108,9 +108,10 @@ typedef struct tt_ckpt_value {
 tt_status tt_checkpoint_option(const tt_checkpoint *ck, const char *what, const char *key, tt_ckpt_type type,
                                int required, tt_ckpt_value *v, tt_error *err);
 
-/* Every weight (and with_slots: optimizer value) of ck (read against m) finite? Else TT_ERR_FORMAT naming the first
- * tensor, its flat index and the count (*bad, may be NULL): --resume refuses such a file; eval and predict warn with
- * the line and go on (their outputs show what the weights do). */
+/* Every weight (and with_slots: optimizer value) of ck (read against m) finite, and every batchnorm moving variance
+ * not negative? Else TT_ERR_FORMAT naming the first tensor, its flat index and the count (*bad, may be NULL):
+ * --resume refuses such a file; eval and predict warn with the line and go on (their outputs show what the weights
+ * do). */
 tt_status tt_checkpoint_check_finite(const tt_checkpoint *ck, const tt_model *m, const char *what, int with_slots,
                                      size_t *bad, tt_error *err);
 

@@ -3,9 +3,11 @@
  *   - --bn-sync on: N towers take the global batch's statistics, so N towers ≡ 1 tower — the weights, the moving
  *     statistics and the optimizer's state after several steps agree to float rounding (the towers' sums are added
  *     in another order than one tower's), for 2 and 3 towers, on a dense and a convolutional model, and with a
- *     tower that has no rows in the last step (it adds zeros to the others' exchanges);
+ *     tower that has no rows in the last step (it adds zeros to the others' exchanges) — measured 6e-6 to 7e-5 of
+ *     the largest relative difference, most of it in the biases right before a batchnorm, whose gradient is
+ *     rounding noise;
  *   - --bn-sync off: each tower normalises with its own rows' statistics, so N towers differ from 1 tower by far more
- *     than rounding (the docs' table measures by how much on cnn-bn);
+ *     than rounding: over 1000 times on's difference (measured 1.1 to 6.5; docs/models.md measures cnn-bn);
  *   - the moving statistics are non-trainable: the optimizer keeps no state for them (Adam's vectors stay 0 there)
  *     and after one step they hold exactly Keras's update, moving * momentum + batch statistic * (1 - momentum), of
  *     the batch (one tower: the layer's input recomputed on the host);
@@ -117,7 +119,7 @@ static void check_towers(const char *model, int conv, tt_optim_config oc, size_t
         run_steps(&off);
         const double e_on = worst(&on, &one, 1e-3), e_off = worst(&off, &one, 1e-3);
         ck_assert_msg(e_on < 2e-4, "%zu towers, --bn-sync on: %g from 1 tower (%s)", N, e_on, model);
-        ck_assert_msg(e_off > 20 * e_on && e_off > 1e-3, "%zu towers, --bn-sync off: only %g from 1 tower (on: %g)",
+        ck_assert_msg(e_off > 1000 * e_on && e_off > 1e-2, "%zu towers, --bn-sync off: only %g from 1 tower (on: %g)",
                       N, e_off, e_on);
         tt_free(on.w);
         tt_free(off.w);

@@ -118,14 +118,38 @@ static void cpu_bias_add(void *ctx, float *y, const float *b, size_t rows, size_
     }
 }
 
+/* The CUDA backend's order (k_col_sum_chunks, k_col_sum_partials): each chunk of TT_COL_CHUNK rows summed from 0.0f,
+ * then the chunks' sums in order from 0.0f — the same bits on both backends, and 256 + rows/256 sequential additions
+ * rather than rows (batchnorm's means and dbeta span B*H*W rows). dz (drelu_bgrad; NULL: x is summed as it is)
+ * gets tt_relu_grad(x, y) first. */
+static void col_sum_chunked(float *out, float *dz, const float *x, const float *y, size_t rows, size_t cols)
+{
+    float part[256];
+    for (size_t c = 0; c < cols; c++) out[c] = 0.0f;
+    for (size_t c0 = 0; c0 < cols; c0 += 256) {
+        const size_t nc = cols - c0 < 256 ? cols - c0 : 256;
+        for (size_t r0 = 0; r0 < rows; r0 += TT_COL_CHUNK) {
+            const size_t r1 = rows - r0 < TT_COL_CHUNK ? rows : r0 + TT_COL_CHUNK;
+            for (size_t c = 0; c < nc; c++) part[c] = 0.0f;
+            for (size_t r = r0; r < r1; r++) {
+                const size_t i = r * cols + c0;
+                if (dz)
+                    for (size_t c = 0; c < nc; c++) {
+                        dz[i + c] = tt_relu_grad(x[i + c], y[i + c]);
+                        part[c] = tt_add(part[c], dz[i + c]);
+                    }
+                else
+                    for (size_t c = 0; c < nc; c++) part[c] = tt_add(part[c], x[i + c]);
+            }
+            for (size_t c = 0; c < nc; c++) out[c0 + c] = rows > TT_COL_CHUNK ? tt_add(out[c0 + c], part[c]) : part[c];
+        }
+    }
+}
+
 static void cpu_col_sum(void *ctx, float *out, const float *x, size_t rows, size_t cols)
 {
     (void)ctx;
-    for (size_t c = 0; c < cols; c++) out[c] = 0.0f;
-    for (size_t r = 0; r < rows; r++) {
-        const float *xr = x + r * cols;
-        for (size_t c = 0; c < cols; c++) out[c] += xr[c];
-    }
+    col_sum_chunked(out, NULL, x, NULL, rows, cols);
 }
 
 static void cpu_relu_fwd(void *ctx, float *y, const float *x, size_t n)
@@ -149,20 +173,12 @@ static void cpu_bias_relu(void *ctx, float *y, const float *b, size_t rows, size
     }
 }
 
-/* col_sum's order: every column from 0.0f, the rows in turn. */
+/* col_sum's order (col_sum_chunked); dz may alias dy: each element is read before it is written. */
 static void cpu_drelu_bgrad(void *ctx, float *dz, float *db, const float *dy, const float *y, size_t rows,
                             size_t cols)
 {
     (void)ctx;
-    for (size_t c = 0; c < cols; c++) db[c] = 0.0f;
-    for (size_t r = 0; r < rows; r++) {
-        const float *dyr = dy + r * cols, *yr = y + r * cols;
-        float *dzr = dz + r * cols;
-        for (size_t c = 0; c < cols; c++) {
-            dzr[c] = tt_relu_grad(dyr[c], yr[c]);
-            db[c] += dzr[c];
-        }
-    }
+    col_sum_chunked(db, dz, dy, y, rows, cols);
 }
 
 /* The CUDA backend's order (cuda/dev_cuda.cu, k_col_dev_sum_chunks): every chunk of TT_COL_CHUNK rows summed from

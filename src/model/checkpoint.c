@@ -1110,8 +1110,11 @@ tt_status tt_checkpoint_check_finite(const tt_checkpoint *ck, const tt_model *m,
         const tt_tensor_info *t;
         const int k = ck_tensor(m, ck->slot_names, j, name, sizeof name, &t);
         const float *v = (k < 0 ? ck->params : ck->slots[k]) + t->offset;
+        /* a batchnorm's moving variance is a variance: a negative one normalises by the square root of a negative */
+        const size_t nl = strlen(name), sl = strlen("/moving_variance");
+        const int variance = k < 0 && nl >= sl && strcmp(name + nl - sl, "/moving_variance") == 0;
         for (size_t i = 0; i < t->size; i++)
-            if (!isfinite(v[i]) && n_bad++ == 0) {
+            if ((!isfinite(v[i]) || (variance && v[i] < 0.0f)) && n_bad++ == 0) {
                 snprintf(first, sizeof first, "%s", name);
                 at = i;
                 x = v[i];
@@ -1119,6 +1122,9 @@ tt_status tt_checkpoint_check_finite(const tt_checkpoint *ck, const tt_model *m,
     }
     if (bad) *bad = n_bad;
     if (!n_bad) return TT_OK;
+    if (isfinite(x))
+        return tt_fail(err, TT_ERR_FORMAT, "%s: tensor %s holds a negative variance (%g) at index %zu (%zu value%s "
+                       "non-finite or negative in all)", what, first, (double)x, at, n_bad, n_bad == 1 ? "" : "s");
     return tt_fail(err, TT_ERR_FORMAT, "%s: tensor %s holds %s at index %zu (%zu non-finite value%s in all)", what,
                    first, isnan(x) ? "NaN" : x > 0 ? "Inf" : "-Inf", at, n_bad, n_bad == 1 ? "" : "s");
 }

@@ -78,6 +78,8 @@ void print_banner(run_state *rs)
                                  "times per layer and step; N towers compute what 1 tower would)"
                                : "statistics over each tower's own rows (--bn-sync off, as TF's towers did: N towers "
                                  "differ from 1 tower with this batch)");
+    else if (!n_bn && rs->tc.bn_sync)
+        fprintf(out, "batchnorm: --bn-sync on, but the model has no batchnorm layer: nothing to exchange\n");
     fprintf(out, "BLAS: %s\n", tt_blas_describe());
     fprintf(out, "float: %s\n",
             tt_fpu_flushing() ? "subnormals flushed to zero (FTZ+DAZ) on tower and host threads"

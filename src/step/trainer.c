@@ -255,7 +255,9 @@ typedef struct tower_buf {
     tt_mem_driver driver;
 } tower_buf;
 
-enum { MAX_TOWER_BUFS = TT_MAX_LAYERS + 24 };
+/* tower_buffers' most: TT_MAX_LAYERS + 1 activations, and at most 29 others (weights and gradients 2, backward 3,
+ * scratch 1, saved 1, --bn-sync's exchange 2, staging 8, a placement's 2, a device optimizer's 6, tower 0's 4) */
+enum { MAX_TOWER_BUFS = TT_MAX_LAYERS + 1 + 29 };
 
 typedef struct buf_list {
     tower_buf b[MAX_TOWER_BUFS];
@@ -536,19 +538,21 @@ static tt_status check_sync(const tt_trainer_config *cfg, tt_error *err)
  * layer until all have reached the same point of the same step. */
 static tt_status check_bn_sync(const tt_trainer_config *cfg, tt_error *err)
 {
-    if (!cfg->bn_sync || cfg->n_towers < 2) return TT_OK;
+    if (!cfg->bn_sync) return TT_OK;
+    /* before the one-tower shortcut: K ranks of one tower each still have K shards' statistics to combine */
+    if (multi_node(cfg))
+        return tt_fail(err, TT_ERR_ARG, "--bn-sync on: the statistics are exchanged between one process's towers, "
+                       "not across mpirun's ranks (give --bn-sync off, or run one rank)");
+    if (cfg->n_towers < 2) return TT_OK;
     if (cfg->sync.kind != TT_SYNC_BSP) {
         char m[32];
-        return tt_fail(err, TT_ERR_ARG, "--bn-sync on: not with --sync %s (the towers are at different steps, so "
+        return tt_fail(err, TT_ERR_ARG, "--bn-sync on: not with --sync %s (the towers do not meet every step, so "
                        "there is no global batch to take statistics over; give --bn-sync off)",
                        tt_sync_format(&cfg->sync, m, sizeof m));
     }
     if (cfg->graphs)
         return tt_fail(err, TT_ERR_ARG, "--bn-sync on: the towers exchange batch statistics in the middle of their "
                        "forward and backward, which one graph launch cannot (use --graphs off)");
-    if (multi_node(cfg))
-        return tt_fail(err, TT_ERR_ARG, "--bn-sync on: the statistics are exchanged between one process's towers, "
-                       "not across mpirun's ranks (give --bn-sync off, or run one rank)");
     return TT_OK;
 }
 
@@ -611,7 +615,7 @@ static void tower_buffers(tt_trainer *tr, tt_tower *tw, buf_list *l)
     add_buf(l, &tw->d_dlogits, R * m->n_classes * F, 0, "activations", TT_MEM_BY_WIDTH);
     const size_t ws = tt_model_workspace(m, R, tr->cfg.ops->chunk_mnk);
     if (ws) add_buf(l, &tw->d_ws, ws * F, 0, "layer scratch (im2col)", TT_MEM_BY_WIDTH);
-    if (m->n_saved) add_buf(l, &tw->d_saved, m->n_saved * F, 0, "layer scratch (im2col)", TT_MEM_BY_RUN);
+    if (m->n_saved) add_buf(l, &tw->d_saved, m->n_saved * F, 0, "batchnorm's saved statistics", TT_MEM_BY_RUN);
     if (tr->xchg_max) {
         add_buf(l, &tw->h_xchg, 2 * tr->xchg_max * F, 1, "batch statistics' exchange (--bn-sync on)", TT_MEM_BY_RUN);
         add_buf(l, &tw->h_xsum, tr->xchg_max * F, 1, "batch statistics' exchange (--bn-sync on)", TT_MEM_BY_RUN);
