@@ -214,10 +214,10 @@ __global__ void k_bias_add(float *y, const float *b, size_t rows, size_t cols)
 /* The column sum in two passes over fixed chunks of kColChunk rows, no atomics, so a result never depends on the
  * grid: pass 1 has one thread per (chunk, column), column fastest (neighbouring threads read neighbouring floats of a
  * row), summing its chunk's rows in order from 0.0f; pass 2 has one thread per column, summing the chunks' sums in
- * chunk order. With one chunk (rows <= kColChunk) pass 1 writes out itself: the CPU's col_sum to the bit. 256 rows:
- * a dense layer's shard (B/N rows; the seed MLP's 128 or 256) fits one chunk and stays bit-identical to the CPU; a
- * conv layer's bias gradient over B*OH*OW rows (100352 for 128 28x28 images) gets 392 chunks per column, each
- * thread 256 coalesced loads; the error is that of 256 + rows/256 sequential additions rather than rows. */
+ * chunk order. With one chunk (rows <= kColChunk) pass 1 writes out itself. The CPU backend sums in the same chunks
+ * (src/dev/dev_cpu.c, col_sum_chunked), so the two agree to the bit at any size. A conv layer's bias gradient over
+ * B*OH*OW rows (100352 for 128 28x28 images) gets 392 chunks per column, each thread 256 coalesced loads; the error
+ * is that of 256 + rows/256 sequential additions rather than rows. */
 enum { kColChunk = TT_COL_CHUNK };
 
 __global__ void k_col_sum_chunks(float *part, const float *x, size_t rows, size_t cols, size_t chunks)

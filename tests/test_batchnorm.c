@@ -19,6 +19,7 @@
 #include <math.h>
 
 #include "tt_backend.h"
+#include "tt_checkpoint.h"
 #include "tt_test.h"
 #include "tt_trainer.h"
 
@@ -214,6 +215,39 @@ START_TEST(test_placements_same_bits)
 }
 END_TEST
 
+/* A checkpoint's moving variance below 0 is refused like a NaN (tt_checkpoint_check_finite: resume refuses, eval
+ * warns), with the NaN and the negative counted apart; -0 is a variance. */
+START_TEST(test_negative_moving_variance)
+{
+    tt_dataset ds;
+    tt_test_dataset(&ds, 8, 32, 5, 7);
+    tt_model_input in = {ds.shape, ds.n_classes, 0};
+    tt_model m;
+    tt_error err;
+    ck_assert_int_eq(tt_model_parse(&m, "dense units=3\nbatchnorm\ndense units=5\n", "t", &in, &err), TT_OK);
+    float *w = (float *)tt_malloc(m.n_params * sizeof(float));
+    tt_model_init_params(&m, w, 1);
+    tt_checkpoint ck;
+    memset(&ck, 0, sizeof ck);
+    ck.params = w;
+    size_t bad = 9;
+    w[m.n_trainable + 3] = -0.0f; /* moving_variance[0] */
+    ck_assert_int_eq(tt_checkpoint_check_finite(&ck, &m, "f", 0, &bad, &err), TT_OK);
+    ck_assert_uint_eq(bad, 0);
+    w[m.n_trainable + 4] = -0.5f;
+    w[m.n_trainable + 1] = -0.5f; /* a moving mean may be negative */
+    ck_assert_int_eq(tt_checkpoint_check_finite(&ck, &m, "f", 0, &bad, &err), TT_ERR_FORMAT);
+    ck_assert_str_eq(err.msg, "f: tensor batch_normalization/moving_variance holds a negative value (-0.5) at index 1, "
+                              "where only a variance or a mean square can be (1 negative value in all)");
+    w[0] = NAN;
+    ck_assert_int_eq(tt_checkpoint_check_finite(&ck, &m, "f", 0, &bad, &err), TT_ERR_FORMAT);
+    ck_assert_uint_eq(bad, 2);
+    ck_assert_str_eq(err.msg, "f: tensor dense/kernel holds NaN at index 0 (1 non-finite and 1 negative value in all)");
+    tt_free(w);
+    tt_dataset_free(&ds);
+}
+END_TEST
+
 START_TEST(test_refusals)
 {
     tt_trainer_config tc = tt_test_config(2, 32, sgd(), TT_REDUCE_CPU);
@@ -248,6 +282,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_moving_statistics);
     tcase_add_test(tc, test_placements_same_bits);
     if (is_cpu) tcase_add_test(tc, test_refusals);
+    if (is_cpu) tcase_add_test(tc, test_negative_moving_variance);
     suite_add_tcase(s, tc);
     return tt_test_run_suite_mode(s, is_cpu ? CK_FORK_GETENV : CK_NOFORK);
 }

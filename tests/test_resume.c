@@ -354,7 +354,8 @@ static void rewrite(const char *path, const char *desc, const char *options, int
     tt_free(ck.options);
     ck.model_desc = desc ? strdup(desc) : NULL;
     ck.options = options ? strdup(options) : NULL;
-    if (nan_at >= 0) ck.slots[1][nan_at] = NAN;
+    if (nan_at >= 1000000) ck.slots[1][nan_at - 1000000] = -1.0f; /* a negative second moment */
+    else if (nan_at >= 0) ck.slots[1][nan_at] = NAN;
     if (nan_at < -1) ck.params[-nan_at] = INFINITY;
     ck_assert_msg(tt_checkpoint_write(path, &m, &ck, &err) == TT_OK, "%s", err.msg);
     free(ck.model_desc);
@@ -478,7 +479,8 @@ START_TEST(test_resume_weights_only_starts_fresh)
 END_TEST
 
 /* Typed options: a null, a number where a string belongs, a key left out — one line naming the key, never a crash
- * (the strcmp on NULL of issue 18); NaN or Inf in a weight or an optimizer slot is refused, naming tensor and index. */
+ * (the strcmp on NULL of issue 18); NaN or Inf in a weight or an optimizer slot is refused, naming tensor and index,
+ * and so is a negative second moment. */
 START_TEST(test_resume_refuses_bad_values)
 {
     char dir[512], path[1024];
@@ -512,6 +514,10 @@ START_TEST(test_resume_refuses_bad_values)
     tt_test_write(path, orig, len);
     rewrite(path, NULL, NULL, -33); /* weight 33: conv2d/bias is 27..29, dense/kernel from 30 */
     resume_expect(path, NULL, 0, "tensor dense/kernel holds Inf at index 3 (1 non-finite value in all)");
+    tt_test_write(path, orig, len);
+    rewrite(path, NULL, NULL, 1000000 + 7); /* velocity element 7 = -1: its square root would be NaN */
+    resume_expect(path, NULL, 0, "tensor optimizer/velocity/conv2d/kernel holds a negative value (-1) at index 7, "
+                                 "where only a variance or a mean square can be (1 negative value in all)");
     free(orig);
 }
 END_TEST

@@ -177,7 +177,7 @@ static tt_status load_model(const tt_run_config *c, const use_opts *o, const tt_
     tt_error nf;
     if (!s && tt_checkpoint_check_finite(ck, m, o->checkpoint, 0, NULL, &nf)) { /* evaluated anyway: the outputs show it */
         char line[sizeof nf.msg + 64];
-        snprintf(line, sizeof line, "%s: its outputs will not be finite", nf.msg);
+        snprintf(line, sizeof line, "%s: its outputs may not be finite, nor mean what they would", nf.msg);
         tt_report_notice(line);
     }
     return s;

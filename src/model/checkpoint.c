@@ -1099,34 +1099,56 @@ tt_status tt_checkpoint_read_bytes(const char *path, uint8_t **out, size_t *len,
 
 /* ---- checks a run makes of what it read ------------------------------------------------------------------------ */
 
+/* A tensor (of the weights: slot -1, or of an optimizer's slot) that can never hold a negative value: a batchnorm's
+ * moving variance, and the "velocity" slot (Adam's and Nadam's second moment, RMSprop's average of g^2) — the square
+ * root of a negative one is NaN, so a file with one would train or evaluate into NaN and blame something else. */
+static int never_negative(const char *name, int slot, const tt_checkpoint *ck)
+{
+    const char *suffix = "/moving_variance";
+    const size_t nl = strlen(name), sl = strlen(suffix);
+    if (slot < 0) return nl >= sl && strcmp(name + nl - sl, suffix) == 0;
+    return strcmp(ck->slot_names[slot], "velocity") == 0;
+}
+
 tt_status tt_checkpoint_check_finite(const tt_checkpoint *ck, const tt_model *m, const char *what, int with_slots,
                                      size_t *bad, tt_error *err)
 {
     char name[128], first[128] = "";
-    size_t at = 0, n_bad = 0;
+    size_t at = 0, n_nonfinite = 0, n_negative = 0;
     float x = 0;
     const size_t n = (size_t)(1 + (with_slots ? ck->n_slots : 0)) * m->n_tensors;
     for (size_t j = 0; j < n; j++) {
         const tt_tensor_info *t;
         const int k = ck_tensor(m, ck->slot_names, j, name, sizeof name, &t);
         const float *v = (k < 0 ? ck->params : ck->slots[k]) + t->offset;
-        /* a batchnorm's moving variance is a variance: a negative one normalises by the square root of a negative */
-        const size_t nl = strlen(name), sl = strlen("/moving_variance");
-        const int variance = k < 0 && nl >= sl && strcmp(name + nl - sl, "/moving_variance") == 0;
-        for (size_t i = 0; i < t->size; i++)
-            if ((!isfinite(v[i]) || (variance && v[i] < 0.0f)) && n_bad++ == 0) {
+        const int nonneg = never_negative(name, k, ck);
+        for (size_t i = 0; i < t->size; i++) {
+            const int nonfinite = !isfinite(v[i]), negative = !nonfinite && nonneg && v[i] < 0.0f;
+            if (!nonfinite && !negative) continue;
+            if (n_nonfinite + n_negative == 0) {
                 snprintf(first, sizeof first, "%s", name);
                 at = i;
                 x = v[i];
             }
+            n_nonfinite += (size_t)nonfinite;
+            n_negative += (size_t)negative;
+        }
     }
+    const size_t n_bad = n_nonfinite + n_negative;
     if (bad) *bad = n_bad;
     if (!n_bad) return TT_OK;
+    char count[96];
+    if (n_nonfinite && n_negative)
+        snprintf(count, sizeof count, "%zu non-finite and %zu negative value%s in all", n_nonfinite, n_negative,
+                 n_negative == 1 ? "" : "s");
+    else
+        snprintf(count, sizeof count, "%zu %s value%s in all", n_bad, n_negative ? "negative" : "non-finite",
+                 n_bad == 1 ? "" : "s");
     if (isfinite(x))
-        return tt_fail(err, TT_ERR_FORMAT, "%s: tensor %s holds a negative variance (%g) at index %zu (%zu value%s "
-                       "non-finite or negative in all)", what, first, (double)x, at, n_bad, n_bad == 1 ? "" : "s");
-    return tt_fail(err, TT_ERR_FORMAT, "%s: tensor %s holds %s at index %zu (%zu non-finite value%s in all)", what,
-                   first, isnan(x) ? "NaN" : x > 0 ? "Inf" : "-Inf", at, n_bad, n_bad == 1 ? "" : "s");
+        return tt_fail(err, TT_ERR_FORMAT, "%s: tensor %s holds a negative value (%g) at index %zu, where only a "
+                       "variance or a mean square can be (%s)", what, first, (double)x, at, count);
+    return tt_fail(err, TT_ERR_FORMAT, "%s: tensor %s holds %s at index %zu (%s)", what, first,
+                   isnan(x) ? "NaN" : x > 0 ? "Inf" : "-Inf", at, count);
 }
 
 void tt_checkpoint_layer_desc(const tt_layer *l, char *out, size_t len)
