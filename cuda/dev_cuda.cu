@@ -275,16 +275,7 @@ __global__ void k_col_dev_sum_partials(float *out, const float *part, const floa
 __global__ void k_bn_stats(float *save, float *tail, const float *s1, const float *s2, const float *moving, size_t C,
                            float inv_n, float epsilon, float factor)
 {
-    GRID_STRIDE(c, C)
-    {
-        const float mean = s1 ? s1[c] * inv_n : moving[c], var = s1 ? s2[c] * inv_n : moving[C + c];
-        save[c] = mean;
-        save[C + c] = tt_bn_inv(var, epsilon);
-        if (tail) {
-            tail[c] = tt_bn_moving_step(mean, moving[c], factor);
-            tail[C + c] = tt_bn_moving_step(var, moving[C + c], factor);
-        }
-    }
+    GRID_STRIDE(c, C) tt_bn_stats_channel(save, tail, s1, s2, moving, C, c, inv_n, epsilon, factor);
 }
 
 __global__ void k_bn_fwd(float *y, const float *x, const float *save, const float *gb, size_t rows, size_t cols)

@@ -71,6 +71,21 @@ TT_HD float tt_bn_dx(float dy, float x, float mean, float inv, float gamma, floa
  * towers' shares to the moving statistic (tt_tail_elem): moving + (1 - momentum) * (mean of stat - moving). */
 TT_HD float tt_bn_moving_step(float stat, float moving, float factor) { return factor * (stat - moving); }
 
+/* Channel c of C: the statistics a pass normalises with, into save = (mean[C], inv[C]) — the batch's from its sums
+ * (s1 = sum x, s2 = sum of squared deviations, over 1/inv_n rows) in training, the moving ones (moving = (mean[C],
+ * variance[C])) in evaluation (s1 NULL) — and in training (tail not NULL) the tower's step of each moving one. */
+TT_HD void tt_bn_stats_channel(float *save, float *tail, const float *s1, const float *s2, const float *moving,
+                               size_t C, size_t c, float inv_n, float epsilon, float factor)
+{
+    const float mean = s1 ? s1[c] * inv_n : moving[c], var = s1 ? s2[c] * inv_n : moving[C + c];
+    save[c] = mean;
+    save[C + c] = tt_bn_inv(var, epsilon);
+    if (tail) {
+        tail[c] = tt_bn_moving_step(mean, moving[c], factor);
+        tail[C + c] = tt_bn_moving_step(var, moving[C + c], factor);
+    }
+}
+
 /* ---- convolution and pooling (NHWC, one sample; 1-D layers are H = 1) -------------------------------------------
  * Output position (oh, ow) with kernel offset (kh, kw) reads input (oh*SH + kh - PT, ow*SW + kw - PL): Keras's
  * `same` padding puts PT = floor(total/2) zeros before and the rest after; `valid` has none. */

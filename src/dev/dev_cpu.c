@@ -218,15 +218,7 @@ static void cpu_bn_stats(void *ctx, float *save, float *tail, const float *s1, c
                          size_t C, float inv_n, float epsilon, float factor)
 {
     (void)ctx;
-    for (size_t c = 0; c < C; c++) {
-        const float mean = s1 ? s1[c] * inv_n : moving[c], var = s1 ? s2[c] * inv_n : moving[C + c];
-        save[c] = mean;
-        save[C + c] = tt_bn_inv(var, epsilon);
-        if (tail) {
-            tail[c] = tt_bn_moving_step(mean, moving[c], factor);
-            tail[C + c] = tt_bn_moving_step(var, moving[C + c], factor);
-        }
-    }
+    for (size_t c = 0; c < C; c++) tt_bn_stats_channel(save, tail, s1, s2, moving, C, c, inv_n, epsilon, factor);
 }
 
 static void cpu_bn_fwd(void *ctx, float *y, const float *x, const float *save, const float *gb, size_t rows,

@@ -223,6 +223,15 @@ static tt_status build_mlp(tt_model *m, tt_error *err)
     return build_steps(m, steps, sizeof steps / sizeof steps[0], err);
 }
 
+/* A built-in convolutional model's input check: (H, W, C) images, or one line naming the model. */
+static tt_status images_only(const tt_model *m, const char *name, tt_error *err)
+{
+    if (m->input_shape.ndim == 3) return TT_OK;
+    char in[64];
+    return tt_fail(err, TT_ERR_MODEL, "built-in %s: needs (H, W, C) images, the data's samples are %s", name,
+                   tt_shape_str(&m->input_shape, 0, in, sizeof in));
+}
+
 static tt_status build_cnn(tt_model *m, tt_error *err)
 {
     const builtin_step steps[] = {
@@ -239,12 +248,7 @@ static tt_status build_cnn(tt_model *m, tt_error *err)
         {&tt_layer_dropout, proto_dropout(0.5f), NULL},
         {&tt_layer_dense, proto_dense(m->n_classes), &tt_layer_softmax},
     };
-    if (m->input_shape.ndim != 3) {
-        char in[64];
-        return tt_fail(err, TT_ERR_MODEL, "built-in cnn: needs (H, W, C) images, the data's samples are %s",
-                       tt_shape_str(&m->input_shape, 0, in, sizeof in));
-    }
-    return build_steps(m, steps, sizeof steps / sizeof steps[0], err);
+    return images_only(m, "cnn", err) ? TT_ERR_MODEL : build_steps(m, steps, sizeof steps / sizeof steps[0], err);
 }
 
 /* The cnn with a BatchNormalization after each convolution, before its relu (Keras's placement in its examples):
@@ -273,12 +277,7 @@ static tt_status build_cnn_bn(tt_model *m, tt_error *err)
         {&tt_layer_dropout, proto_dropout(0.5f), NULL},
         {&tt_layer_dense, proto_dense(m->n_classes), &tt_layer_softmax},
     };
-    if (m->input_shape.ndim != 3) {
-        char in[64];
-        return tt_fail(err, TT_ERR_MODEL, "built-in cnn-bn: needs (H, W, C) images, the data's samples are %s",
-                       tt_shape_str(&m->input_shape, 0, in, sizeof in));
-    }
-    return build_steps(m, steps, sizeof steps / sizeof steps[0], err);
+    return images_only(m, "cnn-bn", err) ? TT_ERR_MODEL : build_steps(m, steps, sizeof steps / sizeof steps[0], err);
 }
 
 static tt_status build_textcnn(tt_model *m, tt_error *err)
