@@ -232,9 +232,11 @@ static tt_status images_only(const tt_model *m, const char *name, tt_error *err)
                    tt_shape_str(&m->input_shape, 0, in, sizeof in));
 }
 
-static tt_status build_cnn(tt_model *m, tt_error *err)
+/* The Keras cifar10_cnn example; with_bn (cnn-bn): the same with a BatchNormalization after each convolution, before
+ * its relu (Keras's placement in its examples) — conv2d -> batchnorm -> relu, derived from the one table. */
+static tt_status build_cnn_layers(tt_model *m, int with_bn, tt_error *err)
 {
-    const builtin_step steps[] = {
+    const builtin_step cnn[] = {
         {&tt_layer_conv2d, proto_conv(32, 3, 3, 1), &tt_layer_relu},
         {&tt_layer_conv2d, proto_conv(32, 3, 3, 0), &tt_layer_relu},
         {&tt_layer_maxpool2d, proto_pool(2, 2), NULL},
@@ -248,37 +250,26 @@ static tt_status build_cnn(tt_model *m, tt_error *err)
         {&tt_layer_dropout, proto_dropout(0.5f), NULL},
         {&tt_layer_dense, proto_dense(m->n_classes), &tt_layer_softmax},
     };
-    return images_only(m, "cnn", err) ? TT_ERR_MODEL : build_steps(m, steps, sizeof steps / sizeof steps[0], err);
-}
-
-/* The cnn with a BatchNormalization after each convolution, before its relu (Keras's placement in its examples):
- * conv2d -> batchnorm -> relu, four times; the rest as cnn. */
-static tt_status build_cnn_bn(tt_model *m, tt_error *err)
-{
+    enum { N_CNN = sizeof cnn / sizeof cnn[0] };
+    builtin_step steps[2 * N_CNN];
+    size_t n = 0;
     tt_layer bn;
     memset(&bn, 0, sizeof bn);
-    bn.momentum = 0.99f;
+    bn.momentum = 0.99f; /* Keras's defaults */
     bn.epsilon = 1e-3f;
-    const builtin_step steps[] = {
-        {&tt_layer_conv2d, proto_conv(32, 3, 3, 1), NULL},
-        {&tt_layer_batchnorm, bn, &tt_layer_relu},
-        {&tt_layer_conv2d, proto_conv(32, 3, 3, 0), NULL},
-        {&tt_layer_batchnorm, bn, &tt_layer_relu},
-        {&tt_layer_maxpool2d, proto_pool(2, 2), NULL},
-        {&tt_layer_dropout, proto_dropout(0.25f), NULL},
-        {&tt_layer_conv2d, proto_conv(64, 3, 3, 1), NULL},
-        {&tt_layer_batchnorm, bn, &tt_layer_relu},
-        {&tt_layer_conv2d, proto_conv(64, 3, 3, 0), NULL},
-        {&tt_layer_batchnorm, bn, &tt_layer_relu},
-        {&tt_layer_maxpool2d, proto_pool(2, 2), NULL},
-        {&tt_layer_dropout, proto_dropout(0.25f), NULL},
-        {&tt_layer_flatten, proto_pool(0, 0), NULL},
-        {&tt_layer_dense, proto_dense(512), &tt_layer_relu},
-        {&tt_layer_dropout, proto_dropout(0.5f), NULL},
-        {&tt_layer_dense, proto_dense(m->n_classes), &tt_layer_softmax},
-    };
-    return images_only(m, "cnn-bn", err) ? TT_ERR_MODEL : build_steps(m, steps, sizeof steps / sizeof steps[0], err);
+    for (size_t i = 0; i < N_CNN; i++) {
+        steps[n++] = cnn[i];
+        if (with_bn && cnn[i].kind == &tt_layer_conv2d) { /* the relu moves behind the batchnorm */
+            steps[n - 1].act = NULL;
+            steps[n++] = (builtin_step){&tt_layer_batchnorm, bn, cnn[i].act};
+        }
+    }
+    if (images_only(m, with_bn ? "cnn-bn" : "cnn", err)) return TT_ERR_MODEL;
+    return build_steps(m, steps, n, err);
 }
+
+static tt_status build_cnn(tt_model *m, tt_error *err) { return build_cnn_layers(m, 0, err); }
+static tt_status build_cnn_bn(tt_model *m, tt_error *err) { return build_cnn_layers(m, 1, err); }
 
 static tt_status build_textcnn(tt_model *m, tt_error *err)
 {
