@@ -250,7 +250,7 @@ typedef struct bench_row {
     int ranks;
     size_t towers, batch, epochs, steps; /* steps: per epoch */
     double per_tower_batch;              /* the global batch over the job's towers */
-    const char *reduce, *update, *scaling, *node_reduce, *overlap;
+    const char *reduce, *update, *scaling, *node_reduce, *overlap, *graphs;
     char sync[32];           /* --sync's mode */
     double samples_per_s;    /* the epochs' samples over their seconds (medians) */
     double staleness_mean;   /* ssp, async: the last epoch's mean staleness (0 otherwise) */
@@ -294,6 +294,7 @@ static const struct {
     {"host_hidden_ms", COL_STEP_MS, ROW(split.host_hidden)}, {"host_exposed_ms", COL_STEP_MS, ROW(split.host_exposed)},
     {"sync", COL_QUOTED, ROW(sync)}, {"samples_per_s", COL_G6, ROW(samples_per_s)},
     {"staleness_mean", COL_G4, ROW(staleness_mean)}, {"test_accuracy", COL_G6, ROW(test_accuracy)},
+    {"graphs", COL_STR, ROW(graphs)},
 };
 #undef ROW
 enum { N_CSV_COLS = (int)(sizeof g_csv_cols / sizeof g_csv_cols[0]) };
@@ -382,6 +383,7 @@ static tt_status row_measure(tt_run_config *c, measure_setup *setup, bench_run *
     r->reduce = tt_reduce_name(c->reduce);
     r->update = tt_update_name(c->update);
     r->overlap = tt_overlap_names[c->overlap != 0];
+    r->graphs = tt_graphs_names[c->graphs != 0];
     r->node_reduce = tt_node_reduce_name(c->node_reduce);
     r->s_per_epoch = tt_median(secs, ne);
     /* ssp, async, weights: a step's total is its shards' (or towers') mean span beside other steps: the epoch's wall
