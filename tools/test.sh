@@ -24,10 +24,12 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print
   run build-asan -DCMAKE_BUILD_TYPE=Debug -DTT_CUDA=OFF -DTT_SANITIZE=ON
 # The CUDA backend on the CPU stand-in (cuda/sim/), AddressSanitizer + UBSan: cuda/dev_cuda.cu's kernels, copies,
 # streams, events and collectives executed on this machine, every op against the CPU backend, training under every
-# placement with 1-3 devices, reversed and shuffled block order and a capped grid (the tests labelled sim).
-echo "=== build-sim: cmake -DTT_CUDA_SIM=ON -DTT_SANITIZE=ON (the CUDA suites on the CPU stand-in)"
+# placement with 1-3 devices, reversed and shuffled block order and a capped grid (the tests labelled sim). The backend
+# is a shared library here, as tools/gpu-bundle builds it for a GPU machine: the sim tests include that bundle's checks
+# (tests/test_gpu_bundle.sh: its libraries under ldd, and tools/gpu-check --bundle's whole run in small sizes).
+echo "=== build-sim: cmake -DTT_CUDA_SIM=ON -DTT_SANITIZE=ON -DTT_CUDA_SHARED=ON (the CUDA suites on the CPU stand-in)"
 mkdir -p build-sim
-cmake -S . -B build-sim -DTT_WERROR=ON -DCMAKE_BUILD_TYPE=Debug -DTT_CUDA_SIM=ON -DTT_SANITIZE=ON \
+cmake -S . -B build-sim -DTT_WERROR=ON -DCMAKE_BUILD_TYPE=Debug -DTT_CUDA_SIM=ON -DTT_SANITIZE=ON -DTT_CUDA_SHARED=ON \
   >build-sim/configure.log 2>&1 || { cat build-sim/configure.log; exit 1; }
 cmake --build build-sim -j"$jobs" --target towertrain test_backend_ops test_towers test_e2e test_sim test_reference test_sync test_batchnorm
 (cd build-sim && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \

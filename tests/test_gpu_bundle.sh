@@ -1,0 +1,168 @@
+#!/usr/bin/env bash
+# test_gpu_bundle.sh ldd|stand-in BUILD — tools/gpu-bundle and tools/gpu-check --bundle without a GPU.
+#   ldd:      a bundle of BUILD (a CUDA or stand-in build): unpacked by hand, every file as its manifest says
+#             (sha256sum), and every library ldd names for every binary — with the bundle's lib/ first, as on the GPU
+#             machine — inside the bundle or one of the libraries a GPU machine has of its own (the list below, written
+#             here independently of the tool's); the bundle within what the device tool carries; refusals: an --out
+#             that is a link, a folder of something else (left untouched), a bad --arch, a --from-build that is no
+#             build; a second bundle into the same --out replaces the first.
+#   stand-in: a bundle of the stand-in build (BUILD is one: -DTT_CUDA_SIM=ON) run by tools/gpu-check --bundle
+#             --stand-in --smoke: the report's shape (every step in order, report.md's sections, report.json's
+#             records: a suite, designs, epochs, compare's max |dw| 0, the targets); a budget too small for the steps
+#             leaves a complete report of steps not run; a SIGTERM leaves one too; refusals: a report folder that
+#             exists, a payload altered after the manifest (one line, exit 1), a manifest of something else, a
+#             stand-in bundle without --stand-in, a budget out of range.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+mode=${1:-}
+build=${2:-}
+[ -n "$build" ] && [ -f "$build/CMakeCache.txt" ] || { echo "usage: $0 ldd|stand-in BUILD" >&2; exit 2; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+bad() {
+  echo "FAIL: $*"
+  fail=1
+}
+# expect CODE FRAGMENT CMD...: exit CODE, and FRAGMENT in its stderr's last line
+expect() {
+  local code=$1 fragment=$2
+  shift 2
+  "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  [ "$rc" -eq "$code" ] || bad "$*: exit $rc, want $code: $(tail -n 2 "$tmp/err")"
+  [ -z "$fragment" ] || grep -qF -- "$fragment" "$tmp/err" || bad "$*: stderr lacks '$fragment': $(tail -n 2 "$tmp/err")"
+  if [ "$code" -eq 2 ] && [ "$(grep -c . "$tmp/err")" -ne 1 ]; then bad "$*: not one line on stderr: $(cat "$tmp/err")"; fi
+}
+
+bundle=$tmp/bundle
+"$root/tools/gpu-bundle" --from-build "$build" --out "$bundle" --no-data --xz-level 0 >"$tmp/bundle.log" 2>&1 ||
+  { cat "$tmp/bundle.log"; echo "FAIL: tools/gpu-bundle --from-build $build"; exit 1; }
+
+case $mode in
+  ldd)
+    u=$tmp/u
+    mkdir "$u"
+    tar -xJf "$bundle/payload.tar.xz" -C "$u" || bad "the payload does not unpack with tar"
+    # every file as the manifest says, and nothing else
+    python3 - "$bundle/manifest.json" "$u" <<'EOF' || bad "the manifest and the payload disagree"
+import hashlib, json, os, sys
+m = json.load(open(sys.argv[1]))
+u = sys.argv[2]
+want = {e["path"]: e for e in m["files"]}
+have = {os.path.relpath(os.path.join(d, f), u) for d, _, fs in os.walk(u) for f in fs}
+assert have == set(want), (sorted(have ^ set(want)))
+for p, e in want.items():
+    b = open(os.path.join(u, p), "rb").read()
+    assert len(b) == e["bytes"] and hashlib.sha256(b).hexdigest() == e["sha256"], p
+assert m["bundle_bytes"] + (m["tree_bytes"] or 0) <= 64 << 20, "over 64 MiB"
+assert hashlib.sha256(open(os.path.join(os.path.dirname(sys.argv[1]), "payload.tar.xz"), "rb").read()).hexdigest() == m["payload"]["sha256"]
+EOF
+    [ -x "$u/bin/towertrain" ] || bad "no bin/towertrain in the payload"
+    n=$(find "$u/bin/tests" -type f | wc -l)
+    [ "$n" -ge 5 ] || bad "only $n suites in the payload"
+    # the libraries a GPU machine has of its own: the C/C++ runtime, the driver's and the toolkit's
+    allowed='^(linux-vdso\.so\.1|ld-linux-x86-64\.so\.2|lib(c|m|dl|pthread|rt|gcc_s|stdc\+\+)\.so\.[0-9]+|lib(cuda|cudart|cublas|cublasLt|nccl)\.so\.[0-9]+)$'
+    for b in "$u"/bin/towertrain "$u"/bin/tests/*; do
+      while read -r soname arrow path _; do
+        [ "$arrow" = "=>" ] || continue
+        [ "$path" != "not" ] || { bad "$(basename "$b"): $soname not found with the bundle's lib/"; continue; }
+        case $(readlink -f "$path") in
+          "$u"/lib/*) ;;
+          *) [[ $soname =~ $allowed ]] || bad "$(basename "$b") takes $soname from $path, outside the bundle" ;;
+        esac
+      done < <(LD_LIBRARY_PATH="$u/lib" ldd "$b")
+    done
+    grep -q 'of the 64 MiB the device tool carries' "$bundle/MANIFEST" || bad "MANIFEST does not state the size"
+    # refusals, each one line and exit 2; the folder of something else is left as it was
+    ln -s "$tmp/elsewhere" "$tmp/link"
+    expect 2 "is a symbolic link" "$root/tools/gpu-bundle" --from-build "$build" --out "$tmp/link" --no-data
+    [ ! -e "$tmp/elsewhere" ] || bad "a link as --out was followed"
+    mkdir "$tmp/mine" && echo keep >"$tmp/mine/notes.txt"
+    expect 2 "not a bundle this tool made" "$root/tools/gpu-bundle" --from-build "$build" --out "$tmp/mine" --no-data
+    [ "$(cat "$tmp/mine/notes.txt")" = keep ] || bad "a folder of something else was touched"
+    expect 2 "--arch 'sm90'" "$root/tools/gpu-bundle" --arch sm90 --out "$tmp/x"
+    expect 2 "not a CMake build folder" "$root/tools/gpu-bundle" --from-build "$tmp" --out "$tmp/x" --no-data
+    expect 2 "unrecognized arguments" "$root/tools/gpu-bundle" --bogus
+    # a second bundle replaces the first, whole
+    "$root/tools/gpu-bundle" --from-build "$build" --out "$bundle" --no-data --xz-level 0 >/dev/null 2>&1 || bad "a second bundle into the same --out failed"
+    [ -f "$bundle/payload.tar.xz" ] && [ -f "$bundle/MANIFEST" ] || bad "the replaced bundle is incomplete"
+    [ -z "$(find "$tmp" -maxdepth 1 -name '.gpu-bundle.*' -o -maxdepth 1 -name 'bundle.old.*')" ] ||
+      bad "a temporary folder was left behind: $(ls -a "$tmp")"
+    ;;
+  stand-in)
+    check() { "$root/tools/gpu-check" --bundle "$bundle" --stand-in "$@"; }
+    export TMPDIR=$tmp/t # where gpu-check unpacks: it must leave nothing there
+    mkdir "$TMPDIR"
+    rep=$tmp/report
+    check --smoke --suites '^test_reference_cuda$' --report "$rep" >"$tmp/run.log" 2>&1
+    rc=$?
+    [ "$rc" -eq 0 ] || bad "gpu-check --bundle --stand-in --smoke: exit $rc: $(grep -E ': (fail|FAIL)' "$tmp/run.log" | head -n 5)"
+    for f in report.md report.json log.txt; do [ -s "$rep/$f" ] || bad "no $f in the report folder"; done
+    [ "$(find "$rep" -type f | wc -l)" -le 8 ] || bad "more than 8 files in the report folder"
+    python3 - "$rep/report.json" <<'EOF' || bad "report.json is not the report's shape"
+import json, sys
+r = json.load(open(sys.argv[1]))
+steps = [s["step"] for s in r["steps"]]
+assert steps == ["driver", "bundle", "suites", "sanitizer", "designs", "epochs", "whatif", "peer", "kernels",
+                 "targets"], steps
+st = {s["step"]: s["status"] for s in r["steps"]}
+assert all(v in ("pass", "warn", "not-run") for v in st.values()), st
+assert st["sanitizer"] == "not-run" and st["kernels"] == "not-run", st  # no compute-sanitizer, no ncu here
+assert [s["name"] for s in r["suites"]] == ["test_reference_cuda"] and r["suites"][0]["checks"] > 0, r["suites"]
+assert {d["model"] for d in r["designs"]} == {"mlp", "cnn"}, "designs of both models"
+for d in r["designs"]:
+    assert d["total_ms"] > 0 and d["reduce"] and d["update"], d
+assert len(r["epochs"]) >= 3 and all(e.get("s_per_epoch", 0) > 0 for e in r["epochs"]), r["epochs"]
+assert [(c["model"], c["max_abs_dw"]) for c in r["compare"]] == [("mlp", 0.0), ("cnn", 0.0)], r["compare"]
+assert len(r["targets"]) == 5 and r["targets"][-1]["status"] == "met", r["targets"]
+assert r["stand_in"] is True and r["seconds"] > 0
+EOF
+    for section in "## Steps" "## Targets (issue 30)" "## CUDA suites" "## Every design" "## Epochs (bench)" \
+      "## compare"; do
+      grep -qF "$section" "$rep/report.md" || bad "report.md has no '$section'"
+    done
+    # a budget too small for anything after the bundle: every step recorded, not run, and the report complete
+    check --smoke --budget 30 --report "$tmp/short" >/dev/null 2>&1 || bad "a short budget failed the check"
+    python3 - "$tmp/short/report.json" <<'EOF' || bad "a short budget's report is incomplete"
+import json, sys
+r = json.load(open(sys.argv[1]))
+st = {s["step"]: s["status"] for s in r["steps"]}
+assert len(st) == 10 and st["suites"] == "not-run" and st["epochs"] == "not-run", st
+EOF
+    # SIGTERM mid-run: the report is still whole, and says so
+    "$root/tools/gpu-check" --bundle "$bundle" --stand-in --smoke --report "$tmp/stopped" >/dev/null 2>&1 &
+    pid=$! # gpu-check itself (it execs the Python runner): the signal goes to the runner, not to a subshell
+    for _ in $(seq 1 100); do
+      grep -q '"epochs"' "$tmp/stopped/report.json" 2>/dev/null && grep -q '"step": "designs"' "$tmp/stopped/report.json" && break
+      sleep 0.2
+    done
+    kill -TERM "$pid"
+    wait "$pid"
+    rc=$?
+    [ "$rc" -eq 1 ] || bad "SIGTERM: exit $rc, want 1"
+    python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); assert r["steps"][-1]["step"] == "stopped", r["steps"]' \
+      "$tmp/stopped/report.json" || bad "SIGTERM: the report does not end with the stop"
+    [ -z "$(ls -A "$TMPDIR")" ] || bad "unpacked bundles left behind in \$TMPDIR: $(ls -A "$TMPDIR")"
+    # refusals
+    expect 2 "exists: one run owns its report folder" check --report "$rep"
+    expect 2 "is a stand-in build: give --stand-in" "$root/tools/gpu-check" --bundle "$bundle" --report "$tmp/r2"
+    [ ! -e "$tmp/r2" ] || bad "a refused run made its report folder"
+    expect 2 "--budget 5 is not" check --budget 5 --report "$tmp/r3"
+    expect 2 "the following arguments are required: --report" check
+    mkdir "$tmp/other" && echo '{"tool": "something else", "version": 1}' >"$tmp/other/manifest.json"
+    expect 2 "is not a tools/gpu-bundle manifest" "$root/tools/gpu-check" --bundle "$tmp/other" --report "$tmp/r4"
+    # a payload altered after its manifest: the bundle step fails with one line naming it, exit 1
+    cp -r "$bundle" "$tmp/tampered"
+    printf 'X' | dd of="$tmp/tampered/payload.tar.xz" bs=1 seek=1000 conv=notrunc status=none
+    "$root/tools/gpu-check" --bundle "$tmp/tampered" --stand-in --smoke --report "$tmp/r5" >"$tmp/out" 2>&1
+    rc=$?
+    [ "$rc" -eq 1 ] || bad "a tampered payload: exit $rc, want 1"
+    grep -q "bundle: fail - .*does not match its manifest" "$tmp/out" || bad "a tampered payload: $(cat "$tmp/out")"
+    ;;
+  *)
+    echo "usage: $0 ldd|stand-in BUILD" >&2
+    exit 2 ;;
+esac
+[ $fail -eq 0 ] && echo "gpu-bundle ${mode}: passed" || echo "gpu-bundle ${mode}: failed"
+exit $fail
