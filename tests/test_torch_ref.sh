@@ -11,6 +11,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 tool="$root/tools/torch-ref"
 PY=${TORCH_REF_PYTHON:-/usr/bin/python3}
+# the reason names no GPU, CUDA or driver: tools/gpu-check counts this skip as a missing package (a WARNING line)
 if ! "$PY" -c 'import torch' 2>/dev/null; then
   echo "SKIP: PyTorch not importable by $PY (apt-get install python3-torch)"
   exit 77
