@@ -104,7 +104,7 @@ EOF
 import json, sys
 r = json.load(open(sys.argv[1]))
 steps = [s["step"] for s in r["steps"]]
-assert steps == ["driver", "bundle", "suites", "sanitizer", "designs", "epochs", "whatif", "peer", "kernels",
+assert steps == ["driver", "bundle", "suites", "designs", "epochs", "whatif", "peer", "kernels", "sanitizer",
                  "targets"], steps
 st = {s["step"]: s["status"] for s in r["steps"]}
 assert all(v in ("pass", "warn", "not-run") for v in st.values()), st
