@@ -658,8 +658,8 @@ static int probe_extra(const char *opt, const char *value, void *ctx, tt_error *
     }
     if (strcmp(opt, "--assume") == 0) {
         if (!value || !*value)
-            *st = tt_fail(err, TT_ERR_ARG, "--assume: missing value (a profile: %s, or KEY=VALUE,...)",
-                          tt_assume_profiles());
+            *st = tt_fail(err, TT_ERR_ARG, "--assume: missing value (a profile: %s, a measured profile's FILE, or "
+                          "KEY=VALUE,...)", tt_assume_profiles());
         po->assume = value;
         return 1;
     }
@@ -855,8 +855,8 @@ int tt_cmd_probe(int argc, char **argv)
     if (help && !tt_node_speaks()) return 0;
     if (help) {
         printf("usage: towertrain probe [--model M] [--towers N] [--batch B] [--optimizer O] [--device D] "
-               "[--reps N]\n"
-               "       towertrain probe --assume PROFILE|KEY=VALUE,... [--model M] [--batch B] [--optimizer O]\n\n"
+               "[--reps N] [--json FILE]\n"
+               "       towertrain probe --assume PROFILE|FILE|KEY=VALUE,... [--model M] [--batch B] [--optimizer O]\n\n"
                "Times every phase of a step with the trainer's own code, under every reduction placement, and the\n"
                "links that explain them — copy bandwidth host->device and device->host (pinned and pageable),\n"
                "device->device, host memcpy, sgemm at the model's shapes, barriers — and predicts the step time of\n"
@@ -868,15 +868,24 @@ int tt_cmd_probe(int argc, char **argv)
                "options: the train options --model --data --vocab --towers --batch --optimizer --device --gpus\n"
                "  --host-threads, and\n"
                "  --reps N          reps per measurement, median [30]\n"
+               "  --json FILE       also time every GEMM shape of the step alone, a kernel launch, a graph node (CUDA),\n"
+               "                    a copy's fixed cost and the compute phase's other kernels, and write all of it,\n"
+               "                    with the phases and the whole steps, to FILE as one JSON object: the measured\n"
+               "                    profile that --assume FILE reads (docs/whatif.md lists its fields)\n"
                "  --link GBPS:US    the cross-node link to predict K ranks on (bandwidth GB/s : one-way latency\n"
                "                    microseconds), e.g. 3.1:20 for 25 Gb Ethernet [under mpirun: the measured one]\n"
                "Under mpirun -np K each rank probes its share of the batch, and the combine between the ranks is\n"
                "measured (ping-pong latency and bandwidth, the combine's own collectives); the table predicts both\n"
                "--node-reduce modes, and the cost model K = 1..16 ranks on the link (docs/scaleout.md).\n"
                "  --assume SPEC     measure nothing: predict 1-8 GPUs, strong and weak scaling, every placement, from\n"
-               "                    assumed figures — a profile (%s), optionally followed by\n"
-               "                    KEY=VALUE overrides, or KEY=VALUE alone (docs/whatif.md lists the keys);\n"
-               "                    with --graphs on, each tower's step predicted as one CUDA graph launch\n",
+               "                    assumed figures — a profile (%s),\n"
+               "                    optionally followed by KEY=VALUE overrides, or KEY=VALUE alone (docs/whatif.md\n"
+               "                    lists the keys) — or from\n"
+               "                    a measured profile: an item holding a '/' or ending in .json is a file that\n"
+               "                    probe --json wrote (or a report.json holding one under \"probe\"), and its name\n"
+               "                    runs to the end of SPEC: [PROFILE,][KEY=VALUE,...]FILE (the keys win over the\n"
+               "                    file, the file over the profile); with --graphs on, each tower's step predicted\n"
+               "                    as one CUDA graph launch\n",
                tt_assume_profiles());
         return 0;
     }
