@@ -41,7 +41,7 @@ typedef struct tt_profile_step {
  * a backend without graphs, a placement that cannot run. Times in seconds, rates in GB/s (1e9 bytes/s) or GFLOP/s. */
 typedef struct tt_profile {
     char towertrain[256];  /* the build that measured it (tt_build_describe) */
-    char backend[16];      /* "cpu", "cuda" */
+    char backend[48];      /* the backend's name: "cpu", "cuda", "cuda (CPU stand-in)" */
     char device[128];      /* the device's name (a GPU's, or the CPU's model name) */
     char blas[192];        /* the host BLAS and its kernel */
     char model[96];        /* --model as given ("mlp", a file's path) */

@@ -1553,7 +1553,7 @@ START_TEST(test_probe_json_and_measured_profiles)
     snprintf(args, sizeof args, "probe --assume h100-pcie,bogus=1");
     expect(args, 2, "--assume: unknown key 'bogus'");
     expect("probe --assume h200-measured --batch 128", 0, "");
-    ck_assert_msg(strstr(tt_test_slurp(out_path), "PREDICTED from recorded figures") &&
+    ck_assert_msg(strstr(tt_test_slurp(out_path), "PREDICTED from figures recorded on that GPU") &&
                       strstr(tt_test_slurp(out_path), "measured GEMM table: 3 shapes"),
                   "%s", tt_test_slurp(out_path));
 }

@@ -206,7 +206,7 @@ static void set_measured(tt_assume *a, const char *name, double x)
  * would be. */
 static tt_status assume_measured(tt_assume *a, const tt_profile *pf, const char *path, tt_error *err)
 {
-    snprintf(a->source, sizeof a->source, "%.100s (%.48s, backend %s)", path, pf->device, pf->backend);
+    snprintf(a->source, sizeof a->source, "%.100s (%.44s, backend %.24s)", path, pf->device, pf->backend);
     set_measured(a, "h2d_gbs", pf->h2d_pinned_gbs);
     set_measured(a, "d2h_gbs", pf->d2h_pinned_gbs);
     set_measured(a, "peer_gbs", isnan(pf->peer_gbs) ? pf->d2d_gbs : pf->peer_gbs);
@@ -552,8 +552,10 @@ static void print_header(FILE *f, const tt_assume *a, const tt_model *m, size_t 
     char shape[80];
     model_shape(m, shape, sizeof shape);
     /* a profile's figures are assumed; h200-measured's were recorded on that GPU; a file's measured by probe --json */
-    fprintf(f, "what-if: PREDICTED from %s figures, not measured | profile %s | %s\n",
-            a->source[0] ? "measured" : a->n_gemms ? "recorded" : "assumed", a->name, tt_optim_kind_name(opt));
+    fprintf(f, "what-if: PREDICTED from %s | profile %s | %s\n",
+            a->source[0] ? "measured figures, not a run" : a->n_gemms ? "figures recorded on that GPU, not a run"
+                                                                      : "assumed figures, not measured",
+            a->name, tt_optim_kind_name(opt));
     if (a->source[0]) {
         fprintf(f, "  measured profile %s gives:", a->source);
         for (size_t k = 0, col = 30 + strlen(a->source); k < N_KEYS; k++) {
@@ -565,16 +567,16 @@ static void print_header(FILE *f, const tt_assume *a, const tt_model *m, size_t 
     }
     fprintf(f, "  model %s: P = %zu parameters, %.2f MB pulled and pushed per GPU per step\n", shape, m->n_params,
             4e-6 * (double)m->n_params);
-    fprintf(f, "  links (GB/s, per GPU and direction): h2d %g, d2h %g, peer %g, NCCL busbw %g + %g us per collective;"
-               " copy %g us\n", a->h2d_gbs, a->d2h_gbs, a->peer_gbs, a->nccl_busbw_gbs, a->nccl_us, a->copy_us);
-    fprintf(f, "  GPU: FP32 %g TFLOP/s x gemm_eff %g, HBM %g GB/s, %zu kernels per compute phase (one GPU)",
+    fprintf(f, "  links (GB/s, per GPU and direction): h2d %.4g, d2h %.4g, peer %.4g, NCCL busbw %.4g + %.4g us per collective;"
+               " copy %.4g us\n", a->h2d_gbs, a->d2h_gbs, a->peer_gbs, a->nccl_busbw_gbs, a->nccl_us, a->copy_us);
+    fprintf(f, "  GPU: FP32 %.4g TFLOP/s x gemm_eff %.4g, HBM %.4g GB/s, %zu kernels per compute phase (one GPU)",
             a->fp32_tflops, a->gemm_eff, a->hbm_gbs, tt_assume_kernels(m, batch));
     if (a->graphs)
-        fprintf(f, " as graph nodes of %g us,\n  --graphs on: one graph launch of %g us per step\n",
+        fprintf(f, " as graph nodes of %.4g us,\n  --graphs on: one graph launch of %.4g us per step\n",
                 a->graph_node_us, a->launch_us);
     else
-        fprintf(f, " launched at %g us each\n", a->launch_us);
-    fprintf(f, "  host: memory %g GB/s (every DMA, the sum, the update), barrier %g us\n", a->host_gbs, a->barrier_us);
+        fprintf(f, " launched at %.4g us each\n", a->launch_us);
+    fprintf(f, "  host: memory %.4g GB/s (every DMA, the sum, the update), barrier %.4g us\n", a->host_gbs, a->barrier_us);
     if (a->n_gemms || a->other_rows) {
         tt_assume_compute cc;
         tt_assume_compute_cost(a, m, batch, &cc);

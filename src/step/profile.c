@@ -51,7 +51,6 @@ struct field {
 
 static const char *const REDUCE_NAMES[] = {"cpu", "device", "allreduce", "nccl", NULL};
 _Static_assert(TT_REDUCE_COUNT == 4, "REDUCE_NAMES lists every placement (test_assume checks the names)");
-static const char *const BACKENDS[] = {"cpu", "cuda", NULL};
 
 static const field LINKS[] = {
     NUM("h2d_pinned_gbs", tt_profile, h2d_pinned_gbs, 0, MAX_GBS, GT),
@@ -141,7 +140,7 @@ static const field STEP[] = {
  * kind or version is named as such, not by its first odd field). */
 static const field TOP[] = {
     STR("towertrain", towertrain, NULL),
-    STR("backend", backend, BACKENDS),
+    STR("backend", backend, NULL),
     STR("device", device, NULL),
     STR("blas", blas, NULL),
     STR("model", model, NULL),
