@@ -1,14 +1,15 @@
-/* tt_assume.h — what-if predictions without a GPU: the step's cost model (tt_probe_predict) fed with assumed link
- * and device figures instead of measured ones.
+/* tt_assume.h — what-if predictions without a GPU: the step's cost model (tt_probe_predict) fed with assumed,
+ * recorded or measured link and device figures instead of the phases measured here.
  *
  * A tt_assume holds the figures of one machine: a named profile (an H100 on PCIe Gen5, an A100 on PCIe Gen4, an
  * H100 SXM5 on NVLink 4, and the one GPU the project has measured, an H200, from its recorded figures; docs/whatif.md
  * gives each figure's source and how it was derated), or a measured profile read from a file that `probe --json`
  * wrote (tt_profile.h), optionally with some figures overridden. A measured profile brings a table of GEMM shapes
  * with their measured times: the compute phase prices each GEMM it issues from the table where the shape matches
- * exactly, and by gemm_eff x fp32_tflops (the fallback, counted and printed) where not. tt_assume_probe turns the figures into the phases of a step for N towers (one GPU each)
- * and a global batch B — the same tt_probe fields that `towertrain probe` measures — and tt_assume_report prints,
- * for 1..8 GPUs, strong and weak scaling, the predicted step of every placement with its split.
+ * exactly, and by gemm_eff x fp32_tflops (the fallback, counted and printed) where not.
+ * tt_assume_probe turns the figures into the phases of a step for N towers (one GPU each) and a global batch B — the
+ * same tt_probe fields that `towertrain probe` measures — and tt_assume_report prints, for 1..8 GPUs, strong and weak
+ * scaling, the predicted step of every placement with its split.
  * Not for: measuring anything (tt_probe.h), or claiming what a real machine does: these are predictions from
  * assumed figures, to be checked against a measured run (tools/gpu-check prints both). */
 #ifndef TT_ASSUME_H
@@ -55,8 +56,9 @@ typedef struct tt_assume {
     double barrier_us;     /* one barrier of the host crew */
     unsigned overridden;   /* bit k: the spec set key k (tt_assume_report names them) */
     unsigned measured;     /* bit k: key k came from the measured profile */
-    /* measured: the GEMM table, and the compute phase's other kernels (all but its GEMMs: epilogues, the loss, column
-     * sums) of one model at one shard — that model's parameter count, the rows, their count — beyond their launches */
+    /* measured: the GEMM table, and the compute phase's other kernels (all but its GEMMs: epilogues, the loss,
+     * column sums) of one model at one shard — that model's parameter count, the rows, their count — beyond their
+     * launches */
     size_t n_gemms;
     tt_assume_gemm gemms[TT_ASSUME_MAX_GEMMS];
     size_t other_params, other_rows, other_count;

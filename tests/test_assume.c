@@ -572,7 +572,9 @@ START_TEST(test_profile_round_trip)
     tt_profile *p = (tt_profile *)tt_calloc(2, sizeof *p);
     ck_assert_ptr_nonnull(p);
     mlp_profile(&p[0], SEC);
-    const char *f1 = path_in_tmp("p1.json"), *f2 = path_in_tmp("p2.json");
+    char f1[160], f2[160]; /* kept: path_in_tmp's buffers are reused */
+    snprintf(f1, sizeof f1, "%s", path_in_tmp("p1.json"));
+    snprintf(f2, sizeof f2, "%s", path_in_tmp("p2.json"));
     write_profile(f1, &p[0]);
     tt_error err;
     ck_assert_msg(tt_profile_read(f1, &p[1], &err) == TT_OK, "%s", err.msg);
@@ -586,6 +588,17 @@ START_TEST(test_profile_round_trip)
     ck_assert(p[1].gemms[7].m == 784 && p[1].gemms[7].trans_a == 1 && p[1].gemms[7].seconds == 20e-6);
     ck_assert(p[1].n_steps == 2 && p[1].steps[1].graphs == 1 && isnan(p[1].steps[1].predicted.total));
     ck_assert(isnan(p[1].reduce_s[TT_REDUCE_NCCL]) && p[1].reduce_s[TT_REDUCE_DEVICE] == 40e-6);
+    /* the reader's own lists of names are the trainer's: every placement and update is a step a profile can hold */
+    for (int r = 0; r < TT_REDUCE_COUNT; r++)
+        for (int u = 0; u < TT_UPDATE_COUNT; u++) {
+            tt_profile *q = &p[0];
+            snprintf(q->steps[0].reduce, sizeof q->steps[0].reduce, "%s", tt_reduce_name((tt_reduce)r));
+            snprintf(q->steps[0].update, sizeof q->steps[0].update, "%s", tt_update_name((tt_update)u));
+            char name[32];
+            snprintf(name, sizeof name, "names-%d-%d.json", r, u); /* a new file: one read is an input of the run */
+            write_profile(path_in_tmp(name), q);
+            ck_assert_msg(tt_profile_read(path_in_tmp(name), &p[1], &err) == TT_OK, "%s", err.msg);
+        }
 
     /* the what-if's figures: links and latencies as measured, the host from the update (Adam: 28 bytes a
      * parameter), gemm_eff from the table, the profile's own (h100-pcie) for what the file does not measure */
@@ -681,7 +694,8 @@ START_TEST(test_probe_json_cpu)
     json_object *top = json_object_from_file(json);
     ck_assert_msg(top != NULL, "%s is not JSON", json);
     json_object *v, *g, *l;
-    ck_assert(json_object_object_get_ex(top, "schema", &v) && strcmp(json_object_get_string(v), "towertrain-probe") == 0);
+    ck_assert(json_object_object_get_ex(top, "schema", &v) &&
+              strcmp(json_object_get_string(v), "towertrain-probe") == 0);
     ck_assert(json_object_object_get_ex(top, "backend", &v) && strcmp(json_object_get_string(v), "cpu") == 0);
     ck_assert(json_object_object_get_ex(top, "rows", &v) && json_object_get_int64(v) == 64);
     ck_assert(json_object_object_get_ex(top, "gemms", &g) && json_object_array_length(g) == 8);
@@ -703,7 +717,8 @@ START_TEST(test_probe_json_cpu)
     }
     ck_assert(json_object_object_get_ex(top, "launch", &l));
     ck_assert(json_object_object_get_ex(l, "kernel_s", &v) && json_object_get_double(v) > 0);
-    ck_assert(json_object_object_get_ex(l, "graph_node_s", &v) && json_object_is_type(v, json_type_null)); /* no graphs */
+    /* the CPU backend has no graphs */
+    ck_assert(json_object_object_get_ex(l, "graph_node_s", &v) && json_object_is_type(v, json_type_null));
     ck_assert(json_object_object_get_ex(top, "kernels", &l) && json_object_object_get_ex(l, "count", &v) &&
               json_object_get_int64(v) == 7);
     ck_assert(json_object_object_get_ex(top, "steps", &v) && json_object_array_length(v) >= 4);
@@ -745,7 +760,8 @@ START_TEST(test_profile_hostile)
     static const struct {
         const char *from, *to, *named;
     } BAD[] = {
-        {"\"m\":256, \"n\":10, \"k\":256", "\"m\":\"256\", \"n\":10, \"k\":256", "gemms[2].m: a string, not an integer"},
+        {"\"m\":256, \"n\":10, \"k\":256", "\"m\":\"256\", \"n\":10, \"k\":256",
+         "gemms[2].m: a string, not an integer"},
         {"\"h2d_pinned_gbs\":20", "\"h2d_pinned_gbs\":-3", "links.h2d_pinned_gbs: -3 is not > 0"},
         {"\"h2d_pinned_gbs\":20", "\"h2d_pinned_gbs\":0", "links.h2d_pinned_gbs: 0 is not > 0"},
         {"\"h2d_pinned_gbs\":20", "\"h2d_pinned_gbs\":NaN", "is not JSON"},
@@ -756,7 +772,8 @@ START_TEST(test_profile_hostile)
         {", \"copy_s\":9.0000000000000002e-06", "", "links.copy_s: missing"},
         {"\"device\":", "\"bogus\":1, \"device\":", "bogus: an unknown key"},
         {"\"m\":256, \"n\":256, \"k\":784", "\"m\":0, \"n\":256, \"k\":784", "gemms[0].m: 0 is outside 1..2147483647"},
-        {"\"m\":256, \"n\":256, \"k\":784", "\"m\":3000000000, \"n\":256, \"k\":784", "gemms[0].m: 3000000000 is outside"},
+        {"\"m\":256, \"n\":256, \"k\":784", "\"m\":3000000000, \"n\":256, \"k\":784",
+         "gemms[0].m: 3000000000 is outside"},
         {"\"m\":256, \"n\":256, \"k\":784", "\"m\":2000000000, \"n\":2000000000, \"k\":784",
          "gemms[0]: m x n x k = 2000000000 x 2000000000 x 784 is beyond"},
         {"\"m\":256, \"n\":256, \"k\":784", "\"m\":256, \"n\":256, \"k\":256", "gemms[1]: the shape of gemms[0] again"},
@@ -784,7 +801,8 @@ START_TEST(test_profile_hostile)
         err.msg[0] = '\0';
         const tt_status st = tt_profile_parse(bad, n - fl + tl, "bad.json", p, &err);
         ck_assert_msg(st == TT_ERR_FORMAT, "case %zu (%s): status %d: %s", i, BAD[i].to, st, err.msg);
-        ck_assert_msg(strstr(err.msg, BAD[i].named) && strncmp(err.msg, "bad.json: ", 10) == 0 && !strchr(err.msg, '\n'),
+        ck_assert_msg(strstr(err.msg, BAD[i].named) && strncmp(err.msg, "bad.json: ", 10) == 0 &&
+                          !strchr(err.msg, '\n'),
                       "case %zu: '%s' does not say '%s'", i, err.msg, BAD[i].named);
     }
     /* truncated anywhere: refused, never half-read */
@@ -867,8 +885,9 @@ START_TEST(test_h200_measured_pinned)
         ag.overlap = ROWS[i].overlap;
         tt_step_times t;
         ck_assert(tt_assume_update_step(&ag, &m, 1, ROWS[i].batch, TT_OPT_ADAM, ROWS[i].r, ROWS[i].u, &t));
-        ck_assert_msg(fabs(1e3 * t.total - ROWS[i].ms) <= 0.0005 + 1e-9, "row %zu (%s): predicted %.4f ms, the doc says %.3f",
-                      i, ROWS[i].model, 1e3 * t.total, ROWS[i].ms);
+        ck_assert_msg(fabs(1e3 * t.total - ROWS[i].ms) <= 0.0005 + 1e-9,
+                      "row %zu (%s): predicted %.4f ms, the doc says %.3f", i, ROWS[i].model, 1e3 * t.total,
+                      ROWS[i].ms);
     }
     /* the mlp's compute phase: 3 GEMMs from the table, 5 by gemm_eff, its 7 other kernels measured */
     tt_model m;

@@ -651,7 +651,8 @@ static int probe_extra(const char *opt, const char *value, void *ctx, tt_error *
         return 1;
     }
     if (strcmp(opt, "--json") == 0) {
-        if (!value || !*value) *st = tt_fail(err, TT_ERR_ARG, "--json: missing value (the file to write the profile to)");
+        if (!value || !*value)
+            *st = tt_fail(err, TT_ERR_ARG, "--json: missing value (the file to write the profile to)");
         else if (po->json) *st = tt_fail(err, TT_ERR_ARG, "--json: given twice");
         po->json = value;
         return 1;
@@ -868,10 +869,10 @@ int tt_cmd_probe(int argc, char **argv)
                "options: the train options --model --data --vocab --towers --batch --optimizer --device --gpus\n"
                "  --host-threads, and\n"
                "  --reps N          reps per measurement, median [30]\n"
-               "  --json FILE       also time every GEMM shape of the step alone, a kernel launch, a graph node (CUDA),\n"
-               "                    a copy's fixed cost and the compute phase's other kernels, and write all of it,\n"
-               "                    with the phases and the whole steps, to FILE as one JSON object: the measured\n"
-               "                    profile that --assume FILE reads (docs/whatif.md lists its fields)\n"
+               "  --json FILE       also time every GEMM shape of the step alone, a kernel launch, a graph node\n"
+               "                    (CUDA), a copy's fixed cost and the compute phase's other kernels, and write\n"
+               "                    all of it, with the phases and the whole steps, to FILE as one JSON object: the\n"
+               "                    measured profile that --assume FILE reads (docs/whatif.md lists its fields)\n"
                "  --link GBPS:US    the cross-node link to predict K ranks on (bandwidth GB/s : one-way latency\n"
                "                    microseconds), e.g. 3.1:20 for 25 Gb Ethernet [under mpirun: the measured one]\n"
                "Under mpirun -np K each rank probes its share of the batch, and the combine between the ranks is\n"

@@ -300,7 +300,8 @@ tt_status tt_assume_parse(const char *spec, tt_assume *a, tt_error *err)
         if (s[len] == '\0') break;
         s += len + 1;
     }
-    if (!file && spec[strlen(spec) - 1] == ',') return tt_fail(err, TT_ERR_ARG, "--assume: empty item in '%.128s'", spec);
+    if (!file && spec[strlen(spec) - 1] == ',')
+        return tt_fail(err, TT_ERR_ARG, "--assume: empty item in '%.128s'", spec);
     return TT_OK;
 }
 
@@ -317,7 +318,8 @@ void tt_assume_compute_cost(const tt_assume *a, const tt_model *m, size_t rows, 
         while (t < a->n_gemms && !(a->gemms[t].ta == g[i].ta && a->gemms[t].tb == g[i].tb && a->gemms[t].M == g[i].M &&
                                    a->gemms[t].N == g[i].N && a->gemms[t].K == g[i].K))
             t++;
-        const double body = t < a->n_gemms ? a->gemms[t].body_s : 2.0 * (double)g[i].M * (double)g[i].N * (double)g[i].K / rate;
+        const double flops = 2.0 * (double)g[i].M * (double)g[i].N * (double)g[i].K;
+        const double body = t < a->n_gemms ? a->gemms[t].body_s : flops / rate;
         c->gemm_s += body * (double)g[i].calls;
         c->gemm_calls += g[i].calls;
         c->from_table += t < a->n_gemms ? g[i].calls : 0;
@@ -567,8 +569,9 @@ static void print_header(FILE *f, const tt_assume *a, const tt_model *m, size_t 
     }
     fprintf(f, "  model %s: P = %zu parameters, %.2f MB pulled and pushed per GPU per step\n", shape, m->n_params,
             4e-6 * (double)m->n_params);
-    fprintf(f, "  links (GB/s, per GPU and direction): h2d %.4g, d2h %.4g, peer %.4g, NCCL busbw %.4g + %.4g us per collective;"
-               " copy %.4g us\n", a->h2d_gbs, a->d2h_gbs, a->peer_gbs, a->nccl_busbw_gbs, a->nccl_us, a->copy_us);
+    fprintf(f, "  links (GB/s, per GPU and direction): h2d %.4g, d2h %.4g, peer %.4g, NCCL busbw %.4g + %.4g us per "
+               "collective; copy %.4g us\n",
+            a->h2d_gbs, a->d2h_gbs, a->peer_gbs, a->nccl_busbw_gbs, a->nccl_us, a->copy_us);
     fprintf(f, "  GPU: FP32 %.4g TFLOP/s x gemm_eff %.4g, HBM %.4g GB/s, %zu kernels per compute phase (one GPU)",
             a->fp32_tflops, a->gemm_eff, a->hbm_gbs, tt_assume_kernels(m, batch));
     if (a->graphs)
@@ -576,7 +579,8 @@ static void print_header(FILE *f, const tt_assume *a, const tt_model *m, size_t 
                 a->graph_node_us, a->launch_us);
     else
         fprintf(f, " launched at %.4g us each\n", a->launch_us);
-    fprintf(f, "  host: memory %.4g GB/s (every DMA, the sum, the update), barrier %.4g us\n", a->host_gbs, a->barrier_us);
+    fprintf(f, "  host: memory %.4g GB/s (every DMA, the sum, the update), barrier %.4g us\n", a->host_gbs,
+            a->barrier_us);
     if (a->n_gemms || a->other_rows) {
         tt_assume_compute cc;
         tt_assume_compute_cost(a, m, batch, &cc);

@@ -11,6 +11,7 @@
 #include "tt_mem.h"
 #include "tt_math.h"
 #include "tt_probe.h"
+#include "tt_profile.h"
 #include "tt_signal.h"
 #include "tt_rng.h"
 
@@ -877,6 +878,58 @@ tt_status tt_probe_kernels_run(const tt_probe_config *c, tt_probe_kernels *k, tt
     probe_data_free(&d);
     k->others_s = ran ? pt.compute : NAN;
     return s;
+}
+
+/* ---- probe --json: the profile filled from the measurements (tt_profile.h) ------------------------------------- */
+
+void tt_profile_fill(tt_profile *p, const tt_probe_config *c, const tt_probe *pr, const tt_probe_kernels *k)
+{
+    snprintf(p->device, sizeof p->device, "%s", k->device);
+    snprintf(p->optimizer, sizeof p->optimizer, "%s", tt_optim_kind_name(c->optim.kind));
+    p->params = c->model->n_params;
+    p->train_flops = tt_model_train_flops(c->model);
+    p->towers = c->towers;
+    p->batch = c->batch;
+    p->rows = pr->rows;
+    p->reps = c->reps ? c->reps : 30;
+    p->host_threads = (size_t)pr->crew;
+    p->h2d_pinned_gbs = pr->h2d_pinned;
+    p->h2d_pageable_gbs = pr->h2d_pageable;
+    p->d2h_pinned_gbs = pr->d2h_pinned;
+    p->d2h_pageable_gbs = pr->d2h_pageable;
+    /* the probe's device->device copy reads the next tower's buffer: a peer link only between two devices */
+    int devices = 0;
+    for (int i = 0; i < pr->n_links; i++)
+        for (int j = 0; j < pr->n_links; j++) devices |= i != j && pr->links[i * pr->n_links + j] != TT_LINK_SAME;
+    p->d2d_gbs = pr->peer;
+    p->peer_gbs = devices ? pr->peer : NAN;
+    p->copy_s = k->copy;
+    p->memcpy_gbs = pr->host_memcpy;
+    p->sum_gbs = pr->host_sum;
+    p->barrier_s = pr->barrier;
+    p->wake_s = pr->wake;
+    p->launch_s = k->launch;
+    p->graph_node_s = k->graph_node;
+    p->chain = k->chain;
+    p->n_gemms = k->n_gemms;
+    p->gemm_step_s = 0;
+    for (size_t i = 0; i < k->n_gemms; i++) {
+        const tt_gemm_shape *g = &k->gemms[i];
+        const double s = k->gemm_seconds[i];
+        p->gemms[i] = (tt_profile_gemm){(size_t)g->ta, (size_t)g->tb, g->M, g->N, g->K, g->calls, s,
+                                        2.0 * (double)g->M * (double)g->N * (double)g->K / s / 1e9};
+        p->gemm_step_s += s * (double)g->calls;
+    }
+    p->kernels = k->others;
+    p->kernels_s = k->others_s;
+    p->pull_s = pr->pull;
+    p->data_s = pr->data;
+    p->compute_s = pr->compute;
+    p->push_grad_s = pr->push_grad;
+    p->push_stats_s = pr->push_stats;
+    p->straggle_s = pr->straggle;
+    p->update_s = pr->update;
+    for (int r = 0; r < TT_REDUCE_COUNT; r++) p->reduce_s[r] = pr->can[r] ? pr->reduce[r] : NAN;
 }
 
 /* Tower t's expected delay a step, seconds. */

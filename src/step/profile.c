@@ -49,8 +49,11 @@ struct field {
 #define MAX_GBS 1e6   /* GB/s: HBM is 10^4 */
 #define MAX_COUNT 1e9 /* batches, rows, parameters per element of a step */
 
+/* The placements' and updates' names (tt_reduce_name, tt_update_name: test_assume checks they agree), spelt here so
+ * that the reader stands alone (the fuzz target links it without the trainer). */
 static const char *const REDUCE_NAMES[] = {"cpu", "device", "allreduce", "nccl", NULL};
-_Static_assert(TT_REDUCE_COUNT == 4, "REDUCE_NAMES lists every placement (test_assume checks the names)");
+static const char *const UPDATE_NAMES[] = {"host", "device", "replicated", NULL};
+_Static_assert(TT_REDUCE_COUNT == 4 && TT_UPDATE_COUNT == 3, "the name lists hold every placement and update");
 
 static const field LINKS[] = {
     NUM("h2d_pinned_gbs", tt_profile, h2d_pinned_gbs, 0, MAX_GBS, GT),
@@ -116,23 +119,27 @@ static const field PHASES[] = {
     END,
 };
 
-/* A step's split, as probe prints it (tt_step_times; the parts add up to total_s). */
-#define TIME(k, member) NUM(k, tt_step_times, member, 0, MAX_S, NULLABLE)
-static const field TIMES[] = {
-    TIME("launch_s", launch), TIME("pull_s", pull), TIME("data_s", data), TIME("compute_s", compute),
-    TIME("push_s", push), TIME("wait_s", wait), TIME("reduce_s", reduce), TIME("update_s", update),
-    TIME("total_s", total), END,
-};
+/* A step's split, as probe prints it (tt_step_times; the parts add up to total_s): measured, or predicted (null as a
+ * whole where the phase model has no prediction). */
+#define TIME(k, member, flags) NUM(k, tt_step_times, member, 0, MAX_S, flags)
+#define TIMES_OF(name, flags) \
+    static const field name[] = { \
+        TIME("launch_s", launch, flags), TIME("pull_s", pull, flags), TIME("data_s", data, flags), \
+        TIME("compute_s", compute, flags), TIME("push_s", push, flags), TIME("wait_s", wait, flags), \
+        TIME("reduce_s", reduce, flags), TIME("update_s", update, flags), TIME("total_s", total, flags), END, \
+    }
+TIMES_OF(TIMES, 0);
+TIMES_OF(PREDICTED, NULLABLE);
 
 static const field STEP[] = {
     {"reduce", F_STR, offsetof(tt_profile_step, reduce), 0, sizeof(((tt_profile_step *)0)->reduce), 0, REDUCE_NAMES,
      NULL, 0, 0, 0},
-    {"update", F_STR, offsetof(tt_profile_step, update), 0, sizeof(((tt_profile_step *)0)->update), 0, tt_update_names,
+    {"update", F_STR, offsetof(tt_profile_step, update), 0, sizeof(((tt_profile_step *)0)->update), 0, UPDATE_NAMES,
      NULL, 0, 0, 0},
     {"graphs", F_BOOL, offsetof(tt_profile_step, graphs), 0, 1, 0, NULL, NULL, 0, 0, 0},
     {"overlap", F_BOOL, offsetof(tt_profile_step, overlap), 0, 1, 0, NULL, NULL, 0, 0, 0},
     OBJ("measured", offsetof(tt_profile_step, measured), TIMES, 0),
-    OBJ("predicted", offsetof(tt_profile_step, predicted), TIMES, NULLABLE),
+    OBJ("predicted", offsetof(tt_profile_step, predicted), PREDICTED, NULLABLE),
     END,
 };
 
@@ -164,58 +171,6 @@ static const field TOP[] = {
      offsetof(tt_profile, n_steps), TT_PROFILE_MAX_STEPS},
     END,
 };
-
-/* ---- filling ------------------------------------------------------------------------------------------------- */
-
-void tt_profile_fill(tt_profile *p, const tt_probe_config *c, const tt_probe *pr, const tt_probe_kernels *k)
-{
-    snprintf(p->device, sizeof p->device, "%s", k->device);
-    snprintf(p->optimizer, sizeof p->optimizer, "%s", tt_optim_kind_name(c->optim.kind));
-    p->params = c->model->n_params;
-    p->train_flops = tt_model_train_flops(c->model);
-    p->towers = c->towers;
-    p->batch = c->batch;
-    p->rows = pr->rows;
-    p->reps = c->reps ? c->reps : 30;
-    p->host_threads = (size_t)pr->crew;
-    p->h2d_pinned_gbs = pr->h2d_pinned;
-    p->h2d_pageable_gbs = pr->h2d_pageable;
-    p->d2h_pinned_gbs = pr->d2h_pinned;
-    p->d2h_pageable_gbs = pr->d2h_pageable;
-    /* the probe's device->device copy reads the next tower's buffer: a peer link only between two devices */
-    int devices = 0;
-    for (int i = 0; i < pr->n_links; i++)
-        for (int j = 0; j < pr->n_links; j++) devices |= i != j && pr->links[i * pr->n_links + j] != TT_LINK_SAME;
-    p->d2d_gbs = pr->peer;
-    p->peer_gbs = devices ? pr->peer : NAN;
-    p->copy_s = k->copy;
-    p->memcpy_gbs = pr->host_memcpy;
-    p->sum_gbs = pr->host_sum;
-    p->barrier_s = pr->barrier;
-    p->wake_s = pr->wake;
-    p->launch_s = k->launch;
-    p->graph_node_s = k->graph_node;
-    p->chain = k->chain;
-    p->n_gemms = k->n_gemms;
-    p->gemm_step_s = 0;
-    for (size_t i = 0; i < k->n_gemms; i++) {
-        const tt_gemm_shape *g = &k->gemms[i];
-        const double s = k->gemm_seconds[i];
-        p->gemms[i] = (tt_profile_gemm){(size_t)g->ta, (size_t)g->tb, g->M, g->N, g->K, g->calls, s,
-                                        2.0 * (double)g->M * (double)g->N * (double)g->K / s / 1e9};
-        p->gemm_step_s += s * (double)g->calls;
-    }
-    p->kernels = k->others;
-    p->kernels_s = k->others_s;
-    p->pull_s = pr->pull;
-    p->data_s = pr->data;
-    p->compute_s = pr->compute;
-    p->push_grad_s = pr->push_grad;
-    p->push_stats_s = pr->push_stats;
-    p->straggle_s = pr->straggle;
-    p->update_s = pr->update;
-    for (int r = 0; r < TT_REDUCE_COUNT; r++) p->reduce_s[r] = pr->can[r] ? pr->reduce[r] : NAN;
-}
 
 /* ---- writing --------------------------------------------------------------------------------------------------- */
 
@@ -386,8 +341,9 @@ static tt_status read_value(const reader *r, json_object *v, void *base, const f
         const double x = json_object_get_double(v);
         const int low = (f->flags & GT) ? !(x > f->lo) : !(x >= f->lo);
         if (!isfinite(x) || low || x > f->hi) {
-            snprintf(msg, sizeof msg, "%.17g is %s", x,
-                     !isfinite(x) ? "not finite" : low ? ((f->flags & GT) ? "not > 0" : "negative") : "implausibly large");
+            const char *why = !isfinite(x) ? "not finite" : !low ? "implausibly large" : (f->flags & GT) ? "not > 0"
+                                                                                                          : "negative";
+            snprintf(msg, sizeof msg, "%.17g is %s", x, why);
             if (isfinite(x) && !low) snprintf(msg + strlen(msg), sizeof msg - strlen(msg), " (at most %g)", f->hi);
             return bad(r, path, msg);
         }
@@ -481,7 +437,8 @@ static tt_status check_profile(const reader *r, const tt_profile *p)
         const tt_profile_gemm *g = &p->gemms[i];
         snprintf(path, sizeof path, "gemms[%zu]", i);
         if ((double)g->m * (double)g->n * (double)g->k > 1e15) {
-            snprintf(msg, sizeof msg, "m x n x k = %zu x %zu x %zu is beyond any step's GEMM (10^15)", g->m, g->n, g->k);
+            snprintf(msg, sizeof msg, "m x n x k = %zu x %zu x %zu is beyond any step's GEMM (10^15)", g->m, g->n,
+                     g->k);
             return bad(r, path, msg);
         }
         for (size_t j = 0; j < i; j++) {
@@ -516,14 +473,15 @@ tt_status tt_profile_parse(const char *text, size_t n, const char *name, tt_prof
     char path[32];
     if (!s && (!json_object_object_get_ex(obj, "schema", &v) || !json_object_is_type(v, json_type_string) ||
                strcmp(json_object_get_string(v), TT_PROFILE_SCHEMA) != 0))
-        s = tt_fail(err, TT_ERR_FORMAT, "%s: %s is not a towertrain probe profile (no \"schema\":\"%s\"; write one with "
-                    "towertrain probe --json FILE, or give a report.json holding one under \"probe\")", name,
-                    *where ? "its \"probe\"" : "the object", TT_PROFILE_SCHEMA);
+        s = tt_fail(err, TT_ERR_FORMAT, "%s: %s is not a towertrain probe profile (no \"schema\":\"%s\"; write "
+                    "one with towertrain probe --json FILE, or give a report.json holding one under \"probe\")",
+                    name, *where ? "its \"probe\"" : "the object", TT_PROFILE_SCHEMA);
     snprintf(path, sizeof path, "%s%sversion", where, *where ? "." : "");
     if (!s && (!json_object_object_get_ex(obj, "version", &v) || !json_object_is_type(v, json_type_int) ||
                json_object_get_int64(v) != TT_PROFILE_VERSION))
         s = tt_fail(err, TT_ERR_FORMAT, "%s: %s: %s, this build reads version %d", name, path,
-                    v && json_object_is_type(v, json_type_int) ? json_object_to_json_string(v) : "missing or not an integer",
+                    v && json_object_is_type(v, json_type_int) ? json_object_to_json_string(v)
+                                                               : "missing or not an integer",
                     TT_PROFILE_VERSION);
     static const char *const checked[] = {"schema", "version", NULL};
     if (!s) s = read_object_skip(&r, obj, p, TOP, where, checked);
