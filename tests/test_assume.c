@@ -16,6 +16,7 @@
  * line naming the field, the GEMM table prices the step, and h200-measured's predictions are pinned to the table of
  * docs/whatif.md ("Predicted against measured on the H200"): a model change must update that table.
  * Not for: the prediction formula itself (tt_probe_predict, exercised by probe/bench) or real hardware. */
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -898,6 +899,31 @@ START_TEST(test_h200_measured_pinned)
 }
 END_TEST
 
+/* The fuzz target's seeds (tests/fuzz/corpus/profile): every ok-* is read, every bad-* refused, so the corpus does
+ * not go stale when the schema changes. */
+START_TEST(test_profile_corpus)
+{
+    DIR *d = opendir(TT_PROFILE_CORPUS);
+    ck_assert_ptr_nonnull(d);
+    tt_profile *p = (tt_profile *)tt_calloc(1, sizeof *p);
+    ck_assert_ptr_nonnull(p);
+    size_t ok = 0, bad = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        const int want_ok = strncmp(e->d_name, "ok-", 3) == 0, want_bad = strncmp(e->d_name, "bad-", 4) == 0;
+        if (!want_ok && !want_bad) continue;
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s", TT_PROFILE_CORPUS, e->d_name);
+        tt_error err;
+        const tt_status s = tt_profile_read(path, p, &err);
+        ck_assert_msg(want_ok ? s == TT_OK : s == TT_ERR_FORMAT, "%s: status %d (%s)", e->d_name, s, err.msg);
+        ok += want_ok, bad += want_bad;
+    }
+    closedir(d);
+    tt_free(p);
+    ck_assert_msg(ok >= 2 && bad >= 8, "%zu ok, %zu bad seeds", ok, bad);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("assume");
@@ -919,6 +945,7 @@ int main(void)
     tcase_add_test(tp, test_profile_round_trip);
     tcase_add_test(tp, test_profile_table_used);
     tcase_add_test(tp, test_profile_hostile);
+    tcase_add_test(tp, test_profile_corpus);
     tcase_add_test(tp, test_probe_json_cpu);
     suite_add_tcase(s, tp);
     return tt_test_run_suite(s);
