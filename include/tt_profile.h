@@ -83,8 +83,8 @@ void tt_profile_write(tt_out *o, const tt_profile *p);
 
 /* Reads path as a profile: a regular file (tt_input_open: a FIFO, a directory or a device is refused without
  * blocking; a symbolic link to a regular file is followed, as for every input) of at most TT_PROFILE_MAX_BYTES,
- * strict JSON (tt_json.h), holding either the probe's object or an object with one under "probe" (tools/gpu-check's
- * report.json). In the probe's object every key is required, unknown keys are refused (version 1's set is fixed: a
+ * strict JSON (tt_json.h), holding either the probe's object or an object with one under "probe", or with one per
+ * model under "probe" (tools/gpu-check's report.json: read when it holds one; several are refused, named). In the probe's object every key is required, unknown keys are refused (version 1's set is fixed: a
  * new field is a new version), and every value's type and range is checked. TT_ERR_IO / TT_ERR_FORMAT with one line
  * naming the file and the field ("PATH: gemms[2].m: 0 is outside 1..2147483647"). */
 tt_status tt_profile_read(const char *path, tt_profile *p, tt_error *err);

@@ -812,11 +812,21 @@ START_TEST(test_profile_hostile)
         ck_assert_msg(tt_profile_parse(text, cut, "cut.json", p, &err) == TT_ERR_FORMAT, "cut at %zu accepted", cut);
     }
     /* a report holding the probe's object under "probe": read; other keys of the report are its own */
-    static char report[1 << 16];
+    static char report[1 << 17];
     snprintf(report, sizeof report, "{\"tool\":\"gpu-check\", \"ok\":true, \"probe\":%.*s}", (int)n, text);
     tt_error err;
     ck_assert_msg(tt_profile_parse(report, strlen(report), "report.json", p, &err) == TT_OK, "%s", err.msg);
     ck_assert(p->n_gemms == 8 && p->h2d_pinned_gbs == 20);
+    /* tools/gpu-check --bundle keeps one per model under "probe": one is read, of two none is chosen */
+    snprintf(report, sizeof report, "{\"tool\":\"gpu-check\", \"probe\":{\"mlp\":%.*s}}", (int)n, text);
+    ck_assert_msg(tt_profile_parse(report, strlen(report), "report.json", p, &err) == TT_OK, "%s", err.msg);
+    ck_assert(p->n_gemms == 8);
+    snprintf(report, sizeof report, "{\"probe\":{\"mlp\":%.*s, \"cnn\":%.*s}}", (int)n, text, (int)n, text);
+    ck_assert_int_eq(tt_profile_parse(report, strlen(report), "report.json", p, &err), TT_ERR_FORMAT);
+    ck_assert_msg(strstr(err.msg, "probe: holds 2 profiles (mlp, cnn)"), "%s", err.msg);
+    snprintf(report, sizeof report, "{\"probe\":{\"mlp\":{\"schema\":\"towertrain-probe\", \"version\":1}}}");
+    ck_assert_int_eq(tt_profile_parse(report, strlen(report), "report.json", p, &err), TT_ERR_FORMAT);
+    ck_assert_msg(strstr(err.msg, "report.json: probe.mlp.towertrain: missing"), "%s", err.msg);
     snprintf(report, sizeof report, "{\"probe\":3}");
     ck_assert_int_eq(tt_profile_parse(report, strlen(report), "report.json", p, &err), TT_ERR_FORMAT);
     ck_assert_msg(strstr(err.msg, "probe: not an object"), "%s", err.msg);

@@ -463,14 +463,35 @@ tt_status tt_profile_parse(const char *text, size_t n, const char *name, tt_prof
     if (!top) return tt_fail(err, TT_ERR_FORMAT, "%s: the profile %s", name, why);
     json_object *obj = top, *v = NULL;
     tt_status s = TT_OK;
-    const char *where = "";
+    char where[96] = "";
     if (!json_object_object_get_ex(top, "schema", NULL) && json_object_object_get_ex(top, "probe", &v)) {
         obj = v; /* a report (tools/gpu-check's report.json) holding the probe's object; its other keys are its own */
-        where = "probe";
+        snprintf(where, sizeof where, "probe");
         if (!json_object_is_type(obj, json_type_object))
             s = bad(&r, "probe", "not an object (a report's \"probe\" holds towertrain probe --json's object)");
     }
-    char path[32];
+    if (!s && *where && !json_object_object_get_ex(obj, "schema", NULL)) {
+        /* a report of several runs keeps one profile per model ("probe": {"mlp": {...}, "cnn": {...}}): one is
+         * read; of several, none is chosen here */
+        json_object *one = NULL;
+        char names[64] = "";
+        size_t found = 0, len = 0;
+        json_object_object_foreach(obj, key, val) {
+            if (!json_object_is_type(val, json_type_object) || !json_object_object_get_ex(val, "schema", NULL))
+                continue;
+            one = val;
+            char q[32];
+            tt_escape(key, q, sizeof q);
+            if (found++ == 0) snprintf(where, sizeof where, "probe.%s", q);
+            if (len < sizeof names)
+                len += (size_t)snprintf(names + len, sizeof names - len, "%s%s", len ? ", " : "", q);
+        }
+        if (found == 1) obj = one;
+        else if (found > 1)
+            s = tt_fail(err, TT_ERR_FORMAT, "%s: probe: holds %zu profiles (%s): give the one to use as a file of "
+                        "its own (probe --json's)", name, found, names);
+    }
+    char path[128];
     if (!s && (!json_object_object_get_ex(obj, "schema", &v) || !json_object_is_type(v, json_type_string) ||
                strcmp(json_object_get_string(v), TT_PROFILE_SCHEMA) != 0))
         s = tt_fail(err, TT_ERR_FORMAT, "%s: %s is not a towertrain probe profile (no \"schema\":\"%s\"; write "
