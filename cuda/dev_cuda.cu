@@ -607,6 +607,17 @@ static void cu_bind(void *ctx)
     t_device = c->device;
 }
 
+/* The GPU's name ("NVIDIA H200"), for reports; empty if the driver will not say. */
+static void cu_device_name(int ordinal, char *out, size_t len)
+{
+    cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, ordinal) != cudaSuccess) {
+        cudaGetLastError();
+        return;
+    }
+    snprintf(out, len, "%.*s", (int)sizeof prop.name, prop.name);
+}
+
 /* Free and total memory of a device, for the run's memory budget (called before any tower exists). */
 static tt_status cu_mem_info(int ordinal, size_t *free_bytes, size_t *total_bytes)
 {
@@ -1369,6 +1380,7 @@ const tt_dev_ops tt_dev_cuda_ops = {
     cu_capture_end,   /* capture_end */
     cu_graph_launch,  /* graph_launch */
     cu_graph_free,    /* graph_free */
+    cu_device_name,   /* device_name */
 };
 
 } /* extern "C" */

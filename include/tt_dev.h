@@ -162,6 +162,9 @@ typedef struct tt_dev_ops {
     void *(*capture_end)(void *ctx);
     int (*graph_launch)(void *ctx, void *graph);
     void (*graph_free)(void *ctx, void *graph);
+    /* Optional: the name of device `ordinal`, for reports (`probe --json`): CUDA the GPU's (cudaGetDeviceProperties),
+     * CPU the processor's model name. NULL: the backend's name stands for it (tt_dev_device_name). */
+    void (*device_name)(int ordinal, char *out, size_t len);
 } tt_dev_ops;
 
 #define TT_MAX_DEVICES 64 /* devices one run can use */
@@ -229,6 +232,7 @@ void tt_dev_capture_begin(tt_dev *dev);  /* the backend has graphs (ops->capture
 void *tt_dev_capture_end(tt_dev *dev);   /* NULL: not replayable, issue the ops again */
 int tt_dev_graph_launch(tt_dev *dev, void *graph); /* 0: stale, nothing issued */
 void tt_dev_graph_free(tt_dev *dev, void *graph);  /* NULL is fine */
+void tt_dev_device_name(const tt_dev_ops *ops, int ordinal, char *out, size_t len); /* never empty */
 void *tt_dev_event_create(tt_dev *dev); /* NULL on failure */
 void tt_dev_event_destroy(tt_dev *dev, void *ev);
 void tt_dev_event_record(tt_dev *dev, void *ev);

@@ -82,6 +82,25 @@ typedef struct tt_probe_design {
 tt_status tt_probe_steps(const tt_probe_config *c, const tt_probe_design *d, tt_step_times *t, int *ran,
                          tt_error *err);
 
+/* What `probe --json` measures besides tt_probe_run (docs/whatif.md, "The probe's JSON"), each thing alone on tower
+ * 0's device through the seam: the cost model's per-kernel and per-GEMM figures. */
+typedef struct tt_probe_kernels {
+    char device[128];   /* the device's name (tt_dev_device_name) */
+    size_t chain;       /* the launch chain's length */
+    double launch;      /* seconds per 1-float fill, `chain` of them back to back on the stream, then one wait */
+    double graph_node;  /* the same chain captured as one graph and replayed: seconds per node (NaN: no graphs) */
+    double copy;        /* a 4-byte host->device copy from pinned memory and its wait: a copy's fixed cost */
+    size_t n_gemms;     /* the step's distinct GEMM shapes for a shard, as this backend cuts them (calls: per step) */
+    tt_gemm_shape gemms[TT_MAX_LAYERS * TT_MAX_LAYER_GEMMS];
+    double gemm_seconds[TT_MAX_LAYERS * TT_MAX_LAYER_GEMMS]; /* each alone, back to back: seconds per call */
+    size_t others;      /* the compute phase's other launches (all but its GEMMs, tt_assume_kernels) */
+    double others_s;    /* the compute phase timed by the trainer with its GEMMs skipped (the rest as issued) */
+} tt_probe_kernels;
+
+/* Measures *k for c's model at c's shard (median of c->reps each; a GEMM's rep is as many calls as fill about a
+ * millisecond, one at least). TT_ERR_STOPPED on a signal, TT_ERR_NOMEM where the operands do not fit. */
+tt_status tt_probe_kernels_run(const tt_probe_config *c, tt_probe_kernels *k, tt_error *err);
+
 /* Only the GEMM floor (what bench re-measures before every epoch): seconds per step. */
 tt_status tt_probe_gemm_floor(const tt_probe_config *c, double *step_seconds, tt_error *err);
 

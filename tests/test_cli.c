@@ -1526,6 +1526,39 @@ START_TEST(test_summary_and_models)
 }
 END_TEST
 
+/* probe --json and --assume FILE at the command line: one line each, the exit code of README's table — a bad flag or
+ * spec 2, a file that is not a profile 1. (test_assume reads and refuses the profiles themselves.) */
+START_TEST(test_probe_json_and_measured_profiles)
+{
+    char args[1024], path[256];
+    expect("probe --help", 0, "");
+    ck_assert_msg(strstr(tt_test_slurp(out_path), "--json FILE") && strstr(tt_test_slurp(out_path), "h200-measured"),
+                  "probe --help: %s", tt_test_slurp(out_path));
+    expect("probe --json", 2, "--json: missing value");
+    snprintf(args, sizeof args, "probe --json %s/a.json --json %s/b.json", dir, dir);
+    expect(args, 2, "--json: given twice");
+    snprintf(args, sizeof args, "probe --assume h200-measured --json %s/a.json", dir);
+    expect(args, 2, "probe: --json writes what probe measures; --assume measures nothing");
+    snprintf(args, sizeof args, "probe --assume %s/", dir); /* a directory: a file by its '/' */
+    expect(args, 1, "not a regular file (a directory)");
+    snprintf(path, sizeof path, "%s/junk.json", dir);
+    tt_test_write_str(path, "{\"schema\":\"towertrain-probe\", \"version\":1,");
+    snprintf(args, sizeof args, "probe --assume %s", path);
+    expect(args, 1, "junk.json: the profile is not JSON");
+    ck_assert_uint_eq(tt_test_count_lines(tt_test_slurp(err_path)), 1);
+    tt_test_write_str(path, "{\"schema\":\"towertrain-probe\", \"version\":7}");
+    expect(args, 1, "junk.json: version: 7, this build reads version 1");
+    snprintf(args, sizeof args, "probe --assume h100-pcie,bogus=1,%s", path); /* the file is read first, then keys */
+    expect(args, 1, "junk.json: version");
+    snprintf(args, sizeof args, "probe --assume h100-pcie,bogus=1");
+    expect(args, 2, "--assume: unknown key 'bogus'");
+    expect("probe --assume h200-measured --batch 128", 0, "");
+    ck_assert_msg(strstr(tt_test_slurp(out_path), "PREDICTED from figures recorded on that GPU") &&
+                      strstr(tt_test_slurp(out_path), "measured GEMM table: 3 shapes"),
+                  "%s", tt_test_slurp(out_path));
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cli");
@@ -1557,6 +1590,7 @@ int main(void)
     tcase_add_test(tc, test_crash_regressions);
     tcase_add_test(tc, test_memory_budget);
     tcase_add_test(tc, test_probe_refuses_and_stops_promptly);
+    tcase_add_test(tc, test_probe_json_and_measured_profiles);
     tcase_add_test(tc, test_hostile_files);
     tcase_add_test(tc, test_slow_tower);
     tcase_add_test(tc, test_summary_and_models);

@@ -4,7 +4,8 @@
 # compare, summary, eval, predict), a case below that gives that code with its one line on stderr — or a stated
 # reason why the command cannot give it. `towertrain --help` must list the same codes. Then the cases issue 18 found
 # disagreeing: a token id beyond the vocabulary in predict (a file: 1), a checkpoint of other shapes on --resume
-# (1 whether a file or a directory), --device cuda and --gpus on a build without CUDA (both 1).
+# (1 whether a file or a directory), --device cuda and --gpus on a build without CUDA (both 1); and probe's measured
+# profiles: a file that is not one is 1, a bad --assume spec 2.
 # Exit 77 (a visible skip) without Fashion-MNIST (Debian's dataset-fashion-mnist), which the cases train on.
 set -uo pipefail
 TT=$1
@@ -111,6 +112,9 @@ c 0 predict '' '' -- --checkpoint "$TOKCK" --input "$W/ids-ok.npy"
 c 1 train "$W/missing" '' -- "${S[@]}" --data "$W/missing"
 c 1 bench "$W/missing" '' -- "${S[@]}" --data "$W/missing"
 c 1 probe "$W/missing.txt" '' -- --model "$W/missing.txt"
+printf '{"schema":"towertrain-probe", "version":1, "links":' >"$W/cut.json" # a measured profile cut short
+c 1 probe 'cut.json: the profile is not JSON' '' -- --assume "$W/cut.json"
+c 1 probe 'not a regular file (a directory)' '' -- --assume "$W/ck/"
 c 1 compare "$W/missing" '' -- "${S[@]}" --data "$W/missing"
 c 1 summary "$W/missing.txt" '' -- --model "$W/missing.txt"
 c 1 eval "missing.safetensors" '' -- --checkpoint "$W/missing.safetensors"
@@ -132,6 +136,8 @@ for cmd in $COMMANDS; do c 2 "$cmd" "--no-such-flag" '' -- --no-such-flag; done
 c 2 train '--lr' '' -- "${S[@]}" --lr 0
 c 2 train '--gpus' '' -- "${S[@]}" --gpus x
 c 2 predict '--input FILE is required' '' -- --checkpoint "$CK"
+c 2 probe "--assume: unknown profile 'v100'" '' -- --assume v100
+c 2 probe 'probe: --json writes what probe measures' '' -- --assume h200-measured --json "$W/p.json"
 # 3: training diverged (the commands that train)
 c 3 train 'is not finite' '' -- "${S[@]}" --epochs 2 --optimizer sgd --lr 1000
 c 3 bench 'is not finite' '' -- "${S[@]}" --towers 1 --epochs 1 --reps 2 --optimizer sgd --lr 1000

@@ -5,6 +5,7 @@
 #   fuzz_model  the model-file parser (tt_model_parse)
 #   fuzz_npy    the .npy reader (samples and labels) and the CIFAR-10 batch reader, from memory
 #   fuzz_checkpoint  the checkpoint reader (tt_checkpoint_parse: safetensors header, metadata, tensors), from memory
+#   fuzz_profile     the measured profile's reader (tt_profile_parse: probe --json's object, --assume FILE), from memory
 # Prints each target's total executions; exits non-zero if any target crashed (a sanitizer report, a failed
 # TT_ASSERT, a timeout of -timeout=10 s per input, or more than -rss_limit_mb=2048 MB), printing the path of the
 # crashing input. The seed corpus is replayed first, so it is also a regression test.
@@ -12,7 +13,7 @@
 # Turning a crash into a regression input: fix the bug, then copy the crashing file into the target's corpus,
 #   cp build-fuzz/artifacts/idx/crash-<sha1> tests/fuzz/corpus/idx/<a-name-saying-what-it-tests>
 # It is then replayed by every fuzz run and, without clang, by the CTest tests fuzz_replay_idx / fuzz_replay_model /
-# fuzz_replay_npy / fuzz_replay_checkpoint (tests/fuzz/replay.c). Reproduce one input with: build-fuzz/fuzz_idx FILE.
+# fuzz_replay_npy / fuzz_replay_checkpoint / fuzz_replay_profile (tests/fuzz/replay.c). Reproduce one input with: build-fuzz/fuzz_idx FILE.
 # TT_FUZZ_TARGETS="checkpoint" (a space-separated list) builds and runs only those targets. See docs/fuzzing.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -44,11 +45,14 @@ npy_src=(tests/fuzz/fuzz_npy.c src/data/npy.c src/data/cifar10.c src/data/datase
 # (optim.c); it parses its header with json-c and sums the data with zlib's crc32
 ckpt_src=(tests/fuzz/fuzz_checkpoint.c src/model/checkpoint.c src/model/json.c src/model/optim.c src/model/model.c
           src/layers/*.c src/dev/dev.c src/data/input.c "${base_src[@]}")
+# the profile reader: its schema tables, the strict JSON scan and json-c, the optimizers' names
+profile_src=(tests/fuzz/fuzz_profile.c src/step/profile.c src/model/json.c src/model/optim.c src/data/input.c
+             "${base_src[@]}")
 if ! jsonc=$(pkg-config --cflags --libs json-c); then
   echo "fuzz.sh: json-c not found (apt-get install libjson-c-dev, or run tools/install-deps.sh)" >&2
   exit 1
 fi
-targets=${TT_FUZZ_TARGETS:-idx model npy checkpoint}
+targets=${TT_FUZZ_TARGETS:-idx model npy checkpoint profile}
 echo "=== fuzz: building $targets into $out/ with $(clang --version | head -1)"
 build() { # build TARGET SOURCES... [LIBRARIES...]
   local target=$1
@@ -62,7 +66,9 @@ for target in $targets; do
     npy) build npy "${npy_src[@]}" ;;
     # shellcheck disable=SC2086 # pkg-config's flags are separate words
     checkpoint) build checkpoint "${ckpt_src[@]}" $jsonc ;;
-    *) echo "fuzz.sh: unknown target '$target' in TT_FUZZ_TARGETS (idx, model, npy, checkpoint)" >&2; exit 2 ;;
+    # shellcheck disable=SC2086
+    profile) build profile "${profile_src[@]}" $jsonc ;;
+    *) echo "fuzz.sh: unknown target '$target' in TT_FUZZ_TARGETS (idx, model, npy, checkpoint, profile)" >&2; exit 2 ;;
   esac
 done
 

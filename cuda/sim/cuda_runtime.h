@@ -98,6 +98,11 @@ struct uint3 {
 /* Defined in every translation unit (inline): constant-initialised, so no TLS wrapper call guards each access. */
 inline thread_local uint3 blockIdx, threadIdx, blockDim, gridDim;
 
+/* Only the name: all the backend reads of it. */
+struct cudaDeviceProp {
+    char name[256];
+};
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device);
 cudaError_t cudaGetDeviceCount(int *count);
 cudaError_t cudaGetDevice(int *device);
 cudaError_t cudaSetDevice(int device);

@@ -673,6 +673,13 @@ cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned flags)
     return cudaSuccess;
 }
 
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device)
+{
+    if (!valid_device(device)) return set_error(cudaErrorInvalidDevice);
+    snprintf(prop->name, sizeof prop->name, "towertrain CUDA stand-in (runs on the CPU)");
+    return cudaSuccess;
+}
+
 cudaError_t cudaDriverGetVersion(int *version)
 {
     *version = CUDART_VERSION;

@@ -15,10 +15,12 @@
 #include "tt_assume.h"
 #include "tt_backend.h"
 #include "tt_blas.h"
+#include "tt_build.h"
 #include "tt_cli.h"
 #include "tt_ledger.h"
 #include "tt_out.h"
 #include "tt_probe.h"
+#include "tt_profile.h"
 #include "tt_signal.h"
 
 #define MAX_LIST 16
@@ -628,6 +630,7 @@ int tt_cmd_bench(int argc, char **argv)
 typedef struct probe_opts {
     size_t reps;
     const char *assume; /* --assume SPEC: predict from assumed figures instead of measuring */
+    const char *json;   /* --json FILE: the measured profile, written there (tt_profile.h) */
     double link_gbps, link_us; /* --link GBPS:US: the cross-node link the prediction assumes (0: the measured one) */
 } probe_opts;
 
@@ -649,10 +652,17 @@ static int probe_extra(const char *opt, const char *value, void *ctx, tt_error *
         po->link_us = u;
         return 1;
     }
+    if (strcmp(opt, "--json") == 0) {
+        if (!value || !*value)
+            *st = tt_fail(err, TT_ERR_ARG, "--json: missing value (the file to write the profile to)");
+        else if (po->json) *st = tt_fail(err, TT_ERR_ARG, "--json: given twice");
+        po->json = value;
+        return 1;
+    }
     if (strcmp(opt, "--assume") == 0) {
         if (!value || !*value)
-            *st = tt_fail(err, TT_ERR_ARG, "--assume: missing value (a profile: %s, or KEY=VALUE,...)",
-                          tt_assume_profiles());
+            *st = tt_fail(err, TT_ERR_ARG, "--assume: missing value (a profile: %s, a measured profile's FILE, or "
+                          "KEY=VALUE,...)", tt_assume_profiles());
         po->assume = value;
         return 1;
     }
@@ -733,7 +743,7 @@ static tt_status probe_same_on_ranks(tt_node *nd, const tt_run_config *c, size_t
 /* Every design of the step this backend can run (--reduce x --update x --graphs x --overlap), each as whole steps
  * by the trainer (tt_probe_steps), beside the phase model's prediction where it has one (the host's update, no
  * graph, no overlap). Measured first, then printed (rank 0); one rank only. */
-static tt_status probe_designs(const tt_probe_config *pc, const tt_probe *p, tt_error *err)
+static tt_status probe_designs(const tt_probe_config *pc, const tt_probe *p, tt_profile *pf, tt_error *err)
 {
     enum { MAX_DESIGNS = TT_REDUCE_COUNT * TT_UPDATE_COUNT * 4 };
     tt_probe_design d[MAX_DESIGNS];
@@ -749,6 +759,17 @@ static tt_status probe_designs(const tt_probe_config *pc, const tt_probe *p, tt_
                 s = tt_probe_steps(pc, &d[n], &t[n], &ran, err);
                 n += !s && ran;
             }
+    for (int i = 0; pf && !s && i < n && pf->n_steps < TT_PROFILE_MAX_STEPS; i++) { /* --json: each design's split */
+        tt_profile_step *st = &pf->steps[pf->n_steps++];
+        snprintf(st->reduce, sizeof st->reduce, "%s", tt_reduce_name(d[i].reduce));
+        snprintf(st->update, sizeof st->update, "%s", tt_update_name(d[i].update));
+        st->graphs = d[i].graphs;
+        st->overlap = d[i].overlap;
+        st->measured = t[i];
+        tt_step_times *q = &st->predicted;
+        if (d[i].update == TT_UPDATE_HOST && !d[i].graphs && !d[i].overlap) tt_probe_predict(p, d[i].reduce, q);
+        else q->launch = q->pull = q->data = q->compute = q->push = q->wait = q->reduce = q->update = q->total = NAN;
+    }
     if (s || !tt_node_speaks()) return s;
     printf("\nmeasured whole steps (every design this backend runs, by the trainer: 2 warm-up steps, then the median "
            "of %zu; ms):\n%10s %10s %6s %7s |%8s %8s %8s %8s %8s %8s %8s |%9s %9s\n", pc->reps ? pc->reps : 30,
@@ -767,6 +788,35 @@ static tt_status probe_designs(const tt_probe_config *pc, const tt_probe *p, tt_
                1e3 * t[i].reduce, 1e3 * t[i].update, 1e3 * t[i].total, pred);
     }
     return TT_OK;
+}
+
+/* --json: what probe measured besides its tables (tt_probe_kernels_run: each GEMM shape alone, the launch floor and
+ * a graph node, a copy's fixed cost, the compute phase's other kernels), the profile filled and written. */
+static tt_status probe_json(tt_out *o, tt_profile *pf, const tt_probe_config *pc, const tt_probe *p,
+                            const tt_run_config *c, const char *backend, tt_error *err)
+{
+    tt_probe_kernels *k = (tt_probe_kernels *)tt_calloc(1, sizeof *k);
+    if (!k) return tt_fail(err, TT_ERR_NOMEM, "out of memory");
+    tt_status s = tt_probe_kernels_run(pc, k, err);
+    if (!s) {
+        tt_profile_fill(pf, pc, p, k);
+        tt_build_record rec;
+        tt_build_record_of(&rec);
+        tt_build_describe(&rec, pf->towertrain, sizeof pf->towertrain);
+        snprintf(pf->backend, sizeof pf->backend, "%s", backend);
+        snprintf(pf->blas, sizeof pf->blas, "%s", tt_blas_describe());
+        snprintf(pf->model, sizeof pf->model, "%s", c->model ? c->model : "mlp");
+        tt_profile_write(o, pf);
+        s = tt_out_commit(o, err);
+    }
+    if (!s && tt_node_speaks()) {
+        printf("\nprofile written (%s): %zu GEMM shapes timed alone, %zu other kernels %.3f ms; a launch %.3f us",
+               o->what, k->n_gemms, k->others, 1e3 * k->others_s, 1e6 * k->launch);
+        if (!isnan(k->graph_node)) printf(", a graph node %.3f us", 1e6 * k->graph_node);
+        printf("\n");
+    }
+    tt_free(k);
+    return s;
 }
 
 static int probe_what_if(const tt_run_config *c, const char *spec, int argc, char **argv)
@@ -800,7 +850,7 @@ int tt_cmd_probe(int argc, char **argv)
 {
     tt_run_config c;
     tt_run_config_defaults(&c);
-    probe_opts po = {30, NULL, 0, 0};
+    probe_opts po = {.reps = 30};
     tt_error err = {{0}};
     int help;
     tt_status s = tt_cli_parse_train(argc, argv, 2, &c, "probe", probe_extra, &po, &help, &err);
@@ -808,8 +858,8 @@ int tt_cmd_probe(int argc, char **argv)
     if (help && !tt_node_speaks()) return 0;
     if (help) {
         printf("usage: towertrain probe [--model M] [--towers N] [--batch B] [--optimizer O] [--device D] "
-               "[--reps N]\n"
-               "       towertrain probe --assume PROFILE|KEY=VALUE,... [--model M] [--batch B] [--optimizer O]\n\n"
+               "[--reps N] [--json FILE]\n"
+               "       towertrain probe --assume PROFILE|FILE|KEY=VALUE,... [--model M] [--batch B] [--optimizer O]\n\n"
                "Times every phase of a step with the trainer's own code, under every reduction placement, and the\n"
                "links that explain them — copy bandwidth host->device and device->host (pinned and pageable),\n"
                "device->device, host memcpy, sgemm at the model's shapes, barriers — and predicts the step time of\n"
@@ -821,19 +871,31 @@ int tt_cmd_probe(int argc, char **argv)
                "options: the train options --model --data --vocab --towers --batch --optimizer --device --gpus\n"
                "  --host-threads, and\n"
                "  --reps N          reps per measurement, median [30]\n"
+               "  --json FILE       also time every GEMM shape of the step alone, a kernel launch, a graph node\n"
+               "                    (CUDA), a copy's fixed cost and the compute phase's other kernels, and write\n"
+               "                    all of it, with the phases and the whole steps, to FILE as one JSON object: the\n"
+               "                    measured profile that --assume FILE reads (docs/whatif.md lists its fields)\n"
                "  --link GBPS:US    the cross-node link to predict K ranks on (bandwidth GB/s : one-way latency\n"
                "                    microseconds), e.g. 3.1:20 for 25 Gb Ethernet [under mpirun: the measured one]\n"
                "Under mpirun -np K each rank probes its share of the batch, and the combine between the ranks is\n"
                "measured (ping-pong latency and bandwidth, the combine's own collectives); the table predicts both\n"
                "--node-reduce modes, and the cost model K = 1..16 ranks on the link (docs/scaleout.md).\n"
                "  --assume SPEC     measure nothing: predict 1-8 GPUs, strong and weak scaling, every placement, from\n"
-               "                    assumed figures — a profile (%s), optionally followed by\n"
-               "                    KEY=VALUE overrides, or KEY=VALUE alone (docs/whatif.md lists the keys);\n"
-               "                    with --graphs on, each tower's step predicted as one CUDA graph launch\n",
+               "                    assumed figures — a profile (%s),\n"
+               "                    optionally followed by KEY=VALUE overrides, or KEY=VALUE alone (docs/whatif.md\n"
+               "                    lists the keys) — or from\n"
+               "                    a measured profile: an item holding a '/' or ending in .json is a file that\n"
+               "                    probe --json wrote (or a report.json holding one under \"probe\"), and its name\n"
+               "                    runs to the end of SPEC: [PROFILE,][KEY=VALUE,...]FILE (the keys win over the\n"
+               "                    file, the file over the profile); with --graphs on, each tower's step predicted\n"
+               "                    as one CUDA graph launch\n",
                tt_assume_profiles());
         return 0;
     }
     if (s) return fail(s, &err);
+    if (po.assume && po.json)
+        return fail(tt_fail(&err, TT_ERR_ARG, "probe: --json writes what probe measures; --assume measures nothing "
+                            "(give one of them)"), &err);
     if (po.assume) return probe_what_if(&c, po.assume, argc, argv); /* no backend, no measurement */
     if (c.graphs)
         return fail(tt_fail(&err, TT_ERR_ARG, "probe: --graphs on: the probe measures every design this backend runs, "
@@ -853,6 +915,22 @@ int tt_cmd_probe(int argc, char **argv)
     tt_node *nd = tt_node_world();
     const int K = nd->size > 1 ? nd->size : 1;
     if ((s = probe_same_on_ranks(nd, &c, model->n_params, reps, &err))) {
+        tt_free(model);
+        return fail(s, &err);
+    }
+    /* --json: the file is opened now, so a bad path fails before minutes of measuring */
+    tt_out json_out;
+    memset(&json_out, 0, sizeof json_out);
+    tt_profile *pf = NULL;
+    if (po.json && K > 1)
+        s = tt_fail(&err, TT_ERR_ARG, "probe --json: one process only (under mpirun, bench measures the job)");
+    else if (po.json && !(pf = (tt_profile *)tt_calloc(1, sizeof *pf)))
+        s = tt_fail(&err, TT_ERR_NOMEM, "out of memory");
+    char what[256];
+    snprintf(what, sizeof what, "--json %.240s", po.json ? po.json : "");
+    if (!s && po.json) s = tt_out_open(&json_out, po.json, what, 1 << 16, &err);
+    if (s) {
+        tt_free(pf);
         tt_free(model);
         return fail(s, &err);
     }
@@ -903,8 +981,13 @@ int tt_cmd_probe(int argc, char **argv)
             printf("\n");
         }
     }
-    if (!s && K == 1) s = probe_designs(&pc, &p, &err); /* under mpirun bench measures the job's designs */
+    if (!s && K == 1) s = probe_designs(&pc, &p, pf, &err); /* under mpirun bench measures the job's designs */
+    if (!s && pf) s = probe_json(&json_out, pf, &pc, &p, &c, be.ops->name, &err);
+    tt_error close_err;
+    const tt_status closed = tt_out_close(&json_out, &close_err);
+    if (!s && closed) s = tt_fail(&err, closed, "%s", close_err.msg);
     if (!s) s = tt_node_agree(nd, tt_node_speaks() ? tt_flush_stdout(stdout, &err) : TT_OK, &err); /* rank 0's table */
+    tt_free(pf);
     tt_free(model);
     return s ? fail(s, &err) : 0;
 }

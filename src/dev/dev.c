@@ -3,6 +3,7 @@
 #include "tt_dev.h"
 
 #include <string.h>
+#include <stdio.h>
 
 tt_status tt_dev_init(tt_dev *dev, const tt_dev_ops *ops, int ordinal, tt_error *err)
 {
@@ -291,6 +292,14 @@ int tt_dev_graph_launch(tt_dev *dev, void *graph)
 void tt_dev_graph_free(tt_dev *dev, void *graph)
 {
     if (graph) dev->ops->graph_free(dev->ctx, graph);
+}
+
+void tt_dev_device_name(const tt_dev_ops *ops, int ordinal, char *out, size_t len)
+{
+    TT_ASSERT(out && len > 1);
+    out[0] = '\0';
+    if (ops->device_name) ops->device_name(ordinal, out, len);
+    if (!out[0]) snprintf(out, len, "%s", ops->name);
 }
 
 void *tt_dev_event_create(tt_dev *dev)

@@ -4,6 +4,7 @@
  * This is the reference every other backend is tested against; keep it plain. */
 #include <cblas.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -388,6 +389,23 @@ static void cpu_side_copy(void *ctx, void *dst, const void *src, size_t bytes, i
     cpu_event_record(ctx, done);
 }
 
+/* The processor's model name, as lscpu shows it: /proc/cpuinfo's first "model name" line (x86; other Linux
+ * machines may have none: the backend's name then stands for it). */
+static void cpu_device_name(int ordinal, char *out, size_t len)
+{
+    (void)ordinal;
+    FILE *f = fopen("/proc/cpuinfo", "re");
+    char line[512];
+    while (f && fgets(line, sizeof line, f)) {
+        const char *colon = strchr(line, ':');
+        if (strncmp(line, "model name", 10) != 0 || !colon) continue;
+        colon += 1 + (colon[1] == ' ');
+        snprintf(out, len, "%.*s", (int)strcspn(colon, "\n"), colon);
+        break;
+    }
+    if (f) fclose(f);
+}
+
 const tt_dev_ops tt_dev_cpu_ops = {
     .name = "cpu",
     .inline_ops = 1,
@@ -441,4 +459,5 @@ const tt_dev_ops tt_dev_cpu_ops = {
     .comm_init = NULL,  /* no collectives library: --reduce nccl is refused */
     .comm_free = NULL,
     .comm_reduce = NULL,
+    .device_name = cpu_device_name,
 };

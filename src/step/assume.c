@@ -10,7 +10,12 @@
  *   pull        = copy(S, h2d, N)
  *   data        = N R D / host                          the N tower threads gather their rows (raw bytes) together
  *               + copy(R D, h2d, N) + launch + 5 R D / hbm + copy(4 R, h2d, N)   rows in, u8 -> f32, labels in
- *   compute     = F R / (fp32 * gemm_eff) + K launch
+ *   compute     = sum over the phase's GEMM calls of body(g) + other + K launch        (tt_assume_compute_cost)
+ *               body(g) = a measured profile's time for g's exact shape beyond its launch, where the table has it;
+ *                       else 2 M N K / (fp32 * gemm_eff) (the fallback: so with no table, F R / (fp32 * gemm_eff));
+ *               other   = the measured time of the phase's other kernels beyond their launches, where the model
+ *                       (its parameter count), the rows and the kernel count are the measured ones; else 0 (a tiny
+ *                       kernel costs its launch alone)
  *   --graphs on (a->graphs): the tower's step is one graph launch whose kernels are nodes: in data and compute each
  *               launch above becomes graph_node_us, and compute adds the graph's own launch (launch_us), once
  *   push_grad   = copy(S, d2h, N);  push_stats = copy(8 R, d2h, N)   (the loss and rank of every row)
@@ -36,7 +41,8 @@
  *               : 0) (nccl-tests: busbw = algbw 2 (N-1)/N);  update = update_dev, every GPU at once
  * --overlap on (a->overlap; --reduce cpu, --update host, no graphs; tt_assume_overlap_step): the trainer's buckets
  * k = 0.. (tt_assume_buckets: their edges, and each one's share of the backward's flops and kernels, counted from
- * the step as built), every tower alike, times from the compute's start; a tower has a side stream per direction:
+ * the step as built; the GEMMs' time split by flops, the other kernels' by launches), every tower alike, times from
+ * the compute's start; a tower has a side stream per direction:
  *   fwd         = the compute phase's forward and loss (its flops and kernels);  bwd_k = bucket k's layers
  *   T_k         = fwd + sum_{j<=k} bwd_j                bucket k's layers done (the tower's stream)
  *   L_k         = max(T_k, L_{k-1}) + copy(S_k, d2h, N) its push landed (the device-to-host side stream)
@@ -47,6 +53,13 @@
  *               (U_last - H_last)
  *   hidden      = 1 - (U_last - T_last) / (pull + push_grad + reduce_cpu + update of --overlap off): the share of
  *               the synchronisation (weights in, gradient out, sum, update) that ran under the backward
+ * A measured profile (a file from `probe --json`; tt_assume_measured) gives: h2d, d2h = the pinned copies; peer = the
+ * copy between two devices, or the device->device copy where one device was measured; copy_us = a 4-byte copy and
+ * its wait; launch_us, graph_node_us = the chain of tiny fills, launched and replayed; barrier_us = the crew's
+ * barrier; host_gbs = (3 + 2 Z) 4 P / the measured host update (the figure's main use); the GEMM table (each body =
+ * the shape's seconds per call - launch_us); gemm_eff = the table's flops per step / (fp32 * its bodies per step), so
+ * a shape missing from it is priced at the measured GEMMs' average rate; the other kernels. fp32, hbm and NCCL are
+ * not measured: they stay the profile's.
  * docs/whatif.md gives the profiles' figures with their sources.
  * Not for: measurements (probe.c) or the prediction formula itself (tt_probe_predict). */
 #include <errno.h>
@@ -56,11 +69,15 @@
 #include <string.h>
 
 #include "tt_assume.h"
+#include "tt_profile.h"
 
 #define ASSUME_MAX_GPUS 8
 
 /* Figures per profile; docs/whatif.md has every source and derating. Latencies (the _us keys), gemm_eff and the
- * host barrier are assumptions, the same on every profile. */
+ * host barrier are assumptions, the same on every profile but the measured one. */
+/* h200-measured: a small kernel between GEMMs on the H200 — the bias-ReLU epilogue after a cublasSgemm at 256 rows
+ * cost 5.2, 4.6 and 7.3 us more than the GEMM alone (docs/cuda.md): the median. */
+#define H200_LAUNCH_US 5.2
 static const tt_assume PROFILES[] = {
     {.name = "h100-pcie", /* H100 PCIe 80GB, PCIe Gen5 x16, no NVLink bridge */
      .h2d_gbs = 48, .d2h_gbs = 48, .peer_gbs = 48, .nccl_busbw_gbs = 28, .nccl_us = 40, .hbm_gbs = 1800,
@@ -74,6 +91,29 @@ static const tt_assume PROFILES[] = {
      .h2d_gbs = 48, .d2h_gbs = 48, .peer_gbs = 380, .nccl_busbw_gbs = 370, .nccl_us = 10, .hbm_gbs = 3015,
      .fp32_tflops = 67, .gemm_eff = 0.3, .launch_us = 5, .graph_node_us = 2, .copy_us = 8, .host_gbs = 230,
      .barrier_us = 5},
+    /* The H200 (PCIe, in a VM, 16-core Xeon host) measured on 2026-11-27: docs/cuda.md, "What has run where", and
+     * docs/whatif.md, "The profiles and their sources", for each figure. Measured there: the links (probe), the
+     * step's GEMMs together (probe: 0.101 ms), three GEMM shapes alone and the bias-ReLU kernel between GEMMs
+     * (cuda.md's cuBLASLt table: launch_us), a graph's saving per launch (1.6 us), and the mlp's step split (the
+     * host's update and barrier, and the compute phase's other kernels, derived from it). Not measured: the FP32
+     * peak (NVIDIA's public H200 SXM figure), HBM (the datasheet's, derated as the others), NCCL and copy_us (the
+     * other profiles' assumptions). */
+    {.name = "h200-measured",
+     .h2d_gbs = 34.2, .d2h_gbs = 34.4, .peer_gbs = 51.3, .nccl_busbw_gbs = 28, .nccl_us = 40, .hbm_gbs = 4320,
+     .fp32_tflops = 67, .launch_us = H200_LAUNCH_US, .graph_node_us = H200_LAUNCH_US - 1.6, .copy_us = 8,
+     /* the mlp's step (1 tower, batch 256, Adam): wait 0.018 ms is one barrier; update 0.060 ms is Adam's 28 bytes
+      * a parameter over host memory, and one barrier */
+     .barrier_us = 18, .host_gbs = 28.0 * 269322 / (60e-6 - 18e-6) / 1e9,
+     /* the step's 8 GEMMs at 256 rows, 310.1 MFLOP, took 0.101 ms back to back: 8 launches and their bodies */
+     .gemm_eff = 256.0 * 1211392 / (67e12 * (101e-6 - 8 * H200_LAUNCH_US * 1e-6)),
+     /* cublasSgemm alone, 500 calls back to back: the mlp's forward GEMMs at 256 rows (13.7, 18.1, 11.7 us) */
+     .n_gemms = 3,
+     .gemms = {{0, 0, 256, 256, 784, (13.7 - H200_LAUNCH_US) * 1e-6},
+               {0, 0, 256, 256, 256, (18.1 - H200_LAUNCH_US) * 1e-6},
+               {0, 0, 256, 10, 256, (11.7 - H200_LAUNCH_US) * 1e-6}},
+     /* the mlp's compute phase (0.207 ms) less its GEMMs (0.101): its 7 other kernels, less their launches */
+     .other_params = 269322, .other_rows = 256, .other_count = 7,
+     .other_body_s = (207e-6 - 101e-6) - 7 * H200_LAUNCH_US * 1e-6},
 };
 #define N_PROFILES (sizeof PROFILES / sizeof PROFILES[0])
 
@@ -104,7 +144,7 @@ static const assume_key KEYS[] = {
 };
 #define N_KEYS (sizeof KEYS / sizeof KEYS[0])
 
-const char *tt_assume_profiles(void) { return "h100-pcie, a100-pcie, h100-sxm"; }
+const char *tt_assume_profiles(void) { return "h100-pcie, a100-pcie, h100-sxm, h200-measured"; }
 
 static const char KEY_LIST[] = "h2d_gbs, d2h_gbs, peer_gbs, nccl_busbw_gbs, nccl_us, hbm_gbs, fp32_tflops, gemm_eff, "
                                "launch_us, graph_node_us, copy_us, host_gbs, barrier_us";
@@ -149,34 +189,144 @@ static tt_status parse_item(const char *s, size_t len, tt_assume *a, tt_error *e
     return TT_OK;
 }
 
+/* Sets figure `name` to x, from the measured profile. */
+static void set_measured(tt_assume *a, const char *name, double x)
+{
+    for (size_t k = 0; k < N_KEYS; k++)
+        if (strcmp(KEYS[k].name, name) == 0) {
+            *(double *)((char *)a + KEYS[k].offset) = x;
+            a->measured |= 1u << k;
+            return;
+        }
+    TT_ASSERT(!"a key of the table");
+}
+
+/* A measured profile's figures on top of a's (the head comment's mapping). A figure outside the keys' plausible
+ * range (a CPU's launch of 0.02 us is in it; a GEMM rate below 10^-6 of the peak is not) is refused as a spec value
+ * would be. */
+static tt_status assume_measured(tt_assume *a, const tt_profile *pf, const char *path, tt_error *err)
+{
+    snprintf(a->source, sizeof a->source, "%.100s (%.44s, backend %.24s)", path, pf->device, pf->backend);
+    set_measured(a, "h2d_gbs", pf->h2d_pinned_gbs);
+    set_measured(a, "d2h_gbs", pf->d2h_pinned_gbs);
+    set_measured(a, "peer_gbs", isnan(pf->peer_gbs) ? pf->d2d_gbs : pf->peer_gbs);
+    set_measured(a, "copy_us", pf->copy_s * 1e6);
+    set_measured(a, "launch_us", pf->launch_s * 1e6);
+    if (!isnan(pf->graph_node_s)) set_measured(a, "graph_node_us", pf->graph_node_s * 1e6);
+    set_measured(a, "barrier_us", pf->barrier_s * 1e6);
+    tt_optim_kind kind = TT_OPT_ADAM;
+    tt_optim_parse_kind(pf->optimizer, &kind); /* tt_profile_read checked it */
+    const tt_optim_config oc = tt_optim_defaults(kind);
+    const double update_bytes = (3.0 + 2.0 * (double)tt_optim_state_floats(&oc)) * 4 * (double)pf->params;
+    if (pf->update_s > 0) set_measured(a, "host_gbs", update_bytes / pf->update_s / 1e9);
+    double flops = 0, body = 0;
+    a->n_gemms = 0;
+    for (size_t i = 0; i < pf->n_gemms && i < TT_ASSUME_MAX_GEMMS; i++) {
+        const tt_profile_gemm *g = &pf->gemms[i];
+        const double b = g->seconds > pf->launch_s ? g->seconds - pf->launch_s : 0;
+        a->gemms[a->n_gemms++] = (tt_assume_gemm){(int)g->trans_a, (int)g->trans_b, g->m, g->n, g->k, b};
+        flops += 2.0 * (double)g->m * (double)g->n * (double)g->k * (double)g->calls;
+        body += b * (double)g->calls;
+    }
+    if (body > 0) {
+        const double eff = flops / (a->fp32_tflops * 1e12 * body);
+        set_measured(a, "gemm_eff", eff > 1 ? 1 : eff);
+    }
+    a->other_params = pf->params;
+    a->other_rows = pf->rows;
+    a->other_count = pf->kernels;
+    const double launches = (double)pf->kernels * pf->launch_s;
+    a->other_body_s = pf->kernels_s > launches ? pf->kernels_s - launches : 0;
+    for (size_t k = 0; k < N_KEYS; k++) {
+        if (!(a->measured & (1u << k))) continue;
+        const double x = *(const double *)((const char *)a + KEYS[k].offset);
+        if (x > KEYS[k].max || (x > 0 && x < KEYS[k].min) || (x == 0 && !KEYS[k].may_be_zero))
+            return tt_fail(err, TT_ERR_FORMAT, "%s: gives %s = %g, outside the plausible range %g to %g", path,
+                           KEYS[k].name, x, KEYS[k].min, KEYS[k].max);
+    }
+    return TT_OK;
+}
+
+/* An item that names a file: it holds a '/' or ends in ".json" (a KEY=VALUE's value never does). */
+static int names_file(const char *s, size_t len)
+{
+    return memchr(s, '/', len) != NULL || (len >= 5 && memcmp(s + len - 5, ".json", 5) == 0);
+}
+
 tt_status tt_assume_parse(const char *spec, tt_assume *a, tt_error *err)
 {
     if (!spec || !*spec)
-        return tt_fail(err, TT_ERR_ARG, "--assume: empty (give a profile: %s, and/or KEY=VALUE,...)",
-                       tt_assume_profiles());
+        return tt_fail(err, TT_ERR_ARG, "--assume: empty (give a profile: %s, a measured profile's FILE, and/or "
+                       "KEY=VALUE,...)", tt_assume_profiles());
+    /* the file, if an item names one: from that item to the end of the spec */
+    const char *file = NULL;
+    for (const char *s = spec;;) {
+        const size_t len = strcspn(s, ",");
+        if (names_file(s, len)) {
+            file = s;
+            break;
+        }
+        if (!s[len]) break;
+        s += len + 1;
+    }
+    const char *end = file ? file : spec + strlen(spec); /* the items before the file: a profile, then keys */
     const char *s = spec;
     size_t len = strcspn(s, ",");
-    *a = PROFILES[0]; /* keys alone start from h100-pcie */
-    if (!memchr(s, '=', len)) {
+    if (s + len > end) len = (size_t)(end - s);
+    *a = PROFILES[0]; /* keys alone, or a file alone, start from h100-pcie */
+    if (s < end && !memchr(s, '=', len)) {
         size_t i = 0;
         while (i < N_PROFILES && !(strlen(PROFILES[i].name) == len && memcmp(PROFILES[i].name, s, len) == 0)) i++;
         if (i == N_PROFILES)
-            return tt_fail(err, TT_ERR_ARG, "--assume: unknown profile '%.*s' (profiles: %s)",
-                           (int)(len < 64 ? len : 64), s, tt_assume_profiles());
+            return tt_fail(err, TT_ERR_ARG, "--assume: unknown profile '%.*s' (profiles: %s; a file's name holds a '/' "
+                           "or ends in .json)", (int)(len < 64 ? len : 64), s, tt_assume_profiles());
         *a = PROFILES[i];
-        s += len;
-        if (*s == ',') s++;
-        else return TT_OK;
-        len = strcspn(s, ",");
+        s += len + (s[len] == ',');
     }
-    for (;;) {
+    if (file) {
+        tt_profile *pf = (tt_profile *)tt_calloc(1, sizeof *pf);
+        if (!pf) return tt_fail(err, TT_ERR_NOMEM, "--assume: out of memory");
+        tt_status st = tt_profile_read(file, pf, err);
+        if (!st) st = assume_measured(a, pf, file, err);
+        tt_free(pf);
+        if (st) return st;
+    }
+    while (s < end) { /* KEY=VALUE items, up to the file (which the last one's comma precedes) */
+        len = strcspn(s, ",");
+        if (s + len > end) len = (size_t)(end - s);
         if (len == 0) return tt_fail(err, TT_ERR_ARG, "--assume: empty item in '%.128s'", spec);
         tt_status st = parse_item(s, len, a, err);
         if (st) return st;
-        if (s[len] == '\0') return TT_OK;
+        if (s[len] == '\0') break;
         s += len + 1;
-        len = strcspn(s, ",");
     }
+    if (!file && spec[strlen(spec) - 1] == ',')
+        return tt_fail(err, TT_ERR_ARG, "--assume: empty item in '%.128s'", spec);
+    return TT_OK;
+}
+
+/* ---- the compute phase ------------------------------------------------------------------------------------------ */
+
+void tt_assume_compute_cost(const tt_assume *a, const tt_model *m, size_t rows, tt_assume_compute *c)
+{
+    memset(c, 0, sizeof *c);
+    tt_gemm_shape g[TT_ASSUME_MAX_GEMMS];
+    const size_t n = tt_assume_gemm_list(m, rows, 0, g, TT_ASSUME_MAX_GEMMS, &c->kernels);
+    const double rate = a->fp32_tflops * 1e12 * a->gemm_eff;
+    for (size_t i = 0; i < n; i++) {
+        size_t t = 0;
+        while (t < a->n_gemms && !(a->gemms[t].ta == g[i].ta && a->gemms[t].tb == g[i].tb && a->gemms[t].M == g[i].M &&
+                                   a->gemms[t].N == g[i].N && a->gemms[t].K == g[i].K))
+            t++;
+        const double flops = 2.0 * (double)g[i].M * (double)g[i].N * (double)g[i].K;
+        const double body = t < a->n_gemms ? a->gemms[t].body_s : flops / rate;
+        c->gemm_s += body * (double)g[i].calls;
+        c->gemm_calls += g[i].calls;
+        c->from_table += t < a->n_gemms ? g[i].calls : 0;
+    }
+    c->other_measured = a->other_rows == rows && a->other_params == m->n_params &&
+                        a->other_count + c->gemm_calls == c->kernels && a->other_rows > 0;
+    c->other_s = c->other_measured ? a->other_body_s : 0;
 }
 
 /* ---- the phases ---------------------------------------------------------------------------------------------- */
@@ -275,11 +425,14 @@ double tt_assume_overlap_step(const tt_assume *a, const tt_model *m, size_t towe
     tt_assume_probe(&ao, m, towers, batch, opt, &p);
     tt_bucket_cost bc;
     tt_assume_buckets(m, p.rows, a->bucket_bytes, &bc);
+    tt_assume_compute cc;
+    tt_assume_compute_cost(a, m, p.rows, &cc);
     const double N = (double)towers, S = 4.0 * (double)m->n_params, kernel = a->launch_us * 1e-6;
     const double per_flop = bc.flops > 0 ? p.gemm_step / bc.flops : 0;
+    const double per_launch = bc.launches > 0 ? cc.other_s / (double)bc.launches : 0; /* the other kernels' bodies */
     double bwd[TT_MAX_BUCKETS], bwd_all = 0;
     for (size_t k = 0; k < bc.nb; k++) {
-        bwd[k] = bc.bwd_flops[k] * per_flop + (double)bc.bwd_launches[k] * kernel;
+        bwd[k] = bc.bwd_flops[k] * per_flop + (double)bc.bwd_launches[k] * (kernel + per_launch);
         bwd_all += bwd[k];
     }
     const double sum = reduce_cpu(&(assumed_step){a, m, towers, N, S}), host_work = sum + p.update;
@@ -350,7 +503,6 @@ void tt_assume_probe(const tt_assume *a, const tt_model *m, size_t towers, size_
     memset(p, 0, sizeof *p);
     const double N = (double)towers, P = (double)m->n_params, S = 4 * P, D = (double)m->input_dim;
     const double host = a->host_gbs * 1e9, hbm = a->hbm_gbs * 1e9, launch = a->launch_us * 1e-6;
-    const double gemm = a->fp32_tflops * 1e12 * a->gemm_eff;
     p->rows = (batch + towers - 1) / towers;
     const double R = (double)p->rows;
     p->crew = (int)towers; /* one host thread per tower: the figures count host memory, not host threads */
@@ -359,15 +511,17 @@ void tt_assume_probe(const tt_assume *a, const tt_model *m, size_t towers, size_
     p->d2h_pinned = p->d2h_pageable = a->d2h_gbs;
     p->peer = a->peer_gbs;
     p->host_memcpy = p->host_sum = a->host_gbs;
-    p->gemm_gflops = gemm / 1e9;
-    p->gemm_step = tt_model_train_flops(m) * R / gemm;
+    tt_assume_compute cc;
+    tt_assume_compute_cost(a, m, p->rows, &cc);
+    p->gemm_step = cc.gemm_s;
+    p->gemm_gflops = cc.gemm_s > 0 ? tt_model_train_flops(m) * R / cc.gemm_s / 1e9 : 0;
 
     p->pull = link_copy(a, S, a->h2d_gbs, N);
     /* a kernel of the tower's step: launched, or (--graphs on) a node of the step's one graph launch */
     const double kernel = a->graphs ? a->graph_node_us * 1e-6 : launch;
     p->data = N * R * D / host + link_copy(a, R * D, a->h2d_gbs, N) + kernel + 5 * R * D / hbm +
               link_copy(a, 4 * R, a->h2d_gbs, N);
-    p->compute = p->gemm_step + (double)tt_assume_kernels(m, p->rows) * kernel + (a->graphs ? launch : 0);
+    p->compute = cc.gemm_s + cc.other_s + (double)cc.kernels * kernel + (a->graphs ? launch : 0);
     p->push_grad = link_copy(a, S, a->d2h_gbs, N);
     p->push_stats = link_copy(a, 8 * R, a->d2h_gbs, N);
     p->barrier = a->barrier_us * 1e-6;
@@ -399,20 +553,42 @@ static void print_header(FILE *f, const tt_assume *a, const tt_model *m, size_t 
 {
     char shape[80];
     model_shape(m, shape, sizeof shape);
-    fprintf(f, "what-if: PREDICTED from assumed figures, not measured | profile %s | %s\n", a->name,
-            tt_optim_kind_name(opt));
+    /* a profile's figures are assumed; h200-measured's were recorded on that GPU; a file's measured by probe --json */
+    fprintf(f, "what-if: PREDICTED from %s | profile %s | %s\n",
+            a->source[0] ? "measured figures, not a run" : a->n_gemms ? "figures recorded on that GPU, not a run"
+                                                                      : "assumed figures, not measured",
+            a->name, tt_optim_kind_name(opt));
+    if (a->source[0]) {
+        fprintf(f, "  measured profile %s gives:", a->source);
+        for (size_t k = 0, col = 30 + strlen(a->source); k < N_KEYS; k++) {
+            if (!(a->measured & (1u << k))) continue;
+            if (col + 1 + strlen(KEYS[k].name) > 110) fprintf(f, "\n   "), col = 3;
+            col += (size_t)fprintf(f, " %s", KEYS[k].name);
+        }
+        fprintf(f, "\n  (the other figures are %s's)\n", a->name);
+    }
     fprintf(f, "  model %s: P = %zu parameters, %.2f MB pulled and pushed per GPU per step\n", shape, m->n_params,
             4e-6 * (double)m->n_params);
-    fprintf(f, "  links (GB/s, per GPU and direction): h2d %g, d2h %g, peer %g, NCCL busbw %g + %g us per collective;"
-               " copy %g us\n", a->h2d_gbs, a->d2h_gbs, a->peer_gbs, a->nccl_busbw_gbs, a->nccl_us, a->copy_us);
-    fprintf(f, "  GPU: FP32 %g TFLOP/s x gemm_eff %g, HBM %g GB/s, %zu kernels per compute phase (one GPU)",
+    fprintf(f, "  links (GB/s, per GPU and direction): h2d %.4g, d2h %.4g, peer %.4g, NCCL busbw %.4g + %.4g us per "
+               "collective; copy %.4g us\n",
+            a->h2d_gbs, a->d2h_gbs, a->peer_gbs, a->nccl_busbw_gbs, a->nccl_us, a->copy_us);
+    fprintf(f, "  GPU: FP32 %.4g TFLOP/s x gemm_eff %.4g, HBM %.4g GB/s, %zu kernels per compute phase (one GPU)",
             a->fp32_tflops, a->gemm_eff, a->hbm_gbs, tt_assume_kernels(m, batch));
     if (a->graphs)
-        fprintf(f, " as graph nodes of %g us,\n  --graphs on: one graph launch of %g us per step\n",
+        fprintf(f, " as graph nodes of %.4g us,\n  --graphs on: one graph launch of %.4g us per step\n",
                 a->graph_node_us, a->launch_us);
     else
-        fprintf(f, " launched at %g us each\n", a->launch_us);
-    fprintf(f, "  host: memory %g GB/s (every DMA, the sum, the update), barrier %g us\n", a->host_gbs, a->barrier_us);
+        fprintf(f, " launched at %.4g us each\n", a->launch_us);
+    fprintf(f, "  host: memory %.4g GB/s (every DMA, the sum, the update), barrier %.4g us\n", a->host_gbs,
+            a->barrier_us);
+    if (a->n_gemms || a->other_rows) {
+        tt_assume_compute cc;
+        tt_assume_compute_cost(a, m, batch, &cc);
+        fprintf(f, "  measured GEMM table: %zu shapes; one GPU (%zu rows): %zu of its %zu GEMM calls priced from it, "
+                   "%zu by gemm_eff\n  (the fallback); its other %zu kernels: %s\n", a->n_gemms, batch, cc.from_table,
+                cc.gemm_calls, cc.gemm_calls - cc.from_table, cc.kernels - cc.gemm_calls,
+                cc.other_measured ? "measured" : "their launches alone (not measured at this shard)");
+    }
     if (a->overridden) {
         fprintf(f, "  overridden:");
         for (size_t k = 0, col = 13; k < N_KEYS; k++) {
@@ -580,6 +756,16 @@ static void print_mode(FILE *f, const tt_assume *a, const tt_model *m, size_t ba
                 row->samples_per_s / rows[0].samples_per_s);
     }
     print_verdict(f, weak ? "weak" : "strong", rows);
+    if (a->n_gemms) { /* where the GEMM table priced the step, and where the fallback did */
+        fprintf(f, "GEMM calls, measured table/fallback:");
+        for (size_t n = 1; n <= ASSUME_MAX_GPUS; n++) {
+            tt_assume_compute cc;
+            const size_t global = weak ? batch * n : batch;
+            tt_assume_compute_cost(a, m, (global + n - 1) / n, &cc);
+            fprintf(f, " %zu: %zu/%zu", n, cc.from_table, cc.gemm_calls - cc.from_table);
+        }
+        fprintf(f, "\n");
+    }
     print_updates(f, a, m, batch, opt, weak);
     print_overlap(f, a, m, batch, opt, weak);
 }

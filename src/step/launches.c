@@ -4,6 +4,8 @@
  * a column sum over more than one chunk of rows and the embedding gradient's sort take more: tt_math.h's
  * tt_col_sum_launches and tt_embed_bwd_launches). Copies are not launches and are not counted. So a fused epilogue,
  * a chunked convolution or a new layer changes the cost model's launch term without anyone editing a formula.
+ * The same count lists the step's distinct GEMM shapes (tt_assume_gemm_list): what `probe --json` times one by one
+ * and what a measured profile's GEMM table is matched against.
  * `tools/cuda-costs` counts the same launches on the CUDA stand-in (docs/cuda.md); test_assume checks they agree.
  * The counter never reads or writes memory: every buffer is one placeholder address (the layers' offsets from it
  * are never dereferenced), so the seam's checks on where buffers lie are off for it (tt_dev_ops.no_memory). */
@@ -16,6 +18,10 @@
 typedef struct counter {
     size_t launches;
     double flops;
+    /* tt_assume_gemm_list: the distinct GEMM shapes in the order first issued, with how often each came (calls);
+     * NULL: not listed */
+    tt_gemm_shape *shapes;
+    size_t n_shapes, max_shapes, lost_shapes;
     /* tt_assume_buckets: the bucket edges, the next bucket to complete, and the counts when each completed */
     const size_t *edge;
     size_t nb, next;
@@ -31,12 +37,20 @@ static void c_copy(void *ctx, void *d_dst, const void *d_src, size_t bytes)
 }
 
 static void c_sgemm(void *ctx, int ta, int tb, size_t M, size_t N, size_t K, float alpha, const float *a, size_t lda,
-                    const float *b, size_t ldb, float beta, float *c, size_t ldc)
+                    const float *b, size_t ldb, float beta, float *d_c, size_t ldc)
 {
-    (void)ta, (void)tb, (void)M, (void)N, (void)K, (void)alpha, (void)a, (void)lda, (void)b, (void)ldb, (void)beta;
-    (void)c, (void)ldc;
+    (void)alpha, (void)a, (void)lda, (void)b, (void)ldb, (void)beta, (void)d_c, (void)ldc;
     COUNT(ctx, 1);
-    ((counter *)ctx)->flops += 2.0 * (double)M * (double)N * (double)K;
+    counter *c = (counter *)ctx;
+    c->flops += 2.0 * (double)M * (double)N * (double)K;
+    if (!c->shapes) return;
+    size_t i = 0;
+    while (i < c->n_shapes && !(c->shapes[i].ta == ta && c->shapes[i].tb == tb && c->shapes[i].M == M &&
+                                c->shapes[i].N == N && c->shapes[i].K == K))
+        i++;
+    if (i < c->n_shapes) c->shapes[i].calls++;
+    else if (c->n_shapes < c->max_shapes) c->shapes[c->n_shapes++] = (tt_gemm_shape){ta, tb, M, N, K, 1};
+    else c->lost_shapes++;
 }
 
 static void c_fill(void *ctx, float *x, size_t n, float v)
@@ -188,8 +202,9 @@ static void count_bucket(void *arg, size_t lo)
     }
 }
 
-/* The model's compute phase on the counter; c->edge set: the counts at each bucket's completion too. */
-static void count_step(const tt_model *m, size_t rows, counter *c)
+/* The model's compute phase on the counter, its GEMMs cut as a backend with chunk_mnk cuts them (0: a GPU, one GEMM
+ * per shard); c->edge set: the counts at each bucket's completion too. */
+static void count_step(const tt_model *m, size_t rows, size_t chunk_mnk, counter *c)
 {
     static float nowhere[1]; /* every buffer: the counter reads and writes none */
     tt_dev dev = {&counter_ops, c, 0, 0};
@@ -197,8 +212,8 @@ static void count_step(const tt_model *m, size_t rows, counter *c)
     for (size_t i = 0; i <= m->n_logits; i++) act[i] = nowhere;
     static const uint32_t ids[1];
     static const int32_t labels[1];
-    /* a GPU: one GEMM per shard (chunk_mnk 0); one tower (no exchanges) */
-    const tt_pass ps = {1, 0, 1, ids, nowhere, 0, nowhere, nowhere, 1.0f, rows, NULL};
+    /* one tower (no exchanges) */
+    const tt_pass ps = {1, 0, 1, ids, nowhere, chunk_mnk, nowhere, nowhere, 1.0f, rows, NULL};
     tt_model_forward(&dev, m, &ps, nowhere, act, rows);
     tt_dev_softmax_xent(&dev, nowhere, nowhere, tt_model_logits(m, act), labels, rows, m->n_classes, 1.0f);
     const size_t fwd_launches = c->launches;
@@ -218,8 +233,20 @@ static void count_step(const tt_model *m, size_t rows, counter *c)
 size_t tt_assume_kernels(const tt_model *m, size_t rows)
 {
     counter c = {0};
-    count_step(m, rows, &c);
+    count_step(m, rows, 0, &c);
     return c.launches;
+}
+
+size_t tt_assume_gemm_list(const tt_model *m, size_t rows, size_t chunk_mnk, tt_gemm_shape *out, size_t max,
+                           size_t *launches)
+{
+    counter c = {0};
+    c.shapes = out;
+    c.max_shapes = max;
+    count_step(m, rows, chunk_mnk, &c);
+    TT_ASSERT(c.lost_shapes == 0); /* max is the layers' bound, TT_MAX_LAYERS * TT_MAX_LAYER_GEMMS */
+    if (launches) *launches = c.launches;
+    return c.n_shapes;
 }
 
 void tt_assume_buckets(const tt_model *m, size_t rows, size_t bucket_bytes, tt_bucket_cost *out)
@@ -229,7 +256,7 @@ void tt_assume_buckets(const tt_model *m, size_t rows, size_t bucket_bytes, tt_b
     counter c = {0};
     c.edge = out->edge;
     c.nb = out->nb;
-    count_step(m, rows, &c);
+    count_step(m, rows, 0, &c);
     out->launches = c.launches;
     out->flops = c.flops;
     for (size_t k = 0; k < out->nb; k++) {
