@@ -819,7 +819,61 @@ static tt_status probe_json(tt_out *o, tt_profile *pf, const tt_probe_config *pc
     return s;
 }
 
-static int probe_what_if(const tt_run_config *c, const char *spec, int argc, char **argv)
+/* probe --assume SPEC --json FILE: every design's predicted step for 1-8 GPUs (strong scaling: the global batch as
+ * given), one JSON object — what tools/gpu-check --bundle holds against the steps it measured. A design the cost
+ * model has no formula for is left out. */
+static tt_status what_if_json(const char *path, tt_assume *a, const tt_model *m, const tt_run_config *c,
+                              tt_error *err)
+{
+    tt_out o;
+    memset(&o, 0, sizeof o);
+    char what[256];
+    snprintf(what, sizeof what, "--json %.240s", path);
+    tt_status s = tt_out_open(&o, path, what, 1 << 16, err);
+    if (s) return s;
+    tt_out_printf(&o, "{\"schema\":\"towertrain-whatif\",\"version\":1,\"profile\":\"%s\",\"model\":\"", a->name);
+    for (const char *p = c->model ? c->model : "mlp"; *p; p++) /* a model file's path: escaped */
+        tt_out_printf(&o, (*p == '"' || *p == '\\') ? "\\%c" : ((unsigned char)*p < 0x20 ? "?" : "%c"), *p);
+    tt_out_printf(&o, "\",\"batch\":%zu,\"designs\":[", c->batch);
+    const int graphs0 = a->graphs;
+    int first = 1;
+    for (size_t n = 1; n <= 8; n++)
+        for (int r = 0; r < TT_REDUCE_COUNT; r++)
+            for (int u = 0; u < TT_UPDATE_COUNT; u++)
+                for (int g = 0; g < 2; g++)
+                    for (int ov = 0; ov < 2; ov++) {
+                        tt_step_times t;
+                        a->graphs = g;
+                        int ok;
+                        if (ov)
+                            ok = !g && r == TT_REDUCE_CPU && u == TT_UPDATE_HOST &&
+                                 (tt_assume_overlap_step(a, m, n, c->batch, c->optim.kind, &t), 1);
+                        else
+                            ok = tt_assume_update_step(a, m, n, c->batch, c->optim.kind, (tt_reduce)r, (tt_update)u,
+                                                       &t);
+                        if (!ok) continue;
+                        tt_out_printf(&o, "%s{\"towers\":%zu,\"reduce\":\"%s\",\"update\":\"%s\",\"graphs\":%s,"
+                                      "\"overlap\":%s,\"pull_s\":%.9g,\"data_s\":%.9g,\"compute_s\":%.9g,"
+                                      "\"push_s\":%.9g,\"wait_s\":%.9g,\"reduce_s\":%.9g,\"update_s\":%.9g,"
+                                      "\"total_s\":%.9g}",
+                                      first ? "" : ",", n, tt_reduce_name((tt_reduce)r), tt_update_names[u],
+                                      g ? "true" : "false", ov ? "true" : "false", t.pull, t.data, t.compute, t.push,
+                                      t.wait, t.reduce, t.update, t.total);
+                        first = 0;
+                    }
+    a->graphs = graphs0;
+    tt_out_printf(&o, "]}\n");
+    s = tt_out_commit(&o, err);
+    tt_error close_err;
+    const tt_status closed = tt_out_close(&o, &close_err);
+    if (!s && closed) {
+        *err = close_err;
+        s = closed;
+    }
+    return s;
+}
+
+static int probe_what_if(const tt_run_config *c, const char *spec, const char *json, int argc, char **argv)
 {
     tt_error err;
     static const char *const measured[] = {"--towers", "--device", "--gpus", "--host-threads", "--reps",
@@ -842,6 +896,7 @@ static int probe_what_if(const tt_run_config *c, const char *spec, int argc, cha
     if (!s) s = tt_run_describe_model(c, m, &err);
     if (!s) s = tt_assume_report(stdout, &a, m, c->batch, c->optim.kind, &err);
     if (!s) s = tt_flush_stdout(stdout, &err);
+    if (!s && json) s = what_if_json(json, &a, m, c, &err);
     tt_free(m);
     return s ? fail(s, &err) : 0;
 }
@@ -888,15 +943,13 @@ int tt_cmd_probe(int argc, char **argv)
                "                    probe --json wrote (or a report.json holding one under \"probe\"), and its name\n"
                "                    runs to the end of SPEC: [PROFILE,][KEY=VALUE,...]FILE (the keys win over the\n"
                "                    file, the file over the profile); with --graphs on, each tower's step predicted\n"
-               "                    as one CUDA graph launch\n",
+               "                    as one CUDA graph launch; with --json FILE, every design's predicted step\n"
+               "                    for 1-8 GPUs also as one JSON object (docs/whatif.md)\n",
                tt_assume_profiles());
         return 0;
     }
     if (s) return fail(s, &err);
-    if (po.assume && po.json)
-        return fail(tt_fail(&err, TT_ERR_ARG, "probe: --json writes what probe measures; --assume measures nothing "
-                            "(give one of them)"), &err);
-    if (po.assume) return probe_what_if(&c, po.assume, argc, argv); /* no backend, no measurement */
+    if (po.assume) return probe_what_if(&c, po.assume, po.json, argc, argv); /* no backend, no measurement */
     if (c.graphs)
         return fail(tt_fail(&err, TT_ERR_ARG, "probe: --graphs on: the probe measures every design this backend runs, "
                             "graphs included where it has them (--graphs is the what-if's: give --assume)"), &err);
