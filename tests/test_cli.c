@@ -1537,8 +1537,37 @@ START_TEST(test_probe_json_and_measured_profiles)
     expect("probe --json", 2, "--json: missing value");
     snprintf(args, sizeof args, "probe --json %s/a.json --json %s/b.json", dir, dir);
     expect(args, 2, "--json: given twice");
-    snprintf(args, sizeof args, "probe --assume h200-measured --json %s/a.json", dir);
-    expect(args, 2, "probe: --json writes what probe measures; --assume measures nothing");
+    /* --assume with --json: every design's predicted step for 1-8 GPUs, one object (tools/gpu-check --bundle holds
+     * them against the steps it measured) */
+    snprintf(path, sizeof path, "%s/whatif.json", dir);
+    snprintf(args, sizeof args, "probe --assume h200-measured --json %s", path);
+    expect(args, 0, "");
+    json_object *wj = json_object_from_file(path);
+    ck_assert_msg(wj != NULL, "probe --assume --json: %s is not JSON", path);
+    json_object *v, *designs;
+    ck_assert(json_object_object_get_ex(wj, "schema", &v) &&
+              strcmp(json_object_get_string(v), "towertrain-whatif") == 0);
+    ck_assert(json_object_object_get_ex(wj, "designs", &designs) && json_object_is_type(designs, json_type_array));
+    int towers_seen[9] = {0}, base = 0;
+    for (size_t i = 0; i < json_object_array_length(designs); i++) {
+        json_object *d = json_object_array_get_idx(designs, i), *t, *r, *u, *g, *o, *total;
+        ck_assert(json_object_object_get_ex(d, "towers", &t) && json_object_object_get_ex(d, "reduce", &r) &&
+                  json_object_object_get_ex(d, "update", &u) && json_object_object_get_ex(d, "graphs", &g) &&
+                  json_object_object_get_ex(d, "overlap", &o) && json_object_object_get_ex(d, "total_s", &total));
+        const int n = json_object_get_int(t);
+        ck_assert(n >= 1 && n <= 8);
+        towers_seen[n] = 1;
+        ck_assert_msg(json_object_get_double(total) > 0, "a design's step is not > 0");
+        if (json_object_get_boolean(o)) /* --overlap on: --reduce cpu, --update host, no graphs, as train refuses */
+            ck_assert(strcmp(json_object_get_string(r), "cpu") == 0 && !json_object_get_boolean(g) &&
+                      strcmp(json_object_get_string(u), "host") == 0);
+        base += n == 1 && strcmp(json_object_get_string(r), "cpu") == 0 &&
+                strcmp(json_object_get_string(u), "host") == 0 && !json_object_get_boolean(g) &&
+                !json_object_get_boolean(o);
+    }
+    for (int n = 1; n <= 8; n++) ck_assert_msg(towers_seen[n], "no design of %d GPUs", n);
+    ck_assert_int_eq(base, 1);
+    json_object_put(wj);
     snprintf(args, sizeof args, "probe --assume %s/", dir); /* a directory: a file by its '/' */
     expect(args, 1, "not a regular file (a directory)");
     snprintf(path, sizeof path, "%s/junk.json", dir);

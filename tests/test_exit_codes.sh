@@ -137,7 +137,7 @@ c 2 train '--lr' '' -- "${S[@]}" --lr 0
 c 2 train '--gpus' '' -- "${S[@]}" --gpus x
 c 2 predict '--input FILE is required' '' -- --checkpoint "$CK"
 c 2 probe "--assume: unknown profile 'v100'" '' -- --assume v100
-c 2 probe 'probe: --json writes what probe measures' '' -- --assume h200-measured --json "$W/p.json"
+c 2 probe '--json: given twice' '' -- --assume h200-measured --json "$W/p.json" --json "$W/q.json"
 # 3: training diverged (the commands that train)
 c 3 train 'is not finite' '' -- "${S[@]}" --epochs 2 --optimizer sgd --lr 1000
 c 3 bench 'is not finite' '' -- "${S[@]}" --towers 1 --epochs 1 --reps 2 --optimizer sgd --lr 1000
