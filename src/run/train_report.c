@@ -68,7 +68,9 @@ void print_banner(run_state *rs)
     if (c->data_on) { /* the design of the data phase: the training set held on the devices */
         char set[32];
         const tt_dataset *tr = rs->train;
-        tt_mem_human((double)tr->n * (double)(tt_dataset_sample_bytes(tr) + sizeof(int32_t)), set, sizeof set);
+        const double bytes = (double)tr->n * (double)(tt_dataset_sample_bytes(tr) + sizeof(int32_t));
+        if (bytes < 1e6) snprintf(set, sizeof set, "%.1f kB", bytes / 1e3);
+        else tt_mem_human(bytes, set, sizeof set);
         fprintf(out, " --data-on device (the training set, %s, on each device; a step copies in its indices)", set);
     }
     fputc('\n', out);
