@@ -518,9 +518,9 @@ START_TEST(test_gather_rows)
             tt_rng r;
             tt_rng_seed(&r, 77 + sh, (uint64_t)offset);
             for (size_t i = 0; i < n_src * rb; i++) table[i] = (uint8_t)tt_rng_below(&r, 256);
+            const uint32_t past[3] = {(uint32_t)n_src, (uint32_t)n_src + 1000, 0xffffffffu}; /* past the table */
             for (size_t k = 0; k < rows; k++) /* mostly in range, repeats included; every 9th row past the table */
-                idx[k] = k % 9 == 8 ? (k % 2 ? (uint32_t)n_src + (uint32_t)k : 0xffffffffu)
-                                    : (uint32_t)tt_rng_below(&r, n_src);
+                idx[k] = k % 9 == 8 ? past[k / 9 % 3] : (uint32_t)tt_rng_below(&r, n_src);
             memset(want, 0xa5, out + GUARD);
             for (size_t k = 0; k < rows; k++) {
                 uint8_t *row = want + offset + k * rb;
