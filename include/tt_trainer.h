@@ -2,8 +2,9 @@
  *
  * One synchronous step over a global batch of B samples with N towers:
  *   1. the batch is split into N contiguous shards (sizes differ by at most 1);
- *   2. each tower pulls the master weights into its device memory (one copy), copies its shard's inputs in, and
- *      runs forward and backward with the loss gradient scaled by 1/B;
+ *   2. each tower pulls the master weights into its device memory (one copy), copies its shard's inputs in (with
+ *      --data-on device: its rows' indices, the rows and labels gathered from the training set held on the device),
+ *      and runs forward and backward with the loss gradient scaled by 1/B;
  *   3. the gradients are summed in fixed tower order, where the reduction placement says:
  *        cpu        each tower pushes its gradient into its own host slot; the host sums the slots;
  *        device     tower 0 gathers the others' gradients into its device memory, sums them there and pushes the
