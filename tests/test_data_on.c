@@ -17,10 +17,12 @@
  *     large for what is available is refused with one line naming the bytes, exit 1 (TT_MEM_LIMIT caps the host's
  *     figure; the CPU backend's device memory is host RAM);
  *   - the command line: --data-on bogus and the commands it does not apply to are refused with one line (exit 2);
- *     the start record and the banner name it; probe, bench and compare measure with it.
+ *     the start record and the banner name it; probe, bench and compare measure with it — compare (every design, and
+ *     the other --data-on: max |dw| 0) on byte images, float32 .npy features and int32 .npy token ids too.
  * Backends: `test_data_on` (or `test_data_on cpu`) runs everything on the CPU backend; `test_data_on cuda` the
  * trainer's tests on the CUDA backend (CTest test_data_on_cuda: the stand-in in CI), without forking. */
 #include <json-c/json.h>
+#include <sys/stat.h>
 
 #include "tt_backend.h"
 #include "tt_checkpoint.h"
@@ -516,6 +518,63 @@ static void expect(const char *args, int code, const char *fragment)
     tt_test_expect(args, code, fragment, g_out, g_err);
 }
 
+/* DIR/name as np.save writes an array of dtype descr ('<f4', '<i4', '|u1') and shape ("(300, 12)"). */
+static void write_npy(const char *dir, const char *name, const char *descr, const char *shape, const void *data,
+                      size_t n)
+{
+    char p[512], hdr[128];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    int len = snprintf(hdr, sizeof hdr, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }", descr, shape);
+    ck_assert(len > 0 && len < 100);
+    while ((10 + len + 1) % 64) hdr[len++] = ' ';
+    hdr[len++] = '\n';
+    unsigned char *buf = (unsigned char *)tt_malloc(10 + (size_t)len + n);
+    memcpy(buf, "\x93NUMPY\x01\x00", 8);
+    buf[8] = (unsigned char)(len & 0xff);
+    buf[9] = (unsigned char)(len >> 8);
+    memcpy(buf + 10, hdr, (size_t)len);
+    memcpy(buf + 10 + len, data, n);
+    tt_test_write(p, buf, 10 + (size_t)len + n);
+    tt_free(buf);
+}
+
+/* npy:DIR sets of 300 training and 60 test samples of 12 values, 5 classes: float32 features (tokens 0: values in
+ * [0, 1)) or int32 token ids in 0..19 (tokens 1), which the reader turns into float32 ids. */
+static void write_npy_set(const char *dir, int tokens)
+{
+    enum { NTR = 300, NTE = 60, L = 12 };
+    float xf[NTR * L];
+    int32_t xi[NTR * L];
+    uint8_t y[NTR];
+    tt_rng r;
+    tt_rng_seed(&r, 21, (uint64_t)tokens);
+    for (size_t i = 0; i < NTR * L; i++) {
+        xi[i] = (int32_t)tt_rng_below(&r, 20);
+        xf[i] = tt_rng_uniform(&r);
+    }
+    for (size_t i = 0; i < NTR; i++) y[i] = (uint8_t)((tokens ? (size_t)xi[i * L] : (size_t)(xf[i * L] * 5)) % 5);
+    const char *descr = tokens ? "<i4" : "<f4";
+    const void *x = tokens ? (const void *)xi : (const void *)xf;
+    write_npy(dir, "x_train.npy", descr, "(300, 12)", x, sizeof xf);
+    write_npy(dir, "y_train.npy", "|u1", "(300,)", y, NTR);
+    write_npy(dir, "x_test.npy", descr, "(60, 12)", x, NTE * L * 4);
+    write_npy(dir, "y_test.npy", "|u1", "(60,)", y, NTE);
+}
+
+/* compare on an npy:DIR set: every design with --data-on host, the host's design again with device: max |dw| 0. */
+static void compare_npy(const char *dir, const char *model_text)
+{
+    char model[300], args[1024];
+    snprintf(model, sizeof model, "%s/npy-model.txt", dir);
+    tt_test_write_str(model, model_text);
+    snprintf(args, sizeof args, "compare --device cpu --model %s --data npy:%s --val-samples 50 --towers 3 --batch 32",
+             model, dir);
+    expect(args, 0, "");
+    const char *o = tt_test_slurp(g_out);
+    ck_assert_msg(strstr(o, "max |dw| between any two placements: 0 ") != NULL, "%s", o);
+    ck_assert_msg(strstr(o, "       cpu       host     off  device ") != NULL, "%s", o);
+}
+
 START_TEST(test_cli)
 {
     char dir[128], args[4096], model[256];
@@ -563,6 +622,17 @@ START_TEST(test_cli)
     ck_assert_msg(strstr(o, "max |dw| between any two placements: 0 ") != NULL, "%s", o);
     ck_assert_msg(strstr(o, "       cpu       host     off    host ") != NULL &&
                       strstr(o, "       cpu       host     off  device ") != NULL, "%s", o);
+    /* float32 .npy inputs (straight into the input activation), and int32 token ids into an embedding */
+    char npy[200];
+    snprintf(npy, sizeof npy, "%s/f32", dir);
+    ck_assert_int_eq(mkdir(npy, 0700), 0);
+    write_npy_set(npy, 0);
+    compare_npy(npy, "dense units=8 activation=relu\ndropout rate=0.25\ndense units=5\n");
+    snprintf(npy, sizeof npy, "%s/tokens", dir);
+    ck_assert_int_eq(mkdir(npy, 0700), 0);
+    write_npy_set(npy, 1);
+    compare_npy(npy, "embedding dim=3\nconv1d filters=4 kernel=3 activation=relu\nmaxpool1d pool=2\nflatten\n"
+                     "dense units=5\n");
 }
 END_TEST
 
