@@ -443,6 +443,28 @@ __global__ void k_embed_fwd(float *y, const float *w, const float *t, I n, size_
     }
 }
 
+/* --data-on device: one thread per word of the output, row fastest: k_gather_words where the rows are whole 4-byte
+ * words and both tables start 4-byte aligned (every float sample, a label, most byte images), k_gather_bytes
+ * otherwise. A row whose index is past the table is zeros, as cpu_gather_rows writes. I is the index type (fits32). */
+template <typename W, typename I>
+__device__ __forceinline__ W gather_word(const W *src, I n_src, const uint32_t *idx, I row_words, I q)
+{
+    const I r = q / row_words, s = (I)idx[r];
+    return s < n_src ? src[s * row_words + (q - r * row_words)] : (W)0;
+}
+
+template <typename I>
+__global__ void k_gather_words(uint32_t *dst, const uint32_t *src, I n_src, const uint32_t *idx, I rows, I row_words)
+{
+    GRID_STRIDE_I(I, q, rows * row_words) dst[q] = gather_word(src, n_src, idx, row_words, q);
+}
+
+template <typename I>
+__global__ void k_gather_bytes(uint8_t *dst, const uint8_t *src, I n_src, const uint32_t *idx, I rows, I row_bytes)
+{
+    GRID_STRIDE_I(I, q, rows * row_bytes) dst[q] = gather_word(src, n_src, idx, row_bytes, q);
+}
+
 /* The embedding's gradient: the n token positions sorted by (id, position) — tt_embed_key, distinct 64-bit keys, so
  * any correct sort is this one: stable and deterministic — then each dW element sums its id's dy rows in ascending
  * token order from 0.0f, as cpu_embed_bwd does: bit-identical, no atomics. The sort: runs of kSortRun keys
@@ -1020,6 +1042,28 @@ static void cu_embed_bwd(void *ctx, float *dw, const float *dy, const float *t, 
     LAUNCH_CHECK(c);
 }
 
+static void cu_gather_rows(void *ctx, void *dst, const void *src, size_t n_src, const uint32_t *idx, size_t rows,
+                           size_t row_bytes)
+{
+    cuda_ctx *c = TOWER_CTX(ctx);
+    const bool words = row_bytes % 4 == 0 && (uintptr_t)dst % 4 == 0 && (uintptr_t)src % 4 == 0;
+    const size_t w = words ? row_bytes / 4 : row_bytes, n = rows * w; /* per row, and in the output */
+    const bool narrow = fits32({n_src, rows, w, n, n_src * w});
+    if (words && narrow)
+        TT_LAUNCH(k_gather_words<uint32_t>, blocks_for(n), kThreads, c->stream, (uint32_t *)dst, (const uint32_t *)src,
+                  (uint32_t)n_src, idx, (uint32_t)rows, (uint32_t)w);
+    else if (words)
+        TT_LAUNCH(k_gather_words<size_t>, blocks_for(n), kThreads, c->stream, (uint32_t *)dst, (const uint32_t *)src,
+                  n_src, idx, rows, w);
+    else if (narrow)
+        TT_LAUNCH(k_gather_bytes<uint32_t>, blocks_for(n), kThreads, c->stream, (uint8_t *)dst, (const uint8_t *)src,
+                  (uint32_t)n_src, idx, (uint32_t)rows, (uint32_t)w);
+    else
+        TT_LAUNCH(k_gather_bytes<size_t>, blocks_for(n), kThreads, c->stream, (uint8_t *)dst, (const uint8_t *)src,
+                  n_src, idx, rows, w);
+    LAUNCH_CHECK(c);
+}
+
 /* Events on the tower's stream, for the ledger (no sync at record time). An event belongs to the device current at
  * its creation, which must be the one whose stream records it: the tower's (checked under TT_CUDA_DEBUG). */
 static void *cu_event_create(void *ctx)
@@ -1356,6 +1400,7 @@ const tt_dev_ops tt_dev_cuda_ops = {
     cu_dropout,       /* dropout */
     cu_embed_fwd,     /* embed_fwd */
     cu_embed_bwd,     /* embed_bwd */
+    cu_gather_rows,   /* gather_rows */
     cu_update,        /* update */
     cu_event_create,  /* event_create */
     cu_event_destroy, /* event_destroy */

@@ -114,6 +114,11 @@ typedef struct tt_dev_ops {
      * sum of the dy rows of its tokens in token order (every element written; no atomics: the order is fixed). */
     void (*embed_fwd)(void *ctx, float *d_y, const float *d_w, const float *d_t, size_t n, size_t V, size_t E);
     void (*embed_bwd)(void *ctx, float *d_dw, const float *d_dy, const float *d_t, size_t n, size_t V, size_t E);
+    /* Rows by index (--data-on device: a step's samples and labels gathered on the device from the training set held
+     * there, by the host's shuffled indices): dst row r (row_bytes bytes) = src row idx[r] of the (n_src, row_bytes)
+     * table, or zero bytes where idx[r] >= n_src. dst does not overlap src or idx. */
+    void (*gather_rows)(void *ctx, void *d_dst, const void *d_src, size_t n_src, const uint32_t *d_idx, size_t rows,
+                        size_t row_bytes);
     /* The optimizer on this device (--update device, replicated): for every block of TT_UPDATE_BLOCK elements of g,
      * bad[block] = 1 if it holds a NaN or an Inf, else 0; unless skip, every element of a finite block gets
      * tt_update_elem(u, w, m, v, a, g) (m, v, a may be NULL where the optimizer keeps none). */
@@ -228,6 +233,8 @@ void tt_dev_dropout(tt_dev *dev, float *d_y, const float *d_x, size_t rows, size
                     const uint32_t *d_ids);
 void tt_dev_embed_fwd(tt_dev *dev, float *d_y, const float *d_w, const float *d_t, size_t n, size_t V, size_t E);
 void tt_dev_embed_bwd(tt_dev *dev, float *d_dw, const float *d_dy, const float *d_t, size_t n, size_t V, size_t E);
+void tt_dev_gather_rows(tt_dev *dev, void *d_dst, const void *d_src, size_t n_src, const uint32_t *d_idx, size_t rows,
+                        size_t row_bytes);
 void tt_dev_capture_begin(tt_dev *dev);  /* the backend has graphs (ops->capture_begin) */
 void *tt_dev_capture_end(tt_dev *dev);   /* NULL: not replayable, issue the ops again */
 int tt_dev_graph_launch(tt_dev *dev, void *graph); /* 0: stale, nothing issued */

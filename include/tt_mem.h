@@ -1,7 +1,7 @@
 /* tt_mem.h — the memory budget of a run, checked before anything large is allocated.
  *
  * A plan lists the run's memory by part (master weights, gradient slots, optimizer state, each tower's weights,
- * gradients and activations, staging, the run's records) and by place (host RAM, or a device). tt_mem_check
+ * gradients and activations, staging, the training set on a device with --data-on device, the run's records) and by place (host RAM, or a device). tt_mem_check
  * compares every place's total with what is available — host: MemAvailable, or the cgroup's limit when that is
  * lower; a device: the backend's mem_info (cudaMemGetInfo); a backend without mem_info (the CPU backend) keeps its
  * "device" memory in host RAM, so those parts count as host — and refuses an over-budget run with one line giving
@@ -22,7 +22,8 @@ extern "C" {
 typedef enum {
     TT_MEM_BY_RUN,    /* grows with the data or the batch */
     TT_MEM_BY_PARAMS, /* grows with the model's parameter count */
-    TT_MEM_BY_WIDTH   /* grows with the model's layer widths times the shard's rows */
+    TT_MEM_BY_WIDTH,  /* grows with the model's layer widths times the shard's rows */
+    TT_MEM_BY_DATA    /* the training set held on a device (--data-on device): grows with its samples */
 } tt_mem_driver;
 
 typedef struct tt_mem_part {
@@ -38,6 +39,7 @@ typedef struct tt_mem_plan {
     const char *model;   /* the model file (NULL: built in), named when the model drives the largest part */
     size_t n_params;
     size_t towers, rows; /* for the hint on activations */
+    size_t samples, sample_bytes; /* --data-on device: the training set's samples and their bytes, for its hint */
 } tt_mem_plan;
 
 /* Adds bytes to the part (name, device), creating it if needed. */

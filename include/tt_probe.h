@@ -34,6 +34,7 @@ typedef struct tt_probe_config {
     size_t bucket_bytes; /* tt_probe_steps' --overlap on: its buckets (0: TT_BUCKET_BYTES) */
     tt_slow_tower slow[TT_MAX_SLOW]; /* --slow-tower: added to the prediction, and slept in the measured steps */
     size_t n_slow;
+    int data_on;       /* --data-on device: the synthetic samples held on the devices, the data phase gathering there */
 } tt_probe_config;
 
 typedef struct tt_probe {

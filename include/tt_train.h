@@ -49,6 +49,8 @@ typedef struct tt_run_config {
     int graphs;           /* --graphs on: each tower's step replayed as one CUDA graph */
     int overlap;          /* --overlap on: the push in buckets during backward, summed and updated as they land */
     size_t bucket_kib;    /* --bucket-kib: their size (0: TT_BUCKET_BYTES) */
+    int data_on;          /* --data-on device: the training set held on every device, a step's rows gathered there
+                           * from the host's shuffled indices (tt_trainer_config.data_on) */
     tt_node_reduce node_reduce; /* K ranks under mpirun: how the node sums are combined (docs/scaleout.md) */
     tt_node *node;        /* the job's ranks (NULL: tt_node_world(); bench passes a sub-job) */
     const char *trace;    /* Chrome trace-event file, or NULL */

@@ -2,8 +2,9 @@
  *
  * One synchronous step over a global batch of B samples with N towers:
  *   1. the batch is split into N contiguous shards (sizes differ by at most 1);
- *   2. each tower pulls the master weights into its device memory (one copy), copies its shard's inputs in, and
- *      runs forward and backward with the loss gradient scaled by 1/B;
+ *   2. each tower pulls the master weights into its device memory (one copy), copies its shard's inputs in (with
+ *      --data-on device: its rows' indices, the rows and labels gathered from the training set held on the device),
+ *      and runs forward and backward with the loss gradient scaled by 1/B;
  *   3. the gradients are summed in fixed tower order, where the reduction placement says:
  *        cpu        each tower pushes its gradient into its own host slot; the host sums the slots;
  *        device     tower 0 gathers the others' gradients into its device memory, sums them there and pushes the
@@ -69,6 +70,7 @@ extern const char *const tt_graphs_names[];
 /* --overlap: "off", "on" (the values of tt_trainer_config.overlap), NULL after the last. */
 extern const char *const tt_overlap_names[];
 extern const char *const tt_bn_sync_names[]; /* --bn-sync: "off", "on" (tt_trainer_config.bn_sync 0, 1) */
+extern const char *const tt_data_on_names[]; /* --data-on: "host", "device" (tt_trainer_config.data_on 0, 1) */
 extern const char *const tt_update_names[TT_UPDATE_COUNT + 1]; /* indexed by the value, NULL after the last */
 const char *tt_update_name(tt_update u);
 /* What it does, for --help: one phrase; and the placements it runs with (bit 1u << tt_reduce). */
@@ -143,6 +145,14 @@ typedef struct tt_trainer_config {
      * middle of the forward and backward (tt_exchange) — N towers then compute what one tower would. bsp, one rank,
      * no graphs. Off: each tower's own rows (TF's towers, multi_gpu_model). */
     int bn_sync;
+    /* --data-on device (1): train_set is uploaded once, at init, to every device the towers use (towers sharing a GPU
+     * read one copy: it is read only), and a step copies in its rows' data-set indices only (4 bytes a row): the rows
+     * and labels are gathered on the device (tt_dev_gather_rows), the indices are also dropout's ids. Steps on
+     * train_set take that path, any other data set (validation, test: contiguous ranges) the host's. Host (0, the
+     * default): the tower's thread gathers its rows and labels into pinned staging and copies them in. Both give the
+     * same bits. */
+    int data_on;
+    const tt_dataset *train_set;
     const atomic_int *stop; /* may be NULL; non-zero at the end of a step halts the run there (tt_signal_flag) */
     /* the job's ranks (tt_node.h; NULL or one rank: this process alone). With K ranks the step's samples are split
      * over K x N towers, this rank's towers taking the shards of global towers rank*N .. rank*N+N-1, and the node's
@@ -171,7 +181,8 @@ typedef enum {
  * waiting for its device at every phase. */
 typedef struct tt_tower_ledger {
     double pull0, pull1;     /* master weights host -> device */
-    double data1;            /* shard's rows gathered and copied in (from pull1) */
+    double data1;            /* shard's rows gathered and copied in (from pull1); --data-on device: its indices
+                              * copied in, the rows and labels gathered on the device */
     double compute1;         /* forward + loss + backward (from data1) */
     double push0, push1;     /* gradient (or its reduced slice) device -> host */
     double reduce0, reduce1; /* device-side reduction: peer copies + adds, or NCCL (device, allreduce, nccl) */

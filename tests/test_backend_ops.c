@@ -499,6 +499,71 @@ START_TEST(test_dropout_embedding_ops)
 }
 END_TEST
 
+/* gather_rows (--data-on device): rows of a byte table by index, on both backends and against the rows picked on the
+ * host — exact, to the byte. Row widths of whole 4-byte words (a label, float rows, 784-byte images: the CUDA
+ * backend's word kernel) and odd ones (its byte kernel), and the word width again into an output that starts one
+ * byte off alignment (the byte kernel too); repeated indices, and indices past the table (n_src, beyond, UINT32_MAX),
+ * whose rows must come back as zero bytes. GUARD bytes after each output must stay as they were. */
+START_TEST(test_gather_rows)
+{
+    pair p;
+    pair_init(&p);
+    const size_t shapes[][3] = {{1, 1, 1}, {50, 7, 3}, {300, 128, 784}, {100, 64, 4}, {1000, 47, 40}, {17, 33, 12},
+                                {9, 200, 5}};
+    for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++)
+        for (int offset = 0; offset < 2; offset++) { /* the output at its allocation's start, or one byte in */
+            const size_t n_src = shapes[sh][0], rows = shapes[sh][1], rb = shapes[sh][2], out = rows * rb + offset;
+            uint8_t *table = (uint8_t *)tt_malloc(n_src * rb), *want = (uint8_t *)tt_malloc(out + GUARD);
+            uint32_t *idx = (uint32_t *)tt_malloc(rows * sizeof(uint32_t));
+            tt_rng r;
+            tt_rng_seed(&r, 77 + sh, (uint64_t)offset);
+            for (size_t i = 0; i < n_src * rb; i++) table[i] = (uint8_t)tt_rng_below(&r, 256);
+            const uint32_t past[3] = {(uint32_t)n_src, (uint32_t)n_src + 1000, 0xffffffffu}; /* past the table */
+            for (size_t k = 0; k < rows; k++) /* mostly in range, repeats included; every 9th row past the table */
+                idx[k] = k % 9 == 8 ? past[k / 9 % 3] : (uint32_t)tt_rng_below(&r, n_src);
+            memset(want, 0xa5, out + GUARD);
+            for (size_t k = 0; k < rows; k++) {
+                uint8_t *row = want + offset + k * rb;
+                if (idx[k] < n_src) memcpy(row, table + (size_t)idx[k] * rb, rb);
+                else memset(row, 0, rb);
+            }
+            tt_dev *devs[2] = {&p.cpu, &p.dev};
+            uint8_t *got[2];
+            for (int b = 0; b < 2; b++) {
+                tt_dev *d = devs[b];
+                uint8_t *d_table = (uint8_t *)tt_dev_alloc(d, n_src * rb), *d_out = (uint8_t *)tt_dev_alloc(d, out + GUARD);
+                uint32_t *d_idx = (uint32_t *)tt_dev_alloc(d, rows * sizeof(uint32_t));
+                uint8_t *fill = (uint8_t *)tt_malloc(out + GUARD);
+                memset(fill, 0xa5, out + GUARD);
+                tt_dev_h2d(d, d_table, table, n_src * rb);
+                tt_dev_h2d(d, d_idx, idx, rows * sizeof(uint32_t));
+                tt_dev_h2d(d, d_out, fill, out + GUARD);
+                tt_dev_gather_rows(d, d_out + offset, d_table, n_src, d_idx, rows, rb);
+                got[b] = (uint8_t *)tt_malloc(out + GUARD);
+                tt_dev_d2h(d, got[b], d_out, out + GUARD);
+                tt_dev_sync(d);
+                tt_dev_dfree(d, d_table);
+                tt_dev_dfree(d, d_out);
+                tt_dev_dfree(d, d_idx);
+                tt_free(fill);
+            }
+            for (size_t i = 0; i < out + GUARD; i++) {
+                ck_assert_msg(got[0][i] == want[i], "gather_rows %zu of %zu rows x %zu bytes, offset %d: cpu byte %zu "
+                              "is %u, want %u", rows, n_src, rb, offset, i, got[0][i], want[i]);
+                ck_assert_msg(got[1][i] == want[i], "gather_rows %zu of %zu rows x %zu bytes, offset %d: %s byte %zu "
+                              "is %u, want %u%s", rows, n_src, rb, offset, ops->name, i, got[1][i], want[i],
+                              i >= out ? " (a guard byte)" : "");
+            }
+            tt_free(got[0]);
+            tt_free(got[1]);
+            tt_free(table);
+            tt_free(want);
+            tt_free(idx);
+        }
+    pair_free(&p);
+}
+END_TEST
+
 /* A host copy of n floats of device memory, and whether two such copies agree to the bit. */
 static int same_bits(tt_dev *dev, const float *d_a, const float *d_b, size_t n)
 {
@@ -1125,6 +1190,7 @@ int main(int argc, char **argv)
             tcase_add_test(tc, test_softmax_xent_eval);
             tcase_add_test(tc, test_conv_pool_ops);
             tcase_add_test(tc, test_dropout_embedding_ops);
+            tcase_add_test(tc, test_gather_rows);
             tcase_add_test(tc, test_col_sum);
             tcase_add_test(tc, test_batchnorm_ops);
             tcase_add_test(tc, test_fused_epilogues);

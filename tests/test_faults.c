@@ -1,7 +1,7 @@
 /* test_faults.c — how the trainer fails and stops: a non-finite loss or gradient halts a run without applying the
  * step, under every placement, naming exactly the towers that produced it; a stop request halts at the end of a
  * step; a NaN logit is never "correct"; every crew thread flushes subnormals; the memory plan is exactly what
- * the towers allocate (a counting backend adds up every allocation); no step, evaluation or probe writes past a
+ * the towers allocate (a counting backend adds up every allocation; --data-on device's training set included); no step, evaluation or probe writes past a
  * buffer (a backend with guard bytes); and a probe whose setup fails on one device measures nothing. */
 #include <float.h>
 
@@ -420,7 +420,8 @@ START_TEST(test_plan_matches_allocations)
     ops.chunk_mnk = 16;
     for (int conv = 0; conv <= 1; conv++)
     for (int pl = 0; pl < N_PLACES; pl++)
-        for (size_t towers = 1; towers <= 4; towers++) {
+        for (size_t towers = 1; towers <= 4; towers++)
+        for (int data_on = 0; data_on <= 1; data_on++) { /* --data-on device: the training set on the device too */
             const int red = PLACES[pl].reduce;
             tt_model m;
             tt_error err;
@@ -430,6 +431,10 @@ START_TEST(test_plan_matches_allocations)
             tt_trainer_config tc = tt_test_config(towers, 37, tt_optim_defaults(TT_OPT_NADAM), (tt_reduce)red);
             tc.ops = &ops;
             tc.update = PLACES[pl].update; /* --update device, replicated: the state and staging on the devices */
+            tt_dataset set;
+            tt_test_dataset(&set, 53, m.input_dim, m.n_classes, 3);
+            tc.data_on = data_on;
+            tc.train_set = &set;
             tt_mem_plan plan;
             memset(&plan, 0, sizeof plan);
             ck_assert_int_eq(tt_trainer_plan(&m, &tc, &plan, &err), TT_OK);
@@ -447,6 +452,7 @@ START_TEST(test_plan_matches_allocations)
                           tt_mem_total(&plan, TT_MEM_HOST), host, optim);
             tt_trainer_free(&tr);
             tt_free(init);
+            tt_dataset_free(&set);
         }
 }
 END_TEST

@@ -15,6 +15,7 @@
 #                 (agreed, not aborted)
 #   signals       SIGTERM to one rank (training, loading, bench, probe): every rank, rank 0 included, exits 143;
 #                 rank 0's live bar losing its reader: every rank exits 1, the log ends in an "error" record
+#   data-on       K ranks x 1 tower with --data-on device == 1 process x K towers on the host's path, bit for bit
 #   words         a mismatched option is named with both values as the user writes them (--reduce is device here, cpu
 #                 on rank 0; --lr is 0.002 here, 0.001 ...); probe compares its ranks too (it hung on another model)
 # Exit 77 (a visible skip) when this build has no MPI or mpirun is not installed.
@@ -66,6 +67,14 @@ for mode in allreduce ps; do
   n=$(grep -c '^towertrain ' "$W/k$mode.txt")
   [ "$n" = 1 ] && ok "$mode: one banner for $K ranks (rank 0 speaks)" || bad "$mode: $n banners"
 done
+# --data-on device: every rank holds the whole training set on its towers' devices and gathers its shards there
+mpi train "${DATA[@]}" --epochs 2 --towers 1 --data-on device --checkpoint-dir "$W/kdev" >"$W/kdev.txt" 2>&1 \
+  || bad "$K ranks x 1 (--data-on device) failed: $(tail -3 "$W/kdev.txt")"
+if [ "$(tensors "$(last "$W/one")")" = "$(tensors "$(last "$W/kdev")")" ]; then
+  ok "$K ranks x 1 tower with --data-on device == 1 process x $K towers (host), bit for bit"
+else
+  bad "$K ranks x 1 tower with --data-on device differs: max |d| $(maxdiff "$(last "$W/one")" "$(last "$W/kdev")")"
+fi
 "$TT" train "${DATA[@]}" --epochs 2 --towers $((2 * K)) --checkpoint-dir "$W/one2" >/dev/null 2>&1 || bad "1 x $((2 * K)) failed"
 for run in a b; do
   mpi train "${DATA[@]}" --epochs 2 --towers 2 --node-reduce ps --checkpoint-dir "$W/k2$run" >"$W/k2$run.txt" 2>&1 \
@@ -207,6 +216,7 @@ mismatch "--optimizer is sgd here, adam on rank 0" train "${T[@]}" -- "${T[@]}" 
 mismatch "the optimizer's settings are 'momentum 0.9' here, 'momentum 0.5' on rank 0" train "${T[@]}" --optimizer sgd \
   --momentum 0.5 -- "${T[@]}" --optimizer sgd --momentum 0.9
 mismatch "--node-reduce is ps here, allreduce on rank 0" train "${T[@]}" -- "${T[@]}" --node-reduce ps
+mismatch "--data-on is device here, host on rank 0" train "${T[@]}" -- "${T[@]}" --data-on device
 mismatch "--save-best is val_loss here, none on rank 0" train "${T[@]}" --checkpoint-dir "$W/sb" -- "${T[@]}" \
   --checkpoint-dir "$W/sb" --save-best val_loss
 mismatch "probe: started otherwise than rank 0: the model's parameter count is 1250858 here, 269322 on rank 0" \

@@ -252,7 +252,7 @@ typedef struct bench_row {
     int ranks;
     size_t towers, batch, epochs, steps; /* steps: per epoch */
     double per_tower_batch;              /* the global batch over the job's towers */
-    const char *reduce, *update, *scaling, *node_reduce, *overlap, *graphs;
+    const char *reduce, *update, *scaling, *node_reduce, *overlap, *graphs, *data_on;
     char sync[32];           /* --sync's mode */
     double samples_per_s;    /* the epochs' samples over their seconds (medians) */
     double staleness_mean;   /* ssp, async: the last epoch's mean staleness (0 otherwise) */
@@ -296,7 +296,7 @@ static const struct {
     {"host_hidden_ms", COL_STEP_MS, ROW(split.host_hidden)}, {"host_exposed_ms", COL_STEP_MS, ROW(split.host_exposed)},
     {"sync", COL_QUOTED, ROW(sync)}, {"samples_per_s", COL_G6, ROW(samples_per_s)},
     {"staleness_mean", COL_G4, ROW(staleness_mean)}, {"test_accuracy", COL_G6, ROW(test_accuracy)},
-    {"graphs", COL_STR, ROW(graphs)},
+    {"graphs", COL_STR, ROW(graphs)}, {"data_on", COL_STR, ROW(data_on)},
 };
 #undef ROW
 enum { N_CSV_COLS = (int)(sizeof g_csv_cols / sizeof g_csv_cols[0]) };
@@ -348,6 +348,7 @@ static tt_status row_measure(tt_run_config *c, measure_setup *setup, bench_run *
     br->pc.reps = reps;
     memcpy(br->pc.slow, c->slow, sizeof br->pc.slow); /* --slow-tower: predicted, and slept in the probe's steps */
     br->pc.n_slow = c->n_slow;
+    br->pc.data_on = c->data_on; /* the probe's data phase as the row's */
     /* the prediction is the median of probes before, during and after the row's training */
     br->epochs = c->epochs;
     br->n_probes = 0;
@@ -386,6 +387,7 @@ static tt_status row_measure(tt_run_config *c, measure_setup *setup, bench_run *
     r->update = tt_update_name(c->update);
     r->overlap = tt_overlap_names[c->overlap != 0];
     r->graphs = tt_graphs_names[c->graphs != 0];
+    r->data_on = tt_data_on_names[c->data_on != 0];
     r->node_reduce = tt_node_reduce_name(c->node_reduce);
     r->s_per_epoch = tt_median(secs, ne);
     /* ssp, async, weights: a step's total is its shards' (or towers') mean span beside other steps: the epoch's wall
@@ -454,9 +456,9 @@ static void bench_banner(const measure_setup *setup, const tt_run_config *c, int
     printf("towertrain bench | backend %s | %d CPUs | BLAS: %s\n", setup->ops->name, tt_cpu_count(),
            tt_blas_describe());
     printf("model %s (%zu params, %.2f MFLOP of GEMMs per training sample) | %zu training samples | %s scaling | "
-           "%zu epochs per row, medians\n\n",
+           "%zu epochs per row, medians | --data-on %s\n\n",
            model->source, model->n_params, tt_model_train_flops(model) / 1e6, setup->train.n, weak ? "weak" : "strong",
-           c->epochs);
+           c->epochs, tt_data_on_names[c->data_on != 0]);
     if (world->size > 1)
         printf("job: %d ranks (mpirun; %d on this machine) | rows on the first --ranks of them | --node-reduce %s | "
                "towers: per rank; batch: the job's\n", world->size, world->local_size,
@@ -877,7 +879,7 @@ static int probe_what_if(const tt_run_config *c, const char *spec, const char *j
 {
     tt_error err;
     static const char *const measured[] = {"--towers", "--device", "--gpus", "--host-threads", "--reps",
-                                           "--slow-tower", NULL};
+                                           "--slow-tower", "--data-on", NULL};
     for (int i = 2; i < argc; i++)
         for (const char *const *o = measured; *o; o++) {
             size_t len = strlen(*o);
@@ -989,10 +991,11 @@ int tt_cmd_probe(int argc, char **argv)
     }
     const int host = tt_run_host_threads(nd, c.host_threads);
     /* one rank's share of the batch: the shards of B over K x N towers */
-    tt_probe_config pc = {model, be.ops, be.n_devices, be.devices, c.towers, (c.batch + (size_t)K - 1) / (size_t)K,
-                          c.optim, host, reps, c.bucket_kib << 10, {{0, 0, 0}}, 0};
+    tt_probe_config pc = {.model = model, .ops = be.ops, .n_devices = be.n_devices, .devices = be.devices,
+                          .towers = c.towers, .batch = (c.batch + (size_t)K - 1) / (size_t)K, .optim = c.optim,
+                          .host_threads = host, .reps = reps, .bucket_bytes = c.bucket_kib << 10,
+                          .n_slow = c.n_slow, .data_on = c.data_on};
     memcpy(pc.slow, c.slow, sizeof pc.slow);
-    pc.n_slow = c.n_slow;
     tt_probe p;
     tt_net net;
     s = tt_node_agree(nd, tt_probe_run(&pc, &p, &err), &err);
@@ -1059,10 +1062,10 @@ int tt_cmd_compare(int argc, char **argv)
     tt_status s = tt_cli_parse_train(argc, argv, 2, &c, "compare", NULL, NULL, &help, &err);
     /* the placements that add in tower order, each with every update placement it runs with: their weights must
      * agree to the last bit */
-    enum { MAX_RUNS = TT_REDUCE_COUNT * TT_UPDATE_COUNT + 1 };
+    enum { MAX_RUNS = TT_REDUCE_COUNT * TT_UPDATE_COUNT + 2 };
     tt_reduce order[MAX_RUNS];
     tt_update where[MAX_RUNS];
-    int overlap[MAX_RUNS] = {0};
+    int overlap[MAX_RUNS] = {0}, data_on[MAX_RUNS];
     int n_order = 0, n_reduce = 0;
     for (int r = 0; r < TT_REDUCE_COUNT; r++) {
         if (!tt_reduce_about((tt_reduce)r)->tower_order) continue;
@@ -1078,17 +1081,24 @@ int tt_cmd_compare(int argc, char **argv)
     order[n_order] = TT_REDUCE_CPU;
     where[n_order] = TT_UPDATE_HOST;
     overlap[n_order++] = 1;
+    /* every run's data phase as --data-on says, and the host's design once more with the other one */
+    const int given_data_on = c.data_on;
+    for (int r = 0; r < n_order; r++) data_on[r] = given_data_on;
+    order[n_order] = TT_REDUCE_CPU;
+    where[n_order] = TT_UPDATE_HOST;
+    data_on[n_order++] = !given_data_on;
     if (help) {
         static const char *const count[] = {"none", "one", "two", "three", "four", "five", "six", "seven", "eight"};
         char names[128];
         printf("usage: towertrain compare [train options]\n\n"
                "Trains the same steps (same seed, data order, towers and batch; default 1 epoch, 2 towers) once per\n"
                "reduction placement — %s — with the optimizer on the host, and again with it on\n"
-               "the devices where the placement allows (--update device, replicated), and once with the push\n"
-               "overlapped with the backward (--overlap on, in --bucket-kib buckets), and prints each run's time\n"
+               "the devices where the placement allows (--update device, replicated), once with the push\n"
+               "overlapped with the backward (--overlap on, in --bucket-kib buckets), and once with the data phase\n"
+               "on the other side (--data-on host or device, whichever was not given), and prints each run's time\n"
                "and the largest weight difference between the runs. All %s placements add the towers' gradients\n"
-               "in the same order and every update runs the same formulas, so the difference should be exactly\n"
-               "0.\n\ntrain options:\n",
+               "in the same order, every update runs the same formulas and both data phases read the same bytes,\n"
+               "so the difference should be exactly 0.\n\ntrain options:\n",
                tt_reduce_list(names, sizeof names, ", ", ", ", 1), n_reduce < 9 ? count[n_reduce] : "of them");
         tt_cli_train_help(stdout);
         return 0;
@@ -1107,14 +1117,15 @@ int tt_cmd_compare(int argc, char **argv)
            ops->name, c.towers, c.batch, c.epochs, c.epochs == 1 ? "" : "s", setup.train.n, (unsigned long long)c.seed);
     char dw_head[32]; /* each placement's weights against the first one's */
     snprintf(dw_head, sizeof dw_head, "max|dw| %s", tt_reduce_name(order[0]));
-    printf("%10s %10s %7s %9s %9s %11s %9s  %s\n", "reduce", "update", "overlap", "s/epoch", "ms/step", dw_head,
-           "test_acc", "verdict");
+    printf("%10s %10s %7s %7s %9s %9s %11s %9s  %s\n", "reduce", "update", "overlap", "data-on", "s/epoch", "ms/step",
+           dw_head, "test_acc", "verdict");
     size_t P = 0;
     for (int r = 0; !s && r < n_order; r++) {
         c.reduce = order[r];
         c.update = where[r];
         c.overlap = overlap[r];
         c.bucket_kib = overlap[r] ? bucket_kib : 0;
+        c.data_on = data_on[r];
         s = tt_run_on(&c, &setup.train, &setup.val, &setup.test, NULL, res, &err);
         if (s) break;
         w[r] = res->final_params;
@@ -1129,9 +1140,9 @@ int tt_cmd_compare(int argc, char **argv)
         for (size_t i = 0; w[0] && i < P; i++) dw = fmax(dw, fabs((double)w[r][i] - w[0][i]));
         char verdict[128];
         tt_ledger_verdict(&res->epochs[ne - 1].split, verdict, sizeof verdict);
-        printf("%10s %10s %7s %9.3f %9.3f %11.3g %9.4f  %s\n", tt_reduce_name(order[r]), tt_update_name(where[r]),
-               tt_overlap_names[overlap[r]], tt_median(secs, ne), tt_median(steps_ms, ne), dw, res->test.accuracy,
-               verdict);
+        printf("%10s %10s %7s %7s %9.3f %9.3f %11.3g %9.4f  %s\n", tt_reduce_name(order[r]),
+               tt_update_name(where[r]), tt_overlap_names[overlap[r]], tt_data_on_names[data_on[r]],
+               tt_median(secs, ne), tt_median(steps_ms, ne), dw, res->test.accuracy, verdict);
         s = tt_flush_stdout(stdout, &err);
     }
     if (!s) {

@@ -322,6 +322,12 @@ static const cli_opt g_opts[] = {
     {"--bucket-kib", "N", set_size, CFG(bucket_kib), 8, 1048576, ON(TRAIN) | ON(BENCH) | ON(COMPARE) | ON(PROBE),
      "--overlap on: the gradient's buckets, in KiB of whole layers (probe: its\n"
      "--overlap on designs, measured and predicted) [4096]", NULL, NULL},
+    {"--data-on", "PLACE", set_choice, CFG(data_on), 0, 0, CMDS_MEASURE,
+     "%s: where a step's rows come from: host gathers them and\n"
+     "copies them in; device holds the training set on every device (uploaded once)\n"
+     "and gathers them there from the shuffled indices, so a step copies in 4 bytes\n"
+     "a row; validation and test take the host's path (docs/architecture.md) [host]", help_choices,
+     tt_data_on_names},
     {"--node-reduce", "MODE", set_choice, CFG(node_reduce), 0, 0, CMDS_RUNS,
      "under mpirun -np K: how the ranks combine their node sums (docs/scaleout.md):\n"
      "allreduce (every rank gets the global sum and updates its own copy) or ps (rank\n"

@@ -275,6 +275,18 @@ void tt_dev_embed_bwd(tt_dev *dev, float *d_dw, const float *d_dy, const float *
     dev->ops->embed_bwd(dev->ctx, d_dw, d_dy, d_t, n, V, E);
 }
 
+void tt_dev_gather_rows(tt_dev *dev, void *d_dst, const void *d_src, size_t n_src, const uint32_t *d_idx, size_t rows,
+                        size_t row_bytes)
+{
+    if (rows == 0 || row_bytes == 0) return;
+    TT_ASSERT(d_dst && d_src && d_idx);
+    size_t bytes; /* the output's extent: a table of n_src rows is an allocation, so its size cannot overflow */
+    TT_ASSERT(!tt_mul_size(rows, row_bytes, &bytes));
+    const char *dst = (const char *)d_dst, *src = (const char *)d_src;
+    TT_ASSERT(dev->ops->no_memory || dst + bytes <= src || src + n_src * row_bytes <= dst);
+    dev->ops->gather_rows(dev->ctx, d_dst, d_src, n_src, d_idx, rows, row_bytes);
+}
+
 void tt_dev_capture_begin(tt_dev *dev)
 {
     TT_ASSERT(dev->ops->capture_begin && dev->ops->capture_end && dev->ops->graph_launch && dev->ops->graph_free);

@@ -343,6 +343,21 @@ static void cpu_embed_bwd(void *ctx, float *dw, const float *dy, const float *t,
     }
 }
 
+/* Row by row, a copy each; an index past the table gives a row of zero bytes (as the CUDA kernel writes). */
+static void cpu_gather_rows(void *ctx, void *dst, const void *src, size_t n_src, const uint32_t *idx, size_t rows,
+                            size_t row_bytes)
+{
+    (void)ctx;
+    unsigned char *d = (unsigned char *)dst;
+    const unsigned char *s = (const unsigned char *)src;
+    for (size_t r = 0; r < rows; r++) {
+        if (idx[r] < n_src)
+            memcpy(d + r * row_bytes, s + (size_t)idx[r] * row_bytes, row_bytes);
+        else
+            memset(d + r * row_bytes, 0, row_bytes);
+    }
+}
+
 /* An event is the clock when it was recorded: every op has finished by the time it returns. */
 static void *cpu_event_create(void *ctx)
 {
@@ -446,6 +461,7 @@ const tt_dev_ops tt_dev_cpu_ops = {
     .dropout = cpu_dropout,
     .embed_fwd = cpu_embed_fwd,
     .embed_bwd = cpu_embed_bwd,
+    .gather_rows = cpu_gather_rows,
     .update = cpu_update,
     .event_create = cpu_event_create,
     .event_destroy = cpu_event_destroy,

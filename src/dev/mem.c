@@ -99,25 +99,36 @@ static void cause(const tt_mem_plan *p, const tt_mem_part *big, char *out, size_
                  p->towers == 1 ? "" : "s", p->rows, p->model ? "model file " : "", model);
         break;
     case TT_MEM_BY_RUN: snprintf(out, len, "grows with the samples and steps of the run"); break;
+    case TT_MEM_BY_DATA:
+        snprintf(out, len, "%zu training samples of %zu bytes and their labels, uploaded once to each device by "
+                 "--data-on device; give --data-on host", p->samples, p->sample_bytes);
+        break;
     }
 }
 
 static tt_status over_budget(const tt_mem_plan *p, int device, double need, double avail, const char *src,
                              tt_error *err)
 {
-    const tt_mem_part *big = NULL;
+    const tt_mem_part *big = NULL, *data = NULL;
     for (int i = 0; i < p->n; i++)
-        if (p->part[i].device == device && (!big || p->part[i].bytes > big->bytes)) big = &p->part[i];
-    char n[32], a[32], b[32], why[200];
+        if (p->part[i].device == device) {
+            if (!big || p->part[i].bytes > big->bytes) big = &p->part[i];
+            if (p->part[i].driver == TT_MEM_BY_DATA) data = &p->part[i];
+        }
+    char n[32], a[32], b[32], d[32], why[240], also[160] = "";
     tt_mem_human(need, n, sizeof n);
     tt_mem_human(avail, a, sizeof a);
     tt_mem_human(big->bytes, b, sizeof b);
     cause(p, big, why, sizeof why);
+    if (data && data != big) { /* the training set there is what --data-on device added: say so even when smaller */
+        tt_mem_human(data->bytes, d, sizeof d);
+        snprintf(also, sizeof also, "; with %s %s there (--data-on device; give --data-on host)", data->name, d);
+    }
     char place[32] = "host";
     if (device != TT_MEM_HOST) snprintf(place, sizeof place, "device %d", device);
     return tt_fail(err, TT_ERR_NOMEM,
-                   "the run needs %s of %s memory but %s is available (%s); largest part: %s %s (%s)", n, place, a,
-                   src, big->name, b, why);
+                   "the run needs %s of %s memory but %s is available (%s); largest part: %s %s (%s)%s", n, place, a,
+                   src, big->name, b, why, also);
 }
 
 tt_status tt_mem_check(const tt_mem_plan *p, const tt_dev_ops *ops, tt_error *err)

@@ -130,9 +130,10 @@ tt_status tt_ledger_json_steps(tt_out *f, size_t epoch, const tt_step_result *re
                 tt_out_json_num(f, "push_hidden", l->push_hidden, 1);
                 tt_out_printf(f, "\"bytes_prepull\":%llu,", (unsigned long long)l->bytes_prepull);
             }
-            tt_out_printf(f, "\"bytes_pull\":%llu,\"bytes_push\":%llu,\"bytes_push_sum\":%llu,\"bytes_reduce\":%llu,"
-                          "\"bytes_gather\":%llu}",
-                          (unsigned long long)l->bytes_pull, (unsigned long long)l->bytes_push,
+            tt_out_printf(f, "\"bytes_pull\":%llu,\"bytes_data\":%llu,\"bytes_push\":%llu,\"bytes_push_sum\":%llu,"
+                          "\"bytes_reduce\":%llu,\"bytes_gather\":%llu}",
+                          (unsigned long long)l->bytes_pull, (unsigned long long)l->bytes_data,
+                          (unsigned long long)l->bytes_push,
                           (unsigned long long)l->bytes_push_sum, (unsigned long long)l->bytes_reduce,
                           (unsigned long long)l->bytes_gather);
         }

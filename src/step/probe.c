@@ -394,18 +394,25 @@ typedef struct probe_data {
     uint32_t *idx;
 } probe_data;
 
+/* The synthetic set's shape, without its samples: what a memory plan reads (--data-on device holds it on the devices). */
+static void probe_data_shape(const tt_model *m, tt_dataset *ds)
+{
+    memset(ds, 0, sizeof *ds);
+    ds->n = PROBE_DATA_ROWS;
+    ds->dim = m->input_dim;
+    ds->shape = m->input_shape;
+    ds->n_classes = m->n_classes;
+    const int tokens = m->token_vocab != 0; /* then token ids below the vocabulary */
+    ds->xtype = tokens ? TT_X_F32 : TT_X_U8;
+    ds->scale = tokens ? 1.0f : 1.0f / 255.0f;
+}
+
 static tt_status probe_data_make(const tt_model *m, size_t batch, probe_data *d, tt_error *err)
 {
     memset(d, 0, sizeof *d);
-    const size_t n = PROBE_DATA_ROWS, D = m->input_dim;
-    d->ds.n = n;
-    d->ds.dim = D;
-    d->ds.shape = m->input_shape;
-    d->ds.n_classes = m->n_classes;
-    d->ds.scale = 1.0f / 255.0f;
-    const int tokens = m->token_vocab != 0; /* then token ids below the vocabulary */
-    d->ds.xtype = tokens ? TT_X_F32 : TT_X_U8;
-    d->ds.scale = tokens ? 1.0f : d->ds.scale;
+    probe_data_shape(m, &d->ds);
+    const size_t n = d->ds.n, D = d->ds.dim;
+    const int tokens = d->ds.xtype == TT_X_F32;
     d->ds.x = (uint8_t *)tt_malloc(n * tt_dataset_sample_bytes(&d->ds));
     d->ds.y = (int32_t *)tt_malloc(n * sizeof(int32_t));
     d->idx = (uint32_t *)tt_malloc(batch * sizeof(uint32_t));
@@ -431,8 +438,9 @@ static void probe_data_free(probe_data *d)
     tt_free(d->idx);
 }
 
-/* The trainer config of placement r's probe. */
-static tt_trainer_config placement_config(const tt_probe_config *c, tt_reduce r)
+/* The trainer config of placement r's probe; set: the synthetic samples its steps read (--data-on device holds them on
+ * the devices; for a memory plan, their shape alone). */
+static tt_trainer_config placement_config(const tt_probe_config *c, tt_reduce r, const tt_dataset *set)
 {
     tt_trainer_config tc;
     memset(&tc, 0, sizeof tc);
@@ -447,6 +455,8 @@ static tt_trainer_config placement_config(const tt_probe_config *c, tt_reduce r)
     tc.seed = 1;
     memcpy(tc.slow, c->slow, sizeof tc.slow);
     tc.n_slow = c->n_slow;
+    tc.data_on = c->data_on;
+    tc.train_set = set;
     tc.stop = tt_signal_flag();
     return tc;
 }
@@ -456,7 +466,9 @@ static tt_trainer_config placement_config(const tt_probe_config *c, tt_reduce r)
  * shapes), and probe_placement again before it allocates. *ran = 0 for a placement that cannot run here. */
 static tt_status placement_check_memory(const tt_probe_config *c, tt_reduce r, int *ran, tt_error *err)
 {
-    const tt_trainer_config tc = placement_config(c, r);
+    tt_dataset shape;
+    probe_data_shape(c->model, &shape);
+    const tt_trainer_config tc = placement_config(c, r, &shape);
     tt_error ignored;
     *ran = 0;
     if (tt_trainer_check(&tc, &ignored)) return TT_OK;
@@ -476,7 +488,7 @@ static tt_status placement_check_memory(const tt_probe_config *c, tt_reduce r, i
 static tt_status probe_placement(const tt_probe_config *c, tt_reduce r, const probe_data *d, tt_phase_times *pt,
                                  tt_probe *p, int *ran, tt_error *err)
 {
-    const tt_trainer_config tc = placement_config(c, r);
+    const tt_trainer_config tc = placement_config(c, r, &d->ds);
     int can;
     *ran = 0;
     tt_status s = placement_check_memory(c, r, &can, err);
@@ -991,7 +1003,9 @@ tt_status tt_probe_steps(const tt_probe_config *c, const tt_probe_design *d, tt_
     enum { WARM = 2 };
     memset(t, 0, sizeof *t);
     *ran = 0;
-    tt_trainer_config tc = placement_config(c, d->reduce);
+    tt_dataset shape;
+    probe_data_shape(c->model, &shape);
+    tt_trainer_config tc = placement_config(c, d->reduce, &shape);
     tc.update = d->update;
     tc.graphs = d->graphs;
     tc.overlap = d->overlap;
@@ -1021,6 +1035,7 @@ tt_status tt_probe_steps(const tt_probe_config *c, const tt_probe_design *d, tt_
     if (!s) {
         for (size_t k = 0; k < steps; k++) memcpy(idx + k * B, pd.idx, B * sizeof(uint32_t)); /* one shape */
         tt_model_init_params(c->model, w, 1);
+        tc.train_set = &pd.ds; /* the samples themselves now (the plan read their shape) */
         s = tt_trainer_init(tr, c->model, &tc, w, err);
     }
     if (!s) s = tt_trainer_start_steps(tr, &pd.ds, idx, steps * B, res, steps, NULL, err);
@@ -1116,9 +1131,9 @@ void tt_probe_print(FILE *f, const tt_probe *p, const tt_probe_config *c)
             p->gemm_gflops, 1e3 * p->gemm_step);
     fprintf(f, "  the step's phases, timed by the trainer (ms, all %zu towers at once%s):\n", c->towers,
             p->waves > 1 ? ", more towers than CPUs" : "");
-    fprintf(f, "    pull %.3f | data %.3f | compute %.3f | push grad %.3f + stats %.3f | barrier %.3f\n",
-            1e3 * p->pull, 1e3 * p->data, 1e3 * p->compute, 1e3 * p->push_grad, 1e3 * p->push_stats,
-            1e3 * p->barrier);
+    fprintf(f, "    pull %.3f | data %.3f%s | compute %.3f | push grad %.3f + stats %.3f | barrier %.3f\n",
+            1e3 * p->pull, 1e3 * p->data, c->data_on ? " (--data-on device: indices in, rows gathered there)" : "",
+            1e3 * p->compute, 1e3 * p->push_grad, 1e3 * p->push_stats, 1e3 * p->barrier);
     fprintf(f, "    thread wake-up %.3f (a barrier's cost when towers outnumber cores)\n", 1e3 * p->wake);
     fprintf(f, "    stragglers: the slowest tower takes %.3f longer than the mean one\n", 1e3 * p->straggle);
     if (c->n_slow)

@@ -70,6 +70,12 @@ struct tt_tower {
     int32_t *d_labels;  /* (rows) */
     float *d_stats;     /* (rows, 2): loss, rank */
     uint8_t *d_x8;      /* (rows, D) raw bytes of a byte data set, scaled into d_act[0] on the device */
+    /* --data-on device: the training set on this tower's device, (n, D) samples as stored and (n) labels. The first
+     * tower on each device allocates and uploads it (tower t < n_devices); the towers after it on that device
+     * (virtual towers) read the same copy: it is never written after the upload, so one copy per device serves
+     * every stream there, and the memory plan counts it once per device */
+    uint8_t *d_set_x;
+    int32_t *d_set_y;
     float *d_recv;      /* device: tower 0, (P); allreduce: every tower, (S) — a peer's gradient (slice) */
     float *d_acc;       /* device, nccl: tower 0, (P) the sum; allreduce: (S) this tower's slice of the sum
                          * (--update replicated: every tower (P), the whole sum) */
@@ -255,9 +261,10 @@ typedef struct tower_buf {
     tt_mem_driver driver;
 } tower_buf;
 
-/* tower_buffers' most: TT_MAX_LAYERS + 1 activations, and at most 29 others (weights and gradients 2, backward 3,
- * scratch 1, saved 1, --bn-sync's exchange 2, staging 8, a placement's 2, a device optimizer's 6, tower 0's 4) */
-enum { MAX_TOWER_BUFS = TT_MAX_LAYERS + 1 + 29 };
+/* tower_buffers' most: TT_MAX_LAYERS + 1 activations, and at most 31 others (weights and gradients 2, backward 3,
+ * scratch 1, saved 1, --bn-sync's exchange 2, staging 8, --data-on device's training set 2, a placement's 2, a device
+ * optimizer's 6, tower 0's 4) */
+enum { MAX_TOWER_BUFS = TT_MAX_LAYERS + 1 + 31 };
 
 typedef struct buf_list {
     tower_buf b[MAX_TOWER_BUFS];
@@ -448,6 +455,7 @@ static tt_status check_nccl(const tt_trainer_config *cfg, tt_error *err)
 const char *const tt_graphs_names[] = {"off", "on", NULL};
 const char *const tt_overlap_names[] = {"off", "on", NULL};
 const char *const tt_bn_sync_names[] = {"off", "on", NULL};
+const char *const tt_data_on_names[] = {"host", "device", NULL};
 
 /* ---- --sync: the modes' table ------------------------------------------------------------------------------- */
 
@@ -594,6 +602,8 @@ tt_status tt_trainer_check(const tt_trainer_config *cfg, tt_error *err)
             return tt_fail(err, TT_ERR_ARG, "--overlap on: under mpirun the ranks combine whole node sums (give "
                            "--overlap off)");
     }
+    if (!s && cfg->data_on && !cfg->train_set)
+        return tt_fail(err, TT_ERR_ARG, "--data-on device: the trainer was given no training set to hold");
     if (!s) s = check_update(cfg, err);
     if (!s) s = check_sync(cfg, err);
     return s ? s : check_bn_sync(cfg, err);
@@ -628,6 +638,12 @@ static void tower_buffers(tt_trainer *tr, tt_tower *tw, buf_list *l)
     add_buf(l, &tw->h_labels, R * sizeof(int32_t), 1, "batch staging", TT_MEM_BY_RUN);
     add_buf(l, &tw->h_ids, R * sizeof(uint32_t), 1, "batch staging", TT_MEM_BY_RUN);
     add_buf(l, &tw->h_stats, 2 * R * F, 1, "batch staging", TT_MEM_BY_RUN);
+    const tt_dataset *set = tr->cfg.train_set;
+    if (tr->cfg.data_on && (size_t)tw->id < (size_t)tr->cfg.n_devices) { /* the first tower on its device */
+        add_buf(l, &tw->d_set_x, set->n * tt_dataset_sample_bytes(set), 0, "training set (--data-on device)",
+                TT_MEM_BY_DATA);
+        add_buf(l, &tw->d_set_y, set->n * sizeof(int32_t), 0, "training set (--data-on device)", TT_MEM_BY_DATA);
+    }
     tr->place->buffers(tr, tw, l);
     if (holds_master(tr, tw)) { /* the optimizer on this device: its state, and which blocks were not finite */
         float **state[3] = {&tw->d_m, &tw->d_v, &tw->d_a};
@@ -655,6 +671,30 @@ static void tower_buffers(tt_trainer *tr, tt_tower *tw, buf_list *l)
     }
 }
 
+/* bytes from host memory h_src (pageable) into d_dst through the pinned staging buffer h_stage (stage bytes), a
+ * chunk at a time: an async copy reads pinned memory only. */
+static void upload_staged(tt_dev *dev, void *d_dst, const void *h_src, size_t bytes, void *h_stage, size_t stage)
+{
+    for (size_t at = 0; at < bytes; at += stage) {
+        const size_t n = bytes - at < stage ? bytes - at : stage;
+        memcpy(h_stage, (const char *)h_src + at, n);
+        tt_dev_h2d(dev, (char *)d_dst + at, h_stage, n);
+        tt_dev_sync(dev); /* the staging is written again next */
+    }
+}
+
+/* --data-on device: the training set's samples and labels onto this tower's device, once, through the batch staging
+ * (h_x: room for a shard of float samples), before any step. Towers sharing the device read it after tt_trainer_init
+ * returns: the syncs above come first. */
+static void tower_upload_set(tt_tower *tw)
+{
+    const tt_trainer *tr = tw->tr;
+    const tt_dataset *set = tr->cfg.train_set;
+    const size_t stage = tr->shard_max * tr->model->input_dim * sizeof(float);
+    upload_staged(&tw->dev, tw->d_set_x, set->x, set->n * tt_dataset_sample_bytes(set), tw->h_x, stage);
+    upload_staged(&tw->dev, tw->d_set_y, set->y, set->n * sizeof(int32_t), tw->h_x, stage);
+}
+
 static tt_status tower_alloc(tt_tower *tw)
 {
     tt_trainer *tr = tw->tr;
@@ -675,6 +715,7 @@ static tt_status tower_alloc(tt_tower *tw)
     }
     for (size_t i = 1; i <= tr->model->n_logits; i++)
         if (tt_model_act_shared(tr->model, i)) tw->d_act[i] = tw->d_act[i - 1];
+    if (tw->d_set_x) tower_upload_set(tw);
     for (int e = 0; e < EV_COUNT; e++)
         if (!(tw->ev[e] = tt_dev_event_create(&tw->dev)))
             return tt_fail(&tw->err, TT_ERR_DEVICE, "could not create the tower's timing events");
@@ -717,6 +758,8 @@ static void tower_release(tt_tower *tw)
         *l.b[i].slot = NULL;
     }
     memset(tw->d_act, 0, sizeof tw->d_act); /* and the shared ones */
+    tw->d_set_x = NULL; /* a virtual tower's: its device's first tower's copy, freed there */
+    tw->d_set_y = NULL;
     tt_dev_free(&tw->dev);
 }
 
@@ -757,30 +800,56 @@ static uint64_t phase_pull(tt_tower *tw)
 
 /* data: rows (by index, or a contiguous range when idx is NULL) gathered into the staging buffers on the host
  * (data_gather), then copied in (data_issue) — bytes are scaled on the device, float32 samples go straight into the
- * input activation — with their labels and data-set indices. */
+ * input activation — with their labels and data-set indices. --data-on device, for steps on the training set it holds
+ * (data_on_device): the host writes the rows' data-set indices only, copies them in, and the device gathers the rows
+ * and labels from its copy of the set by them — the same bytes in the same buffers, so the same bits after. */
+static int data_on_device(const tt_tower *tw, const tt_dataset *ds)
+{
+    return tw->d_set_x != NULL && ds == tw->tr->cfg.train_set;
+}
+
 static void data_gather(tt_tower *tw, const tt_dataset *ds, const uint32_t *idx, size_t first, size_t rows)
 {
     const size_t SB = tt_dataset_sample_bytes(ds);
+    const int rows_too = !data_on_device(tw, ds);
     for (size_t r = 0; r < rows; r++) {
         size_t s = idx ? idx[first + r] : first + r;
+        tw->h_ids[r] = (uint32_t)s;
+        if (!rows_too) continue;
         memcpy(tw->h_x + r * SB, ds->x + s * SB, SB);
         tw->h_labels[r] = ds->y[s];
-        tw->h_ids[r] = (uint32_t)s;
     }
 }
 
 static void data_issue(tt_tower *tw, const tt_dataset *ds, size_t rows)
 {
     const size_t SB = tt_dataset_sample_bytes(ds);
+    const int on_device = data_on_device(tw, ds);
+    if (on_device) tt_dev_h2d(&tw->dev, tw->d_ids, tw->h_ids, rows * sizeof(uint32_t)); /* what the gathers read */
     if (ds->xtype == TT_X_U8) { /* pixels to [0,1]; for a model that reads token ids, bytes are ids */
         const float scale = tw->tr->model->token_vocab ? 1.0f : ds->scale;
-        tt_dev_h2d(&tw->dev, tw->d_x8, tw->h_x, rows * SB);
+        if (on_device) tt_dev_gather_rows(&tw->dev, tw->d_x8, tw->d_set_x, ds->n, tw->d_ids, rows, SB);
+        else tt_dev_h2d(&tw->dev, tw->d_x8, tw->h_x, rows * SB);
         tt_dev_u8_to_f32(&tw->dev, tw->d_act[0], tw->d_x8, rows * ds->dim, scale);
+    } else if (on_device) {
+        tt_dev_gather_rows(&tw->dev, tw->d_act[0], tw->d_set_x, ds->n, tw->d_ids, rows, SB);
     } else {
         tt_dev_h2d(&tw->dev, tw->d_act[0], tw->h_x, rows * SB);
     }
+    if (on_device) {
+        tt_dev_gather_rows(&tw->dev, tw->d_labels, tw->d_set_y, ds->n, tw->d_ids, rows, sizeof(int32_t));
+        return;
+    }
     tt_dev_h2d(&tw->dev, tw->d_labels, tw->h_labels, rows * sizeof(int32_t));
     tt_dev_h2d(&tw->dev, tw->d_ids, tw->h_ids, rows * sizeof(uint32_t));
+}
+
+/* The bytes the data phase copies host -> device for `rows` rows of ds: the rows, labels and indices, or (--data-on
+ * device) the indices alone. */
+static uint64_t data_bytes(const tt_tower *tw, const tt_dataset *ds, size_t rows)
+{
+    const size_t index = sizeof(uint32_t);
+    return rows * (data_on_device(tw, ds) ? index : tt_dataset_sample_bytes(ds) + sizeof(int32_t) + index);
 }
 
 static void phase_data(tt_tower *tw, const tt_dataset *ds, const uint32_t *idx, size_t first, size_t rows)
@@ -1052,7 +1121,7 @@ static void tower_step(tt_tower *tw, const uint32_t *idx, size_t n, int more)
     l->reduce0 = l->reduce1 = l->rpush0 = l->rpush1 = l->push1;
     l->rows = B;
     l->bytes_pull = pulled;
-    l->bytes_data = B * (tt_dataset_sample_bytes(tr->ds) + sizeof(int32_t) + sizeof(uint32_t));
+    l->bytes_data = data_bytes(tw, tr->ds, B);
     l->bytes_push = (pushes_gradient(tr) ? m->n_params * sizeof(float) : 0) + 2 * B * sizeof(float);
     tw->n_run++;
 }
@@ -2554,6 +2623,9 @@ tt_status tt_trainer_init(tt_trainer *tr, const tt_model *m, const tt_trainer_co
 
     tt_status s = tt_trainer_check(cfg, err);
     if (s) return s;
+    if (cfg->data_on && cfg->train_set->dim != m->input_dim)
+        return tt_fail(err, TT_ERR_ARG, "--data-on device: the training set has %zu features, the model expects %zu",
+                       cfg->train_set->dim, m->input_dim);
     tr->place = &placements[cfg->reduce];
     if (multi_node(cfg)) {
         if ((unsigned)cfg->node_reduce >= TT_NODE_REDUCE_COUNT)
@@ -2610,6 +2682,10 @@ tt_status tt_trainer_init(tt_trainer *tr, const tt_model *m, const tt_trainer_co
     run_job(tr, JOB_INIT);
     s = towers_status(tr, err);
     if (s) return s;
+    for (size_t t = (size_t)cfg->n_devices; t < N; t++) { /* virtual towers read their device's one copy */
+        tr->towers[t].d_set_x = tr->towers[t % (size_t)cfg->n_devices].d_set_x;
+        tr->towers[t].d_set_y = tr->towers[t % (size_t)cfg->n_devices].d_set_y;
+    }
     if (cfg->reduce == TT_REDUCE_NCCL) { /* one communicator over the towers' devices, from this thread */
         void *ctxs[TT_MAX_DEVICES];
         for (size_t t = 0; t < N; t++) ctxs[t] = tr->towers[t].dev.ctx;
@@ -2778,6 +2854,10 @@ tt_status tt_trainer_plan(const tt_model *m, const tt_trainer_config *cfg, tt_me
     plan->n_params = m->n_params;
     plan->towers = cfg->n_towers;
     plan->rows = tr.shard_max;
+    if (cfg->data_on) {
+        plan->samples = cfg->train_set->n;
+        plan->sample_bytes = tt_dataset_sample_bytes(cfg->train_set);
+    }
     return TT_OK;
 }
 
