@@ -89,6 +89,28 @@ EOF
     [ -f "$bundle/payload.tar.xz" ] && [ -f "$bundle/MANIFEST" ] || bad "the replaced bundle is incomplete"
     [ -z "$(find "$tmp" -maxdepth 1 -name '.gpu-bundle.*' -o -maxdepth 1 -name 'bundle.old.*')" ] ||
       bad "a temporary folder was left behind: $(ls -a "$tmp")"
+    # a bundle folder that also holds what this tool did not make (a report, notes) is not replaced: kept whole
+    mkdir "$bundle/my-report" && echo keep >"$bundle/my-report/report.md"
+    expect 2 "holds my-report besides the bundle" "$root/tools/gpu-bundle" --from-build "$build" --out "$bundle" --no-data
+    [ "$(cat "$bundle/my-report/report.md" 2>/dev/null)" = keep ] && [ -f "$bundle/payload.tar.xz" ] ||
+      bad "a bundle folder holding a report was replaced"
+    # an --out it cannot make: one line, exit 1, not a traceback
+    touch "$tmp/plain-file"
+    expect 1 "plain-file" "$root/tools/gpu-bundle" --from-build "$build" --out "$tmp/plain-file/b" --no-data
+    grep -q Traceback "$tmp/err" && bad "an --out under a file: a traceback: $(cat "$tmp/err")"
+    # two runs into one folder: the second is refused while the first writes; SIGTERM (twice) leaves nothing behind
+    mkdir "$tmp/par"
+    "$root/tools/gpu-bundle" --from-build "$build" --out "$tmp/par/b" --no-data --xz-level 0 >/dev/null 2>&1 &
+    first=$!
+    for _ in $(seq 1 100); do [ -n "$(find "$tmp/par" -maxdepth 1 -name '.gpu-bundle.*')" ] && break; sleep 0.05; done
+    expect 1 "another tools/gpu-bundle is writing into" "$root/tools/gpu-bundle" --from-build "$build" --out "$tmp/par/b" --no-data
+    kill -TERM "$first"
+    sleep 0.05
+    kill -TERM "$first" 2>/dev/null
+    wait "$first"
+    rc=$?
+    [ "$rc" -eq 1 ] || bad "gpu-bundle stopped by SIGTERM: exit $rc, want 1"
+    [ -z "$(ls -A "$tmp/par")" ] || bad "gpu-bundle stopped by SIGTERM left $(ls -A "$tmp/par")"
     ;;
   stand-in)
     check() { "$root/tools/gpu-check" --bundle "$bundle" --stand-in "$@"; }
@@ -102,7 +124,7 @@ EOF
     [ "$(find "$rep" -type f | wc -l)" -le 8 ] || bad "more than 8 files in the report folder"
     python3 - "$rep/report.json" <<'EOF' || bad "report.json is not the report's shape"
 import json, sys
-r = json.load(open(sys.argv[1]))
+r = json.load(open(sys.argv[1]), parse_constant=lambda c: sys.exit("report.json holds %s: not JSON" % c))
 steps = [s["step"] for s in r["steps"]]
 assert steps == ["driver", "bundle", "suites", "designs", "epochs", "whatif", "peer", "kernels", "sanitizer",
                  "targets"], steps
@@ -122,6 +144,7 @@ EOF
       "## compare"; do
       grep -qF "$section" "$rep/report.md" || bad "report.md has no '$section'"
     done
+    grep -qF 'compare max \|dw\|' "$rep/report.md" || bad "report.md: a pipe inside a cell splits its row"
     # a budget too small for anything after the bundle: every step recorded, not run, and the report complete
     check --smoke --budget 30 --report "$tmp/short" >/dev/null 2>&1 || bad "a short budget failed the check"
     python3 - "$tmp/short/report.json" <<'EOF' || bad "a short budget's report is incomplete"
@@ -159,6 +182,96 @@ EOF
     rc=$?
     [ "$rc" -eq 1 ] || bad "a tampered payload: exit $rc, want 1"
     grep -q "bundle: fail - .*does not match its manifest" "$tmp/out" || bad "a tampered payload: $(cat "$tmp/out")"
+    # hostile bundles (tests/gpu_bundle_hostile.py): a manifest that is not one is refused before anything is
+    # unpacked (one line, exit 2); a payload that disagrees with its manifest fails the bundle step before it writes
+    # what the manifest does not hold (exit 1); nothing is written outside the unpacked folder, nothing is left there
+    hostile() { python3 "$root/tests/gpu_bundle_hostile.py" "$bundle" "$tmp/h-$1" "$1"; }
+    for case in "dotdot|is not a relative path inside the payload" "absolute|is not a relative path inside the payload" \
+      "twice|is listed twice" "files-not-list|'files' is not a list" "no-payload|'payload' is not an object" \
+      "huge-size|has no size in bytes" "manifest-link|a symbolic link" "manifest-fifo|manifest.json is not a regular file" \
+      "no-binary|the payload lacks bin/towertrain"; do
+      hostile "${case%%|*}" || { bad "tests/gpu_bundle_hostile.py ${case%%|*} failed"; continue; }
+      expect 2 "${case#*|}" timeout 60 "$root/tools/gpu-check" --bundle "$tmp/h-${case%%|*}" --stand-in --report "$tmp/hr"
+      [ ! -e "$tmp/hr" ] || { bad "${case%%|*}: a refused run made its report folder"; rm -rf "$tmp/hr"; }
+    done
+    for case in "symlink|is not one of the manifest's files (not a regular file)" "size-lie|the manifest says 10" \
+      "pax-bomb|unpacks to more than its manifest's files" "truncated|is not a whole xz-compressed tar" \
+      "suite-outside|suite 0 is not a name, a binary in bin/tests"; do
+      hostile "${case%%|*}" || { bad "tests/gpu_bundle_hostile.py ${case%%|*} failed"; continue; }
+      timeout 60 "$root/tools/gpu-check" --bundle "$tmp/h-${case%%|*}" --stand-in --smoke --report "$tmp/hr" >"$tmp/out" 2>&1
+      rc=$?
+      [ "$rc" -eq 1 ] && grep -qF "bundle: fail - " "$tmp/out" && grep -qF "${case#*|}" "$tmp/out" ||
+        bad "${case%%|*}: exit $rc, want 1 and '${case#*|}': $(grep -E 'bundle:|Traceback|Error' "$tmp/out" | head -n 3)"
+      python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); assert len(r["steps"]) == 10, r["steps"]' \
+        "$tmp/hr/report.json" || bad "${case%%|*}: the report does not list every step"
+      rm -rf "$tmp/hr"
+    done
+    [ ! -e "$tmp/h-escaped" ] || bad "a hostile payload wrote outside its folder"
+    [ -z "$(ls -A "$TMPDIR")" ] || bad "hostile bundles left $(ls -A "$TMPDIR") in \$TMPDIR"
+    expect 2 "is inside the bundle" check --report "$bundle/report"
+    [ ! -e "$bundle/report" ] || bad "a report inside the bundle was made"
+    expect 2 "chooses none of the bundle's" check --suites '^no_such_suite$' --report "$tmp/r6"
+    # a command that floods its output is held as its head and tail; one that leaves a grandchild holding its pipe in
+    # a session of its own neither hangs the check nor outlives it
+    python3 - "$root/tools/gpu-check-bundle" "$tmp/unit" <<'EOF' || bad "gpu-check-bundle's run(): flood or escape"
+import importlib.machinery, importlib.util, os, resource, subprocess, sys, time, types
+loader = importlib.machinery.SourceFileLoader("gcb", sys.argv[1])
+m = importlib.util.module_from_spec(importlib.util.spec_from_loader("gcb", loader))
+loader.exec_module(m)
+os.mkdir(sys.argv[2])
+c = m.Check(types.SimpleNamespace(budget=60, report=sys.argv[2], stand_in=True, smoke=True))
+m.adopt_orphans()
+rc, out, _ = c.run(["sh", "-c", "head -c 300000000 /dev/zero | tr '\\0' x; echo; echo END"], 30)
+assert rc == 0 and out.endswith("END\n") and len(out) < 5 << 20, (rc, len(out))
+assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss < 150 << 10, "a flood of 300 MB was held in memory"
+t = time.monotonic()
+rc, out, _ = c.run(["sh", "-c", "setsid sh -c 'echo $$ >%s/escaped; exec sleep 600' & echo started" % sys.argv[2]], 30)
+assert rc == 0 and time.monotonic() - t < 10, (rc, time.monotonic() - t)
+pid = int(open(os.path.join(sys.argv[2], "escaped")).read())
+time.sleep(0.2)
+assert not os.path.exists("/proc/%d" % pid) or open("/proc/%d/stat" % pid).read().split()[2] == "Z", "the escapee lives"
+EOF
+    # ncu runs within the kernels step's cap (a CUDA bundle's run with a driver, an ncu and the stand-in's binaries)
+    mkdir "$tmp/cuda-shaped" && cp "$bundle/payload.tar.xz" "$tmp/cuda-shaped/"
+    python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); m["stand_in"]=False; json.dump(m, open(sys.argv[2], "w"))' \
+      "$bundle/manifest.json" "$tmp/cuda-shaped/manifest.json"
+    printf '#!/bin/sh\necho "580.65.06, NVIDIA H|200, 143771 MiB, 5, 16"\n' >"$tmp/smi" && chmod +x "$tmp/smi"
+    printf '#!/bin/sh\necho \x27"ID","Kernel Name","gpu__time_duration.sum"\x27\necho \x27"0","gemm","1,500"\x27\n' >"$tmp/ncu"
+    chmod +x "$tmp/ncu"
+    NVIDIA_SMI=$tmp/smi NCU=$tmp/ncu "$root/tools/gpu-check" --bundle "$tmp/cuda-shaped" --smoke --suites reference \
+      --report "$tmp/r7" >"$tmp/out" 2>&1
+    grep -q "kernels: pass - 2 kernels by time" "$tmp/out" || bad "ncu did not run: $(grep kernels: "$tmp/out")"
+    grep -qF '1 x NVIDIA H\|200' "$tmp/r7/report.md" || bad "report.md: a GPU's name with a pipe: $(sed -n 2p "$tmp/r7/report.md")"
+    # SIGTERM, twice, while a command that left a grandchild in a session of its own runs (nvidia-smi, the first): the
+    # step is recorded as cut short, every step is listed, no process of the run is left
+    cat >"$tmp/smi-hangs" <<EOF
+#!/bin/sh
+echo \$\$ >>"$tmp/pids"
+setsid sh -c 'echo \$\$ >>"$tmp/pids"; exec sleep 600' >/dev/null 2>&1 &
+exec sleep 600
+EOF
+    chmod +x "$tmp/smi-hangs"
+    : >"$tmp/pids"
+    NVIDIA_SMI=$tmp/smi-hangs "$root/tools/gpu-check" --bundle "$tmp/cuda-shaped" --smoke --report "$tmp/r8" >"$tmp/out" 2>&1 &
+    pid=$!
+    for _ in $(seq 1 100); do [ "$(grep -c . "$tmp/pids")" -ge 2 ] && break; sleep 0.1; done
+    kill -TERM "$pid"
+    sleep 0.01
+    kill -TERM "$pid" 2>/dev/null
+    wait "$pid"
+    rc=$?
+    [ "$rc" -eq 1 ] && ! grep -q Traceback "$tmp/out" || bad "SIGTERM twice: exit $rc, want 1: $(tail -n 3 "$tmp/out")"
+    python3 - "$tmp/r8/report.json" <<'EOF' || bad "SIGTERM during nvidia-smi: the report is wrong"
+import json, sys
+st = [(s["step"], s["status"], s["detail"]) for s in json.load(open(sys.argv[1]))["steps"]]
+assert [s[0] for s in st] == ["driver", "bundle", "suites", "designs", "epochs", "whatif", "peer", "kernels",
+                              "sanitizer", "targets", "stopped"], st
+assert st[0][1] == "fail" and "cut short" in st[0][2] and all(s[1] == "not-run" for s in st[1:10]), st
+EOF
+    for p in $(cat "$tmp/pids"); do
+      if [ -e "/proc/$p" ] && [ "$(awk '{print $3}' "/proc/$p/stat")" != Z ]; then bad "process $p outlived the run"; kill "$p"; fi
+    done
+    [ -z "$(ls -A "$TMPDIR")" ] || bad "the runs left $(ls -A "$TMPDIR") in \$TMPDIR"
     ;;
   *)
     echo "usage: $0 ldd|stand-in BUILD" >&2
