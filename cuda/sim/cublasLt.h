@@ -7,7 +7,8 @@
  * the instrument checks everything (every matrix, the bias and the workspace inside memory of the handle's device; a
  * line on stderr says what was wrong). The heuristic offers one algorithm for every valid FP32 problem — none with
  * TT_SIM_LT_NO_ALGO=1 (read at each query), so the backend's fallback is exercised. Not for: anything but the
- * stand-in build (cmake -DTT_CUDA_SIM=ON); types, scales or epilogues other than these (CUBLAS_STATUS_NOT_SUPPORTED). */
+ * stand-in build (cmake -DTT_CUDA_SIM=ON); types, scales or epilogues other than these
+ * (CUBLAS_STATUS_NOT_SUPPORTED). */
 #ifndef TT_SIM_CUBLASLT_H
 #define TT_SIM_CUBLASLT_H
 

@@ -57,7 +57,7 @@ static void dense_forward(tt_dev *dev, const tt_layer *l, const tt_pass *ps, con
 {
     const size_t D = l->in, O = l->out;
     const float *d_w = d_p, *d_b = l->use_bias ? d_p + D * O : NULL;
-    /* sgemm then tt_bias_epilogue's kernels, or (--epilogues lt) one cuBLASLt call with its BIAS / RELU_BIAS epilogue */
+    /* sgemm then tt_bias_epilogue's kernels, or (--epilogues lt) one cuBLASLt call, its BIAS / RELU_BIAS epilogue */
     tt_dev_gemm_bias_act(dev, ps->lt_epilogues, B, O, D, d_x, d_w, d_b, d_y, l->relu_epilogue);
 }
 
