@@ -5,7 +5,8 @@
  * the wrong direction, pageable memory in an asynchronous copy, events read before they complete, block order and
  * the grid cap, a busy device, cuBLAS's column-major sgemm and its argument checks, cuBLASLt's matmul with the
  * RELU_BIAS epilogue (one bias entry per row of D), its checks and a heuristic told to offer nothing, NCCL's
- * rendezvous and a rank that never arrives; graphs: capture, replay, what a capture forbids, a graph outliving its memory.
+ * rendezvous and a rank that never arrives; graphs: capture, replay, what a capture forbids, a graph outliving its
+ * memory.
  * Built only with -DTT_CUDA_SIM=ON (CTest test_sim); each test runs in its own process (Check's fork mode), so the
  * stand-in's settings (read from the environment at the first CUDA call) can differ from test to test. */
 #include <check.h>
