@@ -9,6 +9,7 @@
  * TT_CUDA_DEBUG (cmake -DTT_CUDA_DEBUG=ON, or a Debug build) every op first checks that the calling thread's current
  * device is its tower's. docs/cuda.md maps the step onto streams and says what has run where.
  * Not for: anything the CPU backend does not also do — tests/test_backend_ops.c compares the two op by op. */
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <initializer_list>
@@ -38,6 +39,18 @@
 #define TT_CUDA_BACKEND_NAME "cuda"
 #endif
 
+/* --epilogues lt: one GEMM shape's cuBLASLt plan, made at its first call and kept (cu_gemm_bias_act). */
+typedef struct lt_plan {
+    size_t M, N, K;
+    int relu, bias;
+    int offered; /* 0: the heuristic offered no algorithm within the workspace (the caller falls back) */
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t a, b, d; /* W (O x D, ld O), X (D x B, ld D), Yᵀ (O x B, ld O), column-major */
+    cublasLtMatmulAlgo_t algo;
+} lt_plan;
+
+enum { kLtPlans = 64 }; /* shapes a tower keeps plans for; a shape beyond them falls back to sgemm + kernels */
+
 typedef struct cuda_ctx {
     int device;
     cudaStream_t stream;
@@ -53,6 +66,12 @@ typedef struct cuda_ctx {
      * capture under way (its event records become record nodes; a scratch that must grow spoils it). */
     void *blas_ws;
     int capturing, capture_spoilt;
+    /* cuBLASLt (--epilogues lt): the handle, its fixed workspace (allocated at init, so a captured call never
+     * allocates; tt_dev_ops.lt_bytes in the memory plan), and the plans of the shapes seen so far. */
+    cublasLtHandle_t lt;
+    void *lt_ws;
+    lt_plan plans[kLtPlans];
+    int n_plans;
 } cuda_ctx;
 
 static void cuda_abort(const char *what, const char *why, const char *func, const char *file, int line, int device)
@@ -542,6 +561,69 @@ static thread_local int t_device = -1;
 
 static cudaError_t restore_device(void) { return t_device >= 0 ? cudaSetDevice(t_device) : cudaSuccess; }
 
+/* ---- cuBLASLt epilogues (--epilogues lt): a dense layer's forward as one call ---------------------------------
+ *
+ * y (M, N) = act(x (M, K) · w (K, N) + b), our matrices row-major (M = B rows of the shard, N = O outputs, K = D
+ * inputs). cuBLASLt is column-major, and a row-major matrix is its transpose column-major: y (B x O, row-major) is
+ * Yᵀ (O x B, ld O). So D = op(A) op(B) with A = w as column-major O x D (ld O, no transpose) and B = x as column-major
+ * D x B (ld D, no transpose): Yᵀ = Wᵀ Xᵀ — the operands cu_sgemm swaps for cublasSgemm, the same call. The bias has
+ * m = O entries, one per column of y = per row of column-major D, which is what the BIAS and RELU_BIAS epilogues
+ * broadcast (along D's columns); RELU_BIAS adds it before the relu, as bias_relu does. FP32 all through
+ * (CUBLAS_COMPUTE_32F, not _FAST_TF32: the CPU backend is the oracle). C = D with beta 0 (C is not read).
+ * A shape's plan (descriptors, layouts, the heuristic's algorithm or "none offered") is made at its first call and
+ * kept: no query per step. The workspace is fixed, so a call inside a graph capture never allocates. */
+static const size_t kLtWorkspace = (size_t)4 << 20;
+
+static void lt_plan_free(cuda_ctx *c, lt_plan *p)
+{
+    if (p->desc) CUBLAS_CHECK(c, cublasLtMatmulDescDestroy(p->desc));
+    if (p->a) CUBLAS_CHECK(c, cublasLtMatrixLayoutDestroy(p->a));
+    if (p->b) CUBLAS_CHECK(c, cublasLtMatrixLayoutDestroy(p->b));
+    if (p->d) CUBLAS_CHECK(c, cublasLtMatrixLayoutDestroy(p->d));
+    memset(p, 0, sizeof *p);
+}
+
+/* The plan of (M, N, K, relu, bias), made now if new; NULL when the cache is full (the caller falls back). */
+static lt_plan *lt_plan_for(cuda_ctx *c, size_t M, size_t N, size_t K, int relu, int bias)
+{
+    for (int i = 0; i < c->n_plans; i++) {
+        lt_plan *p = &c->plans[i];
+        if (p->M == M && p->N == N && p->K == K && p->relu == relu && p->bias == bias) return p;
+    }
+    if (c->n_plans == kLtPlans) return NULL;
+    lt_plan *p = &c->plans[c->n_plans++];
+    memset(p, 0, sizeof *p);
+    p->M = M, p->N = N, p->K = K, p->relu = relu, p->bias = bias;
+    const size_t lim = INT_MAX; /* kept within int: the 32-bit sgemm path's bound, and the stand-in's */
+    if (M > lim || N > lim || K > lim) return p; /* not offered */
+    const cublasOperation_t op_n = CUBLAS_OP_N;
+    const cublasLtEpilogue_t ep = relu ? (bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU)
+                                       : (bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT);
+    CUBLAS_CHECK(c, cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    CUBLAS_CHECK(c, cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_n, sizeof op_n));
+    CUBLAS_CHECK(c, cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_n, sizeof op_n));
+    CUBLAS_CHECK(c, cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep));
+    CUBLAS_CHECK(c, cublasLtMatrixLayoutCreate(&p->a, CUDA_R_32F, N, K, (int64_t)N)); /* w: O x D, ld O */
+    CUBLAS_CHECK(c, cublasLtMatrixLayoutCreate(&p->b, CUDA_R_32F, K, M, (int64_t)(K ? K : 1))); /* x: D x B */
+    CUBLAS_CHECK(c, cublasLtMatrixLayoutCreate(&p->d, CUDA_R_32F, N, M, (int64_t)N)); /* yᵀ: O x B, ld O */
+    cublasLtMatmulPreference_t pref = NULL;
+    const uint64_t ws = kLtWorkspace;
+    CUBLAS_CHECK(c, cublasLtMatmulPreferenceCreate(&pref));
+    CUBLAS_CHECK(c, cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                                         sizeof ws));
+    cublasLtMatmulHeuristicResult_t r;
+    memset(&r, 0, sizeof r);
+    int n = 0;
+    const cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(c->lt, p->desc, p->a, p->b, p->d, p->d, pref, 1, &r, &n);
+    CUBLAS_CHECK(c, cublasLtMatmulPreferenceDestroy(pref));
+    if (s != CUBLAS_STATUS_NOT_SUPPORTED) CUBLAS_CHECK(c, s); /* NOT_SUPPORTED: none for this shape */
+    if (s == CUBLAS_STATUS_SUCCESS && n >= 1 && r.state == CUBLAS_STATUS_SUCCESS && r.workspaceSize <= kLtWorkspace) {
+        p->algo = r.algo;
+        p->offered = 1;
+    }
+    return p;
+}
+
 /* The stream and cuBLAS handle of c, on the current device (c->device). On failure, err names the call; what was
  * created stays in c for the caller to release. */
 static tt_status ctx_create(cuda_ctx *c, tt_error *err)
@@ -574,6 +656,18 @@ static tt_status ctx_create(cuda_ctx *c, tt_error *err)
     bs = cublasSetMathMode(c->blas, CUBLAS_PEDANTIC_MATH);
     if (bs != CUBLAS_STATUS_SUCCESS)
         return tt_fail(err, TT_ERR_DEVICE, "cuda device %d: cublasSetMathMode: %s", d, cublasGetStatusString(bs));
+    cublasLtHandle_t lh = NULL;
+    bs = cublasLtCreate(&lh);
+    if (bs != CUBLAS_STATUS_SUCCESS)
+        return tt_fail(err, TT_ERR_DEVICE, "cuda device %d: cublasLtCreate: %s", d, cublasGetStatusString(bs));
+    c->lt = lh;
+    e = cudaMalloc(&c->lt_ws, kLtWorkspace);
+    if (e != cudaSuccess) {
+        c->lt_ws = NULL;
+        cudaGetLastError();
+        return tt_fail(err, TT_ERR_DEVICE, "cuda device %d: cudaMalloc of cuBLASLt's workspace (%zu bytes): %s", d,
+                       kLtWorkspace, cudaGetErrorString(e));
+    }
     return TT_OK;
 }
 
@@ -593,6 +687,8 @@ static tt_status cu_init(void **ctxp, int ordinal, tt_error *err)
         c->device = ordinal;
         s = ctx_create(c, err);
         if (s != TT_OK) { /* best effort: the failure already in err is the one to report */
+            if (c->lt_ws) cudaFree(c->lt_ws);
+            if (c->lt) cublasLtDestroy(c->lt);
             if (c->blas) cublasDestroy(c->blas);
             for (int k = 0; k < 2; k++)
                 if (c->side[k]) cudaStreamDestroy(c->side[k]);
@@ -615,6 +711,9 @@ static void cu_destroy(void *ctx)
     for (int k = 0; k < 2; k++) CUDA_CHECK(c, cudaStreamSynchronize(c->side[k]));
     if (c->scratch) CUDA_CHECK(c, cudaFree(c->scratch));
     CUBLAS_CHECK(c, cublasDestroy(c->blas));
+    for (int i = 0; i < c->n_plans; i++) lt_plan_free(c, &c->plans[i]);
+    CUBLAS_CHECK(c, cublasLtDestroy(c->lt));
+    CUDA_CHECK(c, cudaFree(c->lt_ws));
     if (c->blas_ws) CUDA_CHECK(c, cudaFree(c->blas_ws));
     for (int k = 0; k < 2; k++) CUDA_CHECK(c, cudaStreamDestroy(c->side[k]));
     CUDA_CHECK(c, cudaStreamDestroy(c->stream));
@@ -794,6 +893,21 @@ static void cu_sgemm(void *ctx, int ta, int tb, size_t M, size_t N, size_t K, fl
     ARG_CHECK(c, M <= lim64 && N <= lim64 && K <= lim64 && lda <= lim64 && ldb <= lim64 && ldc <= lim64);
     CUBLAS_CHECK(c, cublasSgemm_64(c->blas, op_b, op_a, (int64_t)N, (int64_t)M, (int64_t)K, &alpha, b, (int64_t)ldb,
                                    a, (int64_t)lda, &beta, cm, (int64_t)ldc));
+}
+
+/* One cuBLASLt call on the tower's stream (see "cuBLASLt epilogues" above); 0, nothing issued, where the shape has no
+ * algorithm (or no room in the plan cache): the wrapper issues sgemm + the fused kernels. */
+static int cu_gemm_bias_act(void *ctx, size_t M, size_t N, size_t K, const float *x, const float *w, const float *b,
+                            float *y, int relu)
+{
+    cuda_ctx *c = TOWER_CTX(ctx);
+    lt_plan *p = lt_plan_for(c, M, N, K, relu, b != NULL);
+    if (!p || !p->offered) return 0;
+    if (b) CUBLAS_CHECK(c, cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &b, sizeof b));
+    const float alpha = 1.0f, beta = 0.0f;
+    CUBLAS_CHECK(c, cublasLtMatmul(c->lt, p->desc, &alpha, w, p->a, x, p->b, &beta, y, p->d, y, p->d, &p->algo,
+                                   c->lt_ws, kLtWorkspace, c->stream));
+    return 1;
 }
 
 static void cu_fill(void *ctx, float *x, size_t n, float v)
@@ -1426,6 +1540,8 @@ const tt_dev_ops tt_dev_cuda_ops = {
     cu_graph_launch,  /* graph_launch */
     cu_graph_free,    /* graph_free */
     cu_device_name,   /* device_name */
+    cu_gemm_bias_act, /* gemm_bias_act */
+    kLtWorkspace,     /* lt_bytes */
 };
 
 } /* extern "C" */

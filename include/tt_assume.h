@@ -123,8 +123,11 @@ const char *tt_assume_profiles(void);
 
 /* Kernels and GEMMs one tower launches in its compute phase (forward, loss, backward) for a shard of `rows`, as the
  * CUDA backend launches them, counted by running the model's own step on a counter (src/step/launches.c): the
- * launch_us term of the compute phase. */
+ * launch_us term of the compute phase. The step with --epilogues kernels (the default); tt_assume_kernels_lt with
+ * lt_epilogues 1 counts --epilogues lt's, where every dense layer's GEMM and bias/relu is one cuBLASLt launch (as
+ * where cuBLASLt offers an algorithm for every shape). */
 size_t tt_assume_kernels(const tt_model *m, size_t rows);
+size_t tt_assume_kernels_lt(const tt_model *m, size_t rows, int lt_epilogues);
 
 /* The distinct GEMM shapes of that compute phase, in the order first issued, each with how often it comes (calls),
  * with the GEMMs cut as a backend with chunk_mnk cuts them (0: a GPU, one GEMM per shard); *launches (may be NULL):

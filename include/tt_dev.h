@@ -170,6 +170,16 @@ typedef struct tt_dev_ops {
     /* Optional: the name of device `ordinal`, for reports (`probe --json`): CUDA the GPU's (cudaGetDeviceProperties),
      * CPU the processor's model name. NULL: the backend's name stands for it (tt_dev_device_name). */
     void (*device_name)(int ordinal, char *out, size_t len);
+    /* Optional, --epilogues lt (tt_pass.lt_epilogues): a dense layer's forward as one call, cuBLASLt's BIAS /
+     * RELU_BIAS epilogues. y (M, N) = act(x (M, K) · w (K, N) + b), row-major, leading dimensions K, N, N: the FP32
+     * GEMM's result (alpha 1, beta 0: y is written, never read), then b[c] added to every row's column c (b NULL: no
+     * bias), then tt_relu (relu 1) or nothing (relu 0). Returns 1 when issued; 0 when the backend offers no
+     * algorithm for this shape, nothing issued: the wrapper issues sgemm + bias_relu / bias_add / relu_fwd instead.
+     * NULL: always that fallback (the CPU backend, whose fallback is the same arithmetic). */
+    int (*gemm_bias_act)(void *ctx, size_t M, size_t N, size_t K, const float *d_x, const float *d_w,
+                         const float *d_b, float *d_y, int relu);
+    size_t lt_bytes; /* device memory a tower's context holds for gemm_bias_act from init (CUDA: cuBLASLt's
+                      * workspace), counted in the run's memory plan */
 } tt_dev_ops;
 
 #define TT_MAX_DEVICES 64 /* devices one run can use */
@@ -211,6 +221,11 @@ void tt_dev_col_sum(tt_dev *dev, float *d_out, const float *d_x, size_t rows, si
 void tt_dev_relu_fwd(tt_dev *dev, float *d_y, const float *d_x, size_t n);
 void tt_dev_relu_bwd(tt_dev *dev, float *d_dx, const float *d_dy, const float *d_y, size_t n);
 void tt_dev_bias_relu(tt_dev *dev, float *d_y, const float *d_b, size_t rows, size_t cols);
+/* y (M, N) = act(x (M, K) · w (K, N) + b) (tt_dev_ops.gemm_bias_act): lt 1 offers it to the backend as one call;
+ * lt 0, no such op or no algorithm for the shape: sgemm then bias_relu (relu, b), bias_add (b) or relu_fwd (relu).
+ * b may be NULL (no bias). */
+void tt_dev_gemm_bias_act(tt_dev *dev, int lt, size_t M, size_t N, size_t K, const float *d_x, const float *d_w,
+                          const float *d_b, float *d_y, int relu);
 void tt_dev_drelu_bgrad(tt_dev *dev, float *d_dz, float *d_db, const float *d_dy, const float *d_y, size_t rows,
                         size_t cols);
 void tt_dev_col_dev_sum(tt_dev *dev, float *d_out, const float *d_x, const float *d_w, const float *d_center,

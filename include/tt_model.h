@@ -56,6 +56,8 @@ typedef struct tt_pass {
     float share;      /* this tower's rows / the rows whose gradients the host sums into one update */
     size_t rows_all;  /* the step's rows over all towers (what a synchronised batch statistic is taken over) */
     const tt_exchange *xchg; /* --bn-sync on, several towers: the exchange; NULL: statistics of the tower's rows */
+    int lt_epilogues; /* --epilogues lt: a dense layer's GEMM and bias/relu as one backend call where it has one
+                       * (tt_dev_gemm_bias_act); 0: sgemm then the fused kernels */
 } tt_pass;
 
 /* One GEMM a layer runs per step for a shard: op(A) (M x K) times op(B) (K x N), `calls` times. The probe runs these

@@ -47,6 +47,7 @@ typedef struct tt_run_config {
     tt_reduce reduce;     /* where the gradients are summed */
     tt_update update;     /* where the optimizer runs (host: the master variables on the CPU) */
     int graphs;           /* --graphs on: each tower's step replayed as one CUDA graph */
+    int epilogues;        /* --epilogues lt (1): dense layers' GEMM + bias/relu as one cuBLASLt call; kernels (0) */
     int overlap;          /* --overlap on: the push in buckets during backward, summed and updated as they land */
     size_t bucket_kib;    /* --bucket-kib: their size (0: TT_BUCKET_BYTES) */
     int data_on;          /* --data-on device: the training set held on every device, a step's rows gathered there

@@ -67,6 +67,8 @@ const char *tt_reduce_list(char *buf, size_t len, const char *sep, const char *l
 typedef enum { TT_UPDATE_HOST, TT_UPDATE_DEVICE, TT_UPDATE_REPLICATED, TT_UPDATE_COUNT } tt_update;
 /* --graphs: "off", "on" (the values of tt_trainer_config.graphs), NULL after the last. */
 extern const char *const tt_graphs_names[];
+/* --epilogues: "kernels", "lt" (the values of tt_trainer_config.epilogues), NULL after the last. */
+extern const char *const tt_epilogues_names[];
 /* --overlap: "off", "on" (the values of tt_trainer_config.overlap), NULL after the last. */
 extern const char *const tt_overlap_names[];
 extern const char *const tt_bn_sync_names[]; /* --bn-sync: "off", "on" (tt_trainer_config.bn_sync 0, 1) */
@@ -127,6 +129,8 @@ typedef struct tt_trainer_config {
     tt_optim_config optim;
     tt_reduce reduce;      /* where the gradients are summed */
     tt_update update;      /* where the optimizer runs */
+    int epilogues;         /* --epilogues lt: the layers' passes ask for one GEMM + bias/relu call where the backend
+                            * has one (tt_pass.lt_epilogues, tt_dev_ops.gemm_bias_act); 0 kernels: sgemm + kernels */
     int graphs;            /* --graphs on: a tower's steady-state step is captured once per shape and replayed with
                             * one launch (a backend with graphs: tt_dev_ops.capture_begin) */
     /* --overlap on: the gradient is cut into buckets of whole layers (about bucket_bytes each, 0: TT_BUCKET_BYTES;

@@ -773,6 +773,116 @@ START_TEST(test_fused_epilogues)
 }
 END_TEST
 
+/* --epilogues lt: tt_dev_gemm_bias_act (y = act(x w + b), the dense layer's forward) through the backend's one call
+ * against the CPU, whose table has no such op (its path is the wrapper's fallback: sgemm then bias_relu / bias_add /
+ * relu_fwd), over odd sizes, one row and K = 1, relu on and off, bias or none. y starts as NaN (beta 0: never read)
+ * with guards after it. Tolerance: on the stand-in none — its cuBLASLt runs the very cblas_sgemm call cublasSgemm
+ * runs, then the epilogue per element as bias_relu does, so the bits agree; on a GPU sgemm's (atol 1e-4 + rtol 1e-4
+ * per element, O(1) inputs, K <= 300, FP32 compute: CUBLAS_COMPUTE_32F), which a GPU window must confirm. The
+ * stand-in's heuristic offers an algorithm for every shape, so there its op must take the call (returns 1); with
+ * TT_SIM_LT_NO_ALGO=1 it offers none: the op returns 0 with nothing issued and the wrapper's fallback gives the same
+ * bits. A GPU may decline any shape: both answers are fine there. */
+static int is_stand_in(void) { return strstr(ops->name, "stand-in") != NULL; }
+
+static void gemm_bias_act_case(pair *p, size_t M, size_t N, size_t K, int relu, int bias, int want_lt)
+{
+    float *hx = random_host(M * K, 800 + M), *hw = random_host(K * N, 900 + N), *hb = random_host(N, 1000 + K);
+    float *hy = (float *)tt_malloc(M * N * sizeof(float));
+    for (size_t i = 0; i < M * N; i++) hy[i] = NAN;
+    float *x0, *x1, *w0, *w1, *b0, *b1, *y0, *y1;
+    upload(p, hx, M * K, &x0, &x1);
+    upload(p, hw, K * N, &w0, &w1);
+    upload(p, hb, N, &b0, &b1);
+    upload(p, hy, M * N, &y0, &y1);
+    tt_dev *dev = &p->dev;
+    tt_dev_gemm_bias_act(&p->cpu, 1, M, N, K, x0, w0, bias ? b0 : NULL, y0, relu);
+    if (want_lt >= 0 && dev->ops->gemm_bias_act) {
+        const int took = dev->ops->gemm_bias_act(dev->ctx, M, N, K, x1, w1, bias ? b1 : NULL, y1, relu);
+        ck_assert_msg(took == want_lt, "gemm_bias_act %zux%zux%zu: the op returned %d, want %d", M, N, K, took,
+                      want_lt);
+        if (!took) tt_dev_gemm_bias_act(dev, 0, M, N, K, x1, w1, bias ? b1 : NULL, y1, relu);
+    } else {
+        tt_dev_gemm_bias_act(dev, 1, M, N, K, x1, w1, bias ? b1 : NULL, y1, relu);
+    }
+    tt_dev_sync(dev);
+    char what[96];
+    snprintf(what, sizeof what, "gemm_bias_act %zux%zux%zu relu=%d bias=%d", M, N, K, relu, bias);
+    const double tol = is_stand_in() || ops == &tt_dev_cpu_ops ? 0 : 1e-4;
+    compare(p, what, y0, y1, M * N, tol, tol);
+    tt_dev_dfree(&p->cpu, x0), tt_dev_dfree(&p->dev, x1);
+    tt_dev_dfree(&p->cpu, w0), tt_dev_dfree(&p->dev, w1);
+    tt_dev_dfree(&p->cpu, b0), tt_dev_dfree(&p->dev, b1);
+    tt_free(hx), tt_free(hw), tt_free(hb), tt_free(hy);
+}
+
+static const size_t lt_shapes[][3] = {{1, 1, 1}, {1, 10, 33}, {7, 5, 3}, {33, 10, 1}, {128, 17, 300}, {65, 129, 64}};
+
+START_TEST(test_gemm_bias_act)
+{
+    pair p;
+    pair_init(&p);
+    const int want = is_stand_in() ? 1 : -1; /* -1: whatever the GPU's heuristic says, through the wrapper */
+    for (size_t s = 0; s < sizeof lt_shapes / sizeof lt_shapes[0]; s++)
+        for (int relu = 0; relu < 2; relu++)
+            for (int bias = 0; bias < 2; bias++) {
+                gemm_bias_act_case(&p, lt_shapes[s][0], lt_shapes[s][1], lt_shapes[s][2], relu, bias, want);
+                gemm_bias_act_case(&p, lt_shapes[s][0], lt_shapes[s][1], lt_shapes[s][2], relu, bias, want);
+            }
+    pair_free(&p);
+}
+END_TEST
+
+/* The stand-in's heuristic offering nothing (TT_SIM_LT_NO_ALGO=1, read at each query): a fresh context's plans say
+ * "none offered", the op returns 0 and issues nothing, and the wrapper's fallback matches the CPU to the bit. Then
+ * the call captured in a graph (algorithms offered again, a fresh context): the capture runs nothing, and each launch
+ * gives the bits of the op issued directly. */
+START_TEST(test_gemm_bias_act_fallback_and_graph)
+{
+    if (!is_stand_in()) return; /* a GPU's heuristic cannot be told to decline */
+    pair p;
+    pair_init(&p);
+    setenv("TT_SIM_LT_NO_ALGO", "1", 1);
+    for (size_t s = 0; s < sizeof lt_shapes / sizeof lt_shapes[0]; s++)
+        gemm_bias_act_case(&p, lt_shapes[s][0], lt_shapes[s][1], lt_shapes[s][2], 1, 1, 0);
+    unsetenv("TT_SIM_LT_NO_ALGO");
+    tt_dev g;
+    tt_error err;
+    ck_assert_msg(tt_dev_init(&g, ops, g_be.devices[0], &err) == TT_OK, "%s", err.msg);
+    const size_t M = 33, N = 10, K = 7;
+    float *hx = random_host(M * K, 1100), *hw = random_host(K * N, 1101), *hb = random_host(N, 1102);
+    float *x = tt_dev_alloc_f32(&g, M * K), *w = tt_dev_alloc_f32(&g, K * N), *b = tt_dev_alloc_f32(&g, N);
+    float *y = tt_dev_alloc_f32(&g, M * N), *y2 = tt_dev_alloc_f32(&g, M * N);
+    tt_dev_h2d(&g, x, hx, M * K * sizeof(float));
+    tt_dev_h2d(&g, w, hw, K * N * sizeof(float));
+    tt_dev_h2d(&g, b, hb, N * sizeof(float));
+    tt_dev_fill(&g, y, M * N, 0.0f);
+    tt_dev_sync(&g);
+    tt_dev_capture_begin(&g); /* the shape's first call: its plan is made inside the capture (host work only) */
+    tt_dev_gemm_bias_act(&g, 1, M, N, K, x, w, b, y, 1);
+    void *graph = tt_dev_capture_end(&g);
+    ck_assert_msg(graph != NULL, "a captured cuBLASLt call spoilt the capture");
+    float *before = fetch(&g, y, M * N);
+    for (size_t i = 0; i < M * N; i++) ck_assert_msg(before[i] == 0.0f, "the capture ran the matmul");
+    tt_free(before);
+    for (int launch = 0; launch < 2; launch++) {
+        if (launch) {
+            for (size_t i = 0; i < M * K; i++) hx[i] = -0.5f * hx[i];
+            tt_dev_h2d(&g, x, hx, M * K * sizeof(float));
+        }
+        ck_assert(tt_dev_graph_launch(&g, graph) == 1);
+        tt_dev_gemm_bias_act(&g, 1, M, N, K, x, w, b, y2, 1);
+        tt_dev_sync(&g);
+        ck_assert_msg(same_bits(&g, y, y2, M * N), "launch %d: the graph's matmul differs from the call's", launch);
+    }
+    tt_dev_graph_free(&g, graph);
+    float *bufs[] = {x, w, b, y, y2};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) tt_dev_dfree(&g, bufs[i]);
+    tt_dev_free(&g);
+    tt_free(hx), tt_free(hw), tt_free(hb);
+    pair_free(&p);
+}
+END_TEST
+
 /* Graphs (a backend with capture ops): a captured sequence runs nothing at its capture, and each launch runs it on
  * the memory as it is then — the same bits as the ops issued directly (a column sum over 1000 rows: its scratch);
  * events recorded in the capture are recorded at each launch; a capture whose op had to grow the backend's scratch
@@ -1195,6 +1305,8 @@ int main(int argc, char **argv)
             tcase_add_test(tc, test_batchnorm_ops);
             tcase_add_test(tc, test_fused_epilogues);
             tcase_add_test(tc, test_graphs);
+            tcase_add_test(tc, test_gemm_bias_act);
+            tcase_add_test(tc, test_gemm_bias_act_fallback_and_graph);
             tcase_add_test(tc, test_embed_bwd);
             tcase_add_test(tc, test_update);
             tcase_add_test(tc, test_update_flags);

@@ -544,6 +544,13 @@ START_TEST(test_slow_tower)
     expect(args, 2, "probe --assume: --slow-tower does not apply");
     snprintf(args, sizeof args, "train --device cpu --data %s --val-samples 60 --towers 2 --slow-tower 1:5 --graphs on", dir);
     expect(args, 2, "--graphs on"); /* on the CPU backend graphs are refused first; with CUDA: not with --slow-tower */
+    /* --epilogues: lt is accepted on the CPU backend (its path is the fallback, sgemm + the fused kernels), a word
+     * that is neither kernels nor lt is one line and exit 2 */
+    snprintf(args, sizeof args, "train --device cpu --data %s --val-samples 60 --batch 16 --epochs 1 --progress quiet "
+             "--epilogues lt", dir);
+    expect(args, 0, "");
+    snprintf(args, sizeof args, "train --device cpu --data %s --epilogues bogus", dir);
+    expect(args, 2, "--epilogues: 'bogus' is not kernels or lt");
     /* a stop does not wait out a long delay: SIGINT while tower 0 sleeps 30 s ends the run within a second or two */
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "exec '%s' train --device cpu --data %s --val-samples 60 --towers 2 --batch 16 "

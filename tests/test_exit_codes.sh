@@ -135,6 +135,7 @@ fi
 for cmd in $COMMANDS; do c 2 "$cmd" "--no-such-flag" '' -- --no-such-flag; done
 c 2 train '--lr' '' -- "${S[@]}" --lr 0
 c 2 train '--gpus' '' -- "${S[@]}" --gpus x
+c 2 train "--epilogues: 'bogus' is not kernels or lt" '' -- "${S[@]}" --epilogues bogus
 c 2 predict '--input FILE is required' '' -- --checkpoint "$CK"
 c 2 probe "--assume: unknown profile 'v100'" '' -- --assume v100
 c 2 probe '--json: given twice' '' -- --assume h200-measured --json "$W/p.json" --json "$W/q.json"

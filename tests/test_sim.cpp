@@ -3,11 +3,14 @@
  * two streams touching one buffer with nothing ordering them (a race) and the orders that make it fine, kernel
  * pointers on the wrong device or on host memory, launches on another device's stream, copies out of bounds or in
  * the wrong direction, pageable memory in an asynchronous copy, events read before they complete, block order and
- * the grid cap, a busy device, cuBLAS's column-major sgemm and its argument checks, NCCL's rendezvous and a rank
- * that never arrives; graphs: capture, replay, what a capture forbids, a graph outliving its memory.
+ * the grid cap, a busy device, cuBLAS's column-major sgemm and its argument checks, cuBLASLt's matmul with the
+ * RELU_BIAS epilogue (one bias entry per row of D), its checks and a heuristic told to offer nothing, NCCL's
+ * rendezvous and a rank that never arrives; graphs: capture, replay, what a capture forbids, a graph outliving its
+ * memory.
  * Built only with -DTT_CUDA_SIM=ON (CTest test_sim); each test runs in its own process (Check's fork mode), so the
  * stand-in's settings (read from the environment at the first CUDA call) can differ from test to test. */
 #include <check.h>
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -475,6 +478,85 @@ START_TEST(test_sgemm)
 }
 END_TEST
 
+/* cuBLASLt: column-major D = relu(A B + bias) with the bias one entry per row of D, broadcast along its columns;
+ * layouts that do not fit, ld below rows, a missing bias, a workspace smaller than the algorithm asks, D outside
+ * device memory; TT_SIM_LT_NO_ALGO=1: no algorithm offered. */
+START_TEST(test_lt_matmul)
+{
+    cudaStream_t s = new_stream();
+    cublasLtHandle_t lt;
+    ck_assert_int_eq(cublasLtCreate(&lt), CUBLAS_STATUS_SUCCESS);
+    float *d = dev_floats(4 + 6 + 6 + 2), *h = pinned_floats(32);
+    void *ws = nullptr;
+    ck_assert_int_eq(cudaMalloc(&ws, 4 << 20), cudaSuccess);
+    const float A[4] = {1, 2, 3, 4}, B[6] = {1, 0, 0, 1, 1, 1}, bias[2] = {10, -5}; /* A = [1 3; 2 4] */
+    memcpy(h, A, sizeof A);
+    memcpy(h + 4, B, sizeof B);
+    memcpy(h + 16, bias, sizeof bias);
+    ck_assert_int_eq(cudaMemcpyAsync(d, h, 18 * sizeof(float), cudaMemcpyHostToDevice, s), cudaSuccess);
+    float *dA = d, *dB = d + 4, *dD = d + 10, *db = d + 16;
+    cublasLtMatmulDesc_t desc;
+    ck_assert_int_eq(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F_FAST_TF32, CUDA_R_32F),
+                     CUBLAS_STATUS_NOT_SUPPORTED); /* FP32 only */
+    ck_assert_int_eq(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), CUBLAS_STATUS_SUCCESS);
+    const cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_RELU_BIAS;
+    ck_assert_int_eq(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep),
+                     CUBLAS_STATUS_SUCCESS);
+    cublasLtMatrixLayout_t la, lb, ldd, bad;
+    ck_assert_int_eq(cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, 2, 2, 2), CUBLAS_STATUS_SUCCESS);
+    ck_assert_int_eq(cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, 2, 3, 2), CUBLAS_STATUS_SUCCESS);
+    ck_assert_int_eq(cublasLtMatrixLayoutCreate(&ldd, CUDA_R_32F, 2, 3, 2), CUBLAS_STATUS_SUCCESS);
+    ck_assert_int_eq(cublasLtMatrixLayoutCreate(&bad, CUDA_R_32F, 2, 3, 1), CUBLAS_STATUS_INVALID_VALUE); /* ld<rows */
+    ck_assert_int_eq(cublasLtMatrixLayoutCreate(&bad, CUDA_R_32F, 3, 3, 3), CUBLAS_STATUS_SUCCESS);
+    cublasLtMatmulPreference_t pref;
+    ck_assert_int_eq(cublasLtMatmulPreferenceCreate(&pref), CUBLAS_STATUS_SUCCESS);
+    const uint64_t max_ws = 4 << 20;
+    ck_assert_int_eq(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_ws,
+                                                          sizeof max_ws),
+                     CUBLAS_STATUS_SUCCESS);
+    cublasLtMatmulHeuristicResult_t r;
+    int n = -1;
+    ck_assert_int_eq(cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, bad, bad, pref, 1, &r, &n),
+                     CUBLAS_STATUS_INVALID_VALUE); /* C and D 3 x 3 where A B is 2 x 3 */
+    setenv("TT_SIM_LT_NO_ALGO", "1", 1);
+    ck_assert_int_eq(cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, ldd, ldd, pref, 1, &r, &n),
+                     CUBLAS_STATUS_NOT_SUPPORTED);
+    ck_assert_int_eq(n, 0);
+    unsetenv("TT_SIM_LT_NO_ALGO");
+    ck_assert_int_eq(cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, ldd, ldd, pref, 1, &r, &n),
+                     CUBLAS_STATUS_SUCCESS);
+    ck_assert_int_eq(n, 1);
+    ck_assert_uint_gt(r.workspaceSize, 0);
+    const float one = 1, zero = 0;
+    ck_assert_int_eq(cublasLtMatmul(lt, desc, &one, dA, la, dB, lb, &zero, dD, ldd, dD, ldd, &r.algo, ws, max_ws, s),
+                     CUBLAS_STATUS_INVALID_VALUE); /* RELU_BIAS with no bias pointer */
+    ck_assert_int_eq(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &db, sizeof db),
+                     CUBLAS_STATUS_SUCCESS);
+    ck_assert_int_eq(cublasLtMatmul(lt, desc, &one, dA, la, dB, lb, &zero, dD, ldd, dD, ldd, &r.algo, ws,
+                                    r.workspaceSize - 1, s),
+                     CUBLAS_STATUS_INVALID_VALUE); /* less workspace than the algorithm asks */
+    ck_assert_int_eq(cublasLtMatmul(lt, desc, &one, dA, la, dB, lb, &zero, h, ldd, h, ldd, &r.algo, ws, max_ws, s),
+                     CUBLAS_STATUS_EXECUTION_FAILED); /* D in pinned host memory */
+    ck_assert_int_eq(cublasLtMatmul(lt, desc, &one, dA, la, dB, lb, &zero, dD, ldd, dD, ldd, &r.algo, ws, max_ws, s),
+                     CUBLAS_STATUS_SUCCESS);
+    ck_assert_int_eq(cudaMemcpyAsync(h + 20, dD, 6 * sizeof(float), cudaMemcpyDeviceToHost, s), cudaSuccess);
+    ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess);
+    const float want[6] = {11, 0, 13, 0, 14, 1}; /* relu([1 3 4; 2 4 6] + [10; -5]), column-major */
+    for (int i = 0; i < 6; i++) ck_assert_msg(h[20 + i] == want[i], "D[%d] = %g, want %g", i, h[20 + i], want[i]);
+    ck_assert_int_eq(cudaSetDevice(1), cudaSuccess);
+    ck_assert_int_eq(cublasLtMatmul(lt, desc, &one, dA, la, dB, lb, &zero, dD, ldd, dD, ldd, &r.algo, ws, max_ws, s),
+                     CUBLAS_STATUS_EXECUTION_FAILED); /* the handle is device 0's */
+    ck_assert_int_eq(cudaSetDevice(0), cudaSuccess);
+    cublasLtMatmulPreferenceDestroy(pref);
+    cublasLtMatrixLayoutDestroy(la);
+    cublasLtMatrixLayoutDestroy(lb);
+    cublasLtMatrixLayoutDestroy(ldd);
+    cublasLtMatrixLayoutDestroy(bad);
+    cublasLtMatmulDescDestroy(desc);
+    cublasLtDestroy(lt);
+}
+END_TEST
+
 /* A graph: the captured calls do not run at the capture; each launch issues them again, with the arguments they were
  * captured with (the kernel's value, the copy's pointers) and reading memory as it is at the launch; an external
  * event record is a node, recorded at every launch; a plain record on a capturing stream is refused. */
@@ -663,6 +745,7 @@ int main(void)
     tcase_add_test(tc, test_busy);
     tcase_add_test(tc, test_memory_budget);
     tcase_add_test(tc, test_sgemm);
+    tcase_add_test(tc, test_lt_matmul);
     tcase_add_test(tc, test_graph_replay);
     tcase_add_test(tc, test_graph_forbidden);
     tcase_add_test(tc, test_graph_stale_and_cublas);

@@ -9,6 +9,8 @@
 # exactly, every one but the first with --graphs on (each tower's steps replayed from a CUDA graph). Runs vary the
 # stand-in: 2 or 3 devices (virtual towers when 3 towers share 2), forward, reversed and
 # shuffled block order, a capped grid; asynchronous copies of pageable memory are errors (TT_SIM_PAGEABLE=error).
+# --epilogues lt: the mlp's dense layers as cublasLtMatmul calls, with and without graphs and with no algorithm
+# offered, the same figures as kernels.
 # Then the stand-in's own promises as the CLI meets them: an exclusive, busy GPU 0 (TT_SIM_BUSY=0) does not stop a
 # run on GPUs 1 and 2; a bad TT_SIM_* setting and a machine of no devices are one clear line each; the counters.
 # Usage: test_sim_train.sh TOWERTRAIN. Exit 77 (skip) where Fashion-MNIST is not installed.
@@ -144,6 +146,27 @@ for g in off on; do
 done
 [ "$(figures "$tmp/drop-on.json")" = "$(figures "$tmp/drop-off.json")" ] ||
   bad "dropout model: --graphs on $(figures "$tmp/drop-on.json") vs off $(figures "$tmp/drop-off.json")"
+# --epilogues lt: the mlp's dense layers run as cublasLtMatmul calls (no sgemm + k_bias_relu / k_bias_add for them),
+# with --graphs on too, and train to the same figures as kernels; with the heuristic offering nothing
+# (TT_SIM_LT_NO_ALGO=1) every layer falls back to sgemm + kernels, the same figures again.
+lt_args="--data fashion-mnist --batch 64 --epochs 1 --train-samples 640 --val-samples 64 --test-samples 64 --seed 3 --progress quiet --towers 2"
+for e in kernels lt lt-graphs lt-none; do
+  flags="--epilogues ${e%%-*}" envs="TT_SIM_PAGEABLE=error"
+  [ "$e" = lt-graphs ] && flags="$flags --graphs on"
+  [ "$e" = lt-none ] && envs="$envs TT_SIM_LT_NO_ALGO=1"
+  # shellcheck disable=SC2086
+  env $envs TT_SIM_REPORT="$tmp/ep-$e.tsv" "$bin" train --device cuda $lt_args $flags --log-json "$tmp/ep-$e.json" \
+    >/dev/null 2>&1 || bad "--epilogues $e"
+done
+for e in lt lt-graphs; do
+  grep -q "^cublasLtMatmul	[1-9]" "$tmp/ep-$e.tsv" || bad "--epilogues $e: no cublasLtMatmul in the counters"
+  ! grep -q "^k_bias_relu	" "$tmp/ep-$e.tsv" || bad "--epilogues $e: k_bias_relu still ran"
+  [ "$(figures "$tmp/ep-$e.json")" = "$(figures "$tmp/ep-kernels.json")" ] ||
+    bad "--epilogues $e: $(figures "$tmp/ep-$e.json") vs kernels $(figures "$tmp/ep-kernels.json")"
+done
+! grep -q "^cublasLtMatmul	" "$tmp/ep-lt-none.tsv" || bad "TT_SIM_LT_NO_ALGO=1: cublasLtMatmul ran"
+[ "$(figures "$tmp/ep-lt-none.json")" = "$(figures "$tmp/ep-kernels.json")" ] ||
+  bad "--epilogues lt with no algorithm offered: $(figures "$tmp/ep-lt-none.json") vs kernels"
 rc=0
 # shellcheck disable=SC2086
 out=$("$bin" train --device cpu --graphs on $small 2>&1) || rc=$?

@@ -80,6 +80,7 @@ static const tt_model_input *input_of(const tt_dataset *ds)
 static tt_reduce g_reduce = TT_REDUCE_CPU; /* placement used by train_steps */
 static tt_update g_update = TT_UPDATE_HOST; /* and where its optimizer runs */
 static int g_graphs;                        /* --graphs on (a backend with graphs) */
+static int g_epilogues;                     /* --epilogues lt (1) or kernels (0) */
 static int g_overlap;                       /* --overlap on */
 static size_t g_bucket_bytes;               /* its buckets (0: the default) */
 static int g_host_threads;                  /* the host crew (0: the CPUs) */
@@ -97,6 +98,7 @@ static tt_trainer_config tower_config(size_t towers, size_t batch, tt_optim_conf
     tc.devices = g_be.devices;
     tc.update = g_update;
     tc.graphs = g_graphs;
+    tc.epilogues = g_epilogues;
     tc.overlap = g_overlap;
     tc.bucket_bytes = g_bucket_bytes;
     if (g_host_threads) tc.host_threads = g_host_threads;
@@ -278,6 +280,52 @@ static void placements_agree(void)
 }
 
 START_TEST(test_placements_agree) { placements_agree(); }
+END_TEST
+
+/* --epilogues lt against kernels: the mlp's dense layers (relu and plain) trained 30 steps, 2 towers, SGD with
+ * momentum. On the CPU backend lt is the kernels' path itself (no gemm_bias_act: the wrapper's fallback), and on the
+ * stand-in its cuBLASLt runs the same OpenBLAS call and the bias_relu formula: the weights must agree to the bit
+ * (0 ulp) — with its heuristic offering algorithms, offering none (TT_SIM_LT_NO_ALGO=1: the fallback), and with
+ * --graphs on (the Lt call captured). On a GPU the fused epilogue may round differently from sgemm + kernels: the
+ * N-towers bound (2e-6 + 1e-5 |w|), which a GPU window must confirm. */
+static size_t first_diff(const float *a, const float *b, size_t n);
+
+static void epilogues_agree(void)
+{
+    tt_dataset ds;
+    g_w->make(&ds, 600, 5);
+    tt_optim_config oc = tt_optim_defaults(TT_OPT_SGD);
+    oc.lr = 0.1f;
+    oc.momentum = 0.9f;
+    const int exact = g_be.ops == &tt_dev_cpu_ops || strstr(g_be.ops->name, "stand-in") != NULL;
+    const size_t N = 2;
+    size_t P;
+    g_epilogues = 0;
+    float *ref = train_steps(N, 47, oc, 30, &ds, 13, &P);
+    const int graphs = g_be.ops->capture_begin != NULL && (size_t)g_be.n_devices >= N;
+    for (int run = 0; run < 3; run++) {
+        if (run == 1) setenv("TT_SIM_LT_NO_ALGO", "1", 1);
+        if (run == 2 && !graphs) continue;
+        g_epilogues = 1;
+        g_graphs = run == 2;
+        float *w = train_steps(N, 47, oc, 30, &ds, 13, &P);
+        unsetenv("TT_SIM_LT_NO_ALGO");
+        const char *what = run == 0 ? "--epilogues lt" : run == 1 ? "--epilogues lt, no algorithm offered"
+                                                                  : "--epilogues lt --graphs on";
+        if (exact)
+            ck_assert_msg(memcmp(w, ref, P * sizeof(float)) == 0, "%s: float %zu of %zu differs from kernels", what,
+                          first_diff(w, ref, P), P);
+        else
+            check_n_vs_1(what, N, 47, w, ref, P);
+        tt_free(w);
+    }
+    g_epilogues = 0;
+    g_graphs = 0;
+    tt_free(ref);
+    tt_dataset_free(&ds);
+}
+
+START_TEST(test_epilogues_agree) { epilogues_agree(); }
 END_TEST
 
 /* The first of n floats whose bits differ between a and b; n if none does. */
@@ -1086,6 +1134,7 @@ static void knobs_default(void)
     g_reduce = TT_REDUCE_CPU;
     g_update = TT_UPDATE_HOST;
     g_graphs = 0;
+    g_epilogues = 0;
     g_overlap = 0;
     g_bucket_bytes = 0;
     g_host_threads = 0;
@@ -1111,6 +1160,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_n_towers_equal_one_adam);
     tcase_add_test(tc, test_empty_shards);
     tcase_add_test(tc, test_placements_agree);
+    tcase_add_test(tc, test_epilogues_agree);
     tcase_add_test(tc, test_updates_agree);
     tcase_add_test(tc, test_overlap_agrees);
     tcase_add_test(tc, test_update_evaluates_host_weights);

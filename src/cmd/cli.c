@@ -315,6 +315,10 @@ static const cli_opt g_opts[] = {
     {"--update", "PLACE", set_choice, CFG(update), 0, 0, ON(TRAIN) | ON(BENCH), NULL, help_updates, tt_update_names},
     {"--graphs", "MODE", set_choice, CFG(graphs), 0, 0, ON(TRAIN) | ON(PROBE),
      "%s: on replays each tower's step as one CUDA graph (--device cuda) [off]", help_choices, tt_graphs_names},
+    {"--epilogues", "MODE", set_choice, CFG(epilogues), 0, 0, ON(TRAIN),
+     "%s: lt runs a dense layer's GEMM, bias and relu as one cuBLASLt\n"
+     "call where cuBLASLt offers an algorithm (--device cuda; not yet validated on a\n"
+     "GPU; elsewhere, and without one, sgemm + the fused kernels) [kernels]", help_choices, tt_epilogues_names},
     {"--overlap", "MODE", set_choice, CFG(overlap), 0, 0, ON(TRAIN) | ON(BENCH),
      "%s: on pushes the gradient in buckets during backward; the host sums and\n"
      "updates each bucket while the towers compute the layers below (--reduce cpu,\n"

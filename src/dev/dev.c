@@ -169,6 +169,21 @@ void tt_dev_bias_relu(tt_dev *dev, float *d_y, const float *d_b, size_t rows, si
     dev->ops->bias_relu(dev->ctx, d_y, d_b, rows, cols);
 }
 
+void tt_dev_gemm_bias_act(tt_dev *dev, int lt, size_t M, size_t N, size_t K, const float *d_x, const float *d_w,
+                          const float *d_b, float *d_y, int relu)
+{
+    if (M == 0 || N == 0) return;
+    TT_ASSERT(d_x && d_w && d_y);
+    if (lt && dev->ops->gemm_bias_act && dev->ops->gemm_bias_act(dev->ctx, M, N, K, d_x, d_w, d_b, d_y, relu)) return;
+    tt_dev_sgemm(dev, 0, 0, M, N, K, 1.0f, d_x, K, d_w, N, 0.0f, d_y, N);
+    if (relu && d_b)
+        tt_dev_bias_relu(dev, d_y, d_b, M, N);
+    else if (d_b)
+        tt_dev_bias_add(dev, d_y, d_b, M, N);
+    else if (relu)
+        tt_dev_relu_fwd(dev, d_y, d_y, M * N);
+}
+
 void tt_dev_drelu_bgrad(tt_dev *dev, float *d_dz, float *d_db, const float *d_dy, const float *d_y, size_t rows,
                         size_t cols)
 {

@@ -55,11 +55,10 @@ static int dense_gemms(const tt_layer *l, size_t B, int need_dx, size_t chunk_mn
 static void dense_forward(tt_dev *dev, const tt_layer *l, const tt_pass *ps, const float *d_p, const float *d_x,
                           float *d_y, size_t B)
 {
-    (void)ps;
     const size_t D = l->in, O = l->out;
-    const float *d_w = d_p, *d_b = d_p + D * O;
-    tt_dev_sgemm(dev, 0, 0, B, O, D, 1.0f, d_x, D, d_w, O, 0.0f, d_y, O);
-    tt_bias_epilogue(dev, l, d_b, d_y, B, O);
+    const float *d_w = d_p, *d_b = l->use_bias ? d_p + D * O : NULL;
+    /* sgemm then tt_bias_epilogue's kernels, or (--epilogues lt) one cuBLASLt call, its BIAS / RELU_BIAS epilogue */
+    tt_dev_gemm_bias_act(dev, ps->lt_epilogues, B, O, D, d_x, d_w, d_b, d_y, l->relu_epilogue);
 }
 
 static void dense_backward(tt_dev *dev, const tt_layer *l, const tt_pass *ps, const float *d_p, float *d_g,

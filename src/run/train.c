@@ -95,6 +95,7 @@ static tt_status run_open_local(run_state *rs, tt_error *err)
     tc->reduce = c->reduce;
     tc->update = c->update;
     tc->graphs = c->graphs;
+    tc->epilogues = c->epilogues;
     tc->overlap = c->overlap;
     tc->bucket_bytes = c->bucket_kib << 10;
     tc->seed = c->seed;

@@ -53,6 +53,15 @@ static void c_sgemm(void *ctx, int ta, int tb, size_t M, size_t N, size_t K, flo
     else c->lost_shapes++;
 }
 
+/* --epilogues lt: one cuBLASLt call, the GEMM and its epilogue in one launch; the GEMM listed as sgemm's (0, 0). */
+static int c_gemm_bias_act(void *ctx, size_t M, size_t N, size_t K, const float *x, const float *w, const float *b,
+                           float *y, int relu)
+{
+    (void)b, (void)relu;
+    c_sgemm(ctx, 0, 0, M, N, K, 1.0f, x, K, w, N, 0.0f, y, N);
+    return 1;
+}
+
 static void c_fill(void *ctx, float *x, size_t n, float v)
 {
     (void)x, (void)n, (void)v;
@@ -189,6 +198,7 @@ static const tt_dev_ops counter_ops = {
     .dropout = c_dropout,
     .embed_fwd = c_embed_fwd,
     .embed_bwd = c_embed_bwd,
+    .gemm_bias_act = c_gemm_bias_act,
 };
 
 /* The backward has issued every layer from lo up: the buckets that are complete take the counts so far (the trainer's
@@ -203,8 +213,8 @@ static void count_bucket(void *arg, size_t lo)
 }
 
 /* The model's compute phase on the counter, its GEMMs cut as a backend with chunk_mnk cuts them (0: a GPU, one GEMM
- * per shard); c->edge set: the counts at each bucket's completion too. */
-static void count_step(const tt_model *m, size_t rows, size_t chunk_mnk, counter *c)
+ * per shard); c->edge set: the counts at each bucket's completion too; lt: the pass asks for --epilogues lt. */
+static void count_step(const tt_model *m, size_t rows, size_t chunk_mnk, int lt, counter *c)
 {
     static float nowhere[1]; /* every buffer: the counter reads and writes none */
     tt_dev dev = {&counter_ops, c, 0, 0};
@@ -213,7 +223,7 @@ static void count_step(const tt_model *m, size_t rows, size_t chunk_mnk, counter
     static const uint32_t ids[1];
     static const int32_t labels[1];
     /* one tower (no exchanges) */
-    const tt_pass ps = {1, 0, 1, ids, nowhere, chunk_mnk, nowhere, nowhere, 1.0f, rows, NULL};
+    const tt_pass ps = {1, 0, 1, ids, nowhere, chunk_mnk, nowhere, nowhere, 1.0f, rows, NULL, lt};
     tt_model_forward(&dev, m, &ps, nowhere, act, rows);
     tt_dev_softmax_xent(&dev, nowhere, nowhere, tt_model_logits(m, act), labels, rows, m->n_classes, 1.0f);
     const size_t fwd_launches = c->launches;
@@ -230,10 +240,12 @@ static void count_step(const tt_model *m, size_t rows, size_t chunk_mnk, counter
     }
 }
 
-size_t tt_assume_kernels(const tt_model *m, size_t rows)
+size_t tt_assume_kernels(const tt_model *m, size_t rows) { return tt_assume_kernels_lt(m, rows, 0); }
+
+size_t tt_assume_kernels_lt(const tt_model *m, size_t rows, int lt_epilogues)
 {
     counter c = {0};
-    count_step(m, rows, 0, &c);
+    count_step(m, rows, 0, lt_epilogues, &c);
     return c.launches;
 }
 
@@ -243,7 +255,7 @@ size_t tt_assume_gemm_list(const tt_model *m, size_t rows, size_t chunk_mnk, tt_
     counter c = {0};
     c.shapes = out;
     c.max_shapes = max;
-    count_step(m, rows, chunk_mnk, &c);
+    count_step(m, rows, chunk_mnk, 0, &c);
     TT_ASSERT(c.lost_shapes == 0); /* max is the layers' bound, TT_MAX_LAYERS * TT_MAX_LAYER_GEMMS */
     if (launches) *launches = c.launches;
     return c.n_shapes;
@@ -256,7 +268,7 @@ void tt_assume_buckets(const tt_model *m, size_t rows, size_t bucket_bytes, tt_b
     counter c = {0};
     c.edge = out->edge;
     c.nb = out->nb;
-    count_step(m, rows, 0, &c);
+    count_step(m, rows, 0, 0, &c);
     out->launches = c.launches;
     out->flops = c.flops;
     for (size_t k = 0; k < out->nb; k++) {

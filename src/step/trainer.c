@@ -453,6 +453,7 @@ static tt_status check_nccl(const tt_trainer_config *cfg, tt_error *err)
 }
 
 const char *const tt_graphs_names[] = {"off", "on", NULL};
+const char *const tt_epilogues_names[] = {"kernels", "lt", NULL};
 const char *const tt_overlap_names[] = {"off", "on", NULL};
 const char *const tt_bn_sync_names[] = {"off", "on", NULL};
 const char *const tt_data_on_names[] = {"host", "device", NULL};
@@ -897,7 +898,7 @@ static tt_pass tower_pass(const tt_tower *tw, int training, size_t n)
 {
     const tt_trainer *tr = tw->tr;
     tt_pass ps = {training, tr->cfg.seed, tr->epoch, tw->d_ids, tw->d_ws, tr->cfg.ops->chunk_mnk, tw->d_saved, NULL,
-                  1.0f, tw->rows, NULL};
+                  1.0f, tw->rows, NULL, tr->cfg.epilogues};
     if (training) {
         ps.d_grads = tw->d_grads;
         ps.share = n ? (float)((double)tw->rows / (double)n) : 0.0f;
@@ -2842,6 +2843,8 @@ tt_status tt_trainer_plan(const tt_model *m, const tt_trainer_config *cfg, tt_me
         const int d = (int)(t % (size_t)cfg->n_devices), ord = cfg->devices ? cfg->devices[d] : d;
         for (int i = 0; i < l.n; i++)
             tt_mem_add(plan, l.b[i].part, l.b[i].on_host ? TT_MEM_HOST : ord, (double)l.b[i].bytes, l.b[i].driver);
+        if (cfg->ops->lt_bytes) /* what the backend's context holds from init for gemm_bias_act */
+            tt_mem_add(plan, "cuBLASLt workspace", ord, (double)cfg->ops->lt_bytes, TT_MEM_BY_RUN);
         if (cfg->graphs) /* what the backend allocates at the tower's first capture */
             tt_mem_add(plan, "graph workspace (--graphs on)", ord, (double)cfg->ops->capture_bytes, TT_MEM_BY_RUN);
     }

@@ -1,0 +1,84 @@
+/* cublasLt.h — the part of cuBLASLt towertrain's CUDA backend calls (--epilogues lt), as the CPU stand-in provides
+ * it: one FP32 matmul D = epilogue(alpha * op(A) op(B) + beta * C), column-major, with the DEFAULT, RELU, BIAS and
+ * RELU_BIAS epilogues (the bias a vector of D's rows, broadcast along its columns, added before the relu), queued on
+ * the call's stream and run by OpenBLAS (cblas_sgemm, CblasColMajor: the very call cublas.cpp makes for cublasSgemm)
+ * followed by the epilogue per element. Checked as cuBLASLt checks (CUBLAS_STATUS_INVALID_VALUE: null handles and
+ * pointers, layouts that do not fit the operation, ld below rows, a workspace smaller than the algorithm asks) and as
+ * the instrument checks everything (every matrix, the bias and the workspace inside memory of the handle's device; a
+ * line on stderr says what was wrong). The heuristic offers one algorithm for every valid FP32 problem — none with
+ * TT_SIM_LT_NO_ALGO=1 (read at each query), so the backend's fallback is exercised. Not for: anything but the
+ * stand-in build (cmake -DTT_CUDA_SIM=ON); types, scales or epilogues other than these
+ * (CUBLAS_STATUS_NOT_SUPPORTED). */
+#ifndef TT_SIM_CUBLASLT_H
+#define TT_SIM_CUBLASLT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cublas_v2.h"
+
+typedef enum { CUDA_R_32F = 0 } cudaDataType;
+typedef cudaDataType cudaDataType_t;
+typedef enum { CUBLAS_COMPUTE_32F = 68, CUBLAS_COMPUTE_32F_FAST_TF32 = 77 } cublasComputeType_t;
+
+typedef enum {
+    CUBLASLT_MATMUL_DESC_TRANSA = 3,
+    CUBLASLT_MATMUL_DESC_TRANSB = 4,
+    CUBLASLT_MATMUL_DESC_EPILOGUE = 7,
+    CUBLASLT_MATMUL_DESC_BIAS_POINTER = 8,
+} cublasLtMatmulDescAttributes_t;
+
+typedef enum {
+    CUBLASLT_EPILOGUE_DEFAULT = 1,
+    CUBLASLT_EPILOGUE_RELU = 2,
+    CUBLASLT_EPILOGUE_BIAS = 4,
+    CUBLASLT_EPILOGUE_RELU_BIAS = 6,
+} cublasLtEpilogue_t;
+
+typedef enum { CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1 } cublasLtMatmulPreferenceAttributes_t;
+
+typedef struct cublasLtContext *cublasLtHandle_t;
+typedef struct cublasLtMatmulDescSim *cublasLtMatmulDesc_t;
+typedef struct cublasLtMatrixLayoutSim *cublasLtMatrixLayout_t;
+typedef struct cublasLtMatmulPreferenceSim *cublasLtMatmulPreference_t;
+
+/* Opaque, as cuBLASLt's: kept by value in the caller's cache. */
+typedef struct {
+    uint64_t data[8];
+} cublasLtMatmulAlgo_t;
+
+typedef struct {
+    cublasLtMatmulAlgo_t algo;
+    size_t workspaceSize;
+    cublasStatus_t state;
+    float wavesCount;
+    int reserved[4];
+} cublasLtMatmulHeuristicResult_t;
+
+cublasStatus_t cublasLtCreate(cublasLtHandle_t *h);
+cublasStatus_t cublasLtDestroy(cublasLtHandle_t h);
+cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *desc, cublasComputeType_t compute,
+                                        cudaDataType_t scale);
+cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr,
+                                              const void *buf, size_t bytes);
+cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t desc);
+cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *layout, cudaDataType type, uint64_t rows,
+                                          uint64_t cols, int64_t ld);
+cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t layout);
+cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *pref);
+cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t pref,
+                                                    cublasLtMatmulPreferenceAttributes_t attr, const void *buf,
+                                                    size_t bytes);
+cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t pref);
+cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a,
+                                              cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c,
+                                              cublasLtMatrixLayout_t d, cublasLtMatmulPreference_t pref,
+                                              int requested, cublasLtMatmulHeuristicResult_t results[],
+                                              int *returned);
+cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, const void *alpha, const void *A,
+                              cublasLtMatrixLayout_t a, const void *B, cublasLtMatrixLayout_t b, const void *beta,
+                              const void *C, cublasLtMatrixLayout_t c, void *D, cublasLtMatrixLayout_t d,
+                              const cublasLtMatmulAlgo_t *algo, void *workspace, size_t workspace_bytes,
+                              cudaStream_t stream);
+
+#endif

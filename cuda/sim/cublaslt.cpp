@@ -1,0 +1,303 @@
+/* cublaslt.cpp — cuBLASLt's matmul with epilogues for the CPU stand-in (see cublasLt.h for what it is and is not):
+ * the descriptors are host objects checked as they are made, the heuristic offers one algorithm (none with
+ * TT_SIM_LT_NO_ALGO=1), and cublasLtMatmul is checked against the handle's device, then queued on its stream like
+ * cublasSgemm (cublas.cpp): OpenBLAS's cblas_sgemm with the same column-major arguments, then the epilogue per
+ * element — so a backend's Lt call and its sgemm + bias kernels agree to the bit here, which a GPU need not. */
+#include <cblas.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cublasLt.h"
+#include "sim.h"
+
+using namespace tt_sim;
+
+struct cublasLtContext {
+    int device;
+};
+
+struct cublasLtMatmulDescSim {
+    cublasComputeType_t compute;
+    cublasOperation_t ta, tb;
+    cublasLtEpilogue_t epilogue;
+    const float *bias;
+};
+
+struct cublasLtMatrixLayoutSim {
+    uint64_t rows, cols;
+    int64_t ld;
+};
+
+struct cublasLtMatmulPreferenceSim {
+    uint64_t max_workspace;
+};
+
+/* What the stand-in's one algorithm asks of the workspace (when the preference allows it): a GPU's split-K
+ * algorithms ask for some, and a call that passes less must fail as it would there. */
+static const size_t kAlgoWorkspace = (size_t)1 << 20;
+static const uint64_t kAlgoMagic = 0x746c7473696dULL; /* "tltsim": an algo this heuristic returned */
+
+cublasStatus_t cublasLtCreate(cublasLtHandle_t *h)
+{
+    if (!h) return CUBLAS_STATUS_INVALID_VALUE;
+    const int d = current_device();
+    if (d >= cfg().devices || !ensure_context(d)) return CUBLAS_STATUS_NOT_INITIALIZED;
+    *h = new cublasLtContext{d};
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtDestroy(cublasLtHandle_t h)
+{
+    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+    delete h;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *desc, cublasComputeType_t compute,
+                                        cudaDataType_t scale)
+{
+    if (!desc) return CUBLAS_STATUS_INVALID_VALUE;
+    if (compute != CUBLAS_COMPUTE_32F || scale != CUDA_R_32F) {
+        say("cublasLtMatmulDescCreate: only CUBLAS_COMPUTE_32F with CUDA_R_32F scales (plain FP32, no TF32)");
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    }
+    *desc = new cublasLtMatmulDescSim{compute, CUBLAS_OP_N, CUBLAS_OP_N, CUBLASLT_EPILOGUE_DEFAULT, nullptr};
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr,
+                                              const void *buf, size_t bytes)
+{
+    if (!desc || !buf) return CUBLAS_STATUS_INVALID_VALUE;
+    switch (attr) {
+    case CUBLASLT_MATMUL_DESC_TRANSA:
+    case CUBLASLT_MATMUL_DESC_TRANSB: {
+        int32_t op;
+        if (bytes != sizeof op) return CUBLAS_STATUS_INVALID_VALUE;
+        memcpy(&op, buf, sizeof op);
+        if (op != CUBLAS_OP_N && op != CUBLAS_OP_T) return CUBLAS_STATUS_INVALID_VALUE;
+        (attr == CUBLASLT_MATMUL_DESC_TRANSA ? desc->ta : desc->tb) = (cublasOperation_t)op;
+        return CUBLAS_STATUS_SUCCESS;
+    }
+    case CUBLASLT_MATMUL_DESC_EPILOGUE: {
+        uint32_t e;
+        if (bytes != sizeof e) return CUBLAS_STATUS_INVALID_VALUE;
+        memcpy(&e, buf, sizeof e);
+        if (e != CUBLASLT_EPILOGUE_DEFAULT && e != CUBLASLT_EPILOGUE_RELU && e != CUBLASLT_EPILOGUE_BIAS &&
+            e != CUBLASLT_EPILOGUE_RELU_BIAS) {
+            say("cublasLtMatmulDescSetAttribute: epilogue %u is not one the stand-in has", e);
+            return CUBLAS_STATUS_NOT_SUPPORTED;
+        }
+        desc->epilogue = (cublasLtEpilogue_t)e;
+        return CUBLAS_STATUS_SUCCESS;
+    }
+    case CUBLASLT_MATMUL_DESC_BIAS_POINTER:
+        if (bytes != sizeof(void *)) return CUBLAS_STATUS_INVALID_VALUE;
+        memcpy(&desc->bias, buf, sizeof desc->bias);
+        return CUBLAS_STATUS_SUCCESS;
+    }
+    say("cublasLtMatmulDescSetAttribute: attribute %d is not one the stand-in has", (int)attr);
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+}
+
+cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t desc)
+{
+    delete desc;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *layout, cudaDataType type, uint64_t rows,
+                                          uint64_t cols, int64_t ld)
+{
+    if (!layout) return CUBLAS_STATUS_INVALID_VALUE;
+    if (type != CUDA_R_32F) return CUBLAS_STATUS_NOT_SUPPORTED;
+    /* cuBLASLt: "ld must be at least rows" (column-major, the default order) */
+    if (ld < 1 || (uint64_t)ld < rows) {
+        say("cublasLtMatrixLayoutCreate: ld %lld below the %llu rows", (long long)ld, (unsigned long long)rows);
+        return CUBLAS_STATUS_INVALID_VALUE;
+    }
+    *layout = new cublasLtMatrixLayoutSim{rows, cols, ld};
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t layout)
+{
+    delete layout;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *pref)
+{
+    if (!pref) return CUBLAS_STATUS_INVALID_VALUE;
+    *pref = new cublasLtMatmulPreferenceSim{0};
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t pref,
+                                                    cublasLtMatmulPreferenceAttributes_t attr, const void *buf,
+                                                    size_t bytes)
+{
+    if (!pref || !buf) return CUBLAS_STATUS_INVALID_VALUE;
+    if (attr != CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES || bytes != sizeof(uint64_t))
+        return CUBLAS_STATUS_INVALID_VALUE;
+    memcpy(&pref->max_workspace, buf, sizeof(uint64_t));
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t pref)
+{
+    delete pref;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+/* The problem the descriptors describe: op(A) m x k, op(B) k x n, C and D m x n — false (with a line) if the layouts
+ * do not fit each other. */
+static bool problem(const char *fn, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
+                    cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t d, uint64_t *m, uint64_t *n, uint64_t *k)
+{
+    if (!desc || !a || !b || !c || !d) {
+        say("%s: a null descriptor", fn);
+        return false;
+    }
+    *m = desc->ta == CUBLAS_OP_N ? a->rows : a->cols;
+    *k = desc->ta == CUBLAS_OP_N ? a->cols : a->rows;
+    const uint64_t kb = desc->tb == CUBLAS_OP_N ? b->rows : b->cols;
+    *n = desc->tb == CUBLAS_OP_N ? b->cols : b->rows;
+    if (kb != *k || c->rows != *m || c->cols != *n || d->rows != *m || d->cols != *n || c->ld != d->ld) {
+        say("%s: layouts that do not fit: op(A) %llu x %llu, op(B) %llu x %llu, C %llu x %llu (ld %lld), "
+            "D %llu x %llu (ld %lld)",
+            fn, (unsigned long long)*m, (unsigned long long)*k, (unsigned long long)kb, (unsigned long long)*n,
+            (unsigned long long)c->rows, (unsigned long long)c->cols, (long long)c->ld, (unsigned long long)d->rows,
+            (unsigned long long)d->cols, (long long)d->ld);
+        return false;
+    }
+    if (*m > INT_MAX || *n > INT_MAX || *k > INT_MAX || a->ld > INT_MAX || b->ld > INT_MAX || d->ld > INT_MAX) {
+        say("%s: sizes beyond INT_MAX are more than this stand-in's OpenBLAS (32-bit indices) takes", fn);
+        return false;
+    }
+    return true;
+}
+
+cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a,
+                                              cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c,
+                                              cublasLtMatrixLayout_t d, cublasLtMatmulPreference_t pref,
+                                              int requested, cublasLtMatmulHeuristicResult_t results[],
+                                              int *returned)
+{
+    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+    uint64_t m, n, k;
+    if (!pref || requested < 1 || !results || !returned ||
+        !problem("cublasLtMatmulAlgoGetHeuristic", desc, a, b, c, d, &m, &n, &k))
+        return CUBLAS_STATUS_INVALID_VALUE;
+    *returned = 0;
+    const char *none = getenv("TT_SIM_LT_NO_ALGO"); /* read at each query: a test may switch it */
+    if (none && strcmp(none, "1") == 0) return CUBLAS_STATUS_NOT_SUPPORTED; /* cuBLASLt: no algorithm found */
+    memset(&results[0], 0, sizeof results[0]);
+    results[0].algo.data[0] = kAlgoMagic;
+    results[0].workspaceSize = pref->max_workspace >= kAlgoWorkspace ? kAlgoWorkspace : 0;
+    results[0].algo.data[1] = results[0].workspaceSize;
+    results[0].state = CUBLAS_STATUS_SUCCESS;
+    results[0].wavesCount = 1.0f;
+    *returned = 1;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+/* The bytes a column-major rows x cols matrix with leading dimension ld spans. */
+static size_t span_bytes(uint64_t rows, uint64_t cols, int64_t ld)
+{
+    return rows && cols ? (size_t)((cols - 1) * (uint64_t)ld + rows) * sizeof(float) : 0;
+}
+
+static bool check_matrix(const char *name, const void *p, const cublasLtMatrixLayoutSim &l, int device)
+{
+    if (!l.rows || !l.cols) return true;
+    char what[128];
+    snprintf(what, sizeof what, "cublasLtMatmul: matrix %s (%llu x %llu, ld %lld)", name,
+             (unsigned long long)l.rows, (unsigned long long)l.cols, (long long)l.ld);
+    return check_device_range(what, p, span_bytes(l.rows, l.cols, l.ld), device);
+}
+
+cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, const void *alpha, const void *A,
+                              cublasLtMatrixLayout_t a, const void *B, cublasLtMatrixLayout_t b, const void *beta,
+                              const void *C, cublasLtMatrixLayout_t c, void *D, cublasLtMatrixLayout_t d,
+                              const cublasLtMatmulAlgo_t *algo, void *workspace, size_t workspace_bytes,
+                              cudaStream_t stream)
+{
+    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+    uint64_t m, n, k;
+    if (!alpha || !beta || !problem("cublasLtMatmul", desc, a, b, c, d, &m, &n, &k))
+        return CUBLAS_STATUS_INVALID_VALUE;
+    const bool bias = desc->epilogue == CUBLASLT_EPILOGUE_BIAS || desc->epilogue == CUBLASLT_EPILOGUE_RELU_BIAS;
+    const bool relu = desc->epilogue == CUBLASLT_EPILOGUE_RELU || desc->epilogue == CUBLASLT_EPILOGUE_RELU_BIAS;
+    if (m && n && ((k && (!A || !B)) || !D || (bias && !desc->bias))) {
+        say("cublasLtMatmul: a null pointer (A %p, B %p, D %p, bias %p)", A, B, D, (const void *)desc->bias);
+        return CUBLAS_STATUS_INVALID_VALUE;
+    }
+    if (!algo || algo->data[0] != kAlgoMagic) {
+        say("cublasLtMatmul: an algorithm the heuristic did not return");
+        return CUBLAS_STATUS_INVALID_VALUE;
+    }
+    if (workspace_bytes < algo->data[1] || (workspace_bytes && !workspace)) {
+        say("cublasLtMatmul: a workspace of %zu bytes where the algorithm asks %llu", workspace_bytes,
+            (unsigned long long)algo->data[1]);
+        return CUBLAS_STATUS_INVALID_VALUE;
+    }
+    if (current_device() != h->device) {
+        say("cublasLtMatmul: called with device %d current, on a handle of device %d", current_device(), h->device);
+        return CUBLAS_STATUS_EXECUTION_FAILED;
+    }
+    cudaStream_t s = stream;
+    int dev;
+    if (!resolve_stream(&s, &dev)) return CUBLAS_STATUS_EXECUTION_FAILED;
+    if (dev != h->device) {
+        say("cublasLtMatmul: a stream of device %d, on a handle of device %d", dev, h->device);
+        return CUBLAS_STATUS_EXECUTION_FAILED;
+    }
+    const float al = *(const float *)alpha, be = *(const float *)beta; /* host pointer mode: read at the call */
+    const CBLAS_TRANSPOSE oa = desc->ta == CUBLAS_OP_N ? CblasNoTrans : CblasTrans;
+    const CBLAS_TRANSPOSE ob = desc->tb == CUBLAS_OP_N ? CblasNoTrans : CblasTrans;
+    const int device = h->device;
+    const cublasLtMatrixLayoutSim la = *a, lb = *b, lc = *c, ld = *d; /* the call's, as cuBLASLt reads them now */
+    const float *fa = (const float *)A, *fb = (const float *)B, *fc = (const float *)C, *pb = desc->bias;
+    float *fd = (float *)D;
+    const bool reads_c = be != 0.0f; /* beta 0: C is not read (cuBLASLt's rule, as cuBLAS's) */
+    const bool ok = submit(s, [=](cudaStream_t st, issue_mode how) {
+        if (!check_matrix("A", fa, la, device) ||
+            !check_matrix("B", fb, lb, device) ||
+            (reads_c && !check_matrix("C", fc, lc, device)) ||
+            !check_matrix("D", fd, ld, device) ||
+            (bias && m && !check_device_range("cublasLtMatmul: the bias", pb, m * sizeof(float), device)) ||
+            (workspace_bytes && !check_device_range("cublasLtMatmul: the workspace", workspace, workspace_bytes,
+                                                    device)))
+            return false;
+        if (how == ISSUE_CHECK || !m || !n) return true;
+        count("cublasLtMatmul", 1, (uint64_t)(2 * m * n * k));
+        std::vector<touch> t = {{fa, span_bytes(la.rows, la.cols, la.ld), false},
+                                {fb, span_bytes(lb.rows, lb.cols, lb.ld), false},
+                                {fd, span_bytes(m, n, ld.ld), true},
+                                {workspace, workspace_bytes, true}};
+        if (reads_c && fc != fd) t.push_back({fc, span_bytes(m, n, lc.ld), false});
+        if (bias) t.push_back({pb, m * sizeof(float), false});
+        enqueue(
+            st,
+            [=]() {
+                if (reads_c && fc != fd)
+                    for (uint64_t j = 0; j < n; j++) memcpy(fd + j * ld.ld, fc + j * lc.ld, m * sizeof(float));
+                cblas_sgemm(CblasColMajor, oa, ob, (int)m, (int)n, (int)k, al, fa, (int)la.ld, fb, (int)lb.ld, be, fd,
+                            (int)ld.ld);
+                if (!bias && !relu) return;
+                for (uint64_t j = 0; j < n; j++) /* the epilogue: + bias[row], then relu */
+                    for (uint64_t i = 0; i < m; i++) {
+                        float v = fd[j * ld.ld + i];
+                        if (bias) v = v + pb[i];
+                        if (relu) v = v > 0.0f ? v : 0.0f;
+                        fd[j * ld.ld + i] = v;
+                    }
+            },
+            "cublasLtMatmul", std::move(t));
+        return true;
+    });
+    return ok ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
+}
