@@ -170,6 +170,7 @@ EOF
     # refusals
     expect 2 "exists: one run owns its report folder" check --report "$rep"
     expect 2 "is a stand-in build: give --stand-in" "$root/tools/gpu-check" --bundle "$bundle" --report "$tmp/r2"
+    expect 2 "is a stand-in build: give --stand-in" "$root/tools/gpu-check" --bundle="$bundle" --report "$tmp/r2"
     [ ! -e "$tmp/r2" ] || bad "a refused run made its report folder"
     expect 2 "--budget 5 is not" check --budget 5 --report "$tmp/r3"
     expect 2 "the following arguments are required: --report" check
