@@ -43,6 +43,7 @@
 typedef struct lt_plan {
     size_t M, N, K;
     int relu, bias;
+    uint32_t align; /* the smallest alignment of x, w and y the algorithm was chosen for (bytes, <= 256) */
     int offered; /* 0: the heuristic offered no algorithm within the workspace (the caller falls back) */
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t a, b, d; /* W (O x D, ld O), X (D x B, ld D), Yᵀ (O x B, ld O), column-major */
@@ -583,17 +584,29 @@ static void lt_plan_free(cuda_ctx *c, lt_plan *p)
     memset(p, 0, sizeof *p);
 }
 
-/* The plan of (M, N, K, relu, bias), made now if new; NULL when the cache is full (the caller falls back). */
-static lt_plan *lt_plan_for(cuda_ctx *c, size_t M, size_t N, size_t K, int relu, int bias)
+/* The largest power of two up to 256 that divides the address: what cuBLASLt may assume of a pointer. A layer's
+ * weights are a slice of the flat parameter buffer at any float offset (textcnn's dense kernel starts 8 bytes past a
+ * 16-byte boundary), and cuBLASLt's default assumption is 256 bytes: an algorithm chosen for that faults on a less
+ * aligned pointer. */
+static uint32_t lt_align(const void *p)
+{
+    uint32_t a = 256;
+    while (a > 1 && (uintptr_t)p % a) a >>= 1;
+    return a;
+}
+
+/* The plan of (M, N, K, relu, bias, alignment), made now if new; NULL when the cache is full (the caller falls
+ * back). */
+static lt_plan *lt_plan_for(cuda_ctx *c, size_t M, size_t N, size_t K, int relu, int bias, uint32_t align)
 {
     for (int i = 0; i < c->n_plans; i++) {
         lt_plan *p = &c->plans[i];
-        if (p->M == M && p->N == N && p->K == K && p->relu == relu && p->bias == bias) return p;
+        if (p->M == M && p->N == N && p->K == K && p->relu == relu && p->bias == bias && p->align == align) return p;
     }
     if (c->n_plans == kLtPlans) return NULL;
     lt_plan *p = &c->plans[c->n_plans++];
     memset(p, 0, sizeof *p);
-    p->M = M, p->N = N, p->K = K, p->relu = relu, p->bias = bias;
+    p->M = M, p->N = N, p->K = K, p->relu = relu, p->bias = bias, p->align = align;
     const size_t lim = INT_MAX; /* kept within int: the 32-bit sgemm path's bound, and the stand-in's */
     if (M > lim || N > lim || K > lim) return p; /* not offered */
     const cublasOperation_t op_n = CUBLAS_OP_N;
@@ -611,12 +624,17 @@ static lt_plan *lt_plan_for(cuda_ctx *c, size_t M, size_t N, size_t K, int relu,
     CUBLAS_CHECK(c, cublasLtMatmulPreferenceCreate(&pref));
     CUBLAS_CHECK(c, cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
                                                          sizeof ws));
+    for (cublasLtMatmulPreferenceAttributes_t at :
+         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+        CUBLAS_CHECK(c, cublasLtMatmulPreferenceSetAttribute(pref, at, &align, sizeof align));
     cublasLtMatmulHeuristicResult_t r;
     memset(&r, 0, sizeof r);
     int n = 0;
     const cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(c->lt, p->desc, p->a, p->b, p->d, p->d, pref, 1, &r, &n);
     CUBLAS_CHECK(c, cublasLtMatmulPreferenceDestroy(pref));
-    if (s != CUBLAS_STATUS_NOT_SUPPORTED) CUBLAS_CHECK(c, s); /* NOT_SUPPORTED: none for this shape */
+    /* any answer but an algorithm (NOT_SUPPORTED, or INVALID_VALUE for a layout or alignment it will not take) is
+     * "not offered": the op's contract is to fall back, not to end the run */
     if (s == CUBLAS_STATUS_SUCCESS && n >= 1 && r.state == CUBLAS_STATUS_SUCCESS && r.workspaceSize <= kLtWorkspace) {
         p->algo = r.algo;
         p->offered = 1;
@@ -901,7 +919,12 @@ static int cu_gemm_bias_act(void *ctx, size_t M, size_t N, size_t K, const float
                             float *y, int relu)
 {
     cuda_ctx *c = TOWER_CTX(ctx);
-    lt_plan *p = lt_plan_for(c, M, N, K, relu, b != NULL);
+    /* the bias of a BIAS epilogue is read with vector loads: under 16 bytes of alignment, the kernels do it */
+    if (b && lt_align(b) < 16) return 0;
+    uint32_t align = lt_align(x);
+    align = lt_align(w) < align ? lt_align(w) : align;
+    align = lt_align(y) < align ? lt_align(y) : align;
+    lt_plan *p = lt_plan_for(c, M, N, K, relu, b != NULL, align);
     if (!p || !p->offered) return 0;
     if (b) CUBLAS_CHECK(c, cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &b, sizeof b));
     const float alpha = 1.0f, beta = 0.0f;

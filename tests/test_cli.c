@@ -546,9 +546,14 @@ START_TEST(test_slow_tower)
     expect(args, 2, "--graphs on"); /* on the CPU backend graphs are refused first; with CUDA: not with --slow-tower */
     /* --epilogues: lt is accepted on the CPU backend (its path is the fallback, sgemm + the fused kernels), a word
      * that is neither kernels nor lt is one line and exit 2 */
-    snprintf(args, sizeof args, "train --device cpu --data %s --val-samples 60 --batch 16 --epochs 1 --progress quiet "
-             "--epilogues lt", dir);
+    snprintf(args, sizeof args, "train --device cpu --data %s --val-samples 60 --batch 16 --epochs 1 --progress lines "
+             "--epilogues lt --log-json %s/lt.json", dir, dir);
     expect(args, 0, "");
+    /* the choice is in the log's start record and the banner: a GPU window's logs say which path ran */
+    char lt_log[512];
+    snprintf(lt_log, sizeof lt_log, "%s/lt.json", dir);
+    ck_assert_msg(strstr(tt_test_slurp(lt_log), "\"epilogues\":\"lt\""), "%s", tt_test_slurp(lt_log));
+    ck_assert_msg(strstr(tt_test_slurp(out_path), "--epilogues lt"), "%s", tt_test_slurp(out_path));
     snprintf(args, sizeof args, "train --device cpu --data %s --epilogues bogus", dir);
     expect(args, 2, "--epilogues: 'bogus' is not kernels or lt");
     /* a stop does not wait out a long delay: SIGINT while tower 0 sleeps 30 s ends the run within a second or two */

@@ -35,7 +35,15 @@ typedef enum {
     CUBLASLT_EPILOGUE_RELU_BIAS = 6,
 } cublasLtEpilogue_t;
 
-typedef enum { CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1 } cublasLtMatmulPreferenceAttributes_t;
+/* cuBLASLt's values: the workspace limit (uint64_t) and the smallest alignment, in bytes, that A, B, C and D's
+ * pointers will have (uint32_t; 256 when not set: an algorithm chosen without them may assume it) */
+typedef enum {
+    CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1,
+    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES = 5,
+    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES = 6,
+    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES = 7,
+    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES = 8,
+} cublasLtMatmulPreferenceAttributes_t;
 
 typedef struct cublasLtContext *cublasLtHandle_t;
 typedef struct cublasLtMatmulDescSim *cublasLtMatmulDesc_t;

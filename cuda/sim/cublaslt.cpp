@@ -32,7 +32,12 @@ struct cublasLtMatrixLayoutSim {
 
 struct cublasLtMatmulPreferenceSim {
     uint64_t max_workspace;
+    uint32_t align[4]; /* A, B, C, D: the alignment the caller promises (cuBLASLt's default: 256) */
 };
+
+/* What a GPU's algorithms may assume of the bias pointer of a BIAS epilogue (vector loads): 16 bytes. A bias less
+ * aligned faults on a GPU ("misaligned address"); here it is a line and an error. */
+static const uint32_t kBiasAlign = 16;
 
 /* What the stand-in's one algorithm asks of the workspace (when the preference allows it): a GPU's split-K
  * algorithms ask for some, and a call that passes less must fail as it would there. */
@@ -131,7 +136,7 @@ cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t layout)
 cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *pref)
 {
     if (!pref) return CUBLAS_STATUS_INVALID_VALUE;
-    *pref = new cublasLtMatmulPreferenceSim{0};
+    *pref = new cublasLtMatmulPreferenceSim{0, {256, 256, 256, 256}};
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -140,10 +145,19 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p
                                                     size_t bytes)
 {
     if (!pref || !buf) return CUBLAS_STATUS_INVALID_VALUE;
-    if (attr != CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES || bytes != sizeof(uint64_t))
-        return CUBLAS_STATUS_INVALID_VALUE;
-    memcpy(&pref->max_workspace, buf, sizeof(uint64_t));
-    return CUBLAS_STATUS_SUCCESS;
+    if (attr == CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES && bytes == sizeof(uint64_t)) {
+        memcpy(&pref->max_workspace, buf, sizeof(uint64_t));
+        return CUBLAS_STATUS_SUCCESS;
+    }
+    if (attr >= CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES && attr <= CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES &&
+        bytes == sizeof(uint32_t)) {
+        uint32_t v;
+        memcpy(&v, buf, sizeof v);
+        if (v == 0 || (v & (v - 1))) return CUBLAS_STATUS_INVALID_VALUE; /* a power of two */
+        pref->align[attr - CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES] = v;
+        return CUBLAS_STATUS_SUCCESS;
+    }
+    return CUBLAS_STATUS_INVALID_VALUE;
 }
 
 cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t pref)
@@ -198,6 +212,7 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmul
     results[0].algo.data[0] = kAlgoMagic;
     results[0].workspaceSize = pref->max_workspace >= kAlgoWorkspace ? kAlgoWorkspace : 0;
     results[0].algo.data[1] = results[0].workspaceSize;
+    for (int i = 0; i < 4; i++) results[0].algo.data[2 + i] = pref->align[i]; /* what the algorithm assumes */
     results[0].state = CUBLAS_STATUS_SUCCESS;
     results[0].wavesCount = 1.0f;
     *returned = 1;
@@ -238,6 +253,19 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, con
     if (!algo || algo->data[0] != kAlgoMagic) {
         say("cublasLtMatmul: an algorithm the heuristic did not return");
         return CUBLAS_STATUS_INVALID_VALUE;
+    }
+    const void *mats[4] = {A, B, C, D};
+    for (int i = 0; i < 4; i++)
+        if (mats[i] && (uintptr_t)mats[i] % algo->data[2 + i]) {
+            say("cublasLtMatmul: matrix %c at %p is not aligned to the %llu bytes its algorithm was chosen for "
+                "(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_%c_BYTES): a GPU faults (misaligned address)",
+                "ABCD"[i], mats[i], (unsigned long long)algo->data[2 + i], "ABCD"[i]);
+            return CUBLAS_STATUS_EXECUTION_FAILED;
+        }
+    if (bias && desc->bias && (uintptr_t)desc->bias % kBiasAlign) {
+        say("cublasLtMatmul: the bias at %p is not %u-byte aligned: a GPU's epilogue faults (misaligned address)",
+            (const void *)desc->bias, kBiasAlign);
+        return CUBLAS_STATUS_EXECUTION_FAILED;
     }
     if (workspace_bytes < algo->data[1] || (workspace_bytes && !workspace)) {
         say("cublasLtMatmul: a workspace of %zu bytes where the algorithm asks %llu", workspace_bytes,

@@ -161,10 +161,10 @@ static tt_status run_open_local(run_state *rs, tt_error *err)
 /* What must be the same on every rank of a job, as (name, value) pairs: a rank started with another model, batch,
  * data or option would step out of line with the others (or wait for a collective they never call). Each field says
  * how its value reads, so a mismatch is told in the flag's own words ("--reduce is device here, cpu on rank 0"). */
-enum { FP_FIELDS = 31 };
+enum { FP_FIELDS = 32 };
 typedef enum {
     FP_COUNT, FP_CRC, FP_GIVEN, FP_FLOAT, FP_OPTIMIZER, FP_NODE_REDUCE, FP_REDUCE, FP_SAVE_BEST, FP_SYNC, FP_SCHEDULE,
-    FP_BN_SYNC, FP_DATA_ON
+    FP_BN_SYNC, FP_DATA_ON, FP_EPILOGUES
 } fp_kind;
 typedef struct fingerprint {
     uint64_t v[FP_FIELDS];
@@ -182,7 +182,8 @@ static const struct {
     {"--checkpoint-dir", FP_GIVEN}, {"--save-every-epoch", FP_GIVEN}, {"--save-every-steps", FP_COUNT},
     {"--save-best", FP_SAVE_BEST}, {"--resume", FP_GIVEN}, {"--trace", FP_GIVEN}, {"--log-json", FP_GIVEN},
     {"--tensorboard", FP_GIVEN}, {"--tensorboard-every-steps", FP_COUNT}, {"--slow-tower", FP_CRC},
-    {"--sync", FP_SYNC}, {"--sync-schedule", FP_SCHEDULE}, {"--bn-sync", FP_BN_SYNC}, {"--data-on", FP_DATA_ON}};
+    {"--sync", FP_SYNC}, {"--sync-schedule", FP_SCHEDULE}, {"--bn-sync", FP_BN_SYNC}, {"--data-on", FP_DATA_ON},
+    {"--epilogues", FP_EPILOGUES}};
 
 const char *const tt_lr_scaling_names[] = {"none", "linear", NULL};
 const char *const tt_progress_names[] = {"auto", "bar", "lines", "quiet", "towers", NULL};
@@ -215,6 +216,7 @@ static void fp_value(fp_kind k, uint64_t v, char *out, size_t len)
     case FP_SCHEDULE: snprintf(out, len, "%s", v <= 1 ? tt_sync_schedule_names[v] : "?"); break;
     case FP_BN_SYNC: snprintf(out, len, "%s", v <= 1 ? tt_bn_sync_names[v] : "?"); break;
     case FP_DATA_ON: snprintf(out, len, "%s", v <= 1 ? tt_data_on_names[v] : "?"); break;
+    case FP_EPILOGUES: snprintf(out, len, "%s", v <= 1 ? tt_epilogues_names[v] : "?"); break;
     default: snprintf(out, len, "%llu", (unsigned long long)v); break;
     }
 }
@@ -248,7 +250,8 @@ static void run_fingerprint_of(const run_state *rs, fingerprint *f)
                                    c->tensorboard != NULL, c->tensorboard_every_steps,
                                    tt_crc32(0, c->slow, c->n_slow * sizeof c->slow[0]),
                                    (uint64_t)c->sync.kind << 32 | c->sync.k, (uint64_t)c->sync.round_robin,
-                                   (uint64_t)(c->bn_sync != 0), (uint64_t)(c->data_on != 0)};
+                                   (uint64_t)(c->bn_sync != 0), (uint64_t)(c->data_on != 0),
+                                   (uint64_t)(c->epilogues != 0)};
     memcpy(f->v, v, sizeof v);
 }
 

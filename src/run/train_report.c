@@ -73,6 +73,8 @@ void print_banner(run_state *rs)
         else tt_mem_human(bytes, set, sizeof set);
         fprintf(out, " --data-on device (the training set, %s, on each device; a step copies in its indices)", set);
     }
+    if (c->epilogues) fprintf(out, " --epilogues lt (a dense layer's GEMM, bias and relu as one cuBLASLt call where "
+                              "the backend has one)");
     fputc('\n', out);
     if (rs->K > 1)
         fprintf(out, "job: %d ranks x %zu tower%s = %zu towers (mpirun; %d on this machine, %d host thread%s each) | "
@@ -131,7 +133,7 @@ void log_start(run_state *rs)
                   "\"seed\":%llu,\"train_samples\":%zu,\"val_samples\":%zu,\"test_samples\":%zu,\"params\":%zu,"
                   "\"model\":\"%s\",\"reduce\":\"%s\",\"update\":\"%s\",\"flush_denormals\":%s,\"ranks\":%d,"
                   "\"node_reduce\":\"%s\",\"sync\":\"%s\",\"sync_schedule\":\"%s\",\"bn_sync\":\"%s\","
-                  "\"data_on\":\"%s\",\"non_trainable_params\":%zu,\"slow_tower\":[",
+                  "\"data_on\":\"%s\",\"epilogues\":\"%s\",\"non_trainable_params\":%zu,\"slow_tower\":[",
                   TT_VERSION, rs->ops->name, c->towers, c->batch, c->epochs, tt_optim_kind_name(rs->tc.optim.kind),
                   (double)rs->tc.optim.lr, (double)c->optim.lr, tt_lr_scaling_names[c->lr_scaling],
                   (unsigned long long)c->seed, rs->train->n, rs->val->n, rs->test->n, rs->model->n_params,
@@ -139,7 +141,7 @@ void log_start(run_state *rs)
                   tt_fpu_flushing() ? "true" : "false", rs->K, tt_node_reduce_name(c->node_reduce),
                   tt_sync_format(&c->sync, sync, sizeof sync), tt_sync_schedule_names[c->sync.round_robin != 0],
                   tt_bn_sync_names[c->bn_sync != 0], tt_data_on_names[c->data_on != 0],
-                  rs->model->n_params - rs->model->n_trainable);
+                  tt_epilogues_names[c->epilogues != 0], rs->model->n_params - rs->model->n_trainable);
     for (size_t k = 0; k < c->n_slow; k++) /* --slow-tower: stragglers on purpose, so the log's waits are read right */
         tt_out_printf(log, "%s{\"tower\":%zu,\"ms\":%g,\"jitter_ms\":%g}", k ? "," : "", c->slow[k].tower,
                       c->slow[k].ms, c->slow[k].jitter_ms);

@@ -98,7 +98,7 @@ struct tt_tower {
      * epoch: the loss gradient's scale and dropout's key are the kernels' arguments), and the last shape seen
      * (a shape is captured the second time in a row it comes: the first step of it warms the backend up) */
     void *graph;
-    size_t graph_key[3], seen_key[3];
+    size_t graph_key[4], seen_key[4];
     /* --overlap on: events around each bucket's push and after the statistics' push; the buckets pushed and those
      * the host has been told of (arrived), whether this step's statistics are counted, and the buckets whose
      * weights for the next step are pulled already (ahead) */
@@ -815,6 +815,7 @@ static void data_gather(tt_tower *tw, const tt_dataset *ds, const uint32_t *idx,
     const int rows_too = !data_on_device(tw, ds);
     for (size_t r = 0; r < rows; r++) {
         size_t s = idx ? idx[first + r] : first + r;
+        TT_ASSERT(s < ds->n); /* the device's gather would give zeros, the host's copy read past the set */
         tw->h_ids[r] = (uint32_t)s;
         if (!rows_too) continue;
         memcpy(tw->h_x + r * SB, ds->x + s * SB, SB);
@@ -1046,7 +1047,9 @@ static void tower_issue(tt_tower *tw, const uint32_t *idx, size_t n, int gathere
 static int tower_graph(tt_tower *tw, size_t n)
 {
     tt_dev *dev = &tw->dev;
-    const size_t key[3] = {tw->rows, n, (size_t)tw->tr->epoch};
+    /* with --data-on device the step's gathers read the training set's copy on this device, captured as pointers:
+     * whether the step's data set is that one is part of the shape (another set takes the host's path) */
+    const size_t key[4] = {tw->rows, n, (size_t)tw->tr->epoch, (size_t)data_on_device(tw, tw->tr->ds)};
     if (tw->graph && memcmp(key, tw->graph_key, sizeof key) == 0) {
         if (tt_dev_graph_launch(dev, tw->graph)) return 1;
         tt_dev_graph_free(dev, tw->graph); /* stale: captured over scratch the backend has moved since */
