@@ -839,7 +839,7 @@ START_TEST(test_gemm_bias_act)
                 gemm_bias_act_case(&p, lt_shapes[s][0], lt_shapes[s][1], lt_shapes[s][2], relu, bias, want);
                 gemm_bias_act_case(&p, lt_shapes[s][0], lt_shapes[s][1], lt_shapes[s][2], relu, bias, want);
             }
-    /* operands 4, 8 and 128 bytes into their allocations (the stand-in's blocks are 16-byte aligned, a GPU's 256):
+    /* operands 4, 8 and 128 bytes into their allocations (cudaMalloc's blocks, the stand-in's too, are 256-byte aligned):
      * the plan is chosen for the alignment the pointers have (the stand-in refuses a pointer less aligned than its
      * algorithm assumes, as a GPU faults on it), and a bias under 16 bytes of alignment is the kernels' */
     const size_t offs[] = {1, 2, 32};

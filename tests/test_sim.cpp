@@ -514,6 +514,16 @@ START_TEST(test_lt_matmul)
     ck_assert_int_eq(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_ws,
                                                           sizeof max_ws),
                      CUBLAS_STATUS_SUCCESS);
+    /* B, D and the bias are 16, 40 and 64 bytes into one allocation: the algorithm is asked for 8-byte alignment
+     * (cuBLASLt's default, 256, is what a plain preference promises: tested below) */
+    const uint32_t align8 = 8, align3 = 3;
+    for (cublasLtMatmulPreferenceAttributes_t at :
+         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+        ck_assert_int_eq(cublasLtMatmulPreferenceSetAttribute(pref, at, &align8, sizeof align8), CUBLAS_STATUS_SUCCESS);
+    ck_assert_int_eq(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align3,
+                                                          sizeof align3),
+                     CUBLAS_STATUS_INVALID_VALUE); /* not a power of two */
     cublasLtMatmulHeuristicResult_t r;
     int n = -1;
     ck_assert_int_eq(cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, bad, bad, pref, 1, &r, &n),
@@ -532,6 +542,30 @@ START_TEST(test_lt_matmul)
                      CUBLAS_STATUS_INVALID_VALUE); /* RELU_BIAS with no bias pointer */
     ck_assert_int_eq(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &db, sizeof db),
                      CUBLAS_STATUS_SUCCESS);
+    { /* an algorithm chosen without alignment preferences assumes 256 bytes: B 16 bytes in is what a GPU faults on */
+        cublasLtMatmulPreference_t p256;
+        cublasLtMatmulHeuristicResult_t r256;
+        int n256 = 0;
+        ck_assert_int_eq(cublasLtMatmulPreferenceCreate(&p256), CUBLAS_STATUS_SUCCESS);
+        ck_assert_int_eq(cublasLtMatmulPreferenceSetAttribute(p256, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_ws,
+                                                              sizeof max_ws),
+                         CUBLAS_STATUS_SUCCESS);
+        ck_assert_int_eq(cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, ldd, ldd, p256, 1, &r256, &n256),
+                         CUBLAS_STATUS_SUCCESS);
+        ck_assert_int_eq(cublasLtMatmul(lt, desc, &one, dA, la, dB, lb, &zero, dD, ldd, dD, ldd, &r256.algo, ws,
+                                        max_ws, s),
+                         CUBLAS_STATUS_EXECUTION_FAILED);
+        cublasLtMatmulPreferenceDestroy(p256);
+        /* a bias 12 bytes past a 16-byte boundary: the epilogue's vector loads fault on a GPU */
+        const float *db4 = d + 15; /* 60 bytes in, inside the block */
+        ck_assert_int_eq(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &db4, sizeof db4),
+                         CUBLAS_STATUS_SUCCESS);
+        ck_assert_int_eq(cublasLtMatmul(lt, desc, &one, dA, la, dB, lb, &zero, dD, ldd, dD, ldd, &r.algo, ws, max_ws,
+                                        s),
+                         CUBLAS_STATUS_EXECUTION_FAILED);
+        ck_assert_int_eq(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &db, sizeof db),
+                         CUBLAS_STATUS_SUCCESS);
+    }
     ck_assert_int_eq(cublasLtMatmul(lt, desc, &one, dA, la, dB, lb, &zero, dD, ldd, dD, ldd, &r.algo, ws,
                                     r.workspaceSize - 1, s),
                      CUBLAS_STATUS_INVALID_VALUE); /* less workspace than the algorithm asks */

@@ -741,7 +741,11 @@ static void *register_alloc(size_t bytes, mem_kind kind, int device, unsigned fl
         if (bytes > cfg().mem_bytes - g_used[device]) return nullptr;
         g_used[device] += bytes;
     }
-    void *p = malloc(bytes ? bytes : 1);
+    /* 256-byte aligned, as cudaMalloc's and cudaHostAlloc's memory is: cuBLASLt's algorithms assume operands that
+     * aligned unless told otherwise (the stand-in's cuBLASLt checks it), so a smaller alignment here would refuse
+     * what a GPU runs, and hide nothing a GPU would show (posix_memalign: AddressSanitizer still bounds the bytes) */
+    void *p = nullptr;
+    if (posix_memalign(&p, 256, bytes ? bytes : 1) != 0) p = nullptr;
     std::lock_guard<std::mutex> l(g_lock);
     if (!p) {
         if (kind == MEM_DEVICE) g_used[device] -= bytes;
