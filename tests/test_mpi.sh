@@ -350,7 +350,10 @@ sleep 0.5
 wait
 rc0=$(cat "$W/term.rc.0" 2>/dev/null || echo none)
 rcl=$(cat "$W/term.rc.$last_rank" 2>/dev/null || echo none)
-if [ -n "$victim" ] && [ "$rc0" = 143 ] && [ "$rcl" = 143 ] && grep -q '^towertrain: stopped by SIGTERM in epoch ' "$W/term.txt"; then
+# the stop lands at a step boundary: inside an epoch ("in epoch E after step S/N") or, when the signal comes during
+# the validation at an epoch's end, between two ("before epoch E+1") — both are one step, on every rank
+if [ -n "$victim" ] && [ "$rc0" = 143 ] && [ "$rcl" = 143 ] &&
+  grep -Eq '^towertrain: stopped by SIGTERM (in epoch [0-9]+ after step|before epoch [0-9]+)' "$W/term.txt"; then
   ok "SIGTERM to rank $last_rank only: rank 0 exits $rc0, rank $last_rank $rcl: $(grep -m1 '^towertrain: stopped' "$W/term.txt" | head -c 160)"
 else
   bad "SIGTERM to rank $last_rank: victim '$victim', rank 0 exit $rc0, rank $last_rank exit $rcl: $(tail -c 600 "$W/term.txt")"
