@@ -132,7 +132,12 @@ st = {s["step"]: s["status"] for s in r["steps"]}
 assert all(v in ("pass", "warn", "not-run") for v in st.values()), st
 assert st["sanitizer"] == "not-run" and st["kernels"] == "not-run", st  # no compute-sanitizer, no ncu here
 assert [s["name"] for s in r["suites"]] == ["test_reference_cuda"] and r["suites"][0]["checks"] > 0, r["suites"]
-assert {d["model"] for d in r["designs"]} == {"mlp", "cnn"}, "designs of both models"
+detail = {s["step"]: s["detail"] for s in r["steps"]}
+models = {d["model"] for d in r["designs"]}
+# both models' designs; under ASan on a loaded machine the cnn's probe may outrun the step's share of the budget,
+# which the step must then say (a cut is "not measured", never a silent gap)
+assert "mlp" in models and (models == {"mlp", "cnn"} or "cnn not measured (cut by the budget)" in detail["designs"]), \
+    ("designs of both models", models, detail["designs"])
 for d in r["designs"]:
     assert d["total_ms"] > 0 and d["reduce"] and d["update"], d
 assert len(r["epochs"]) >= 3 and all(e.get("s_per_epoch", 0) > 0 for e in r["epochs"]), r["epochs"]
