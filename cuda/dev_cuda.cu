@@ -39,14 +39,17 @@
 #define TT_CUDA_BACKEND_NAME "cuda"
 #endif
 
-/* --epilogues lt: one GEMM shape's cuBLASLt plan, made at its first call and kept (cu_gemm_bias_act). */
+/* --epilogues lt: one GEMM shape's cuBLASLt plan, made at its first call and kept (cu_gemm_bias_act,
+ * cu_gemm_drelu_bgrad). */
 typedef struct lt_plan {
     size_t M, N, K;
-    int relu, bias;
-    uint32_t align; /* the smallest alignment of x, w and y the algorithm was chosen for (bytes, <= 256) */
+    int ep;         /* its cublasLtEpilogue_t: the forward's DEFAULT, BIAS, RELU, RELU_BIAS, RELU_AUX_BIAS; the dx
+                     * GEMM's DRELU_BGRAD */
+    uint32_t align; /* the smallest alignment of the matrices the algorithm was chosen for (bytes, <= 256) */
     int offered; /* 0: the heuristic offered no algorithm within the workspace (the caller falls back) */
     cublasLtMatmulDesc_t desc;
-    cublasLtMatrixLayout_t a, b, d; /* W (O x D, ld O), X (D x B, ld D), Yᵀ (O x B, ld O), column-major */
+    cublasLtMatrixLayout_t a, b, d; /* column-major; forward: W (O x D, ld O), X (D x B, ld D), Yᵀ (O x B, ld O);
+                                     * dx: W (O' x O, ld O', transposed), dY (O' x B, ld O'), dZᵀ (O x B, ld O) */
     cublasLtMatmulAlgo_t algo;
 } lt_plan;
 
@@ -562,7 +565,7 @@ static thread_local int t_device = -1;
 
 static cudaError_t restore_device(void) { return t_device >= 0 ? cudaSetDevice(t_device) : cudaSuccess; }
 
-/* ---- cuBLASLt epilogues (--epilogues lt): a dense layer's forward as one call ---------------------------------
+/* ---- cuBLASLt epilogues (--epilogues lt): a dense layer's forward, and its dx GEMM, as one call --------------------
  *
  * y (M, N) = act(x (M, K) · w (K, N) + b), our matrices row-major (M = B rows of the shard, N = O outputs, K = D
  * inputs). cuBLASLt is column-major, and a row-major matrix is its transpose column-major: y (B x O, row-major) is
@@ -571,6 +574,12 @@ static cudaError_t restore_device(void) { return t_device >= 0 ? cudaSetDevice(t
  * m = O entries, one per column of y = per row of column-major D, which is what the BIAS and RELU_BIAS epilogues
  * broadcast (along D's columns); RELU_BIAS adds it before the relu, as bias_relu does. FP32 all through
  * (CUBLAS_COMPUTE_32F, not _FAST_TF32: the CPU backend is the oracle). C = D with beta 0 (C is not read).
+ * A training forward whose relu's gradient the next dense layer applies (tt_layer.lt_mask) asks RELU_AUX_BIAS: the
+ * relu's bit-mask (one bit per element of D, ld lt_mask_ld(O) bits) into the tower's mask buffer; that layer's dx GEMM
+ * (dz = dy Wᵀ, the transposed operand) then asks DRELU_BGRAD with the same mask: dz where its bit is set, and the
+ * bias gradient of the relu's layer (D's row sums: dz's column sums) — the relu_bwd + col_sum pass of the kernels
+ * folded into the GEMM. cuBLASLt's sum order is its own: the bias gradient may differ from drelu_bgrad's chunked sums
+ * in the last bits (test_backend_ops' tolerance; a GPU window confirms it).
  * A shape's plan (descriptors, layouts, the heuristic's algorithm or "none offered") is made at its first call and
  * kept: no query per step. The workspace is fixed, so a call inside a graph capture never allocates. */
 static const size_t kLtWorkspace = (size_t)4 << 20;
@@ -595,30 +604,44 @@ static uint32_t lt_align(const void *p)
     return a;
 }
 
-/* The plan of (M, N, K, relu, bias, alignment), made now if new; NULL when the cache is full (the caller falls
- * back). */
-static lt_plan *lt_plan_for(cuda_ctx *c, size_t M, size_t N, size_t K, int relu, int bias, uint32_t align)
+/* The relu bit-mask's leading dimension over a column-major D of `rows` rows, in bits: cuBLASLt's rule (a multiple
+ * of 128, at least the rows) — the layout tt_relu_mask_bytes sizes. */
+static int64_t lt_mask_ld(size_t rows) { return (int64_t)((rows + 127) / 128 * 128); }
+
+/* The plan of (M, N, K, epilogue, alignment), made now if new; NULL when the cache is full (the caller falls back).
+ * Forward (every epilogue but DRELU_BGRAD): y (M, N) = x (M, K) · w (K, N); dx (DRELU_BGRAD): dz (M, N) = dy (M, K)
+ * · wᵀ with w (N, K) — both row-major, so column-major D = op(A) B is N x M with A = w (the dx GEMM's transposed)
+ * and B = x or dy (K x M). */
+static lt_plan *lt_plan_for(cuda_ctx *c, size_t M, size_t N, size_t K, cublasLtEpilogue_t ep, uint32_t align)
 {
     for (int i = 0; i < c->n_plans; i++) {
         lt_plan *p = &c->plans[i];
-        if (p->M == M && p->N == N && p->K == K && p->relu == relu && p->bias == bias && p->align == align) return p;
+        if (p->M == M && p->N == N && p->K == K && p->ep == (int)ep && p->align == align) return p;
     }
     if (c->n_plans == kLtPlans) return NULL;
     lt_plan *p = &c->plans[c->n_plans++];
     memset(p, 0, sizeof *p);
-    p->M = M, p->N = N, p->K = K, p->relu = relu, p->bias = bias, p->align = align;
-    const size_t lim = INT_MAX; /* kept within int: the 32-bit sgemm path's bound, and the stand-in's */
+    p->M = M, p->N = N, p->K = K, p->ep = (int)ep, p->align = align;
+    const size_t lim = INT_MAX - 127; /* kept within int: the 32-bit sgemm path's bound, the stand-in's, and the
+                                       * mask's leading dimension */
     if (M > lim || N > lim || K > lim) return p; /* not offered */
-    const cublasOperation_t op_n = CUBLAS_OP_N;
-    const cublasLtEpilogue_t ep = relu ? (bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU)
-                                       : (bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT);
+    const int dx = ep == CUBLASLT_EPILOGUE_DRELU_BGRAD;
+    const cublasOperation_t op_n = CUBLAS_OP_N, op_a = dx ? CUBLAS_OP_T : CUBLAS_OP_N;
     CUBLAS_CHECK(c, cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    CUBLAS_CHECK(c, cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_n, sizeof op_n));
+    CUBLAS_CHECK(c, cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a));
     CUBLAS_CHECK(c, cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_n, sizeof op_n));
     CUBLAS_CHECK(c, cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep));
-    CUBLAS_CHECK(c, cublasLtMatrixLayoutCreate(&p->a, CUDA_R_32F, N, K, (int64_t)N)); /* w: O x D, ld O */
-    CUBLAS_CHECK(c, cublasLtMatrixLayoutCreate(&p->b, CUDA_R_32F, K, M, (int64_t)(K ? K : 1))); /* x: D x B */
-    CUBLAS_CHECK(c, cublasLtMatrixLayoutCreate(&p->d, CUDA_R_32F, N, M, (int64_t)N)); /* yᵀ: O x B, ld O */
+    if (ep == CUBLASLT_EPILOGUE_RELU_AUX_BIAS || dx) { /* the bit-mask: its leading dimension is the plan's */
+        const int64_t mask_ld = lt_mask_ld(N);
+        CUBLAS_CHECK(c, cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &mask_ld,
+                                                       sizeof mask_ld));
+    }
+    if (dx) /* w (N x K row-major): column-major K x N, ld K, transposed */
+        CUBLAS_CHECK(c, cublasLtMatrixLayoutCreate(&p->a, CUDA_R_32F, K, N, (int64_t)(K ? K : 1)));
+    else /* w: O x D, ld O */
+        CUBLAS_CHECK(c, cublasLtMatrixLayoutCreate(&p->a, CUDA_R_32F, N, K, (int64_t)N));
+    CUBLAS_CHECK(c, cublasLtMatrixLayoutCreate(&p->b, CUDA_R_32F, K, M, (int64_t)(K ? K : 1))); /* x or dy: K x M */
+    CUBLAS_CHECK(c, cublasLtMatrixLayoutCreate(&p->d, CUDA_R_32F, N, M, (int64_t)N)); /* yᵀ or dzᵀ: N x M, ld N */
     cublasLtMatmulPreference_t pref = NULL;
     const uint64_t ws = kLtWorkspace;
     CUBLAS_CHECK(c, cublasLtMatmulPreferenceCreate(&pref));
@@ -916,19 +939,49 @@ static void cu_sgemm(void *ctx, int ta, int tb, size_t M, size_t N, size_t K, fl
 /* One cuBLASLt call on the tower's stream (see "cuBLASLt epilogues" above); 0, nothing issued, where the shape has no
  * algorithm (or no room in the plan cache): the wrapper issues sgemm + the fused kernels. */
 static int cu_gemm_bias_act(void *ctx, size_t M, size_t N, size_t K, const float *x, const float *w, const float *b,
-                            float *y, int relu)
+                            float *y, int relu, void *mask)
 {
     cuda_ctx *c = TOWER_CTX(ctx);
-    /* the bias of a BIAS epilogue is read with vector loads: under 16 bytes of alignment, the kernels do it */
+    /* the bias of a BIAS epilogue is read with vector loads: under 16 bytes of alignment, the kernels do it (and a
+     * mask is only ever asked with a bias and the relu, at a 256-byte boundary: tt_relu_mask_bytes) */
     if (b && lt_align(b) < 16) return 0;
+    if (mask && (!relu || !b || lt_align(mask) < 256)) return 0;
     uint32_t align = lt_align(x);
     align = lt_align(w) < align ? lt_align(w) : align;
     align = lt_align(y) < align ? lt_align(y) : align;
-    lt_plan *p = lt_plan_for(c, M, N, K, relu, b != NULL, align);
+    const cublasLtEpilogue_t ep = mask ? CUBLASLT_EPILOGUE_RELU_AUX_BIAS
+                                  : relu ? (b ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU)
+                                         : (b ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT);
+    lt_plan *p = lt_plan_for(c, M, N, K, ep, align);
     if (!p || !p->offered) return 0;
     if (b) CUBLAS_CHECK(c, cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &b, sizeof b));
+    if (mask)
+        CUBLAS_CHECK(c, cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &mask,
+                                                       sizeof mask));
     const float alpha = 1.0f, beta = 0.0f;
     CUBLAS_CHECK(c, cublasLtMatmul(c->lt, p->desc, &alpha, w, p->a, x, p->b, &beta, y, p->d, y, p->d, &p->algo,
+                                   c->lt_ws, kLtWorkspace, c->stream));
+    return 1;
+}
+
+/* The dx GEMM with DRELU_BGRAD on the tower's stream: dz (M, N) = drelu(dy (M, K) · wᵀ) by the forward's bit-mask,
+ * db = its column sums (cuBLASLt's "bias gradient", one per row of column-major D: per column of dz). 0, nothing
+ * issued, where the shape has no algorithm: the wrapper issues sgemm + drelu_bgrad. */
+static int cu_gemm_drelu_bgrad(void *ctx, size_t M, size_t N, size_t K, const float *dy, const float *w,
+                               const void *mask, float *dz, float *db)
+{
+    cuda_ctx *c = TOWER_CTX(ctx);
+    if (lt_align(db) < 16 || lt_align(mask) < 256) return 0; /* as the forward's bias and mask */
+    uint32_t align = lt_align(dy);
+    align = lt_align(w) < align ? lt_align(w) : align;
+    align = lt_align(dz) < align ? lt_align(dz) : align;
+    lt_plan *p = lt_plan_for(c, M, N, K, CUBLASLT_EPILOGUE_DRELU_BGRAD, align);
+    if (!p || !p->offered) return 0;
+    CUBLAS_CHECK(c, cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &db, sizeof db));
+    CUBLAS_CHECK(c, cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &mask,
+                                                   sizeof mask));
+    const float alpha = 1.0f, beta = 0.0f;
+    CUBLAS_CHECK(c, cublasLtMatmul(c->lt, p->desc, &alpha, w, p->a, dy, p->b, &beta, dz, p->d, dz, p->d, &p->algo,
                                    c->lt_ws, kLtWorkspace, c->stream));
     return 1;
 }
@@ -1564,6 +1617,7 @@ const tt_dev_ops tt_dev_cuda_ops = {
     cu_graph_free,    /* graph_free */
     cu_device_name,   /* device_name */
     cu_gemm_bias_act, /* gemm_bias_act */
+    cu_gemm_drelu_bgrad, /* gemm_drelu_bgrad */
     kLtWorkspace,     /* lt_bytes */
 };
 

@@ -173,11 +173,22 @@ typedef struct tt_dev_ops {
     /* Optional, --epilogues lt (tt_pass.lt_epilogues): a dense layer's forward as one call, cuBLASLt's BIAS /
      * RELU_BIAS epilogues. y (M, N) = act(x (M, K) · w (K, N) + b), row-major, leading dimensions K, N, N: the FP32
      * GEMM's result (alpha 1, beta 0: y is written, never read), then b[c] added to every row's column c (b NULL: no
-     * bias), then tt_relu (relu 1) or nothing (relu 0). Returns 1 when issued; 0 when the backend offers no
-     * algorithm for this shape, nothing issued: the wrapper issues sgemm + bias_relu / bias_add / relu_fwd instead.
+     * bias), then tt_relu (relu 1) or nothing (relu 0). d_mask (relu 1 with a bias only; NULL: none): also write
+     * the relu's bit-mask there (cuBLASLt's RELU_AUX_BIAS), tt_relu_mask_bytes(M, N) bytes at a 256-byte boundary,
+     * for gemm_drelu_bgrad to read in the backward. Returns 1 when issued; 0 when the backend offers no algorithm for
+     * this shape, nothing issued: the wrapper issues sgemm + bias_relu / bias_add / relu_fwd instead (and no mask).
      * NULL: always that fallback (the CPU backend, whose fallback is the same arithmetic). */
     int (*gemm_bias_act)(void *ctx, size_t M, size_t N, size_t K, const float *d_x, const float *d_w,
-                         const float *d_b, float *d_y, int relu);
+                         const float *d_b, float *d_y, int relu, void *d_mask);
+    /* Optional, --epilogues lt, training: a dense layer's dx GEMM carrying the gradient of the relu before it and of
+     * that relu's layer's bias (cuBLASLt's DRELU_BGRAD): dx (M, N) = dy (M, K) · wᵀ with w (N, K) row-major (alpha 1,
+     * beta 0), then dz[r,c] = dx[r,c] where the mask's bit (r, c) is set and 0 elsewhere, written to dz (M, N,
+     * row-major), and db[c] = sum_r dz[r,c]. The mask is the one gemm_bias_act wrote (relu 1, a bias, d_mask set) for
+     * the layer whose output is this layer's input: bit (r, c) set where that relu passed (y[r,c] > 0), in the
+     * backend's layout within tt_relu_mask_bytes(M, N). Returns 1 when issued; 0 when the backend offers no algorithm,
+     * nothing issued: the wrapper issues sgemm + drelu_bgrad. NULL: always that fallback. */
+    int (*gemm_drelu_bgrad)(void *ctx, size_t M, size_t N, size_t K, const float *d_dy, const float *d_w,
+                            const void *d_mask, float *d_dz, float *d_db);
     size_t lt_bytes; /* device memory a tower's context holds for gemm_bias_act from init (CUDA: cuBLASLt's
                       * workspace), counted in the run's memory plan */
 } tt_dev_ops;
@@ -224,8 +235,19 @@ void tt_dev_bias_relu(tt_dev *dev, float *d_y, const float *d_b, size_t rows, si
 /* y (M, N) = act(x (M, K) · w (K, N) + b) (tt_dev_ops.gemm_bias_act): lt 1 offers it to the backend as one call;
  * lt 0, no such op or no algorithm for the shape: sgemm then bias_relu (relu, b), bias_add (b) or relu_fwd (relu).
  * b may be NULL (no bias). */
-void tt_dev_gemm_bias_act(tt_dev *dev, int lt, size_t M, size_t N, size_t K, const float *d_x, const float *d_w,
-                          const float *d_b, float *d_y, int relu);
+int tt_dev_gemm_bias_act(tt_dev *dev, int lt, size_t M, size_t N, size_t K, const float *d_x, const float *d_w,
+                         const float *d_b, float *d_y, int relu, void *d_mask);
+/* The bytes of a relu bit-mask over a (rows, cols) matrix (tt_dev_ops.gemm_bias_act's d_mask): cuBLASLt's layout,
+ * one bit per element, each row's bits padded to a multiple of 128 (its leading dimension's rule), the whole rounded
+ * up to 256 bytes so masks laid end to end each start where cuBLASLt may assume an allocation's alignment; 0 on
+ * overflow. */
+size_t tt_relu_mask_bytes(size_t rows, size_t cols);
+/* dz (M, N) = drelu(dy (M, K) · wᵀ) and db = its column sums (tt_dev_ops.gemm_drelu_bgrad): lt 1 with a mask offers
+ * it to the backend as one call; otherwise, or with no algorithm: sgemm into dz, then drelu_bgrad over y (the relu's
+ * output, whose signs the mask holds) — the very calls of a dense layer's dx GEMM followed by the previous layer's
+ * tt_bias_epilogue_bwd, so the fallback is the kernels' path to the bit. */
+void tt_dev_gemm_drelu_bgrad(tt_dev *dev, int lt, size_t M, size_t N, size_t K, const float *d_dy, const float *d_w,
+                             const void *d_mask, const float *d_y, float *d_dz, float *d_db);
 void tt_dev_drelu_bgrad(tt_dev *dev, float *d_dz, float *d_db, const float *d_dy, const float *d_y, size_t rows,
                         size_t cols);
 void tt_dev_col_dev_sum(tt_dev *dev, float *d_out, const float *d_x, const float *d_w, const float *d_center,

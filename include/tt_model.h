@@ -41,6 +41,15 @@ typedef struct tt_exchange {
     void *arg; /* the tower */
 } tt_exchange;
 
+typedef struct tt_layer tt_layer;
+
+/* A relu whose gradient crosses into the next layer's backward (--epilogues lt: tt_layer.lt_mask). */
+typedef struct tt_relu_link {
+    const tt_layer *l; /* the dense layer the relu ends (its bias gradient is written with the relu's) */
+    void *d_mask;      /* its bit-mask, tt_relu_mask_bytes(rows, l->out) */
+    const float *d_y;  /* its output, after the relu (what the kernels' fallback reads) */
+} tt_relu_link;
+
 /* What a layer's forward and backward know of the step beyond their tensors. */
 typedef struct tt_pass {
     int training;   /* 1 in a training step (dropout drops), 0 in evaluation */
@@ -58,6 +67,16 @@ typedef struct tt_pass {
     const tt_exchange *xchg; /* --bn-sync on, several towers: the exchange; NULL: statistics of the tower's rows */
     int lt_epilogues; /* --epilogues lt: a dense layer's GEMM and bias/relu as one backend call where it has one
                        * (tt_dev_gemm_bias_act); 0: sgemm then the fused kernels */
+    /* --epilogues lt, a training pass: the relu bit-masks (tt_model_mask_bytes of this tower's rows; NULL: none, and
+     * every relu's gradient is its own layer's kernel) and, host, one flag per layer: 1 where the last training
+     * forward had the backend write that layer's mask (tt_layer.lt_mask), so the backward applies the relu's gradient
+     * and its layer's bias gradient in the next layer's dx GEMM (cuBLASLt's RELU_AUX_BIAS, then DRELU_BGRAD). */
+    void *d_masks;
+    unsigned char *lt_masked;
+    /* Set by tt_model_forward / tt_model_backward in the pass they give one layer (zero otherwise): forward, where
+     * this layer's relu bit-mask goes (d_mask; NULL: none); backward, the relu whose gradient this layer's dx GEMM
+     * applies (l NULL: none) — its layer, bit-mask and output. */
+    tt_relu_link mask_out, relu_in;
 } tt_pass;
 
 /* One GEMM a layer runs per step for a shard: op(A) (M x K) times op(B) (K x N), `calls` times. The probe runs these
@@ -69,8 +88,6 @@ typedef struct tt_gemm_shape {
 } tt_gemm_shape;
 
 #define TT_MAX_LAYER_GEMMS 6
-
-typedef struct tt_layer tt_layer;
 
 /* A model-file key of a layer kind: `kind key=value`. Sizes and floats are range-checked; a key without a default
  * is required; every default applied is noted (the run prints the notes). */
@@ -101,6 +118,8 @@ typedef struct tt_layer_kind {
     int token_input;     /* its input is token ids (l->vocab of them), not features: a first layer only (embedding) */
     int fused_into_loss; /* an output activation the loss computes itself: the last layer only, never run (softmax) */
     int relu_epilogue;   /* runs a relu that follows it as its epilogue (dense, conv): tt_layer.relu_epilogue */
+    int lt_relu_link;    /* --epilogues lt: its forward can write its relu's bit-mask and its dx GEMM can apply the
+                          * gradient of the relu before it (dense: tt_layer.lt_mask) */
     /* Checks the input shape and the hyper-parameters; sets l->out_shape. One line naming the layer on error. */
     tt_status (*setup)(tt_layer *l, tt_error *err);
     /* Describes the parameter tensors (names and shapes, tt_tensor_set; sizes and offsets are filled by the model);
@@ -151,6 +170,10 @@ struct tt_layer {
      * gradient + the bias gradient in one pass before the backward GEMMs — in place, in that layer's output. */
     int relu_epilogue;    /* this layer applies the relu after it (its y is the relu's output) */
     int in_epilogue;      /* this relu is run by the layer before it: never run itself, its output is its input */
+    /* --epilogues lt, training: this layer's relu (with its bias) has its gradient applied in the dx GEMM of the layer
+     * after the relu — both kinds lt_relu_link, nothing between them: the forward's one call writes the relu's
+     * bit-mask (tt_pass.d_masks) and the next layer's one dx call reads it (set by the model) */
+    int lt_mask;
     /* hyper-parameters, each kind reading its own (set by the model file or a built-in model) */
     size_t units;         /* dense: units; conv: filters */
     size_t kernel[2];     /* conv: kernel (h, w); pool: pool size (h, w) */
@@ -258,6 +281,11 @@ double tt_model_train_flops(const tt_model *m);
 
 /* Every GEMM of a training step for a shard of B rows, over all layers, into out (room for max); returns the count. */
 size_t tt_model_gemms(const tt_model *m, size_t B, size_t chunk_mnk, tt_gemm_shape *out, size_t max);
+
+/* Bytes of the relu bit-masks a tower keeps for a shard of B rows under --epilogues lt (tt_pass.d_masks): one
+ * tt_relu_mask_bytes(B, out) per layer with lt_mask, in layer order; 0: none (or an overflow, which no shard the
+ * memory plan admits reaches). */
+size_t tt_model_mask_bytes(const tt_model *m, size_t B);
 
 /* Scratch floats a tower needs for a shard of B rows: the largest any layer asks for. */
 size_t tt_model_workspace(const tt_model *m, size_t B, size_t chunk_mnk);

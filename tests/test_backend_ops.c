@@ -801,14 +801,14 @@ static void gemm_bias_act_case_at(pair *p, size_t M, size_t N, size_t K, int rel
     float *x0 = xa0 + off, *x1 = xa1 + off, *w0 = wa0 + off, *w1 = wa1 + off, *b0 = ba0 + off, *b1 = ba1 + off;
     float *y0 = ya0 + off, *y1 = ya1 + off;
     tt_dev *dev = &p->dev;
-    tt_dev_gemm_bias_act(&p->cpu, 1, M, N, K, x0, w0, bias ? b0 : NULL, y0, relu);
+    tt_dev_gemm_bias_act(&p->cpu, 1, M, N, K, x0, w0, bias ? b0 : NULL, y0, relu, NULL);
     if (want_lt >= 0 && dev->ops->gemm_bias_act) {
-        const int took = dev->ops->gemm_bias_act(dev->ctx, M, N, K, x1, w1, bias ? b1 : NULL, y1, relu);
+        const int took = dev->ops->gemm_bias_act(dev->ctx, M, N, K, x1, w1, bias ? b1 : NULL, y1, relu, NULL);
         ck_assert_msg(took == want_lt, "gemm_bias_act %zux%zux%zu: the op returned %d, want %d", M, N, K, took,
                       want_lt);
-        if (!took) tt_dev_gemm_bias_act(dev, 0, M, N, K, x1, w1, bias ? b1 : NULL, y1, relu);
+        if (!took) tt_dev_gemm_bias_act(dev, 0, M, N, K, x1, w1, bias ? b1 : NULL, y1, relu, NULL);
     } else {
-        tt_dev_gemm_bias_act(dev, 1, M, N, K, x1, w1, bias ? b1 : NULL, y1, relu);
+        tt_dev_gemm_bias_act(dev, 1, M, N, K, x1, w1, bias ? b1 : NULL, y1, relu, NULL);
     }
     tt_dev_sync(dev);
     char what[96];
@@ -853,6 +853,88 @@ START_TEST(test_gemm_bias_act)
 }
 END_TEST
 
+/* --epilogues lt across a relu: dense layer i's forward writes its relu's bit-mask (RELU_AUX_BIAS: y = relu(x w1 +
+ * b1) and the mask of y > 0), and layer i+2's dx GEMM applies it (DRELU_BGRAD: dz = dy w2ᵀ where the bit is set,
+ * db = dz's column sums: layer i's bias gradient) — against the CPU, whose path is the wrappers' fallback (sgemm +
+ * bias_relu; sgemm + drelu_bgrad over y). Shapes: widths under, at and over one 128-bit mask row (the padding), rows
+ * over one column chunk (the bias gradient's two-pass order), K = 1. Exact zeros at the relu: x's first row is 0 and
+ * b1 has zeros and negatives, so z = b1 there — a bit cleared at z = 0 as at y = 0. The mask buffer is exactly
+ * tt_relu_mask_bytes (the stand-in checks every bit it writes or reads lies in it). Tolerance: none on the stand-in
+ * (its cuBLASLt sums the bias gradient in drelu_bgrad's order); on a GPU sgemm's for y and dz, and for db a sum over
+ * M rows in cuBLASLt's own order (atol 1e-3 + rtol 1e-4), which a GPU window must confirm. With no algorithm offered
+ * (the stand-in's TT_SIM_LT_NO_ALGO=1) the forward returns 0 — no mask — and the backward's wrapper, given none, is the
+ * kernels' path: the same bits. */
+static void drelu_link_case(pair *p, size_t M, size_t D, size_t N, size_t K)
+{
+    float *hx = random_host(M * D, 1200 + M), *hw1 = random_host(D * N, 1300 + N), *hb1 = random_host(N, 1400 + D);
+    float *hdy = random_host(M * K, 1500 + K), *hw2 = random_host(N * K, 1600 + N);
+    for (size_t c = 0; c < D; c++) hx[c] = 0.0f; /* row 0: z = b1 */
+    for (size_t c = 0; c < N; c += 3) hb1[c] = c % 2 ? -0.25f : 0.0f;
+    float *x0, *x1, *w10, *w11, *b10, *b11, *dy0, *dy1, *w20, *w21;
+    upload(p, hx, M * D, &x0, &x1);
+    upload(p, hw1, D * N, &w10, &w11);
+    upload(p, hb1, N, &b10, &b11);
+    upload(p, hdy, M * K, &dy0, &dy1);
+    upload(p, hw2, N * K, &w20, &w21);
+    float *hnan = (float *)tt_malloc((M * N + GUARD) * sizeof(float));
+    for (size_t i = 0; i < M * N; i++) hnan[i] = NAN; /* every output written, never read first */
+    float *y0, *y1, *dz0, *dz1, *db0, *db1;
+    upload(p, hnan, M * N, &y0, &y1);
+    upload(p, hnan, M * N, &dz0, &dz1);
+    upload(p, hnan, N, &db0, &db1);
+    const size_t mask_bytes = tt_relu_mask_bytes(M, N);
+    ck_assert_uint_ge(mask_bytes, M * ((N + 127) / 128) * 16);
+    ck_assert_uint_eq(mask_bytes % 256, 0);
+    void *mask = tt_dev_alloc(&p->dev, mask_bytes);
+    ck_assert(mask != NULL);
+    const int cpu_masked = tt_dev_gemm_bias_act(&p->cpu, 1, M, N, D, x0, w10, b10, y0, 1, NULL);
+    ck_assert_int_eq(cpu_masked, 0);
+    tt_dev_gemm_drelu_bgrad(&p->cpu, 1, M, N, K, dy0, w20, NULL, y0, dz0, db0);
+    const int masked = tt_dev_gemm_bias_act(&p->dev, 1, M, N, D, x1, w11, b11, y1, 1, mask);
+    const char *no_algo = getenv("TT_SIM_LT_NO_ALGO");
+    if (is_stand_in()) /* its heuristic offers every shape, unless told to offer none */
+        ck_assert_int_eq(masked, !(no_algo && strcmp(no_algo, "1") == 0));
+    tt_dev_gemm_drelu_bgrad(&p->dev, 1, M, N, K, dy1, w21, masked ? mask : NULL, y1, dz1, db1);
+    tt_dev_sync(&p->dev);
+    char what[96];
+    const double tol = is_stand_in() ? 0 : 1e-4;
+    snprintf(what, sizeof what, "RELU_AUX_BIAS y %zux%zux%zu", M, N, D);
+    compare(p, what, y0, y1, M * N, tol, tol);
+    snprintf(what, sizeof what, "DRELU_BGRAD dz %zux%zux%zu", M, N, K);
+    compare(p, what, dz0, dz1, M * N, tol, tol);
+    snprintf(what, sizeof what, "DRELU_BGRAD db %zux%zux%zu", M, N, K);
+    compare(p, what, db0, db1, N, is_stand_in() ? 0 : 1e-3, tol);
+    tt_dev_dfree(&p->dev, mask);
+    float *bufs0[] = {x0, w10, b10, dy0, w20}, *bufs1[] = {x1, w11, b11, dy1, w21};
+    for (size_t i = 0; i < 5; i++) tt_dev_dfree(&p->cpu, bufs0[i]), tt_dev_dfree(&p->dev, bufs1[i]);
+    tt_free(hx), tt_free(hw1), tt_free(hb1), tt_free(hdy), tt_free(hw2), tt_free(hnan);
+}
+
+START_TEST(test_gemm_drelu_bgrad)
+{
+    pair p;
+    pair_init(&p);
+    const size_t shapes[][4] = {{1, 3, 1, 1},     {7, 5, 10, 3},    {33, 17, 128, 10}, {64, 20, 129, 7},
+                                {300, 12, 256, 10}, {257, 9, 300, 1}, {256, 784, 256, 256}};
+    for (int pass = 0; pass < (is_stand_in() ? 2 : 1); pass++) {
+        if (pass) { /* a fresh context: its plans are made while the heuristic offers nothing */
+            pair_free(&p);
+            setenv("TT_SIM_LT_NO_ALGO", "1", 1);
+            pair_init(&p);
+        }
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+            drelu_link_case(&p, shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3]);
+        unsetenv("TT_SIM_LT_NO_ALGO");
+    }
+    ck_assert_uint_eq(tt_relu_mask_bytes(0, 10), 0);
+    ck_assert_uint_eq(tt_relu_mask_bytes(1, 1), 256);
+    ck_assert_uint_eq(tt_relu_mask_bytes(16, 128), 256);
+    ck_assert_uint_eq(tt_relu_mask_bytes(17, 129), 17 * 32 + 256 - 17 * 32 % 256);
+    ck_assert_uint_eq(tt_relu_mask_bytes(SIZE_MAX / 8, 1024), 0); /* an overflow is 0, not a small size */
+    pair_free(&p);
+}
+END_TEST
+
 /* The stand-in's heuristic offering nothing (TT_SIM_LT_NO_ALGO=1, read at each query): a fresh context's plans say
  * "none offered", the op returns 0 and issues nothing, and the wrapper's fallback matches the CPU to the bit. Then
  * the call captured in a graph (algorithms offered again, a fresh context): the capture runs nothing, and each launch
@@ -879,7 +961,7 @@ START_TEST(test_gemm_bias_act_fallback_and_graph)
     tt_dev_fill(&g, y, M * N, 0.0f);
     tt_dev_sync(&g);
     tt_dev_capture_begin(&g); /* the shape's first call: its plan is made inside the capture (host work only) */
-    tt_dev_gemm_bias_act(&g, 1, M, N, K, x, w, b, y, 1);
+    tt_dev_gemm_bias_act(&g, 1, M, N, K, x, w, b, y, 1, NULL);
     void *graph = tt_dev_capture_end(&g);
     ck_assert_msg(graph != NULL, "a captured cuBLASLt call spoilt the capture");
     float *before = fetch(&g, y, M * N);
@@ -891,7 +973,7 @@ START_TEST(test_gemm_bias_act_fallback_and_graph)
             tt_dev_h2d(&g, x, hx, M * K * sizeof(float));
         }
         ck_assert(tt_dev_graph_launch(&g, graph) == 1);
-        tt_dev_gemm_bias_act(&g, 1, M, N, K, x, w, b, y2, 1);
+        tt_dev_gemm_bias_act(&g, 1, M, N, K, x, w, b, y2, 1, NULL);
         tt_dev_sync(&g);
         ck_assert_msg(same_bits(&g, y, y2, M * N), "launch %d: the graph's matmul differs from the call's", launch);
     }
@@ -1328,6 +1410,7 @@ int main(int argc, char **argv)
             tcase_add_test(tc, test_graphs);
             tcase_add_test(tc, test_gemm_bias_act);
             tcase_add_test(tc, test_gemm_bias_act_fallback_and_graph);
+            tcase_add_test(tc, test_gemm_drelu_bgrad);
             tcase_add_test(tc, test_embed_bwd);
             tcase_add_test(tc, test_update);
             tcase_add_test(tc, test_update_flags);

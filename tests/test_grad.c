@@ -116,7 +116,16 @@ static void check_layer_chunk(const tt_model *m, size_t li, size_t B, uint64_t s
     fill_uniform(all, m->n_params + 1, &r, -0.8f, 0.8f);
     layer_inputs(l, x, B * l->in, &r);
     fill_uniform(R, B * l->out, &r, -1.0f, 1.0f);
-    layer_case c = {&dev, l, {1, 5, 2, ids, w, chunk_mnk, saved, NULL, 1.0f, B, NULL}, p, x, y, R, B};
+    const tt_pass ps = {.training = 1,
+                        .seed = 5,
+                        .epoch = 2,
+                        .d_ids = ids,
+                        .d_ws = w,
+                        .chunk_mnk = chunk_mnk,
+                        .d_saved = saved,
+                        .share = 1.0f,
+                        .rows_all = B};
+    layer_case c = {&dev, l, ps, p, x, y, R, B};
     l->kind->forward(&dev, l, &c.ps, p, x, y, B);
     const int has_dx = l->kind != &tt_layer_embedding; /* token ids have no gradient */
     l->kind->backward(&dev, l, &c.ps, p, g, x, y, R, has_dx ? dx : NULL, B);
@@ -278,8 +287,22 @@ static void check_model(const char *text, tt_shape in, size_t C, size_t vocab)
     fill_uniform(act[0], B * m.input_dim, &r, 0.0f, 1.0f);
     if (vocab)
         for (size_t i = 0; i < B * m.input_dim; i++) act[0][i] = (float)tt_rng_below(&r, vocab);
-    model_case mc = {&dev, &m, {1, 7, 1, ids, w, tt_dev_cpu_ops.chunk_mnk, saved, NULL, 1.0f, B, NULL}, params, act,
-                     stats, labels, B};
+    model_case mc = {&dev,
+                     &m,
+                     {.training = 1,
+                      .seed = 7,
+                      .epoch = 1,
+                      .d_ids = ids,
+                      .d_ws = w,
+                      .chunk_mnk = tt_dev_cpu_ops.chunk_mnk,
+                      .d_saved = saved,
+                      .share = 1.0f,
+                      .rows_all = B},
+                     params,
+                     act,
+                     stats,
+                     labels,
+                     B};
     tt_model_forward(&dev, &m, &mc.ps, params, act, B);
     tt_dev_softmax_xent(&dev, dlogits, stats, tt_model_logits(&m, act), labels, B, m.n_classes, 1.0f / (float)B);
     tt_model_backward(&dev, &m, &mc.ps, params, grads, act, delta, dlogits, B);

@@ -331,7 +331,7 @@ START_TEST(test_model_forward_known_answer)
     double x[B][5];
     for (size_t b = 0; b < B; b++)
         for (size_t i = 0; i < 5; i++) x[b][i] = act[0][b * 5 + i];
-    const tt_pass ps = {0, 0, 0, NULL, NULL, 0, NULL, NULL, 1.0f, 0, NULL, 0};
+    const tt_pass ps = {.share = 1.0f};
     tt_model_forward(&dev, &m, &ps, p, act, B);
     /* by hand: the layers' parameters in order in p, kernel (in, out) row-major then bias */
     const size_t widths[][3] = {{5, 4, 1}, {4, 4, 1}, {4, 4, 0}, {4, 3, 1}}; /* in, out, bias */
@@ -387,7 +387,7 @@ START_TEST(test_conv_pool_known_answers)
         tt_rng_seed(&r, k, 2);
         for (size_t i = 0; i < l->n_params; i++) p[i] = tt_rng_uniform(&r) - 0.5f;
         for (size_t i = 0; i < B * l->in; i++) x[i] = tt_rng_uniform(&r) - 0.5f;
-        tt_pass ps = {0, 0, 0, NULL, ws, 1, NULL, NULL, 1.0f, 0, NULL, 0}; /* chunks of one patch */
+        tt_pass ps = {.d_ws = ws, .chunk_mnk = 1, .share = 1.0f}; /* chunks of one patch */
         l->kind->forward(&dev, l, &ps, p, x, y, B);
         size_t OH = 0, OW = 0;
         direct_conv(x, p, p + K * K * C * F, H, W, C, K, S, F, (int)CASES[k][5], 0, 0, 0, &OH, &OW);

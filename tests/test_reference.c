@@ -62,7 +62,7 @@ static float *forward(const tt_layer *l, const float *p, const float *x, size_t 
     float *d_y = tt_dev_alloc_f32(&dev, B * l->out), *d_ws = tt_dev_alloc_f32(&dev, ws ? ws : 1);
     if (l->n_params) memcpy(d_p, p, l->n_params * sizeof(float));
     memcpy(d_x, x, B * l->in * sizeof(float));
-    tt_pass ps = tmpl ? *tmpl : (tt_pass){0, 0, 0, NULL, NULL, 0, NULL, NULL, 1.0f, 0, NULL, 0};
+    tt_pass ps = tmpl ? *tmpl : (tt_pass){.share = 1.0f};
     ps.d_ws = d_ws;
     ps.chunk_mnk = chunk_mnk;
     l->kind->forward(&dev, l, &ps, d_p, d_x, d_y, B);
@@ -319,7 +319,7 @@ static float *dropout_out(tt_model *m, int which, int training, uint64_t seed, u
 {
     float x[DR_ROWS * DR_COLS];
     for (size_t i = 0; i < DR_ROWS * DR_COLS; i++) x[i] = 1.0f + (float)(i % DR_COLS) / 1000.0f;
-    tt_pass ps = {training, seed, epoch, ids, NULL, 0, NULL, NULL, 1.0f, 0, NULL, 0};
+    tt_pass ps = {.training = training, .seed = seed, .epoch = epoch, .d_ids = ids, .share = 1.0f};
     return forward(&m->layers[which ? 2 : 0], NULL, x, DR_ROWS, 0, &ps);
 }
 
@@ -500,7 +500,7 @@ START_TEST(test_batchnorm_keras)
     tt_dev_h2d(&dev, d_dy, BN_R, sizeof BN_R);
     float y[24], dx[24], g[6], tail[6], y_eval[24];
     /* inference first, with the moving statistics before the step */
-    tt_pass ps = {0, 0, 1, NULL, d_ws, 0, d_save, NULL, 1.0f, B, NULL, 0};
+    tt_pass ps = {.epoch = 1, .d_ws = d_ws, .d_saved = d_save, .share = 1.0f, .rows_all = B};
     l->kind->forward(&dev, l, &ps, d_p + l->offset, d_x, d_y, B);
     tt_dev_d2h(&dev, y_eval, d_y, sizeof y_eval);
     /* a training step of one tower: share 1 */

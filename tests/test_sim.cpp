@@ -591,6 +591,122 @@ START_TEST(test_lt_matmul)
 }
 END_TEST
 
+/* RELU_AUX_BIAS then DRELU_BGRAD by hand, as the documentation defines them: the forward writes D = relu(A B + bias)
+ * and a bit per element of D (set where it passed), the backward keeps its D where the bit is set and writes D's row
+ * sums to the bias pointer. Refused as cuBLASLt refuses: a mask leading dimension that is not a multiple of 128 or
+ * is under D's rows (at the query and at the call), no mask pointer; a mask under 16 bytes of alignment as a GPU
+ * faults; a mask that runs past its allocation as the instrument catches it. */
+START_TEST(test_lt_relu_mask)
+{
+    cudaStream_t s = new_stream();
+    cublasLtHandle_t lt;
+    ck_assert_int_eq(cublasLtCreate(&lt), CUBLAS_STATUS_SUCCESS);
+    float *d = dev_floats(64), *h = pinned_floats(128);
+    uint8_t *mask = nullptr;
+    ck_assert_int_eq(cudaMalloc((void **)&mask, 256), cudaSuccess);
+    void *ws = nullptr;
+    ck_assert_int_eq(cudaMalloc(&ws, 4 << 20), cudaSuccess);
+    /* A = [1 3; 2 4] (2 x 2), B = [1 0 1; 0 1 1] (2 x 3), bias [-2; -5]: A B + bias = [-1 1 2; -3 -1 1] */
+    const float A[4] = {1, 2, 3, 4}, B[6] = {1, 0, 0, 1, 1, 1}, bias[2] = {-2, -5};
+    memcpy(h, A, sizeof A);
+    memcpy(h + 4, B, sizeof B);
+    memcpy(h + 16, bias, sizeof bias);
+    ck_assert_int_eq(cudaMemcpyAsync(d, h, 18 * sizeof(float), cudaMemcpyHostToDevice, s), cudaSuccess);
+    float *dA = d, *dB = d + 4, *dD = d + 32, *db = d + 16, *dg = d + 20;
+    cublasLtMatrixLayout_t la, lb, ldd;
+    ck_assert_int_eq(cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, 2, 2, 2), CUBLAS_STATUS_SUCCESS);
+    ck_assert_int_eq(cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, 2, 3, 2), CUBLAS_STATUS_SUCCESS);
+    ck_assert_int_eq(cublasLtMatrixLayoutCreate(&ldd, CUDA_R_32F, 2, 3, 2), CUBLAS_STATUS_SUCCESS);
+    cublasLtMatmulPreference_t pref;
+    ck_assert_int_eq(cublasLtMatmulPreferenceCreate(&pref), CUBLAS_STATUS_SUCCESS);
+    const uint32_t align16 = 16;
+    for (cublasLtMatmulPreferenceAttributes_t at :
+         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+        ck_assert_int_eq(cublasLtMatmulPreferenceSetAttribute(pref, at, &align16, sizeof align16),
+                         CUBLAS_STATUS_SUCCESS);
+    const float one = 1, zero = 0;
+    cublasLtMatmulDesc_t fwd, bwd;
+    cublasLtMatmulHeuristicResult_t rf, rb;
+    int n = 0;
+    for (int k = 0; k < 2; k++) {
+        cublasLtMatmulDesc_t *desc = k ? &bwd : &fwd;
+        ck_assert_int_eq(cublasLtMatmulDescCreate(desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), CUBLAS_STATUS_SUCCESS);
+        const cublasLtEpilogue_t ep = k ? CUBLASLT_EPILOGUE_DRELU_BGRAD : CUBLASLT_EPILOGUE_RELU_AUX_BIAS;
+        ck_assert_int_eq(cublasLtMatmulDescSetAttribute(*desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep),
+                         CUBLAS_STATUS_SUCCESS);
+        cublasLtMatmulHeuristicResult_t *r = k ? &rb : &rf;
+        ck_assert_int_eq(cublasLtMatmulAlgoGetHeuristic(lt, *desc, la, lb, ldd, ldd, pref, 1, r, &n),
+                         CUBLAS_STATUS_INVALID_VALUE); /* no mask leading dimension set */
+        for (int64_t bad_ld : {(int64_t)64, (int64_t)130}) {
+            ck_assert_int_eq(cublasLtMatmulDescSetAttribute(*desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &bad_ld,
+                                                            sizeof bad_ld),
+                             CUBLAS_STATUS_SUCCESS);
+            ck_assert_int_eq(cublasLtMatmulAlgoGetHeuristic(lt, *desc, la, lb, ldd, ldd, pref, 1, r, &n),
+                             CUBLAS_STATUS_INVALID_VALUE);
+        }
+        const int64_t ld = 128;
+        ck_assert_int_eq(cublasLtMatmulDescSetAttribute(*desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof ld),
+                         CUBLAS_STATUS_SUCCESS);
+        ck_assert_int_eq(cublasLtMatmulAlgoGetHeuristic(lt, *desc, la, lb, ldd, ldd, pref, 1, r, &n),
+                         CUBLAS_STATUS_SUCCESS);
+        float *bp = k ? dg : db;
+        ck_assert_int_eq(cublasLtMatmulDescSetAttribute(*desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof bp),
+                         CUBLAS_STATUS_SUCCESS);
+        ck_assert_int_eq(cublasLtMatmul(lt, *desc, &one, dA, la, dB, lb, &zero, dD, ldd, dD, ldd, &r->algo, ws,
+                                        4 << 20, s),
+                         CUBLAS_STATUS_INVALID_VALUE); /* no mask pointer */
+        uint8_t *off = mask + 8; /* 8 bytes in: under the 16 a GPU's epilogue loads need */
+        ck_assert_int_eq(cublasLtMatmulDescSetAttribute(*desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &off,
+                                                        sizeof off),
+                         CUBLAS_STATUS_SUCCESS);
+        ck_assert_int_eq(cublasLtMatmul(lt, *desc, &one, dA, la, dB, lb, &zero, dD, ldd, dD, ldd, &r->algo, ws,
+                                        4 << 20, s),
+                         CUBLAS_STATUS_EXECUTION_FAILED);
+        off = mask + 240; /* 3 columns of 128 bits: 33 bytes from here run past the 256 */
+        ck_assert_int_eq(cublasLtMatmulDescSetAttribute(*desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &off,
+                                                        sizeof off),
+                         CUBLAS_STATUS_SUCCESS);
+        ck_assert_int_eq(cublasLtMatmul(lt, *desc, &one, dA, la, dB, lb, &zero, dD, ldd, dD, ldd, &r->algo, ws,
+                                        4 << 20, s),
+                         CUBLAS_STATUS_EXECUTION_FAILED);
+        ck_assert_int_eq(cublasLtMatmulDescSetAttribute(*desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &mask,
+                                                        sizeof mask),
+                         CUBLAS_STATUS_SUCCESS);
+    }
+    memset(h + 64, 0xff, 256); /* every bit set first: the forward must clear those that fail */
+    ck_assert_int_eq(cudaMemcpyAsync(mask, h + 64, 256, cudaMemcpyHostToDevice, s), cudaSuccess);
+    ck_assert_int_eq(cublasLtMatmul(lt, fwd, &one, dA, la, dB, lb, &zero, dD, ldd, dD, ldd, &rf.algo, ws, 4 << 20, s),
+                     CUBLAS_STATUS_SUCCESS);
+    uint8_t hm[48];
+    ck_assert_int_eq(cudaMemcpyAsync(h + 24, dD, 6 * sizeof(float), cudaMemcpyDeviceToHost, s), cudaSuccess);
+    ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess);
+    ck_assert_int_eq(cudaMemcpy(hm, mask, sizeof hm, cudaMemcpyDeviceToHost), cudaSuccess);
+    const float want_y[6] = {0, 0, 1, 0, 2, 1}; /* column-major relu([-1 1 2; -3 -1 1]) */
+    for (int i = 0; i < 6; i++) ck_assert_msg(h[24 + i] == want_y[i], "y[%d] = %g", i, h[24 + i]);
+    /* bit i + 128 j: column 0 none, column 1 row 0 (bit 128), column 2 rows 0 and 1 (bits 256, 257) */
+    ck_assert_uint_eq(hm[0] & 3, 0);
+    ck_assert_uint_eq(hm[16] & 3, 1);
+    ck_assert_uint_eq(hm[32] & 3, 3);
+    /* the backward over the same A and B: D = A B = [1 3 4; 2 4 6], kept where the mask is set: [0 3 4; 0 0 6] */
+    ck_assert_int_eq(cublasLtMatmul(lt, bwd, &one, dA, la, dB, lb, &zero, dD, ldd, dD, ldd, &rb.algo, ws, 4 << 20, s),
+                     CUBLAS_STATUS_SUCCESS);
+    ck_assert_int_eq(cudaMemcpyAsync(h + 32, dD, 6 * sizeof(float), cudaMemcpyDeviceToHost, s), cudaSuccess);
+    ck_assert_int_eq(cudaMemcpyAsync(h + 40, dg, 2 * sizeof(float), cudaMemcpyDeviceToHost, s), cudaSuccess);
+    ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess);
+    const float want_dz[6] = {0, 0, 3, 0, 4, 6};
+    for (int i = 0; i < 6; i++) ck_assert_msg(h[32 + i] == want_dz[i], "dz[%d] = %g", i, h[32 + i]);
+    ck_assert_msg(h[40] == 7 && h[41] == 6, "the bias gradient: %g %g, want 7 6", h[40], h[41]);
+    cublasLtMatmulPreferenceDestroy(pref);
+    cublasLtMatrixLayoutDestroy(la);
+    cublasLtMatrixLayoutDestroy(lb);
+    cublasLtMatrixLayoutDestroy(ldd);
+    cublasLtMatmulDescDestroy(fwd);
+    cublasLtMatmulDescDestroy(bwd);
+    cublasLtDestroy(lt);
+}
+END_TEST
+
 /* A graph: the captured calls do not run at the capture; each launch issues them again, with the arguments they were
  * captured with (the kernel's value, the copy's pointers) and reading memory as it is at the launch; an external
  * event record is a node, recorded at every launch; a plain record on a capturing stream is refused. */
@@ -780,6 +896,7 @@ int main(void)
     tcase_add_test(tc, test_memory_budget);
     tcase_add_test(tc, test_sgemm);
     tcase_add_test(tc, test_lt_matmul);
+    tcase_add_test(tc, test_lt_relu_mask);
     tcase_add_test(tc, test_graph_replay);
     tcase_add_test(tc, test_graph_forbidden);
     tcase_add_test(tc, test_graph_stale_and_cublas);

@@ -146,7 +146,8 @@ for g in off on; do
 done
 [ "$(figures "$tmp/drop-on.json")" = "$(figures "$tmp/drop-off.json")" ] ||
   bad "dropout model: --graphs on $(figures "$tmp/drop-on.json") vs off $(figures "$tmp/drop-off.json")"
-# --epilogues lt: the mlp's dense layers run as cublasLtMatmul calls (no sgemm + k_bias_relu / k_bias_add for them),
+# --epilogues lt: the mlp's dense layers run as cublasLtMatmul calls (no sgemm + k_bias_relu / k_bias_add for them,
+# and each relu's gradient in the next layer's dx GEMM: no k_drelu_bgrad_chunks),
 # with --graphs on too, and train to the same figures as kernels; with the heuristic offering nothing
 # (TT_SIM_LT_NO_ALGO=1) every layer falls back to sgemm + kernels, the same figures again.
 lt_args="--data fashion-mnist --batch 64 --epochs 1 --train-samples 640 --val-samples 64 --test-samples 64 --seed 3 --progress quiet --towers 2"
@@ -161,10 +162,13 @@ done
 for e in lt lt-graphs; do
   grep -q "^cublasLtMatmul	[1-9]" "$tmp/ep-$e.tsv" || bad "--epilogues $e: no cublasLtMatmul in the counters"
   ! grep -q "^k_bias_relu	" "$tmp/ep-$e.tsv" || bad "--epilogues $e: k_bias_relu still ran"
+  # both of the mlp's relus end in the next dense layer's dx GEMM (DRELU_BGRAD): no drelu_bgrad kernel of their own
+  ! grep -q "^k_drelu_bgrad_chunks	" "$tmp/ep-$e.tsv" || bad "--epilogues $e: k_drelu_bgrad_chunks still ran"
   [ "$(figures "$tmp/ep-$e.json")" = "$(figures "$tmp/ep-kernels.json")" ] ||
     bad "--epilogues $e: $(figures "$tmp/ep-$e.json") vs kernels $(figures "$tmp/ep-kernels.json")"
 done
 ! grep -q "^cublasLtMatmul	" "$tmp/ep-lt-none.tsv" || bad "TT_SIM_LT_NO_ALGO=1: cublasLtMatmul ran"
+grep -q "^k_drelu_bgrad_chunks	[1-9]" "$tmp/ep-lt-none.tsv" || bad "TT_SIM_LT_NO_ALGO=1: the relus' gradients not run"
 [ "$(figures "$tmp/ep-lt-none.json")" = "$(figures "$tmp/ep-kernels.json")" ] ||
   bad "--epilogues lt with no algorithm offered: $(figures "$tmp/ep-lt-none.json") vs kernels"
 rc=0

@@ -285,8 +285,9 @@ END_TEST
 /* --epilogues lt against kernels: the mlp's dense layers (relu and plain) trained 30 steps, 2 towers, SGD with
  * momentum. On the CPU backend lt is the kernels' path itself (no gemm_bias_act: the wrapper's fallback), and on the
  * stand-in its cuBLASLt runs the same OpenBLAS call and the bias_relu formula: the weights must agree to the bit
- * (0 ulp) — with its heuristic offering algorithms, offering none (TT_SIM_LT_NO_ALGO=1: the fallback), and with
- * --graphs on (the Lt call captured). On a GPU the fused epilogue may round differently from sgemm + kernels: the
+ * (0 ulp) — with its heuristic offering algorithms, offering none (TT_SIM_LT_NO_ALGO=1: the fallback), with
+ * --graphs on (the Lt call captured) and with --overlap on in 64 KiB buckets (a relu's bias gradient is written by
+ * the dX GEMM of the layer above it, before its own bucket completes). On a GPU the fused epilogue may round differently from sgemm + kernels: the
  * N-towers bound (2e-6 + 1e-5 |w|), which a GPU window must confirm. */
 static size_t first_diff(const float *a, const float *b, size_t n);
 
@@ -303,15 +304,19 @@ static void epilogues_agree(void)
     g_epilogues = 0;
     float *ref = train_steps(N, 47, oc, 30, &ds, 13, &P);
     const int graphs = g_be.ops->capture_begin != NULL && (size_t)g_be.n_devices >= N;
-    for (int run = 0; run < 3; run++) {
+    for (int run = 0; run < 4; run++) {
         if (run == 1) setenv("TT_SIM_LT_NO_ALGO", "1", 1);
         if (run == 2 && !graphs) continue;
         g_epilogues = 1;
         g_graphs = run == 2;
+        g_overlap = run == 3; /* the buckets pushed while the dX GEMMs write the bias gradients below them */
+        g_bucket_bytes = run == 3 ? 64 * 1024 : 0;
         float *w = train_steps(N, 47, oc, 30, &ds, 13, &P);
         unsetenv("TT_SIM_LT_NO_ALGO");
-        const char *what = run == 0 ? "--epilogues lt" : run == 1 ? "--epilogues lt, no algorithm offered"
-                                                                  : "--epilogues lt --graphs on";
+        const char *what = run == 0   ? "--epilogues lt"
+                           : run == 1 ? "--epilogues lt, no algorithm offered"
+                           : run == 2 ? "--epilogues lt --graphs on"
+                                      : "--epilogues lt --overlap on";
         if (exact)
             ck_assert_msg(memcmp(w, ref, P * sizeof(float)) == 0, "%s: float %zu of %zu differs from kernels", what,
                           first_diff(w, ref, P), P);
@@ -321,6 +326,8 @@ static void epilogues_agree(void)
     }
     g_epilogues = 0;
     g_graphs = 0;
+    g_overlap = 0;
+    g_bucket_bytes = 0;
     tt_free(ref);
     tt_dataset_free(&ds);
 }

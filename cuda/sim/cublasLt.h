@@ -1,8 +1,13 @@
 /* cublasLt.h — the part of cuBLASLt towertrain's CUDA backend calls (--epilogues lt), as the CPU stand-in provides
  * it: one FP32 matmul D = epilogue(alpha * op(A) op(B) + beta * C), column-major, with the DEFAULT, RELU, BIAS and
- * RELU_BIAS epilogues (the bias a vector of D's rows, broadcast along its columns, added before the relu), queued on
- * the call's stream and run by OpenBLAS (cblas_sgemm, CblasColMajor: the very call cublas.cpp makes for cublasSgemm)
- * followed by the epilogue per element. Checked as cuBLASLt checks (CUBLAS_STATUS_INVALID_VALUE: null handles and
+ * RELU_BIAS epilogues (the bias a vector of D's rows, broadcast along its columns, added before the relu), the
+ * RELU_AUX_BIAS forward (RELU_BIAS that also writes the relu's bit-mask into the aux buffer: bit i + j * ld set where
+ * D(i, j) > 0 after the bias, ld the EPILOGUE_AUX_LD in bits — a multiple of 128, at least D's rows — bits in
+ * ascending order within each byte) and the DRELU_BGRAD backward (D(i, j) kept where the mask's bit is set, 0
+ * elsewhere, and the bias pointer written with D's row sums: the bias gradient), queued on the call's stream and run
+ * by OpenBLAS (cblas_sgemm, CblasColMajor: the very call cublas.cpp makes for cublasSgemm) followed by the epilogue
+ * per element (DRELU_BGRAD's sums in drelu_bgrad's order: chunks of TT_COL_CHUNK columns from 0.0f, then the chunks'
+ * sums — a GPU's order is its own). Checked as cuBLASLt checks (CUBLAS_STATUS_INVALID_VALUE: null handles and
  * pointers, layouts that do not fit the operation, ld below rows, a workspace smaller than the algorithm asks) and as
  * the instrument checks everything (every matrix, the bias and the workspace inside memory of the handle's device; a
  * line on stderr says what was wrong). The heuristic offers one algorithm for every valid FP32 problem — none with
@@ -26,6 +31,8 @@ typedef enum {
     CUBLASLT_MATMUL_DESC_TRANSB = 4,
     CUBLASLT_MATMUL_DESC_EPILOGUE = 7,
     CUBLASLT_MATMUL_DESC_BIAS_POINTER = 8,
+    CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER = 11,
+    CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD = 12,
 } cublasLtMatmulDescAttributes_t;
 
 typedef enum {
@@ -33,6 +40,8 @@ typedef enum {
     CUBLASLT_EPILOGUE_RELU = 2,
     CUBLASLT_EPILOGUE_BIAS = 4,
     CUBLASLT_EPILOGUE_RELU_BIAS = 6,
+    CUBLASLT_EPILOGUE_RELU_AUX_BIAS = 134,
+    CUBLASLT_EPILOGUE_DRELU_BGRAD = 152,
 } cublasLtEpilogue_t;
 
 /* cuBLASLt's values: the workspace limit (uint64_t) and the smallest alignment, in bytes, that A, B, C and D's

@@ -11,6 +11,7 @@
 
 #include "cublasLt.h"
 #include "sim.h"
+#include "tt_math.h" /* TT_COL_CHUNK: DRELU_BGRAD sums in the order of the CUDA backend's drelu_bgrad */
 
 using namespace tt_sim;
 
@@ -23,6 +24,8 @@ struct cublasLtMatmulDescSim {
     cublasOperation_t ta, tb;
     cublasLtEpilogue_t epilogue;
     const float *bias;
+    void *aux;      /* RELU_AUX_BIAS writes, DRELU_BGRAD reads: the relu's bit-mask */
+    int64_t aux_ld; /* its leading dimension, in bits (elements) */
 };
 
 struct cublasLtMatrixLayoutSim {
@@ -68,7 +71,7 @@ cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *desc, cublasComput
         say("cublasLtMatmulDescCreate: only CUBLAS_COMPUTE_32F with CUDA_R_32F scales (plain FP32, no TF32)");
         return CUBLAS_STATUS_NOT_SUPPORTED;
     }
-    *desc = new cublasLtMatmulDescSim{compute, CUBLAS_OP_N, CUBLAS_OP_N, CUBLASLT_EPILOGUE_DEFAULT, nullptr};
+    *desc = new cublasLtMatmulDescSim{compute, CUBLAS_OP_N, CUBLAS_OP_N, CUBLASLT_EPILOGUE_DEFAULT, nullptr, nullptr, 0};
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -91,7 +94,8 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc, cublasL
         if (bytes != sizeof e) return CUBLAS_STATUS_INVALID_VALUE;
         memcpy(&e, buf, sizeof e);
         if (e != CUBLASLT_EPILOGUE_DEFAULT && e != CUBLASLT_EPILOGUE_RELU && e != CUBLASLT_EPILOGUE_BIAS &&
-            e != CUBLASLT_EPILOGUE_RELU_BIAS) {
+            e != CUBLASLT_EPILOGUE_RELU_BIAS && e != CUBLASLT_EPILOGUE_RELU_AUX_BIAS &&
+            e != CUBLASLT_EPILOGUE_DRELU_BGRAD) {
             say("cublasLtMatmulDescSetAttribute: epilogue %u is not one the stand-in has", e);
             return CUBLAS_STATUS_NOT_SUPPORTED;
         }
@@ -101,6 +105,14 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc, cublasL
     case CUBLASLT_MATMUL_DESC_BIAS_POINTER:
         if (bytes != sizeof(void *)) return CUBLAS_STATUS_INVALID_VALUE;
         memcpy(&desc->bias, buf, sizeof desc->bias);
+        return CUBLAS_STATUS_SUCCESS;
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER:
+        if (bytes != sizeof(void *)) return CUBLAS_STATUS_INVALID_VALUE;
+        memcpy(&desc->aux, buf, sizeof desc->aux);
+        return CUBLAS_STATUS_SUCCESS;
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD:
+        if (bytes != sizeof(int64_t)) return CUBLAS_STATUS_INVALID_VALUE;
+        memcpy(&desc->aux_ld, buf, sizeof desc->aux_ld);
         return CUBLAS_STATUS_SUCCESS;
     }
     say("cublasLtMatmulDescSetAttribute: attribute %d is not one the stand-in has", (int)attr);
@@ -194,6 +206,24 @@ static bool problem(const char *fn, cublasLtMatmulDesc_t desc, cublasLtMatrixLay
     return true;
 }
 
+static bool uses_aux(cublasLtEpilogue_t e)
+{
+    return e == CUBLASLT_EPILOGUE_RELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_DRELU_BGRAD;
+}
+
+/* An epilogue with a bit-mask needs its leading dimension set: a multiple of 128 bits, at least D's m rows
+ * (cuBLASLt's rule for EPILOGUE_AUX_LD) — false with a line otherwise. */
+static bool aux_fits(const char *fn, cublasLtMatmulDesc_t desc, uint64_t m)
+{
+    if (!uses_aux(desc->epilogue)) return true;
+    if (desc->aux_ld <= 0 || desc->aux_ld % 128 || (uint64_t)desc->aux_ld < m || desc->aux_ld > INT_MAX) {
+        say("%s: the bit-mask's leading dimension %lld is not a multiple of 128 of at least D's %llu rows", fn,
+            (long long)desc->aux_ld, (unsigned long long)m);
+        return false;
+    }
+    return true;
+}
+
 cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a,
                                               cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c,
                                               cublasLtMatrixLayout_t d, cublasLtMatmulPreference_t pref,
@@ -206,6 +236,7 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmul
         !problem("cublasLtMatmulAlgoGetHeuristic", desc, a, b, c, d, &m, &n, &k))
         return CUBLAS_STATUS_INVALID_VALUE;
     *returned = 0;
+    if (!aux_fits("cublasLtMatmulAlgoGetHeuristic", desc, m)) return CUBLAS_STATUS_INVALID_VALUE;
     const char *none = getenv("TT_SIM_LT_NO_ALGO"); /* read at each query: a test may switch it */
     if (none && strcmp(none, "1") == 0) return CUBLAS_STATUS_NOT_SUPPORTED; /* cuBLASLt: no algorithm found */
     memset(&results[0], 0, sizeof results[0]);
@@ -244,12 +275,16 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, con
     uint64_t m, n, k;
     if (!alpha || !beta || !problem("cublasLtMatmul", desc, a, b, c, d, &m, &n, &k))
         return CUBLAS_STATUS_INVALID_VALUE;
-    const bool bias = desc->epilogue == CUBLASLT_EPILOGUE_BIAS || desc->epilogue == CUBLASLT_EPILOGUE_RELU_BIAS;
-    const bool relu = desc->epilogue == CUBLASLT_EPILOGUE_RELU || desc->epilogue == CUBLASLT_EPILOGUE_RELU_BIAS;
-    if (m && n && ((k && (!A || !B)) || !D || (bias && !desc->bias))) {
-        say("cublasLtMatmul: a null pointer (A %p, B %p, D %p, bias %p)", A, B, D, (const void *)desc->bias);
+    const cublasLtEpilogue_t ep = desc->epilogue;
+    const bool aux_out = ep == CUBLASLT_EPILOGUE_RELU_AUX_BIAS, drelu = ep == CUBLASLT_EPILOGUE_DRELU_BGRAD;
+    const bool bias = ep == CUBLASLT_EPILOGUE_BIAS || ep == CUBLASLT_EPILOGUE_RELU_BIAS || aux_out;
+    const bool relu = ep == CUBLASLT_EPILOGUE_RELU || ep == CUBLASLT_EPILOGUE_RELU_BIAS || aux_out;
+    if (m && n && ((k && (!A || !B)) || !D || ((bias || drelu) && !desc->bias) || ((aux_out || drelu) && !desc->aux))) {
+        say("cublasLtMatmul: a null pointer (A %p, B %p, D %p, bias %p, aux %p)", A, B, D, (const void *)desc->bias,
+            desc->aux);
         return CUBLAS_STATUS_INVALID_VALUE;
     }
+    if (!aux_fits("cublasLtMatmul", desc, m)) return CUBLAS_STATUS_INVALID_VALUE;
     if (!algo || algo->data[0] != kAlgoMagic) {
         say("cublasLtMatmul: an algorithm the heuristic did not return");
         return CUBLAS_STATUS_INVALID_VALUE;
@@ -262,9 +297,14 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, con
                 "ABCD"[i], mats[i], (unsigned long long)algo->data[2 + i], "ABCD"[i]);
             return CUBLAS_STATUS_EXECUTION_FAILED;
         }
-    if (bias && desc->bias && (uintptr_t)desc->bias % kBiasAlign) {
+    if ((bias || drelu) && desc->bias && (uintptr_t)desc->bias % kBiasAlign) {
         say("cublasLtMatmul: the bias at %p is not %u-byte aligned: a GPU's epilogue faults (misaligned address)",
             (const void *)desc->bias, kBiasAlign);
+        return CUBLAS_STATUS_EXECUTION_FAILED;
+    }
+    if ((aux_out || drelu) && desc->aux && (uintptr_t)desc->aux % kBiasAlign) {
+        say("cublasLtMatmul: the bit-mask at %p is not %u-byte aligned: a GPU's epilogue faults (misaligned address)",
+            desc->aux, kBiasAlign);
         return CUBLAS_STATUS_EXECUTION_FAILED;
     }
     if (workspace_bytes < algo->data[1] || (workspace_bytes && !workspace)) {
@@ -290,13 +330,18 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, con
     const cublasLtMatrixLayoutSim la = *a, lb = *b, lc = *c, ld = *d; /* the call's, as cuBLASLt reads them now */
     const float *fa = (const float *)A, *fb = (const float *)B, *fc = (const float *)C, *pb = desc->bias;
     float *fd = (float *)D;
+    float *gb = drelu ? (float *)desc->bias : nullptr; /* DRELU_BGRAD writes the bias pointer: the bias gradient */
+    uint8_t *aux = (uint8_t *)desc->aux;
+    const uint64_t aux_ld = (uint64_t)desc->aux_ld;
+    const size_t aux_bytes = m && n && (aux_out || drelu) ? (size_t)(((n - 1) * aux_ld + m + 7) / 8) : 0;
     const bool reads_c = be != 0.0f; /* beta 0: C is not read (cuBLASLt's rule, as cuBLAS's) */
     const bool ok = submit(s, [=](cudaStream_t st, issue_mode how) {
         if (!check_matrix("A", fa, la, device) ||
             !check_matrix("B", fb, lb, device) ||
             (reads_c && !check_matrix("C", fc, lc, device)) ||
             !check_matrix("D", fd, ld, device) ||
-            (bias && m && !check_device_range("cublasLtMatmul: the bias", pb, m * sizeof(float), device)) ||
+            ((bias || drelu) && m && !check_device_range("cublasLtMatmul: the bias", pb, m * sizeof(float), device)) ||
+            (aux_bytes && !check_device_range("cublasLtMatmul: the bit-mask", aux, aux_bytes, device)) ||
             (workspace_bytes && !check_device_range("cublasLtMatmul: the workspace", workspace, workspace_bytes,
                                                     device)))
             return false;
@@ -308,6 +353,8 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, con
                                 {workspace, workspace_bytes, true}};
         if (reads_c && fc != fd) t.push_back({fc, span_bytes(m, n, lc.ld), false});
         if (bias) t.push_back({pb, m * sizeof(float), false});
+        if (drelu) t.push_back({gb, m * sizeof(float), true});
+        if (aux_bytes) t.push_back({aux, aux_bytes, aux_out});
         enqueue(
             st,
             [=]() {
@@ -315,13 +362,35 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, con
                     for (uint64_t j = 0; j < n; j++) memcpy(fd + j * ld.ld, fc + j * lc.ld, m * sizeof(float));
                 cblas_sgemm(CblasColMajor, oa, ob, (int)m, (int)n, (int)k, al, fa, (int)la.ld, fb, (int)lb.ld, be, fd,
                             (int)ld.ld);
+                if (drelu) { /* D kept where the relu passed; the bias gradient D's row sums, in chunks of columns */
+                    for (uint64_t j = 0; j < n; j++)
+                        for (uint64_t i = 0; i < m; i++) {
+                            const uint64_t bit = j * aux_ld + i;
+                            if (!(aux[bit >> 3] >> (bit & 7) & 1)) fd[j * ld.ld + i] = 0.0f;
+                        }
+                    for (uint64_t i = 0; i < m; i++) {
+                        float total = 0.0f;
+                        for (uint64_t j0 = 0; j0 < n; j0 += TT_COL_CHUNK) {
+                            float part = 0.0f;
+                            for (uint64_t j = j0; j < n && j < j0 + TT_COL_CHUNK; j++) part = part + fd[j * ld.ld + i];
+                            total = n <= TT_COL_CHUNK ? part : total + part;
+                        }
+                        gb[i] = total;
+                    }
+                    return;
+                }
                 if (!bias && !relu) return;
-                for (uint64_t j = 0; j < n; j++) /* the epilogue: + bias[row], then relu */
+                for (uint64_t j = 0; j < n; j++) /* the epilogue: + bias[row], then relu (and its bit) */
                     for (uint64_t i = 0; i < m; i++) {
                         float v = fd[j * ld.ld + i];
                         if (bias) v = v + pb[i];
                         if (relu) v = v > 0.0f ? v : 0.0f;
                         fd[j * ld.ld + i] = v;
+                        if (aux_out) {
+                            const uint64_t bit = j * aux_ld + i;
+                            const uint8_t one = (uint8_t)(1u << (bit & 7));
+                            aux[bit >> 3] = v > 0.0f ? (uint8_t)(aux[bit >> 3] | one) : (uint8_t)(aux[bit >> 3] & ~one);
+                        }
                     }
             },
             "cublasLtMatmul", std::move(t));

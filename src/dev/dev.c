@@ -169,12 +169,14 @@ void tt_dev_bias_relu(tt_dev *dev, float *d_y, const float *d_b, size_t rows, si
     dev->ops->bias_relu(dev->ctx, d_y, d_b, rows, cols);
 }
 
-void tt_dev_gemm_bias_act(tt_dev *dev, int lt, size_t M, size_t N, size_t K, const float *d_x, const float *d_w,
-                          const float *d_b, float *d_y, int relu)
+int tt_dev_gemm_bias_act(tt_dev *dev, int lt, size_t M, size_t N, size_t K, const float *d_x, const float *d_w,
+                         const float *d_b, float *d_y, int relu, void *d_mask)
 {
-    if (M == 0 || N == 0) return;
-    TT_ASSERT(d_x && d_w && d_y);
-    if (lt && dev->ops->gemm_bias_act && dev->ops->gemm_bias_act(dev->ctx, M, N, K, d_x, d_w, d_b, d_y, relu)) return;
+    if (M == 0 || N == 0) return 0;
+    TT_ASSERT(d_x && d_w && d_y && (!d_mask || (relu && d_b)));
+    if (lt && dev->ops->gemm_bias_act &&
+        dev->ops->gemm_bias_act(dev->ctx, M, N, K, d_x, d_w, d_b, d_y, relu, d_mask))
+        return d_mask != NULL;
     tt_dev_sgemm(dev, 0, 0, M, N, K, 1.0f, d_x, K, d_w, N, 0.0f, d_y, N);
     if (relu && d_b)
         tt_dev_bias_relu(dev, d_y, d_b, M, N);
@@ -182,6 +184,28 @@ void tt_dev_gemm_bias_act(tt_dev *dev, int lt, size_t M, size_t N, size_t K, con
         tt_dev_bias_add(dev, d_y, d_b, M, N);
     else if (relu)
         tt_dev_relu_fwd(dev, d_y, d_y, M * N);
+    return 0;
+}
+
+size_t tt_relu_mask_bytes(size_t rows, size_t cols)
+{
+    if (cols > SIZE_MAX - 127) return 0;
+    const size_t row_bytes = (cols + 127) / 128 * 16;
+    size_t bytes;
+    if (tt_mul_size(rows, row_bytes, &bytes) || bytes > SIZE_MAX - 255) return 0;
+    return (bytes + 255) / 256 * 256;
+}
+
+void tt_dev_gemm_drelu_bgrad(tt_dev *dev, int lt, size_t M, size_t N, size_t K, const float *d_dy, const float *d_w,
+                             const void *d_mask, const float *d_y, float *d_dz, float *d_db)
+{
+    if (N == 0) return;
+    TT_ASSERT(d_db && (M == 0 || (d_dy && d_w && d_y && d_dz)));
+    if (M && lt && d_mask && dev->ops->gemm_drelu_bgrad &&
+        dev->ops->gemm_drelu_bgrad(dev->ctx, M, N, K, d_dy, d_w, d_mask, d_dz, d_db))
+        return;
+    tt_dev_sgemm(dev, 0, 1, M, N, K, 1.0f, d_dy, K, d_w, K, 0.0f, d_dz, N);
+    tt_dev_drelu_bgrad(dev, d_dz, d_db, d_dz, d_y, M, N);
 }
 
 void tt_dev_drelu_bgrad(tt_dev *dev, float *d_dz, float *d_db, const float *d_dy, const float *d_y, size_t rows,

@@ -57,20 +57,30 @@ static void dense_forward(tt_dev *dev, const tt_layer *l, const tt_pass *ps, con
 {
     const size_t D = l->in, O = l->out;
     const float *d_w = d_p, *d_b = l->use_bias ? d_p + D * O : NULL;
-    /* sgemm then tt_bias_epilogue's kernels, or (--epilogues lt) one cuBLASLt call, its BIAS / RELU_BIAS epilogue */
-    tt_dev_gemm_bias_act(dev, ps->lt_epilogues, B, O, D, d_x, d_w, d_b, d_y, l->relu_epilogue);
+    /* sgemm then tt_bias_epilogue's kernels, or (--epilogues lt) one cuBLASLt call, its BIAS / RELU_BIAS epilogue —
+     * RELU_AUX_BIAS where the next dense layer's dx GEMM applies this relu's gradient (ps->mask_out: tt_layer.lt_mask),
+     * noted in ps->lt_masked when the backend took it */
+    const int masked = tt_dev_gemm_bias_act(dev, ps->lt_epilogues, B, O, D, d_x, d_w, d_b, d_y, l->relu_epilogue,
+                                            ps->mask_out.d_mask);
+    if (ps->mask_out.d_mask) ps->lt_masked[l->index] = (unsigned char)masked;
 }
 
 static void dense_backward(tt_dev *dev, const tt_layer *l, const tt_pass *ps, const float *d_p, float *d_g,
                            const float *d_x, const float *d_y, float *d_dy, float *d_dx, size_t B)
 {
-    (void)ps;
     const size_t D = l->in, O = l->out;
     const float *d_w = d_p;
     float *d_gw = d_g, *d_gb = d_g + D * O;
-    tt_bias_epilogue_bwd(dev, l, d_gb, d_dy, d_y, B, O);
+    /* --epilogues lt: where the next layer's dx GEMM already applied this relu's gradient and the bias's (lt_mask) */
+    if (!(ps->d_masks && ps->lt_masked && ps->lt_masked[l->index])) tt_bias_epilogue_bwd(dev, l, d_gb, d_dy, d_y, B, O);
     tt_dev_sgemm(dev, 1, 0, D, O, B, 1.0f, d_x, D, d_dy, O, 0.0f, d_gw, O);
-    if (d_dx) tt_dev_sgemm(dev, 0, 1, B, D, O, 1.0f, d_dy, O, d_w, O, 0.0f, d_dx, D);
+    const tt_relu_link *r = &ps->relu_in;
+    if (d_dx && r->l) { /* dx, then the gradient of the relu below and its dense layer's bias: cuBLASLt's DRELU_BGRAD */
+        float *d_gb_below = d_g - l->offset + r->l->offset + r->l->in * r->l->out; /* the flat buffer's layout */
+        tt_dev_gemm_drelu_bgrad(dev, ps->lt_epilogues, B, D, O, d_dy, d_w, r->d_mask, r->d_y, d_dx, d_gb_below);
+    } else if (d_dx) {
+        tt_dev_sgemm(dev, 0, 1, B, D, O, 1.0f, d_dy, O, d_w, O, 0.0f, d_dx, D);
+    }
 }
 
 const tt_layer_kind tt_layer_dense = {
@@ -78,6 +88,7 @@ const tt_layer_kind tt_layer_dense = {
     .stem = "dense",
     .keras = "Dense",
     .relu_epilogue = 1,
+    .lt_relu_link = 1,
     .keys = {{"units", TT_KEY_SIZE, offsetof(tt_layer, units), 1, TT_MAX_WIDTH, NULL},
              {"activation", TT_KEY_ACTIVATION, 0, 0, 0, "linear"},
              {"use_bias", TT_KEY_BOOL, offsetof(tt_layer, use_bias), 0, 1, "true"},

@@ -143,6 +143,10 @@ static tt_status model_finish(tt_model *m, tt_error *err)
         l->in_epilogue = l->kind == &tt_layer_relu && m->layers[i - 1].kind->relu_epilogue;
         m->layers[i - 1].relu_epilogue = l->in_epilogue;
     }
+    for (size_t i = 0; i + 2 < m->n_layers; i++) { /* --epilogues lt: a relu's gradient in the next dx GEMM */
+        tt_layer *l = &m->layers[i];
+        l->lt_mask = l->kind->lt_relu_link && l->relu_epilogue && l->use_bias && m->layers[i + 2].kind->lt_relu_link;
+    }
     const tt_layer *last = &m->layers[m->n_layers - 1];
     if (m->n_classes == 0) m->n_classes = last->out; /* no data: the classes are what the model says */
     m->n_logits = last->kind->fused_into_loss ? m->n_layers - 1 : m->n_layers;
@@ -720,15 +724,39 @@ size_t tt_model_workspace(const tt_model *m, size_t B, size_t chunk_mnk)
     return ws;
 }
 
+size_t tt_model_mask_bytes(const tt_model *m, size_t B)
+{
+    size_t bytes = 0;
+    for (size_t i = 0; i < m->n_logits; i++) {
+        const size_t b = m->layers[i].lt_mask ? tt_relu_mask_bytes(B, m->layers[i].out) : 0;
+        if (m->layers[i].lt_mask && (b == 0 || b > SIZE_MAX - bytes)) return 0;
+        bytes += b;
+    }
+    return bytes;
+}
+
 /* ---- forward / backward ------------------------------------------------------------------------------------ */
+
+/* Layer i's relu link in a pass with masks (tt_pass.d_masks): its bit-mask after those of the layers before it. */
+static tt_relu_link relu_link(const tt_model *m, const tt_pass *ps, float *const *d_act, size_t i, size_t B)
+{
+    unsigned char *at = (unsigned char *)ps->d_masks;
+    for (size_t k = 0; k < i; k++)
+        if (m->layers[k].lt_mask) at += tt_relu_mask_bytes(B, m->layers[k].out);
+    return (tt_relu_link){&m->layers[i], at, d_act[i + 1]};
+}
 
 void tt_model_forward(tt_dev *dev, const tt_model *m, const tt_pass *ps, const float *d_params, float *const *d_act,
                       size_t B)
 {
+    tt_pass lp = *ps;
     for (size_t i = 0; i < m->n_logits; i++) {
         const tt_layer *l = &m->layers[i];
         if (l->in_epilogue) continue; /* the layer before ran it, in place */
-        l->kind->forward(dev, l, ps, d_params + l->offset, d_act[i], d_act[i + 1], B);
+        const int mask = ps->d_masks && ps->training && l->lt_mask;
+        lp.mask_out = mask ? relu_link(m, ps, d_act, i, B) : (tt_relu_link){0};
+        if (ps->lt_masked) ps->lt_masked[i] = 0; /* the layer's forward sets it where the backend wrote the mask */
+        l->kind->forward(dev, l, &lp, d_params + l->offset, d_act[i], d_act[i + 1], B);
     }
 }
 
@@ -738,11 +766,15 @@ void tt_model_backward_each(tt_dev *dev, const tt_model *m, const tt_pass *ps, c
 {
     float *d_dy = d_dlogits;
     int next = 0;
+    tt_pass lp = *ps;
     for (size_t i = m->n_logits; i-- > 0;) {
         const tt_layer *l = &m->layers[i];
         if (l->in_epilogue) continue; /* its dy goes on to the layer before, which applies the relu's gradient */
         float *d_dx = i == 0 ? NULL : d_delta[next];
-        l->kind->backward(dev, l, ps, d_params + l->offset, d_grads + l->offset, d_act[i], d_act[i + 1], d_dy, d_dx,
+        /* --epilogues lt: the relu two layers down wrote its mask in the forward — this dx GEMM applies its gradient */
+        const int link = ps->d_masks && ps->lt_masked && i >= 2 && m->layers[i - 2].lt_mask && ps->lt_masked[i - 2];
+        lp.relu_in = link ? relu_link(m, ps, d_act, i - 2, B) : (tt_relu_link){0};
+        l->kind->backward(dev, l, &lp, d_params + l->offset, d_grads + l->offset, d_act[i], d_act[i + 1], d_dy, d_dx,
                           B);
         if (ready && l->n_params) ready(arg, l->offset);
         d_dy = d_dx;

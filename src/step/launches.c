@@ -55,10 +55,20 @@ static void c_sgemm(void *ctx, int ta, int tb, size_t M, size_t N, size_t K, flo
 
 /* --epilogues lt: one cuBLASLt call, the GEMM and its epilogue in one launch; the GEMM listed as sgemm's (0, 0). */
 static int c_gemm_bias_act(void *ctx, size_t M, size_t N, size_t K, const float *x, const float *w, const float *b,
-                           float *y, int relu)
+                           float *y, int relu, void *mask)
 {
-    (void)b, (void)relu;
+    (void)b, (void)relu, (void)mask;
     c_sgemm(ctx, 0, 0, M, N, K, 1.0f, x, K, w, N, 0.0f, y, N);
+    return 1;
+}
+
+/* --epilogues lt: a dx GEMM carrying the relu gradient and bias gradient below it, one launch; listed as sgemm's
+ * (0, 1). */
+static int c_gemm_drelu_bgrad(void *ctx, size_t M, size_t N, size_t K, const float *dy, const float *w,
+                              const void *mask, float *dz, float *db)
+{
+    (void)mask, (void)db;
+    c_sgemm(ctx, 0, 1, M, N, K, 1.0f, dy, K, w, K, 0.0f, dz, N);
     return 1;
 }
 
@@ -199,6 +209,7 @@ static const tt_dev_ops counter_ops = {
     .embed_fwd = c_embed_fwd,
     .embed_bwd = c_embed_bwd,
     .gemm_bias_act = c_gemm_bias_act,
+    .gemm_drelu_bgrad = c_gemm_drelu_bgrad,
 };
 
 /* The backward has issued every layer from lo up: the buckets that are complete take the counts so far (the trainer's
@@ -222,8 +233,20 @@ static void count_step(const tt_model *m, size_t rows, size_t chunk_mnk, int lt,
     for (size_t i = 0; i <= m->n_logits; i++) act[i] = nowhere;
     static const uint32_t ids[1];
     static const int32_t labels[1];
-    /* one tower (no exchanges) */
-    const tt_pass ps = {1, 0, 1, ids, nowhere, chunk_mnk, nowhere, nowhere, 1.0f, rows, NULL, lt};
+    /* one tower (no exchanges); lt: the relu bit-masks too (every layer's at the placeholder) */
+    unsigned char masked[TT_MAX_LAYERS] = {0};
+    const tt_pass ps = {.training = 1,
+                        .epoch = 1,
+                        .d_ids = ids,
+                        .d_ws = nowhere,
+                        .chunk_mnk = chunk_mnk,
+                        .d_saved = nowhere,
+                        .d_grads = nowhere,
+                        .share = 1.0f,
+                        .rows_all = rows,
+                        .lt_epilogues = lt,
+                        .d_masks = lt ? nowhere : NULL,
+                        .lt_masked = masked};
     tt_model_forward(&dev, m, &ps, nowhere, act, rows);
     tt_dev_softmax_xent(&dev, nowhere, nowhere, tt_model_logits(m, act), labels, rows, m->n_classes, 1.0f);
     const size_t fwd_launches = c->launches;

@@ -61,6 +61,8 @@ struct tt_tower {
     float *d_delta[2];  /* (rows, max_width) ping-pong back-propagation buffers */
     float *d_ws;        /* the layers' scratch (im2col columns), tt_model_workspace floats */
     float *d_saved;     /* what layers keep from forward to backward (tt_model.n_saved floats) */
+    void *d_masks;      /* --epilogues lt: the relu bit-masks of the training forward (tt_model_mask_bytes), or NULL */
+    unsigned char lt_masked[TT_MAX_LAYERS]; /* and which layers' masks the backend wrote (tt_pass.lt_masked) */
     float *h_xchg;      /* --bn-sync on, pinned: this tower's part of an exchange, two of xchg_max (by parity) */
     float *h_xsum;      /* and the sum it reads back (xchg_max) */
     uint64_t xchg_seq;  /* exchanges made: the parity of the next one's buffer */
@@ -264,7 +266,7 @@ typedef struct tower_buf {
 /* tower_buffers' most: TT_MAX_LAYERS + 1 activations, and at most 31 others (weights and gradients 2, backward 3,
  * scratch 1, saved 1, --bn-sync's exchange 2, staging 8, --data-on device's training set 2, a placement's 2, a device
  * optimizer's 6, tower 0's 4) */
-enum { MAX_TOWER_BUFS = TT_MAX_LAYERS + 1 + 31 };
+enum { MAX_TOWER_BUFS = TT_MAX_LAYERS + 1 + 34 };
 
 typedef struct buf_list {
     tower_buf b[MAX_TOWER_BUFS];
@@ -627,6 +629,9 @@ static void tower_buffers(tt_trainer *tr, tt_tower *tw, buf_list *l)
     const size_t ws = tt_model_workspace(m, R, tr->cfg.ops->chunk_mnk);
     if (ws) add_buf(l, &tw->d_ws, ws * F, 0, "layer scratch (im2col)", TT_MEM_BY_WIDTH);
     if (m->n_saved) add_buf(l, &tw->d_saved, m->n_saved * F, 0, "batchnorm's saved statistics", TT_MEM_BY_RUN);
+    /* --epilogues lt on a backend with the one-call GEMMs: the relus' bit-masks (none where it has no such call) */
+    const size_t mask_bytes = tr->cfg.epilogues && tr->cfg.ops->gemm_drelu_bgrad ? tt_model_mask_bytes(m, R) : 0;
+    if (mask_bytes) add_buf(l, &tw->d_masks, mask_bytes, 0, "relu bit-masks (--epilogues lt)", TT_MEM_BY_WIDTH);
     if (tr->xchg_max) {
         add_buf(l, &tw->h_xchg, 2 * tr->xchg_max * F, 1, "batch statistics' exchange (--bn-sync on)", TT_MEM_BY_RUN);
         add_buf(l, &tw->h_xsum, tr->xchg_max * F, 1, "batch statistics' exchange (--bn-sync on)", TT_MEM_BY_RUN);
@@ -895,16 +900,26 @@ static size_t xchg_floats(const tt_model *m, const tt_trainer_config *cfg)
 /* What the layers see of this tower's pass: training or not, the seed and epoch, the rows' indices, the scratch,
  * the saved floats; a training pass: the gradient buffer (the moving statistics' steps), the tower's share of the
  * step's n rows and, with --bn-sync on, the exchange. */
-static tt_pass tower_pass(const tt_tower *tw, int training, size_t n)
+static tt_pass tower_pass(tt_tower *tw, int training, size_t n)
 {
     const tt_trainer *tr = tw->tr;
-    tt_pass ps = {training, tr->cfg.seed, tr->epoch, tw->d_ids, tw->d_ws, tr->cfg.ops->chunk_mnk, tw->d_saved, NULL,
-                  1.0f, tw->rows, NULL, tr->cfg.epilogues};
+    tt_pass ps = {.training = training,
+                  .seed = tr->cfg.seed,
+                  .epoch = tr->epoch,
+                  .d_ids = tw->d_ids,
+                  .d_ws = tw->d_ws,
+                  .chunk_mnk = tr->cfg.ops->chunk_mnk,
+                  .d_saved = tw->d_saved,
+                  .share = 1.0f,
+                  .rows_all = tw->rows,
+                  .lt_epilogues = tr->cfg.epilogues};
     if (training) {
         ps.d_grads = tw->d_grads;
         ps.share = n ? (float)((double)tw->rows / (double)n) : 0.0f;
         ps.rows_all = n;
         ps.xchg = tr->xchg_max ? &tw->xchg : NULL;
+        ps.d_masks = tw->d_masks;
+        ps.lt_masked = tw->lt_masked; /* written by the tower's own forward, read by its backward */
     }
     return ps;
 }
