@@ -15,7 +15,8 @@ extern "C" {
 /* May not return (re-exec). argv must be main's. */
 void tt_blas_autoselect(char **argv);
 
-/* Single-threaded BLAS calls: the towers are the parallelism. */
+/* Single-threaded BLAS calls: the towers are the parallelism. The CPU backend calls it when its first tower starts
+ * (src/dev/dev_cpu.c), so every caller of the library gets it; main() calls it first thing too. */
 void tt_blas_single_thread(void);
 
 /* One line: library, configuration, kernel core and why that core ("detected", "auto-selected", ...). */

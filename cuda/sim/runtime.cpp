@@ -173,11 +173,16 @@ static uint64_t g_peer[64];           /* g_peer[from] bit to: access enabled fro
 
 int current_device(void) { return t_device; }
 
+extern "C" void openblas_set_num_threads(int); /* OpenBLAS's own */
+
 bool ensure_context(int device)
 {
     std::lock_guard<std::mutex> l(g_lock);
     if (g_contexts >> device & 1) return true;
     if (cfg().busy >> device & 1) return false;
+    /* a device's work runs on its streams' threads: OpenBLAS's own threads on top would have every stream's GEMM
+     * wake every CPU (as the CPU backend, dev_cpu.c), so the first context sets one */
+    if (!g_contexts) openblas_set_num_threads(1);
     g_contexts |= 1ull << device;
     return true;
 }

@@ -4,10 +4,12 @@
  * This is the reference every other backend is tested against; keep it plain. */
 #include <cblas.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "tt_blas.h"
 #include "tt_dev.h"
 #include "tt_optim.h"
 #include "tt_math.h"
@@ -16,8 +18,15 @@ typedef struct cpu_ctx {
     int ordinal;
 } cpu_ctx;
 
+/* The towers are the parallelism: every BLAS call a tower makes runs on its own thread. OpenBLAS's threads on top
+ * (its default: one per CPU) would have each tower's GEMM wake every CPU while the other towers hold them — on 2
+ * cores with 2 towers, test_e2e's cnn slice spent 76 of 97 s spinning in sched_yield. So the backend sets it when its
+ * first tower starts, whoever calls it (the CLI, tt_run in a test, a tool); once per process. */
+static pthread_once_t g_blas_once = PTHREAD_ONCE_INIT;
+
 static tt_status cpu_init(void **ctx, int ordinal, tt_error *err)
 {
+    pthread_once(&g_blas_once, tt_blas_single_thread);
     cpu_ctx *c = (cpu_ctx *)tt_calloc(1, sizeof *c);
     if (!c) return tt_fail(err, TT_ERR_NOMEM, "cpu backend: out of memory for tower context");
     c->ordinal = ordinal;
