@@ -4,8 +4,12 @@
 # the Fashion-MNIST IDX files. The outputs are held to what keras.datasets would return, recomputed here with numpy
 # itself (RandomState(113)'s shuffle, start/oov/index_from, num_words, pad_sequences' pre-padding and pre-truncation),
 # and towertrain trains on each. Hostile files: a pickle that names os.system, a truncated batch, an .npy header
-# claiming a huge shape, a member that is not .npy, a directory where a file should be; bad options. The tool runs
-# with the first python3 on PATH (it needs no numpy). Skips (77) without numpy in /usr/bin/python3.
+# claiming a huge shape, a member that is not .npy, a directory where a file should be; zips written byte by byte by
+# tests/from_keras_hostile.py (640 MiB bombs of deflated zeros under a 400 MB address-space limit, a corrupt deflate
+# stream, a member or a header cut short) and a pickle naming an escape sequence: each one escaped line and exit 1;
+# symbolic links in the Keras directory (refused, named) and in DIR (at the old tool's predictable temporary name and
+# at an output's name: nothing written outside DIR); bad options. The tool runs with the first python3 on PATH (it
+# needs no numpy). Skips (77) without numpy in /usr/bin/python3.
 set -uo pipefail
 bin=$1
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -101,14 +105,17 @@ cmp -s "$kd/fashion-mnist/train-images-idx3-ubyte.gz" "$tmp/out-fashion-mnist/tr
   >/dev/null 2>"$tmp/err" || bad "towertrain on fashion-mnist: $(cat "$tmp/err")"
 
 # hostile and broken files: one line, exit 1, nothing executed
-expect1() { # WHAT FRAGMENT ARGS...
+expect1() { # WHAT FRAGMENT ARGS... (with mem_kb=N set: under ulimit -v N)
   local what=$1 frag=$2
   shift 2
-  "$tool" "$@" >/dev/null 2>"$tmp/err"
+  if [ -n "${mem_kb:-}" ]; then (ulimit -v "$mem_kb" && exec "$tool" "$@"); else "$tool" "$@"; fi \
+    >/dev/null 2>"$tmp/err"
   local rc=$?
   [ $rc -eq 1 ] || bad "$what: exit $rc, want 1 ($(cat "$tmp/err"))"
   [ "$(wc -l <"$tmp/err")" -eq 1 ] || bad "$what: stderr is not one line: $(cat "$tmp/err")"
-  grep -q -- "$frag" "$tmp/err" || bad "$what: stderr lacks '$frag': $(cat "$tmp/err")"
+  grep -q -F -- "$frag" "$tmp/err" || bad "$what: stderr lacks '$frag': $(cat "$tmp/err")"
+  LC_ALL=C grep -q '[^ -~]' "$tmp/err" && bad "$what: stderr is not printable ASCII: $(od -c <"$tmp/err")"
+  true
 }
 evil="$tmp/evil"
 mkdir -p "$evil/cifar-10-batches-py"
@@ -150,6 +157,76 @@ rm -f "$evil/reuters.npz"
 mkdir -p "$evil/reuters.npz"
 expect1 "a directory for reuters.npz" "not a regular file" reuters "$tmp/o4" --keras-dir "$evil"
 expect1 "a missing download" "fashion-mnist" fashion-mnist "$tmp/o5" --keras-dir "$tmp/nowhere"
+# Damaged and hostile zips, written byte by byte by from_keras_hostile.py: refused from the zip entry's and the .npy
+# header's sizes before anything is inflated (the old reader inflated a 640 MiB bomb whole: 10 s and 1.3 GB, so the
+# bombs run under a 400 MB address-space limit), and every zipfile/zlib/struct failure is one line, not a traceback.
+hostile="$root/tests/from_keras_hostile.py"
+hz() { # KIND NAME: d, a directory holding NAME made by KIND
+  d="$tmp/hz-$1"
+  mkdir -p "$d"
+  $NP "$hostile" "$1" "$d/$2" || bad "from_keras_hostile.py $1 failed"
+}
+hz bomb-mnist mnist.npz
+t0=$(date +%s%N)
+mem_kb=400000 expect1 "a 640 MiB zip bomb in mnist.npz" "x_train.npy: 671088768 bytes uncompressed" mnist "$tmp/o8" \
+  --keras-dir "$d"
+echo "a 640 MiB deflated member refused in $((($(date +%s%N) - t0) / 1000000)) ms under ulimit -v 400000"
+hz bomb-reuters reuters.npz
+mem_kb=400000 expect1 "a 640 MiB zip bomb in reuters.npz" "x.npy: 671088768 bytes uncompressed" reuters "$tmp/o8" \
+  --keras-dir "$d"
+hz bad-deflate mnist.npz
+expect1 "a corrupt deflate stream" "x_train.npy: a damaged deflate stream" mnist "$tmp/o8" --keras-dir "$d"
+hz cut-member mnist.npz
+expect1 "a member cut short" "x_train.npy: cut short" mnist "$tmp/o8" --keras-dir "$d"
+hz cut-header mnist.npz
+expect1 "an .npy cut in its header" "cut short inside its header" mnist "$tmp/o8" --keras-dir "$d"
+mkdir -p "$tmp/hz-pickle/cifar-10-batches-py"
+$NP "$hostile" pickle-name "$tmp/hz-pickle/cifar-10-batches-py/data_batch_1" || bad "from_keras_hostile.py pickle-name"
+expect1 "a pickle naming an escape sequence and a newline" 'names \x1b[2J\x1b]0;owned\x07os\x0aevil.system' \
+  cifar10 "$tmp/o8" --keras-dir "$tmp/hz-pickle"
+[ -e "$tmp/o8" ] && bad "a refused input left $tmp/o8 behind"
+
+# Symbolic links in the Keras directory are refused, named, never followed: not a word index, a batch, a subdirectory
+# or an archive that points elsewhere (the old tool copied a linked word index, /proc/self/environ included).
+lk="$tmp/links"
+mkdir -p "$lk/cifar-10-batches-py" "$lk/fashion-mnist"
+cp "$kd"/cifar-10-batches-py/* "$lk/cifar-10-batches-py/"
+cp "$kd/reuters.npz" "$lk/"
+echo '{"the": 1, "of": 2}' >"$lk/reuters_word_index.json"
+"$tool" reuters "$tmp/o9" --keras-dir "$lk" >/dev/null 2>"$tmp/err" ||
+  bad "reuters with a word index: $(cat "$tmp/err")"
+cmp -s "$lk/reuters_word_index.json" "$tmp/o9/reuters_word_index.json" || bad "reuters_word_index.json: not copied"
+echo secret >"$tmp/secret"
+ln -sf "$tmp/secret" "$lk/reuters_word_index.json"
+expect1 "a linked reuters_word_index.json" "$lk/reuters_word_index.json: a symbolic link" reuters "$tmp/o10" \
+  --keras-dir "$lk"
+[ -e "$tmp/o10/reuters_word_index.json" ] && bad "a linked reuters_word_index.json was copied"
+ln -sf "$kd/cifar-10-batches-py/data_batch_2" "$lk/cifar-10-batches-py/data_batch_2"
+expect1 "a linked data_batch_2" "data_batch_2: a symbolic link" cifar10 "$tmp/o10" --keras-dir "$lk"
+rmdir "$lk/fashion-mnist" && ln -s "$kd/fashion-mnist" "$lk/fashion-mnist"
+expect1 "a linked fashion-mnist directory" "$lk/fashion-mnist: a symbolic link" fashion-mnist "$tmp/o10" \
+  --keras-dir "$lk"
+ln -s "$kd/mnist.npz" "$lk/mnist.npz"
+expect1 "a linked mnist.npz" "mnist.npz: a symbolic link" mnist "$tmp/o10" --keras-dir "$lk"
+
+# Outputs: created exclusively inside DIR, no link followed. A link planted at the old tool's predictable temporary
+# (DIR/.x_train.npy.tmp.PID: the shell execs the tool as that pid) is never opened; a link at a final name is refused
+# before anything is written; the file outside DIR stays as it was.
+echo precious >"$tmp/outside"
+cp "$tmp/outside" "$tmp/outside.orig"
+mkdir -p "$tmp/o11"
+sh -c 'ln -s "$1" "$2/.x_train.npy.tmp.$$" && exec "$3" mnist "$2" --keras-dir "$4"' _ "$tmp/outside" "$tmp/o11" \
+  "$tool" "$kd" >/dev/null 2>"$tmp/err" || bad "mnist beside a planted temporary link: $(cat "$tmp/err")"
+cmp -s "$tmp/outside" "$tmp/outside.orig" || bad "a link at the temporary name made the tool write outside DIR"
+[ -L "$tmp/o11/x_train.npy" ] && bad "DIR/x_train.npy was left a symbolic link"
+cmp -s "$tmp/o11/x_train.npy" "$tmp/out-mnist/x_train.npy" || bad "x_train.npy beside a planted link differs"
+mkdir -p "$tmp/o12"
+ln -s "$tmp/outside" "$tmp/o12/y_test.npy"
+expect1 "a link at DIR/y_test.npy" "$tmp/o12/y_test.npy: a symbolic link" mnist "$tmp/o12" --keras-dir "$kd"
+cmp -s "$tmp/outside" "$tmp/outside.orig" || bad "a link at an output's name made the tool write outside DIR"
+[ -L "$tmp/o12/y_test.npy" ] || bad "the link at DIR/y_test.npy was replaced, not refused"
+[ "$(find "$tmp/o12" -mindepth 1 | wc -l)" -eq 1 ] || bad "files written before a refused output: $(ls -A "$tmp/o12")"
+
 for args in "imagenet $tmp/o6" "reuters $tmp/o6 --maxlen 0" "reuters"; do
   # shellcheck disable=SC2086
   "$tool" $args --keras-dir "$kd" >/dev/null 2>"$tmp/err"
