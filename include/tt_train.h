@@ -69,6 +69,10 @@ typedef struct tt_run_config {
     size_t keep;                /* --keep N: the newest N periodic checkpoints are kept [3] */
     const char *resume;         /* --resume FILE|DIR: continue from it (a directory: its newest valid one) */
     int resume_weights_only;    /* --resume-weights-only: take its weights only (fresh optimizer, from epoch 1) */
+    /* the options a resumed run must have as the checkpoint's run had them, as the user writes them, one per line
+     * ("--sync bsp\n--bn-sync off\n"): the options table's R_SAME rows (src/cmd/cli.c), kept in every checkpoint's
+     * options ("same") and compared by --resume; "" (a caller without the table): nothing compared */
+    char resume_same[256];
     /* optional: called before every epoch (bench measures its GEMM floor there, interleaved with training) */
     tt_status (*before_epoch)(void *ctx, size_t epoch, tt_error *err);
     void *before_epoch_ctx;

@@ -940,6 +940,56 @@ START_TEST(test_signals_stop_cleanly)
 }
 END_TEST
 
+/* Issue 31, item 2: what --resume makes of every option is a column of the options table. train --help lists it; a
+ * checkpoint keeps the values of the options that must be the same ("same" in its options: --sync, --sync-schedule,
+ * --bn-sync, --save-best), and a resume with another is refused in one line naming both (exit 2), while an option
+ * that may change (--towers, --reduce, --update) changes and the run continues. The reference for the lists is the
+ * issue's own examples (bsp resumed with async or weights:2, --bn-sync toggled), not the table. */
+START_TEST(test_resume_same_options)
+{
+    char args[1024], ck[256];
+    ck_assert_int_eq(run("train --help"), 0);
+    const char *h = tt_test_slurp(out_path);
+    const char *same = strstr(h, "must be the same (each checkpoint keeps it"), *own = strstr(h, "checked its own way"),
+               *free_ = strstr(h, "may change");
+    ck_assert_msg(same && own && free_ && same < own && own < free_, "train --help: no resume footer: %s", h);
+    const char *must[] = {"--sync,", "--bn-sync,", "--sync-schedule,", "--save-best"};
+    for (size_t i = 0; i < sizeof must / sizeof must[0]; i++) {
+        const char *at = strstr(same, must[i]);
+        ck_assert_msg(at && at < own, "train --help: %s is not among the options that must be the same", must[i]);
+    }
+    const char *may[] = {"--towers", "--reduce", "--update", "--graphs", "--data-on", "--overlap"};
+    for (size_t i = 0; i < sizeof may / sizeof may[0]; i++)
+        ck_assert_msg(strstr(free_, may[i]) != NULL, "train --help: %s is not among those that may change", may[i]);
+    ck_assert_msg(strstr(free_, "--resume") == NULL, "train --help: --resume listed as an option it may change");
+    snprintf(ck, sizeof ck, "%s/same_ck", dir);
+    snprintf(args, sizeof args, "train --device cpu --data %s --val-samples 10 --train-samples 40 --epochs 1 --batch 8 "
+             "--towers 2 --checkpoint-dir %s --progress quiet", dir, ck);
+    ck_assert_msg(run(args) == 0, "%s", tt_test_slurp(err_path));
+    const struct {
+        const char *flags, *theirs, *mine;
+    } bad[] = {{"--sync async", "--sync bsp", "async"},
+               {"--sync weights:2", "--sync bsp", "weights:2"},
+               {"--save-best val_loss --checkpoint-dir", "--save-best none", "val_loss"}, /* + a new directory */
+               {"--bn-sync on", "--bn-sync off", "on"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char extra[300] = "";
+        if (strstr(bad[i].flags, "--checkpoint-dir")) snprintf(extra, sizeof extra, "%s/same_best%zu", dir, i);
+        snprintf(args, sizeof args, "train --device cpu --data %s --val-samples 10 --train-samples 40 --epochs 2 "
+                 "--batch 8 --towers 2 --resume %s %s %s --progress quiet", dir, ck, bad[i].flags, extra);
+        const int rc = run(args);
+        const char *e = tt_test_slurp(err_path);
+        ck_assert_msg(rc == 2, "resumed with %s: exit %d (%s)", bad[i].flags, rc, e);
+        ck_assert_msg(strstr(e, bad[i].theirs) && strstr(e, bad[i].mine) && tt_test_count_lines(e) == 1,
+                      "resumed with %s: '%s' does not name both values in one line", bad[i].flags, e);
+    }
+    /* what may change: 1 tower, the sum on the device, the update on the device — the run goes on */
+    snprintf(args, sizeof args, "train --device cpu --data %s --val-samples 10 --train-samples 40 --epochs 2 --batch 8 "
+             "--towers 1 --reduce device --update device --resume %s --progress quiet", dir, ck);
+    ck_assert_msg(run(args) == 0, "resumed with other towers and placements: %s", tt_test_slurp(err_path));
+}
+END_TEST
+
 /* SIGINT with --checkpoint-dir: the run writes a checkpoint at the step boundary, its one line names it, and a run
  * with --resume DIR continues from it to the end. */
 START_TEST(test_signal_writes_checkpoint)
@@ -1624,6 +1674,7 @@ int main(void)
     tcase_add_test(tc, test_divergence_exit_3);
     tcase_add_test(tc, test_signals_stop_cleanly);
     tcase_add_test(tc, test_signal_writes_checkpoint);
+    tcase_add_test(tc, test_resume_same_options);
     tcase_add_test(tc, test_kill_during_checkpoint_writes);
     tcase_add_test(tc, test_eval_and_predict);
     tcase_add_test(tc, test_second_signal_exits_at_once);

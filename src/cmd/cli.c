@@ -73,7 +73,18 @@ struct cli_opt {
     void (*help_fn)(FILE *f, const cli_opt *o); /* NULL: help_row */
     const char *const *choices; /* set_choice's words, indexed by the field's enum value, NULL after the last; those
                                  * from index lo on are accepted */
+    int resume; /* what --resume makes of it (R_* below): every option train takes says */
 };
+
+/* An option on --resume (the options table's column; --help's footer and docs/checkpoints.md list them from it):
+ *   R_FREE  may change: the resumed run continues exactly without it (the towers, placements, graphs, overlap and
+ *           where the data lives are bit-identical; logs, traces, checkpoints and the view are the run's own)
+ *   R_SAME  must be the same: its value is in every checkpoint's options ("same") and a resume with another is
+ *           refused, naming both (tt_run_config.resume_same)
+ *   R_OWN   must be the same, checked by a rule of its own on resume (the model layer by layer, the data's CRC-32
+ *           and sizes, --batch, --seed, the optimizer and its settings; --epochs counts the total)
+ * 0 is no answer: an option train takes must have one (tt_cli_parse_train checks the table). */
+enum { R_FREE = 1, R_SAME, R_OWN, R_SELF /* --resume, --resume-weights-only: the resume itself */ };
 
 #define CFG(f) offsetof(tt_run_config, f)
 #define CFG_AT(p, o, type) ((type *)((char *)(p)->c + (o)->field))
@@ -270,112 +281,112 @@ static const cli_opt g_opts[] = {
     {"--data", "SPEC", set_data, CFG(data), 0, 0, CMDS_MEASURE | ON(SUMMARY) | ON(EVAL),
      "fashion-mnist (Debian's dataset-fashion-mnist), an MNIST-format directory,\n"
      "cifar10:DIR (CIFAR-10 binary) or npy:DIR (x_train.npy, y_train.npy, x_test.npy,\n"
-     "y_test.npy); docs/data.md [fashion-mnist]", NULL, NULL},
+     "y_test.npy); docs/data.md [fashion-mnist]", NULL, NULL, R_OWN},
     {"--model", "NAME|FILE", set_str, CFG(model), 0, 0, CMDS_MODEL,
      "built-in mlp (256-relu-256-relu), cnn (the Keras cifar10_cnn example) or\n"
      "textcnn (embedding + conv1d, the Reuters seed), or a model file\n"
-     "(docs/model-file.md) [mlp]", NULL, NULL},
+     "(docs/model-file.md) [mlp]", NULL, NULL, R_OWN},
     {"--vocab", "N", set_size, CFG(vocab), 1, 16777216, CMDS_MODEL,
-     "an embedding's vocabulary (token ids 0..N-1) [the data's largest id + 1]", NULL, NULL},
+     "an embedding's vocabulary (token ids 0..N-1) [the data's largest id + 1]", NULL, NULL, R_OWN},
     {"--classes", "N", set_size, CFG(classes), 1, 16777216, CMDS_MEASURE | ON(EVAL),
      "the class count: labels 0..N-1, a larger label is refused; classes may have no\n"
-     "samples [the largest label + 1; a notice when that is over 10x the labels seen]", NULL, NULL},
+     "samples [the largest label + 1; a notice when that is over 10x the labels seen]", NULL, NULL, R_OWN},
     {"--device", "NAME", set_str, CFG(device), 0, 0, CMDS_USE,
-     "backend: %s; auto = cuda when a usable GPU exists, else cpu [auto]", help_device, NULL},
+     "backend: %s; auto = cuda when a usable GPU exists, else cpu [auto]", help_device, NULL, R_FREE},
     {"--gpus", "LIST", set_str, CFG(gpus), 0, 0, CMDS_USE,
      "GPUs the towers use, e.g. 0,1; more towers than GPUs share them round-robin,\n"
-     "each tower with its own stream [every GPU]", NULL, NULL},
+     "each tower with its own stream [every GPU]", NULL, NULL, R_FREE},
     {"--towers", "N", set_size, CFG(towers), 1, 1024, CMDS_USE, "data-parallel towers, one thread each [1]", NULL,
-     NULL},
+     NULL, R_FREE},
     {"--batch", "N", set_size, CFG(batch), 1, 1 << 20, CMDS_USE,
-     "global batch, split across the towers (sizes differ by at most 1) [256]", NULL, NULL},
-    {"--epochs", "N", set_size, CFG(epochs), 1, 100000, CMDS_RUNS, "[10]", NULL, NULL},
+     "global batch, split across the towers (sizes differ by at most 1) [256]", NULL, NULL, R_OWN},
+    {"--epochs", "N", set_size, CFG(epochs), 1, 100000, CMDS_RUNS, "[10]", NULL, NULL, R_OWN},
     {"--optimizer", "NAME", set_optimizer, 0, 0, 0, CMDS_MEASURE, "%s, Keras semantics and defaults [adam]",
-     help_optimizer, NULL},
+     help_optimizer, NULL, R_OWN},
     {"--lr-scaling", "RULE", set_choice, CFG(lr_scaling), 0, 0, CMDS_RUNS,
      "none: lr as given; linear: lr x towers (Goyal et al. 2017) [none]", help_elsewhere, /* after --lr */
-     tt_lr_scaling_names},
+     tt_lr_scaling_names, R_OWN},
     {"--seed", "N", set_seed, 0, 0, SIZE_MAX, CMDS_RUNS,
-     "initialisation and shuffling; same seed + towers = bit-identical run [1]", NULL, NULL},
+     "initialisation and shuffling; same seed + towers = bit-identical run [1]", NULL, NULL, R_OWN},
     {"--val-samples", "N", set_size, CFG(val_samples), 0, 100000000, CMDS_RUNS | ON(EVAL),
-     "validation = the last N training samples, 0 for none [10000]", NULL, NULL},
+     "validation = the last N training samples, 0 for none [10000]", NULL, NULL, R_OWN},
     {"--train-samples", "N", set_size, CFG(train_samples), 1, 100000000, CMDS_RUNS,
-     "train on the first N remaining training samples only [all]", NULL, NULL},
+     "train on the first N remaining training samples only [all]", NULL, NULL, R_OWN},
     {"--test-samples", "N", set_size, CFG(test_samples), 1, 100000000, CMDS_RUNS | ON(EVAL),
-     "test on the first N test samples only [all]", NULL, NULL},
+     "test on the first N test samples only [all]", NULL, NULL, R_FREE},
     {"--log-json", "FILE", set_file, CFG(log_json), 0, 0, ON(TRAIN) | ON(EVAL),
-     "JSON lines: a start object, one per epoch, one for the test set", NULL, NULL},
+     "JSON lines: a start object, one per epoch, one for the test set", NULL, NULL, R_FREE},
     {"--progress", "MODE", set_choice, CFG(progress), 0, 0, CMDS_RUNS,
      "%s [auto: a bar on a terminal];\n"
      "towers: a live lane per tower and the host's, on a terminal (docs/tutorial.md)", help_choices,
-     tt_progress_names},
+     tt_progress_names, R_FREE},
     {"--host-threads", "N", set_threads, 0, 1, 256, CMDS_USE,
-     "host threads for the gradient sum and the optimizer [CPUs]", NULL, NULL},
-    {"--reduce", "PLACE", set_reduce, 0, 0, 0, ON(TRAIN) | ON(BENCH), NULL, help_placements, NULL},
-    {"--update", "PLACE", set_choice, CFG(update), 0, 0, ON(TRAIN) | ON(BENCH), NULL, help_updates, tt_update_names},
+     "host threads for the gradient sum and the optimizer [CPUs]", NULL, NULL, R_FREE},
+    {"--reduce", "PLACE", set_reduce, 0, 0, 0, ON(TRAIN) | ON(BENCH), NULL, help_placements, NULL, R_FREE},
+    {"--update", "PLACE", set_choice, CFG(update), 0, 0, ON(TRAIN) | ON(BENCH), NULL, help_updates, tt_update_names, R_FREE},
     {"--graphs", "MODE", set_choice, CFG(graphs), 0, 0, ON(TRAIN) | ON(PROBE),
-     "%s: on replays each tower's step as one CUDA graph (--device cuda) [off]", help_choices, tt_graphs_names},
+     "%s: on replays each tower's step as one CUDA graph (--device cuda) [off]", help_choices, tt_graphs_names, R_FREE},
     {"--epilogues", "MODE", set_choice, CFG(epilogues), 0, 0, ON(TRAIN),
      "%s: lt runs a dense layer's GEMM, bias and relu as one cuBLASLt\n"
      "call where cuBLASLt offers an algorithm (--device cuda; not yet validated on a\n"
-     "GPU; elsewhere, and without one, sgemm + the fused kernels) [kernels]", help_choices, tt_epilogues_names},
+     "GPU; elsewhere, and without one, sgemm + the fused kernels) [kernels]", help_choices, tt_epilogues_names, R_FREE},
     {"--overlap", "MODE", set_choice, CFG(overlap), 0, 0, ON(TRAIN) | ON(BENCH),
      "%s: on pushes the gradient in buckets during backward; the host sums and\n"
      "updates each bucket while the towers compute the layers below (--reduce cpu,\n"
-     "--update host) [off]", help_choices, tt_overlap_names},
+     "--update host) [off]", help_choices, tt_overlap_names, R_FREE},
     {"--bucket-kib", "N", set_size, CFG(bucket_kib), 8, 1048576, ON(TRAIN) | ON(BENCH) | ON(COMPARE) | ON(PROBE),
      "--overlap on: the gradient's buckets, in KiB of whole layers (probe: its\n"
-     "--overlap on designs, measured and predicted) [4096]", NULL, NULL},
+     "--overlap on designs, measured and predicted) [4096]", NULL, NULL, R_FREE},
     {"--data-on", "PLACE", set_choice, CFG(data_on), 0, 0, CMDS_MEASURE,
      "%s: where a step's rows come from: host gathers them and\n"
      "copies them in; device holds the training set on every device (uploaded once)\n"
      "and gathers them there from the shuffled indices, so a step copies in 4 bytes\n"
      "a row; validation and test take the host's path (docs/architecture.md) [host]", help_choices,
-     tt_data_on_names},
+     tt_data_on_names, R_FREE},
     {"--node-reduce", "MODE", set_choice, CFG(node_reduce), 0, 0, CMDS_RUNS,
      "under mpirun -np K: how the ranks combine their node sums (docs/scaleout.md):\n"
      "allreduce (every rank gets the global sum and updates its own copy) or ps (rank\n"
      "r updates slice r and holds 1/K of the optimizer state; the weights are\n"
-     "gathered) [allreduce]", NULL, tt_node_reduce_names},
+     "gathered) [allreduce]", NULL, tt_node_reduce_names, R_FREE},
     {"--trace", "FILE", set_file, CFG(trace), 0, 0, ON(TRAIN),
-     "Chrome trace-event JSON of every step (open in Perfetto or chrome://tracing)", NULL, NULL},
+     "Chrome trace-event JSON of every step (open in Perfetto or chrome://tracing)", NULL, NULL, R_FREE},
     {"--slow-tower", "T:MS[~J],...", set_slow_tower, 0, 0, 0, ON(TRAIN) | ON(BENCH) | ON(PROBE),
      "stragglers on purpose: tower T's compute delayed MS milliseconds each step (~J: a\n"
      "delay drawn from [MS, MS+J] each step, from the seed); its barrier shows as the\n"
-     "others' wait; probe predicts it (docs/tutorial.md)", NULL, NULL},
-    {"--sync", "MODE", set_sync, 0, 0, 0, ON(TRAIN), NULL, help_syncs, NULL},
+     "others' wait; probe predicts it (docs/tutorial.md)", NULL, NULL, R_FREE},
+    {"--sync", "MODE", set_sync, 0, 0, 0, ON(TRAIN), NULL, help_syncs, NULL, R_SAME},
     {"--sync-schedule", "MODE", set_choice, CFG(sync.round_robin), 0, 0, ON(TRAIN),
      "%s: round-robin makes ssp and async reproducible (the towers take\n"
-     "the shards, pull and apply in turn; for tests) [free]", help_choices, tt_sync_schedule_names},
+     "the shards, pull and apply in turn; for tests) [free]", help_choices, tt_sync_schedule_names, R_SAME},
     {"--bn-sync", "MODE", set_choice, CFG(bn_sync), 0, 0, ON(TRAIN),
      "%s: on takes batchnorm statistics over the global batch, the towers\n"
      "exchanging their sums (SyncBatchNorm: N towers compute what 1 tower would;\n"
      "bsp, one rank, no graphs); off over each tower's own rows, as TF's towers and\n"
-     "multi_gpu_model did (docs/models.md) [off]", help_choices, tt_bn_sync_names},
+     "multi_gpu_model did (docs/models.md) [off]", help_choices, tt_bn_sync_names, R_SAME},
     {"--tensorboard", "DIR", set_file, CFG(tensorboard), 0, 0, ON(TRAIN),
      "TensorBoard event files in DIR/train and DIR/validation, as Keras's callback\n"
      "writes them: epoch_loss, epoch_accuracy, epoch_top5, epoch_learning_rate and\n"
-     "the step split, per tower too (docs/tensorboard.md)", NULL, NULL},
+     "the step split, per tower too (docs/tensorboard.md)", NULL, NULL, R_FREE},
     {"--tensorboard-every-steps", "N", set_size, CFG(tensorboard_every_steps), 1, 1000000000, ON(TRAIN),
-     "--tensorboard: the same every N steps (batch_loss, ...) [per epoch only]", NULL, NULL},
+     "--tensorboard: the same every N steps (batch_loss, ...) [per epoch only]", NULL, NULL, R_FREE},
     {"--checkpoint-dir", "DIR", set_str, CFG(checkpoint_dir), 0, 0, CMDS_CHECKPOINT,
      "where checkpoints go (safetensors; docs/checkpoints.md); the end of training and a\n"
      "stop by SIGINT or SIGTERM (at the step boundary) then write one; a directory\n"
-     "holding a later run's checkpoints is refused", NULL, NULL},
+     "holding a later run's checkpoints is refused", NULL, NULL, R_FREE},
     {"--save-every-epoch", NULL, set_save_every_epoch, 0, 0, 0, CMDS_CHECKPOINT, "a checkpoint after every epoch",
-     NULL, NULL},
+     NULL, NULL, R_FREE},
     {"--save-every-steps", "N", set_size, CFG(save_every_steps), 1, 1000000000, CMDS_CHECKPOINT,
-     "a checkpoint after every N steps of the run", NULL, NULL},
+     "a checkpoint after every N steps of the run", NULL, NULL, R_FREE},
     {"--save-best", "METRIC", set_choice, CFG(save_best), 1, 0, CMDS_CHECKPOINT,
-     "%s: best.safetensors whenever it improves", help_choices, tt_save_best_names},
+     "%s: best.safetensors whenever it improves", help_choices, tt_save_best_names, R_SAME},
     {"--keep", "N", set_keep, CFG(keep), 1, 100000, CMDS_CHECKPOINT, "periodic checkpoints kept, the newest [3]",
-     NULL, NULL},
+     NULL, NULL, R_FREE},
     {"--resume", "FILE|DIR", set_resume, 0, 0, 0, CMDS_CHECKPOINT,
      "continue a run from a checkpoint (a directory: its newest valid one); give the\n"
-     "run's --model, --batch, --seed and optimizer again; --epochs counts the total", NULL, NULL},
+     "run's --model, --batch, --seed and optimizer again; --epochs counts the total", NULL, NULL, R_SELF},
     {"--resume-weights-only", "FILE|DIR", set_resume, 0, 0, 0, CMDS_CHECKPOINT,
      "start from a checkpoint's weights only, on purpose: another model with\n"
-     "the same tensors, other options; a fresh optimizer, from epoch 1", NULL, NULL},
+     "the same tensors, other options; a fresh optimizer, from epoch 1", NULL, NULL, R_SELF},
 };
 enum { N_OPTS = (int)(sizeof g_opts / sizeof g_opts[0]) };
 #undef CFG
@@ -511,6 +522,65 @@ void tt_cli_train_help(FILE *f)
     for (int i = 0; i < N_OPTS; i++) help_row(f, &g_opts[i]);
 }
 
+/* train --help's footer: what --resume makes of the options, from the table's column (wrapped as help_reduce does). */
+static void resume_help(FILE *f)
+{
+    static const struct {
+        int cls;
+        const char *head;
+    } groups[] = {{R_SAME, "must be the same (each checkpoint keeps it; another is refused):"},
+                  {R_OWN, "must be the same, each checked its own way (--epochs counts the total):"},
+                  {R_FREE, "may change (the run continues exactly):"}};
+    fprintf(f, "\non --resume, these options\n");
+    for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++) {
+        int col = fprintf(f, "  %s", groups[g].head), first = 1;
+        for (int i = 0; i < N_OPTS; i++) {
+            if (g_opts[i].resume != groups[g].cls || !(g_opts[i].cmds & ON(TRAIN))) continue;
+            const int len = (int)strlen(g_opts[i].name) + 1;
+            if (!first) col += fprintf(f, ",");
+            if (col + 1 + len > 102) col = fprintf(f, "\n   ") - 1;
+            col += fprintf(f, " %s", g_opts[i].name);
+            first = 0;
+        }
+        fprintf(f, "%s\n", groups[g].cls == R_OWN ? ", and the optimizer's settings" : "");
+    }
+}
+
+/* The R_SAME options' values as the user writes them, one per line ("--sync bsp"), into c->resume_same: what every
+ * checkpoint keeps and a resume compares. A choice's word, --sync's MODE[:N] (an R_SAME row of another kind would
+ * need its own words here: tt_cli_parse_train's table check refuses it). */
+static void resume_same(tt_run_config *c)
+{
+    size_t n = 0;
+    c->resume_same[0] = '\0';
+    for (int i = 0; i < N_OPTS; i++) {
+        const cli_opt *o = &g_opts[i];
+        if (o->resume != R_SAME) continue;
+        char v[64];
+        if (o->set == set_sync) {
+            tt_sync_format(&c->sync, v, sizeof v);
+        } else {
+            int e;
+            memcpy(&e, (const char *)c + o->field, sizeof e);
+            snprintf(v, sizeof v, "%s", o->choices[e]);
+        }
+        const int k = snprintf(c->resume_same + n, sizeof c->resume_same - n, "%s %s\n", o->name, v);
+        TT_ASSERT(k > 0 && (size_t)k < sizeof c->resume_same - n); /* the field holds every R_SAME row */
+        n += (size_t)k;
+    }
+}
+
+/* Every option train takes says what --resume makes of it, and an R_SAME one is a choice or --sync (resume_same's
+ * words): a row added without is a programming error, caught by every test that parses a command line. */
+static void resume_column_check(void)
+{
+    for (int i = 0; i < N_OPTS; i++) {
+        const cli_opt *o = &g_opts[i];
+        TT_ASSERT(!(o->cmds & ON(TRAIN)) || o->resume);
+        TT_ASSERT(o->resume != R_SAME || o->set == set_sync || o->set == set_choice);
+    }
+}
+
 /* The optimizer's parameter an option names (tt_optim_params' index), or -1. */
 static int optim_option(const char *name)
 {
@@ -611,6 +681,7 @@ static tt_status cli_settle(cli_parse *p, tt_error *err)
         return tt_fail(err, TT_ERR_ARG, "--tensorboard-every-steps: needs --tensorboard DIR");
     if (c->save_best && c->val_samples == 0)
         return tt_fail(err, TT_ERR_ARG, "--save-best: needs a validation set (--val-samples is 0)");
+    resume_same(c);
     return TT_OK;
 }
 
@@ -619,6 +690,7 @@ tt_status tt_cli_parse_train(int argc, char **argv, int first, tt_run_config *c,
 {
     cli_parse p = {.c = c};
     *help = 0;
+    resume_column_check();
     enum { MAX_SEEN = 64 };
     char seen[MAX_SEEN][64]; /* options given so far: each may appear once, as a repeated key in a model file */
     int n_seen = 0;
@@ -683,6 +755,7 @@ int tt_cmd_train(int argc, char **argv)
         printf("usage: towertrain train [options]\n\nTrains a model with N data-parallel towers; the master weights "
                "and the optimizer live on the host.\n\noptions:\n");
         tt_cli_train_help(stdout);
+        resume_help(stdout);
         return 0;
     }
     tt_run_result *res = (tt_run_result *)tt_calloc(1, sizeof *res);

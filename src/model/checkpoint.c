@@ -77,7 +77,7 @@ static const struct {
     {"input", TT_CKPT_UINTS}, {"classes", TT_CKPT_UINT}, {"vocab", TT_CKPT_UINT}, {"model_text", TT_CKPT_STRING},
     {"layers", TT_CKPT_STRINGS}, {"train_samples", TT_CKPT_UINT}, {"val_samples", TT_CKPT_UINT},
     {"train_crc32", TT_CKPT_STRING}, {"epochs", TT_CKPT_UINT}, {"reduce", TT_CKPT_STRING},
-    {"lr_scaling", TT_CKPT_STRING}, {"base_lr", TT_CKPT_NUMBER},
+    {"lr_scaling", TT_CKPT_STRING}, {"base_lr", TT_CKPT_NUMBER}, {"same", TT_CKPT_STRINGS},
 };
 enum { CK_N_OPT_KEYS = (int)(sizeof g_opt_keys / sizeof g_opt_keys[0]) };
 

@@ -54,6 +54,13 @@ tt_status run_ckpt_options(run_state *rs, tt_error *err)
         json_object_object_add(opt, "lr_scaling",
                                json_object_new_string(tt_lr_scaling_names[c->lr_scaling]));
         json_object_object_add(opt, "base_lr", json_object_new_double((double)c->optim.lr));
+        json_object *same = json_object_new_array(); /* what a resume must give again (tt_run_config.resume_same) */
+        for (const char *l = c->resume_same; same && *l;) {
+            const size_t len = strcspn(l, "\n");
+            json_object_array_add(same, json_object_new_string_len(l, (int)len));
+            l += len + (l[len] == '\n');
+        }
+        json_object_object_add(opt, "same", same);
         const char *j = json_object_to_json_string_ext(opt, JSON_C_TO_STRING_PLAIN);
         if (j && (rs->ckpt_options = (char *)tt_malloc(strlen(j) + 1)) != NULL)
             memcpy(rs->ckpt_options, j, strlen(j) + 1);
@@ -221,6 +228,33 @@ static tt_status resume_same_data(const run_state *rs, const tt_checkpoint *ck, 
     return TT_OK;
 }
 
+/* The options the checkpoint's run kept as "same" (tt_run_config.resume_same: "--sync bsp", ...) must be this run's:
+ * each of its lines whose option this run also lists is compared, and the first that differs refused, naming both
+ * values. Absent (a checkpoint from before the list) or a line of an option this build does not list: not compared. */
+static tt_status resume_same_options(const run_state *rs, const tt_checkpoint *ck, const char *what, tt_error *err)
+{
+    tt_ckpt_value v;
+    tt_status s = tt_checkpoint_option(ck, what, "same", TT_CKPT_STRINGS, 0, &v, err);
+    if (s || !v.found) return s;
+    for (size_t i = 0; i < v.n; i++) {
+        const char *theirs = v.ss[i];
+        const size_t name_len = strcspn(theirs, " ");
+        for (const char *l = rs->c->resume_same; *l;) {
+            const size_t len = strcspn(l, "\n");
+            if (len > name_len && l[name_len] == ' ' && strncmp(l, theirs, name_len) == 0 &&
+                (strlen(theirs) != len || strncmp(l, theirs, len) != 0)) {
+                char q[96];
+                tt_escape(theirs + (theirs[name_len] ? name_len + 1 : name_len), q, sizeof q);
+                return tt_fail(err, TT_ERR_ARG, "%s: trained with %.*s %s, this run has %.*s (give the same: a "
+                               "resumed run continues exactly only with it; train --help lists what may change)",
+                               what, (int)name_len, l, q, (int)(len - name_len - 1), l + name_len + 1);
+            }
+            l += len + (l[len] == '\n');
+        }
+    }
+    return TT_OK;
+}
+
 /* --resume: rank 0 (or the one process) finds the checkpoint (a directory's newest valid one) and reads it; every rank
  * of a job gets its bytes (the other nodes need not see rank 0's disk) and parses them into rs->resume_ck. */
 static tt_status run_resume_bytes(run_state *rs, char *path, size_t len, tt_error *err)
@@ -317,7 +351,7 @@ tt_status run_resume_load(run_state *rs, tt_error *err)
                        "--resume %.200s: its epochs have %llu steps, this run's have %zu (the same --data, "
                        "--val-samples and --train-samples?)",
                        path, (unsigned long long)ck->steps_per_epoch, rs->steps);
-    if ((s = resume_same_data(rs, ck, what, err))) return s;
+    if ((s = resume_same_data(rs, ck, what, err)) || (s = resume_same_options(rs, ck, what, err))) return s;
     const int done = ck->step >= ck->steps_per_epoch;
     rs->start_epoch = (size_t)ck->epoch + (done ? 1 : 0);
     rs->start_step = done ? 0 : (size_t)ck->step;
