@@ -46,6 +46,7 @@ typedef struct lt_plan {
     int ep;         /* its cublasLtEpilogue_t: the forward's DEFAULT, BIAS, RELU, RELU_BIAS, RELU_AUX_BIAS; the dx
                      * GEMM's DRELU_BGRAD */
     uint32_t align; /* the smallest alignment of the matrices the algorithm was chosen for (bytes, <= 256) */
+    uint32_t bias_align; /* and of the bias (or bias gradient) pointer, which the heuristic reads too (0: none) */
     int offered; /* 0: the heuristic offered no algorithm within the workspace (the caller falls back) */
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t a, b, d; /* column-major; forward: W (O x D, ld O), X (D x B, ld D), Yᵀ (O x B, ld O);
@@ -612,16 +613,20 @@ static int64_t lt_mask_ld(size_t rows) { return (int64_t)((rows + 127) / 128 * 1
  * Forward (every epilogue but DRELU_BGRAD): y (M, N) = x (M, K) · w (K, N); dx (DRELU_BGRAD): dz (M, N) = dy (M, K)
  * · wᵀ with w (N, K) — both row-major, so column-major D = op(A) B is N x M with A = w (the dx GEMM's transposed)
  * and B = x or dy (K x M). */
-static lt_plan *lt_plan_for(cuda_ctx *c, size_t M, size_t N, size_t K, cublasLtEpilogue_t ep, uint32_t align)
+static lt_plan *lt_plan_for(cuda_ctx *c, size_t M, size_t N, size_t K, cublasLtEpilogue_t ep, uint32_t align,
+                           const void *bias, const void *mask)
 {
+    const uint32_t bias_align = bias ? lt_align(bias) : 0;
     for (int i = 0; i < c->n_plans; i++) {
         lt_plan *p = &c->plans[i];
-        if (p->M == M && p->N == N && p->K == K && p->ep == (int)ep && p->align == align) return p;
+        if (p->M == M && p->N == N && p->K == K && p->ep == (int)ep && p->align == align &&
+            p->bias_align == bias_align)
+            return p;
     }
     if (c->n_plans == kLtPlans) return NULL;
     lt_plan *p = &c->plans[c->n_plans++];
     memset(p, 0, sizeof *p);
-    p->M = M, p->N = N, p->K = K, p->ep = (int)ep, p->align = align;
+    p->M = M, p->N = N, p->K = K, p->ep = (int)ep, p->align = align, p->bias_align = bias_align;
     const size_t lim = INT_MAX - 127; /* kept within int: the 32-bit sgemm path's bound, the stand-in's, and the
                                        * mask's leading dimension */
     if (M > lim || N > lim || K > lim) return p; /* not offered */
@@ -636,6 +641,13 @@ static lt_plan *lt_plan_for(cuda_ctx *c, size_t M, size_t N, size_t K, cublasLtE
         CUBLAS_CHECK(c, cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &mask_ld,
                                                        sizeof mask_ld));
     }
+    /* the heuristic reads the bias and mask pointers' values for the alignment it may assume (cublasLt.h): this
+     * call's, so a bias 16 bytes into a 256-byte block gets an algorithm for 16 (the plan is keyed by it; the mask
+     * is always at a 256-byte boundary) */
+    if (bias) CUBLAS_CHECK(c, cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                                             sizeof bias));
+    if (mask) CUBLAS_CHECK(c, cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &mask,
+                                                             sizeof mask));
     if (dx) /* w (N x K row-major): column-major K x N, ld K, transposed */
         CUBLAS_CHECK(c, cublasLtMatrixLayoutCreate(&p->a, CUDA_R_32F, K, N, (int64_t)(K ? K : 1)));
     else /* w: O x D, ld O */
@@ -952,7 +964,7 @@ static int cu_gemm_bias_act(void *ctx, size_t M, size_t N, size_t K, const float
     const cublasLtEpilogue_t ep = mask ? CUBLASLT_EPILOGUE_RELU_AUX_BIAS
                                   : relu ? (b ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU)
                                          : (b ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT);
-    lt_plan *p = lt_plan_for(c, M, N, K, ep, align);
+    lt_plan *p = lt_plan_for(c, M, N, K, ep, align, b, mask);
     if (!p || !p->offered) return 0;
     if (b) CUBLAS_CHECK(c, cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &b, sizeof b));
     if (mask)
@@ -975,7 +987,7 @@ static int cu_gemm_drelu_bgrad(void *ctx, size_t M, size_t N, size_t K, const fl
     uint32_t align = lt_align(dy);
     align = lt_align(w) < align ? lt_align(w) : align;
     align = lt_align(dz) < align ? lt_align(dz) : align;
-    lt_plan *p = lt_plan_for(c, M, N, K, CUBLASLT_EPILOGUE_DRELU_BGRAD, align);
+    lt_plan *p = lt_plan_for(c, M, N, K, CUBLASLT_EPILOGUE_DRELU_BGRAD, align, db, mask);
     if (!p || !p->offered) return 0;
     CUBLAS_CHECK(c, cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &db, sizeof db));
     CUBLAS_CHECK(c, cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &mask,

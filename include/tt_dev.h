@@ -234,7 +234,8 @@ void tt_dev_relu_bwd(tt_dev *dev, float *d_dx, const float *d_dy, const float *d
 void tt_dev_bias_relu(tt_dev *dev, float *d_y, const float *d_b, size_t rows, size_t cols);
 /* y (M, N) = act(x (M, K) · w (K, N) + b) (tt_dev_ops.gemm_bias_act): lt 1 offers it to the backend as one call;
  * lt 0, no such op or no algorithm for the shape: sgemm then bias_relu (relu, b), bias_add (b) or relu_fwd (relu).
- * b may be NULL (no bias). */
+ * b may be NULL (no bias). d_mask (relu and b only; NULL: none): the backend also writes the relu's bit-mask there.
+ * Returns 1 only when the backend took the call with a mask (the mask is written); 0 otherwise. */
 int tt_dev_gemm_bias_act(tt_dev *dev, int lt, size_t M, size_t N, size_t K, const float *d_x, const float *d_w,
                          const float *d_b, float *d_y, int relu, void *d_mask);
 /* The bytes of a relu bit-mask over a (rows, cols) matrix (tt_dev_ops.gemm_bias_act's d_mask): cuBLASLt's layout,

@@ -328,8 +328,9 @@ static const cli_opt g_opts[] = {
      "%s: on replays each tower's step as one CUDA graph (--device cuda) [off]", help_choices, tt_graphs_names, R_FREE},
     {"--epilogues", "MODE", set_choice, CFG(epilogues), 0, 0, ON(TRAIN),
      "%s: lt runs a dense layer's GEMM, bias and relu as one cuBLASLt\n"
-     "call where cuBLASLt offers an algorithm (--device cuda; not yet validated on a\n"
-     "GPU; elsewhere, and without one, sgemm + the fused kernels) [kernels]", help_choices, tt_epilogues_names, R_FREE},
+     "call, and a relu's gradient in the next dense layer's dX GEMM, where cuBLASLt\n"
+     "offers an algorithm (--device cuda; not yet validated on a GPU; elsewhere, and\n"
+     "without one, sgemm + the fused kernels) [kernels]", help_choices, tt_epilogues_names, R_FREE},
     {"--overlap", "MODE", set_choice, CFG(overlap), 0, 0, ON(TRAIN) | ON(BENCH),
      "%s: on pushes the gradient in buckets during backward; the host sums and\n"
      "updates each bucket while the towers compute the layers below (--reduce cpu,\n"

@@ -9,7 +9,9 @@
  * backward: dW (D,O) = xᵀ (D,B) · dy (B,O);  db (O) = Σ_rows dy;  dx (B,D) = dy (B,O) · Wᵀ (O,D)
  * The input must be flat (put a flatten before it), except for a model's first layer, which sees the sample
  * flattened — the seed MLP's x.reshape(-1, 784).
- * With a relu epilogue y is the relu's output and dy the gradient after the relu (see tt_bias_epilogue). */
+ * With a relu epilogue y is the relu's output and dy the gradient after the relu (see tt_bias_epilogue): db is then
+ * Σ_rows of the gradient before it. --epilogues lt may move that relu's gradient and db into the next dense layer's
+ * dx GEMM (tt_layer.lt_mask, ps->relu_in: cuBLASLt's DRELU_BGRAD). */
 #include <stddef.h>
 #include <stdio.h>
 

@@ -263,10 +263,10 @@ typedef struct tower_buf {
     tt_mem_driver driver;
 } tower_buf;
 
-/* tower_buffers' most: TT_MAX_LAYERS + 1 activations, and at most 31 others (weights and gradients 2, backward 3,
- * scratch 1, saved 1, --bn-sync's exchange 2, staging 8, --data-on device's training set 2, a placement's 2, a device
- * optimizer's 6, tower 0's 4) */
-enum { MAX_TOWER_BUFS = TT_MAX_LAYERS + 1 + 34 };
+/* tower_buffers' most: TT_MAX_LAYERS + 1 activations, and at most 32 others (weights and gradients 2, backward 3,
+ * scratch 1, saved 1, --epilogues lt's relu bit-masks 1, --bn-sync's exchange 2, staging 8, --data-on device's
+ * training set 2, a placement's 2, a device optimizer's 6, tower 0's 4) */
+enum { MAX_TOWER_BUFS = TT_MAX_LAYERS + 1 + 32 };
 
 typedef struct buf_list {
     tower_buf b[MAX_TOWER_BUFS];
