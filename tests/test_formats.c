@@ -8,11 +8,17 @@
  * labels out of range. Every failure must be a status with one line naming the file.
  * The .npy writer below lays files out as NumPy's numpy.lib.format does (checked against NumPy 2.4's np.save bytes
  * for the headers used here); tests/fuzz/corpus/npy/ holds files NumPy itself wrote.
+ * Also the JSON files towertrain reads (a checkpoint's header and the options inside it, a measured profile): a
+ * \u escape of a high surrogate must be followed at once by a low one, held against the rule written out here.
  * Not for: the IDX reader and the input layer (test_idx.c). */
+#include <json-c/json.h>
 #include <sys/stat.h>
 
+#include "tt_checkpoint.h"
 #include "tt_data.h"
 #include "tt_input.h"
+#include "tt_json.h"
+#include "tt_profile.h"
 #include "tt_test.h"
 
 static char dir[64];
@@ -712,6 +718,191 @@ START_TEST(test_cifar_memory_reader)
 }
 END_TEST
 
+/* ---- JSON inputs: surrogate escapes ----------------------------------------------------------------------------- */
+
+/* The rule, from RFC 8259 section 7 and Unicode's UTF-16 (D91): \uD800..\uDBFF is the first half of a pair and must be
+ * followed at once by \uDC00..\uDFFF; anything else after it (another high half included) leaves it lone. json-c 0.16
+ * takes two high halves in a row and makes U+FFFD of them without a word (checked below), so src/model/json.c's scan
+ * is the only thing that refuses them; this holds it there, in the scan itself and in every JSON file read through it. */
+static int surrogate_pair(unsigned hi, unsigned next)
+{
+    return hi >= 0xd800 && hi <= 0xdbff && next >= 0xdc00 && next <= 0xdfff;
+}
+
+/* The pair's code point as UTF-8, computed here (4 bytes: every pair is beyond U+FFFF). */
+static void pair_utf8(unsigned hi, unsigned lo, char out[5])
+{
+    const unsigned cp = 0x10000 + ((hi - 0xd800) << 10) + (lo - 0xdc00);
+    out[0] = (char)(0xf0 | cp >> 18);
+    out[1] = (char)(0x80 | (cp >> 12 & 0x3f));
+    out[2] = (char)(0x80 | (cp >> 6 & 0x3f));
+    out[3] = (char)(0x80 | (cp & 0x3f));
+    out[4] = '\0';
+}
+
+START_TEST(test_json_high_surrogate_pairs)
+{
+    static const unsigned highs[] = {0xd800, 0xdab1, 0xdbff};
+    static const unsigned nexts[] = {0xd800, 0xdbff, 0xdb00, 0xdc00, 0xdd1e, 0xdfff, 0xd7ff, 0xe000, 0x0041};
+    for (size_t h = 0; h < sizeof highs / sizeof *highs; h++)
+        for (size_t k = 0; k < sizeof nexts / sizeof *nexts; k++)
+            for (int in_key = 0; in_key < 2; in_key++) { /* in a string value, and in an object's key */
+                char text[64], why[200];
+                if (in_key) snprintf(text, sizeof text, "{\"\\u%04x\\u%04x\":1}", highs[h], nexts[k]);
+                else snprintf(text, sizeof text, "{\"a\":\"x\\u%04x\\u%04xy\"}", highs[h], nexts[k]);
+                tt_json_scan sc = {0};
+                json_object *v = tt_json_parse_object(text, strlen(text), 8, 1000, &sc, why, sizeof why);
+                if (!surrogate_pair(highs[h], nexts[k])) {
+                    char want[40];
+                    snprintf(want, sizeof want, "a lone surrogate \\u%04x", highs[h]);
+                    ck_assert_msg(v == NULL, "%s accepted: a high surrogate followed by \\u%04x", text, nexts[k]);
+                    ck_assert_msg(strstr(why, want) != NULL, "%s: '%s' does not say '%s'", text, why, want);
+                    continue;
+                }
+                ck_assert_msg(v != NULL, "%s refused: %s", text, why);
+                char cp[5], want[8];
+                pair_utf8(highs[h], nexts[k], cp);
+                snprintf(want, sizeof want, in_key ? "%s" : "x%sy", cp);
+                const char *got = NULL;
+                json_object_object_foreach(v, key, val) got = in_key ? key : json_object_get_string(val);
+                ck_assert_msg(got && strcmp(got, want) == 0, "%s: not the pair's code point", text);
+                json_object_put(v);
+            }
+    /* json-c alone takes the two high halves (the reason the scan above must refuse them) */
+    static const char twice[] = "{\"a\":\"\\ud800\\ud800\"}";
+    json_tokener *tok = json_tokener_new_ex(8);
+    json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
+    json_object *v = json_tokener_parse_ex(tok, twice, (int)strlen(twice));
+    ck_assert_msg(v != NULL && json_tokener_get_error(tok) == json_tokener_success,
+                  "json-c now refuses two high surrogates: tt_json.h's note may say so");
+    json_object_put(v);
+    json_tokener_free(tok);
+}
+END_TEST
+
+/* The file with the first `from` in its bytes replaced by `to` (a checkpoint's header length rewritten, and its
+ * checksum where the header still reads: a refusal must then be the JSON's, not the checksum's). */
+static uint8_t *edited(const uint8_t *b, size_t len, int checkpoint, const char *from, const char *to, size_t *out_len)
+{
+    const size_t skip = checkpoint ? 8 : 0, nf = strlen(from), nt = strlen(to);
+    const uint8_t *at = NULL;
+    for (size_t i = skip; !at && i + nf <= len; i++)
+        if (memcmp(b + i, from, nf) == 0) at = b + i;
+    ck_assert_msg(at != NULL, "'%s' is not in the file", from);
+    *out_len = len - nf + nt;
+    uint8_t *o = (uint8_t *)malloc(*out_len + 1);
+    const size_t pre = (size_t)(at - b);
+    memcpy(o, b, pre);
+    memcpy(o + pre, to, nt);
+    memcpy(o + pre + nt, at + nf, len - pre - nf);
+    o[*out_len] = '\0';
+    if (checkpoint) {
+        const uint64_t n = tt_test_le64(b) - nf + nt; /* the edit lies inside the header */
+        for (int i = 0; i < 8; i++) o[i] = (uint8_t)(n >> (8 * i));
+        tt_error err; /* the sealer reads the header as the reader does: a header it refuses keeps the old sum */
+        (void)tt_checkpoint_seal(o, *out_len, &err);
+    }
+    return o;
+}
+
+/* A checkpoint whose backend name and whose options (a JSON object inside a header string: the escape's backslash is
+ * itself escaped there) hold \ud800\ud800, and a measured profile whose device name does: each refused naming the
+ * lone surrogate, through the bytes' parser and through the file's reader; the same files with a real pair are taken,
+ * so the surrogate is the only thing wrong with them. */
+START_TEST(test_json_high_surrogates_in_every_reader)
+{
+    tt_model m;
+    tt_error err = {{0}};
+    ck_assert_msg(tt_model_parse(&m, "dense units=7 activation=relu\ndense units=5\n", "t", TT_FLAT_INPUT(12, 5),
+                                 &err) == TT_OK, "%s", err.msg);
+    tt_checkpoint ck;
+    memset(&ck, 0, sizeof ck);
+    ck.epoch = ck.step = ck.steps_per_epoch = ck.global_step = ck.optim_steps = 1;
+    ck.batch = 32;
+    ck.towers = 1;
+    ck.optim = tt_optim_defaults(TT_OPT_SGD);
+    ck.best = NAN;
+    snprintf(ck.backend, sizeof ck.backend, "cpu");
+    ck.options = (char *)"{\"reduce\":\"qrs\"}";
+    ck.n_params = m.n_params;
+    float *zeros = (float *)calloc(m.n_params, sizeof(float)); /* the weights and every optimizer slot */
+    ck.params = zeros;
+    const char *names[3];
+    ck.n_slots = tt_optim_slot_names(&ck.optim, names);
+    for (int k = 0; k < ck.n_slots; k++) {
+        snprintf(ck.slot_names[k], sizeof ck.slot_names[k], "%s", names[k]);
+        ck.slots[k] = zeros;
+    }
+    ck_assert_msg(tt_checkpoint_write(file("s.safetensors"), &m, &ck, &err) == TT_OK, "%s", err.msg);
+    free(zeros);
+    size_t len;
+    uint8_t *b = tt_test_read_file(file("s.safetensors"), &len);
+    static const struct {
+        const char *from, *bad, *good, *want;
+    } ck_edits[] = {
+        {"\"backend\":\"cpu\"", "\"backend\":\"c\\ud800\\ud800u\"", "\"backend\":\"c\\ud83d\\ude00u\"",
+         "the header is not JSON: a lone surrogate \\ud800"},
+        {"qrs", "q\\\\udbff\\\\ud800s", "q\\\\udbff\\\\udfffs", "options is not JSON: a lone surrogate \\udbff"},
+    };
+    for (size_t k = 0; k < sizeof ck_edits / sizeof *ck_edits; k++) {
+        for (int bad = 1; bad >= 0; bad--) {
+            size_t elen;
+            uint8_t *e = edited(b, len, 1, ck_edits[k].from, bad ? ck_edits[k].bad : ck_edits[k].good, &elen);
+            tt_checkpoint got;
+            tt_status s = tt_checkpoint_parse(e, elen, "edited.safetensors", &m, &got, &err);
+            tt_test_write(file("e.safetensors"), e, elen);
+            tt_checkpoint got2;
+            tt_error err2 = {{0}};
+            tt_status s2 = tt_checkpoint_read(file("e.safetensors"), NULL, &got2, &err2);
+            if (bad) {
+                ck_assert_msg(s == TT_ERR_FORMAT && strstr(err.msg, ck_edits[k].want), "%s: %s", ck_edits[k].bad,
+                              s ? err.msg : "accepted");
+                ck_assert_msg(strstr(err.msg, "edited.safetensors") == err.msg, "%s", err.msg);
+                ck_assert_msg(s2 == TT_ERR_FORMAT && strstr(err2.msg, ck_edits[k].want) &&
+                              strstr(err2.msg, file("e.safetensors")) == err2.msg, "%s: %s", ck_edits[k].bad,
+                              s2 ? err2.msg : "accepted");
+            } else {
+                ck_assert_msg(s == TT_OK && s2 == TT_OK, "%s: %s", ck_edits[k].good, s ? err.msg : err2.msg);
+                tt_checkpoint_free(&got);
+                tt_checkpoint_free(&got2);
+            }
+            free(e);
+        }
+    }
+    free(b);
+    /* a measured profile: the seed of the profile reader's fuzz corpus, next to this file */
+    char seed[1024];
+    const char *slash = strrchr(__FILE__, '/');
+    snprintf(seed, sizeof seed, "%.*sfuzz/corpus/profile/ok-cpu-mlp.json", slash ? (int)(slash - __FILE__ + 1) : 0,
+             __FILE__);
+    b = tt_test_read_file(seed, &len);
+    tt_profile *p = (tt_profile *)malloc(sizeof *p);
+    ck_assert_msg(tt_profile_parse((const char *)b, len, "seed", p, &err) == TT_OK, "%s", err.msg);
+    for (int bad = 1; bad >= 0; bad--) {
+        size_t elen;
+        uint8_t *e = edited(b, len, 0, "\"device\":\"AMD EPYC\"",
+                            bad ? "\"device\":\"AMD \\ud800\\ud800EPYC\"" : "\"device\":\"AMD \\ud800\\udc00EPYC\"",
+                            &elen);
+        tt_status s = tt_profile_parse((const char *)e, elen, "edited.json", p, &err);
+        tt_test_write(file("e.json"), e, elen);
+        tt_error err2 = {{0}};
+        tt_status s2 = tt_profile_read(file("e.json"), p, &err2);
+        if (bad) {
+            ck_assert_msg(s == TT_ERR_FORMAT && strstr(err.msg, "edited.json") == err.msg &&
+                          strstr(err.msg, "lone surrogate \\ud800"), "%s", s ? err.msg : "accepted");
+            ck_assert_msg(s2 == TT_ERR_FORMAT && strstr(err2.msg, "lone surrogate \\ud800"), "%s",
+                          s2 ? err2.msg : "accepted");
+        } else {
+            ck_assert_msg(s == TT_OK && s2 == TT_OK, "%s", s ? err.msg : err2.msg);
+            ck_assert_str_eq(p->device, "AMD \xf0\x90\x80\x80" "EPYC"); /* U+10000 */
+        }
+        free(e);
+    }
+    free(p);
+    free(b);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("formats");
@@ -747,5 +938,10 @@ int main(void)
     tcase_add_test(fifo, test_npy_missing_and_not_regular);
     tcase_add_test(fifo, test_cifar_missing_and_fifo);
     suite_add_tcase(s, fifo);
+    TCase *json = tcase_create("json");
+    tcase_add_checked_fixture(json, setup, NULL);
+    tcase_add_test(json, test_json_high_surrogate_pairs);
+    tcase_add_test(json, test_json_high_surrogates_in_every_reader);
+    suite_add_tcase(s, json);
     return tt_test_run_suite(s);
 }
