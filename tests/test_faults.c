@@ -2,7 +2,8 @@
  * step, under every placement, naming exactly the towers that produced it; a stop request halts at the end of a
  * step; a NaN logit is never "correct"; every crew thread flushes subnormals; the memory plan is exactly what
  * the towers allocate (a counting backend adds up every allocation; --data-on device's training set included); no step, evaluation or probe writes past a
- * buffer (a backend with guard bytes); and a probe whose setup fails on one device measures nothing. */
+ * buffer (a backend with guard bytes); a probe whose setup fails on one device measures nothing; and of two failures
+ * in one run, the first is the one reported. */
 #include <float.h>
 
 #include "tt_math.h"
@@ -685,6 +686,75 @@ START_TEST(test_json_strings_stay_valid)
 }
 END_TEST
 
+/* ---- two failures in one run: the first is the one reported --------------------------------------------------- */
+
+/* tt_node.h's contract for a failure recorded between two agreements: the first one recorded is kept (a later one,
+ * a TT_OK, and the status the agreement itself brings change nothing), the agreement returns it with its own line,
+ * and clears the record, so the next failure is the next agreement's. */
+START_TEST(test_pending_first_failure_wins)
+{
+    tt_node *nd = tt_node_world();
+    ck_assert_int_le(nd->size, 1);
+    tt_pending p;
+    memset(&p, 0, sizeof p);
+    tt_error a, b, got;
+    tt_fail(&a, TT_ERR_IO, "--csv out.csv: write failed: first");
+    tt_fail(&b, TT_ERR_NUMERIC, "epoch 1, step 2/3: second");
+    tt_pending_fail(&p, TT_ERR_IO, &a);
+    tt_pending_fail(&p, TT_ERR_NUMERIC, &b);
+    tt_pending_fail(&p, TT_OK, &b);
+    ck_assert_int_eq(tt_pending_agree(nd, &p, TT_OK, &got), TT_ERR_IO);
+    ck_assert_str_eq(got.msg, a.msg);
+    ck_assert_int_eq(tt_pending_agree(nd, &p, TT_OK, &got), TT_OK); /* agreed: the record is cleared */
+    tt_pending_fail(&p, TT_ERR_NUMERIC, &b);                        /* the agreement's own failure comes second */
+    got = a;
+    ck_assert_int_eq(tt_pending_agree(nd, &p, TT_ERR_IO, &got), TT_ERR_NUMERIC);
+    ck_assert_str_eq(got.msg, b.msg);
+    got = b; /* nothing recorded before: the agreement's own failure, its line as given */
+    ck_assert_int_eq(tt_pending_agree(nd, &p, TT_ERR_STOPPED, &got), TT_ERR_STOPPED);
+    ck_assert_str_eq(got.msg, b.msg);
+}
+END_TEST
+
+/* Two failures a real command makes: `bench` writes its CSV's header before its banner, so with --csv and stdout
+ * both on a full device the CSV's write fails first and stdout's second (its banner flushed after) — the one line
+ * names the CSV. Each alone is named, so the answer is a choice of the first, not a failure unseen. */
+START_TEST(test_bench_two_write_failures_first_named)
+{
+    char d[256], args[1024], out[300], err[300];
+    tt_test_tmpdir(d, sizeof d);
+    enum { NTR = 120, NTE = 20, DIM = 16 };
+    static unsigned char img[NTR * DIM], lab[NTR];
+    for (int i = 0; i < NTR; i++) {
+        lab[i] = (unsigned char)(i % 3);
+        for (int j = 0; j < DIM; j++) img[i * DIM + j] = (unsigned char)(i * 7 + j * 13);
+    }
+    const uint32_t tri[3] = {NTR, 4, 4}, trl[1] = {NTR}, tei[3] = {NTE, 4, 4}, tel[1] = {NTE};
+    tt_test_write_idx(d, "train-images-idx3-ubyte.gz", 3, tri, img, sizeof img);
+    tt_test_write_idx(d, "train-labels-idx1-ubyte.gz", 1, trl, lab, sizeof lab);
+    tt_test_write_idx(d, "t10k-images-idx3-ubyte.gz", 3, tei, img, NTE * DIM);
+    tt_test_write_idx(d, "t10k-labels-idx1-ubyte.gz", 1, tel, lab, NTE);
+    snprintf(out, sizeof out, "%s/stdout", d);
+    snprintf(err, sizeof err, "%s/stderr", d);
+    static const struct {
+        const char *csv, *out, *want, *not_want;
+    } cases[] = {
+        {"/dev/full", "/dev/full", "--csv /dev/full: write failed", "stdout"}, /* both: the first */
+        {"/dev/full", NULL, "--csv /dev/full: write failed", "stdout"},
+        {"CSV", "/dev/full", "stdout: write failed", "--csv"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        char csv[300];
+        snprintf(csv, sizeof csv, "%s", strcmp(cases[k].csv, "CSV") ? cases[k].csv : d);
+        if (!strcmp(cases[k].csv, "CSV")) strcat(csv, "/rows.csv");
+        snprintf(args, sizeof args, "bench --device cpu --data %s --val-samples 20 --epochs 1 --towers 1 --batch 16 "
+                 "--reps 1 --csv %s", d, csv);
+        tt_test_expect(args, 1, cases[k].want, cases[k].out ? cases[k].out : out, err);
+        ck_assert_msg(strstr(tt_test_slurp(err), cases[k].not_want) == NULL, "%s: %s", args, tt_test_slurp(err));
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("faults");
@@ -704,6 +774,8 @@ int main(void)
     tcase_add_test(tc, test_buffers_hold_what_is_written);
     tcase_add_test(tc, test_probe_buffers_hold_what_is_written);
     tcase_add_test(tc, test_probe_setup_failure_measures_nothing);
+    tcase_add_test(tc, test_pending_first_failure_wins);
+    tcase_add_test(tc, test_bench_two_write_failures_first_named);
     suite_add_tcase(s, tc);
     return tt_test_run_suite(s);
 }
