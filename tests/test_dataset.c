@@ -4,8 +4,11 @@
  * and label say which sample it was. tt_dataset_split_tail must move the last n_val samples (copies, in order) into
  * val and leave the first n - n_val in the source; tt_dataset_truncate keeps a prefix. The end-to-end test checks
  * the split on Fashion-MNIST only when that package is installed; these checks run everywhere.
+ * --classes N against every split: a label >= N in the validation split (the training file's tail) or in the test
+ * split is refused like one in the training split, by train and by eval.
  * Not for: reading IDX files (test_idx.c). */
 #include "tt_test.h"
+#include "tt_train.h"
 
 enum { N = 7, ROWS = 2, COLS = 3, DIM = ROWS * COLS, CLASSES = 4 };
 
@@ -147,6 +150,71 @@ START_TEST(test_shuffle_uniform)
 }
 END_TEST
 
+/* --classes N: the model has N outputs, so every label must be in 0..N-1 (README: "a label >= N is then refused") —
+ * in whichever split it lies, not only in the samples trained on. An MNIST-format set (labels 0..9 are IDX-valid) of
+ * 200 training samples, the last 40 the validation split, and 30 test samples, labels 0..5 but for one: a label of
+ * 6 (N itself) or 9 at training sample 197 (in the validation split) or at test sample 23, with --classes 6. Each is
+ * refused with one line naming the file's split and sample (the validation split is the training file's tail, its
+ * samples counted there) — by tt_run_load, train, and eval on the split that holds it; the same set with label 5
+ * there (N - 1) trains. */
+START_TEST(test_classes_checked_in_every_split)
+{
+    enum { NTR = 200, NVAL = 40, NTE = 30, DIM = 16, CLASSES = 6, AT_VAL = 197, AT_TEST = 23 };
+    static unsigned char img[NTR * DIM], lab[NTR], tlab[NTE];
+    for (int i = 0; i < NTR * DIM; i++) img[i] = (unsigned char)((i * 7) % 251);
+    ck_assert(AT_VAL >= NTR - NVAL && AT_TEST < NTE); /* the one label lies in the validation and the test split */
+    static const int labels[] = {CLASSES, 9, CLASSES - 1};
+    for (int in_test = 0; in_test < 2; in_test++)
+        for (size_t li = 0; li < sizeof labels / sizeof *labels; li++) {
+            const int bad = labels[li] >= CLASSES; /* the rule: 0 <= label < N */
+            char d[256], out[300], err[300], args[1024], want[160];
+            tt_test_tmpdir(d, sizeof d);
+            for (int i = 0; i < NTR; i++) lab[i] = (unsigned char)(i % CLASSES);
+            for (int i = 0; i < NTE; i++) tlab[i] = (unsigned char)(i % CLASSES);
+            if (in_test) tlab[AT_TEST] = (unsigned char)labels[li];
+            else lab[AT_VAL] = (unsigned char)labels[li];
+            const uint32_t tri[3] = {NTR, 4, 4}, trl[1] = {NTR}, tei[3] = {NTE, 4, 4}, tel[1] = {NTE};
+            tt_test_write_idx(d, "train-images-idx3-ubyte.gz", 3, tri, img, sizeof img);
+            tt_test_write_idx(d, "train-labels-idx1-ubyte.gz", 1, trl, lab, sizeof lab);
+            tt_test_write_idx(d, "t10k-images-idx3-ubyte.gz", 3, tei, img, NTE * DIM);
+            tt_test_write_idx(d, "t10k-labels-idx1-ubyte.gz", 1, tel, tlab, sizeof tlab);
+            snprintf(out, sizeof out, "%s/stdout", d);
+            snprintf(err, sizeof err, "%s/stderr", d);
+            snprintf(want, sizeof want, "--classes %d: %s sample %d has label %d (labels must be 0..%d)", CLASSES,
+                     in_test ? "test" : "training", in_test ? AT_TEST : AT_VAL, labels[li], CLASSES - 1);
+            /* the library's loader */
+            tt_run_config c;
+            tt_run_config_defaults(&c);
+            c.data = d;
+            c.classes = CLASSES;
+            c.val_samples = NVAL;
+            tt_dataset train, val, test;
+            tt_error e = {{0}};
+            const tt_status s = tt_run_load(&c, &train, &val, &test, &e);
+            if (bad) {
+                ck_assert_msg(s == TT_ERR_FORMAT && strcmp(e.msg, want) == 0, "label %d: '%s', want '%s'",
+                              labels[li], s ? e.msg : "accepted", want);
+            } else {
+                ck_assert_msg(s == TT_OK, "%s", e.msg);
+                ck_assert_uint_eq(val.n, NVAL);
+                ck_assert_int_eq(in_test ? test.y[AT_TEST] : val.y[AT_VAL - (NTR - NVAL)], labels[li]);
+                ck_assert_uint_eq(train.n_classes, CLASSES);
+                tt_dataset_free(&train);
+                tt_dataset_free(&val);
+                tt_dataset_free(&test);
+            }
+            /* train, and eval on the split that holds the label (refused before the checkpoint is read) */
+            snprintf(args, sizeof args, "train --device cpu --data %s --val-samples %d --classes %d --epochs 1 "
+                     "--batch 32 --progress quiet", d, NVAL, CLASSES);
+            tt_test_expect(args, bad ? 1 : 0, bad ? want : "", out, err);
+            if (!bad) continue;
+            snprintf(args, sizeof args, "eval --checkpoint %s/none.safetensors --split %s --data %s --val-samples %d "
+                     "--classes %d", d, in_test ? "test" : "val", d, NVAL, CLASSES);
+            tt_test_expect(args, 1, want, out, err);
+        }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("dataset");
@@ -157,6 +225,7 @@ int main(void)
     tcase_add_test(tc, test_truncate);
     tcase_add_test(tc, test_split_then_truncate);
     tcase_add_test(tc, test_shuffle_uniform);
+    tcase_add_test(tc, test_classes_checked_in_every_split);
     suite_add_tcase(s, tc);
     return tt_test_run_suite(s);
 }
