@@ -1,7 +1,8 @@
 /* test_tensorboard.c — --tensorboard's event files (issue 21, item 1), read back by a decoder of this file's own: the
  * TFRecord framing with a bit-at-a-time CRC-32C (not the writer's table) and the protocol-buffer wire format by hand
  * (not protobuf-c), so a writer bug cannot hide behind the same bug in the reader. Every value is held to the
- * JSON log of the same run. Also: the options' refusals, a directory another run holds, a failed write (a file size
+ * JSON log of the same run, and the per-step records of a later epoch to those of the same epoch resumed in another
+ * process. Also: the options' refusals, a directory another run holds, a failed write (a file size
  * limit) named in one line, and a run stopped by SIGINT leaving files that decode to their last byte. */
 #include <dirent.h>
 #include <fcntl.h>
@@ -16,6 +17,7 @@
 
 #include "tt_tensorboard.h"
 #include "tt_test.h"
+#include "tt_train.h"
 
 static char dir[64];
 static char out_path[128], err_path[128];
@@ -356,6 +358,61 @@ START_TEST(test_event_files_read_back)
 }
 END_TEST
 
+/* --tensorboard-every-steps after the first epoch: batch_loss, batch_accuracy and batch_top5 are the epoch's running
+ * means (Keras's batch logs), so every epoch's sums start again from zero. The reference for epoch 2 is a second
+ * process: the run resumed from epoch 1's checkpoint, where epoch 2 is the first epoch it runs (save -> resume is
+ * exact: docs/checkpoints.md), so its records owe nothing to a sum carried over. Every record of epoch 2 (steps 12,
+ * 14, ..., 20 of the run) must equal that run's; and at each epoch's last step the running mean is the whole epoch's,
+ * the JSON log's epoch loss and accuracy (computed apart, over the epoch's steps). */
+START_TEST(test_batch_records_after_the_first_epoch)
+{
+    char args[2048], tb[128], tb2[128], ck[128], logp[128], log2[128], path[512], resume[512];
+    snprintf(tb, sizeof tb, "%s/tb", dir);
+    snprintf(tb2, sizeof tb2, "%s/tb-resumed", dir);
+    snprintf(ck, sizeof ck, "%s/ck", dir);
+    snprintf(logp, sizeof logp, "%s/log.json", dir);
+    snprintf(log2, sizeof log2, "%s/log-resumed.json", dir);
+    static const char common[] = "train --device cpu --val-samples 80 --epochs 2 --batch 32 --towers 2 --seed 5 "
+                                 "--progress lines --tensorboard-every-steps 2";
+    snprintf(args, sizeof args, "%s --data %s --tensorboard %s --checkpoint-dir %s --save-every-epoch --log-json %s",
+             common, dir, tb, ck, logp);
+    expect(args, 0, "");
+    enum { STEPS = 10, MAX = 1 << 14 };        /* (400 - 80) / 32 steps an epoch */
+    tt_ckpt_path(resume, sizeof resume, ck, 1, STEPS); /* the end of epoch 1 */
+    snprintf(args, sizeof args, "%s --data %s --tensorboard %s --resume %s --log-json %s", common, dir, tb2, resume,
+             log2);
+    expect(args, 0, "");
+    static scalar a[MAX], b[MAX];
+    event_file(tb, "train", path, sizeof path);
+    const size_t na = read_events(path, a, MAX);
+    event_file(tb2, "train", path, sizeof path);
+    const size_t nb = read_events(path, b, MAX);
+    ck_assert_uint_eq(count_tag(a, na, "batch_loss"), 2 * STEPS / 2);
+    ck_assert_uint_eq(count_tag(b, nb, "batch_loss"), STEPS / 2); /* epoch 2's only */
+    static const char *const tags[] = {"batch_loss", "batch_accuracy", "batch_top5"};
+    for (int64_t g = STEPS + 2; g <= 2 * STEPS; g += 2)
+        for (int k = 0; k < 3; k++) {
+            const scalar *x = find(a, na, tags[k], g), *y = find(b, nb, tags[k], g);
+            ck_assert_msg(x && y, "%s at step %lld: in the run %d, in the resumed run %d", tags[k], (long long)g,
+                          x != NULL, y != NULL);
+            ck_assert_msg(fabs(x->v - y->v) <= 1e-6 * fabs(y->v), "%s at step %lld (epoch 2): %.9g, the resumed run "
+                          "(epoch 2 its first) %.9g", tags[k], (long long)g, x->v, y->v);
+        }
+    for (size_t e = 1; e <= 2; e++) { /* the epoch's last step: its running mean is the epoch's */
+        const scalar *l = find(a, na, "batch_loss", (int64_t)(e * STEPS)),
+                     *acc = find(a, na, "batch_accuracy", (int64_t)(e * STEPS));
+        ck_assert(l && acc);
+        const double want_l = log_field(logp, e, "loss"), want_a = log_field(logp, e, "accuracy");
+        ck_assert_msg(fabs(l->v - want_l) <= 1e-6 * fabs(want_l), "epoch %zu: last batch_loss %.9g, the log's loss "
+                      "%.9g", e, l->v, want_l);
+        ck_assert_msg(fabs(acc->v - want_a) <= 1e-6, "epoch %zu: last batch_accuracy %.9g, the log's %.9g", e, acc->v,
+                      want_a);
+    }
+    ck_assert_msg(fabs(log_field(log2, 2, "loss") - log_field(logp, 2, "loss")) <= 1e-9, "the resumed run's epoch 2 "
+                  "is not the run's: the reference does not hold");
+}
+END_TEST
+
 START_TEST(test_refusals)
 {
     char args[1024], p[256];
@@ -476,6 +533,7 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, NULL);
     tcase_add_test(tc, test_crc32c);
     tcase_add_test(tc, test_event_files_read_back);
+    tcase_add_test(tc, test_batch_records_after_the_first_epoch);
     tcase_add_test(tc, test_refusals);
     tcase_add_test(tc, test_dir_held);
     tcase_add_test(tc, test_failed_write);
