@@ -22,6 +22,8 @@ extern "C" {
 #define TT_MAX_LAYERS 64
 #define TT_MAX_TENSORS (4 * TT_MAX_LAYERS) /* two trainable and two non-trainable (batchnorm) per layer at most */
 #define TT_MAX_WIDTH 65536       /* units, filters, embedding width */
+#define TT_MAX_CLASSES 16777216  /* --classes, and a checkpoint's classes: 2^24, exact as a float label */
+#define TT_MAX_VOCAB 16777216    /* --vocab, an embedding's vocab=, and a checkpoint's vocab: token ids below 2^24 */
 #define TT_MAX_SAMPLE_ELEMS ((size_t)1 << 26) /* elements of one sample's activation (the memory check does the rest) */
 
 /* One named parameter tensor inside the flat buffer. */

@@ -70,7 +70,9 @@ typedef struct tt_optim_param {
     size_t offset;            /* of its field in tt_optim_config */
     unsigned kinds;           /* the optimizers that read it: bit 1u << kind */
     float def;                /* Keras's default (lr: SGD's 0.01 is set apart in tt_optim_defaults) */
-    double lo, hi;            /* REAL: what the command line takes, [lo, hi], or (lo, hi] with lo_open */
+    double lo, hi;            /* REAL: what the command line takes, [lo, hi], or (lo, hi] with lo_open (one it
+                               * does not set: what the library takes); a checkpoint's value too (lr: up to the most
+                               * towers times hi, --lr-scaling linear) */
     int lo_open;
     int banner;               /* its place in tt_optim_describe (Keras's argument order); 0: not there (lr) */
     const char *needs;        /* FLAG: the REAL parameter it needs greater than 0 (NULL: none) */

@@ -485,6 +485,56 @@ START_TEST(test_json_c_is_lax)
 }
 END_TEST
 
+/* Issue 31, item 3: a header value no run writes is refused where the header is read, sealed so that the checksum
+ * passes: an integer with a leading zero, a float spelt otherwise than "%.9g" / "%.17g" writes it (a hex float,
+ * "1e-3"), an optimizer parameter outside the range the command line's table gives it (lr 0 or negative, beta_1 2,
+ * epsilon -1, momentum 1), a flag without what it needs, and options' classes -0 (0) or 2^32. The reference is the
+ * writer's formats and the CLI's ranges as docs/checkpoints.md states them, each case from the issue. */
+START_TEST(test_header_values_as_written)
+{
+    tt_model m;
+    make_model(&m, 0, NULL);
+    size_t len, elen;
+    uint8_t *b = valid_file(&m, &len, 0);
+    static const char *const edits[][3] = {
+        {"\"epoch\":\"3\"", "\"epoch\":\"03\"", "key 'epoch' is '03'"},
+        {"\"batch\":\"32\"", "\"batch\":\"032\"", "key 'batch' is '032'"},
+        {"\"lr\":\"0.333333343\"", "\"lr\":\"0x1p-10\"", "key 'lr' is '0x1p-10'"},
+        {"\"lr\":\"0.333333343\"", "\"lr\":\"1e-3\"", "key 'lr' is '1e-3'"},
+        {"\"lr\":\"0.333333343\"", "\"lr\":\"0\"", "key 'lr' is '0'"},
+        {"\"lr\":\"0.333333343\"", "\"lr\":\"-0.5\"", "key 'lr' is '-0.5'"},
+        {"\"beta_1\":\"0.899999976\"", "\"beta_1\":\"2\"", "key 'beta_1' is '2'"},
+        {"\"epsilon\":\"1.00000001e-07\"", "\"epsilon\":\"-1\"", "key 'epsilon' is '-1'"},
+        {"\"momentum\":\"0.899999976\"", "\"momentum\":\"1\"", "key 'momentum' is '1'"},
+        {"\"momentum\":\"0.899999976\"", "\"momentum\":\"0\"", "key 'nesterov' is 'true'"}, /* it needs momentum */
+        {"\"u_product\":\"0.12345678901234568\"", "\"u_product\":\"0.50\"", "key 'u_product' is '0.50'"},
+        {"{\\\"base_lr\\\": 0.1,", "{\\\"classes\\\": -0, \\\"base_lr\\\": 0.1,", "key 'classes' holds 0"},
+        {"{\\\"base_lr\\\": 0.1,", "{\\\"classes\\\": 4294967296, \\\"base_lr\\\": 0.1,", "key 'classes' holds 4294967296"},
+        {"{\\\"base_lr\\\": 0.1,", "{\\\"vocab\\\": 16777217, \\\"base_lr\\\": 0.1,", "key 'vocab' holds 16777217"},
+    };
+    tt_checkpoint ck;
+    tt_error err = {{0}};
+    for (size_t k = 0; k < sizeof edits / sizeof edits[0]; k++) {
+        uint8_t *e = edit_header(b, len, edits[k][0], edits[k][1], &elen);
+        refused(tt_checkpoint_parse(e, elen, "edited", &m, &ck, &err), &err, &ck, "edited", edits[k][2]);
+        free(e);
+    }
+    /* the same places with values a run writes: accepted */
+    static const char *const fine[][2] = {
+        {"\"towers\":\"3\"", "\"towers\":\"10\""},
+        {"\"lr\":\"0.333333343\"", "\"lr\":\"1024000\""}, /* 1e3 x 1024 towers: --lr-scaling linear's most */
+        {"{\\\"base_lr\\\": 0.1,", "{\\\"classes\\\": 16777216, \\\"base_lr\\\": 0.1,"},
+    };
+    for (size_t k = 0; k < sizeof fine / sizeof fine[0]; k++) {
+        uint8_t *e = edit_header(b, len, fine[k][0], fine[k][1], &elen);
+        ck_assert_msg(tt_checkpoint_parse(e, elen, "edited", &m, &ck, &err) == TT_OK, "%s: %s", fine[k][1], err.msg);
+        tt_checkpoint_free(&ck);
+        free(e);
+    }
+    free(b);
+}
+END_TEST
+
 /* The checksum covers the header: an edit left unsealed is refused as a mismatch, whatever it edits; the checksum
  * key spelt with an escape, or given twice, has no place; the typed options refuse a null (issue 18's crash). */
 START_TEST(test_header_checksum)
@@ -495,8 +545,8 @@ START_TEST(test_header_checksum)
     uint8_t *b = valid_file(&m, &len, 0);
     tt_checkpoint ck;
     tt_error err = {{0}};
-    /* each accepted once sealed (any value a hand edit could give): unsealed, each is a checksum mismatch */
-    static const char *const edits[][2] = {{"\"best\":\"nan\"", "\"best\":\"1e300\""},
+    /* each accepted once sealed (any value a run could have written: "%.17g"): unsealed, each is a checksum mismatch */
+    static const char *const edits[][2] = {{"\"best\":\"nan\"", "\"best\":\"1.0000000000000001e+300\""},
                                            {"\"u_product\":\"0.12345678901234568\"", "\"u_product\":\"0.5\""},
                                            {"\"seed\"", "\"seed\" "}};
     for (size_t k = 0; k < 3; k++) {
@@ -824,6 +874,7 @@ int main(void)
     tcase_add_test(tc, test_bad_position);
     tcase_add_test(tc, test_json_c_is_lax);
     tcase_add_test(tc, test_header_checksum);
+    tcase_add_test(tc, test_header_values_as_written);
     suite_add_tcase(s, tc);
     return tt_test_run_suite(s);
 }

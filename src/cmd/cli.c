@@ -286,9 +286,9 @@ static const cli_opt g_opts[] = {
      "built-in mlp (256-relu-256-relu), cnn (the Keras cifar10_cnn example) or\n"
      "textcnn (embedding + conv1d, the Reuters seed), or a model file\n"
      "(docs/model-file.md) [mlp]", NULL, NULL, R_OWN},
-    {"--vocab", "N", set_size, CFG(vocab), 1, 16777216, CMDS_MODEL,
+    {"--vocab", "N", set_size, CFG(vocab), 1, TT_MAX_VOCAB, CMDS_MODEL,
      "an embedding's vocabulary (token ids 0..N-1) [the data's largest id + 1]", NULL, NULL, R_OWN},
-    {"--classes", "N", set_size, CFG(classes), 1, 16777216, CMDS_MEASURE | ON(EVAL),
+    {"--classes", "N", set_size, CFG(classes), 1, TT_MAX_CLASSES, CMDS_MEASURE | ON(EVAL),
      "the class count: labels 0..N-1, a larger label is refused; classes may have no\n"
      "samples [the largest label + 1; a notice when that is over 10x the labels seen]", NULL, NULL, R_OWN},
     {"--device", "NAME", set_str, CFG(device), 0, 0, CMDS_USE,

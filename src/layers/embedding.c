@@ -58,7 +58,7 @@ const tt_layer_kind tt_layer_embedding = {
     .stem = "embedding",
     .keras = "Embedding",
     .token_input = 1,
-    .keys = {{"vocab", TT_KEY_SIZE, offsetof(tt_layer, vocab), 1, 16777216, "data"},
+    .keys = {{"vocab", TT_KEY_SIZE, offsetof(tt_layer, vocab), 1, TT_MAX_VOCAB, "data"},
              {"dim", TT_KEY_SIZE, offsetof(tt_layer, units), 1, TT_MAX_WIDTH, NULL},
              {NULL, 0, 0, 0, 0, NULL}},
     .setup = embedding_setup,

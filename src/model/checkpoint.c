@@ -73,11 +73,13 @@ enum { CK_N_MD_KEYS = (int)(sizeof g_md_keys / sizeof g_md_keys[0]) };
 static const struct {
     const char *key;
     tt_ckpt_type type;
+    uint64_t lo, hi; /* UINT, UINTS: the values a run writes (0, 0: any the type takes) */
 } g_opt_keys[] = {
-    {"input", TT_CKPT_UINTS}, {"classes", TT_CKPT_UINT}, {"vocab", TT_CKPT_UINT}, {"model_text", TT_CKPT_STRING},
-    {"layers", TT_CKPT_STRINGS}, {"train_samples", TT_CKPT_UINT}, {"val_samples", TT_CKPT_UINT},
-    {"train_crc32", TT_CKPT_STRING}, {"epochs", TT_CKPT_UINT}, {"reduce", TT_CKPT_STRING},
-    {"lr_scaling", TT_CKPT_STRING}, {"base_lr", TT_CKPT_NUMBER}, {"same", TT_CKPT_STRINGS},
+    {"input", TT_CKPT_UINTS, 1, (uint64_t)1 << 24}, {"classes", TT_CKPT_UINT, 1, TT_MAX_CLASSES},
+    {"vocab", TT_CKPT_UINT, 0, TT_MAX_VOCAB}, {"model_text", TT_CKPT_STRING, 0, 0}, {"layers", TT_CKPT_STRINGS, 0, 0},
+    {"train_samples", TT_CKPT_UINT, 0, 0}, {"val_samples", TT_CKPT_UINT, 0, 0}, {"train_crc32", TT_CKPT_STRING, 0, 0},
+    {"epochs", TT_CKPT_UINT, 1, CK_EPOCH_MAX}, {"reduce", TT_CKPT_STRING, 0, 0}, {"lr_scaling", TT_CKPT_STRING, 0, 0},
+    {"base_lr", TT_CKPT_NUMBER, 0, 0}, {"same", TT_CKPT_STRINGS, 0, 0},
 };
 enum { CK_N_OPT_KEYS = (int)(sizeof g_opt_keys / sizeof g_opt_keys[0]) };
 
@@ -532,6 +534,8 @@ static tt_status md_uint(const ck_parse *p, const char *key, uint64_t max, uint6
     errno = 0;
     const unsigned long long x = (*v >= '0' && *v <= '9') ? strtoull(v, &end, 10) : 0;
     if (!(*v >= '0' && *v <= '9') || *end || errno == ERANGE) return md_bad(p, key, v, "an unsigned integer");
+    if (v[0] == '0' && v[1]) /* "%llu" as written: "02" is no run's */
+        return md_bad(p, key, v, "an unsigned integer as a run writes it (no leading zeros)");
     if (x > max) {
         char want[64];
         snprintf(want, sizeof want, "an integer up to %llu", (unsigned long long)max);
@@ -558,6 +562,10 @@ static tt_status md_float(const ck_parse *p, const char *key, float *out)
     char *end;
     const float x = strtof(v, &end);
     if (!*v || isspace((unsigned char)*v) || end == v || *end || !isfinite(x)) return md_bad(p, key, v, "a finite number");
+    char again[48];
+    snprintf(again, sizeof again, "%.9g", (double)x);
+    if (strcmp(again, v) != 0) /* "0x1p-10", "1e-3", "+0.5": no run writes them */
+        return md_bad(p, key, v, "a number as a run writes it (%.9g)");
     *out = x;
     return TT_OK;
 }
@@ -576,6 +584,9 @@ static tt_status md_double(const ck_parse *p, const char *key, int nan_ok, doubl
     const double x = strtod(v, &end);
     if (!*v || isspace((unsigned char)*v) || end == v || *end || isnan(x) || (!nan_ok && !isfinite(x)))
         return md_bad(p, key, v, nan_ok ? "a number or nan" : "a finite number");
+    char again[48];
+    snprintf(again, sizeof again, "%.17g", x);
+    if (strcmp(again, v) != 0) return md_bad(p, key, v, "a number as a run writes it (%.17g)");
     *out = x;
     return TT_OK;
 }
@@ -628,6 +639,29 @@ static tt_status md_version(const ck_parse *p)
     return s ? s : md_checksum(p);
 }
 
+/* An optimizer parameter as a run can have written it: in its range in tt_optim_params (the command line's own
+ * table) — the rate up to the most towers times it (--lr-scaling linear) —, a flag only with what it needs. */
+static tt_status md_optim_range(const ck_parse *p, const tt_optim_param *q, tt_optim_config *c)
+{
+    const char *v;
+    md_get(p, q->name, 0, &v);
+    const void *have = tt_optim_param_field(c, q);
+    char want[96];
+    if (q->type == TT_OPTIM_FLAG) {
+        const int needs = q->needs ? tt_optim_param_find(q->needs) : -1;
+        if (*(const int *)have && needs >= 0 && *(const float *)tt_optim_param_field(c, &tt_optim_params[needs]) <= 0)
+            return md_bad(p, q->name, v, "false (it needs a positive momentum)");
+        return TT_OK;
+    }
+    const double x = *(const float *)have;
+    const double hi = q->hi * (strcmp(q->name, "lr") == 0 ? (double)CK_TOWERS_MAX : 1.0);
+    if (x < q->lo || (q->lo_open && x == q->lo) || x > hi) {
+        snprintf(want, sizeof want, "a number in %c%g, %g]", q->lo_open ? '(' : '[', q->lo, hi);
+        return md_bad(p, q->name, v, want);
+    }
+    return TT_OK;
+}
+
 /* The run's position, the optimizer and what wrote it, into ck. */
 static tt_status md_read(const ck_parse *p, tt_checkpoint *ck)
 {
@@ -673,7 +707,8 @@ static tt_status md_read(const ck_parse *p, tt_checkpoint *ck)
     for (int k = 0; k < TT_OPTIM_N_PARAMS; k++) {
         const tt_optim_param *q = &tt_optim_params[k];
         void *f = tt_optim_param_field(c, q);
-        if ((s = q->type == TT_OPTIM_REAL ? md_float(p, q->name, (float *)f) : md_bool(p, q->name, (int *)f)))
+        if ((s = q->type == TT_OPTIM_REAL ? md_float(p, q->name, (float *)f) : md_bool(p, q->name, (int *)f)) ||
+            (s = md_optim_range(p, q, c)))
             return s;
     }
     if ((s = md_double(p, "u_product", 0, &ck->u_product)) || (s = md_double(p, "best", 1, &ck->best))) return s;
@@ -706,6 +741,7 @@ static tt_status md_texts(const ck_parse *p, tt_checkpoint *ck)
         tt_json_scan sc = {0};
         if (!(ck->opts = tt_json_parse_object(opts, strlen(opts), CK_JSON_DEPTH, CK_MAX_VALUES, &sc, why, sizeof why)))
             return tt_fail(p->err, TT_ERR_FORMAT, "%s: metadata: options %s", p->what, why);
+
         json_object_object_foreach(ck->opts, key, val) {
             (void)val;
             int k = 0;
@@ -716,6 +752,15 @@ static tt_status md_texts(const ck_parse *p, tt_checkpoint *ck)
                                ck_quote(key, q, sizeof q));
             tt_ckpt_value v;
             if ((s = tt_checkpoint_option(ck, p->what, key, g_opt_keys[k].type, 1, &v, p->err))) return s;
+            const uint64_t lo = g_opt_keys[k].lo, hi = g_opt_keys[k].hi;
+            const size_t n = g_opt_keys[k].type == TT_CKPT_UINT ? 1 : g_opt_keys[k].type == TT_CKPT_UINTS ? v.n : 0;
+            for (size_t i = 0; hi && i < n; i++) {
+                const uint64_t u = g_opt_keys[k].type == TT_CKPT_UINT ? v.u : v.us[i];
+                if (u < lo || u > hi)
+                    return tt_fail(p->err, TT_ERR_FORMAT, "%s: options: key '%s' holds %llu, not in %llu..%llu (what "
+                                   "a run writes)", p->what, key, (unsigned long long)u, (unsigned long long)lo,
+                                   (unsigned long long)hi);
+            }
         }
     }
     if ((desc && !(ck->model_desc = (char *)tt_malloc(strlen(desc) + 1))) ||
