@@ -43,6 +43,10 @@ tt_status tt_out_check_path(const char *path, const char *what, tt_error *err);
  * output code never asks the data readers. */
 struct stat;
 void tt_out_note_input(const struct stat *st);
+/* The same file noted as not data — a checkpoint --resume reads, a model file, a profile (tt_input_read_text): still
+ * never an output, but an output directory may hold it (tt_out_dir_ready refuses a directory holding any other input:
+ * the data's directory). */
+void tt_out_note_own(const struct stat *st);
 
 /* flock(LOCK_EX|LOCK_NB) on fd, taken for the life of the descriptor (the kernel drops it when the process dies, so a
  * kill -9 leaves no stale lock). Held by another process: TT_ERR_IO, "WHAT: in use by another run (pid N)": N is
@@ -50,7 +54,9 @@ void tt_out_note_input(const struct stat *st);
 tt_status tt_out_lock(int fd, const char *what, long pid_hint, tt_error *err);
 
 /* An output directory (what: "--checkpoint-dir DIR", for messages) before a run writes into it: created if missing
- * (one level), and a writable directory — a run fails now, not after its first epoch. A dangling link is refused. */
+ * (one level), and a writable directory — a run fails now, not after its first epoch. A dangling link is refused, and
+ * so is a directory that holds a file this run reads as data (TT_ERR_ARG, naming it): the run's files never land
+ * beside its data set. */
 tt_status tt_out_dir_ready(const char *dir, const char *what, tt_error *err);
 
 /* One directory, one run: an flock on DIR/.towertrain.lock (this pid written in it), held while *fd stays open and

@@ -8,12 +8,36 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <zlib.h>
 
 #include "tt_data.h"
 #include "tt_rng.h"
 #include "tt_trainer.h"
+
+/* How much longer than its CPU time a thread's work takes on this machine now: 1 when idle, about 3 with four busy
+ * loops beside 2 cores. A fixed loop's wall time over its CPU time, the largest of 3 (the last second's load, not a
+ * lucky slice). Tests of promptness ("refused at once", "stops within one GEMM") scale their idle bound by it, so
+ * they hold on a busy CI machine and still catch a wait (a FIFO never opened, a step run to its end). */
+static inline double tt_test_load_factor(void)
+{
+    double worst = 1.0;
+    for (int k = 0; k < 3; k++) {
+        struct timespec c0, c1;
+        const double w0 = tt_now();
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
+        volatile unsigned x = 1;
+        for (unsigned i = 0; i < 20000000u; i++) x = x * 1664525u + 1013904223u;
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
+        const double wall = tt_now() - w0, cpu = (double)(c1.tv_sec - c0.tv_sec) + 1e-9 * (double)(c1.tv_nsec - c0.tv_nsec);
+        if (cpu > 0 && wall / cpu > worst) worst = wall / cpu;
+    }
+    return worst > 20.0 ? 20.0 : worst;
+}
+
+/* An idle machine's bound for something prompt, in seconds, on this machine now (tt_test_load_factor). */
+static inline double tt_test_prompt(double idle_bound) { return idle_bound * tt_test_load_factor(); }
 
 static inline int tt_close(double a, double r, double atol, double rtol)
 {

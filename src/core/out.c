@@ -1,4 +1,5 @@
 /* out.c — whole-line output files (see tt_out.h). */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -27,6 +28,7 @@ enum { MAX_INPUTS = 64 };
 static struct {
     dev_t dev;
     ino_t ino;
+    int own; /* not data (a checkpoint it resumes from, a model file): an output directory may hold it */
 } g_inputs[MAX_INPUTS];
 static int g_n_inputs;
 
@@ -37,8 +39,36 @@ void tt_out_note_input(const struct stat *st)
     if (g_n_inputs < MAX_INPUTS) {
         g_inputs[g_n_inputs].dev = st->st_dev;
         g_inputs[g_n_inputs].ino = st->st_ino;
+        g_inputs[g_n_inputs].own = 0;
         g_n_inputs++;
     }
+}
+
+void tt_out_note_own(const struct stat *st)
+{
+    for (int i = 0; i < g_n_inputs; i++)
+        if (g_inputs[i].dev == st->st_dev && g_inputs[i].ino == st->st_ino) g_inputs[i].own = 1;
+}
+
+/* A regular file of dir (not followed: a link in it is the link's business) that this run reads as data, or NULL;
+ * its name is copied to name. */
+static const char *holds_input(const char *dir, char *name, size_t len)
+{
+    DIR *d = opendir(dir);
+    if (!d) return NULL; /* unreadable: nothing to compare (tt_out_dir_ready's writability check still runs) */
+    const char *found = NULL;
+    struct dirent *de;
+    while (!found && (de = readdir(d)) != NULL) {
+        struct stat st;
+        if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
+        for (int i = 0; i < g_n_inputs && !found; i++)
+            if (!g_inputs[i].own && g_inputs[i].dev == st.st_dev && g_inputs[i].ino == st.st_ino) {
+                snprintf(name, len, "%s", de->d_name);
+                found = name;
+            }
+    }
+    closedir(d);
+    return found;
 }
 
 static int was_input(const struct stat *st)
@@ -288,6 +318,12 @@ tt_status tt_out_dir_ready(const char *dir, const char *what, tt_error *err)
         return TT_OK;
     }
     if (!S_ISDIR(st.st_mode)) return tt_fail(err, TT_ERR_IO, "%s: not a directory", what);
+    char name[256], esc[300];
+    if (holds_input(dir, name, sizeof name)) { /* the data's directory: the run's files would land beside its data */
+        tt_escape(name, esc, sizeof esc);
+        return tt_fail(err, TT_ERR_ARG, "%s: holds %s, a file this run reads as data (an output directory is never "
+                       "the data's: give another)", what, esc);
+    }
     if (access(dir, W_OK | X_OK) != 0) return tt_fail(err, TT_ERR_IO, "%s: not writable: %s", what, strerror(errno));
     return TT_OK;
 }

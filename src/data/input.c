@@ -342,6 +342,8 @@ tt_status tt_input_read_text(const char *path, const char *what, size_t max_byte
     tt_input in;
     tt_status s = tt_input_open(&in, path, err);
     if (s) return s;
+    struct stat st;
+    if (fstat(in.fd, &st) == 0) tt_out_note_own(&st); /* a text the run reads (a model file, a profile) is no data */
     uint64_t size = 0;
     tt_input_left(&in, &size);
     char *buf = NULL;

@@ -29,6 +29,7 @@
 #include <zlib.h>
 
 #include "tt_checkpoint.h"
+#include "tt_out.h"
 #include "tt_input.h"
 #include "tt_json.h"
 
@@ -1125,6 +1126,8 @@ tt_status tt_checkpoint_read_bytes(const char *path, uint8_t **out, size_t *len,
     uint8_t *buf = NULL;
     int more = 0;
     tt_status s = tt_input_open(&in, path, err); /* regular files only; FIFOs refused without blocking */
+    struct stat st;
+    if (!s && fstat(in.fd, &st) == 0) tt_out_note_own(&st); /* a run's own file: its directory may take outputs */
     if (!s) {
         tt_input_left(&in, &size);
         if (size > SIZE_MAX) s = tt_fail(err, TT_ERR_FORMAT, "%s: too large for this machine", path);
