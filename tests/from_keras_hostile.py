@@ -88,6 +88,9 @@ def main(kind, path):
     elif kind == "cut-member":  # the entry declares 1000 more bytes than the file holds after it
         blob = npy_header("|u1", (1000,)) + bytes(10)
         write_zip(path, [("x_train.npy", 0, 0, len(blob) + 990, blob, len(blob) + 990)] + labels)
+    elif kind == "tiny-header":  # version 1, header length 0: the rest (deflated zeros) must not be read as header
+        head = b"\x93NUMPY\x01\x00\x00\x00"
+        write_zip(path, [zeros_bomb("x_train.npy", head, 64)] + labels)
     elif kind == "cut-header":
         write_zip(path, [stored("x_train.npy", b"\x93NUMPY\x02\x00\x10\x00")] + labels)
     elif kind == "pickle-name":  # protocol 4: SHORT_BINUNICODE module, SHORT_BINUNICODE name, STACK_GLOBAL, STOP

@@ -511,6 +511,11 @@ START_TEST(test_header_values_as_written)
         {"{\\\"base_lr\\\": 0.1,", "{\\\"classes\\\": -0, \\\"base_lr\\\": 0.1,", "key 'classes' holds 0"},
         {"{\\\"base_lr\\\": 0.1,", "{\\\"classes\\\": 4294967296, \\\"base_lr\\\": 0.1,", "key 'classes' holds 4294967296"},
         {"{\\\"base_lr\\\": 0.1,", "{\\\"vocab\\\": 16777217, \\\"base_lr\\\": 0.1,", "key 'vocab' holds 16777217"},
+        /* the "same" list as a run writes it: "--option value", each option once */
+        {"{\\\"base_lr\\\": 0.1,", "{\\\"same\\\": [\\\" --sync bsp\\\"], \\\"base_lr\\\": 0.1,", "key 'same' holds ' --sync bsp'"},
+        {"{\\\"base_lr\\\": 0.1,", "{\\\"same\\\": [\\\"--sync\\\"], \\\"base_lr\\\": 0.1,", "key 'same' holds '--sync'"},
+        {"{\\\"base_lr\\\": 0.1,",
+         "{\\\"same\\\": [\\\"--sync bsp\\\", \\\"--sync ssp:2\\\"], \\\"base_lr\\\": 0.1,", "key 'same' holds '--sync ssp:2'"},
     };
     tt_checkpoint ck;
     tt_error err = {{0}};
@@ -524,6 +529,7 @@ START_TEST(test_header_values_as_written)
         {"\"towers\":\"3\"", "\"towers\":\"10\""},
         {"\"lr\":\"0.333333343\"", "\"lr\":\"1024000\""}, /* 1e3 x 1024 towers: --lr-scaling linear's most */
         {"{\\\"base_lr\\\": 0.1,", "{\\\"classes\\\": 16777216, \\\"base_lr\\\": 0.1,"},
+        {"{\\\"base_lr\\\": 0.1,", "{\\\"same\\\": [\\\"--sync bsp\\\", \\\"--bn-sync off\\\"], \\\"base_lr\\\": 0.1,"},
     };
     for (size_t k = 0; k < sizeof fine / sizeof fine[0]; k++) {
         uint8_t *e = edit_header(b, len, fine[k][0], fine[k][1], &elen);

@@ -943,8 +943,10 @@ END_TEST
 /* Issue 31, item 2: what --resume makes of every option is a column of the options table. train --help lists it; a
  * checkpoint keeps the values of the options that must be the same ("same" in its options: --sync, --sync-schedule,
  * --bn-sync, --save-best), and a resume with another is refused in one line naming both (exit 2), while an option
- * that may change (--towers, --reduce, --update) changes and the run continues. The reference for the lists is the
- * issue's own examples (bsp resumed with async or weights:2, --bn-sync toggled), not the table. */
+ * that may change (--towers, --reduce, --update; --bn-sync for a model without batchnorm) changes and the run
+ * continues — but not the towers where each tower's rows set what it computes (batchnorm per tower). The reference
+ * for the lists is the issue's own examples (bsp resumed with async or weights:2, --bn-sync toggled) and a review's
+ * (batchnorm per tower on other towers), not the table. */
 START_TEST(test_resume_same_options)
 {
     char args[1024], ck[256];
@@ -970,8 +972,7 @@ START_TEST(test_resume_same_options)
         const char *flags, *theirs, *mine;
     } bad[] = {{"--sync async", "--sync bsp", "async"},
                {"--sync weights:2", "--sync bsp", "weights:2"},
-               {"--save-best val_loss --checkpoint-dir", "--save-best none", "val_loss"}, /* + a new directory */
-               {"--bn-sync on", "--bn-sync off", "on"}};
+               {"--save-best val_loss --checkpoint-dir", "--save-best none", "val_loss"}}; /* + a new directory */
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char extra[300] = "";
         if (strstr(bad[i].flags, "--checkpoint-dir")) snprintf(extra, sizeof extra, "%s/same_best%zu", dir, i);
@@ -983,10 +984,32 @@ START_TEST(test_resume_same_options)
         ck_assert_msg(strstr(e, bad[i].theirs) && strstr(e, bad[i].mine) && tt_test_count_lines(e) == 1,
                       "resumed with %s: '%s' does not name both values in one line", bad[i].flags, e);
     }
-    /* what may change: 1 tower, the sum on the device, the update on the device — the run goes on */
+    /* what may change: 1 tower, the sum on the device, the update on the device — the run goes on; and --bn-sync,
+     * which a model without batchnorm computes nothing with */
     snprintf(args, sizeof args, "train --device cpu --data %s --val-samples 10 --train-samples 40 --epochs 2 --batch 8 "
-             "--towers 1 --reduce device --update device --resume %s --progress quiet", dir, ck);
+             "--towers 1 --reduce device --update device --bn-sync on --resume %s --progress quiet", dir, ck);
     ck_assert_msg(run(args) == 0, "resumed with other towers and placements: %s", tt_test_slurp(err_path));
+    /* a model with batchnorm statistics per tower (--bn-sync off): the towers set what it computes, so they stay */
+    char model[300], ck_bn[300];
+    snprintf(model, sizeof model, "%s/bn_model.txt", dir);
+    tt_test_write_str(model, "dense units=6\nbatchnorm\nrelu\ndense units=10\n");
+    snprintf(ck_bn, sizeof ck_bn, "%s/same_bn", dir);
+    snprintf(args, sizeof args, "train --device cpu --data %s --model %s --val-samples 10 --train-samples 40 --epochs 1 "
+             "--batch 8 --towers 2 --checkpoint-dir %s --progress quiet", dir, model, ck_bn);
+    ck_assert_msg(run(args) == 0, "%s", tt_test_slurp(err_path));
+    snprintf(args, sizeof args, "train --device cpu --data %s --model %s --val-samples 10 --train-samples 40 --epochs 2 "
+             "--batch 8 --towers 1 --resume %s --progress quiet", dir, model, ck_bn);
+    int rc = run(args);
+    ck_assert_msg(rc == 2 && strstr(tt_test_slurp(err_path), "trained with 2 towers, this run has 1") &&
+                      tt_test_count_lines(tt_test_slurp(err_path)) == 1,
+                  "batchnorm per tower resumed on 1 tower: exit %d (%s)", rc, tt_test_slurp(err_path));
+    /* and its statistics switched to the global batch's (--bn-sync toggled, the issue's case): refused, both named */
+    snprintf(args, sizeof args, "train --device cpu --data %s --model %s --val-samples 10 --train-samples 40 --epochs 2 "
+             "--batch 8 --towers 2 --bn-sync on --resume %s --progress quiet", dir, model, ck_bn);
+    rc = run(args);
+    ck_assert_msg(rc == 2 && strstr(tt_test_slurp(err_path), "--bn-sync off") &&
+                      strstr(tt_test_slurp(err_path), "this run has on"),
+                  "batchnorm resumed with --bn-sync on: exit %d (%s)", rc, tt_test_slurp(err_path));
 }
 END_TEST
 
@@ -1031,9 +1054,24 @@ START_TEST(test_output_dir_not_the_data)
     }
     snprintf(args, sizeof args, "train --device cpu --data %s --val-samples 10 --train-samples 40 --epochs 1 "
              "--batch 8 --tensorboard %s --progress quiet", sub_train, sub);
-    const int rc = run(args);
+    int rc = run(args);
     ck_assert_msg(rc == 2 && strstr(tt_test_slurp(err_path), "a file this run reads as data"),
                   "--tensorboard whose train/ is the data's: exit %d (%s)", rc, tt_test_slurp(err_path));
+    /* a directory of symbolic links to the data files is the data's directory too */
+    char links[320];
+    snprintf(links, sizeof links, "%s/links", dir);
+    ck_assert(mkdir(links, 0700) == 0);
+    for (size_t i = 0; i < 4; i++) {
+        char from[400], to[400];
+        snprintf(from, sizeof from, "%s/%s", dir, files[i]);
+        snprintf(to, sizeof to, "%s/%s", links, files[i]);
+        ck_assert(symlink(from, to) == 0);
+    }
+    snprintf(args, sizeof args, "train --device cpu --data %s --val-samples 10 --train-samples 40 --epochs 1 "
+             "--batch 8 --checkpoint-dir %s --progress quiet", links, links);
+    rc = run(args);
+    ck_assert_msg(rc == 2 && strstr(tt_test_slurp(err_path), "a file this run reads as data"),
+                  "--checkpoint-dir of links to the data: exit %d (%s)", rc, tt_test_slurp(err_path));
 }
 END_TEST
 

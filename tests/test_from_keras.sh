@@ -178,6 +178,8 @@ hz bad-deflate mnist.npz
 expect1 "a corrupt deflate stream" "x_train.npy: a damaged deflate stream" mnist "$tmp/o8" --keras-dir "$d"
 hz cut-member mnist.npz
 expect1 "a member cut short" "x_train.npy: cut short" mnist "$tmp/o8" --keras-dir "$d"
+hz tiny-header mnist.npz # header length 0 in a 64 MiB member: refused from the length, nothing inflated
+mem_kb=400000 expect1 "an .npy header of 0 bytes" "a header of 0 bytes" mnist "$tmp/o8" --keras-dir "$d"
 hz cut-header mnist.npz
 expect1 "an .npy cut in its header" "cut short inside its header" mnist "$tmp/o8" --keras-dir "$d"
 mkdir -p "$tmp/hz-pickle/cifar-10-batches-py"

@@ -531,10 +531,18 @@ static void resume_help(FILE *f)
         const char *head;
     } groups[] = {{R_SAME, "must be the same (each checkpoint keeps it; another is refused):"},
                   {R_OWN, "must be the same, each checked its own way (--epochs counts the total):"},
-                  {R_FREE, "may change (the run continues exactly):"}};
+                  {R_FREE, "may change (bit for bit; other towers within the N-tower tolerance, and only where a "
+                           "tower's rows set nothing: not with batchnorm per tower or --sync ssp/async):"}};
     fprintf(f, "\non --resume, these options\n");
     for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++) {
-        int col = fprintf(f, "  %s", groups[g].head), first = 1;
+        int col = 2, first = 1;
+        fprintf(f, "  ");
+        for (const char *w = groups[g].head; *w;) { /* the head wrapped as the names are */
+            const int len = (int)strcspn(w, " ");
+            if (col + 1 + len > 102) col = fprintf(f, "\n   ") - 1;
+            col += fprintf(f, "%s%.*s", col > 2 ? " " : "", len, w);
+            w += len + (w[len] == ' ');
+        }
         for (int i = 0; i < N_OPTS; i++) {
             if (g_opts[i].resume != groups[g].cls || !(g_opts[i].cmds & ON(TRAIN))) continue;
             const int len = (int)strlen(g_opts[i].name) + 1;
@@ -543,7 +551,12 @@ static void resume_help(FILE *f)
             col += fprintf(f, " %s", g_opts[i].name);
             first = 0;
         }
-        fprintf(f, "%s\n", groups[g].cls == R_OWN ? ", and the optimizer's settings" : "");
+        if (groups[g].cls == R_OWN) {
+            if (col + 31 > 102) col = fprintf(f, ",\n   ") - 2;
+            else col += fprintf(f, ",");
+            fprintf(f, " and the optimizer's settings");
+        }
+        fprintf(f, "\n");
     }
 }
 

@@ -50,8 +50,8 @@ void tt_out_note_own(const struct stat *st)
         if (g_inputs[i].dev == st->st_dev && g_inputs[i].ino == st->st_ino) g_inputs[i].own = 1;
 }
 
-/* A regular file of dir (not followed: a link in it is the link's business) that this run reads as data, or NULL;
- * its name is copied to name. */
+/* A regular file of dir — or a link in it to one — that this run reads as data, or NULL; its name is copied to name.
+ * Links are followed: a directory of links to the data files is the data's directory as much as the one they are in. */
 static const char *holds_input(const char *dir, char *name, size_t len)
 {
     DIR *d = opendir(dir);
@@ -60,7 +60,7 @@ static const char *holds_input(const char *dir, char *name, size_t len)
     struct dirent *de;
     while (!found && (de = readdir(d)) != NULL) {
         struct stat st;
-        if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
+        if (fstatat(dirfd(d), de->d_name, &st, 0) != 0 || !S_ISREG(st.st_mode)) continue;
         for (int i = 0; i < g_n_inputs && !found; i++)
             if (!g_inputs[i].own && g_inputs[i].dev == st.st_dev && g_inputs[i].ino == st.st_ino) {
                 snprintf(name, len, "%s", de->d_name);

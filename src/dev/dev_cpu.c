@@ -5,6 +5,7 @@
 #include <cblas.h>
 #include <math.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,9 +25,21 @@ typedef struct cpu_ctx {
  * first tower starts, whoever calls it (the CLI, tt_run in a test, a tool); once per process. */
 static pthread_once_t g_blas_once = PTHREAD_ONCE_INIT;
 
+/* And at most this many towers inside OpenBLAS at once: each caller takes one of its memory regions, of which a
+ * build for 64 threads has 128 — with --towers 1024 on the CPU, the 129th concurrent sgemm crashed in
+ * blas_memory_free (a review found it). The cores are far fewer than 32, so the wait costs nothing. */
+enum { BLAS_CALLERS_MAX = 32 };
+static sem_t g_blas_slots;
+
+static void blas_setup(void)
+{
+    tt_blas_single_thread();
+    TT_ASSERT(sem_init(&g_blas_slots, 0, BLAS_CALLERS_MAX) == 0);
+}
+
 static tt_status cpu_init(void **ctx, int ordinal, tt_error *err)
 {
-    pthread_once(&g_blas_once, tt_blas_single_thread);
+    pthread_once(&g_blas_once, blas_setup);
     cpu_ctx *c = (cpu_ctx *)tt_calloc(1, sizeof *c);
     if (!c) return tt_fail(err, TT_ERR_NOMEM, "cpu backend: out of memory for tower context");
     c->ordinal = ordinal;
@@ -103,8 +116,11 @@ static void cpu_sgemm(void *ctx, int ta, int tb, size_t M, size_t N, size_t K, f
                       size_t lda, const float *b, size_t ldb, float beta, float *c, size_t ldc)
 {
     (void)ctx;
+    while (sem_wait(&g_blas_slots) != 0) /* EINTR: a signal (the stop flag's) landed; wait again */
+        ;
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)M, (int)N,
                 (int)K, alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
+    sem_post(&g_blas_slots);
 }
 
 static void cpu_fill(void *ctx, float *x, size_t n, float v)

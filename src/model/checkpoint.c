@@ -18,6 +18,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <float.h>
 #include <json-c/json.h>
 #include <limits.h>
 #include <math.h>
@@ -76,7 +77,7 @@ static const struct {
     tt_ckpt_type type;
     uint64_t lo, hi; /* UINT, UINTS: the values a run writes (0, 0: any the type takes) */
 } g_opt_keys[] = {
-    {"input", TT_CKPT_UINTS, 1, (uint64_t)1 << 24}, {"classes", TT_CKPT_UINT, 1, TT_MAX_CLASSES},
+    {"input", TT_CKPT_UINTS, 1, TT_MAX_SAMPLE_ELEMS}, {"classes", TT_CKPT_UINT, 1, TT_MAX_CLASSES},
     {"vocab", TT_CKPT_UINT, 0, TT_MAX_VOCAB}, {"model_text", TT_CKPT_STRING, 0, 0}, {"layers", TT_CKPT_STRINGS, 0, 0},
     {"train_samples", TT_CKPT_UINT, 0, 0}, {"val_samples", TT_CKPT_UINT, 0, 0}, {"train_crc32", TT_CKPT_STRING, 0, 0},
     {"epochs", TT_CKPT_UINT, 1, CK_EPOCH_MAX}, {"reduce", TT_CKPT_STRING, 0, 0}, {"lr_scaling", TT_CKPT_STRING, 0, 0},
@@ -655,7 +656,8 @@ static tt_status md_optim_range(const ck_parse *p, const tt_optim_param *q, tt_o
         return TT_OK;
     }
     const double x = *(const float *)have;
-    const double hi = q->hi * (strcmp(q->name, "lr") == 0 ? (double)CK_TOWERS_MAX : 1.0);
+    /* the rate: --lr-scaling linear multiplies it by the towers of every rank, so any finite rate above lo */
+    const double hi = strcmp(q->name, "lr") == 0 ? (double)FLT_MAX : q->hi;
     if (x < q->lo || (q->lo_open && x == q->lo) || x > hi) {
         snprintf(want, sizeof want, "a number in %c%g, %g]", q->lo_open ? '(' : '[', q->lo, hi);
         return md_bad(p, q->name, v, want);
@@ -729,6 +731,27 @@ static tt_status md_read(const ck_parse *p, tt_checkpoint *ck)
     return TT_OK;
 }
 
+/* The options' "same" list as a run writes it (tt_run_config.resume_same): each entry "--name value" — "--", a name of
+ * lower-case letters, digits and '-', one space, a value of printable ASCII without spaces —, no name twice. */
+static tt_status ck_same_list(const ck_parse *p, const tt_ckpt_value *v)
+{
+    for (size_t i = 0; i < v->n; i++) {
+        const char *e = v->ss[i];
+        size_t n = 2;
+        while (e[n] && (islower((unsigned char)e[n]) || isdigit((unsigned char)e[n]) || e[n] == '-')) n++;
+        int ok = strncmp(e, "--", 2) == 0 && n > 2 && e[n] == ' ' && e[n + 1];
+        for (size_t j = n + 1; ok && e[j]; j++) ok = e[j] > ' ' && e[j] < 0x7f;
+        for (size_t k = 0; ok && k < i; k++)
+            ok = !(strncmp(v->ss[k], e, n + 1) == 0);
+        if (!ok) {
+            char q[CK_QUOTE];
+            return tt_fail(p->err, TT_ERR_FORMAT, "%s: options: key 'same' holds '%s', not '--option value' as a run "
+                           "writes it (each option once)", p->what, ck_quote(e, q, sizeof q));
+        }
+    }
+    return TT_OK;
+}
+
 /* The optional texts: the model's description, and the options — a JSON object in a string, parsed as strictly as
  * the header, every key one of g_opt_keys and of its type (tt_checkpoint_option, the one way they are read). */
 static tt_status md_texts(const ck_parse *p, tt_checkpoint *ck)
@@ -753,6 +776,7 @@ static tt_status md_texts(const ck_parse *p, tt_checkpoint *ck)
                                ck_quote(key, q, sizeof q));
             tt_ckpt_value v;
             if ((s = tt_checkpoint_option(ck, p->what, key, g_opt_keys[k].type, 1, &v, p->err))) return s;
+            if (strcmp(key, "same") == 0 && (s = ck_same_list(p, &v))) return s;
             const uint64_t lo = g_opt_keys[k].lo, hi = g_opt_keys[k].hi;
             const size_t n = g_opt_keys[k].type == TT_CKPT_UINT ? 1 : g_opt_keys[k].type == TT_CKPT_UINTS ? v.n : 0;
             for (size_t i = 0; hi && i < n; i++) {

@@ -233,12 +233,26 @@ static tt_status resume_same_data(const run_state *rs, const tt_checkpoint *ck, 
  * values. Absent (a checkpoint from before the list) or a line of an option this build does not list: not compared. */
 static tt_status resume_same_options(const run_state *rs, const tt_checkpoint *ck, const char *what, tt_error *err)
 {
+    const tt_run_config *c = rs->c;
+    int has_bn = 0;
+    for (size_t l = 0; l < rs->model->n_layers; l++) has_bn |= rs->model->layers[l].kind == &tt_layer_batchnorm;
+    /* the towers may change — the host sums every tower's rows into the same step — except where a tower's own rows
+     * set what it computes: batchnorm's statistics per tower (--bn-sync off) and --sync ssp/async's staleness */
+    const size_t towers = c->towers * (size_t)rs->K;
+    const int per_tower = (has_bn && !c->bn_sync) || c->sync.kind == TT_SYNC_SSP || c->sync.kind == TT_SYNC_ASYNC;
+    if (per_tower && ck->towers != towers)
+        return tt_fail(err, TT_ERR_ARG, "%s: trained with %zu towers, this run has %zu (give the same: %s a tower's own "
+                       "rows set what it computes)", what, ck->towers, towers,
+                       has_bn && !c->bn_sync ? "with batchnorm statistics per tower (--bn-sync off)" : "under --sync ssp "
+                       "or async");
     tt_ckpt_value v;
     tt_status s = tt_checkpoint_option(ck, what, "same", TT_CKPT_STRINGS, 0, &v, err);
     if (s || !v.found) return s;
     for (size_t i = 0; i < v.n; i++) {
         const char *theirs = v.ss[i];
         const size_t name_len = strcspn(theirs, " ");
+        if (!has_bn && name_len == strlen("--bn-sync") && strncmp(theirs, "--bn-sync", name_len) == 0)
+            continue; /* a model without batchnorm computes the same either way */
         for (const char *l = rs->c->resume_same; *l;) {
             const size_t len = strcspn(l, "\n");
             if (len > name_len && l[name_len] == ' ' && strncmp(l, theirs, name_len) == 0 &&
