@@ -950,6 +950,20 @@ static void cu_sgemm(void *ctx, int ta, int tb, size_t M, size_t N, size_t K, fl
 
 /* One cuBLASLt call on the tower's stream (see "cuBLASLt epilogues" above); 0, nothing issued, where the shape has no
  * algorithm (or no room in the plan cache): the wrapper issues sgemm + the fused kernels. */
+/* Plan p's matmul on the tower's stream: D = op(A) B (alpha 1, beta 0, C = D), with the call's bias (or bias
+ * gradient) and mask pointers set on its descriptor first (NULL: the epilogue has none). */
+static void lt_issue(cuda_ctx *c, lt_plan *p, const float *a, const float *b, float *d, const void *bias,
+                     const void *mask)
+{
+    if (bias) CUBLAS_CHECK(c, cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                                             sizeof bias));
+    if (mask) CUBLAS_CHECK(c, cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &mask,
+                                                             sizeof mask));
+    const float alpha = 1.0f, beta = 0.0f;
+    CUBLAS_CHECK(c, cublasLtMatmul(c->lt, p->desc, &alpha, a, p->a, b, p->b, &beta, d, p->d, d, p->d, &p->algo,
+                                   c->lt_ws, kLtWorkspace, c->stream));
+}
+
 static int cu_gemm_bias_act(void *ctx, size_t M, size_t N, size_t K, const float *x, const float *w, const float *b,
                             float *y, int relu, void *mask)
 {
@@ -966,13 +980,7 @@ static int cu_gemm_bias_act(void *ctx, size_t M, size_t N, size_t K, const float
                                          : (b ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT);
     lt_plan *p = lt_plan_for(c, M, N, K, ep, align, b, mask);
     if (!p || !p->offered) return 0;
-    if (b) CUBLAS_CHECK(c, cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &b, sizeof b));
-    if (mask)
-        CUBLAS_CHECK(c, cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &mask,
-                                                       sizeof mask));
-    const float alpha = 1.0f, beta = 0.0f;
-    CUBLAS_CHECK(c, cublasLtMatmul(c->lt, p->desc, &alpha, w, p->a, x, p->b, &beta, y, p->d, y, p->d, &p->algo,
-                                   c->lt_ws, kLtWorkspace, c->stream));
+    lt_issue(c, p, w, x, y, b, mask);
     return 1;
 }
 
@@ -989,12 +997,7 @@ static int cu_gemm_drelu_bgrad(void *ctx, size_t M, size_t N, size_t K, const fl
     align = lt_align(dz) < align ? lt_align(dz) : align;
     lt_plan *p = lt_plan_for(c, M, N, K, CUBLASLT_EPILOGUE_DRELU_BGRAD, align, db, mask);
     if (!p || !p->offered) return 0;
-    CUBLAS_CHECK(c, cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &db, sizeof db));
-    CUBLAS_CHECK(c, cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &mask,
-                                                   sizeof mask));
-    const float alpha = 1.0f, beta = 0.0f;
-    CUBLAS_CHECK(c, cublasLtMatmul(c->lt, p->desc, &alpha, w, p->a, dy, p->b, &beta, dz, p->d, dz, p->d, &p->algo,
-                                   c->lt_ws, kLtWorkspace, c->stream));
+    lt_issue(c, p, w, dy, dz, db, mask);
     return 1;
 }
 
