@@ -55,7 +55,7 @@ echo "=== build-tsan: cmake -DTT_TSAN=ON (test_towers, test_faults, test_phases,
 mkdir -p build-tsan
 cmake -S . -B build-tsan -DTT_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTT_CUDA=OFF -DTT_TSAN=ON \
   >build-tsan/configure.log 2>&1 || { cat build-tsan/configure.log; exit 1; }
-cmake --build build-tsan -j"$jobs" --target test_towers test_faults test_phases test_sync test_batchnorm
+cmake --build build-tsan -j"$jobs" --target towertrain test_towers test_faults test_phases test_sync test_batchnorm
 (cd build-tsan && TSAN_OPTIONS=halt_on_error=1 setarch "$(uname -m)" -R ctest --output-on-failure -j"$jobs" \
   -R '^test_(towers|faults|phases|sync|batchnorm)$')
 stage_done build-tsan
