@@ -948,8 +948,6 @@ static void cu_sgemm(void *ctx, int ta, int tb, size_t M, size_t N, size_t K, fl
                                    a, (int64_t)lda, &beta, cm, (int64_t)ldc));
 }
 
-/* One cuBLASLt call on the tower's stream (see "cuBLASLt epilogues" above); 0, nothing issued, where the shape has no
- * algorithm (or no room in the plan cache): the wrapper issues sgemm + the fused kernels. */
 /* Plan p's matmul on the tower's stream: D = op(A) B (alpha 1, beta 0, C = D), with the call's bias (or bias
  * gradient) and mask pointers set on its descriptor first (NULL: the epilogue has none). */
 static void lt_issue(cuda_ctx *c, lt_plan *p, const float *a, const float *b, float *d, const void *bias,
@@ -964,6 +962,8 @@ static void lt_issue(cuda_ctx *c, lt_plan *p, const float *a, const float *b, fl
                                    c->lt_ws, kLtWorkspace, c->stream));
 }
 
+/* One cuBLASLt call on the tower's stream (see "cuBLASLt epilogues" above); 0, nothing issued, where the shape has no
+ * algorithm (or no room in the plan cache): the wrapper issues sgemm + the fused kernels. */
 static int cu_gemm_bias_act(void *ctx, size_t M, size_t N, size_t K, const float *x, const float *w, const float *b,
                             float *y, int relu, void *mask)
 {

@@ -77,8 +77,10 @@ typedef struct tt_pass {
     unsigned char *lt_masked;
     /* Set by tt_model_forward / tt_model_backward in the pass they give one layer (zero otherwise): forward, where
      * this layer's relu bit-mask goes (d_mask; NULL: none); backward, the relu whose gradient this layer's dx GEMM
-     * applies (l NULL: none) — its layer, bit-mask and output. */
+     * applies (l NULL: none) — its layer, bit-mask and output —, and whether this layer's own relu gradient and bias
+     * gradient were applied so by the layer above it (relu_applied: its mask_out was taken). */
     tt_relu_link mask_out, relu_in;
+    int relu_applied;
 } tt_pass;
 
 /* One GEMM a layer runs per step for a shard: op(A) (M x K) times op(B) (K x N), `calls` times. The probe runs these

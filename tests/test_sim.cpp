@@ -656,20 +656,17 @@ START_TEST(test_lt_relu_mask)
         ck_assert_int_eq(cublasLtMatmul(lt, *desc, &one, dA, la, dB, lb, &zero, dD, ldd, dD, ldd, &r->algo, ws,
                                         4 << 20, s),
                          CUBLAS_STATUS_INVALID_VALUE); /* no mask pointer */
-        uint8_t *off = mask + 8; /* 8 bytes in: under the 16 a GPU's epilogue loads need */
-        ck_assert_int_eq(cublasLtMatmulDescSetAttribute(*desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &off,
-                                                        sizeof off),
-                         CUBLAS_STATUS_SUCCESS);
-        ck_assert_int_eq(cublasLtMatmul(lt, *desc, &one, dA, la, dB, lb, &zero, dD, ldd, dD, ldd, &r->algo, ws,
-                                        4 << 20, s),
-                         CUBLAS_STATUS_EXECUTION_FAILED);
-        off = mask + 240; /* 3 columns of 128 bits: 33 bytes from here run past the 256 */
-        ck_assert_int_eq(cublasLtMatmulDescSetAttribute(*desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &off,
-                                                        sizeof off),
-                         CUBLAS_STATUS_SUCCESS);
-        ck_assert_int_eq(cublasLtMatmul(lt, *desc, &one, dA, la, dB, lb, &zero, dD, ldd, dD, ldd, &r->algo, ws,
-                                        4 << 20, s),
-                         CUBLAS_STATUS_EXECUTION_FAILED);
+        /* 8 bytes in: under the 16 a GPU's epilogue loads need; 240 in: 3 columns of 128 bits (33 bytes) run past
+         * the 256 */
+        for (size_t bad_at : {(size_t)8, (size_t)240}) {
+            uint8_t *off = mask + bad_at;
+            ck_assert_int_eq(cublasLtMatmulDescSetAttribute(*desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &off,
+                                                            sizeof off),
+                             CUBLAS_STATUS_SUCCESS);
+            ck_assert_int_eq(cublasLtMatmul(lt, *desc, &one, dA, la, dB, lb, &zero, dD, ldd, dD, ldd, &r->algo, ws,
+                                            4 << 20, s),
+                             CUBLAS_STATUS_EXECUTION_FAILED);
+        }
         ck_assert_int_eq(cublasLtMatmulDescSetAttribute(*desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &mask,
                                                         sizeof mask),
                          CUBLAS_STATUS_SUCCESS);

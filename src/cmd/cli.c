@@ -496,6 +496,23 @@ static void help_optimizer(FILE *f, const cli_opt *o)
     }
 }
 
+/* text's words from column col on, wrapped at --help's margin (102) onto lines indented to `indent`, then a newline. */
+static void help_wrap(FILE *f, const char *text, int col, int indent)
+{
+    int line_start = 1; /* no space before a line's first word */
+    for (const char *w = text; *w;) {
+        const int len = (int)strcspn(w, " ");
+        if (!line_start && col + 1 + len > 102) {
+            col = fprintf(f, "\n%*s", indent, "") - 1;
+            line_start = 1;
+        }
+        col += fprintf(f, "%s%.*s", line_start ? "" : " ", len, w);
+        line_start = 0;
+        w += len + (w[len] == ' ');
+    }
+    fprintf(f, "\n");
+}
+
 /* --reduce's help from the placement table: every placement's name and phrase, words wrapped at column 102 after
  * the 24 columns of the option's name. */
 static void help_placements(FILE *f, const cli_opt *o)
@@ -507,15 +524,7 @@ static void help_placements(FILE *f, const cli_opt *o)
                               tt_reduce_about((tt_reduce)r)->help, r + 1 < TT_REDUCE_COUNT ? "," : "");
     if (n < sizeof text) snprintf(text + n, sizeof text - n, " [%s]", tt_reduce_name(TT_REDUCE_CPU));
     help_name(f, o->name, o->arg);
-    int col = 24;
-    const int indent = col, margin = 102;
-    for (const char *w = text; *w;) {
-        const int len = (int)strcspn(w, " ");
-        if (col > indent && col + 1 + len > margin) col = fprintf(f, "\n%*s", indent, "") - 1;
-        col += fprintf(f, "%s%.*s", col > indent ? " " : "", len, w);
-        w += len + (w[len] == ' ');
-    }
-    fprintf(f, "\n");
+    help_wrap(f, text, 24, 24);
 }
 
 void tt_cli_train_help(FILE *f)
@@ -523,7 +532,7 @@ void tt_cli_train_help(FILE *f)
     for (int i = 0; i < N_OPTS; i++) help_row(f, &g_opts[i]);
 }
 
-/* train --help's footer: what --resume makes of the options, from the table's column (wrapped as help_reduce does). */
+/* train --help's footer: what --resume makes of the options, from the table's column. */
 static void resume_help(FILE *f)
 {
     static const struct {
@@ -535,28 +544,17 @@ static void resume_help(FILE *f)
                            "tower's rows set nothing: not with batchnorm per tower or --sync ssp/async):"}};
     fprintf(f, "\non --resume, these options\n");
     for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++) {
-        int col = 2, first = 1;
+        char text[1024];
+        size_t n = (size_t)snprintf(text, sizeof text, "%s", groups[g].head);
+        const char *sep = " ";
+        for (int i = 0; i < N_OPTS && n < sizeof text; i++)
+            if (g_opts[i].resume == groups[g].cls && (g_opts[i].cmds & ON(TRAIN))) {
+                n += (size_t)snprintf(text + n, sizeof text - n, "%s%s", sep, g_opts[i].name);
+                sep = ", ";
+            }
+        if (groups[g].cls == R_OWN && n < sizeof text) snprintf(text + n, sizeof text - n, ", and the optimizer's settings");
         fprintf(f, "  ");
-        for (const char *w = groups[g].head; *w;) { /* the head wrapped as the names are */
-            const int len = (int)strcspn(w, " ");
-            if (col + 1 + len > 102) col = fprintf(f, "\n   ") - 1;
-            col += fprintf(f, "%s%.*s", col > 2 ? " " : "", len, w);
-            w += len + (w[len] == ' ');
-        }
-        for (int i = 0; i < N_OPTS; i++) {
-            if (g_opts[i].resume != groups[g].cls || !(g_opts[i].cmds & ON(TRAIN))) continue;
-            const int len = (int)strlen(g_opts[i].name) + 1;
-            if (!first) col += fprintf(f, ",");
-            if (col + 1 + len > 102) col = fprintf(f, "\n   ") - 1;
-            col += fprintf(f, " %s", g_opts[i].name);
-            first = 0;
-        }
-        if (groups[g].cls == R_OWN) {
-            if (col + 31 > 102) col = fprintf(f, ",\n   ") - 2;
-            else col += fprintf(f, ",");
-            fprintf(f, " and the optimizer's settings");
-        }
-        fprintf(f, "\n");
+        help_wrap(f, text, 2, 4);
     }
 }
 

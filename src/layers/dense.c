@@ -73,8 +73,9 @@ static void dense_backward(tt_dev *dev, const tt_layer *l, const tt_pass *ps, co
     const size_t D = l->in, O = l->out;
     const float *d_w = d_p;
     float *d_gw = d_g, *d_gb = d_g + D * O;
-    /* --epilogues lt: where the next layer's dx GEMM already applied this relu's gradient and the bias's (lt_mask) */
-    if (!(ps->d_masks && ps->lt_masked && ps->lt_masked[l->index])) tt_bias_epilogue_bwd(dev, l, d_gb, d_dy, d_y, B, O);
+    /* --epilogues lt: where the next layer's dx GEMM already applied this relu's gradient and the bias's
+     * (ps->relu_applied, set by the model's walk) */
+    if (!ps->relu_applied) tt_bias_epilogue_bwd(dev, l, d_gb, d_dy, d_y, B, O);
     tt_dev_sgemm(dev, 1, 0, D, O, B, 1.0f, d_x, D, d_dy, O, 0.0f, d_gw, O);
     const tt_relu_link *r = &ps->relu_in;
     if (d_dx && r->l) { /* dx, then the gradient of the relu below and its dense layer's bias: cuBLASLt's DRELU_BGRAD */

@@ -746,6 +746,13 @@ static tt_relu_link relu_link(const tt_model *m, const tt_pass *ps, float *const
     return (tt_relu_link){&m->layers[i], at, d_act[i + 1]};
 }
 
+/* Layer i's relu gradient goes into the dx GEMM of the layer above it: its kind links (lt_mask) and this pass's
+ * training forward had the backend write its mask. The one test both sides of the link read. */
+static int link_taken(const tt_model *m, const tt_pass *ps, size_t i)
+{
+    return ps->d_masks && ps->lt_masked && m->layers[i].lt_mask && ps->lt_masked[i];
+}
+
 void tt_model_forward(tt_dev *dev, const tt_model *m, const tt_pass *ps, const float *d_params, float *const *d_act,
                       size_t B)
 {
@@ -771,9 +778,10 @@ void tt_model_backward_each(tt_dev *dev, const tt_model *m, const tt_pass *ps, c
         const tt_layer *l = &m->layers[i];
         if (l->in_epilogue) continue; /* its dy goes on to the layer before, which applies the relu's gradient */
         float *d_dx = i == 0 ? NULL : d_delta[next];
-        /* --epilogues lt: the relu two layers down wrote its mask in the forward — this dx GEMM applies its gradient */
-        const int link = ps->d_masks && ps->lt_masked && i >= 2 && m->layers[i - 2].lt_mask && ps->lt_masked[i - 2];
-        lp.relu_in = link ? relu_link(m, ps, d_act, i - 2, B) : (tt_relu_link){0};
+        /* --epilogues lt: the relu two layers down wrote its mask in the forward — this dx GEMM applies its gradient;
+         * and this layer's own, where the layer above applied it */
+        lp.relu_in = i >= 2 && link_taken(m, ps, i - 2) ? relu_link(m, ps, d_act, i - 2, B) : (tt_relu_link){0};
+        lp.relu_applied = link_taken(m, ps, i);
         l->kind->backward(dev, l, &lp, d_params + l->offset, d_grads + l->offset, d_act[i], d_act[i + 1], d_dy, d_dx,
                           B);
         if (ready && l->n_params) ready(arg, l->offset);
