@@ -2,7 +2,9 @@
 # test_live_view.sh BIN — --progress towers in a real terminal (tmux): a lane per tower and the host's, redrawn while
 # the steps run, the cursor hidden meanwhile; the view erased and the cursor shown again when the epoch ends, on
 # SIGINT (the stop line, exit 130) and on a second signal's immediate exit; a narrow terminal gets the Keras bar; not
-# a terminal gets lines. Skips (77) without tmux or the data set. Trains the cnn on --device cpu (a step of ~0.1 s).
+# a terminal gets lines. Skips (77) without tmux or the data set. Trains the mlp on --device cpu with every tower
+# sleeping 60 ms a step (--slow-tower, drawn as compute): steps slow enough to watch, 100 of them in about 6 s, at
+# almost no CPU — the cnn at its own pace took 210 s of two cores under ASan.
 set -uo pipefail
 bin=$1
 command -v tmux >/dev/null || { echo "SKIP: tmux missing"; exit 77; }
@@ -12,7 +14,7 @@ n=0
 sock="$tmp/tmux0.sock"
 t() { tmux -S "$sock" "$@" 2>/dev/null; }
 trap 'for s in "$tmp"/tmux*.sock; do tmux -S "$s" kill-server 2>/dev/null; done; rm -rf "$tmp"' EXIT
-run="$bin train --device cpu --model cnn --towers 2 --batch 128 --train-samples 12800 --val-samples 500 --test-samples 500 --epochs 1 --progress towers"
+run="$bin train --device cpu --towers 2 --batch 128 --train-samples 12800 --val-samples 500 --test-samples 500 --epochs 1 --progress towers --slow-tower 0:60,1:60"
 fail=0
 bad() { echo "FAIL: $*"; fail=1; }
 screen() { t capture-pane -p -t tv; }
@@ -47,7 +49,7 @@ grep -q "100/100 - " <<<"$s" || bad "no epoch line after the view"
 [ "$(cursor)" = 1 ] || bad "the cursor stays hidden after the run"
 
 # 1b. 80 columns, three epochs of the mlp: no line of the view wraps, so no frame is left behind in the scrollback
-start 80 30 "$bin train --device cpu --towers 2 --epochs 3 --train-samples 20000 --val-samples 500 --test-samples 500 --progress towers; echo RUN-ENDED; sleep 600"
+start 80 30 "$bin train --device cpu --towers 2 --epochs 3 --batch 128 --train-samples 6400 --val-samples 500 --test-samples 500 --progress towers --slow-tower 0:20,1:20; echo RUN-ENDED; sleep 600"
 wait_for RUN-ENDED 300 || bad "80 columns: the run did not end"
 left=$(t capture-pane -p -S - -t tv | grep -c "steps/s")
 [ "$left" -eq 0 ] || bad "80 columns: $left frames left in the scrollback"

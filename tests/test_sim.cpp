@@ -9,7 +9,7 @@
  * memory.
  * Built only with -DTT_CUDA_SIM=ON (CTest test_sim); each test runs in its own process (Check's fork mode), so the
  * stand-in's settings (read from the environment at the first CUDA call) can differ from test to test. */
-#include <check.h>
+#include "tt_check.h"
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>

@@ -3,7 +3,7 @@
 #ifndef TT_TEST_H
 #define TT_TEST_H
 
-#include <check.h>
+#include "tt_check.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
