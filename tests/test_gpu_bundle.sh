@@ -244,9 +244,22 @@ EOF
     printf '#!/bin/sh\necho "580.65.06, NVIDIA H|200, 143771 MiB, 5, 16"\n' >"$tmp/smi" && chmod +x "$tmp/smi"
     printf '#!/bin/sh\necho \x27"ID","Kernel Name","gpu__time_duration.sum"\x27\necho \x27"0","gemm","1,500"\x27\n' >"$tmp/ncu"
     chmod +x "$tmp/ncu"
-    NVIDIA_SMI=$tmp/smi NCU=$tmp/ncu "$root/tools/gpu-check" --bundle "$tmp/cuda-shaped" --smoke --suites reference \
+    # (--only kernels: the other steps recorded as not chosen, the report whole)
+    NVIDIA_SMI=$tmp/smi NCU=$tmp/ncu "$root/tools/gpu-check" --bundle "$tmp/cuda-shaped" --smoke --only kernels \
       --report "$tmp/r7" >"$tmp/out" 2>&1
     grep -q "kernels: pass - 2 kernels by time" "$tmp/out" || bad "ncu did not run: $(grep kernels: "$tmp/out")"
+    python3 - "$tmp/r7/report.json" <<'EOF' || bad "--only kernels: the report is wrong"
+import json, sys
+st = [(s["step"], s["status"], s["detail"]) for s in json.load(open(sys.argv[1]))["steps"]]
+assert [s[0] for s in st] == ["driver", "bundle", "suites", "designs", "epochs", "whatif", "peer", "kernels",
+                              "sanitizer", "targets"], st
+assert all(s[1] == "not-run" and s[2] == "not chosen (--only kernels)" for s in st if s[0] not in
+           ("driver", "bundle", "kernels", "targets")), st
+assert st[7][1] == "pass", st
+EOF
+    expect 2 "--only: 'kernel' is not a step to choose" check --only suites,kernel --report "$tmp/r9"
+    expect 2 "--only suites,suites names a step twice" check --only suites,suites --report "$tmp/r9"
+    [ ! -e "$tmp/r9" ] || bad "a refused --only made its report folder"
     grep -qF '1 x NVIDIA H\|200' "$tmp/r7/report.md" || bad "report.md: a GPU's name with a pipe: $(sed -n 2p "$tmp/r7/report.md")"
     # SIGTERM, twice, while a command that left a grandchild in a session of its own runs (nvidia-smi, the first): the
     # step is recorded as cut short, every step is listed, no process of the run is left

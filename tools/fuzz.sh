@@ -14,7 +14,8 @@
 #   cp build-fuzz/artifacts/idx/crash-<sha1> tests/fuzz/corpus/idx/<a-name-saying-what-it-tests>
 # It is then replayed by every fuzz run and, without clang, by the CTest tests fuzz_replay_idx / fuzz_replay_model /
 # fuzz_replay_npy / fuzz_replay_checkpoint / fuzz_replay_profile (tests/fuzz/replay.c). Reproduce one input with: build-fuzz/fuzz_idx FILE.
-# TT_FUZZ_TARGETS="checkpoint" (a space-separated list) builds and runs only those targets. See docs/fuzzing.md.
+# TT_FUZZ_TARGETS="checkpoint" (a space-separated list) builds and runs only those targets; TT_FUZZ_JOBS=N runs N at a
+# time (default: the processors, each fuzzer one process on one core). See docs/fuzzing.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
@@ -59,8 +60,8 @@ build() { # build TARGET SOURCES... [LIBRARIES...]
   shift
   clang "${cflags[@]}" "$@" -lz -lm -o "$out/fuzz_$target"
 }
-for target in $targets; do
-  case $target in
+build_one() { # build_one TARGET
+  case $1 in
     idx) build idx "${idx_src[@]}" ;;
     model) build model "${model_src[@]}" ;;
     npy) build npy "${npy_src[@]}" ;;
@@ -68,31 +69,55 @@ for target in $targets; do
     checkpoint) build checkpoint "${ckpt_src[@]}" $jsonc ;;
     # shellcheck disable=SC2086
     profile) build profile "${profile_src[@]}" $jsonc ;;
+  esac
+}
+for target in $targets; do
+  case $target in
+    idx | model | npy | checkpoint | profile) ;;
     *) echo "fuzz.sh: unknown target '$target' in TT_FUZZ_TARGETS (idx, model, npy, checkpoint, profile)" >&2; exit 2 ;;
   esac
 done
+# $jobs targets at a time (TT_FUZZ_JOBS, default: the processors), builds and runs alike: each fuzzer is one process
+# on one core, so on 2 cores two of them take the time of one
+jobs=${TT_FUZZ_JOBS:-$(nproc)}
+case $jobs in
+  '' | *[!0-9]* | 0) echo "fuzz.sh: TT_FUZZ_JOBS must be a positive integer, got '$jobs'" >&2; exit 2 ;;
+esac
+# each_target FUNCTION: FUNCTION TARGET for every target, $jobs at once; fails if any of them failed
+each_target() {
+  local fn=$1 t pids=() rc=0
+  for t in $targets; do
+    "$fn" "$t" &
+    pids+=($!)
+    if [ ${#pids[@]} -ge "$jobs" ]; then wait "${pids[0]}" || rc=1; pids=("${pids[@]:1}"); fi
+  done
+  for t in "${pids[@]}"; do wait "$t" || rc=1; done
+  return $rc
+}
+each_target build_one || { echo "fuzz.sh: a fuzz target did not build (see above)" >&2; exit 1; }
 
-failed=0
-for target in $targets; do
-  corpus=$out/corpus/$target
-  artifacts=$out/artifacts/$target
-  log=$out/fuzz_$target.log
+fuzz_one() { # fuzz_one TARGET: its summary in $out/fuzz_TARGET.summary, printed in target order afterwards
+  local target=$1 corpus=$out/corpus/$1 artifacts=$out/artifacts/$1 log=$out/fuzz_$1.log rc=0 runs crashes c
+  local summary=$out/fuzz_$1.summary
   rm -rf "$corpus" "$artifacts"
   mkdir -p "$corpus" "$artifacts"
   cp tests/fuzz/corpus/$target/* "$corpus/"
-  echo "=== fuzz_$target: ${seconds} s on a copy of tests/fuzz/corpus/$target ($(ls "$corpus" | wc -l) seeds)"
-  rc=0
+  echo "=== fuzz_$target: ${seconds} s on a copy of tests/fuzz/corpus/$target ($(ls "$corpus" | wc -l) seeds)" >"$summary"
   "$out/fuzz_$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
     -artifact_prefix="$artifacts/" "$corpus" >"$log" 2>&1 || rc=$?
   runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
-  echo "fuzz_$target: ${runs:-?} executions, corpus now $(ls "$corpus" | wc -l) inputs, exit $rc (log: $log)"
+  echo "fuzz_$target: ${runs:-?} executions, corpus now $(ls "$corpus" | wc -l) inputs, exit $rc (log: $log)" >>"$summary"
   crashes=$(find "$artifacts" -type f | sort)
   if [ "$rc" -ne 0 ] || [ -n "$crashes" ]; then
-    failed=1
-    tail -n 40 "$log"
-    for c in $crashes; do echo "fuzz_$target: CRASHING INPUT: $c (reproduce: $out/fuzz_$target $c)"; done
+    tail -n 40 "$log" >>"$summary"
+    for c in $crashes; do echo "fuzz_$target: CRASHING INPUT: $c (reproduce: $out/fuzz_$target $c)" >>"$summary"; done
+    return 1
   fi
-done
+}
+echo "=== fuzz: $(echo $targets | wc -w) targets, $jobs at a time"
+failed=0
+each_target fuzz_one || failed=1
+for target in $targets; do cat "$out/fuzz_$target.summary"; done
 if [ "$failed" -ne 0 ]; then
   echo "fuzz.sh: a fuzzer found a crash (see above); fix it, then copy the input into tests/fuzz/corpus/<target>/"
   exit 1

@@ -95,8 +95,12 @@ struct dim3 {
 struct uint3 {
     unsigned x, y, z;
 };
-/* Defined in every translation unit (inline): constant-initialised, so no TLS wrapper call guards each access. */
-inline thread_local uint3 blockIdx, threadIdx, blockDim, gridDim;
+/* Defined in every translation unit (inline): constant-initialised, so no TLS wrapper call guards each access. The
+ * initial-exec model reads them at a fixed offset from the thread pointer: in the shared library the bundle carries
+ * (TT_CUDA_SHARED) the default model calls __tls_get_addr on every access — which ASan intercepts —, and that was
+ * 45% of a cnn step on the stand-in. The library is linked, never dlopen'd, so its static TLS is there at start. */
+#define TT_SIM_TLS __attribute__((tls_model("initial-exec")))
+inline thread_local uint3 blockIdx TT_SIM_TLS, threadIdx TT_SIM_TLS, blockDim TT_SIM_TLS, gridDim TT_SIM_TLS;
 
 /* Only the name: all the backend reads of it. */
 struct cudaDeviceProp {

@@ -146,7 +146,7 @@ const config &cfg()
 
 /* ---- errors ------------------------------------------------------------------------------------------------- */
 
-static thread_local cudaError_t t_last = cudaSuccess;
+static thread_local cudaError_t t_last TT_SIM_TLS = cudaSuccess;
 
 void say(const char *fmt, ...)
 {
@@ -166,7 +166,7 @@ cudaError_t set_error(cudaError_t e)
 
 /* ---- devices and contexts ---------------------------------------------------------------------------------- */
 
-static thread_local int t_device = 0; /* CUDA's default: device 0, without a context until something needs one */
+static thread_local int t_device TT_SIM_TLS = 0; /* CUDA's default: device 0, without a context until something needs one */
 static std::mutex g_lock;             /* guards the registries below */
 static uint64_t g_contexts;           /* devices with a context */
 static uint64_t g_peer[64];           /* g_peer[from] bit to: access enabled from -> to */
@@ -319,8 +319,8 @@ bool resolve_stream(cudaStream_t *s, int *device)
     return true;
 }
 
-static thread_local uint64_t t_launch_seed; /* the launch being executed: its block order */
-static thread_local cudaStream_t t_capturing;  /* the stream this thread is capturing, or none */
+static thread_local uint64_t t_launch_seed TT_SIM_TLS; /* the launch being executed: its block order */
+static thread_local cudaStream_t t_capturing TT_SIM_TLS;  /* the stream this thread is capturing, or none */
 
 /* ---- ordering ---------------------------------------------------------------------------------------------
  * Which work comes before which as CUDA defines it, not as the stand-in happens to run it (late, when waited for:
