@@ -117,9 +117,37 @@ EOF
     export TMPDIR=$tmp/t # where gpu-check unpacks: it must leave nothing there
     mkdir "$TMPDIR"
     rep=$tmp/report
-    check --smoke --suites '^test_reference_cuda$' --report "$rep" >"$tmp/run.log" 2>&1
+    # the whole run (about a minute under ASan) beside the cases below, on the other core: an unpacking folder of its
+    # own, so each run's cleanup is checked apart
+    mkdir "$tmp/t-main"
+    TMPDIR=$tmp/t-main check --smoke --suites '^test_reference_cuda$' --report "$rep" >"$tmp/run.log" 2>&1 &
+    main=$!
+    # a budget too small for anything after the bundle: every step recorded, not run, and the report complete
+    check --smoke --budget 30 --report "$tmp/short" >/dev/null 2>&1 || bad "a short budget failed the check"
+    python3 - "$tmp/short/report.json" <<'EOF' || bad "a short budget's report is incomplete"
+import json, sys
+r = json.load(open(sys.argv[1]))
+st = {s["step"]: s["status"] for s in r["steps"]}
+assert len(st) == 10 and st["suites"] == "not-run" and st["epochs"] == "not-run", st
+EOF
+    # SIGTERM mid-run: the report is still whole, and says so
+    "$root/tools/gpu-check" --bundle "$bundle" --stand-in --smoke --report "$tmp/stopped" >/dev/null 2>&1 &
+    pid=$! # gpu-check itself (it execs the Python runner): the signal goes to the runner, not to a subshell
+    for _ in $(seq 1 100); do
+      grep -q '"epochs"' "$tmp/stopped/report.json" 2>/dev/null && grep -q '"step": "designs"' "$tmp/stopped/report.json" && break
+      sleep 0.2
+    done
+    kill -TERM "$pid"
+    wait "$pid"
+    rc=$?
+    [ "$rc" -eq 1 ] || bad "SIGTERM: exit $rc, want 1"
+    python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); assert r["steps"][-1]["step"] == "stopped", r["steps"]' \
+      "$tmp/stopped/report.json" || bad "SIGTERM: the report does not end with the stop"
+    [ -z "$(ls -A "$TMPDIR")" ] || bad "unpacked bundles left behind in \$TMPDIR: $(ls -A "$TMPDIR")"
+    wait "$main"
     rc=$?
     [ "$rc" -eq 0 ] || bad "gpu-check --bundle --stand-in --smoke: exit $rc: $(grep -E ': (fail|FAIL)' "$tmp/run.log" | head -n 5)"
+    [ -z "$(ls -A "$tmp/t-main")" ] || bad "the whole run left $(ls -A "$tmp/t-main") in its \$TMPDIR"
     for f in report.md report.json log.txt; do [ -s "$rep/$f" ] || bad "no $f in the report folder"; done
     [ "$(find "$rep" -type f | wc -l)" -le 8 ] || bad "more than 8 files in the report folder"
     python3 - "$rep/report.json" <<'EOF' || bad "report.json is not the report's shape"
@@ -150,28 +178,6 @@ EOF
       grep -qF "$section" "$rep/report.md" || bad "report.md has no '$section'"
     done
     grep -qF 'compare max \|dw\|' "$rep/report.md" || bad "report.md: a pipe inside a cell splits its row"
-    # a budget too small for anything after the bundle: every step recorded, not run, and the report complete
-    check --smoke --budget 30 --report "$tmp/short" >/dev/null 2>&1 || bad "a short budget failed the check"
-    python3 - "$tmp/short/report.json" <<'EOF' || bad "a short budget's report is incomplete"
-import json, sys
-r = json.load(open(sys.argv[1]))
-st = {s["step"]: s["status"] for s in r["steps"]}
-assert len(st) == 10 and st["suites"] == "not-run" and st["epochs"] == "not-run", st
-EOF
-    # SIGTERM mid-run: the report is still whole, and says so
-    "$root/tools/gpu-check" --bundle "$bundle" --stand-in --smoke --report "$tmp/stopped" >/dev/null 2>&1 &
-    pid=$! # gpu-check itself (it execs the Python runner): the signal goes to the runner, not to a subshell
-    for _ in $(seq 1 100); do
-      grep -q '"epochs"' "$tmp/stopped/report.json" 2>/dev/null && grep -q '"step": "designs"' "$tmp/stopped/report.json" && break
-      sleep 0.2
-    done
-    kill -TERM "$pid"
-    wait "$pid"
-    rc=$?
-    [ "$rc" -eq 1 ] || bad "SIGTERM: exit $rc, want 1"
-    python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); assert r["steps"][-1]["step"] == "stopped", r["steps"]' \
-      "$tmp/stopped/report.json" || bad "SIGTERM: the report does not end with the stop"
-    [ -z "$(ls -A "$TMPDIR")" ] || bad "unpacked bundles left behind in \$TMPDIR: $(ls -A "$TMPDIR")"
     # refusals
     expect 2 "exists: one run owns its report folder" check --report "$rep"
     expect 2 "is a stand-in build: give --stand-in" "$root/tools/gpu-check" --bundle "$bundle" --report "$tmp/r2"
