@@ -262,9 +262,11 @@ assert [s[0] for s in st] == ["driver", "bundle", "suites", "designs", "epochs",
 assert all(s[1] == "not-run" and s[2] == "not chosen (--only kernels)" for s in st if s[0] not in
            ("driver", "bundle", "kernels", "targets")), st
 assert st[7][1] == "pass", st
+assert json.load(open(sys.argv[1]))["only"] == "kernels"
 EOF
     expect 2 "--only: 'kernel' is not a step to choose" check --only suites,kernel --report "$tmp/r9"
     expect 2 "--only suites,suites names a step twice" check --only suites,suites --report "$tmp/r9"
+    expect 2 "--only whatif: whatif reads the probes the designs step writes" check --only whatif --report "$tmp/r9"
     [ ! -e "$tmp/r9" ] || bad "a refused --only made its report folder"
     grep -qF '1 x NVIDIA H\|200' "$tmp/r7/report.md" || bad "report.md: a GPU's name with a pipe: $(sed -n 2p "$tmp/r7/report.md")"
     # SIGTERM, twice, while a command that left a grandchild in a session of its own runs (nvidia-smi, the first): the

@@ -36,10 +36,12 @@ trap 'rm -rf "$W"' EXIT
 fails=0
 ok() { echo "ok: $*"; }
 bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
-# The jobs train on a slice of Fashion-MNIST written here as plain IDX files (2,560 training and 512 test samples: all
-# that --train-samples 2048 --val-samples 512 --test-samples 512 read): some 100 processes start in this test, and
-# each inflating the whole 30 MB of gzip was 0.35 s of CPU, most of the test's. The cases that need more samples, or
-# a signal while the real set loads, read the real set.
+# The jobs train on a slice of Fashion-MNIST written here as plain IDX files: the first 2,560 training and 512 test
+# samples, so --train-samples 2048 --val-samples 512 --test-samples 512 take the same training and test samples as
+# from the whole set, and the validation split (the training file's tail) is samples 2048-2559 instead of the last
+# 512. Every comparison here is between runs on the same data. Some 100 processes start in this test, and each
+# inflating the whole 30 MB of gzip was 0.35 s of CPU, most of the test's. The cases that need more samples, or a
+# signal while the real set loads, read the real set.
 FM=$W/fm
 python3 - /usr/share/datasets/fashion-mnist "$FM" <<'EOF' || { echo "FAIL: could not write the data slice"; exit 1; }
 import gzip, os, struct, sys

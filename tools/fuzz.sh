@@ -71,11 +71,16 @@ build_one() { # build_one TARGET
     profile) build profile "${profile_src[@]}" $jsonc ;;
   esac
 }
+seen=" "
 for target in $targets; do
   case $target in
     idx | model | npy | checkpoint | profile) ;;
     *) echo "fuzz.sh: unknown target '$target' in TT_FUZZ_TARGETS (idx, model, npy, checkpoint, profile)" >&2; exit 2 ;;
   esac
+  case $seen in
+    *" $target "*) echo "fuzz.sh: target '$target' is named twice in TT_FUZZ_TARGETS" >&2; exit 2 ;;
+  esac
+  seen="$seen$target "
 done
 # $jobs targets at a time (TT_FUZZ_JOBS, default: the processors), builds and runs alike: each fuzzer is one process
 # on one core, so on 2 cores two of them take the time of one
@@ -83,7 +88,8 @@ jobs=${TT_FUZZ_JOBS:-$(nproc)}
 case $jobs in
   '' | *[!0-9]* | 0) echo "fuzz.sh: TT_FUZZ_JOBS must be a positive integer, got '$jobs'" >&2; exit 2 ;;
 esac
-# each_target FUNCTION: FUNCTION TARGET for every target, $jobs at once; fails if any of them failed
+# each_target FUNCTION: FUNCTION TARGET for every target, $jobs at once; fails if any of them failed. The functions run
+# as jobs of a function called in a condition, where bash ignores set -e: each checks its own steps.
 each_target() {
   local fn=$1 t pids=() rc=0
   for t in $targets; do
@@ -94,14 +100,18 @@ each_target() {
   for t in "${pids[@]}"; do wait "$t" || rc=1; done
   return $rc
 }
-each_target build_one || { echo "fuzz.sh: a fuzz target did not build (see above)" >&2; exit 1; }
+build_checked() { build_one "$1" || { echo "fuzz.sh: fuzz_$1 did not build (see above)" >&2; return 1; }; }
+each_target build_checked || exit 1
 
 fuzz_one() { # fuzz_one TARGET: its summary in $out/fuzz_TARGET.summary, printed in target order afterwards
   local target=$1 corpus=$out/corpus/$1 artifacts=$out/artifacts/$1 log=$out/fuzz_$1.log rc=0 runs crashes c
   local summary=$out/fuzz_$1.summary
-  rm -rf "$corpus" "$artifacts"
-  mkdir -p "$corpus" "$artifacts"
-  cp tests/fuzz/corpus/$target/* "$corpus/"
+  # the copy of the seeds must be whole: a fuzzer on an empty or partial corpus would skip the regression inputs
+  if ! { rm -rf "$corpus" "$artifacts" && mkdir -p "$corpus" "$artifacts" &&
+         [ -n "$(ls -A "tests/fuzz/corpus/$target" 2>/dev/null)" ] && cp tests/fuzz/corpus/"$target"/* "$corpus/"; }; then
+    echo "fuzz_$target: FAILED: could not copy the seeds of tests/fuzz/corpus/$target into $corpus" >"$summary"
+    return 1
+  fi
   echo "=== fuzz_$target: ${seconds} s on a copy of tests/fuzz/corpus/$target ($(ls "$corpus" | wc -l) seeds)" >"$summary"
   "$out/fuzz_$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
     -artifact_prefix="$artifacts/" "$corpus" >"$log" 2>&1 || rc=$?
@@ -119,7 +129,7 @@ failed=0
 each_target fuzz_one || failed=1
 for target in $targets; do cat "$out/fuzz_$target.summary"; done
 if [ "$failed" -ne 0 ]; then
-  echo "fuzz.sh: a fuzzer found a crash (see above); fix it, then copy the input into tests/fuzz/corpus/<target>/"
+  echo "fuzz.sh: a fuzzer failed (see above); a crash: fix it, then copy the input into tests/fuzz/corpus/<target>/"
   exit 1
 fi
 echo "fuzz.sh: no crashes"

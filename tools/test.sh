@@ -5,7 +5,7 @@
 #                that runs the project's C code (label tools left out)
 #   build-sim/   the CUDA backend on the CPU stand-in (cuda/sim/), AddressSanitizer + UBSan: the CUDA suites
 #   build-tsan/  CPU backend only, ThreadSanitizer: the tower, placement and phase suites (a race fails the test)
-# then fuzz the file readers for a bounded time (tools/fuzz.sh: clang + libFuzzer into build-fuzz/, 30 s a target here,
+# then fuzz the file readers for a bounded time (tools/fuzz.sh: clang + libFuzzer into build-fuzz/, 20 s a target here,
 # two at a time on 2 cores; its default, 60 s, by hand).
 # The CPU-only build is build-asan/ (and build-tsan/): the code without the CUDA backend compiles there with warnings
 # as errors, and the suites whose behaviour depends on the backends a build has (--device auto and cuda, the exit
@@ -66,6 +66,6 @@ cmake --build build-tsan -j"$jobs" --target towertrain test_towers test_faults t
 (cd build-tsan && TSAN_OPTIONS=halt_on_error=1 setarch "$(uname -m)" -R ctest --output-on-failure -j"$ctest_jobs" \
   -R '^test_(towers|faults|phases|sync|batchnorm)$')
 stage_done build-tsan
-tools/fuzz.sh 30
+tools/fuzz.sh 20
 stage_done fuzz
 echo "test.sh: all configurations and the fuzzers passed"
