@@ -102,6 +102,10 @@ uint64_t tt_alloc_count(void); /* number of successful tt_malloc/tt_calloc calls
  * hostile header never makes a reader ask for the size it claims. */
 uint64_t tt_alloc_largest_request(void);
 
+/* words[0..n) joined into buf (cut short to len): sep between two words, last before the last one ("cpu, device
+ * or nccl" for ", " and " or "). Returns buf. */
+const char *tt_join_words(char *buf, size_t len, const char *const *words, size_t n, const char *sep, const char *last);
+
 /* Median of v[0..n) (sorts v in place); 0 for n == 0. */
 double tt_median(double *v, size_t n);
 

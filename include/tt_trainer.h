@@ -272,10 +272,12 @@ typedef struct tt_phase_times {
 
 typedef struct tt_tower tt_tower;
 struct placement;
+struct sync_mode;
 
 typedef struct tt_trainer {
     tt_trainer_config cfg;
     const struct placement *place; /* the row of the placement table for cfg.reduce */
+    const struct sync_mode *mode;  /* the row of the --sync table for cfg.sync.kind */
     const tt_model *model;
     size_t shard_max; /* ceil(B / N): rows a tower must hold */
     float *h_params;  /* master variables (P) */

@@ -251,6 +251,18 @@ size_t tt_shape_elems(const tt_shape *s)
     return n;
 }
 
+const char *tt_join_words(char *buf, size_t len, const char *const *words, size_t n, const char *sep, const char *last)
+{
+    size_t used = 0;
+    if (len) buf[0] = '\0';
+    for (size_t k = 0; k < n && used < len; k++) {
+        const char *before = k == 0 ? "" : k + 1 == n ? last : sep;
+        int w = snprintf(buf + used, len - used, "%s%s", before, words[k]);
+        used += w > 0 ? (size_t)w : 0;
+    }
+    return buf;
+}
+
 int tt_shape_eq(const tt_shape *a, const tt_shape *b)
 {
     if (a->ndim != b->ndim) return 0;

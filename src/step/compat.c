@@ -1,143 +1,237 @@
-/* compat.c — what can run with what: the refusals of a configuration whose options cannot combine
- * (tt_trainer_check), each one line naming the options and why. */
+/* compat.c — what can run with what. A configuration is first checked value by value (a mode the tables do not
+ * hold, a number out of range), then reduced to its facts — one bit each: "towers share a GPU", "--overlap on",
+ * "the --sync mode does not sum one gradient a step" (a sync row without SYNC_SUMMED), "the placement needs
+ * collectives the backend lacks" (a placement row's PLACE_* needs), ... — and the first rule of the table whose facts
+ * all hold refuses it, in its own words. The words name the options through {placeholders} filled from the
+ * configuration and the rows ({reduce}: the placement's name, {towers}: the tower count, ...), so a new mode is a
+ * row in its table with its capability bits, and a new refusal is a row here. tt_trainer_check is the only entry. */
 #include <stdio.h>
+#include <string.h>
 
 #include "step.h"
 
-/* --update where the placement leaves the sum (device, replicated: on the towers), and not across ranks. */
-static tt_status check_update(const tt_trainer_config *cfg, tt_error *err)
+/* The facts of a configuration (bit numbers of a fact set). */
+enum {
+    F_RANKS,           /* more than one rank (mpirun) */
+    F_SHARED_GPU,      /* more towers than GPUs: virtual towers share one */
+    F_GRAPHS,          /* --graphs on */
+    F_NO_CAPTURE,      /* the backend has no graphs to capture */
+    F_SLOW,            /* --slow-tower */
+    F_OVERLAP,         /* --overlap on */
+    F_OVERLAP_OFF,     /* --overlap off */
+    F_BUCKETS,         /* --bucket-kib given */
+    F_BN_SYNC,         /* --bn-sync on */
+    F_BN_TOWERS,       /* --bn-sync on with two towers or more: the exchange runs */
+    F_NOT_CPU_HOST,    /* --reduce other than cpu, or --update other than host */
+    F_UPDATE_DEVICE,   /* --update other than host */
+    F_UPDATE_NO_SUM,   /* the placement does not leave the sum where --update's row needs it */
+    F_NOT_SUMMED,      /* the --sync mode does not sum one gradient a step (its row lacks SYNC_SUMMED) */
+    F_ROUND_ROBIN,     /* --sync-schedule round-robin */
+    F_NO_SCHEDULES,    /* the --sync mode has one schedule (its row lacks SYNC_SCHEDULES) */
+    F_NO_COLLECTIVES,  /* the placement needs the backend's collectives (PLACE_COLLECTIVES), which it lacks */
+    F_GPU_BACKEND,     /* the backend is a GPU's (it has peer access) */
+    F_CPU_BACKEND,     /* it is not */
+    F_GPU_EACH,        /* the placement needs one GPU per tower (PLACE_GPU_EACH) */
+};
+#define F(x) (1u << F_##x)
+
+typedef struct compat_rule {
+    unsigned when;   /* every fact of this set holds */
+    const char *say; /* the refusal, {placeholders} filled in (fill) */
+} compat_rule;
+
+/* In the order they are checked: the first that holds is the one reported. */
+static const compat_rule rules[] = {
+    {F(NO_COLLECTIVES) | F(GPU_BACKEND),
+     "--reduce {reduce}: the {backend} backend of this build has no NCCL (rebuild with NCCL found) (use --reduce "
+     "{others})"},
+    {F(NO_COLLECTIVES) | F(CPU_BACKEND), "--reduce {reduce}: the {backend} backend has no NCCL (use --reduce {others})"},
+    {F(GPU_EACH) | F(SHARED_GPU),
+     "--reduce {reduce}: needs one GPU per tower, and {towers} towers share {gpus} GPU{gpus_s} (use --towers {gpus}, "
+     "or --reduce {shared} for virtual towers)"},
+    {F(SLOW) | F(GRAPHS),
+     "--slow-tower: not with --graphs on (a replayed graph runs without the host, so nothing can delay its compute)"},
+    {F(GRAPHS) | F(NO_CAPTURE),
+     "--graphs on: the {backend} backend runs every op as it is issued, there is no graph to capture (CUDA graphs: "
+     "--device cuda)"},
+    /* a capture is safe from what its own thread does (thread-local mode), but not proven safe from another tower
+     * thread syncing, allocating or freeing on the same GPU at that moment: one GPU per tower */
+    {F(GRAPHS) | F(SHARED_GPU),
+     "--graphs on: needs one GPU per tower, and {towers} towers share {gpus} GPU{gpus_s} (use --towers {gpus}, or "
+     "--graphs off for virtual towers)"},
+    {F(BUCKETS) | F(OVERLAP_OFF),
+     "--bucket-kib: the buckets are --overlap on's (give --overlap on, or no --bucket-kib)"},
+    {F(OVERLAP) | F(NOT_CPU_HOST),
+     "--overlap on: the host sums and updates each bucket as the towers push it, so it needs --reduce cpu and "
+     "--update host (not --reduce {reduce} --update {update})"},
+    {F(OVERLAP) | F(GRAPHS),
+     "--overlap on: a tower waits for each bucket's push in the middle of its step, which one graph launch cannot "
+     "(use --graphs off)"},
+    {F(OVERLAP) | F(RANKS), "--overlap on: under mpirun the ranks combine whole node sums (give --overlap off)"},
+    {F(UPDATE_NO_SUM), "--update {update}: needs --reduce {update_reduces} ({update_why}), not {reduce}"},
+    {F(UPDATE_DEVICE) | F(RANKS),
+     "--update {update}: under mpirun the ranks combine their sums on the host (give --update host)"},
+    {F(ROUND_ROBIN) | F(NO_SCHEDULES),
+     "--sync-schedule round-robin: only for --sync {schedules} ({sync} has one schedule already)"},
+    {F(NOT_SUMMED) | F(NOT_CPU_HOST),
+     "--sync {sync}: {sync_why}, so it needs --reduce cpu and --update host (not --reduce {reduce} --update {update})"},
+    {F(NOT_SUMMED) | F(OVERLAP),
+     "--sync {sync}: not with --overlap on (its buckets are summed over every tower of a step)"},
+    {F(NOT_SUMMED) | F(GRAPHS),
+     "--sync {sync}: not with --graphs on (a tower's step waits for the master variables' lock, which one graph "
+     "launch cannot)"},
+    {F(NOT_SUMMED) | F(RANKS),
+     "--sync {sync}: under mpirun the ranks combine one summed gradient every step (bsp); the master variables of "
+     "another mode live in one process (give --sync bsp)"},
+    /* before the one-tower case: K ranks of one tower each still have K shards' statistics to combine */
+    {F(BN_SYNC) | F(RANKS),
+     "--bn-sync on: the statistics are exchanged between one process's towers, not across mpirun's ranks (give "
+     "--bn-sync off, or run one rank)"},
+    {F(BN_TOWERS) | F(NOT_SUMMED),
+     "--bn-sync on: not with --sync {sync} (the towers do not meet every step, so there is no global batch to take "
+     "statistics over; give --bn-sync off)"},
+    {F(BN_TOWERS) | F(GRAPHS),
+     "--bn-sync on: the towers exchange batch statistics in the middle of their forward and backward, which one "
+     "graph launch cannot (use --graphs off)"},
+};
+
+/* The facts of cfg (its values already checked). */
+static unsigned facts(const tt_trainer_config *cfg)
 {
-    const tt_update u = cfg->update;
-    if ((unsigned)u >= TT_UPDATE_COUNT) return tt_fail(err, TT_ERR_ARG, "--update: unknown placement");
-    if (!(tt_update_reduces(u) & (1u << cfg->reduce))) {
-        char with[128] = "";
+    const placement *pl = &placements[cfg->reduce];
+    const sync_mode *sm = &sync_modes[cfg->sync.kind];
+    const int gpu = cfg->ops->peer_setup != NULL;
+    const struct { int holds; unsigned bit; } f[] = {
+        {multi_node(cfg), F(RANKS)},
+        {cfg->n_towers > (size_t)cfg->n_devices, F(SHARED_GPU)},
+        {cfg->graphs != 0, F(GRAPHS)},
+        {!cfg->ops->capture_begin, F(NO_CAPTURE)},
+        {cfg->n_slow > 0, F(SLOW)},
+        {cfg->overlap != 0, F(OVERLAP)},
+        {!cfg->overlap, F(OVERLAP_OFF)},
+        {cfg->bucket_bytes != 0, F(BUCKETS)},
+        {cfg->bn_sync != 0, F(BN_SYNC)},
+        {cfg->bn_sync && cfg->n_towers > 1, F(BN_TOWERS)},
+        {cfg->reduce != TT_REDUCE_CPU || cfg->update != TT_UPDATE_HOST, F(NOT_CPU_HOST)},
+        {cfg->update != TT_UPDATE_HOST, F(UPDATE_DEVICE)},
+        {!(update_rows[cfg->update].reduces & (1u << cfg->reduce)), F(UPDATE_NO_SUM)},
+        {!(sm->caps & SYNC_SUMMED), F(NOT_SUMMED)},
+        {cfg->sync.round_robin != 0, F(ROUND_ROBIN)},
+        {!(sm->caps & SYNC_SCHEDULES), F(NO_SCHEDULES)},
+        {(pl->needs & PLACE_COLLECTIVES) && !cfg->ops->comm_init, F(NO_COLLECTIVES)},
+        {gpu, F(GPU_BACKEND)},
+        {!gpu, F(CPU_BACKEND)},
+        {(pl->needs & PLACE_GPU_EACH) != 0, F(GPU_EACH)},
+    };
+    unsigned set = 0;
+    for (size_t k = 0; k < sizeof f / sizeof f[0]; k++)
+        if (f[k].holds) set |= f[k].bit;
+    return set;
+}
+
+/* The placements that need nothing of the backend (with_reduce: and have a tower-side reduce), joined. */
+static const char *plain_placements(char *buf, size_t len, const char *sep, const char *last, int with_reduce)
+{
+    const char *names[TT_REDUCE_COUNT];
+    size_t n = 0;
+    for (int r = 0; r < TT_REDUCE_COUNT; r++)
+        if (!placements[r].needs && (!with_reduce || placements[r].reduce)) names[n++] = placements[r].info.name;
+    return tt_join_words(buf, len, names, n, sep, last);
+}
+
+/* The modes with a choice of schedule, as --sync writes them ("ssp:S or async"). */
+static const char *schedule_modes(char *buf, size_t len)
+{
+    char spelt[TT_SYNC_COUNT][32];
+    const char *names[TT_SYNC_COUNT];
+    size_t n = 0;
+    for (int k = 0; k < TT_SYNC_COUNT; k++) {
+        const tt_sync_info *in = &sync_modes[k].info;
+        if (!(sync_modes[k].caps & SYNC_SCHEDULES)) continue;
+        names[n] = sync_spelt(in, spelt[n], sizeof spelt[n]);
+        n++;
+    }
+    return tt_join_words(buf, len, names, n, ", ", " or ");
+}
+
+/* The value of placeholder {name} (len characters) for cfg, into buf; NULL for a name that is none. */
+static const char *fill(const char *name, size_t len, const tt_trainer_config *cfg, char *buf, size_t size)
+{
+    const tt_update_row *up = &update_rows[cfg->update];
+#define IS(s) (len == sizeof(s) - 1 && memcmp(name, s, len) == 0)
+    if (IS("reduce")) return placements[cfg->reduce].info.name;
+    if (IS("update")) return tt_update_names[cfg->update];
+    if (IS("sync")) return tt_sync_format(&cfg->sync, buf, size);
+    if (IS("sync_why")) return sync_modes[cfg->sync.kind].host_why;
+    if (IS("schedules")) return schedule_modes(buf, size);
+    if (IS("backend")) return cfg->ops->name;
+    if (IS("others")) return plain_placements(buf, size, ", ", " or ", 0);
+    if (IS("shared")) return plain_placements(buf, size, "/", "/", 1);
+    if (IS("update_why")) return up->why;
+    if (IS("gpus_s")) return cfg->n_devices == 1 ? "" : "s";
+    if (IS("towers") || IS("gpus")) {
+        snprintf(buf, size, "%zu", IS("towers") ? cfg->n_towers : (size_t)cfg->n_devices);
+        return buf;
+    }
+    if (IS("update_reduces")) {
+        const char *names[TT_REDUCE_COUNT];
         size_t n = 0;
         for (int r = 0; r < TT_REDUCE_COUNT; r++)
-            if (tt_update_reduces(u) & (1u << r))
-                n += (size_t)snprintf(with + n, sizeof with - n, "%s%s", n ? " or " : "", placements[r].info.name);
-        return tt_fail(err, TT_ERR_ARG, "--update %s: needs --reduce %s (%s), not %s", tt_update_names[u], with,
-                       u == TT_UPDATE_DEVICE ? "the sum must end on tower 0's device" : "every tower needs the sum",
-                       placements[cfg->reduce].info.name);
+            if (up->reduces & (1u << r)) names[n++] = placements[r].info.name;
+        return tt_join_words(buf, size, names, n, " or ", " or ");
     }
-    if (u != TT_UPDATE_HOST && multi_node(cfg))
-        return tt_fail(err, TT_ERR_ARG, "--update %s: under mpirun the ranks combine their sums on the host (give "
-                       "--update host)", tt_update_names[u]);
-    return TT_OK;
+#undef IS
+    return NULL;
 }
 
-/* NCCL needs the backend's collectives and one device per tower. */
-tt_status check_nccl(const tt_trainer_config *cfg, tt_error *err)
+/* Rule r's words for cfg: its text with every {placeholder} filled. */
+static tt_status refuse(const compat_rule *r, const tt_trainer_config *cfg, tt_error *err)
 {
-    char others[128];
-    list_names(others, sizeof others, ", ", " or ", keep_unchecked);
-    if (!cfg->ops->comm_init)
-        return tt_fail(err, TT_ERR_ARG, "--reduce nccl: the %s backend %s (use --reduce %s)", cfg->ops->name,
-                       cfg->ops->peer_setup ? "of this build has no NCCL (rebuild with NCCL found)" : "has no NCCL",
-                       others);
-    if (cfg->n_towers > (size_t)cfg->n_devices)
-        return tt_fail(err, TT_ERR_ARG,
-                       "--reduce nccl: needs one GPU per tower, and %zu towers share %d GPU%s (use --towers %d, or "
-                       "--reduce %s for virtual towers)",
-                       cfg->n_towers, cfg->n_devices, cfg->n_devices == 1 ? "" : "s", cfg->n_devices,
-                       list_names(others, sizeof others, "/", "/", keep_shared));
-    return TT_OK;
+    char msg[sizeof err->msg], word[256];
+    size_t n = 0;
+    for (const char *p = r->say; *p && n + 1 < sizeof msg;) {
+        const char *end = *p == '{' ? strchr(p, '}') : NULL;
+        const char *v = end ? fill(p + 1, (size_t)(end - p - 1), cfg, word, sizeof word) : NULL;
+        TT_ASSERT(!end || v); /* a rule names a placeholder fill() does not know */
+        if (!v) {
+            msg[n++] = *p++;
+            continue;
+        }
+        n += (size_t)snprintf(msg + n, sizeof msg - n, "%s", v);
+        if (n >= sizeof msg) n = sizeof msg - 1;
+        p = end + 1;
+    }
+    msg[n] = '\0';
+    return tt_fail(err, TT_ERR_ARG, "%s", msg);
 }
 
-/* A mode other than bsp runs the host's update its own way: --reduce cpu, --update host, no overlap, no graphs, one
- * process. */
-static tt_status check_sync(const tt_trainer_config *cfg, tt_error *err)
+/* The values the tables must hold, and the numbers' ranges: checked before any fact is read. */
+static tt_status check_values(const tt_trainer_config *cfg, tt_error *err)
 {
-    const tt_sync *sy = &cfg->sync;
     char m[32];
-    if ((unsigned)sy->kind >= TT_SYNC_COUNT) return tt_fail(err, TT_ERR_ARG, "--sync: unknown mode");
-    if (sy->round_robin && sy->kind != TT_SYNC_SSP && sy->kind != TT_SYNC_ASYNC)
-        return tt_fail(err, TT_ERR_ARG, "--sync-schedule round-robin: only for --sync ssp:S or async (%s has one "
-                       "schedule already)", tt_sync_format(sy, m, sizeof m));
-    if (sy->kind == TT_SYNC_BSP) return TT_OK;
-    tt_sync_format(sy, m, sizeof m);
-    if ((sy->kind == TT_SYNC_SSP || sy->kind == TT_SYNC_WEIGHTS) && sy->k < 1)
-        return tt_fail(err, TT_ERR_ARG, "--sync %s: the number must be at least 1", m);
-    if (cfg->reduce != TT_REDUCE_CPU || cfg->update != TT_UPDATE_HOST)
-        return tt_fail(err, TT_ERR_ARG, "--sync %s: %s, so it needs --reduce cpu and --update host (not --reduce %s "
-                       "--update %s)", m,
-                       sy->kind == TT_SYNC_WEIGHTS ? "the towers update their own weights and the host averages them"
-                                                   : "the host applies each tower's gradient from its slot",
-                       placements[cfg->reduce].info.name, tt_update_names[cfg->update]);
-    if (cfg->overlap)
-        return tt_fail(err, TT_ERR_ARG, "--sync %s: not with --overlap on (its buckets are summed over every tower "
-                       "of a step)", m);
-    if (cfg->graphs)
-        return tt_fail(err, TT_ERR_ARG, "--sync %s: not with --graphs on (a tower's step waits for the master "
-                       "variables' lock, which one graph launch cannot)", m);
-    if (multi_node(cfg))
-        return tt_fail(err, TT_ERR_ARG, "--sync %s: under mpirun the ranks combine one summed gradient every step "
-                       "(bsp); the master variables of another mode live in one process (give --sync bsp)", m);
-    return TT_OK;
-}
-
-/* --bn-sync on with several towers: every tower stops twice in its forward and once in its backward per batchnorm
- * layer until all have reached the same point of the same step. */
-static tt_status check_bn_sync(const tt_trainer_config *cfg, tt_error *err)
-{
-    if (!cfg->bn_sync) return TT_OK;
-    /* before the one-tower shortcut: K ranks of one tower each still have K shards' statistics to combine */
-    if (multi_node(cfg))
-        return tt_fail(err, TT_ERR_ARG, "--bn-sync on: the statistics are exchanged between one process's towers, "
-                       "not across mpirun's ranks (give --bn-sync off, or run one rank)");
-    if (cfg->n_towers < 2) return TT_OK;
-    if (cfg->sync.kind != TT_SYNC_BSP) {
-        char m[32];
-        return tt_fail(err, TT_ERR_ARG, "--bn-sync on: not with --sync %s (the towers do not meet every step, so "
-                       "there is no global batch to take statistics over; give --bn-sync off)",
-                       tt_sync_format(&cfg->sync, m, sizeof m));
-    }
-    if (cfg->graphs)
-        return tt_fail(err, TT_ERR_ARG, "--bn-sync on: the towers exchange batch statistics in the middle of their "
-                       "forward and backward, which one graph launch cannot (use --graphs off)");
-    return TT_OK;
-}
-
-tt_status tt_trainer_check(const tt_trainer_config *cfg, tt_error *err)
-{
     if ((unsigned)cfg->reduce >= TT_REDUCE_COUNT) return tt_fail(err, TT_ERR_ARG, "--reduce: unknown placement");
-    const placement *pl = &placements[cfg->reduce];
-    tt_status s = pl->check ? pl->check(cfg, err) : TT_OK;
-    if (!s && cfg->n_slow && cfg->graphs)
-        return tt_fail(err, TT_ERR_ARG, "--slow-tower: not with --graphs on (a replayed graph runs without the host, "
-                       "so nothing can delay its compute)");
-    for (size_t k = 0; !s && k < cfg->n_slow; k++)
+    if ((unsigned)cfg->update >= TT_UPDATE_COUNT) return tt_fail(err, TT_ERR_ARG, "--update: unknown placement");
+    if ((unsigned)cfg->sync.kind >= TT_SYNC_COUNT) return tt_fail(err, TT_ERR_ARG, "--sync: unknown mode");
+    if (sync_modes[cfg->sync.kind].info.arg && cfg->sync.k < 1)
+        return tt_fail(err, TT_ERR_ARG, "--sync %s: the number must be at least 1",
+                       tt_sync_format(&cfg->sync, m, sizeof m));
+    for (size_t k = 0; k < cfg->n_slow; k++)
         if (cfg->slow[k].tower >= cfg->n_towers)
             return cfg->n_towers == 1
                        ? tt_fail(err, TT_ERR_ARG, "--slow-tower %zu: there is 1 tower (0)", cfg->slow[k].tower)
                        : tt_fail(err, TT_ERR_ARG, "--slow-tower %zu: there are %zu towers (0..%zu)",
                                  cfg->slow[k].tower, cfg->n_towers, cfg->n_towers - 1);
-    if (!s && cfg->graphs && !cfg->ops->capture_begin)
-        return tt_fail(err, TT_ERR_ARG, "--graphs on: the %s backend runs every op as it is issued, there is no graph "
-                       "to capture (CUDA graphs: --device cuda)", cfg->ops->name);
-    /* a capture is safe from what its own thread does (thread-local mode), but not proven safe from another tower
-     * thread syncing, allocating or freeing on the same GPU at that moment: one GPU per tower */
-    if (!s && cfg->graphs && cfg->n_towers > (size_t)cfg->n_devices)
-        return tt_fail(err, TT_ERR_ARG, "--graphs on: needs one GPU per tower, and %zu towers share %d GPU%s (use "
-                       "--towers %d, or --graphs off for virtual towers)", cfg->n_towers, cfg->n_devices,
-                       cfg->n_devices == 1 ? "" : "s", cfg->n_devices);
-    if (!s && !cfg->overlap && cfg->bucket_bytes)
-        return tt_fail(err, TT_ERR_ARG, "--bucket-kib: the buckets are --overlap on's (give --overlap on, or no "
-                       "--bucket-kib)");
-    if (!s && cfg->overlap) {
-        if (cfg->reduce != TT_REDUCE_CPU || cfg->update != TT_UPDATE_HOST)
-            return tt_fail(err, TT_ERR_ARG, "--overlap on: the host sums and updates each bucket as the towers push "
-                           "it, so it needs --reduce cpu and --update host (not --reduce %s --update %s)",
-                           placements[cfg->reduce].info.name, tt_update_names[cfg->update]);
-        if (cfg->graphs)
-            return tt_fail(err, TT_ERR_ARG, "--overlap on: a tower waits for each bucket's push in the middle of its "
-                           "step, which one graph launch cannot (use --graphs off)");
-        if (multi_node(cfg))
-            return tt_fail(err, TT_ERR_ARG, "--overlap on: under mpirun the ranks combine whole node sums (give "
-                           "--overlap off)");
-    }
-    if (!s && cfg->data_on && !cfg->train_set)
+    if (cfg->data_on && !cfg->train_set)
         return tt_fail(err, TT_ERR_ARG, "--data-on device: the trainer was given no training set to hold");
-    if (!s) s = check_update(cfg, err);
-    if (!s) s = check_sync(cfg, err);
-    return s ? s : check_bn_sync(cfg, err);
+    return TT_OK;
+}
+
+tt_status tt_trainer_check(const tt_trainer_config *cfg, tt_error *err)
+{
+    tt_status s = check_values(cfg, err);
+    if (s) return s;
+    const unsigned set = facts(cfg);
+    for (size_t k = 0; k < sizeof rules / sizeof rules[0]; k++)
+        if ((rules[k].when & set) == rules[k].when) return refuse(&rules[k], cfg, err);
+    return TT_OK;
 }

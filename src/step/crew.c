@@ -24,9 +24,7 @@ void crew_job(void *arg, int i, int T)
         if (tw) tw->status = tower_alloc(tw);
         break;
     case JOB_STEPS:
-        if (sync_applies_alone(&tr->cfg)) crew_async(tr, i);
-        else if (tr->cfg.sync.kind == TT_SYNC_WEIGHTS) crew_weights(tr, i, T);
-        else crew_steps(tr, i, T);
+        tr->mode->run(tr, i, T); /* the --sync mode's own loop */
         break;
     case JOB_EVAL:
         if (tw) tower_eval(tw);

@@ -40,14 +40,15 @@ static void reduce_device(tt_tower *tw);
 static void reduce_allreduce(tt_tower *tw);
 static void reduce_nccl(tt_tower *tw);
 
+/* The rows: {name, help, host_sum, tower_order}, the buffers, the tower-side reduce, what it needs. */
 const placement placements[TT_REDUCE_COUNT] = {
-    [TT_REDUCE_CPU] = {{"cpu", "host sums the towers' slots", 1, 1}, buffers_cpu, NULL, NULL},
+    [TT_REDUCE_CPU] = {{"cpu", "host sums the towers' slots", 1, 1}, buffers_cpu, NULL, 0},
     [TT_REDUCE_DEVICE] = {{"device", "tower 0 gathers and sums, like ReductionToOneDevice", 0, 1}, buffers_tower0,
-                          reduce_device, NULL},
+                          reduce_device, 0},
     [TT_REDUCE_ALLREDUCE] = {{"allreduce", "each tower sums one slice: reduce-scatter, then gather to the host", 0, 1},
-                             buffers_allreduce, reduce_allreduce, NULL},
+                             buffers_allreduce, reduce_allreduce, 0},
     [TT_REDUCE_NCCL] = {{"nccl", "NCCL sums into tower 0's GPU; cuda, one GPU per tower", 0, 0}, buffers_tower0,
-                        reduce_nccl, check_nccl},
+                        reduce_nccl, PLACE_COLLECTIVES | PLACE_GPU_EACH},
 };
 
 const tt_reduce_info *tt_reduce_about(tt_reduce r)
@@ -67,60 +68,38 @@ int tt_reduce_parse(const char *name, tt_reduce *r)
 
 const char *tt_reduce_name(tt_reduce r) { return (unsigned)r < TT_REDUCE_COUNT ? placements[r].info.name : "?"; }
 
-/* The names of the placements keep() takes, joined (tt_reduce_list). */
-const char *list_names(char *buf, size_t len, const char *sep, const char *last, int (*keep)(const placement *))
-{
-    int take[TT_REDUCE_COUNT], n = 0, k = 0;
-    for (int i = 0; i < TT_REDUCE_COUNT; i++) n += take[i] = keep(&placements[i]);
-    size_t used = 0;
-    if (len) buf[0] = '\0';
-    for (int i = 0; i < TT_REDUCE_COUNT && used < len; i++) {
-        if (!take[i]) continue;
-        const char *before = k == 0 ? "" : k == n - 1 ? last : sep;
-        int w = snprintf(buf + used, len - used, "%s%s", before, placements[i].info.name);
-        used += w > 0 ? (size_t)w : 0;
-        k++;
-    }
-    return buf;
-}
-
-static int keep_all(const placement *p)
-{
-    (void)p;
-    return 1;
-}
-static int keep_tower_order(const placement *p) { return p->info.tower_order; }
-int keep_unchecked(const placement *p) { return p->check == NULL; }
-/* a tower-side reduce that virtual towers (sharing a GPU) can run */
-int keep_shared(const placement *p) { return p->check == NULL && p->reduce != NULL; }
-
 const char *tt_reduce_list(char *buf, size_t len, const char *sep, const char *last, int tower_order)
 {
-    return list_names(buf, len, sep, last, tower_order ? keep_tower_order : keep_all);
+    const char *names[TT_REDUCE_COUNT];
+    size_t n = 0;
+    for (int r = 0; r < TT_REDUCE_COUNT; r++)
+        if (!tower_order || placements[r].info.tower_order) names[n++] = placements[r].info.name;
+    return tt_join_words(buf, len, names, n, sep, last);
 }
 
 const char *const tt_update_names[TT_UPDATE_COUNT + 1] = {"host", "device", "replicated", NULL};
 #define ON(r) (1u << TT_REDUCE_##r)
-static const struct {
-    const char *help;  /* --help's phrase */
-    unsigned reduces;  /* the placements it runs with */
-} updates[TT_UPDATE_COUNT] = {
+/* The rows: {help, the placements it runs with, why only those, on a device, on every tower}. */
+const tt_update_row update_rows[TT_UPDATE_COUNT] = {
     [TT_UPDATE_HOST] = {"master weights and optimizer on the host, pulled and pushed",
-                        ON(CPU) | ON(DEVICE) | ON(ALLREDUCE) | ON(NCCL)},
-    [TT_UPDATE_DEVICE] = {"on tower 0's device beside the sum; the others pull from it", ON(DEVICE) | ON(NCCL)},
-    [TT_UPDATE_REPLICATED] = {"every tower updates its own copy with the all-reduced sum",
-                              ON(ALLREDUCE) | ON(NCCL)},
+                        ON(CPU) | ON(DEVICE) | ON(ALLREDUCE) | ON(NCCL), NULL, 0, 0},
+    [TT_UPDATE_DEVICE] = {"on tower 0's device beside the sum; the others pull from it", ON(DEVICE) | ON(NCCL),
+                          "the sum must end on tower 0's device", 1, 0},
+    [TT_UPDATE_REPLICATED] = {"every tower updates its own copy with the all-reduced sum", ON(ALLREDUCE) | ON(NCCL),
+                              "every tower needs the sum", 1, 1},
 };
 #undef ON
 
 const char *tt_update_name(tt_update u) { return (unsigned)u < TT_UPDATE_COUNT ? tt_update_names[u] : "?"; }
-const char *tt_update_help(tt_update u) { return (unsigned)u < TT_UPDATE_COUNT ? updates[u].help : "?"; }
-unsigned tt_update_reduces(tt_update u) { return (unsigned)u < TT_UPDATE_COUNT ? updates[u].reduces : 0; }
+const char *tt_update_help(tt_update u) { return (unsigned)u < TT_UPDATE_COUNT ? update_rows[u].help : "?"; }
+unsigned tt_update_reduces(tt_update u) { return (unsigned)u < TT_UPDATE_COUNT ? update_rows[u].reduces : 0; }
 
-/* Tower tw keeps a master copy of the weights and the optimizer's state on its device. */
+/* Tower tw keeps a master copy of the weights and the optimizer's state on its device: --update device (tower 0),
+ * replicated (every tower), or a sync mode whose towers train their own weights. */
 int holds_master(const tt_trainer *tr, const tt_tower *tw)
 {
-    return tr->cfg.sync.kind == TT_SYNC_WEIGHTS || tr->cfg.update == TT_UPDATE_REPLICATED || (tr->cfg.update == TT_UPDATE_DEVICE && tw->id == 0);
+    const tt_update_row *u = &update_rows[tr->cfg.update];
+    return own_weights(tr) || (u->on_device && (u->every_tower || tw->id == 0));
 }
 
 /* Opens a reduce phase on the tower's stream (idle since the tower phase's wait): returns the clock at its start. */
@@ -249,12 +228,12 @@ int tower_update(tt_tower *tw)
         }
     tt_update_args u;
     /* --sync weights: each tower steps alone, with its own step count and its own loss's verdict */
-    const int alone = tr->cfg.sync.kind == TT_SYNC_WEIGHTS;
+    const int alone = own_weights(tr);
     tt_optim_update_args(alone ? &tw->opt : &tr->opt, &u);
     tt_dev_update(dev, &u, tw->d_params, device_sum(tw), tw->d_m, tw->d_v, tw->d_a, tw->d_bad, P,
                   alone ? !isfinite(tw->loss_sum) : tr->loss_nonfinite);
     /* every master holds the same weights, so tower 0 speaks for all; --sync weights: each its own */
-    const int own = tw->id == 0 || tr->cfg.sync.kind == TT_SYNC_WEIGHTS;
+    const int own = tw->id == 0 || own_weights(tr);
     if (own) tt_dev_d2h(dev, tw->h_bad, tw->d_bad, blocks * sizeof(int32_t));
     tt_dev_event_record(dev, tw->ev[EV_U_END]);
     tt_dev_sync(dev);

@@ -224,9 +224,42 @@ typedef struct placement {
     /* the tower-side reduce phase between barriers A and R, ending with the sum (or a slice) pushed into
      * tr->h_grad; NULL: none (and no barrier R) */
     void (*reduce)(tt_tower *tw);
-    /* can it run with this configuration? NULL: always */
-    tt_status (*check)(const tt_trainer_config *cfg, tt_error *err);
+    unsigned needs;     /* what it needs of the backend and the devices: PLACE_* (compat.c refuses without) */
 } placement;
+enum {
+    PLACE_COLLECTIVES = 1u << 0, /* the backend's collectives (tt_dev_ops.comm_init: NCCL) */
+    PLACE_GPU_EACH = 1u << 1,    /* one GPU per tower: no virtual towers */
+};
+
+/* Where the optimizer runs: one row per --update value. */
+typedef struct tt_update_row {
+    const char *help;   /* --help's phrase */
+    unsigned reduces;   /* the placements it runs with (bit 1u << tt_reduce) */
+    const char *why;    /* and why only those, for the refusal of another */
+    int on_device;      /* the towers hold master copies: tower 0 (device) or every tower (replicated) */
+    int every_tower;    /* every tower holds one (replicated); else tower 0 alone */
+} tt_update_row;
+
+/* A --sync mode: its public part (name, number, help), what it can combine with, and its run of steps. */
+typedef struct sync_mode {
+    tt_sync_info info;
+    unsigned caps;         /* SYNC_* */
+    /* why it needs --reduce cpu --update host (a mode without SYNC_SUMMED), for the refusal */
+    const char *host_why;
+    /* crew thread i's part of a run of steps (T threads; the towers are threads 0..N-1) */
+    void (*run)(tt_trainer *tr, int i, int T);
+} sync_mode;
+enum {
+    SYNC_SUMMED = 1u << 0,      /* one summed gradient a step: any placement and update, overlap, graphs, ranks,
+                                 * the batch statistics' exchange */
+    SYNC_SCHEDULES = 1u << 1,   /* a choice of schedule: --sync-schedule round-robin */
+    SYNC_SHARDS = 1u << 2,      /* the towers take the run's shards one by one (sync_state's schedule) */
+    SYNC_BOUNDED = 1u << 3,     /* a tower runs at most k shards ahead of the slowest */
+    SYNC_OWN_WEIGHTS = 1u << 4, /* every tower trains its own weights with its own optimizer, on its own rows */
+};
+
+/* The towers train their own weights with their own optimizers (--sync weights:K). */
+static inline int own_weights(const tt_trainer *tr) { return (tr->mode->caps & SYNC_OWN_WEIGHTS) != 0; }
 
 /* Marks what the tower's thread is doing from now on (tt_trainer_live_phase): one relaxed store. */
 static inline void live(tt_tower *tw, tt_live_phase ph) { atomic_store_explicit(&tw->live, (int)ph, memory_order_relaxed); }
@@ -271,10 +304,8 @@ void tower_eval(tt_tower *tw);
 void tower_diagnose(tt_tower *tw);
 
 /* placement.c */
-extern const placement placements[TT_REDUCE_COUNT]; /* indexed by tt_reduce */
-const char *list_names(char *buf, size_t len, const char *sep, const char *last, int (*keep)(const placement *));
-int keep_unchecked(const placement *p);
-int keep_shared(const placement *p);
+extern const placement placements[TT_REDUCE_COUNT];        /* indexed by tt_reduce */
+extern const tt_update_row update_rows[TT_UPDATE_COUNT];  /* indexed by tt_update */
 int holds_master(const tt_trainer *tr, const tt_tower *tw);
 int tower_update(tt_tower *tw);
 void tower_master(tt_tower *tw, int to_device);
@@ -298,7 +329,8 @@ void overlap_free(tt_trainer *tr);
 void host_node_step(tt_trainer *tr, int i, int T);
 
 /* sync.c */
-int sync_applies_alone(const tt_trainer_config *cfg);
+extern const sync_mode sync_modes[TT_SYNC_COUNT]; /* indexed by tt_sync_kind */
+const char *sync_spelt(const tt_sync_info *in, char *buf, size_t len); /* "ssp:S", "async" */
 size_t sync_step_n(const tt_trainer *tr, size_t st);
 size_t sync_step_shards(const tt_trainer *tr, size_t st);
 int stop_asked(const tt_trainer *tr);
@@ -309,13 +341,13 @@ void sync_free(tt_trainer *tr);
 /* sync_bsp.c */
 void add_tower_start(const tt_trainer *tr, const tt_tower *tw, tt_step_result *res);
 void after_update(void *arg);
-void crew_steps(tt_trainer *tr, int i, int T);
+void bsp_run(tt_trainer *tr, int i, int T);
 
 /* sync_ssp.c */
-void crew_async(tt_trainer *tr, int i);
+void ssp_run(tt_trainer *tr, int i, int T);
 
 /* sync_weights.c */
-void crew_weights(tt_trainer *tr, int i, int T);
+void weights_run(tt_trainer *tr, int i, int T);
 
 /* bn_exchange.c */
 void tower_exchange(void *arg, tt_dev *dev, float *d_buf, size_t n);

@@ -6,15 +6,28 @@
 
 #include "step.h"
 
-static const tt_sync_info syncs[TT_SYNC_COUNT] = {
-    [TT_SYNC_BSP] = {"bsp", NULL, "every step waits for every tower; one summed update (the default)"},
-    [TT_SYNC_SSP] = {"ssp", "S", "each gradient applied as it arrives; a tower runs at most S shards ahead"},
-    [TT_SYNC_ASYNC] = {"async", NULL, "each gradient applied as it arrives, no bound (Downpour)"},
-    [TT_SYNC_WEIGHTS] = {"weights", "K", "local SGD: own weights and optimizer per tower, averaged every K steps"},
+/* The rows: {name, its number, help}, what it combines with (SYNC_*), why it needs the host's sum, its run. */
+const sync_mode sync_modes[TT_SYNC_COUNT] = {
+    [TT_SYNC_BSP] = {{"bsp", NULL, "every step waits for every tower; one summed update (the default)"},
+                     SYNC_SUMMED, NULL, bsp_run},
+    [TT_SYNC_SSP] = {{"ssp", "S", "each gradient applied as it arrives; a tower runs at most S shards ahead"},
+                     SYNC_SCHEDULES | SYNC_SHARDS | SYNC_BOUNDED, "the host applies each tower's gradient from its slot",
+                     ssp_run},
+    [TT_SYNC_ASYNC] = {{"async", NULL, "each gradient applied as it arrives, no bound (Downpour)"},
+                       SYNC_SCHEDULES | SYNC_SHARDS, "the host applies each tower's gradient from its slot", ssp_run},
+    [TT_SYNC_WEIGHTS] = {{"weights", "K", "local SGD: own weights and optimizer per tower, averaged every K steps"},
+                         SYNC_OWN_WEIGHTS, "the towers update their own weights and the host averages them",
+                         weights_run},
 };
 const char *const tt_sync_schedule_names[] = {"free", "round-robin", NULL};
 
-const tt_sync_info *tt_sync_about(tt_sync_kind k) { return (unsigned)k < TT_SYNC_COUNT ? &syncs[k] : NULL; }
+const tt_sync_info *tt_sync_about(tt_sync_kind k) { return (unsigned)k < TT_SYNC_COUNT ? &sync_modes[k].info : NULL; }
+
+const char *sync_spelt(const tt_sync_info *in, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s%s%s", in->name, in->arg ? ":" : "", in->arg ? in->arg : "");
+    return buf;
+}
 
 const char *tt_sync_format(const tt_sync *sy, char *buf, size_t len)
 {
@@ -30,7 +43,7 @@ tt_status tt_sync_parse(const char *opt, const char *v, tt_sync *out, tt_error *
     if (!v) return tt_fail(err, TT_ERR_ARG, "%s: missing value", opt);
     const size_t len = strcspn(v, ":");
     for (int k = 0; k < TT_SYNC_COUNT; k++) {
-        const tt_sync_info *in = &syncs[k];
+        const tt_sync_info *in = &sync_modes[k].info;
         if (strlen(in->name) != len || strncmp(v, in->name, len) != 0) continue;
         if (!in->arg) {
             if (v[len]) return tt_fail(err, TT_ERR_ARG, "%s: '%.64s': %s takes no number", opt, v, in->name);
@@ -49,17 +62,11 @@ tt_status tt_sync_parse(const char *opt, const char *v, tt_sync *out, tt_error *
         out->k = (size_t)n;
         return TT_OK;
     }
-    char names[128];
-    size_t n = 0;
-    for (int k = 0; k < TT_SYNC_COUNT; k++)
-        n += (size_t)snprintf(names + n, sizeof names - n, "%s%s%s%s", k == 0 ? "" : k + 1 == TT_SYNC_COUNT ? " or " : ", ",
-                              syncs[k].name, syncs[k].arg ? ":" : "", syncs[k].arg ? syncs[k].arg : "");
+    char spelt[TT_SYNC_COUNT][32], names[128];
+    const char *words[TT_SYNC_COUNT];
+    for (int k = 0; k < TT_SYNC_COUNT; k++) words[k] = sync_spelt(&sync_modes[k].info, spelt[k], sizeof spelt[k]);
+    tt_join_words(names, sizeof names, words, TT_SYNC_COUNT, ", ", " or ");
     return tt_fail(err, TT_ERR_ARG, "%s: '%.64s' is not %s", opt, v, names);
-}
-
-int sync_applies_alone(const tt_trainer_config *cfg)
-{
-    return cfg->sync.kind == TT_SYNC_SSP || cfg->sync.kind == TT_SYNC_ASYNC;
 }
 
 /* The samples of step st of the run and its shard count. */

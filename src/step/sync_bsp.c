@@ -96,7 +96,7 @@ void after_update(void *arg)
     atomic_store(&tr->steps_done, tr->cur_step);
 }
 
-void crew_steps(tt_trainer *tr, int i, int T)
+void bsp_run(tt_trainer *tr, int i, int T)
 {
     const size_t N = tr->cfg.n_towers, B = tr->cfg.batch;
     const size_t steps = (tr->n + B - 1) / B;

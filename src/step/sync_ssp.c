@@ -96,14 +96,15 @@ static void sync_account(tt_trainer *tr, tt_tower *tw, size_t st, size_t s, doub
  * weights under the lock, compute and push the gradient (the step's own phase functions), then apply it alone under
  * the lock, one optimizer step per gradient. Round robin makes the order fixed: shard j pulls after shard j - N + 1
  * - 1 is applied and before the next apply, and the applies go in shard order. */
-void crew_async(tt_trainer *tr, int i)
+void ssp_run(tt_trainer *tr, int i, int T)
 {
+    (void)T;
     const size_t N = tr->cfg.n_towers, B = tr->cfg.batch, P = tr->model->n_params;
     if ((size_t)i >= N) return; /* the host's own threads: each tower applies its gradient itself */
     tt_tower *tw = &tr->towers[i];
     sync_state *sy = tr->sy;
     const int rr = tr->cfg.sync.round_robin;
-    const size_t S = tr->cfg.sync.kind == TT_SYNC_SSP ? tr->cfg.sync.k : SIZE_MAX;
+    const size_t S = tr->mode->caps & SYNC_BOUNDED ? tr->cfg.sync.k : SIZE_MAX;
     pthread_mutex_lock(&sy->mu);
     for (;;) {
         const double t_begin = tt_now();

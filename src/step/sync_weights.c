@@ -211,7 +211,7 @@ static void weights_agree_end(void *arg)
  * every crew thread meets, the host averages the towers' weights and every tower pulls the average. A stop (or a
  * tower's non-finite loss or gradient) ends each tower's window at its current step; the average is still taken.
  * At the run's end the optimizer's vectors are averaged too, and the host's step count is the towers'. */
-void crew_weights(tt_trainer *tr, int i, int T)
+void weights_run(tt_trainer *tr, int i, int T)
 {
     sync_state *sy = tr->sy;
     const size_t N = tr->cfg.n_towers, K = tr->cfg.sync.k;

@@ -297,7 +297,7 @@ void phase_compute(tt_tower *tw, size_t n)
     const tt_model *m = tw->tr->model;
     tt_dev *dev = &tw->dev;
     const int ov = tw->tr->ov != NULL;
-    if (tw->tr->cfg.sync.kind == TT_SYNC_WEIGHTS) n = tw->rows;
+    if (own_weights(tw->tr)) n = tw->rows;
     const tt_pass ps = tower_pass(tw, 1, n);
     if (tw->rows == 0) {
         if (ov) tt_dev_event_record(dev, tw->ev_loss);
@@ -320,7 +320,7 @@ void phase_compute(tt_tower *tw, size_t n)
  * none; the tower updates its own weights). */
 static int pushes_gradient(const tt_trainer *tr)
 {
-    return tr->place->info.host_sum && tr->cfg.sync.kind != TT_SYNC_WEIGHTS;
+    return tr->place->info.host_sum && !own_weights(tr);
 }
 
 void phase_push(tt_tower *tw)

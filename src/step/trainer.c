@@ -71,6 +71,7 @@ tt_status tt_trainer_init(tt_trainer *tr, const tt_model *m, const tt_trainer_co
         return tt_fail(err, TT_ERR_ARG, "--data-on device: the training set has %zu features, the model expects %zu",
                        cfg->train_set->dim, m->input_dim);
     tr->place = &placements[cfg->reduce];
+    tr->mode = &sync_modes[cfg->sync.kind];
     if (multi_node(cfg)) {
         if ((unsigned)cfg->node_reduce >= TT_NODE_REDUCE_COUNT)
             return tt_fail(err, TT_ERR_ARG, "--node-reduce: unknown mode");
@@ -116,7 +117,7 @@ tt_status tt_trainer_init(tt_trainer *tr, const tt_model *m, const tt_trainer_co
         s = overlap_init(tr, T, err);
         if (s) return s;
     }
-    if (cfg->sync.kind != TT_SYNC_BSP) {
+    if (!(tr->mode->caps & SYNC_SUMMED)) { /* the shards' schedule, or the averages' accounts */
         s = sync_init(tr, T, err);
         if (s) return s;
     }
@@ -130,7 +131,7 @@ tt_status tt_trainer_init(tt_trainer *tr, const tt_model *m, const tt_trainer_co
         tr->towers[t].d_set_x = tr->towers[t % (size_t)cfg->n_devices].d_set_x;
         tr->towers[t].d_set_y = tr->towers[t % (size_t)cfg->n_devices].d_set_y;
     }
-    if (cfg->reduce == TT_REDUCE_NCCL) { /* one communicator over the towers' devices, from this thread */
+    if (tr->place->needs & PLACE_COLLECTIVES) { /* one communicator over the towers' devices, from this thread */
         void *ctxs[TT_MAX_DEVICES];
         for (size_t t = 0; t < N; t++) ctxs[t] = tr->towers[t].dev.ctx;
         s = cfg->ops->comm_init(&tr->comm, ctxs, (int)N, err);
@@ -242,7 +243,7 @@ void tt_trainer_request_stop(tt_trainer *tr) { atomic_store(&tr->stop_request, 1
 
 void tt_trainer_nonfinite_towers(tt_trainer *tr, int *loss_bad, int *grad_bad)
 {
-    if (tr->sy && tr->cfg.sync.kind == TT_SYNC_WEIGHTS && tr->sy->bad_step != SIZE_MAX) { /* recorded as it came */
+    if (tr->sy && own_weights(tr) && tr->sy->bad_step != SIZE_MAX) { /* recorded as it came */
         memcpy(loss_bad, tr->sy->bad_loss, tr->cfg.n_towers * sizeof(int));
         memcpy(grad_bad, tr->sy->bad_grad, tr->cfg.n_towers * sizeof(int));
         return;
@@ -264,6 +265,7 @@ tt_status tt_trainer_plan(const tt_model *m, const tt_trainer_config *cfg, tt_me
     tr.cfg = *cfg;
     tr.model = m;
     tr.place = &placements[cfg->reduce];
+    tr.mode = &sync_modes[cfg->sync.kind];
     tr.shard_max = shard_rows(cfg);
     tr.xchg_max = xchg_floats(m, cfg);
     tr.h_slots = (float **)tt_calloc(cfg->n_towers, sizeof(float *));
