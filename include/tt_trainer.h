@@ -289,7 +289,7 @@ typedef struct tt_trainer {
     tt_barrier bar_xchg; /* --bn-sync on: the towers' exchanges (N parties) */
     int crew_up, bars_up;
     size_t xchg_max;     /* --bn-sync on: the most floats one exchange carries */
-    int job;          /* what the crew does when woken */
+    void (*body)(struct tt_trainer *tr, int i, int T); /* what the crew does when woken (crew_run) */
     /* the current job */
     const tt_dataset *ds;
     const uint32_t *idx;     /* steps: sample indices, batch after batch */

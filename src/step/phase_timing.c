@@ -94,7 +94,7 @@ tt_status tt_trainer_time_phases(tt_trainer *tr, const tt_dataset *ds, const uin
     if (!s) {
         job_begin(tr, ds, idx, n);
         tr->ph_reps = reps;
-        run_job(tr, JOB_PHASES);
+        crew_run(tr, crew_phases);
         if (tr->halt == TT_HALT_STOP) s = tt_fail(err, TT_ERR_STOPPED, "phase timing: stopped");
     }
     if (!s) {

@@ -55,8 +55,6 @@
 #include "tt_mem.h"
 #include "tt_trainer.h"
 
-enum { JOB_INIT, JOB_STEPS, JOB_EVAL, JOB_DIAGNOSE, JOB_PHASES, JOB_FREE };
-
 _Static_assert(TT_REDUCE_BLOCK == TT_UPDATE_BLOCK, "the host's and a device's update check the same blocks");
 
 /* Events a tower records on its stream: the step's phase boundaries, then the reduce phase's. */
@@ -214,6 +212,12 @@ typedef struct buf_list {
     int n;
 } buf_list;
 
+static inline void add_buf(buf_list *l, void *slot, size_t bytes, int on_host, const char *part, tt_mem_driver driver)
+{
+    TT_ASSERT(l->n < MAX_TOWER_BUFS);
+    l->b[l->n++] = (tower_buf){(void **)slot, bytes, on_host, part, driver};
+}
+
 /* A placement is the phases it adds to the step. */
 typedef struct placement {
     /* its name, help and the two facts the tools outside the trainer read (tt_reduce_about); info.host_sum: the
@@ -258,6 +262,20 @@ enum {
     SYNC_OWN_WEIGHTS = 1u << 4, /* every tower trains its own weights with its own optimizer, on its own rows */
 };
 
+/* Crew thread i of T's part of a job (crew_run): a sync mode's run of steps, a tower's allocation, ... */
+typedef void crew_body(tt_trainer *tr, int i, int T);
+
+/* The loss and top-1/top-5 counts of a tower's pushed rows, added to its own. */
+static inline void tower_count_stats(tt_tower *tw, size_t rows)
+{
+    for (size_t r = 0; r < rows; r++) {
+        tw->loss_sum += tw->h_stats[2 * r];
+        float rank = tw->h_stats[2 * r + 1];
+        tw->top1 += rank < 1.0f;
+        tw->top5 += rank < 5.0f;
+    }
+}
+
 /* The towers train their own weights with their own optimizers (--sync weights:K). */
 static inline int own_weights(const tt_trainer *tr) { return (tr->mode->caps & SYNC_OWN_WEIGHTS) != 0; }
 
@@ -277,38 +295,48 @@ typedef struct host_pass {
     size_t state_lo;    /* the optimizer's state starts at this position (ps: the rank's slice) */
 } host_pass;
 
-/* trainer.c */
-void shard_of(size_t n, size_t N, size_t t, size_t *lo, size_t *rows);
-void owned_slice(const tt_trainer_config *cfg, size_t P, size_t *lo, size_t *n);
-void tower_shard(const tt_trainer_config *cfg, size_t n, size_t t, size_t *lo, size_t *rows);
+/* What each file gives the others, from the top of the package down (a file calls only into the files below it;
+ * trainer.c, the public API, and phase_timing.c, the probe's, are the top). */
 
-/* crew.c */
-void tower_barrier(tt_trainer *tr, tt_barrier *b, int i, void (*serial)(void *), void *arg);
-void crew_job(void *arg, int i, int T);
-void run_job(tt_trainer *tr, int job);
-void job_begin(tt_trainer *tr, const tt_dataset *ds, const uint32_t *idx, size_t n);
-tt_status towers_status(tt_trainer *tr, tt_error *err);
+/* compat.c: tt_trainer_check (public) */
+
+/* sync.c: the --sync table (its rows' runs are the sync_*.c files below) */
+extern const sync_mode sync_modes[TT_SYNC_COUNT]; /* indexed by tt_sync_kind */
+const char *sync_spelt(const tt_sync_info *in, char *buf, size_t len); /* "ssp:S", "async" */
+
+/* phase_timing.c */
+crew_body crew_phases; /* the probe's phases, one at a time */
+
+/* sync_bsp.c, sync_ssp.c, sync_weights.c: a mode's run of steps (its row's run) */
+crew_body bsp_run, ssp_run, weights_run;
+
+/* node_combine.c */
+void host_node_step(tt_trainer *tr, int i, int T); /* the host's part of a step across K ranks */
 
 /* tower.c */
-void add_buf(buf_list *l, void *slot, size_t bytes, int on_host, const char *part, tt_mem_driver driver);
-void tower_buffers(tt_trainer *tr, tt_tower *tw, buf_list *l);
-tt_status tower_alloc(tt_tower *tw);
-void tower_release(tt_tower *tw);
+void tower_buffers(tt_trainer *tr, tt_tower *tw, buf_list *l); /* every buffer tower tw allocates */
 uint64_t phase_pull(tt_tower *tw);
 void phase_data(tt_tower *tw, const tt_dataset *ds, const uint32_t *idx, size_t first, size_t rows);
 void phase_compute(tt_tower *tw, size_t n);
 void phase_push(tt_tower *tw);
-void tower_count_stats(tt_tower *tw, size_t rows);
-void tower_step(tt_tower *tw, const uint32_t *idx, size_t n, int more);
-void tower_eval(tt_tower *tw);
-void tower_diagnose(tt_tower *tw);
+void tower_step(tt_tower *tw, const uint32_t *idx, size_t n, int more); /* the four, issued and waited for once */
+crew_body towers_alloc, towers_release, towers_eval, towers_diagnose; /* tower i's part of those jobs */
+
+/* overlap.c */
+void bucket_push(tt_tower *tw, size_t k);
+void tower_arrive_landed(tt_tower *tw);
+void bucket_ready(void *arg, size_t lo); /* tt_model_backward_each's callback */
+void overlap_run(tt_trainer *tr, int i, tt_tower *tw, int pull_ahead);
+void overlap_reset(overlap *o);
+tt_status overlap_init(tt_trainer *tr, int T, tt_error *err);
+void overlap_free(tt_trainer *tr);
 
 /* placement.c */
-extern const placement placements[TT_REDUCE_COUNT];        /* indexed by tt_reduce */
-extern const tt_update_row update_rows[TT_UPDATE_COUNT];  /* indexed by tt_update */
+extern const placement placements[TT_REDUCE_COUNT];       /* indexed by tt_reduce */
+extern const tt_update_row update_rows[TT_UPDATE_COUNT]; /* indexed by tt_update */
 int holds_master(const tt_trainer *tr, const tt_tower *tw);
-int tower_update(tt_tower *tw);
-void tower_master(tt_tower *tw, int to_device);
+int tower_update(tt_tower *tw);                  /* the optimizer on this tower's master copy */
+void tower_master(tt_tower *tw, int to_device); /* the host's master and optimizer state to or from the device */
 
 /* host_sum.c */
 host_pass fused_pass(const tt_trainer *tr);
@@ -316,21 +344,15 @@ void host_blocks(tt_trainer *tr, const host_pass *p, size_t lo, size_t hi, doubl
 void block_slice(size_t from, size_t to, int i, int T, size_t *lo, size_t *hi);
 void host_slice(tt_trainer *tr, const host_pass *p, int i, int T, double *t_sum, double *t_update);
 
-/* overlap.c */
-void bucket_push(tt_tower *tw, size_t k);
-void tower_arrive_landed(tt_tower *tw);
-void bucket_ready(void *arg, size_t lo);
-void overlap_run(tt_trainer *tr, int i, tt_tower *tw, int pull_ahead);
-void after_overlap(void *arg);
-tt_status overlap_init(tt_trainer *tr, int T, tt_error *err);
-void overlap_free(tt_trainer *tr);
+/* bn_exchange.c */
+void tower_exchange(void *arg, tt_dev *dev, float *d_buf, size_t n); /* tt_exchange.sum */
+size_t xchg_floats(const tt_model *m, const tt_trainer_config *cfg);
 
-/* node_combine.c */
-void host_node_step(tt_trainer *tr, int i, int T);
-
-/* sync.c */
-extern const sync_mode sync_modes[TT_SYNC_COUNT]; /* indexed by tt_sync_kind */
-const char *sync_spelt(const tt_sync_info *in, char *buf, size_t len); /* "ssp:S", "async" */
+/* shards.c */
+void shard_of(size_t n, size_t N, size_t t, size_t *lo, size_t *rows);
+size_t shard_rows(const tt_trainer_config *cfg);
+void owned_slice(const tt_trainer_config *cfg, size_t P, size_t *lo, size_t *n);
+void tower_shard(const tt_trainer_config *cfg, size_t n, size_t t, size_t *lo, size_t *rows);
 size_t sync_step_n(const tt_trainer *tr, size_t st);
 size_t sync_step_shards(const tt_trainer *tr, size_t st);
 int stop_asked(const tt_trainer *tr);
@@ -338,25 +360,13 @@ tt_status sync_begin(tt_trainer *tr, size_t steps, tt_error *err);
 tt_status sync_init(tt_trainer *tr, int T, tt_error *err);
 void sync_free(tt_trainer *tr);
 
-/* sync_bsp.c */
-void add_tower_start(const tt_trainer *tr, const tt_tower *tw, tt_step_result *res);
-void after_update(void *arg);
-void bsp_run(tt_trainer *tr, int i, int T);
-
-/* sync_ssp.c */
-void ssp_run(tt_trainer *tr, int i, int T);
-
-/* sync_weights.c */
-void weights_run(tt_trainer *tr, int i, int T);
-
-/* bn_exchange.c */
-void tower_exchange(void *arg, tt_dev *dev, float *d_buf, size_t n);
-size_t xchg_floats(const tt_model *m, const tt_trainer_config *cfg);
-
-/* phase_timing.c */
-void crew_phases(tt_trainer *tr, int i, int T);
-
-/* compat.c */
-tt_status check_nccl(const tt_trainer_config *cfg, tt_error *err);
+/* crew.c */
+int crew_threads(const tt_trainer_config *cfg);            /* T: max(N towers, host threads) */
+tt_status crew_open(tt_trainer *tr, int T, tt_error *err); /* the barriers and the pool */
+void crew_close(tt_trainer *tr);
+void crew_run(tt_trainer *tr, crew_body *body);   /* every thread runs body once; returns when all have */
+void crew_start(tt_trainer *tr, crew_body *body); /* the same without waiting (tt_pool_wait) */
+void job_begin(tt_trainer *tr, const tt_dataset *ds, const uint32_t *idx, size_t n);
+void tower_barrier(tt_trainer *tr, tt_barrier *b, int i, void (*serial)(void *), void *arg);
 
 #endif

@@ -6,7 +6,7 @@
 #include "step.h"
 
 /* Tower tw's statistics, and its launch, pull and data phases, added to the step's (means over the towers). */
-void add_tower_start(const tt_trainer *tr, const tt_tower *tw, tt_step_result *res)
+static void add_tower_start(const tt_trainer *tr, const tt_tower *tw, tt_step_result *res)
 {
     const tt_tower_ledger *l = &tw->led;
     const double N = (double)tr->cfg.n_towers;
@@ -53,7 +53,7 @@ static void after_reduce(void *arg)
 }
 
 /* Serial section of barrier B: the master weights are updated; the step is over. */
-void after_update(void *arg)
+static void after_update(void *arg)
 {
     tt_trainer *tr = (tt_trainer *)arg;
     const size_t N = tr->cfg.n_towers;
@@ -94,6 +94,61 @@ void after_update(void *arg)
     else if (flags[0]) tr->halt = TT_HALT_NONFINITE;
     else if (flags[1]) tr->halt = TT_HALT_STOP;
     atomic_store(&tr->steps_done, tr->cur_step);
+}
+
+/* --overlap on, the serial section of the step's one barrier: every bucket is updated. The towers' phases as
+ * after_towers adds them, except that the tower phase ends when the last gradient reached the host (t_pushed) and
+ * push includes the buckets pushed during the backward; the host's reduce and update are the wall after that, in
+ * the proportions of the exposed work; what ran before it is the hidden work. Then the counters for the next step,
+ * and the step's end (after_update). */
+static void after_overlap(void *arg)
+{
+    tt_trainer *tr = (tt_trainer *)arg;
+    overlap *o = tr->ov;
+    const size_t N = tr->cfg.n_towers;
+    tt_step_result *res = &tr->results[tr->cur_step];
+    const double now = tt_now();
+    double t_pushed = o->t_pushed, host_end = 0; /* the last gradient on the host; the host's last update done */
+    for (size_t t = 0; t < N; t++) /* by the towers' event clocks too (a tower stamps its last push's end after) */
+        t_pushed = tr->towers[t].led.push1 > t_pushed ? tr->towers[t].led.push1 : t_pushed;
+    for (size_t k = 0; k < o->nb; k++) host_end = o->span[k][1] > host_end ? o->span[k][1] : host_end;
+    const double upd_end = host_end > t_pushed ? host_end : t_pushed;
+    memset(res, 0, sizeof *res);
+    for (size_t t = 0; t < N; t++) {
+        const tt_tower_ledger *l = &tr->towers[t].led;
+        add_tower_start(tr, &tr->towers[t], res);
+        /* a backend that runs ops as issued (CPU) made the backward's bucket copies on the tower's own time, inside
+         * the compute's span: push time, none of it hidden; a GPU's side stream made them beside the kernels */
+        const int inline_ops = tr->cfg.ops->inline_ops;
+        const double inline_push = inline_ops ? l->push_hidden : 0;
+        res->t.compute += (l->compute1 - l->data1 - inline_push) / (double)N;
+        res->t.push += (l->push1 - l->compute1 + inline_push) / (double)N;
+        res->t.push_hidden += (inline_ops ? 0 : l->push_hidden) / (double)N;
+        res->t.wait += (t_pushed - l->push1) / (double)N;
+    }
+    /* after the host's last update: the towers' last pulls ahead landing, and the barrier — the next step's pull */
+    res->t.pull += now - upd_end;
+    res->t.step0 = tr->t_step;
+    res->t.towers = t_pushed - tr->t_step + (now - upd_end);
+    tr->t_towers_done = t_pushed;
+    double w[4] = {0, 0, 0, 0};
+    for (int i = 0; i < tr->crew.n; i++)
+        for (int j = 0; j < 4; j++) {
+            w[j] += o->work[i][j];
+            o->work[i][j] = 0;
+        }
+    res->t.host_hidden = w[0] + w[1];
+    res->t.host_exposed = w[2] + w[3];
+    const double exposed = upd_end - t_pushed; /* the host's work after the last push, split as its work was */
+    tr->t_reduce0 = t_pushed;
+    tr->t_reduce1 = t_pushed + (w[2] + w[3] > 0 ? exposed * w[2] / (w[2] + w[3]) : 0);
+    tr->t_update0 = tr->t_reduce1;
+    tr->t_update1 = upd_end;
+    res->n_buckets = (unsigned)o->nb;
+    memcpy(res->bucket, o->span, sizeof o->span);
+    overlap_reset(o);
+    atomic_store(&o->towers_busy, N);
+    after_update(tr);
 }
 
 void bsp_run(tt_trainer *tr, int i, int T)

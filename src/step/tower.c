@@ -8,12 +8,6 @@
 #include "tt_rng.h"
 #include "step.h"
 
-void add_buf(buf_list *l, void *slot, size_t bytes, int on_host, const char *part, tt_mem_driver driver)
-{
-    TT_ASSERT(l->n < MAX_TOWER_BUFS);
-    l->b[l->n++] = (tower_buf){(void **)slot, bytes, on_host, part, driver};
-}
-
 void tower_buffers(tt_trainer *tr, tt_tower *tw, buf_list *l)
 {
     const tt_model *m = tr->model;
@@ -103,7 +97,7 @@ static void tower_upload_set(tt_tower *tw)
     upload_staged(&tw->dev, tw->d_set_y, set->y, set->n * sizeof(int32_t), tw->h_x, stage);
 }
 
-tt_status tower_alloc(tt_tower *tw)
+static tt_status tower_alloc(tt_tower *tw)
 {
     tt_trainer *tr = tw->tr;
     const int d = tw->id % tr->cfg.n_devices;
@@ -138,7 +132,7 @@ tt_status tower_alloc(tt_tower *tw)
     return TT_OK;
 }
 
-void tower_release(tt_tower *tw)
+static void tower_release(tt_tower *tw)
 {
     if (!tw->dev.ops) return;
     tt_dev_graph_free(&tw->dev, tw->graph);
@@ -336,16 +330,6 @@ void phase_push(tt_tower *tw)
     tt_dev_d2h(&tw->dev, tw->h_stats, tw->d_stats, 2 * tw->rows * sizeof(float));
 }
 
-void tower_count_stats(tt_tower *tw, size_t rows)
-{
-    for (size_t r = 0; r < rows; r++) {
-        tw->loss_sum += tw->h_stats[2 * r];
-        float rank = tw->h_stats[2 * r + 1];
-        tw->top1 += rank < 1.0f;
-        tw->top5 += rank < 5.0f;
-    }
-}
-
 double tt_slow_delay(const tt_slow_tower *slow, size_t n_slow, uint64_t seed, size_t t, uint64_t step)
 {
     for (size_t k = 0; k < n_slow; k++) {
@@ -497,7 +481,7 @@ void tower_step(tt_tower *tw, const uint32_t *idx, size_t n, int more)
     tw->n_run++;
 }
 
-void tower_eval(tt_tower *tw)
+static void tower_eval(tt_tower *tw)
 {
     tt_trainer *tr = tw->tr;
     const tt_model *m = tr->model;
@@ -532,7 +516,7 @@ void tower_eval(tt_tower *tw)
 }
 /* After a step whose sum was not finite: does this tower's own gradient hold a NaN or an Inf? Reads the whole
  * gradient back — the failure path only; a healthy step pays nothing for it. */
-void tower_diagnose(tt_tower *tw)
+static void tower_diagnose(tt_tower *tw)
 {
     const size_t P = tw->tr->model->n_params;
     float *h = (float *)tt_dev_host_alloc(&tw->dev, P * sizeof(float)); /* pinned: an async copy's destination */
@@ -544,4 +528,29 @@ void tower_diagnose(tt_tower *tw)
     tt_dev_sync(&tw->dev);
     tw->grad_nonfinite = !tt_all_finite(h, P);
     tt_dev_host_free(&tw->dev, h);
+}
+
+/* The crew's bodies of the towers' jobs (crew_run): tower i's part; the host's threads beyond the towers idle. */
+void towers_alloc(tt_trainer *tr, int i, int T)
+{
+    (void)T;
+    if ((size_t)i < tr->cfg.n_towers) tr->towers[i].status = tower_alloc(&tr->towers[i]);
+}
+
+void towers_release(tt_trainer *tr, int i, int T)
+{
+    (void)T;
+    if ((size_t)i < tr->cfg.n_towers) tower_release(&tr->towers[i]);
+}
+
+void towers_eval(tt_trainer *tr, int i, int T)
+{
+    (void)T;
+    if ((size_t)i < tr->cfg.n_towers) tower_eval(&tr->towers[i]);
+}
+
+void towers_diagnose(tt_trainer *tr, int i, int T)
+{
+    (void)T;
+    if ((size_t)i < tr->cfg.n_towers) tower_diagnose(&tr->towers[i]);
 }

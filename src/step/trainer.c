@@ -6,38 +6,6 @@
 #include "tt_backend.h"
 #include "step.h"
 
-/* Shard t of n samples over N towers: the first n % N towers take one extra row. */
-void shard_of(size_t n, size_t N, size_t t, size_t *lo, size_t *rows)
-{
-    const size_t base = n / N, extra = n % N;
-    *rows = base + (t < extra);
-    *lo = t * base + (t < extra ? t : extra);
-}
-
-/* Rows a tower must hold: the largest shard of a batch over every tower of the job. */
-static size_t shard_rows(const tt_trainer_config *cfg)
-{
-    const size_t G = cfg->n_towers * (multi_node(cfg) ? (size_t)cfg->node->size : 1);
-    return (cfg->batch + G - 1) / G;
-}
-
-/* The part of the buffer this rank updates and keeps the optimizer's state of: its slice under ps, else all. */
-void owned_slice(const tt_trainer_config *cfg, size_t P, size_t *lo, size_t *n)
-{
-    *lo = 0;
-    *n = P;
-    if (multi_node(cfg) && cfg->node_reduce == TT_NODE_PS) tt_node_slice(P, cfg->node->size, cfg->node->rank, lo, n);
-}
-
-/* Tower t's shard of a step (or an evaluation) of n samples: with K ranks, global tower rank*N + t of K*N, so K
- * ranks of N towers take exactly the shards one process of K*N towers would. */
-void tower_shard(const tt_trainer_config *cfg, size_t n, size_t t, size_t *lo, size_t *rows)
-{
-    const size_t N = cfg->n_towers, K = multi_node(cfg) ? (size_t)cfg->node->size : 1;
-    const size_t rank = K > 1 ? (size_t)cfg->node->rank : 0;
-    shard_of(n, K * N, rank * N + t, lo, rows);
-}
-
 const char *const tt_graphs_names[] = {"off", "on", NULL};
 const char *const tt_epilogues_names[] = {"kernels", "lt", NULL};
 const char *const tt_overlap_names[] = {"off", "on", NULL};
@@ -50,6 +18,16 @@ int tt_trainer_link_devices(const tt_trainer_config *cfg, int *ords)
     if (n > TT_MAX_DEVICES) n = TT_MAX_DEVICES;
     for (int d = 0; d < n; d++) ords[d] = cfg->devices ? cfg->devices[d] : d;
     return n;
+}
+
+/* The first tower that failed its allocation, in its words. */
+static tt_status towers_status(tt_trainer *tr, tt_error *err)
+{
+    for (size_t t = 0; t < tr->cfg.n_towers; t++)
+        if (tr->towers[t].status != TT_OK)
+            return tt_fail(err, tr->towers[t].status, "tower %zu (%s device %d): %s", t, tr->cfg.ops->name,
+                           tr->towers[t].dev.ordinal, tr->towers[t].err.msg);
+    return TT_OK;
 }
 
 tt_status tt_trainer_init(tt_trainer *tr, const tt_model *m, const tt_trainer_config *cfg,
@@ -103,16 +81,9 @@ tt_status tt_trainer_init(tt_trainer *tr, const tt_model *m, const tt_trainer_co
         tr->towers[t].tr = tr;
         tr->towers[t].xchg = (tt_exchange){tower_exchange, &tr->towers[t]};
     }
-    int cpus = tt_cpu_count();
-    int host = cfg->host_threads > 0 ? cfg->host_threads : cpus;
-    int T = (int)N > host ? (int)N : host;
-    /* spin at the barriers only when every crew thread has a core; otherwise spinning steals from the workers */
-    double spin = T <= cpus ? 200e-6 : 0.0;
-    tt_barrier_init(&tr->bar_push, T, spin);
-    tt_barrier_init(&tr->bar_reduce, T, spin);
-    tt_barrier_init(&tr->bar_update, T, spin);
-    tt_barrier_init(&tr->bar_xchg, (int)N, spin);
-    tr->bars_up = 1;
+    const int T = crew_threads(cfg);
+    s = crew_open(tr, T, err);
+    if (s) return s;
     if (cfg->overlap) {
         s = overlap_init(tr, T, err);
         if (s) return s;
@@ -121,10 +92,7 @@ tt_status tt_trainer_init(tt_trainer *tr, const tt_model *m, const tt_trainer_co
         s = sync_init(tr, T, err);
         if (s) return s;
     }
-    s = tt_pool_init(&tr->crew, T, err);
-    if (s) return s;
-    tr->crew_up = 1;
-    run_job(tr, JOB_INIT);
+    crew_run(tr, towers_alloc);
     s = towers_status(tr, err);
     if (s) return s;
     for (size_t t = (size_t)cfg->n_devices; t < N; t++) { /* virtual towers read their device's one copy */
@@ -141,118 +109,11 @@ tt_status tt_trainer_init(tt_trainer *tr, const tt_model *m, const tt_trainer_co
     return TT_OK;
 }
 
-void tt_trainer_get_params(const tt_trainer *tr, float *h_out)
-{
-    memcpy(h_out, tr->h_params, tr->model->n_params * sizeof(float));
-}
-
-void tt_trainer_set_params(tt_trainer *tr, const float *h_params)
-{
-    memcpy(tr->h_params, h_params, tr->model->n_params * sizeof(float));
-    if (tr->sy) tr->sy->towers_hold = 0; /* weights:K: the next run starts every tower from these */
-}
-
-tt_optim *tt_trainer_optim(tt_trainer *tr) { return &tr->opt; }
-
-const float *tt_trainer_params(const tt_trainer *tr) { return tr->h_params; }
-
-void tt_trainer_free(tt_trainer *tr)
-{
-    if (tr->comm) tr->cfg.ops->comm_free(tr->comm);
-    if (tr->crew_up) run_job(tr, JOB_FREE); /* device memory is released on each tower's own thread */
-    tt_pool_free(&tr->crew);
-    if (tr->bars_up) {
-        tt_barrier_destroy(&tr->bar_push);
-        tt_barrier_destroy(&tr->bar_reduce);
-        tt_barrier_destroy(&tr->bar_update);
-        tt_barrier_destroy(&tr->bar_xchg);
-    }
-    if (tr->model) tt_optim_free(&tr->opt);
-    overlap_free(tr);
-    sync_free(tr);
-    tt_free(tr->h_slots);
-    tt_free(tr->towers);
-    memset(tr, 0, sizeof *tr);
-}
-tt_status tt_trainer_start_steps(tt_trainer *tr, const tt_dataset *ds, const uint32_t *idx, size_t n,
-                                 tt_step_result *results, size_t n_results, tt_tower_ledger *ledger, tt_error *err)
-{
-    const size_t B = tr->cfg.batch;
-    if (n == 0) return tt_fail(err, TT_ERR_ARG, "a run of steps needs at least one sample");
-    if ((n + B - 1) / B > n_results)
-        return tt_fail(err, TT_ERR_ARG, "%zu samples make %zu steps but there is room for %zu results", n,
-                       (n + B - 1) / B, n_results);
-    if (ds->dim != tr->model->input_dim)
-        return tt_fail(err, TT_ERR_ARG, "data has %zu features, the model expects %zu", ds->dim, tr->model->input_dim);
-    job_begin(tr, ds, idx, n);
-    if (tr->sy) {
-        tt_status s = sync_begin(tr, (n + B - 1) / B, err);
-        if (s) return s;
-    }
-    tr->results = results;
-    tr->ledger = ledger;
-    tr->cur_step = 0;
-    atomic_store(&tr->steps_done, 0);
-    tr->job = JOB_STEPS;
-    tr->t_step = tt_now();
-    tt_pool_start(&tr->crew, tr->crew.n, crew_job, tr);
-    return TT_OK;
-}
-
-int tt_trainer_wait(tt_trainer *tr, double timeout_s, size_t *steps_done)
-{
-    int done = tt_pool_wait(&tr->crew, timeout_s);
-    if (steps_done) *steps_done = (size_t)atomic_load(&tr->steps_done);
-    return done;
-}
-
-tt_status tt_trainer_step(tt_trainer *tr, const tt_dataset *ds, const uint32_t *idx, size_t n, tt_step_result *res,
-                          tt_error *err)
-{
-    if (n == 0 || n > tr->cfg.batch)
-        return tt_fail(err, TT_ERR_ARG, "step of %zu samples: must be 1..%zu", n, tr->cfg.batch);
-    tt_status s = tt_trainer_start_steps(tr, ds, idx, n, res, 1, NULL, err);
-    if (s) return s;
-    tt_trainer_wait(tr, -1, NULL);
-    if (tr->halt == TT_HALT_NONFINITE)
-        return tt_fail(err, TT_ERR_NUMERIC,
-                       "the step's loss or gradient is not finite (no non-finite value was applied)");
-    return TT_OK;
-}
-
-tt_halt tt_trainer_halted(const tt_trainer *tr) { return tr->halt; }
-
-tt_status tt_trainer_node_error(const tt_trainer *tr, tt_error *err)
-{
-    if (tr->node_status && err) *err = tr->node_err;
-    return tr->node_status;
-}
-
 size_t tt_trainer_optim_offset(const tt_trainer *tr)
 {
     size_t lo, n;
     owned_slice(&tr->cfg, tr->model->n_params, &lo, &n);
     return lo;
-}
-
-void tt_trainer_set_epoch(tt_trainer *tr, uint64_t epoch) { tr->epoch = epoch; }
-
-void tt_trainer_set_steps(tt_trainer *tr, uint64_t steps) { tr->steps = steps; }
-
-void tt_trainer_request_stop(tt_trainer *tr) { atomic_store(&tr->stop_request, 1); }
-
-void tt_trainer_nonfinite_towers(tt_trainer *tr, int *loss_bad, int *grad_bad)
-{
-    if (tr->sy && own_weights(tr) && tr->sy->bad_step != SIZE_MAX) { /* recorded as it came */
-        memcpy(loss_bad, tr->sy->bad_loss, tr->cfg.n_towers * sizeof(int));
-        memcpy(grad_bad, tr->sy->bad_grad, tr->cfg.n_towers * sizeof(int));
-        return;
-    }
-    run_job(tr, JOB_DIAGNOSE);
-    for (size_t t = 0; t < tr->cfg.n_towers; t++) {
-        loss_bad[t] = !isfinite(tr->towers[t].loss_sum);
-        grad_bad[t] = tr->towers[t].grad_nonfinite;
-    }
 }
 
 tt_status tt_trainer_plan(const tt_model *m, const tt_trainer_config *cfg, tt_mem_plan *plan, tt_error *err)
@@ -313,7 +174,7 @@ tt_status tt_trainer_evaluate(tt_trainer *tr, const tt_dataset *ds, tt_eval_resu
         return tt_fail(err, TT_ERR_ARG, "predicting runs in one process (not under mpirun with more than one rank)");
     for (size_t t = 0; t < tr->cfg.n_towers; t++)
         tower_shard(&tr->cfg, ds->n, t, &tr->towers[t].lo, &tr->towers[t].rows);
-    run_job(tr, JOB_EVAL);
+    crew_run(tr, towers_eval);
     double loss = 0;
     size_t top1 = 0, top5 = 0;
     for (size_t t = 0; t < tr->cfg.n_towers; t++) {
@@ -334,6 +195,107 @@ tt_status tt_trainer_evaluate(tt_trainer *tr, const tt_dataset *ds, tt_eval_resu
     res->accuracy = (double)top1 / (double)ds->n;
     res->top5 = (double)top5 / (double)ds->n;
     return TT_OK;
+}
+
+void tt_trainer_get_params(const tt_trainer *tr, float *h_out)
+{
+    memcpy(h_out, tr->h_params, tr->model->n_params * sizeof(float));
+}
+
+void tt_trainer_set_params(tt_trainer *tr, const float *h_params)
+{
+    memcpy(tr->h_params, h_params, tr->model->n_params * sizeof(float));
+    if (tr->sy) tr->sy->towers_hold = 0; /* weights:K: the next run starts every tower from these */
+}
+
+tt_optim *tt_trainer_optim(tt_trainer *tr) { return &tr->opt; }
+
+const float *tt_trainer_params(const tt_trainer *tr) { return tr->h_params; }
+
+void tt_trainer_free(tt_trainer *tr)
+{
+    if (tr->comm) tr->cfg.ops->comm_free(tr->comm);
+    if (tr->crew_up) crew_run(tr, towers_release); /* device memory is released on each tower's own thread */
+    crew_close(tr);
+    if (tr->model) tt_optim_free(&tr->opt);
+    overlap_free(tr);
+    sync_free(tr);
+    tt_free(tr->h_slots);
+    tt_free(tr->towers);
+    memset(tr, 0, sizeof *tr);
+}
+
+tt_status tt_trainer_start_steps(tt_trainer *tr, const tt_dataset *ds, const uint32_t *idx, size_t n,
+                                 tt_step_result *results, size_t n_results, tt_tower_ledger *ledger, tt_error *err)
+{
+    const size_t B = tr->cfg.batch;
+    if (n == 0) return tt_fail(err, TT_ERR_ARG, "a run of steps needs at least one sample");
+    if ((n + B - 1) / B > n_results)
+        return tt_fail(err, TT_ERR_ARG, "%zu samples make %zu steps but there is room for %zu results", n,
+                       (n + B - 1) / B, n_results);
+    if (ds->dim != tr->model->input_dim)
+        return tt_fail(err, TT_ERR_ARG, "data has %zu features, the model expects %zu", ds->dim, tr->model->input_dim);
+    job_begin(tr, ds, idx, n);
+    if (tr->sy) {
+        tt_status s = sync_begin(tr, (n + B - 1) / B, err);
+        if (s) return s;
+    }
+    tr->results = results;
+    tr->ledger = ledger;
+    tr->cur_step = 0;
+    atomic_store(&tr->steps_done, 0);
+    tr->t_step = tt_now();
+    crew_start(tr, tr->mode->run); /* the --sync mode's own loop */
+    return TT_OK;
+}
+
+int tt_trainer_wait(tt_trainer *tr, double timeout_s, size_t *steps_done)
+{
+    int done = tt_pool_wait(&tr->crew, timeout_s);
+    if (steps_done) *steps_done = (size_t)atomic_load(&tr->steps_done);
+    return done;
+}
+
+tt_status tt_trainer_step(tt_trainer *tr, const tt_dataset *ds, const uint32_t *idx, size_t n, tt_step_result *res,
+                          tt_error *err)
+{
+    if (n == 0 || n > tr->cfg.batch)
+        return tt_fail(err, TT_ERR_ARG, "step of %zu samples: must be 1..%zu", n, tr->cfg.batch);
+    tt_status s = tt_trainer_start_steps(tr, ds, idx, n, res, 1, NULL, err);
+    if (s) return s;
+    tt_trainer_wait(tr, -1, NULL);
+    if (tr->halt == TT_HALT_NONFINITE)
+        return tt_fail(err, TT_ERR_NUMERIC,
+                       "the step's loss or gradient is not finite (no non-finite value was applied)");
+    return TT_OK;
+}
+
+tt_halt tt_trainer_halted(const tt_trainer *tr) { return tr->halt; }
+
+tt_status tt_trainer_node_error(const tt_trainer *tr, tt_error *err)
+{
+    if (tr->node_status && err) *err = tr->node_err;
+    return tr->node_status;
+}
+
+void tt_trainer_set_epoch(tt_trainer *tr, uint64_t epoch) { tr->epoch = epoch; }
+
+void tt_trainer_set_steps(tt_trainer *tr, uint64_t steps) { tr->steps = steps; }
+
+void tt_trainer_request_stop(tt_trainer *tr) { atomic_store(&tr->stop_request, 1); }
+
+void tt_trainer_nonfinite_towers(tt_trainer *tr, int *loss_bad, int *grad_bad)
+{
+    if (tr->sy && own_weights(tr) && tr->sy->bad_step != SIZE_MAX) { /* recorded as it came */
+        memcpy(loss_bad, tr->sy->bad_loss, tr->cfg.n_towers * sizeof(int));
+        memcpy(grad_bad, tr->sy->bad_grad, tr->cfg.n_towers * sizeof(int));
+        return;
+    }
+    crew_run(tr, towers_diagnose);
+    for (size_t t = 0; t < tr->cfg.n_towers; t++) {
+        loss_bad[t] = !isfinite(tr->towers[t].loss_sum);
+        grad_bad[t] = tr->towers[t].grad_nonfinite;
+    }
 }
 
 tt_status tt_trainer_predict(tt_trainer *tr, const tt_dataset *ds, float *h_logits, tt_eval_result *res,
