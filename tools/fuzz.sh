@@ -44,8 +44,9 @@ model_src=(tests/fuzz/fuzz_model.c src/model/model.c src/layers/*.c src/dev/dev.
 npy_src=(tests/fuzz/fuzz_npy.c src/data/npy.c src/data/cifar10.c src/data/dataset.c src/data/input.c "${base_src[@]}")
 # the checkpoint reader builds the fuzz target's model (model.c, the layer kinds) and names the optimizer's slots
 # (optim.c); it parses its header with json-c and sums the data with zlib's crc32
-ckpt_src=(tests/fuzz/fuzz_checkpoint.c src/model/checkpoint.c src/model/json.c src/model/optim.c src/model/model.c
-          src/layers/*.c src/dev/dev.c src/data/input.c "${base_src[@]}")
+ckpt_src=(tests/fuzz/fuzz_checkpoint.c src/model/checkpoint.c src/model/safetensors.c src/model/ckpt_metadata.c
+          src/model/ckpt_options.c src/model/json.c src/model/optim.c src/model/model.c src/layers/*.c src/dev/dev.c
+          src/data/input.c "${base_src[@]}")
 # the profile reader: its schema tables, the strict JSON scan and json-c, the optimizers' names
 profile_src=(tests/fuzz/fuzz_profile.c src/step/profile.c src/model/json.c src/model/optim.c src/data/input.c
              "${base_src[@]}")
