@@ -39,13 +39,15 @@ base_src=(src/core/common.c src/core/signal.c src/core/out.c src/dev/mem.c src/c
 # idx.c also makes data sets of its files (dataset.c frees them)
 idx_src=(tests/fuzz/fuzz_idx.c src/data/idx.c src/data/dataset.c src/data/input.c "${base_src[@]}")
 # the model parser reaches every layer kind's setup and tables (src/layers/*.c), but never a device op
-model_src=(tests/fuzz/fuzz_model.c src/model/model.c src/layers/*.c src/dev/dev.c src/data/input.c "${base_src[@]}")
+model_src=(tests/fuzz/fuzz_model.c src/model/model.c src/model/model_builtin.c src/model/model_file.c src/layers/*.c
+           src/dev/dev.c src/data/input.c "${base_src[@]}")
 # dataset.c frees data sets and finds a directory's files (the readers are above it, the --data dispatch above them)
 npy_src=(tests/fuzz/fuzz_npy.c src/data/npy.c src/data/cifar10.c src/data/dataset.c src/data/input.c "${base_src[@]}")
 # the checkpoint reader builds the fuzz target's model (model.c, the layer kinds) and names the optimizer's slots
 # (optim.c); it parses its header with json-c and sums the data with zlib's crc32
-ckpt_src=(tests/fuzz/fuzz_checkpoint.c src/model/checkpoint.c src/model/json.c src/model/optim.c src/model/model.c
-          src/layers/*.c src/dev/dev.c src/data/input.c "${base_src[@]}")
+ckpt_src=(tests/fuzz/fuzz_checkpoint.c src/model/checkpoint.c src/model/safetensors.c src/model/ckpt_metadata.c
+          src/model/ckpt_options.c src/model/json.c src/model/optim.c src/model/model.c src/model/model_builtin.c
+          src/model/model_file.c src/layers/*.c src/dev/dev.c src/data/input.c "${base_src[@]}")
 # the profile reader: its schema tables, the strict JSON scan and json-c, the optimizers' names
 profile_src=(tests/fuzz/fuzz_profile.c src/step/profile.c src/model/json.c src/model/optim.c src/data/input.c
              "${base_src[@]}")
