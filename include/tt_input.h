@@ -5,7 +5,7 @@
  * input can also be memory (tt_input_open_mem), which is how the fuzzers and tests reach the same code. After
  * tt_input_detect_gzip, reads return the decompressed stream: concatenated gzip members are one stream, a member
  * cut short is "truncated", a bad check value is "corrupt", and bytes after the last member are an error.
- * Not for: parsing any format (see src/data/idx.c, src/model/model.c) or writing files. */
+ * Not for: parsing any format (see src/data/idx.c, src/model/model_file.c) or writing files. */
 #ifndef TT_INPUT_H
 #define TT_INPUT_H
 

@@ -1,4 +1,4 @@
-/* fuzz_model.c — libFuzzer target for the model-file parser (tt_model_parse in src/model/model.c). The input is the
+/* fuzz_model.c — libFuzzer target for the model-file parser (tt_model_parse in src/model/model_file.c). The input is the
  * file's text, NUL-terminated as tt_model_load guarantees; inputs over tt_model_load's 1 MiB limit or holding a
  * NUL byte are skipped, since tt_model_load refuses them before parsing. Each input is parsed twice: for
  * Fashion-MNIST's flat data (784 features, 10 classes: `input size=784` and a last `dense units=10` make a valid
