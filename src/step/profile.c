@@ -275,6 +275,99 @@ static const char *json_kind(json_object *v)
 static tt_status read_object(const reader *r, json_object *obj, void *base, const field *t, const char *path);
 
 /* One value v of field f into base (path names it in messages). */
+/* The readers of read_value's types: v is the value at `path`, `at` the field's place in the struct. */
+static tt_status read_str(const reader *r, json_object *v, char *at, const field *f, const char *path)
+{
+    char msg[256];
+    if (!json_object_is_type(v, json_type_string)) {
+        snprintf(msg, sizeof msg, "%s, not a string", json_kind(v));
+        return bad(r, path, msg);
+    }
+    const char *s = json_object_get_string(v);
+    const size_t len = (size_t)json_object_get_string_len(v);
+    if (len >= (size_t)f->hi || memchr(s, '\0', len)) {
+        snprintf(msg, sizeof msg, "a string of %zu bytes (at most %zu, no NUL)", len, (size_t)f->hi - 1);
+        return bad(r, path, msg);
+    }
+    if (f->names) {
+        size_t i = 0;
+        while (f->names[i] && strcmp(f->names[i], s) != 0) i++;
+        if (!f->names[i]) {
+            char q[80];
+            tt_escape(s, q, sizeof q);
+            snprintf(msg, sizeof msg, "'%s' is not one of its names", q);
+            return bad(r, path, msg);
+        }
+    }
+    memcpy(at, s, len + 1);
+    return TT_OK;
+}
+
+static tt_status read_size(const reader *r, json_object *v, char *at, const field *f, const char *path)
+{
+    char msg[256];
+    if (!json_object_is_type(v, json_type_int)) {
+        snprintf(msg, sizeof msg, "%s, not an integer", json_kind(v));
+        return bad(r, path, msg);
+    }
+    /* json-c keeps integers beyond int64 as uint64; get_int64 clamps them to INT64_MAX, above every range */
+    const int64_t x = json_object_get_int64(v);
+    if (x < 0 || (double)x < f->lo || (double)x > f->hi) {
+        snprintf(msg, sizeof msg, "%s is outside %.0f..%.0f", json_object_to_json_string(v), f->lo, f->hi);
+        return bad(r, path, msg);
+    }
+    *(size_t *)(void *)at = (size_t)x;
+    return TT_OK;
+}
+
+static tt_status read_num(const reader *r, json_object *v, char *at, const field *f, const char *path)
+{
+    char msg[256];
+    if (!json_object_is_type(v, json_type_double) && !json_object_is_type(v, json_type_int)) {
+        snprintf(msg, sizeof msg, "%s, not a number%s", json_kind(v), f->flags & NULLABLE ? " or null" : "");
+        return bad(r, path, msg);
+    }
+    const double x = json_object_get_double(v);
+    const int low = (f->flags & GT) ? !(x > f->lo) : !(x >= f->lo);
+    if (!isfinite(x) || low || x > f->hi) {
+        const char *why = !isfinite(x) ? "not finite" : !low ? "implausibly large" : (f->flags & GT) ? "not > 0"
+                                                                                                      : "negative";
+        snprintf(msg, sizeof msg, "%.17g is %s", x, why);
+        if (isfinite(x) && !low) snprintf(msg + strlen(msg), sizeof msg - strlen(msg), " (at most %g)", f->hi);
+        return bad(r, path, msg);
+    }
+    *(double *)(void *)at = x;
+    return TT_OK;
+}
+
+/* An array of objects into f->max items of f->item bytes from `at`; its length into base's count field. */
+static tt_status read_array(const reader *r, json_object *v, void *base, char *at, const field *f, const char *path)
+{
+    char msg[256];
+    if (!json_object_is_type(v, json_type_array)) {
+        snprintf(msg, sizeof msg, "%s, not an array", json_kind(v));
+        return bad(r, path, msg);
+    }
+    const size_t n = json_object_array_length(v);
+    if (n > f->max) {
+        snprintf(msg, sizeof msg, "%zu items, more than %zu", n, f->max);
+        return bad(r, path, msg);
+    }
+    for (size_t i = 0; i < n; i++) {
+        char sub[160];
+        snprintf(sub, sizeof sub, "%.120s[%zu]", path, i);
+        json_object *item = json_object_array_get_idx(v, i);
+        if (!json_object_is_type(item, json_type_object)) {
+            snprintf(msg, sizeof msg, "%s, not an object", json_kind(item));
+            return bad(r, sub, msg);
+        }
+        tt_status s = read_object(r, item, at + i * f->item, f->sub, sub);
+        if (s) return s;
+    }
+    *(size_t *)(void *)((char *)base + f->count_off) = n;
+    return TT_OK;
+}
+
 static tt_status read_value(const reader *r, json_object *v, void *base, const field *f, const char *path)
 {
     char msg[256];
@@ -288,30 +381,7 @@ static tt_status read_value(const reader *r, json_object *v, void *base, const f
         return TT_OK;
     }
     switch (f->type) {
-    case F_STR: {
-        if (!json_object_is_type(v, json_type_string)) {
-            snprintf(msg, sizeof msg, "%s, not a string", json_kind(v));
-            return bad(r, path, msg);
-        }
-        const char *s = json_object_get_string(v);
-        const size_t len = (size_t)json_object_get_string_len(v);
-        if (len >= (size_t)f->hi || memchr(s, '\0', len)) {
-            snprintf(msg, sizeof msg, "a string of %zu bytes (at most %zu, no NUL)", len, (size_t)f->hi - 1);
-            return bad(r, path, msg);
-        }
-        if (f->names) {
-            size_t i = 0;
-            while (f->names[i] && strcmp(f->names[i], s) != 0) i++;
-            if (!f->names[i]) {
-                char q[80];
-                tt_escape(s, q, sizeof q);
-                snprintf(msg, sizeof msg, "'%s' is not one of its names", q);
-                return bad(r, path, msg);
-            }
-        }
-        memcpy(at, s, len + 1);
-        return TT_OK;
-    }
+    case F_STR: return read_str(r, v, at, f, path);
     case F_BOOL:
         if (!json_object_is_type(v, json_type_boolean)) {
             snprintf(msg, sizeof msg, "%s, not true or false", json_kind(v));
@@ -319,67 +389,15 @@ static tt_status read_value(const reader *r, json_object *v, void *base, const f
         }
         *(int *)(void *)at = json_object_get_boolean(v) ? 1 : 0;
         return TT_OK;
-    case F_SIZE: {
-        if (!json_object_is_type(v, json_type_int)) {
-            snprintf(msg, sizeof msg, "%s, not an integer", json_kind(v));
-            return bad(r, path, msg);
-        }
-        /* json-c keeps integers beyond int64 as uint64; get_int64 clamps them to INT64_MAX, above every range */
-        const int64_t x = json_object_get_int64(v);
-        if (x < 0 || (double)x < f->lo || (double)x > f->hi) {
-            snprintf(msg, sizeof msg, "%s is outside %.0f..%.0f", json_object_to_json_string(v), f->lo, f->hi);
-            return bad(r, path, msg);
-        }
-        *(size_t *)(void *)at = (size_t)x;
-        return TT_OK;
-    }
-    case F_NUM: {
-        if (!json_object_is_type(v, json_type_double) && !json_object_is_type(v, json_type_int)) {
-            snprintf(msg, sizeof msg, "%s, not a number%s", json_kind(v), f->flags & NULLABLE ? " or null" : "");
-            return bad(r, path, msg);
-        }
-        const double x = json_object_get_double(v);
-        const int low = (f->flags & GT) ? !(x > f->lo) : !(x >= f->lo);
-        if (!isfinite(x) || low || x > f->hi) {
-            const char *why = !isfinite(x) ? "not finite" : !low ? "implausibly large" : (f->flags & GT) ? "not > 0"
-                                                                                                          : "negative";
-            snprintf(msg, sizeof msg, "%.17g is %s", x, why);
-            if (isfinite(x) && !low) snprintf(msg + strlen(msg), sizeof msg - strlen(msg), " (at most %g)", f->hi);
-            return bad(r, path, msg);
-        }
-        *(double *)(void *)at = x;
-        return TT_OK;
-    }
+    case F_SIZE: return read_size(r, v, at, f, path);
+    case F_NUM: return read_num(r, v, at, f, path);
     case F_OBJ:
         if (!json_object_is_type(v, json_type_object)) {
             snprintf(msg, sizeof msg, "%s, not an object%s", json_kind(v), f->flags & NULLABLE ? " or null" : "");
             return bad(r, path, msg);
         }
         return read_object(r, v, at, f->sub, path);
-    case F_ARRAY: {
-        if (!json_object_is_type(v, json_type_array)) {
-            snprintf(msg, sizeof msg, "%s, not an array", json_kind(v));
-            return bad(r, path, msg);
-        }
-        const size_t n = json_object_array_length(v);
-        if (n > f->max) {
-            snprintf(msg, sizeof msg, "%zu items, more than %zu", n, f->max);
-            return bad(r, path, msg);
-        }
-        for (size_t i = 0; i < n; i++) {
-            char sub[160];
-            snprintf(sub, sizeof sub, "%.120s[%zu]", path, i);
-            json_object *item = json_object_array_get_idx(v, i);
-            if (!json_object_is_type(item, json_type_object)) {
-                snprintf(msg, sizeof msg, "%s, not an object", json_kind(item));
-                return bad(r, sub, msg);
-            }
-            tt_status s = read_object(r, item, at + i * f->item, f->sub, sub);
-            if (s) return s;
-        }
-        *(size_t *)(void *)((char *)base + f->count_off) = n;
-        return TT_OK;
-    }
+    case F_ARRAY: return read_array(r, v, base, at, f, path);
     }
     return bad(r, path, "a field of an unknown type");
 }
