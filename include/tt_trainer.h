@@ -33,14 +33,14 @@
 extern "C" {
 #endif
 
-/* Where the gradients are summed: an index into the placement table (trainer.c), where each placement is a set of
- * phase functions. nccl: every tower's gradient is summed by NCCL into tower 0's device (ncclReduce), which pushes
+/* Where the gradients are summed: an index into the placement table (src/step/placement.c), where each placement
+ * is a set of phase functions. nccl: every tower's gradient is summed by NCCL into tower 0's device (ncclReduce), which pushes
  * the sum; one GPU per tower. */
 typedef enum { TT_REDUCE_CPU, TT_REDUCE_DEVICE, TT_REDUCE_ALLREDUCE, TT_REDUCE_NCCL, TT_REDUCE_COUNT } tt_reduce;
 
 /* A placement as the rest of the program sees it: the public part of its row in the trainer's table. The command
  * line, the probe, the what-if, bench and compare loop over these rows (arrays indexed by tt_reduce) and never name
- * a placement, so adding one is an enum value here and a row in trainer.c. */
+ * a placement, so adding one is an enum value here and a row in src/step/placement.c. */
 typedef struct tt_reduce_info {
     const char *name; /* --reduce's word */
     const char *help; /* what it does, for --help: one phrase */
@@ -91,7 +91,7 @@ typedef struct tt_slow_tower {
 /* The delay of tower t at step `step` of a run seeded `seed`, in seconds (0 for a tower not in the list). */
 double tt_slow_delay(const tt_slow_tower *slow, size_t n_slow, uint64_t seed, size_t t, uint64_t step);
 
-/* --sync: when a tower's gradient reaches the master variables (docs/sync.md). One table in trainer.c: the command
+/* --sync: when a tower's gradient reaches the master variables (docs/sync.md). One table in src/step/sync.c: the command
  * line, bench and the log read it.
  *   bsp        every step waits for every tower; the host sums the towers' gradients and updates once (the seeds'
  *              design: N towers = 1 tower up to rounding);

@@ -29,21 +29,22 @@
  * thread has a core, so a step costs no thread wake-ups; the caller is woken once per run of steps.
  * No allocation happens after INIT: buffers are sized for the largest shard (ceil(B/N) rows).
  *
- * The package, a file per part of the design (each declares below what the others call in it):
- *   trainer.c       the public API: init, free, runs of steps, params, evaluation, the memory plan; the shards
- *   crew.c          the crew's jobs and the barriers between a step's phases
- *   tower.c         a tower's buffers and the phases of its step: pull, data, compute, push; graphs; evaluation
- *   placement.c     --reduce's rows (buffers, the tower-side reduce) and --update's (the update on a device)
- *   host_sum.c      the host's sum of the towers' slots + the optimizer, block by block across the crew
- *   overlap.c       --overlap on: buckets pushed, summed and updated during the backward
- *   node_combine.c  across K ranks: the node sum, the cross-node combine, the update of a rank's part
- *   sync.c          --sync's table and the schedule every mode but bsp shares
+ * The package, a file per part of the design, from the top down (a file calls only into the files below it):
+ *   trainer.c       the public API: init, free, runs of steps, params, evaluation, the memory plan
+ *   phase_timing.c  the probe's phases, timed one at a time by the step's own code
+ *   compat.c        the compatibility table: what cannot run with what, and the refusal's words
+ *   sync.c          --sync's table: each mode's row (its run, what it combines with)
  *   sync_bsp.c      bsp: the synchronous step with its barriers A, R and B
  *   sync_ssp.c      ssp:S and async: each gradient applied alone as it arrives
  *   sync_weights.c  weights:K: local SGD, the towers' weights averaged every K steps
+ *   node_combine.c  across K ranks: the node sum, the cross-node combine, the update of a rank's part
+ *   tower.c         a tower's buffers and the phases of its step: pull, data, compute, push; graphs; evaluation
+ *   overlap.c       --overlap on: buckets pushed, summed and updated during the backward
+ *   placement.c     --reduce's rows (buffers, the tower-side reduce) and --update's (the update on a device)
+ *   host_sum.c      the host's sum of the towers' slots + the optimizer, block by block across the crew
  *   bn_exchange.c   --bn-sync on: the batch statistics' exchange between the towers
- *   phase_timing.c  the probe's phases, timed one at a time by the step's own code
- *   compat.c        the compatibility table: what cannot run with what, and the refusal's words */
+ *   shards.c        a step's shards, a rank's slice, the shard schedule of the modes other than bsp
+ *   crew.c          the crew of threads (a job: a body each runs once) and the barriers between phases */
 #ifndef TT_STEP_H
 #define TT_STEP_H
 
