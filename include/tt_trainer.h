@@ -34,8 +34,8 @@ extern "C" {
 #endif
 
 /* Where the gradients are summed: an index into the placement table (src/step/placement.c), where each placement
- * is a set of phase functions. nccl: every tower's gradient is summed by NCCL into tower 0's device (ncclReduce), which pushes
- * the sum; one GPU per tower. */
+ * is a set of phase functions. nccl: every tower's gradient is summed by NCCL into tower 0's device (ncclReduce),
+ * which pushes the sum; one GPU per tower. */
 typedef enum { TT_REDUCE_CPU, TT_REDUCE_DEVICE, TT_REDUCE_ALLREDUCE, TT_REDUCE_NCCL, TT_REDUCE_COUNT } tt_reduce;
 
 /* A placement as the rest of the program sees it: the public part of its row in the trainer's table. The command
