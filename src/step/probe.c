@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tt_assume.h"
+#include "tt_cost_model.h"
 #include "tt_backend.h"
 #include "tt_mem.h"
 #include "tt_math.h"
