@@ -75,7 +75,7 @@ typedef struct tt_profile {
 
 /* The measured figures into p: the probe's (tt_probe_run, its config) and the kernels' (tt_probe_kernels_run). The
  * strings that name the build, the BLAS, the backend and the model, and the steps, are the caller's to set.
- * (In src/step/probe.c, beside the measurements: the reader here stands alone, for its fuzz target.) */
+ * (In src/step/probe_kernels.c, beside the measurements: the reader here stands alone, for its fuzz target.) */
 void tt_profile_fill(tt_profile *p, const tt_probe_config *c, const tt_probe *pr, const tt_probe_kernels *k);
 
 /* Writes p as one JSON object (a few lines, committed in one write) to o. */
