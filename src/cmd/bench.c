@@ -120,6 +120,7 @@ static tt_status parse_syncs(const char *value, bench_opts *b, tt_error *err)
     return TT_OK;
 }
 
+/* bench's own options, for tt_cli_parse_train: the lists of the sweep, --scaling, --reps, --csv. */
 static int bench_extra(const char *opt, const char *value, void *ctx, tt_error *err, tt_status *st)
 {
     bench_opts *b = (bench_opts *)ctx;
@@ -187,8 +188,6 @@ static double epochs_median(const tt_run_result *res, size_t first, size_t last,
     }
     return n ? tt_median(v, n) : NAN;
 }
-
-/* ---- bench --------------------------------------------------------------------------------------------------- */
 
 typedef struct bench_run {
     tt_probe_config pc;

@@ -26,6 +26,7 @@ typedef struct probe_opts {
     double link_gbps, link_us; /* --link GBPS:US: the cross-node link the prediction assumes (0: the measured one) */
 } probe_opts;
 
+/* probe's own options, for tt_cli_parse_train: --reps, --link, --json, --assume. */
 static int probe_extra(const char *opt, const char *value, void *ctx, tt_error *err, tt_status *st)
 {
     probe_opts *po = (probe_opts *)ctx;

@@ -88,7 +88,8 @@ static tt_trainer_config placement_config(const tt_probe_config *c, tt_reduce r,
 }
 
 /* Whether placement r's trainer and the synthetic inputs fit: probe_placements_fit asks for every placement before
- * tt_probe_run measures anything, and probe_placement again before it allocates. *ran = 0 for a placement that cannot run here. */
+ * tt_probe_run measures anything, and probe_placement again before it allocates. *ran = 0 for a placement that
+ * cannot run here. */
 static tt_status placement_check_memory(const tt_probe_config *c, tt_reduce r, int *ran, tt_error *err)
 {
     tt_dataset shape;
@@ -106,6 +107,8 @@ static tt_status placement_check_memory(const tt_probe_config *c, tt_reduce r, i
     return tt_mem_check(&plan, c->ops, err);
 }
 
+/* Every placement's trainer, checked before tt_probe_run measures anything (a batch too large for the machine is
+ * refused at once, not after minutes of GEMMs at its shapes). */
 tt_status probe_placements_fit(const tt_probe_config *c, tt_error *err)
 {
     tt_status s = TT_OK;
@@ -212,6 +215,9 @@ static tt_status probe_apply1(const tt_probe_config *c, tt_probe *p, tt_error *e
     return s;
 }
 
+/* tt_probe_run's second half: each placement's phases by the trainer (the cpu placement's are the step's; the first
+ * one that reduces on the towers gives the push without the gradient), --slow-tower's delays, the optimizer alone,
+ * and each placement's reduce. */
 tt_status probe_phases(const tt_probe_config *c, tt_probe *p, tt_error *err)
 {
     const int N = (int)c->towers;
