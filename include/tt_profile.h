@@ -1,9 +1,9 @@
 /* tt_profile.h — a measured profile: what `towertrain probe --json FILE` measured on one machine and backend, as
  * one JSON object (docs/whatif.md, "The probe's JSON" lists every field), and the same object read back, as a
  * hostile file, by `probe --assume FILE` to feed the what-if's cost model with measured figures instead of assumed
- * ones (tt_assume.h). The schema is one set of tables in src/step/profile.c that the writer and the reader both
+ * ones (tt_cost_model.h). The schema is one set of tables in src/step/profile.c that the writer and the reader both
  * walk, so a field is declared once and a written profile always reads back with the same figures.
- * Not for: taking the measurements (tt_probe.h: tt_probe_run, tt_probe_kernels) or predicting (tt_assume.h). */
+ * Not for: taking the measurements (tt_probe.h: tt_probe_run, tt_probe_kernels) or predicting (tt_cost_model.h). */
 #ifndef TT_PROFILE_H
 #define TT_PROFILE_H
 
@@ -75,7 +75,7 @@ typedef struct tt_profile {
 
 /* The measured figures into p: the probe's (tt_probe_run, its config) and the kernels' (tt_probe_kernels_run). The
  * strings that name the build, the BLAS, the backend and the model, and the steps, are the caller's to set.
- * (In src/step/probe.c, beside the measurements: the reader here stands alone, for its fuzz target.) */
+ * (In src/step/probe_kernels.c, beside the measurements: the reader here stands alone, for its fuzz target.) */
 void tt_profile_fill(tt_profile *p, const tt_probe_config *c, const tt_probe *pr, const tt_probe_kernels *k);
 
 /* Writes p as one JSON object (a few lines, committed in one write) to o. */

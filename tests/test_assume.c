@@ -1,4 +1,4 @@
-/* test_assume.c — what-if predictions (tt_assume.h): parsing --assume specs, and one profile's phases against the
+/* test_assume.c — what-if predictions (tt_cost_model.h): parsing --assume specs, and one profile's phases against the
  * formulas of docs/whatif.md worked by hand.
  *
  * The hand-worked numbers use the h100-pcie figures as docs/whatif.md lists them (h2d = d2h = peer = 48 GB/s,
@@ -23,7 +23,7 @@
 
 #include <json-c/json.h>
 
-#include "tt_assume.h"
+#include "tt_cost_model.h"
 #include "tt_profile.h"
 #include "tt_test.h"
 
@@ -244,7 +244,7 @@ START_TEST(test_probe_by_hand)
 }
 END_TEST
 
-/* --update device and replicated for N = 4, B = 256 on h100-pcie, by hand (assume.c's head comment): no pull (or
+/* --update device and replicated for N = 4, B = 256 on h100-pcie, by hand (cost_model.c's head comment): no pull (or
  * tower 0's, over peer links), only the statistics pushed, the reduce without its push of the sum, the update on
  * HBM; host is tt_probe_predict's step; a placement that leaves no sum where the update runs is not a step. */
 START_TEST(test_update_by_hand)

@@ -11,7 +11,7 @@
  * are never dereferenced), so the seam's checks on where buffers lie are off for it (tt_dev_ops.no_memory). */
 #include <string.h>
 
-#include "tt_assume.h"
+#include "tt_cost_model.h"
 
 /* The counter's context: launches first (COUNT), and the GEMMs' flops (the what-if's split of the compute phase
  * between the buckets of --overlap on). */

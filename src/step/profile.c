@@ -6,7 +6,8 @@
  * (tt_json.h) before json-c builds them, then every key of the probe's object looked up in the tables (an unknown
  * key is refused: version 1's set is fixed), every table key required, every value's type and range checked, and
  * what the ranges cannot say checked after (GEMM shapes listed twice, the shard's rows, the optimizer's name).
- * Not for: the measurements themselves (probe.c) or what the cost model makes of the figures (assume.c). */
+ * Not for: the measurements themselves (probe.c, probe_kernels.c) or what the cost model makes of the figures
+ * (cost_model.c). */
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>

@@ -1,5 +1,6 @@
-/* assume.c — what-if predictions (tt_assume.h): the phases of a step computed from assumed figures, fed to the same
- * formula that turns measured phases into a predicted step (tt_probe_predict), for 1..8 GPUs.
+/* cost_model.c — the step's cost model (tt_cost_model.h), `probe --assume`: what-if predictions, the phases of a step
+ * computed from assumed figures, fed to the same formula that turns measured phases into a predicted step
+ * (tt_probe_predict), for 1..8 GPUs.
  *
  * Letters: N towers (one GPU each), B global batch, R = ceil(B / N) rows of the largest shard, D input features,
  * P parameters, S = 4 P bytes (the weights, or one gradient), F = tt_model_train_flops (per sample), K kernels of
@@ -68,7 +69,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tt_assume.h"
+#include "tt_cost_model.h"
 #include "tt_profile.h"
 
 #define ASSUME_MAX_GPUS 8

@@ -1,5 +1,7 @@
-/* tt_assume.h — what-if predictions without a GPU: the step's cost model (tt_probe_predict) fed with assumed,
- * recorded or measured link and device figures instead of the phases measured here.
+/* tt_cost_model.h — the step's cost model without a GPU (`probe --assume`, src/step/cost_model.c): what-if
+ * predictions, the prediction of tt_probe_predict fed with assumed, recorded or measured link and device figures
+ * instead of the phases measured here; and the step's launches and GEMM shapes, counted (src/step/launches.c). Its
+ * names are tt_assume_*, after --assume and the figures it assumes (tt_assume).
  *
  * A tt_assume holds the figures of one machine: a named profile (an H100 on PCIe Gen5, an A100 on PCIe Gen4, an
  * H100 SXM5 on NVLink 4, and the one GPU the project has measured, an H200, from its recorded figures; docs/whatif.md
@@ -12,8 +14,8 @@
  * scaling, the predicted step of every placement with its split.
  * Not for: measuring anything (tt_probe.h), or claiming what a real machine does: these are predictions from
  * assumed figures, to be checked against a measured run (tools/gpu-check prints both). */
-#ifndef TT_ASSUME_H
-#define TT_ASSUME_H
+#ifndef TT_COST_MODEL_H
+#define TT_COST_MODEL_H
 
 #include <stdio.h>
 
@@ -80,7 +82,7 @@ typedef struct tt_assume {
  * problems are tt_profile_read's (TT_ERR_IO, TT_ERR_FORMAT: exit 1). */
 tt_status tt_assume_parse(const char *spec, tt_assume *a, tt_error *err);
 
-/* The compute phase of one tower at `rows` rows, priced (assume.c's head comment): its kernels' time beyond their
+/* The compute phase of one tower at `rows` rows, priced (cost_model.c's head comment): its kernels' time beyond their
  * launches — the GEMMs' from the measured table where the shape matches, else 2MNK / (fp32_tflops * gemm_eff), and
  * the other kernels' measured time where the model and rows are the measured ones, else 0 — and the counts behind
  * it, so the report can say how much came from the table and how much from the fallback. */
@@ -101,12 +103,12 @@ void tt_assume_compute_cost(const tt_assume *a, const tt_model *m, size_t rows, 
 void tt_assume_probe(const tt_assume *a, const tt_model *m, size_t towers, size_t batch, tt_optim_kind opt,
                      tt_probe *p);
 
-/* The predicted step of N towers under placement r with the optimizer at u (--update; assume.c's head comment has
+/* The predicted step of N towers under placement r with the optimizer at u (--update; cost_model.c's head comment has
  * the formulas): 0 and *t zeroed where u cannot run with r or r is not modelled, else 1. */
 int tt_assume_update_step(const tt_assume *a, const tt_model *m, size_t towers, size_t batch, tt_optim_kind opt,
                           tt_reduce r, tt_update u, tt_step_times *t);
 
-/* --overlap on's predicted step (the head comment of assume.c has the formula; --reduce cpu, --update host, no
+/* --overlap on's predicted step (the head comment of cost_model.c has the formula; --reduce cpu, --update host, no
  * graphs) into *t; returns the share of --overlap off's synchronisation (pull, push, sum, update) it hides. */
 double tt_assume_overlap_step(const tt_assume *a, const tt_model *m, size_t towers, size_t batch, tt_optim_kind opt,
                               tt_step_times *t);
