@@ -5,7 +5,7 @@
 #                that runs the project's C code (label tools left out)
 #   build-sim/   the CUDA backend on the CPU stand-in (cuda/sim/), AddressSanitizer + UBSan: the CUDA suites
 #   build-tsan/  CPU backend only, ThreadSanitizer: the tower, placement and phase suites (a race fails the test)
-# then fuzz the file readers for a bounded time (tools/fuzz.sh: clang + libFuzzer into build-fuzz/, 20 s a target here,
+# after the house rules (tools/house-rules), then fuzz the file readers for a bounded time (tools/fuzz.sh: clang + libFuzzer into build-fuzz/, 20 s a target here,
 # two at a time on 2 cores; its default, 60 s, by hand).
 # The CPU-only build is build-asan/ (and build-tsan/): the code without the CUDA backend compiles there with warnings
 # as errors, and the suites whose behaviour depends on the backends a build has (--device auto and cuda, the exit
@@ -13,6 +13,9 @@
 # (uneven slices) under ASan.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The house rules first (docs/architecture.md): the floors, private headers, function and file lengths — seconds,
+# and a breach fails the script before anything is built.
+tools/house-rules
 tools/install-deps.sh
 jobs=$(nproc)
 # CTest runs one suite more than there are processors: several suites mostly wait (MPI's start-up and teardown, the
