@@ -5,8 +5,8 @@
 #                that runs the project's C code (label tools left out)
 #   build-sim/   the CUDA backend on the CPU stand-in (cuda/sim/), AddressSanitizer + UBSan: the CUDA suites
 #   build-tsan/  CPU backend only, ThreadSanitizer: the tower, placement and phase suites (a race fails the test)
-# after the house rules (tools/house-rules), then fuzz the file readers for a bounded time (tools/fuzz.sh: clang + libFuzzer into build-fuzz/, 20 s a target here,
-# two at a time on 2 cores; its default, 60 s, by hand).
+# after the house rules (tools/house-rules), then fuzz the file readers for a bounded time (tools/fuzz.sh: clang +
+# libFuzzer into build-fuzz/, 20 s a target here, two at a time on 2 cores; its default, 60 s, by hand).
 # The CPU-only build is build-asan/ (and build-tsan/): the code without the CUDA backend compiles there with warnings
 # as errors, and the suites whose behaviour depends on the backends a build has (--device auto and cuda, the exit
 # codes, a run end to end) run there. Each rank count of the MPI test runs once: 2 ranks in the default build, 3
