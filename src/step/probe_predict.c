@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "probe_parts.h"
+#include "step.h"
 #include "tt_rng.h"
 
 /* The sum of k draws of U[0, 1): exact for small k, the normal approximation (mean k/2, variance k/12, Box-Muller)
@@ -106,14 +107,16 @@ static double tower_delay(const tt_probe_config *c, size_t t)
 
 void tt_probe_predict_sync(const tt_probe *p, const tt_probe_config *c, const tt_sync *sy, tt_step_times *o)
 {
+    /* the mode's row says what its step is (its bits, never its name: a new mode with bsp's bits is bsp's step) */
+    const unsigned caps = sync_modes[sy->kind].caps;
     tt_probe_predict(p, TT_REDUCE_CPU, o);
-    if (sy->kind == TT_SYNC_BSP) return;
+    if (caps & SYNC_SUMMED) return;
     const double N = (double)c->towers;
     const double apply1 = p->apply1; /* one thread's apply of the whole buffer */
     memset(o, 0, sizeof *o);
     o->data = p->data;
     o->compute = p->compute + p->slow_mean;
-    if (sy->kind == TT_SYNC_WEIGHTS) { /* no pull or gradient push a step; the tower's own update; an average */
+    if (caps & SYNC_OWN_WEIGHTS) { /* no pull or gradient push a step; the tower's own update; an average */
         const double step = p->data + p->compute + p->push_stats + p->dev_update;
         const double K = (double)sy->k;
         const double average = p->push_grad + p->reduce[TT_REDUCE_CPU] + p->pull + p->barrier;
@@ -136,7 +139,7 @@ void tt_probe_predict_sync(const tt_probe *p, const tt_probe_config *c, const tt
     double step = N / rate;
     const double serial = N * (p->pull + apply1); /* the pulls and applies go one at a time, under the lock */
     step = serial > step ? serial : step;
-    if (sy->kind == TT_SYNC_SSP) { /* at the slowest tower's pace, and a share of bsp's wait for the longest draw */
+    if (caps & SYNC_BOUNDED) { /* at the slowest tower's pace, and a share of bsp's wait for the longest draw */
         const double excess = probe_expected_max(c, busy, 1) - slowest; /* E[max] beyond the largest mean */
         const double ssp = slowest + (excess > 0 ? excess : 0) / (double)(sy->k + 1);
         step = ssp > step ? ssp : step;
