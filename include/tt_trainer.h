@@ -270,65 +270,13 @@ typedef struct tt_phase_times {
     size_t reps;
 } tt_phase_times;
 
-typedef struct tt_tower tt_tower;
-struct placement;
-struct sync_mode;
+/* The trainer: opaque (its fields are src/step/'s, step.h). */
+typedef struct tt_trainer tt_trainer;
 
-typedef struct tt_trainer {
-    tt_trainer_config cfg;
-    const struct placement *place; /* the row of the placement table for cfg.reduce */
-    const struct sync_mode *mode;  /* the row of the --sync table for cfg.sync.kind */
-    const tt_model *model;
-    size_t shard_max; /* ceil(B / N): rows a tower must hold */
-    float *h_params;  /* master variables (P) */
-    float **h_slots;  /* N gradient slots (P each), slot t written only by tower t */
-    tt_optim opt;
-    tt_tower *towers;
-    tt_pool crew;     /* max(N, host threads) threads; thread t < N is tower t */
-    tt_barrier bar_push, bar_reduce, bar_update;
-    tt_barrier bar_xchg; /* --bn-sync on: the towers' exchanges (N parties) */
-    int crew_up, bars_up;
-    size_t xchg_max;     /* --bn-sync on: the most floats one exchange carries */
-    void (*body)(struct tt_trainer *tr, int i, int T); /* what the crew does when woken (crew_run) */
-    /* the current job */
-    const tt_dataset *ds;
-    const uint32_t *idx;     /* steps: sample indices, batch after batch */
-    size_t n;                /* steps: samples in the run; eval: data set size */
-    tt_step_result *results; /* steps: one per step */
-    size_t cur_step;
-    atomic_size_t steps_done;
-    tt_tower_ledger *ledger; /* steps: N per step, may be NULL */
-    double t_step;           /* clock at the start of the current step */
-    double t_reduce0, t_reduce1, t_update0, t_update1; /* this step's host slice 0 */
-    double t_towers_done;    /* release of the barrier after the tower phase */
-    int loss_nonfinite;      /* this step's loss is not finite (set at barrier A) */
-    atomic_int grad_nonfinite; /* a block of this step's summed gradient is not finite (set by any host slice) */
-    tt_halt halt;            /* set at the end of a step; the crew leaves the run of steps */
-    atomic_int stop_request; /* tt_trainer_request_stop */
-    float *h_grad;           /* device / allreduce / nccl: the reduced gradient pushed by the towers (P) */
-    struct overlap *ov;      /* --overlap on: the buckets and their progress this step (trainer.c) */
-    struct sync_state *sy;   /* --sync ssp, async, weights: the shards' schedule and the averages (trainer.c) */
-    float *h_logits;         /* tt_trainer_predict: where the evaluation copies every sample's logits */
-    int eval_stops;          /* the evaluation stops between chunks at a raised cfg.stop (predict, final test) */
-    /* K ranks: the node sum is reduce-scattered (through h_recv: K slices) into this rank's slice [node_lo, node_lo +
-     * node_n) of the global sum — allreduce: in place in h_grad, then the gather fills in the rest; ps: into h_slice,
-     * the slice it updates (its optimizer's state covers that slice only), then the weights are gathered. */
-    float *h_recv, *h_slice;
-    size_t node_lo, node_n;
-    double t_combine0, t_combine1;
-    tt_status node_status;   /* a failed collective (TT_HALT_NODE) */
-    tt_error node_err;
-    uint64_t steps;          /* steps applied since init */
-    uint64_t epoch;          /* tt_trainer_set_epoch */
-    void *comm;              /* nccl: the backend's communicator over the towers */
-    /* the peer matrix of the towers' devices (tt_backend_links) */
-    int n_links, link_devs[TT_MAX_DEVICES], links[TT_MAX_DEVICES * TT_MAX_DEVICES];
-    /* tt_trainer_time_phases: clock readings [thread][rep][phase], the host slice's split [thread][rep] */
-    double *ph_start, *ph_end, *ph_sum, *ph_upd;
-    size_t ph_reps;
-} tt_trainer;
-
-tt_status tt_trainer_init(tt_trainer *tr, const tt_model *m, const tt_trainer_config *cfg,
+/* A trainer for model m (which must outlive it) under cfg, its master weights h_init_params (P floats, copied), its
+ * towers' buffers allocated and their threads started: *out on success; on failure *out is NULL, nothing is left
+ * allocated, and err has one line. */
+tt_status tt_trainer_init(tt_trainer **out, const tt_model *m, const tt_trainer_config *cfg,
                           const float *h_init_params, tt_error *err);
 
 /* What tower t's thread is doing at this moment, for a live view (--progress towers): the phase it last entered,
@@ -340,7 +288,7 @@ typedef enum {
     TT_LIVE_REDUCE, TT_LIVE_HOST, TT_LIVE_PHASES
 } tt_live_phase;
 int tt_trainer_live_phase(const tt_trainer *tr, size_t t);
-void tt_trainer_free(tt_trainer *tr); /* accepts a half-built trainer */
+void tt_trainer_free(tt_trainer *tr); /* and every buffer and thread it holds; NULL: nothing */
 
 /* --overlap on: the gradient's buckets in the order they are pushed, bucket k = [edge[k+1], edge[k]) (edge: room for
  * TT_MAX_BUCKETS + 1); their count (0: --overlap off). */
@@ -354,6 +302,7 @@ size_t tt_trainer_bucket_edges(const tt_model *m, size_t bytes, size_t *edge);
 void tt_trainer_get_params(const tt_trainer *tr, float *h_out);
 void tt_trainer_set_params(tt_trainer *tr, const float *h_params);
 const float *tt_trainer_params(const tt_trainer *tr); /* the master weights themselves, read only (a checkpoint) */
+const tt_model *tt_trainer_model(const tt_trainer *tr); /* the model it was made for */
 /* The optimizer and its state (tt_optim_slots, t, u_product): read it, or overwrite it to resume — between runs of
  * steps. */
 tt_optim *tt_trainer_optim(tt_trainer *tr);
@@ -379,7 +328,8 @@ void tt_trainer_set_steps(tt_trainer *tr, uint64_t steps);
 /* Asks the run of steps in flight to halt at the end of its current step (TT_HALT_STOP), from any thread. */
 void tt_trainer_request_stop(tt_trainer *tr);
 
-/* After tt_trainer_wait returned 1: TT_HALT_NONE if every step ran, else why the run stopped early. */
+/* After tt_trainer_wait returned 1: TT_HALT_NONE if every step ran, else why the run stopped early (NONE for a NULL
+ * trainer: none was made). */
 tt_halt tt_trainer_halted(const tt_trainer *tr);
 
 /* After TT_HALT_NODE: the failed collective's status and one line (err). */
@@ -443,7 +393,7 @@ int tt_trainer_links(const tt_trainer *tr, const int **ords, const int **link);
 tt_status tt_trainer_time_phases(tt_trainer *tr, const tt_dataset *ds, const uint32_t *idx, size_t n, size_t reps,
                                  tt_phase_times *out, tt_error *err);
 
-/* Device allocations made by all towers so far (the step loop must add none after the first step). */
+/* Device allocations made by all towers so far (the step loop must add none after the first step); 0 for NULL. */
 uint64_t tt_trainer_device_allocs(const tt_trainer *tr);
 
 #ifdef __cplusplus

@@ -63,27 +63,27 @@ static void run_steps(run *r)
     tc.n_devices = g_be.n_devices;
     tc.devices = g_be.devices;
     tc.bn_sync = r->bn_sync;
-    tt_trainer tr;
+    tt_trainer *tr = NULL;
     ck_assert_msg(tt_trainer_init(&tr, &m, &tc, init, &err) == TT_OK, "%s", err.msg);
     uint32_t *idx = (uint32_t *)tt_malloc(ds.n * sizeof(uint32_t));
     for (size_t i = 0; i < ds.n; i++) idx[i] = (uint32_t)((i * 37) % ds.n);
     tt_step_result *res = (tt_step_result *)tt_calloc(r->steps, sizeof *res);
     const size_t n = r->n ? r->n : r->steps * r->batch;
-    ck_assert_msg(tt_trainer_start_steps(&tr, &ds, idx, n, res, r->steps, NULL, &err) == TT_OK, "%s", err.msg);
+    ck_assert_msg(tt_trainer_start_steps(tr, &ds, idx, n, res, r->steps, NULL, &err) == TT_OK, "%s", err.msg);
     size_t done = 0;
-    while (!tt_trainer_wait(&tr, -1, &done)) {
+    while (!tt_trainer_wait(tr, -1, &done)) {
     }
     ck_assert_uint_eq(done, r->steps);
-    ck_assert_int_eq(tt_trainer_halted(&tr), TT_HALT_NONE);
+    ck_assert_int_eq(tt_trainer_halted(tr), TT_HALT_NONE);
     tt_optim_slot sl[3];
-    const int slots = tt_optim_slots(&tr.opt, sl);
+    const int slots = tt_optim_slots(tt_trainer_optim(tr), sl);
     r->P = m.n_params;
     r->PT = m.n_trainable;
     r->n_slots = (size_t)slots;
     r->w = (float *)tt_malloc((1 + (size_t)slots) * r->P * sizeof(float));
-    memcpy(r->w, tt_trainer_params(&tr), r->P * sizeof(float));
+    memcpy(r->w, tt_trainer_params(tr), r->P * sizeof(float));
     for (int k = 0; k < slots; k++) memcpy(r->w + (1 + (size_t)k) * r->P, sl[k].data, r->P * sizeof(float));
-    tt_trainer_free(&tr);
+    tt_trainer_free(tr);
     tt_free(res);
     tt_free(idx);
     tt_free(init);

@@ -145,26 +145,26 @@ static int run_job(const char *model, size_t vocab, const tt_dataset *ds, const 
     tt_trainer_config tc = design_config(d, towers, BATCH, oc);
     tc.data_on = data_on;
     tc.train_set = ds;
-    tt_trainer tr;
+    tt_trainer *tr = NULL;
     if (tt_trainer_init(&tr, &m, &tc, init, err) != TT_OK) {
-        tt_trainer_free(&tr);
+        tt_trainer_free(tr);
         tt_free(init);
         return 0;
     }
     tt_optim_slot sl[3];
-    const int slots = tt_optim_slots(&tr.opt, sl);
+    const int slots = tt_optim_slots(tt_trainer_optim(tr), sl);
     for (int k = 0; k < slots; k++) /* a resumed state: small, non-negative, never zero */
         for (size_t i = 0; i < m.n_params; i++) sl[k].data[i] = 1e-3f * (float)(1 + (i * 7 + (size_t)k) % 13);
-    tr.opt.t = 5;
-    tt_trainer_set_epoch(&tr, 2);
+    tt_trainer_optim(tr)->t = 5;
+    tt_trainer_set_epoch(tr, 2);
     const size_t n = (STEPS - 1) * BATCH + LAST, SB = tt_dataset_sample_bytes(ds);
     uint32_t *idx = (uint32_t *)tt_malloc(n * sizeof(uint32_t));
     for (size_t i = 0; i < n; i++) idx[i] = (uint32_t)((i * 37 + 11) % ds->n);
     tt_step_result res[STEPS];
     tt_tower_ledger *led = (tt_tower_ledger *)tt_calloc(STEPS * towers, sizeof *led);
-    ck_assert_msg(tt_trainer_start_steps(&tr, ds, idx, n, res, STEPS, led, err) == TT_OK, "%s", err->msg);
-    tt_trainer_wait(&tr, -1, NULL);
-    ck_assert_int_eq(tt_trainer_halted(&tr), TT_HALT_NONE);
+    ck_assert_msg(tt_trainer_start_steps(tr, ds, idx, n, res, STEPS, led, err) == TT_OK, "%s", err->msg);
+    tt_trainer_wait(tr, -1, NULL);
+    ck_assert_int_eq(tt_trainer_halted(tr), TT_HALT_NONE);
     out->steps = STEPS;
     for (size_t s = 0; s < STEPS; s++) {
         out->loss[s] = res[s].loss_sum;
@@ -182,9 +182,9 @@ static int run_job(const char *model, size_t vocab, const tt_dataset *ds, const 
     const size_t P = m.n_params;
     out->floats = (1 + (size_t)slots) * P;
     out->w = (float *)tt_malloc(out->floats * sizeof(float));
-    memcpy(out->w, tt_trainer_params(&tr), P * sizeof(float));
+    memcpy(out->w, tt_trainer_params(tr), P * sizeof(float));
     for (int k = 0; k < slots; k++) memcpy(out->w + (1 + (size_t)k) * P, sl[k].data, P * sizeof(float));
-    tt_trainer_free(&tr);
+    tt_trainer_free(tr);
     tt_free(led);
     tt_free(idx);
     tt_free(init);

@@ -54,7 +54,7 @@ enum { N_PLACES = (int)(sizeof PLACES / sizeof PLACES[0]) };
 static tt_update g_update = TT_UPDATE_HOST; /* init_trainer's */
 static int g_overlap;                       /* and its --overlap */
 
-static void init_trainer(tt_trainer *tr, tt_model *m, size_t towers, size_t batch, tt_reduce reduce,
+static void init_trainer(tt_trainer **tr, tt_model *m, size_t towers, size_t batch, tt_reduce reduce,
                          const atomic_int *stop, float **init)
 {
     tt_error err;
@@ -79,17 +79,17 @@ START_TEST(test_nonfinite_names_the_tower)
             tt_dataset ds;
             poisoned_dataset(&ds, 12, 6, 4 * bad + 1, 4 * bad + 2);
             tt_model m;
-            tt_trainer tr;
+            tt_trainer *tr = NULL;
             float *init;
             init_trainer(&tr, &m, 3, 12, (tt_reduce)red, NULL, &init);
             uint32_t idx[12];
             for (uint32_t i = 0; i < 12; i++) idx[i] = i;
             tt_step_result res;
             tt_error err;
-            ck_assert_int_eq(tt_trainer_step(&tr, &ds, idx, 12, &res, &err), TT_ERR_NUMERIC);
-            ck_assert_int_eq(tt_trainer_halted(&tr), TT_HALT_NONFINITE);
+            ck_assert_int_eq(tt_trainer_step(tr, &ds, idx, 12, &res, &err), TT_ERR_NUMERIC);
+            ck_assert_int_eq(tt_trainer_halted(tr), TT_HALT_NONFINITE);
             int loss_bad[3], grad_bad[3];
-            tt_trainer_nonfinite_towers(&tr, loss_bad, grad_bad);
+            tt_trainer_nonfinite_towers(tr, loss_bad, grad_bad);
             for (size_t t = 0; t < 3; t++) {
                 ck_assert_msg(loss_bad[t] == (t == bad), "--reduce %s, bad tower %zu: loss_bad[%zu] = %d",
                               tt_reduce_name((tt_reduce)red), bad, t, loss_bad[t]);
@@ -97,10 +97,10 @@ START_TEST(test_nonfinite_names_the_tower)
                               tt_reduce_name((tt_reduce)red), bad, t, grad_bad[t]);
             }
             /* the step was not applied: the master weights are the initial ones, bit for bit */
-            ck_assert(memcmp(tr.h_params, init, m.n_params * sizeof(float)) == 0);
+            ck_assert(memcmp(tt_trainer_params(tr), init, m.n_params * sizeof(float)) == 0);
             /* and the poisoned sample did not count as correct */
             ck_assert_uint_le(res.top1, 11);
-            tt_trainer_free(&tr);
+            tt_trainer_free(tr);
             tt_free(init);
             tt_dataset_free(&ds);
         }
@@ -121,24 +121,25 @@ START_TEST(test_infinite_loss_with_finite_gradient)
         tt_test_dataset(&ds, 12, 6, 3, 4);
         for (size_t s = 0; s < 12; s++) ds.y[s] = (int32_t)(s % 3);
         tt_model m;
-        tt_trainer tr;
+        tt_trainer *tr = NULL;
         float *init;
         init_trainer(&tr, &m, 2, 12, (tt_reduce)red, NULL, &init);
         const tt_layer *last = &m.layers[m.n_layers - 1];
-        tr.h_params[last->offset + last->in * last->out] = -INFINITY; /* the last layer's bias of class 0 */
-        memcpy(init, tr.h_params, m.n_params * sizeof(float));
+        tt_trainer_get_params(tr, init);
+        init[last->offset + last->in * last->out] = -INFINITY; /* the last layer's bias of class 0 */
+        tt_trainer_set_params(tr, init);
         uint32_t idx[12];
         for (uint32_t i = 0; i < 12; i++) idx[i] = i;
         tt_step_result res;
         tt_error err;
-        ck_assert_int_eq(tt_trainer_step(&tr, &ds, idx, 12, &res, &err), TT_ERR_NUMERIC);
+        ck_assert_int_eq(tt_trainer_step(tr, &ds, idx, 12, &res, &err), TT_ERR_NUMERIC);
         ck_assert(!isfinite(res.loss_sum));
         int loss_bad[2], grad_bad[2];
-        tt_trainer_nonfinite_towers(&tr, loss_bad, grad_bad);
+        tt_trainer_nonfinite_towers(tr, loss_bad, grad_bad);
         ck_assert(loss_bad[0] && loss_bad[1] && !grad_bad[0] && !grad_bad[1]);
-        ck_assert_msg(memcmp(tr.h_params, init, m.n_params * sizeof(float)) == 0, "--reduce %s applied the step",
+        ck_assert_msg(memcmp(tt_trainer_params(tr), init, m.n_params * sizeof(float)) == 0, "--reduce %s applied the step",
                       tt_reduce_name((tt_reduce)red));
-        tt_trainer_free(&tr);
+        tt_trainer_free(tr);
         tt_free(init);
         tt_dataset_free(&ds);
     }
@@ -182,31 +183,31 @@ START_TEST(test_nonfinite_gradient_with_finite_loss)
             tt_trainer_config tc = tt_test_config(3, 12, tt_optim_defaults(TT_OPT_ADAM), (tt_reduce)red);
             tc.update = PLACES[pl].update;
             tc.overlap = PLACES[pl].overlap;
-            tt_trainer tr;
+            tt_trainer *tr = NULL;
             ck_assert_msg(tt_trainer_init(&tr, &m, &tc, init, &err) == TT_OK, "%s", err.msg);
             uint32_t idx[12];
             for (uint32_t i = 0; i < 12; i++) idx[i] = i;
             tt_step_result res;
-            ck_assert_msg(tt_trainer_step(&tr, &ds, idx, 12, &res, &err) == TT_ERR_NUMERIC,
+            ck_assert_msg(tt_trainer_step(tr, &ds, idx, 12, &res, &err) == TT_ERR_NUMERIC,
                           "--reduce %s, bad tower %zu: a non-finite gradient did not stop the step",
                           tt_reduce_name((tt_reduce)red), bad);
-            ck_assert_int_eq(tt_trainer_halted(&tr), TT_HALT_NONFINITE);
+            ck_assert_int_eq(tt_trainer_halted(tr), TT_HALT_NONFINITE);
             /* the loss was finite: 12 rows of log 3 (float32 softmax of zeros: a few ulps) */
             ck_assert_msg(tt_close(res.loss_sum, 12.0 * log(3.0), 0, 1e-6), "loss sum %.9g", res.loss_sum);
             int loss_bad[3], grad_bad[3];
-            tt_trainer_nonfinite_towers(&tr, loss_bad, grad_bad);
+            tt_trainer_nonfinite_towers(tr, loss_bad, grad_bad);
             for (size_t t = 0; t < 3; t++) {
                 ck_assert_int_eq(loss_bad[t], 0);
                 ck_assert_msg(grad_bad[t] == (t == bad), "--reduce %s, bad tower %zu: grad_bad[%zu] = %d",
                               tt_reduce_name((tt_reduce)red), bad, t, grad_bad[t]);
             }
-            ck_assert_msg(tt_all_finite(tr.h_params, m.n_params), "--reduce %s: the master weights are not finite",
+            ck_assert_msg(tt_all_finite(tt_trainer_params(tr), m.n_params), "--reduce %s: the master weights are not finite",
                           tt_reduce_name((tt_reduce)red));
             for (size_t k = 0; k < 4; k++) /* W1 (6, 4) row-major: input 1's row */
-                ck_assert_msg(tr.h_params[m.layers[0].offset + 1 * 4 + k] == 0.0f,
+                ck_assert_msg(tt_trainer_params(tr)[m.layers[0].offset + 1 * 4 + k] == 0.0f,
                               "--reduce %s: W1[1][%zu] = %g moved with an infinite gradient",
-                              tt_reduce_name((tt_reduce)red), k, (double)tr.h_params[m.layers[0].offset + 4 + k]);
-            tt_trainer_free(&tr);
+                              tt_reduce_name((tt_reduce)red), k, (double)tt_trainer_params(tr)[m.layers[0].offset + 4 + k]);
+            tt_trainer_free(tr);
             tt_free(init);
             tt_dataset_free(&ds);
         }
@@ -242,20 +243,20 @@ START_TEST(test_halted_step_same_blocks)
         tc.update = PLACES[pl].update;
         tc.overlap = PLACES[pl].overlap;
         tc.host_threads = 2;
-        tt_trainer tr;
+        tt_trainer *tr = NULL;
         ck_assert_msg(tt_trainer_init(&tr, &m, &tc, init, &err) == TT_OK, "%s", err.msg);
         uint32_t idx[12];
         for (uint32_t i = 0; i < 12; i++) idx[i] = i;
         tt_step_result res;
-        ck_assert_int_eq(tt_trainer_step(&tr, &ds, idx, 12, &res, &err), TT_ERR_NUMERIC);
+        ck_assert_int_eq(tt_trainer_step(tr, &ds, idx, 12, &res, &err), TT_ERR_NUMERIC);
         after[pl] = (float *)tt_malloc(m.n_params * sizeof(float));
-        tt_trainer_get_params(&tr, after[pl]);
+        tt_trainer_get_params(tr, after[pl]);
         ck_assert(tt_all_finite(after[pl], m.n_params));
         ck_assert_msg(after[pl][5 * 600 + 7] == 0.0f, "--update %s applied an infinite gradient",
                       tt_update_name(PLACES[pl].update));
         ck_assert_msg(after[pl][4100] != init[4100], "--update %s: block 2 (finite) was not applied",
                       tt_update_name(PLACES[pl].update));
-        tt_trainer_free(&tr);
+        tt_trainer_free(tr);
     }
     for (int pl = 1; pl < N_PLACES; pl++) {
         size_t first = m.n_params;
@@ -279,28 +280,28 @@ START_TEST(test_stop_request_halts_after_the_step)
     atomic_int stop;
     atomic_init(&stop, 1);
     tt_model m;
-    tt_trainer tr;
+    tt_trainer *tr = NULL;
     float *init;
     init_trainer(&tr, &m, 2, 10, TT_REDUCE_CPU, &stop, &init);
     uint32_t idx[60];
     for (uint32_t i = 0; i < 60; i++) idx[i] = i;
     tt_step_result res[6];
     tt_error err;
-    ck_assert_int_eq(tt_trainer_start_steps(&tr, &ds, idx, 60, res, 6, NULL, &err), TT_OK);
+    ck_assert_int_eq(tt_trainer_start_steps(tr, &ds, idx, 60, res, 6, NULL, &err), TT_OK);
     size_t done = 0;
-    ck_assert_int_eq(tt_trainer_wait(&tr, -1, &done), 1);
+    ck_assert_int_eq(tt_trainer_wait(tr, -1, &done), 1);
     ck_assert_uint_eq(done, 1);
-    ck_assert_int_eq(tt_trainer_halted(&tr), TT_HALT_STOP);
-    ck_assert(memcmp(tr.h_params, init, m.n_params * sizeof(float)) != 0); /* step 1 was applied */
+    ck_assert_int_eq(tt_trainer_halted(tr), TT_HALT_STOP);
+    ck_assert(memcmp(tt_trainer_params(tr), init, m.n_params * sizeof(float)) != 0); /* step 1 was applied */
     float *after_one = (float *)tt_malloc(m.n_params * sizeof(float));
-    memcpy(after_one, tr.h_params, m.n_params * sizeof(float));
+    memcpy(after_one, tt_trainer_params(tr), m.n_params * sizeof(float));
     /* the same step in a trainer that was never asked to stop gives the same weights */
-    tt_trainer tr2;
+    tt_trainer *tr2 = NULL;
     tt_model m2;
     float *init2;
     init_trainer(&tr2, &m2, 2, 10, TT_REDUCE_CPU, NULL, &init2);
-    ck_assert_int_eq(tt_trainer_step(&tr2, &ds, idx, 10, &res[0], &err), TT_OK);
-    ck_assert(memcmp(tr2.h_params, after_one, m.n_params * sizeof(float)) == 0);
+    ck_assert_int_eq(tt_trainer_step(tr2, &ds, idx, 10, &res[0], &err), TT_OK);
+    ck_assert(memcmp(tt_trainer_params(tr2), after_one, m.n_params * sizeof(float)) == 0);
     /* a request from another thread while steps run: the run ends early and says why. 20,000 steps take far
      * longer than the request takes to land (microseconds after the start). */
     atomic_store(&stop, 0);
@@ -308,16 +309,16 @@ START_TEST(test_stop_request_halts_after_the_step)
     uint32_t *many = (uint32_t *)tt_malloc(LONG * sizeof(uint32_t));
     tt_step_result *many_res = (tt_step_result *)tt_calloc(LONG / 10, sizeof(tt_step_result));
     for (uint32_t i = 0; i < LONG; i++) many[i] = i % 60;
-    ck_assert_int_eq(tt_trainer_start_steps(&tr, &ds, many, LONG, many_res, LONG / 10, NULL, &err), TT_OK);
-    tt_trainer_request_stop(&tr);
-    ck_assert_int_eq(tt_trainer_wait(&tr, -1, &done), 1);
-    ck_assert_int_eq(tt_trainer_halted(&tr), TT_HALT_STOP);
+    ck_assert_int_eq(tt_trainer_start_steps(tr, &ds, many, LONG, many_res, LONG / 10, NULL, &err), TT_OK);
+    tt_trainer_request_stop(tr);
+    ck_assert_int_eq(tt_trainer_wait(tr, -1, &done), 1);
+    ck_assert_int_eq(tt_trainer_halted(tr), TT_HALT_STOP);
     ck_assert_uint_ge(done, 1);
     ck_assert_uint_lt(done, LONG / 10);
     tt_free(many);
     tt_free(many_res);
-    tt_trainer_free(&tr);
-    tt_trainer_free(&tr2);
+    tt_trainer_free(tr);
+    tt_trainer_free(tr2);
     tt_free(init);
     tt_free(init2);
     tt_free(after_one);
@@ -441,7 +442,7 @@ START_TEST(test_plan_matches_allocations)
             ck_assert_int_eq(tt_trainer_plan(&m, &tc, &plan, &err), TT_OK);
             atomic_store(&g_dev_bytes, 0);
             atomic_store(&g_host_bytes, 0);
-            tt_trainer tr;
+            tt_trainer *tr = NULL;
             ck_assert_int_eq(tt_trainer_init(&tr, &m, &tc, init, &err), TT_OK);
             double optim = 2.0 * (double)m.n_params * sizeof(float);
             const double dev = (double)atomic_load(&g_dev_bytes), host = (double)atomic_load(&g_host_bytes);
@@ -451,7 +452,7 @@ START_TEST(test_plan_matches_allocations)
                           "%s --reduce %s, %zu towers: plan %g, allocated %g host + %g optimizer",
                           conv ? "conv" : "dense", tt_reduce_name((tt_reduce)red), towers,
                           tt_mem_total(&plan, TT_MEM_HOST), host, optim);
-            tt_trainer_free(&tr);
+            tt_trainer_free(tr);
             tt_free(init);
             tt_dataset_free(&set);
         }
@@ -574,17 +575,17 @@ START_TEST(test_buffers_hold_what_is_written)
             tt_trainer_config tc = tt_test_config(towers, 37, tt_optim_defaults(TT_OPT_ADAM), (tt_reduce)red);
             tc.ops = &ops;
             atomic_store(&g_guards_damaged, 0);
-            tt_trainer tr;
+            tt_trainer *tr = NULL;
             ck_assert_msg(tt_trainer_init(&tr, &m, &tc, init, &err) == TT_OK, "%s", err.msg);
             tt_step_result res[2];
             size_t done = 0;
-            ck_assert_int_eq(tt_trainer_start_steps(&tr, &ds, idx, 60, res, 2, NULL, &err), TT_OK);
-            ck_assert_int_eq(tt_trainer_wait(&tr, -1, &done), 1);
+            ck_assert_int_eq(tt_trainer_start_steps(tr, &ds, idx, 60, res, 2, NULL, &err), TT_OK);
+            ck_assert_int_eq(tt_trainer_wait(tr, -1, &done), 1);
             ck_assert_uint_eq(done, 2);
-            ck_assert_int_eq(tt_trainer_halted(&tr), TT_HALT_NONE);
+            ck_assert_int_eq(tt_trainer_halted(tr), TT_HALT_NONE);
             tt_eval_result ev;
-            ck_assert_int_eq(tt_trainer_evaluate(&tr, &ds, &ev, &err), TT_OK);
-            tt_trainer_free(&tr);
+            ck_assert_int_eq(tt_trainer_evaluate(tr, &ds, &ev, &err), TT_OK);
+            tt_trainer_free(tr);
             ck_assert_msg(atomic_load(&g_guards_damaged) == 0, "%s --reduce %s, %zu towers: %d buffers written past",
                           conv ? "conv" : "dense", tt_reduce_name((tt_reduce)red), towers,
                           atomic_load(&g_guards_damaged));

@@ -58,7 +58,7 @@ static void make_model(tt_model *m, float *params)
     for (size_t j = 0; j < D; j++) params[j * C + j] = 1.0f;
 }
 
-static void make_trainer(tt_trainer *tr, const tt_model *m, const float *params, size_t towers, size_t batch)
+static void make_trainer(tt_trainer **tr, const tt_model *m, const float *params, size_t towers, size_t batch)
 {
     tt_trainer_config tc = tt_test_config(towers, batch, tt_optim_defaults(TT_OPT_SGD), TT_REDUCE_CPU);
     tt_error err;
@@ -87,11 +87,11 @@ START_TEST(test_evaluate_known_ranks)
     float params[D * C + C];
     make_model(&m, params);
     for (int k = 0; k < 2; k++) {
-        tt_trainer tr;
+        tt_trainer *tr = NULL;
         make_trainer(&tr, &m, params, towers[k], batch[k]);
         tt_eval_result ev;
         tt_error err;
-        ck_assert_int_eq(tt_trainer_evaluate(&tr, &ds, &ev, &err), TT_OK);
+        ck_assert_int_eq(tt_trainer_evaluate(tr, &ds, &ev, &err), TT_OK);
         ck_assert_uint_eq(ev.n, N);
         ck_assert_msg(ev.accuracy == (double)WANT_TOP1 / N, "%zu towers: accuracy %.9g, want %d/%zu", towers[k],
                       ev.accuracy, WANT_TOP1, N);
@@ -100,7 +100,7 @@ START_TEST(test_evaluate_known_ranks)
         /* float32 softmax over 10 logits in [0, 1]: a few ulps per sample; 1e-6 relative is ample */
         double want = want_mean_loss(&ds);
         ck_assert_msg(tt_close(ev.loss, want, 0, 1e-6), "loss %.9g want %.9g", ev.loss, want);
-        tt_trainer_free(&tr);
+        tt_trainer_free(tr);
     }
     tt_dataset_free(&ds);
 }
@@ -121,17 +121,17 @@ START_TEST(test_step_counts_known_ranks)
     tt_rng_seed(&r, 3, 0);
     tt_rng_shuffle(&r, idx, N);
     for (size_t towers = 1; towers <= 3; towers += 2) {
-        tt_trainer tr;
+        tt_trainer *tr = NULL;
         make_trainer(&tr, &m, params, towers, N);
         tt_step_result res;
         tt_error err;
-        ck_assert_int_eq(tt_trainer_step(&tr, &ds, idx, N, &res, &err), TT_OK);
+        ck_assert_int_eq(tt_trainer_step(tr, &ds, idx, N, &res, &err), TT_OK);
         ck_assert_uint_eq(res.n, N);
         ck_assert_msg(res.top1 == WANT_TOP1, "%zu towers: top1 %zu, want %d", towers, res.top1, WANT_TOP1);
         ck_assert_msg(res.top5 == WANT_TOP5, "%zu towers: top5 %zu, want %d", towers, res.top5, WANT_TOP5);
         double want = want_mean_loss(&ds) * N;
         ck_assert_msg(tt_close(res.loss_sum, want, 0, 1e-6), "loss sum %.9g want %.9g", res.loss_sum, want);
-        tt_trainer_free(&tr);
+        tt_trainer_free(tr);
     }
     tt_dataset_free(&ds);
 }

@@ -70,7 +70,7 @@ static void run_steps(run *r, const tt_dataset *ds)
     r->P = m.n_params;
     float *init = (float *)tt_malloc(m.n_params * sizeof(float));
     tt_model_init_params(&m, init, 42);
-    tt_trainer tr;
+    tt_trainer *tr = NULL;
     ck_assert_msg(tt_trainer_init(&tr, &m, &r->tc, init, &err) == TT_OK, "%s", err.msg);
     uint32_t *idx = (uint32_t *)tt_malloc(ds->n * sizeof(uint32_t));
     tt_rng rg;
@@ -81,20 +81,20 @@ static void run_steps(run *r, const tt_dataset *ds)
     r->res = (tt_step_result *)tt_calloc(r->steps, sizeof *r->res);
     r->led = (tt_tower_ledger *)tt_calloc(r->steps * N, sizeof *r->led);
     const size_t n = r->n ? r->n : r->steps * r->tc.batch;
-    ck_assert_msg(tt_trainer_start_steps(&tr, ds, idx, n, r->res, r->steps, r->led, &err) == TT_OK, "%s", err.msg);
+    ck_assert_msg(tt_trainer_start_steps(tr, ds, idx, n, r->res, r->steps, r->led, &err) == TT_OK, "%s", err.msg);
     const double t0 = tt_now();
-    while (!tt_trainer_wait(&tr, r->stop_after > 0 ? 0.005 : -1, &r->done)) /* the run is over once it says 1 */
-        if (tt_now() - t0 > r->stop_after) tt_trainer_request_stop(&tr);
-    r->halt = tt_trainer_halted(&tr);
-    r->optim_t = tr.opt.t;
-    if (r->halt == TT_HALT_NONFINITE && N <= 8) tt_trainer_nonfinite_towers(&tr, r->bad[0], r->bad[1]);
+    while (!tt_trainer_wait(tr, r->stop_after > 0 ? 0.005 : -1, &r->done)) /* the run is over once it says 1 */
+        if (tt_now() - t0 > r->stop_after) tt_trainer_request_stop(tr);
+    r->halt = tt_trainer_halted(tr);
+    r->optim_t = tt_trainer_optim(tr)->t;
+    if (r->halt == TT_HALT_NONFINITE && N <= 8) tt_trainer_nonfinite_towers(tr, r->bad[0], r->bad[1]);
     tt_optim_slot sl[3];
-    const int slots = tt_optim_slots(&tr.opt, sl);
+    const int slots = tt_optim_slots(tt_trainer_optim(tr), sl);
     r->w = (float *)tt_malloc((1 + (size_t)slots) * r->P * sizeof(float));
-    memcpy(r->w, tt_trainer_params(&tr), r->P * sizeof(float));
+    memcpy(r->w, tt_trainer_params(tr), r->P * sizeof(float));
     for (int k = 0; k < slots; k++) memcpy(r->w + (1 + (size_t)k) * r->P, sl[k].data, r->P * sizeof(float));
     r->P *= 1 + (size_t)slots;
-    tt_trainer_free(&tr);
+    tt_trainer_free(tr);
     tt_free(idx);
     tt_free(init);
 }
@@ -279,24 +279,24 @@ START_TEST(test_weights_runs_split_anywhere)
     float *out[2];
     for (int split = 0; split < 2; split++) {
         tt_trainer_config tc = sync_config(2, 20, adam(), TT_SYNC_WEIGHTS, 3, 0);
-        tt_trainer tr;
+        tt_trainer *tr = NULL;
         ck_assert_msg(tt_trainer_init(&tr, &m, &tc, init, &err) == TT_OK, "%s", err.msg);
         tt_step_result res[10];
         const size_t cut = split ? 4 : 10;
-        tt_status st = tt_trainer_start_steps(&tr, &ds, idx, cut * 20, res, 10, NULL, &err);
+        tt_status st = tt_trainer_start_steps(tr, &ds, idx, cut * 20, res, 10, NULL, &err);
         ck_assert_msg(st == TT_OK, "%s", err.msg);
-        tt_trainer_wait(&tr, -1, NULL);
+        tt_trainer_wait(tr, -1, NULL);
         if (split) {
             tt_eval_result ev;
-            ck_assert_int_eq(tt_trainer_evaluate(&tr, &ds, &ev, &err), TT_OK);
-            ck_assert_msg(tt_trainer_start_steps(&tr, &ds, idx + cut * 20, (10 - cut) * 20, res, 10, NULL, &err) ==
+            ck_assert_int_eq(tt_trainer_evaluate(tr, &ds, &ev, &err), TT_OK);
+            ck_assert_msg(tt_trainer_start_steps(tr, &ds, idx + cut * 20, (10 - cut) * 20, res, 10, NULL, &err) ==
                               TT_OK, "%s", err.msg);
-            tt_trainer_wait(&tr, -1, NULL);
+            tt_trainer_wait(tr, -1, NULL);
         }
-        ck_assert_int_eq(tt_trainer_halted(&tr), TT_HALT_NONE);
+        ck_assert_int_eq(tt_trainer_halted(tr), TT_HALT_NONE);
         out[split] = (float *)tt_malloc(m.n_params * sizeof(float));
-        tt_trainer_get_params(&tr, out[split]);
-        tt_trainer_free(&tr);
+        tt_trainer_get_params(tr, out[split]);
+        tt_trainer_free(tr);
     }
     const size_t d = first_diff(out[0], out[1], m.n_params);
     ck_assert_msg(d == m.n_params, "weights:3 split after step 4: float %zu differs", d);
@@ -386,19 +386,19 @@ START_TEST(test_stop_at_start)
     for (size_t md = 0; md < 4; md++)
         for (size_t N = 2; N <= 4; N++) {
             tt_trainer_config tc = sync_config(N, 12, adam(), modes[md].kind, modes[md].k, modes[md].rr);
-            tt_trainer tr;
+            tt_trainer *tr = NULL;
             ck_assert_msg(tt_trainer_init(&tr, &m, &tc, init, &err) == TT_OK, "%s", err.msg);
             tt_step_result res[10];
             for (int it = 0; it < 40; it++) {
                 size_t done = 0;
-                ck_assert_int_eq(tt_trainer_start_steps(&tr, &ds, idx, 120, res, 10, NULL, &err), TT_OK);
-                tt_trainer_request_stop(&tr);
-                tt_trainer_wait(&tr, -1, &done);
-                const tt_halt h = tt_trainer_halted(&tr); /* the run may have ended before the request came */
+                ck_assert_int_eq(tt_trainer_start_steps(tr, &ds, idx, 120, res, 10, NULL, &err), TT_OK);
+                tt_trainer_request_stop(tr);
+                tt_trainer_wait(tr, -1, &done);
+                const tt_halt h = tt_trainer_halted(tr); /* the run may have ended before the request came */
                 ck_assert_msg(h == TT_HALT_STOP || (h == TT_HALT_NONE && done == 10), "mode %zu, %zu towers: halt %d "
                               "after %zu steps", md, N, (int)h, done);
             }
-            tt_trainer_free(&tr);
+            tt_trainer_free(tr);
         }
     tt_free(init);
     tt_dataset_free(&ds);

@@ -117,11 +117,11 @@ static size_t max_towers(size_t batch)
  * the caller frees. */
 static float *weights_and_state(tt_trainer *tr)
 {
-    const size_t P = tr->model->n_params;
+    const size_t P = tt_trainer_model(tr)->n_params;
     tt_optim_slot sl[3];
-    const int slots = tt_optim_slots(&tr->opt, sl);
+    const int slots = tt_optim_slots(tt_trainer_optim(tr), sl);
     float *out = (float *)tt_malloc((1 + (size_t)slots) * P * sizeof(float));
-    memcpy(out, tr->h_params, P * sizeof(float));
+    memcpy(out, tt_trainer_params(tr), P * sizeof(float));
     for (int k = 0; k < slots; k++) memcpy(out + (1 + (size_t)k) * P, sl[k].data, P * sizeof(float));
     return out;
 }
@@ -136,11 +136,11 @@ static float *train_steps_on(tt_reduce reduce, size_t towers, size_t batch, tt_o
     float *init = (float *)tt_malloc(m.n_params * sizeof(float));
     tt_model_init_params(&m, init, 42);
     tt_trainer_config tc = tower_config(towers, batch, oc, reduce);
-    tt_trainer tr;
+    tt_trainer *tr = NULL;
     tt_status st = tt_trainer_init(&tr, &m, &tc, init, err);
     if (st != TT_OK) {
         ck_assert_msg(st == TT_ERR_ARG, "--reduce %s, %zu towers: %s", tt_reduce_name(reduce), towers, err->msg);
-        tt_trainer_free(&tr);
+        tt_trainer_free(tr);
         tt_free(init);
         return NULL;
     }
@@ -153,12 +153,12 @@ static float *train_steps_on(tt_reduce reduce, size_t towers, size_t batch, tt_o
         size_t n = s + 1 == steps && last_n ? last_n : batch;
         size_t lo = (s * batch) % (ds->n - batch);
         tt_step_result res;
-        ck_assert_msg(tt_trainer_step(&tr, ds, idx + lo, n, &res, err) == TT_OK, "%s", err->msg);
+        ck_assert_msg(tt_trainer_step(tr, ds, idx + lo, n, &res, err) == TT_OK, "%s", err->msg);
         ck_assert_uint_eq(res.n, n);
     }
     *P = m.n_params;
-    float *out = weights_and_state(&tr);
-    tt_trainer_free(&tr);
+    float *out = weights_and_state(tr);
+    tt_trainer_free(tr);
     tt_free(idx);
     tt_free(init);
     return out;
@@ -357,28 +357,28 @@ static float *train_job(tt_reduce reduce, tt_update update, size_t towers, tt_op
     tt_model_init_params(&m, init, 42);
     tt_trainer_config tc = tower_config(towers, BATCH, oc, reduce);
     tc.update = update;
-    tt_trainer tr;
+    tt_trainer *tr = NULL;
     if (tt_trainer_init(&tr, &m, &tc, init, err) != TT_OK) {
-        tt_trainer_free(&tr);
+        tt_trainer_free(tr);
         tt_free(init);
         return NULL;
     }
-    g_buckets = tt_trainer_buckets(&tr, g_edge);
+    g_buckets = tt_trainer_buckets(tr, g_edge);
     tt_optim_slot sl[3];
-    const int slots = tt_optim_slots(&tr.opt, sl);
+    const int slots = tt_optim_slots(tt_trainer_optim(tr), sl);
     for (int k = 0; k < slots; k++) /* a resumed state: small, non-negative (second moments), never zero */
         for (size_t i = 0; i < m.n_params; i++) sl[k].data[i] = 1e-3f * (float)(1 + (i * 7 + (size_t)k) % 13);
-    tr.opt.t = 5;
+    tt_trainer_optim(tr)->t = 5;
     const size_t n = (STEPS - 1) * BATCH + LAST;
     uint32_t *idx = (uint32_t *)tt_malloc(n * sizeof(uint32_t));
     for (size_t i = 0; i < n; i++) idx[i] = (uint32_t)((i * 37) % ds->n);
     tt_step_result res[STEPS];
-    ck_assert_msg(tt_trainer_start_steps(&tr, ds, idx, n, res, STEPS, NULL, err) == TT_OK, "%s", err->msg);
-    tt_trainer_wait(&tr, -1, NULL);
-    ck_assert_int_eq(tt_trainer_halted(&tr), TT_HALT_NONE);
+    ck_assert_msg(tt_trainer_start_steps(tr, ds, idx, n, res, STEPS, NULL, err) == TT_OK, "%s", err->msg);
+    tt_trainer_wait(tr, -1, NULL);
+    ck_assert_int_eq(tt_trainer_halted(tr), TT_HALT_NONE);
     *P = m.n_params;
-    float *out = weights_and_state(&tr);
-    tt_trainer_free(&tr);
+    float *out = weights_and_state(tr);
+    tt_trainer_free(tr);
     tt_free(idx);
     tt_free(init);
     return out;
@@ -575,14 +575,14 @@ START_TEST(test_update_evaluates_host_weights)
     for (size_t r = 0; r < 3; r++) {
         tt_trainer_config tc = tower_config(2, 32, tt_optim_defaults(TT_OPT_ADAM), runs[r].reduce);
         tc.update = runs[r].update;
-        tt_trainer tr;
+        tt_trainer *tr = NULL;
         ck_assert_msg(tt_trainer_init(&tr, &m, &tc, w, &err) == TT_OK, "%s", err.msg);
-        ck_assert_int_eq(tt_trainer_evaluate(&tr, &ds, &first[r], &err), TT_OK);
+        ck_assert_int_eq(tt_trainer_evaluate(tr, &ds, &first[r], &err), TT_OK);
         for (size_t i = 0; i < m.n_params; i++) w[i] *= 0.5f; /* other weights, set between runs of steps */
-        tt_trainer_set_params(&tr, w);
+        tt_trainer_set_params(tr, w);
         for (size_t i = 0; i < m.n_params; i++) w[i] *= 2.0f;
-        ck_assert_int_eq(tt_trainer_evaluate(&tr, &ds, &second[r], &err), TT_OK);
-        tt_trainer_free(&tr);
+        ck_assert_int_eq(tt_trainer_evaluate(tr, &ds, &second[r], &err), TT_OK);
+        tt_trainer_free(tr);
         ck_assert_msg(first[r].loss == first[0].loss && second[r].loss == second[0].loss,
                       "--update %s evaluates %.9g then %.9g, the host's %.9g then %.9g", tt_update_name(runs[r].update),
                       first[r].loss, second[r].loss, first[0].loss, second[0].loss);
@@ -701,7 +701,7 @@ static float *replay_run(const tt_run_config *c, const tt_dataset *train, const 
     tt_model_init_params(&m, init, c->seed);
     tt_trainer_config tc = tower_config(c->towers, c->batch, c->optim, c->reduce); /* --lr-scaling none */
     tc.host_threads = c->host_threads;
-    tt_trainer tr;
+    tt_trainer *tr = NULL;
     ck_assert_msg(tt_trainer_init(&tr, &m, &tc, init, &err) == TT_OK, "%s", err.msg);
     uint32_t idx[REPLAY_N];
     for (size_t i = 0; i < train->n; i++) idx[i] = (uint32_t)i;
@@ -718,7 +718,7 @@ static float *replay_run(const tt_run_config *c, const tt_dataset *train, const 
         for (size_t first = 0; first < train->n; first += c->batch) {
             size_t n = train->n - first < c->batch ? train->n - first : c->batch;
             tt_step_result res;
-            ck_assert_int_eq(tt_trainer_step(&tr, train, idx + first, n, &res, &err), TT_OK);
+            ck_assert_int_eq(tt_trainer_step(tr, train, idx + first, n, &res, &err), TT_OK);
             loss_sum += res.loss_sum;
             top1 += res.top1;
             top5 += res.top5;
@@ -733,13 +733,13 @@ static float *replay_run(const tt_run_config *c, const tt_dataset *train, const 
             es->loss = loss_sum / (double)seen;
             es->accuracy = (double)top1 / (double)seen;
             es->top5 = (double)top5 / (double)seen;
-            ck_assert_int_eq(tt_trainer_evaluate(&tr, val, &es->val, &err), TT_OK);
+            ck_assert_int_eq(tt_trainer_evaluate(tr, val, &es->val, &err), TT_OK);
         }
     }
     *P = m.n_params;
     float *out = (float *)tt_malloc(m.n_params * sizeof(float));
-    memcpy(out, tr.h_params, m.n_params * sizeof(float));
-    tt_trainer_free(&tr);
+    memcpy(out, tt_trainer_params(tr), m.n_params * sizeof(float));
+    tt_trainer_free(tr);
     tt_free(init);
     return out;
 }
@@ -854,9 +854,9 @@ static float *resume_run(const tt_dataset *train, size_t towers, size_t from, si
     tt_model_init_params(&m, init, seed);
     tt_trainer_config tc = tower_config(towers, RESUME_BATCH, tt_optim_defaults(TT_OPT_NADAM), g_reduce);
     tc.seed = seed;
-    tt_trainer tr;
+    tt_trainer *tr = NULL;
     ck_assert_msg(tt_trainer_init(&tr, &m, &tc, from ? in->params : init, &err) == TT_OK, "%s", err.msg);
-    tt_optim *o = tt_trainer_optim(&tr);
+    tt_optim *o = tt_trainer_optim(tr);
     tt_optim_slot sl[3];
     const int ns = tt_optim_slots(o, sl);
     ck_assert_int_eq(ns, (int)tt_optim_state_floats(&o->cfg));
@@ -866,10 +866,10 @@ static float *resume_run(const tt_dataset *train, size_t towers, size_t from, si
         o->t = in->t;
         o->u_product = in->u_product;
     }
-    resume_span(&tr, train, seed, from, to);
+    resume_span(tr, train, seed, from, to);
     *P = m.n_params;
     float *w = (float *)tt_malloc(m.n_params * sizeof(float));
-    tt_trainer_get_params(&tr, w);
+    tt_trainer_get_params(tr, w);
     if (out) {
         out->params = (float *)tt_malloc(m.n_params * sizeof(float));
         memcpy(out->params, w, m.n_params * sizeof(float));
@@ -881,7 +881,7 @@ static float *resume_run(const tt_dataset *train, size_t towers, size_t from, si
         out->t = o->t;
         out->u_product = o->u_product;
     }
-    tt_trainer_free(&tr);
+    tt_trainer_free(tr);
     tt_free(init);
     return w;
 }
@@ -988,10 +988,10 @@ START_TEST(test_more_towers_than_batch_is_an_error)
     ck_assert_int_eq(tt_model_parse(&m, MODEL, "t", TT_FLAT_INPUT(20, 5), &err), TT_OK);
     float *init = (float *)tt_calloc(m.n_params, sizeof(float));
     tt_trainer_config tc = tt_test_config(5, 4, tt_optim_defaults(TT_OPT_SGD), TT_REDUCE_CPU);
-    tt_trainer tr;
+    tt_trainer *tr = NULL;
     ck_assert_int_eq(tt_trainer_init(&tr, &m, &tc, init, &err), TT_ERR_ARG);
     ck_assert(strstr(err.msg, "--towers 5") != NULL);
-    tt_trainer_free(&tr);
+    tt_trainer_free(tr);
     tt_free(init);
 }
 END_TEST
@@ -1098,11 +1098,11 @@ START_TEST(test_dropout_off_in_evaluation)
     const tt_model *models[2] = {&with, &without};
     for (int k = 0; k < 2; k++) {
         tt_trainer_config tc = tower_config(2, 32, tt_optim_defaults(TT_OPT_SGD), TT_REDUCE_CPU);
-        tt_trainer tr;
+        tt_trainer *tr = NULL;
         ck_assert_msg(tt_trainer_init(&tr, models[k], &tc, w, &err) == TT_OK, "%s", err.msg);
-        ck_assert_int_eq(tt_trainer_evaluate(&tr, &ds, &r[k], &err), TT_OK);
-        ck_assert_int_eq(tt_trainer_step(&tr, &ds, idx, 32, &st[k], &err), TT_OK);
-        tt_trainer_free(&tr);
+        ck_assert_int_eq(tt_trainer_evaluate(tr, &ds, &r[k], &err), TT_OK);
+        ck_assert_int_eq(tt_trainer_step(tr, &ds, idx, 32, &st[k], &err), TT_OK);
+        tt_trainer_free(tr);
     }
     ck_assert_msg(r[0].loss == r[1].loss && r[0].accuracy == r[1].accuracy, "evaluation with dropout: loss %.9g, "
                   "without: %.9g", r[0].loss, r[1].loss);

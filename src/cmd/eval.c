@@ -210,10 +210,10 @@ static tt_status infer(const char *o_cmd, const tt_run_config *c, const tt_model
     if ((s = tt_mem_check(&plan, be.ops, err))) return s;
     *logits = (float *)tt_malloc(ds->n * m->n_classes * sizeof(float));
     if (!*logits) return tt_fail(err, TT_ERR_NOMEM, "out of memory for %zu x %zu logits", ds->n, m->n_classes);
-    tt_trainer tr;
+    tt_trainer *tr = NULL;
     s = tt_trainer_init(&tr, m, &tc, params, err);
-    if (!s) s = tt_trainer_predict(&tr, ds, *logits, res, err);
-    tt_trainer_free(&tr);
+    if (!s) s = tt_trainer_predict(tr, ds, *logits, res, err);
+    tt_trainer_free(tr);
     if ((!s || s == TT_ERR_STOPPED) && tt_signal_caught())
         s = tt_fail(err, TT_ERR_STOPPED, "%s: stopped by %s", o_cmd, tt_signal_name(tt_signal_caught()));
     if (s) {

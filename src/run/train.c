@@ -319,7 +319,7 @@ static void run_steps(run_state *rs, size_t epoch, double e0, size_t begin, size
     double loss_sum = 0;
     const int tb_steps_on = rs->c->tensorboard_every_steps && rs->tb.f[0].buf;
     int live = rs->live && live_fits(rs), bar = rs->bar || (rs->live && !live); /* too small: the bar */
-    while (!tt_trainer_wait(&rs->tr, bar || live || tb_steps_on ? 0.1 : -1, done_steps)) {
+    while (!tt_trainer_wait(rs->tr, bar || live || tb_steps_on ? 0.1 : -1, done_steps)) {
         /* results[begin..first + done_steps) are final: fold them in and redraw the bar */
         for (; drawn < first + *done_steps; drawn++) {
             loss_sum += rs->results[drawn].loss_sum;
@@ -338,7 +338,7 @@ static void run_steps(run_state *rs, size_t epoch, double e0, size_t begin, size
                       (double)top1 / (double)seen, 0);
             print_flush(rs);
         }
-        if (rs->pending.s) tt_trainer_request_stop(&rs->tr); /* stop now, not after training */
+        if (rs->pending.s) tt_trainer_request_stop(rs->tr); /* stop now, not after training */
     }
     tb_steps(rs, epoch, first + *done_steps); /* the last steps, or all of them without a bar */
     live_end(rs);                             /* the view erased: the epoch's line (or the stop's) takes its place */
@@ -403,7 +403,7 @@ static tt_status run_nonfinite(run_state *rs, size_t epoch, size_t step, tt_erro
     double loss = rs->results[step - 1].loss_sum;
     char *list = fields;
     size_t len = 0;
-    tt_trainer_nonfinite_towers(&rs->tr, bad, bad + N);
+    tt_trainer_nonfinite_towers(rs->tr, bad, bad + N);
     for (size_t t = 0; t < N; t++) /* --sync weights: a tower's loss at the step that went bad, not the last one's */
         if (bad[t]) loss = NAN;
     tt_error e; /* every rank's towers, named as the job's towers rank * N + t (one rank: its own) */
@@ -435,8 +435,8 @@ static tt_status run_nonfinite(run_state *rs, size_t epoch, size_t step, tt_erro
 static tt_status run_halted(run_state *rs, size_t epoch, size_t first, size_t steps, tt_error *err)
 {
     tt_error werr;
-    if (tt_trainer_halted(&rs->tr) == TT_HALT_NODE) /* a collective failed: no other one can be trusted now */
-        return tt_trainer_node_error(&rs->tr, err);
+    if (tt_trainer_halted(rs->tr) == TT_HALT_NODE) /* a collective failed: no other one can be trusted now */
+        return tt_trainer_node_error(rs->tr, err);
     /* the console's failure while the crew ran (the only output then) is the halt's reason, returned below; the
      * stop's collectives and checkpoint go on without it, and the halted steps' records are written as far as they
      * go, their failures not the run's */
@@ -448,7 +448,7 @@ static tt_status run_halted(run_state *rs, size_t epoch, size_t first, size_t st
     if (rs->c->trace && steps > first) run_trace_steps(rs, first, steps);
     rs->pending.s = TT_OK;
     if (rs->out && rs->bar && !console) fputc('\n', rs->out);
-    if (tt_trainer_halted(&rs->tr) == TT_HALT_NONFINITE) return run_nonfinite(rs, epoch, steps, err);
+    if (tt_trainer_halted(rs->tr) == TT_HALT_NONFINITE) return run_nonfinite(rs, epoch, steps, err);
     if (rs->K > 1) {
         /* rank 0's stdout failed while the crew ran (its stop request halted every rank): every rank learns it first,
          * and it is the run's failure as in one process — no stop's checkpoint, an "error" record */
@@ -495,13 +495,13 @@ static tt_status run_epoch_steps(run_state *rs, size_t epoch, size_t first, doub
             end = next < end ? next : end;
         }
         const size_t lo = k * B, hi = end * B < n ? end * B : n;
-        tt_trainer_set_steps(&rs->tr, before + k); /* weights:K counts the training's steps */
-        tt_status s = tt_trainer_start_steps(&rs->tr, rs->train, rs->idx + lo, hi - lo, rs->results + k, end - k,
+        tt_trainer_set_steps(rs->tr, before + k); /* weights:K counts the training's steps */
+        tt_status s = tt_trainer_start_steps(rs->tr, rs->train, rs->idx + lo, hi - lo, rs->results + k, end - k,
                                              rs->ledger + k * c->towers, err);
         if (s) return s;
         size_t done = 0;
         run_steps(rs, epoch, e0, first, k, &done);
-        if (tt_trainer_halted(&rs->tr)) return run_halted(rs, epoch, first, k + done, err);
+        if (tt_trainer_halted(rs->tr)) return run_halted(rs, epoch, first, k + done, err);
         k = end;
         if (c->save_every_steps && k < rs->steps && (before + k) % c->save_every_steps == 0) {
             if (rs->bar && rs->out) fputc('\n', rs->out);
@@ -520,14 +520,14 @@ static tt_status run_epoch(run_state *rs, size_t epoch, size_t first, tt_run_res
     tt_epoch_order(rs->idx, rs->train->n, c->seed, epoch);
     if (rs->out) fprintf(rs->out, "Epoch %zu/%zu\n", epoch, c->epochs);
     double e0 = tt_now();
-    tt_trainer_set_epoch(&rs->tr, epoch);
+    tt_trainer_set_epoch(rs->tr, epoch);
     tb_epoch_begin(rs, first);
     if ((s = run_epoch_steps(rs, epoch, first, e0, err))) return s;
     tt_epoch_stats es;
     epoch_stats(rs, epoch, first, rs->steps, &es);
     es.seconds = tt_now() - e0;
     double v0 = tt_now();
-    s = tt_trainer_evaluate(&rs->tr, rs->val, &es.val, err);
+    s = tt_trainer_evaluate(rs->tr, rs->val, &es.val, err);
     if (s) return s;
     if (c->trace) {
         char name[32];
@@ -553,7 +553,7 @@ static tt_status run_epoch(run_state *rs, size_t epoch, size_t first, tt_run_res
  * figures, and the final checkpoint (written before it) stays as it is. */
 static tt_status run_finish(run_state *rs, tt_run_result *res, tt_error *err)
 {
-    tt_status s = tt_trainer_evaluate_stoppable(&rs->tr, rs->test, &res->test, err);
+    tt_status s = tt_trainer_evaluate_stoppable(rs->tr, rs->test, &res->test, err);
     const int cut = s == TT_ERR_STOPPED;
     if (cut) s = TT_OK;             /* this rank's flag: every rank decides alike below */
     const int sig = run_signal(rs); /* every rank calls it, whatever its own status */
@@ -569,7 +569,7 @@ static tt_status run_finish(run_state *rs, tt_run_result *res, tt_error *err)
     if ((s = run_agree(rs, s, err))) return s;
     res->n_params = rs->model->n_params;
     res->final_params = (float *)tt_malloc(rs->model->n_params * sizeof(float));
-    if (res->final_params) tt_trainer_get_params(&rs->tr, res->final_params);
+    if (res->final_params) tt_trainer_get_params(rs->tr, res->final_params);
     return TT_OK;
 }
 
@@ -606,8 +606,9 @@ static tt_status run_close(run_state *rs, tt_status s, tt_error *err)
         *err = cerr;
         s = ls;
     }
-    if (tt_trainer_halted(&rs->tr) != TT_HALT_NODE) s = run_agree(rs, s, err); /* the end: every rank alike */
-    tt_trainer_free(&rs->tr);
+    if (tt_trainer_halted(rs->tr) != TT_HALT_NODE) s = run_agree(rs, s, err); /* the end: every rank alike */
+    tt_trainer_free(rs->tr);
+    rs->tr = NULL;
     if (rs->dir_lock >= 0) close(rs->dir_lock); /* the directory is free for the next run */
     if (rs->tb_lock >= 0) close(rs->tb_lock);
     tt_free(rs->tb_towers);
@@ -669,7 +670,7 @@ tt_status tt_run_on(const tt_run_config *c, const tt_dataset *train, const tt_da
     rs->live = tty && c->progress == TT_PROGRESS_TOWERS; /* not a terminal: lines */
     tt_status s = run_open(rs, err);
     if (!s && rs->nothing_left[0]) return run_nothing_left(rs, err);
-    uint64_t allocs_mark = tt_alloc_count() + tt_trainer_device_allocs(&rs->tr);
+    uint64_t allocs_mark = tt_alloc_count() + tt_trainer_device_allocs(rs->tr);
     char where[64];
     /* K ranks: a failure only one rank knows (rank 0's output, a checkpoint) is recorded and agreed at the next
      * agreement (run_agree): after each epoch, each checkpoint and the test set, so all ranks leave together; only
@@ -683,9 +684,9 @@ tt_status tt_run_on(const tt_run_config *c, const tt_dataset *train, const tt_da
         } else {
             s = run_epoch(rs, epoch, first, res, err);
         }
-        if (!s || tt_trainer_halted(&rs->tr) != TT_HALT_NODE) s = run_agree(rs, s, err);
+        if (!s || tt_trainer_halted(rs->tr) != TT_HALT_NODE) s = run_agree(rs, s, err);
     }
-    res->allocs_after_first_step = tt_alloc_count() + tt_trainer_device_allocs(&rs->tr) - allocs_mark;
+    res->allocs_after_first_step = tt_alloc_count() + tt_trainer_device_allocs(rs->tr) - allocs_mark;
     if (!s && c->checkpoint_dir && rs->saved_step != (uint64_t)c->epochs * rs->steps) { /* the end of training */
         s = run_save(rs, c->epochs, rs->steps, NULL, err);
     }

@@ -81,7 +81,7 @@ tt_status run_save(run_state *rs, size_t epoch, size_t step, const char *path, t
 {
     tt_status s = TT_OK;
     if (rs->K > 1 && rs->c->node_reduce == TT_NODE_PS) {
-        tt_optim *o = tt_trainer_optim(&rs->tr);
+        tt_optim *o = tt_trainer_optim(rs->tr);
         tt_optim_slot sl[TT_CKPT_MAX_SLOTS];
         const int n = tt_optim_slots(o, sl);
         for (int k = 0; !s && k < n; k++)
@@ -108,7 +108,7 @@ static void run_save_here(run_state *rs, size_t epoch, size_t step, const char *
         path = periodic;
     }
     const double t0 = tt_now();
-    tt_optim *o = tt_trainer_optim(&rs->tr);
+    tt_optim *o = tt_trainer_optim(rs->tr);
     tt_checkpoint ck;
     memset(&ck, 0, sizeof ck);
     ck.epoch = epoch;
@@ -126,7 +126,7 @@ static void run_save_here(run_state *rs, size_t epoch, size_t step, const char *
     ck.model_desc = rs->ckpt_desc;
     ck.options = rs->ckpt_options;
     ck.n_params = rs->model->n_params;
-    ck.params = (float *)tt_trainer_params(&rs->tr); /* read only: the writer does not change a tensor */
+    ck.params = (float *)tt_trainer_params(rs->tr); /* read only: the writer does not change a tensor */
     tt_optim_slot sl[TT_CKPT_MAX_SLOTS];
     ck.n_slots = tt_optim_slots(o, sl);
     for (int k = 0; k < ck.n_slots; k++) {
@@ -403,10 +403,10 @@ void run_resume_optim(run_state *rs)
         tt_checkpoint_free(ck);
         return;
     }
-    tt_optim *o = tt_trainer_optim(&rs->tr);
+    tt_optim *o = tt_trainer_optim(rs->tr);
     tt_optim_slot sl[TT_CKPT_MAX_SLOTS];
     const int n = tt_optim_slots(o, sl);
-    const size_t off = tt_trainer_optim_offset(&rs->tr); /* ps: this rank's slice of each vector */
+    const size_t off = tt_trainer_optim_offset(rs->tr); /* ps: this rank's slice of each vector */
     for (int k = 0; k < n; k++)
         for (int j = 0; j < ck->n_slots; j++)
             if (strcmp(sl[k].name, ck->slot_names[j]) == 0) memcpy(sl[k].data, ck->slots[j] + off, o->n * sizeof(float));

@@ -160,7 +160,7 @@ static void frame(run_state *rs, int cols, size_t begin, size_t done, double ela
         if (v[TT_TOWER_PHASES] < 0) v[TT_TOWER_PHASES] = 0; /* async: a fast tower ran more shards than steps */
         char label[32];
         snprintf(label, sizeof label, "tower %zu", t);
-        lane(rs, label, TOWER_SEGS, v, TT_TOWER_PHASES + 1, w, tt_trainer_live_phase(&rs->tr, t));
+        lane(rs, label, TOWER_SEGS, v, TT_TOWER_PHASES + 1, w, tt_trainer_live_phase(rs->tr, t));
     }
     lane(rs, "host", HOST_SEGS, host, rs->K > 1 ? HOST_N : HOST_N - 1, w, -1);
     /* the legend: each segment coloured, as far as the width allows */

@@ -153,7 +153,7 @@ void log_start(run_state *rs)
  * "ranks" record of rank 0's log. Every rank calls it. */
 void log_ranks(run_state *rs)
 {
-    tt_optim *o = tt_trainer_optim(&rs->tr);
+    tt_optim *o = tt_trainer_optim(rs->tr);
     const uint64_t mine = (uint64_t)o->n * tt_optim_state_floats(&o->cfg);
     uint64_t *all = (uint64_t *)(void *)rs->rank_records; /* 8 * towers bytes a rank: room for one uint64_t */
     tt_error e;

@@ -23,7 +23,7 @@ typedef struct run_state {
     tt_backend be;
     tt_model *model;
     tt_trainer_config tc;
-    tt_trainer tr;
+    tt_trainer *tr;     /* NULL until tt_trainer_init made it */
     float *h_init;
     uint32_t *idx;
     size_t steps; /* per epoch */

@@ -130,11 +130,11 @@ tt_status probe_placement(const tt_probe_config *c, tt_reduce r, const probe_dat
     tt_status s = placement_check_memory(c, r, &can, err);
     if (s || !can) return s;
     float *w = (float *)tt_malloc(c->model->n_params * sizeof(float));
-    tt_trainer *tr = (tt_trainer *)tt_calloc(1, sizeof *tr);
-    if (!w || !tr) s = tt_fail(err, TT_ERR_NOMEM, "probe: out of host memory");
+    tt_trainer *tr = NULL;
+    if (!w) s = tt_fail(err, TT_ERR_NOMEM, "probe: out of host memory");
     if (!s) {
         tt_model_init_params(c->model, w, 1);
-        s = tt_trainer_init(tr, c->model, &tc, w, err);
+        s = tt_trainer_init(&tr, c->model, &tc, w, err);
     }
     if (!s) s = tt_trainer_time_phases(tr, &d->ds, d->idx, c->batch, probe_reps(c), pt, err);
     if (s == TT_ERR_STOPPED)
@@ -146,8 +146,7 @@ tt_status probe_placement(const tt_probe_config *c, tt_reduce r, const probe_dat
         memcpy(p->link_devs, ords, (size_t)p->n_links * sizeof(int));
         memcpy(p->links, link, (size_t)p->n_links * (size_t)p->n_links * sizeof(int));
     }
-    if (tr) tt_trainer_free(tr);
-    tt_free(tr);
+    tt_trainer_free(tr);
     tt_free(w);
     *ran = !s;
     return s;
@@ -284,13 +283,13 @@ tt_status tt_probe_steps(const tt_probe_config *c, const tt_probe_design *d, tt_
     uint32_t *idx = (uint32_t *)tt_malloc(steps * B * sizeof(uint32_t));
     tt_step_result *res = (tt_step_result *)tt_calloc(steps, sizeof *res);
     double *v = (double *)tt_calloc(reps, sizeof(double));
-    tt_trainer *tr = (tt_trainer *)tt_calloc(1, sizeof *tr);
-    if (!s && (!w || !idx || !res || !v || !tr)) s = tt_fail(err, TT_ERR_NOMEM, "probe: out of host memory");
+    tt_trainer *tr = NULL;
+    if (!s && (!w || !idx || !res || !v)) s = tt_fail(err, TT_ERR_NOMEM, "probe: out of host memory");
     if (!s) {
         for (size_t k = 0; k < steps; k++) memcpy(idx + k * B, pd.idx, B * sizeof(uint32_t)); /* one shape */
         tt_model_init_params(c->model, w, 1);
         tc.train_set = &pd.ds; /* the samples themselves now (the plan read their shape) */
-        s = tt_trainer_init(tr, c->model, &tc, w, err);
+        s = tt_trainer_init(&tr, c->model, &tc, w, err);
     }
     if (!s) s = tt_trainer_start_steps(tr, &pd.ds, idx, steps * B, res, steps, NULL, err);
     if (!s) {
@@ -313,8 +312,7 @@ tt_status tt_probe_steps(const tt_probe_config *c, const tt_probe_design *d, tt_
         }
         *ran = 1;
     }
-    if (tr) tt_trainer_free(tr);
-    tt_free(tr);
+    tt_trainer_free(tr);
     tt_free(v);
     tt_free(res);
     tt_free(idx);

@@ -56,6 +56,8 @@
 #include "tt_mem.h"
 #include "tt_trainer.h"
 
+typedef struct tt_tower tt_tower;
+
 _Static_assert(TT_REDUCE_BLOCK == TT_UPDATE_BLOCK, "the host's and a device's update check the same blocks");
 
 /* Events a tower records on its stream: the step's phase boundaries, then the reduce phase's. */
@@ -128,6 +130,61 @@ struct tt_tower {
                           * vectors are on its device */
     tt_status status;
     tt_error err;
+};
+
+/* The trainer (tt_trainer.h's opaque type). */
+struct tt_trainer {
+    tt_trainer_config cfg;
+    const struct placement *place; /* the row of the placement table for cfg.reduce */
+    const struct sync_mode *mode;  /* the row of the --sync table for cfg.sync.kind */
+    const tt_model *model;
+    size_t shard_max; /* ceil(B / N): rows a tower must hold */
+    float *h_params;  /* master variables (P) */
+    float **h_slots;  /* N gradient slots (P each), slot t written only by tower t */
+    tt_optim opt;
+    tt_tower *towers;
+    tt_pool crew;     /* max(N, host threads) threads; thread t < N is tower t */
+    tt_barrier bar_push, bar_reduce, bar_update;
+    tt_barrier bar_xchg; /* --bn-sync on: the towers' exchanges (N parties) */
+    int crew_up, bars_up;
+    size_t xchg_max;     /* --bn-sync on: the most floats one exchange carries */
+    void (*body)(struct tt_trainer *tr, int i, int T); /* what the crew does when woken (crew_run) */
+    /* the current job */
+    const tt_dataset *ds;
+    const uint32_t *idx;     /* steps: sample indices, batch after batch */
+    size_t n;                /* steps: samples in the run; eval: data set size */
+    tt_step_result *results; /* steps: one per step */
+    size_t cur_step;
+    atomic_size_t steps_done;
+    tt_tower_ledger *ledger; /* steps: N per step, may be NULL */
+    double t_step;           /* clock at the start of the current step */
+    double t_reduce0, t_reduce1, t_update0, t_update1; /* this step's host slice 0 */
+    double t_towers_done;    /* release of the barrier after the tower phase */
+    int loss_nonfinite;      /* this step's loss is not finite (set at barrier A) */
+    atomic_int grad_nonfinite; /* a block of this step's summed gradient is not finite (set by any host slice) */
+    tt_halt halt;            /* set at the end of a step; the crew leaves the run of steps */
+    atomic_int stop_request; /* tt_trainer_request_stop */
+    float *h_grad;           /* device / allreduce / nccl: the reduced gradient pushed by the towers (P) */
+    struct overlap *ov;      /* --overlap on: the buckets and their progress this step (overlap.c) */
+    struct sync_state *sy;   /* --sync ssp, async, weights: the shards' schedule and the averages (shards.c) */
+    float *h_logits;         /* tt_trainer_predict: where the evaluation copies every sample's logits */
+    int eval_stops;          /* the evaluation stops between chunks at a raised cfg.stop (predict, final test) */
+    /* K ranks: the node sum is reduce-scattered (through h_recv: K slices) into this rank's slice [node_lo, node_lo +
+     * node_n) of the global sum — allreduce: in place in h_grad, then the gather fills in the rest; ps: into h_slice,
+     * the slice it updates (its optimizer's state covers that slice only), then the weights are gathered. */
+    float *h_recv, *h_slice;
+    size_t node_lo, node_n;
+    double t_combine0, t_combine1;
+    tt_status node_status;   /* a failed collective (TT_HALT_NODE) */
+    tt_error node_err;
+    uint64_t steps;          /* steps applied since init */
+    uint64_t epoch;          /* tt_trainer_set_epoch */
+    void *comm;              /* nccl: the backend's communicator over the towers */
+    /* the peer matrix of the towers' devices (tt_backend_links) */
+    int n_links, link_devs[TT_MAX_DEVICES], links[TT_MAX_DEVICES * TT_MAX_DEVICES];
+    /* tt_trainer_time_phases: clock readings [thread][rep][phase], the host slice's split [thread][rep] */
+    double *ph_start, *ph_end, *ph_sum, *ph_upd;
+    size_t ph_reps;
 };
 
 /* The run's shards and their progress, under mu. A step of n_b samples has min(N, n_b) shards (shard_of's, the

@@ -365,7 +365,7 @@ static void tower_slow(tt_tower *tw)
 
 int tt_trainer_live_phase(const tt_trainer *tr, size_t t)
 {
-    return t < tr->cfg.n_towers ? atomic_load_explicit(&tr->towers[t].live, memory_order_relaxed) : TT_LIVE_IDLE;
+    return tr && t < tr->cfg.n_towers ? atomic_load_explicit(&tr->towers[t].live, memory_order_relaxed) : TT_LIVE_IDLE;
 }
 
 /* The device side of a tower's step, in stream order, with the ledger's events between the phases: pull, data

@@ -30,10 +30,23 @@ static tt_status towers_status(tt_trainer *tr, tt_error *err)
     return TT_OK;
 }
 
-tt_status tt_trainer_init(tt_trainer *tr, const tt_model *m, const tt_trainer_config *cfg,
-                          const float *h_init_params, tt_error *err)
+/* Everything a trainer holds, built or half-built, released. */
+static void trainer_release(tt_trainer *tr)
 {
-    memset(tr, 0, sizeof *tr);
+    if (tr->comm) tr->cfg.ops->comm_free(tr->comm);
+    if (tr->crew_up) crew_run(tr, towers_release); /* device memory is released on each tower's own thread */
+    crew_close(tr);
+    if (tr->model) tt_optim_free(&tr->opt);
+    overlap_free(tr);
+    sync_free(tr);
+    tt_free(tr->h_slots);
+    tt_free(tr->towers);
+}
+
+/* tt_trainer_init's work on a zeroed trainer; on failure tr is half-built (trainer_release frees what it holds). */
+static tt_status trainer_build(tt_trainer *tr, const tt_model *m, const tt_trainer_config *cfg,
+                               const float *h_init_params, tt_error *err)
+{
     tr->cfg = *cfg;
     tr->model = m;
     const size_t N = cfg->n_towers, P = m->n_params;
@@ -108,6 +121,30 @@ tt_status tt_trainer_init(tt_trainer *tr, const tt_model *m, const tt_trainer_co
     tt_trainer_set_params(tr, h_init_params);
     return TT_OK;
 }
+
+tt_status tt_trainer_init(tt_trainer **out, const tt_model *m, const tt_trainer_config *cfg,
+                          const float *h_init_params, tt_error *err)
+{
+    *out = NULL;
+    tt_trainer *tr = (tt_trainer *)tt_calloc(1, sizeof *tr);
+    if (!tr) return tt_fail(err, TT_ERR_NOMEM, "out of host memory for a trainer");
+    const tt_status s = trainer_build(tr, m, cfg, h_init_params, err);
+    if (s) {
+        tt_trainer_free(tr);
+        return s;
+    }
+    *out = tr;
+    return TT_OK;
+}
+
+void tt_trainer_free(tt_trainer *tr)
+{
+    if (!tr) return;
+    trainer_release(tr);
+    tt_free(tr);
+}
+
+const tt_model *tt_trainer_model(const tt_trainer *tr) { return tr->model; }
 
 size_t tt_trainer_optim_offset(const tt_trainer *tr)
 {
@@ -212,19 +249,6 @@ tt_optim *tt_trainer_optim(tt_trainer *tr) { return &tr->opt; }
 
 const float *tt_trainer_params(const tt_trainer *tr) { return tr->h_params; }
 
-void tt_trainer_free(tt_trainer *tr)
-{
-    if (tr->comm) tr->cfg.ops->comm_free(tr->comm);
-    if (tr->crew_up) crew_run(tr, towers_release); /* device memory is released on each tower's own thread */
-    crew_close(tr);
-    if (tr->model) tt_optim_free(&tr->opt);
-    overlap_free(tr);
-    sync_free(tr);
-    tt_free(tr->h_slots);
-    tt_free(tr->towers);
-    memset(tr, 0, sizeof *tr);
-}
-
 tt_status tt_trainer_start_steps(tt_trainer *tr, const tt_dataset *ds, const uint32_t *idx, size_t n,
                                  tt_step_result *results, size_t n_results, tt_tower_ledger *ledger, tt_error *err)
 {
@@ -270,7 +294,7 @@ tt_status tt_trainer_step(tt_trainer *tr, const tt_dataset *ds, const uint32_t *
     return TT_OK;
 }
 
-tt_halt tt_trainer_halted(const tt_trainer *tr) { return tr->halt; }
+tt_halt tt_trainer_halted(const tt_trainer *tr) { return tr ? tr->halt : TT_HALT_NONE; }
 
 tt_status tt_trainer_node_error(const tt_trainer *tr, tt_error *err)
 {
@@ -320,7 +344,7 @@ tt_status tt_trainer_evaluate_stoppable(tt_trainer *tr, const tt_dataset *ds, tt
 uint64_t tt_trainer_device_allocs(const tt_trainer *tr)
 {
     uint64_t n = 0;
-    for (size_t t = 0; tr->towers && t < tr->cfg.n_towers; t++) n += tr->towers[t].dev.n_alloc;
+    for (size_t t = 0; tr && tr->towers && t < tr->cfg.n_towers; t++) n += tr->towers[t].dev.n_alloc;
     return n;
 }
 
