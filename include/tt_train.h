@@ -1,5 +1,6 @@
 /* tt_train.h — a whole training run as the CLI performs it: data, model, towers, epochs, validation, test,
- * the Keras-style console output and the JSON-lines log. `towertrain train` and `towertrain bench` call this.
+ * the Keras-style console output and the JSON-lines log; the options table every command line is read by, and the
+ * walk of a job's phases with the ranks' agreement at each. `towertrain train` and `towertrain bench` call this.
  * Not for: the step itself (tt_trainer.h). */
 #ifndef TT_TRAIN_H
 #define TT_TRAIN_H

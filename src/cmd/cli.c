@@ -56,7 +56,7 @@ tt_status tt_cli_float(const char *opt, const char *v, double lo, double hi, int
 typedef struct cli_parse {
     tt_run_config *c;
     const char *optimizer;
-    int given_row[TT_RUN_N_OPTS];   /* the table's rows given (tt_run_opts' order) */
+    int given_row[TT_RUN_N_OPTS]; /* the options table's rows given (tt_run_opts' order) */
     int given[TT_OPTIM_N_PARAMS]; /* the optimizer's parameters (tt_optim_params' order): given, and their values */
     float real[TT_OPTIM_N_PARAMS];
 } cli_parse;
