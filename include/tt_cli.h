@@ -1,5 +1,6 @@
-/* tt_cli.h — command-line parsing shared by the subcommands: strict number parsing and the option table that
- * fills a tt_run_config. Every problem is one line naming the option, and TT_ERR_ARG (exit code 2). */
+/* tt_cli.h — command-line parsing shared by the subcommands: strict number parsing and the train options, read by
+ * the run's options table (tt_run_opts, tt_train.h) into a tt_run_config. Every problem is one line naming the
+ * option, and TT_ERR_ARG (exit code 2). */
 #ifndef TT_CLI_H
 #define TT_CLI_H
 

@@ -1,5 +1,6 @@
 /* tt_train.h — a whole training run as the CLI performs it: data, model, towers, epochs, validation, test,
- * the Keras-style console output and the JSON-lines log. `towertrain train` and `towertrain bench` call this.
+ * the Keras-style console output and the JSON-lines log; the options table every command line is read by, and the
+ * walk of a job's phases with the ranks' agreement at each. `towertrain train` and `towertrain bench` call this.
  * Not for: the step itself (tt_trainer.h). */
 #ifndef TT_TRAIN_H
 #define TT_TRAIN_H
@@ -70,8 +71,9 @@ typedef struct tt_run_config {
     const char *resume;         /* --resume FILE|DIR: continue from it (a directory: its newest valid one) */
     int resume_weights_only;    /* --resume-weights-only: take its weights only (fresh optimizer, from epoch 1) */
     /* the options a resumed run must have as the checkpoint's run had them, as the user writes them, one per line
-     * ("--sync bsp\n--bn-sync off\n"): the options table's R_SAME rows (src/cmd/cli.c), kept in every checkpoint's
-     * options ("same") and compared by --resume; "" (a caller without the table): nothing compared */
+     * ("--sync bsp\n--bn-sync off\n"): the options table's TT_RESUME_SAME rows, written by the command line (which
+     * knows what the user gave), kept in every checkpoint's options ("same") and compared by --resume; "" (a caller
+     * that does not fill it): nothing compared */
     char resume_same[256];
     /* optional: called before every epoch (bench measures its GEMM floor there, interleaved with training) */
     tt_status (*before_epoch)(void *ctx, size_t epoch, tt_error *err);
@@ -79,6 +81,106 @@ typedef struct tt_run_config {
 } tt_run_config;
 
 void tt_run_config_defaults(tt_run_config *c);
+
+/* ---- the options table (src/run/train_opts.c) ----------------------------------------------------------------- */
+/* Every option of a run, one row each, in --help's order: how the command line reads it and what it says of it
+ * (src/cmd/cli.c walks the rows), where its value goes in tt_run_config, and what the run makes of it — whether the
+ * ranks of a job must agree on it, whether the JSON log's start record and the checkpoints' options carry it, and the
+ * trainer's configuration field it is copied to. The run's walks (train_ranks.c, train_report.c, train_ckpt.c,
+ * tt_run_opts_to_trainer) name no option. The optimizer's hyper-parameters are tt_optim_params' rows instead. */
+
+/* How an option's value is held, and so how the command line reads it, how it reads as words ("--reduce is device
+ * here") and how the records carry it. */
+typedef enum {
+    TT_OPT_STR,     /* const char *: a word or a path (a record says whether it was given) */
+    TT_OPT_FILE,    /* const char *: a file or directory to write, not empty */
+    TT_OPT_BACKEND, /* const char *: a backend's name (--help lists tt_backend_list) */
+    TT_OPT_SIZE,    /* size_t in [lo, hi] */
+    TT_OPT_U64,     /* uint64_t in [lo, hi] */
+    TT_OPT_INT,     /* int in [lo, hi] */
+    TT_OPT_FLAG,    /* int: 1 when given; it takes no value */
+    TT_OPT_CHOICE,  /* an enum (int): one of choices[lo..], the value its index */
+    TT_OPT_UPDATE,  /* tt_update: a word of tt_update_names (--help: the trainer's update table) */
+    TT_OPT_REDUCE,  /* tt_reduce: a placement of the trainer's table */
+    TT_OPT_SYNC,    /* tt_sync: MODE[:N] (its round_robin is another row's: --sync-schedule) */
+    TT_OPT_SLOW,    /* tt_slow_tower[TT_MAX_SLOW] and the count after it (n_slow): T:MS[~J],... */
+    TT_OPT_OPTIM,   /* tt_optim_config: --optimizer, its kind (its parameters are tt_optim_params' rows) */
+    TT_OPT_RESUME,  /* const char *: the checkpoint to resume from (and resume_weights_only: which way) */
+    TT_OPT_KINDS
+} tt_opt_kind;
+
+/* What --resume makes of an option (train --help's footer and docs/checkpoints.md list them from the table):
+ *   FREE  may change: the resumed run continues exactly without it (the towers, placements, graphs, overlap and where
+ *         the data lives are bit-identical; logs, traces, checkpoints and the view are the run's own)
+ *   SAME  must be the same: its value is in every checkpoint's options ("same") and a resume with another is refused,
+ *         naming both (tt_run_config.resume_same); a CHOICE or a SYNC row
+ *   OWN   must be the same, checked by a rule of its own on resume (the model layer by layer, the data's CRC-32 and
+ *         sizes, --batch, --seed, the optimizer and its settings; --epochs counts the total)
+ *   SELF  --resume, --resume-weights-only: the resume itself
+ * NONE is no answer: every option train takes has one (tt_run_opts_check). */
+typedef enum { TT_RESUME_NONE, TT_RESUME_FREE, TT_RESUME_SAME, TT_RESUME_OWN, TT_RESUME_SELF } tt_opt_resume;
+
+/* The records that carry options, each in an order of its own: an option's place there (tt_run_opt.at[record], from 1;
+ * 0: not there), among the places of the run's own fields (which the record's writer gives, each with its place). */
+typedef enum {
+    TT_AT_RANKS, /* what every rank of a job must have as rank 0 has it (train_ranks.c); the first that differs is
+                  * named */
+    TT_AT_LOG,   /* the JSON log's start record (train_report.c): "key":value, the key the name without "--" and with
+                  * '_' for '-' ("--node-reduce" is "node_reduce") */
+    TT_AT_CKPT,  /* the checkpoints' options (train_ckpt.c), keyed likewise */
+    TT_AT_RECORDS
+} tt_opt_record;
+
+/* The commands that take options (tt_run_opt.cmds: bit 1u << TT_CMD_x); the command line refuses one a command does
+ * not take in that command's words. TT_CMD_ONLY_TRAIN's bit: train's alone, and a command that runs steps says so
+ * ("applies to towertrain train only"). */
+enum {
+    TT_CMD_TRAIN, TT_CMD_BENCH, TT_CMD_COMPARE, TT_CMD_PROBE, TT_CMD_SUMMARY, TT_CMD_EVAL, TT_CMD_PREDICT, TT_CMD_COUNT,
+    TT_CMD_ONLY_TRAIN = TT_CMD_COUNT
+};
+#define TT_CMD(name) (1u << TT_CMD_##name)
+enum {
+    TT_CMDS_RUNS = TT_CMD(TRAIN) | TT_CMD(BENCH) | TT_CMD(COMPARE), /* what a run of steps reads */
+    TT_CMDS_MEASURE = TT_CMDS_RUNS | TT_CMD(PROBE),                 /* and what probe's synthetic steps read */
+    TT_CMDS_USE = TT_CMDS_MEASURE | TT_CMD(EVAL) | TT_CMD(PREDICT), /* and a trained model's use */
+    TT_CMDS_MODEL = TT_CMDS_USE | TT_CMD(SUMMARY),                  /* the model itself */
+    TT_CMDS_OPTIM = TT_CMDS_RUNS,                                   /* the optimizer's parameters (tt_optim_params) */
+    TT_CMDS_CHECKPOINT = TT_CMD(TRAIN) | TT_CMD(ONLY_TRAIN),        /* checkpoints: train's alone */
+};
+
+typedef struct tt_run_opt {
+    const char *name;           /* "--towers" */
+    const char *arg;            /* its value's word in --help ("N"); NULL: a flag, which takes no value */
+    tt_opt_kind kind;
+    size_t field, field_size;   /* where its value is in tt_run_config, and the field's size (checked: the kind's) */
+    size_t lo, hi;              /* SIZE, U64, INT: the range the command line takes; CHOICE: the first word taken */
+    const char *const *choices; /* CHOICE, UPDATE: the words, indexed by the value, NULL after the last */
+    unsigned cmds;              /* the commands that take it (TT_CMD bits) */
+    tt_opt_resume resume;       /* what --resume makes of it (every option train takes says) */
+    int at[TT_AT_RECORDS];      /* its place in each record that carries it (0: not there) */
+    size_t trainer, trainer_size; /* 1 + the offset of the tt_trainer_config field its value is copied to, and its
+                                   * size (0: none; the run derives what the trainer gets from it) */
+    const char *help;           /* --help's text after the name, lines joined by '\n'; a "%s" is the command line's to
+                                 * fill (a CHOICE's words, the backends, the optimizers) */
+} tt_run_opt;
+
+enum { TT_RUN_N_OPTS = 40 };
+extern const tt_run_opt tt_run_opts[TT_RUN_N_OPTS];
+const tt_run_opt *tt_run_opt_find(const char *name); /* NULL: no option of the table */
+const tt_run_opt *tt_run_opt_at(tt_opt_record r, int place); /* the row at that place of the record, or NULL */
+/* Its value in c as a number (what the ranks compare): a count or an enum as is, a string given (1) or not (0), --sync
+ * as kind << 32 | N, --slow-tower as the CRC-32 of its list, --optimizer its kind. */
+uint64_t tt_run_opt_value(const tt_run_opt *o, const tt_run_config *c);
+/* That number as the user would write it: "device", "ssp:4", "given", "0000abcd" (a list's CRC-32); returns out. */
+const char *tt_run_opt_words(const tt_run_opt *o, uint64_t v, char *out, size_t len);
+int tt_run_opt_is_number(const tt_run_opt *o); /* a record carries its value as a JSON number (else as its words) */
+void tt_run_opt_key(const tt_run_opt *o, char *out, size_t len); /* "--node-reduce" -> "node_reduce" */
+/* The rows' values copied into the trainer's configuration (the rows with a trainer field). */
+void tt_run_opts_to_trainer(const tt_run_config *c, tt_trainer_config *tc);
+/* Aborts on a row that breaks the table's rules (a field of another size than its kind's, an option train takes
+ * without a resume answer, two rows at one place of a record, a record's row of a kind it cannot carry): a
+ * programming error, caught by every test that parses a command line or runs. */
+void tt_run_opts_check(void);
 
 /* Host threads of a rank: `given` (--host-threads) if > 0; else, with several ranks on this machine, its share of
  * the cores (at least 1); else 0 (the trainer's default: every CPU). */
@@ -148,6 +250,25 @@ tt_status tt_run_model(const tt_run_config *c, const tt_dataset *train, const tt
  * and tokens when --data was given (loaded with c's options, no validation split), else for the model's own
  * default input (tt_model_default_input; --vocab applies). */
 tt_status tt_run_describe_model(const tt_run_config *c, tt_model *m, tt_error *err);
+
+/* ---- a job's flow as a table of phases, agreed one by one (src/run/train_ranks.c) ---------------------------- */
+/* A flow every rank of a job walks together (a run's, train.c; bench's and probe's could be) is a table of phases;
+ * at the return of each, the ranks agree on how it went (tt_pending_agree: a failure only one rank knows, recorded
+ * where it happened, becomes every rank's), and the flow goes on only where it went well everywhere. So a phase does
+ * not return early on a failure of this rank alone: it records it (tt_pending_fail) and takes part in every collective
+ * of the phase; only a collective protocol inside a phase (a checkpoint's save, --resume's broadcast) agrees on its
+ * own steps. */
+typedef struct tt_run_phase {
+    tt_status (*run)(void *ctx, tt_error *err);
+    /* after the phase's agreement, the index of the phase to run next: NULL is the next row; repeated phases (a run's
+     * epochs) go back, a flow that is done early returns n */
+    size_t (*next)(void *ctx, size_t at, size_t n);
+} tt_run_phase;
+/* Walks phases[0..n) from the first with ctx; returns the first failure, agreed by every rank of nd, or TT_OK after
+ * the last. broken (NULL: never): after a failed phase, whether no collective can be trusted now (a cross-node
+ * collective failed): the failure is then returned without an agreement. */
+tt_status tt_run_phases(const tt_run_phase *phases, size_t n, tt_node *nd, tt_pending *pending,
+                        int (*broken)(void *ctx), void *ctx, tt_error *err);
 
 /* Runs the whole job, printing to out (NULL = silent). Errors return a status with a one-line message. */
 tt_status tt_run(const tt_run_config *c, FILE *out, tt_run_result *res, tt_error *err);

@@ -314,6 +314,38 @@ START_TEST(test_nccl_refused)
 }
 END_TEST
 
+/* The start record's fields in their order — the run's own and the options table's at their places (issue 32) —
+ * with their JSON types and this run's values: options as numbers or as their words, --slow-tower's list. */
+static void start_record_in_order(json_object *o)
+{
+    static const char *const keys[] = {
+        "event", "version", "backend", "towers", "batch", "epochs", "optimizer", "lr", "base_lr", "lr_scaling", "seed",
+        "train_samples", "val_samples", "test_samples", "params", "model", "reduce", "update", "flush_denormals",
+        "ranks", "node_reduce", "sync", "sync_schedule", "bn_sync", "data_on", "epilogues", "non_trainable_params",
+        "slow_tower"};
+    size_t k = 0;
+    json_object_object_foreach(o, key, val) {
+        (void)val;
+        ck_assert_msg(k < sizeof keys / sizeof keys[0] && strcmp(key, keys[k]) == 0, "start record: key %zu is %s", k,
+                      key);
+        k++;
+    }
+    ck_assert_uint_eq(k, sizeof keys / sizeof keys[0]);
+    static const struct {
+        const char *key, *text;
+    } want[] = {{"towers", "3"},        {"batch", "32"},         {"epochs", "3"},         {"optimizer", "\"sgd\""},
+                {"lr_scaling", "\"linear\""}, {"seed", "1"},       {"model", "\"file\""}, {"reduce", "\"cpu\""},
+                {"update", "\"host\""}, {"node_reduce", "\"allreduce\""}, {"sync", "\"bsp\""},
+                {"sync_schedule", "\"free\""}, {"bn_sync", "\"off\""}, {"data_on", "\"host\""},
+                {"epilogues", "\"kernels\""}, {"ranks", "1"}, {"slow_tower", "[ ]"}};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        json_object *v;
+        ck_assert(json_object_object_get_ex(o, want[i].key, &v));
+        const char *got = json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_SPACED);
+        ck_assert_msg(strcmp(got, want[i].text) == 0, "start record: %s is %s, not %s", want[i].key, got, want[i].text);
+    }
+}
+
 START_TEST(test_small_run_and_json_log)
 {
     char args[1024], log[256], model[256];
@@ -343,6 +375,7 @@ START_TEST(test_small_run_and_json_log)
         if (strcmp(e, "start") == 0) {
             n_start++;
             ck_assert(json_object_object_get_ex(o, "reduce", &v));
+            start_record_in_order(o);
         } else if (strcmp(e, "epoch") == 0) {
             n_epoch++;
             const char *keys[] = {"epoch", "loss", "accuracy", "val_loss", "val_accuracy", "seconds", "steps",

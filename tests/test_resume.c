@@ -1,5 +1,6 @@
-/* test_resume.c — checkpoints as a run uses them (train.c, ckpt_dir.c): --save-every-epoch, --save-every-steps,
- * --save-best, --keep, --resume FILE|DIR, and the refusals; the file format itself is test_checkpoint.c's.
+/* test_resume.c — checkpoints as a run uses them (train.c, train_ckpt.c, ckpt_dir.c): --save-every-epoch,
+ * --save-every-steps, --save-best, --keep, --resume FILE|DIR, the refusals, and the checkpoints' options in their
+ * order; the file format itself is test_checkpoint.c's.
  *
  * Exact resume: 2 epochs straight and 1 epoch + resume + 1 epoch give the same weights to the bit with the same
  * tower count, also from a checkpoint taken mid-epoch (--save-every-steps); with another tower count the resumed run
@@ -9,6 +10,8 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+
+#include <json-c/json.h>
 
 #include "tt_checkpoint.h"
 #include "tt_cli.h"
@@ -126,6 +129,37 @@ static void first_epoch_saved(size_t towers, char *dir, size_t dlen, char *path,
     tt_ckpt_path(path, plen, dir, 1, 7);
     ck_assert_msg(exists(path), "no %s", path);
 }
+
+/* The checkpoints' options in their order — the run's own and the options table's at their places (issue 32) — with
+ * the options' values as numbers or words. */
+START_TEST(test_checkpoint_options_in_order)
+{
+    char dir[512], path[1024];
+    first_epoch_saved(2, dir, sizeof dir, path, sizeof path);
+    tt_checkpoint ck;
+    tt_error err;
+    ck_assert_msg(tt_checkpoint_read(path, NULL, &ck, &err) == TT_OK, "%s", err.msg);
+    json_object *o = json_tokener_parse(ck.options);
+    ck_assert_ptr_nonnull(o);
+    static const char *const keys[] = {"input", "classes", "vocab", "model_text", "layers", "train_samples",
+                                       "val_samples", "train_crc32", "epochs", "reduce", "lr_scaling", "base_lr",
+                                       "same"};
+    size_t k = 0;
+    json_object_object_foreach(o, key, val) {
+        (void)val;
+        ck_assert_msg(k < sizeof keys / sizeof keys[0] && strcmp(key, keys[k]) == 0, "options: key %zu is %s", k, key);
+        k++;
+    }
+    ck_assert_uint_eq(k, sizeof keys / sizeof keys[0]);
+    json_object *v;
+    ck_assert(json_object_object_get_ex(o, "epochs", &v) && json_object_is_type(v, json_type_int));
+    ck_assert_int_eq(json_object_get_int(v), 1);
+    ck_assert(json_object_object_get_ex(o, "reduce", &v) && strcmp(json_object_get_string(v), "cpu") == 0);
+    ck_assert(json_object_object_get_ex(o, "lr_scaling", &v) && strcmp(json_object_get_string(v), "none") == 0);
+    json_object_put(o);
+    tt_checkpoint_free(&ck);
+}
+END_TEST
 
 /* 2 epochs straight = 1 epoch, a checkpoint, a resume from it and 1 more; from a file and from the directory. */
 START_TEST(test_resume_epoch_boundary_is_exact)
@@ -670,6 +704,7 @@ int main(void)
     TCase *tc = tcase_create("runs");
     tcase_set_timeout(tc, 120);
     tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_checkpoint_options_in_order);
     tcase_add_test(tc, test_resume_epoch_boundary_is_exact);
     tcase_add_test(tc, test_resume_mid_epoch_is_exact);
     tcase_add_test(tc, test_resume_other_towers_within_tolerance);

@@ -1,5 +1,6 @@
 /* cli.c — option parsing for the towertrain subcommands (strict: a bad value or an unknown option is one line
- * and exit code 2) and the `train` subcommand. */
+ * and exit code 2) by the run's options table (tt_run_opts, src/run/train_opts.c), --help from it, and the `train`
+ * and `summary` subcommands. Not for: the table itself (each option's row), or what a run makes of an option. */
 #include <ctype.h>
 #include <errno.h>
 #include <float.h>
@@ -49,90 +50,59 @@ tt_status tt_cli_float(const char *opt, const char *v, double lo, double hi, int
     return TT_OK;
 }
 
-/* ---- the train options: one table for parsing and --help ------------------------------------------------------- */
+/* ---- the train options: read and described by the run's options table --------------------------------------- */
 
 /* A parse in progress: the configuration, and what is settled once every option is read. */
 typedef struct cli_parse {
     tt_run_config *c;
     const char *optimizer;
-    int keep_given;
+    int given_row[TT_RUN_N_OPTS]; /* the options table's rows given (tt_run_opts' order) */
     int given[TT_OPTIM_N_PARAMS]; /* the optimizer's parameters (tt_optim_params' order): given, and their values */
     float real[TT_OPTIM_N_PARAMS];
 } cli_parse;
 
-typedef struct cli_opt cli_opt;
-struct cli_opt {
-    const char *name; /* "--towers" */
-    const char *arg;  /* its value's word in --help ("N"); NULL: a flag, which takes no value */
-    tt_status (*set)(const cli_opt *o, cli_parse *p, const char *value, tt_error *err);
-    size_t field;     /* set_str's, set_size's: the tt_run_config field */
-    size_t lo, hi;    /* set_size's range */
-    unsigned cmds;    /* the commands that take it (CMDS_* below); the others refuse it, in their words (g_cmds) */
-    const char *help; /* --help's text after the name, lines joined by '\n' (indented to the text's column); a "%s"
-                       * is help_fn's to fill */
-    void (*help_fn)(FILE *f, const cli_opt *o); /* NULL: help_row */
-    const char *const *choices; /* set_choice's words, indexed by the field's enum value, NULL after the last; those
-                                 * from index lo on are accepted */
-    int resume; /* what --resume makes of it (R_* below): every option train takes says */
-};
-
-/* An option on --resume (the options table's column; --help's footer and docs/checkpoints.md list them from it):
- *   R_FREE  may change: the resumed run continues exactly without it (the towers, placements, graphs, overlap and
- *           where the data lives are bit-identical; logs, traces, checkpoints and the view are the run's own)
- *   R_SAME  must be the same: its value is in every checkpoint's options ("same") and a resume with another is
- *           refused, naming both (tt_run_config.resume_same)
- *   R_OWN   must be the same, checked by a rule of its own on resume (the model layer by layer, the data's CRC-32
- *           and sizes, --batch, --seed, the optimizer and its settings; --epochs counts the total)
- * 0 is no answer: an option train takes must have one (tt_cli_parse_train checks the table). */
-enum { R_FREE = 1, R_SAME, R_OWN, R_SELF /* --resume, --resume-weights-only: the resume itself */ };
-
-#define CFG(f) offsetof(tt_run_config, f)
 #define CFG_AT(p, o, type) ((type *)((char *)(p)->c + (o)->field))
+#define LR_SCALING "--lr-scaling" /* described after --lr, in help_optimizer */
 
-static tt_status set_str(const cli_opt *o, cli_parse *p, const char *v, tt_error *err)
+static tt_status set_str(const tt_run_opt *o, cli_parse *p, const char *v, tt_error *err)
 {
     (void)err;
     *CFG_AT(p, o, const char *) = v;
     return TT_OK;
 }
 
-static tt_status set_file(const cli_opt *o, cli_parse *p, const char *v, tt_error *err)
+static tt_status set_file(const tt_run_opt *o, cli_parse *p, const char *v, tt_error *err)
 {
     *CFG_AT(p, o, const char *) = v;
     return *v ? TT_OK : tt_fail(err, TT_ERR_ARG, "%s: empty file name", o->name);
 }
 
-static tt_status set_data(const cli_opt *o, cli_parse *p, const char *v, tt_error *err)
-{
-    p->c->data_given = 1;
-    return set_str(o, p, v, err);
-}
-
-static tt_status set_size(const cli_opt *o, cli_parse *p, const char *v, tt_error *err)
+static tt_status set_size(const tt_run_opt *o, cli_parse *p, const char *v, tt_error *err)
 {
     return tt_cli_size(o->name, v, o->lo, o->hi, CFG_AT(p, o, size_t), err);
 }
 
-static tt_status set_keep(const cli_opt *o, cli_parse *p, const char *v, tt_error *err)
-{
-    p->keep_given = 1;
-    return set_size(o, p, v, err);
-}
-
-static tt_status set_seed(const cli_opt *o, cli_parse *p, const char *v, tt_error *err)
-{
-    size_t seed = 0;
-    tt_status s = tt_cli_size(o->name, v, o->lo, o->hi, &seed, err);
-    if (!s) p->c->seed = seed;
-    return s;
-}
-
-static tt_status set_threads(const cli_opt *o, cli_parse *p, const char *v, tt_error *err)
+static tt_status set_u64(const tt_run_opt *o, cli_parse *p, const char *v, tt_error *err)
 {
     size_t n = 0;
     tt_status s = tt_cli_size(o->name, v, o->lo, o->hi, &n, err);
-    if (!s) p->c->host_threads = (int)n;
+    if (!s) *CFG_AT(p, o, uint64_t) = n;
     return s;
+}
+
+static tt_status set_int(const tt_run_opt *o, cli_parse *p, const char *v, tt_error *err)
+{
+    size_t n = 0;
+    tt_status s = tt_cli_size(o->name, v, o->lo, o->hi, &n, err);
+    if (!s) *CFG_AT(p, o, int) = (int)n;
+    return s;
+}
+
+static tt_status set_flag(const tt_run_opt *o, cli_parse *p, const char *v, tt_error *err)
+{
+    if (v) return tt_fail(err, TT_ERR_ARG, "%s: takes no value", o->name);
+    *CFG_AT(p, o, int) = 1;
+    return TT_OK;
 }
 
 /* A run of 1..5 decimal digits at *at (advanced past it), or -1. */
@@ -145,7 +115,7 @@ static long digits(const char **at)
 }
 
 /* --slow-tower T:MS[~J][,T:MS[~J]...]: whole milliseconds, each tower once. */
-static tt_status set_slow_tower(const cli_opt *o, cli_parse *p, const char *v, tt_error *err)
+static tt_status set_slow_tower(const tt_run_opt *o, cli_parse *p, const char *v, tt_error *err)
 {
     tt_run_config *c = p->c;
     c->n_slow = 0;
@@ -170,12 +140,12 @@ static tt_status set_slow_tower(const cli_opt *o, cli_parse *p, const char *v, t
 }
 
 /* --sync MODE[:N]: the trainer's table */
-static tt_status set_sync(const cli_opt *o, cli_parse *p, const char *v, tt_error *err)
+static tt_status set_sync(const tt_run_opt *o, cli_parse *p, const char *v, tt_error *err)
 {
-    return tt_sync_parse(o->name, v, &p->c->sync, err);
+    return tt_sync_parse(o->name, v, CFG_AT(p, o, tt_sync), err);
 }
 
-static tt_status set_optimizer(const cli_opt *o, cli_parse *p, const char *v, tt_error *err)
+static tt_status set_optimizer(const tt_run_opt *o, cli_parse *p, const char *v, tt_error *err)
 {
     (void)o;
     (void)err;
@@ -184,7 +154,7 @@ static tt_status set_optimizer(const cli_opt *o, cli_parse *p, const char *v, tt
 }
 
 /* A choice row's accepted words, joined: "a, b or c" (sep ", ", last " or "). */
-static const char *choice_list(const cli_opt *o, const char *sep, const char *last, char *buf, size_t len)
+static const char *choice_list(const tt_run_opt *o, const char *sep, const char *last, char *buf, size_t len)
 {
     size_t n = 0;
     buf[0] = '\0';
@@ -195,7 +165,7 @@ static const char *choice_list(const cli_opt *o, const char *sep, const char *la
 }
 
 /* One word of the row's list: the field (an enum) gets its index. */
-static tt_status set_choice(const cli_opt *o, cli_parse *p, const char *v, tt_error *err)
+static tt_status set_choice(const tt_run_opt *o, cli_parse *p, const char *v, tt_error *err)
 {
     for (size_t i = o->lo; o->choices[i]; i++)
         if (strcmp(v, o->choices[i]) == 0) {
@@ -207,197 +177,50 @@ static tt_status set_choice(const cli_opt *o, cli_parse *p, const char *v, tt_er
     return tt_fail(err, TT_ERR_ARG, "%s: '%.64s' is not %s", o->name, v,
                    choice_list(o, ", ", " or ", list, sizeof list));
 }
-_Static_assert(sizeof(tt_lr_scaling) == sizeof(int) && sizeof(tt_progress) == sizeof(int) &&
-                   sizeof(tt_save_best) == sizeof(int) && sizeof(tt_node_reduce) == sizeof(int) &&
-                   sizeof(tt_update) == sizeof(int) && sizeof(((tt_sync *)0)->round_robin) == sizeof(int),
-               "set_choice writes an int");
 
-static tt_status set_reduce(const cli_opt *o, cli_parse *p, const char *v, tt_error *err)
+static tt_status set_reduce(const tt_run_opt *o, cli_parse *p, const char *v, tt_error *err)
 {
-    (void)o;
     char names[128];
-    if (tt_reduce_parse(v, &p->c->reduce))
+    if (tt_reduce_parse(v, CFG_AT(p, o, tt_reduce)))
         return tt_fail(err, TT_ERR_ARG, "--reduce: '%.64s' is not %s", v,
                        tt_reduce_list(names, sizeof names, ", ", " or ", 0));
     return TT_OK;
 }
 
-static tt_status set_save_every_epoch(const cli_opt *o, cli_parse *p, const char *v, tt_error *err)
-{
-    if (v) return tt_fail(err, TT_ERR_ARG, "%s: takes no value", o->name);
-    p->c->save_every_epoch = 1;
-    return TT_OK;
-}
-
 /* --resume and --resume-weights-only: one checkpoint, taken one way */
-static tt_status set_resume(const cli_opt *o, cli_parse *p, const char *v, tt_error *err)
+static tt_status set_resume(const tt_run_opt *o, cli_parse *p, const char *v, tt_error *err)
 {
     if (p->c->resume) return tt_fail(err, TT_ERR_ARG, "%s: give --resume or --resume-weights-only, not both", o->name);
-    p->c->resume = v;
+    *CFG_AT(p, o, const char *) = v;
     p->c->resume_weights_only = o->name[8] == '-';
     return TT_OK;
 }
 
-static void help_row(FILE *f, const cli_opt *o);
-static void help_fill(FILE *f, const cli_opt *o, const char *fill);
-static void help_device(FILE *f, const cli_opt *o) { help_fill(f, o, tt_backend_list()); }
-static void help_optimizer(FILE *f, const cli_opt *o);
-static void help_placements(FILE *f, const cli_opt *o);
-static void help_elsewhere(FILE *f, const cli_opt *o) { (void)f, (void)o; }
-static void help_choices(FILE *f, const cli_opt *o);
-static void help_updates(FILE *f, const cli_opt *o);
-static void help_syncs(FILE *f, const cli_opt *o);
+/* How each kind of value is read. */
+typedef tt_status (*set_fn)(const tt_run_opt *o, cli_parse *p, const char *value, tt_error *err);
+static const set_fn g_set[TT_OPT_KINDS] = {
+    [TT_OPT_STR] = set_str,       [TT_OPT_FILE] = set_file,     [TT_OPT_BACKEND] = set_str,
+    [TT_OPT_SIZE] = set_size,     [TT_OPT_U64] = set_u64,       [TT_OPT_INT] = set_int,
+    [TT_OPT_FLAG] = set_flag,     [TT_OPT_CHOICE] = set_choice, [TT_OPT_UPDATE] = set_choice,
+    [TT_OPT_REDUCE] = set_reduce, [TT_OPT_SYNC] = set_sync,     [TT_OPT_SLOW] = set_slow_tower,
+    [TT_OPT_OPTIM] = set_optimizer, [TT_OPT_RESUME] = set_resume,
+};
 
-/* The commands that read the train options, and how each refuses one it does not take. */
-enum { CMD_TRAIN, CMD_BENCH, CMD_COMPARE, CMD_PROBE, CMD_SUMMARY, CMD_EVAL, CMD_PREDICT, CMD_COUNT };
+/* The commands that read the train options (indexed by TT_CMD_*), and how each refuses one it does not take. */
 static const struct {
     const char *name;
     const char *why; /* "CMD: --opt does not apply (why)"; NULL: "(see towertrain CMD --help)" */
     int runs;        /* a command that trains: an option of train alone is refused as such; else an unknown option
                       * is refused as not applying too */
-} g_cmds[CMD_COUNT] = {
-    {"train", NULL, 1},
-    {"bench", "every row is its own run; use --csv, or train for one run's log or trace", 1},
-    {"compare", "it runs every placement in turn; use train for one run's log or trace", 1},
-    {"probe", "it measures synthetic steps of every placement, with no data set", 1},
-    {"summary", "it takes --model, --data and --vocab", 0},
-    {"eval", NULL, 0},
-    {"predict", NULL, 0},
+} g_cmds[TT_CMD_COUNT] = {
+    [TT_CMD_TRAIN] = {"train", NULL, 1},
+    [TT_CMD_BENCH] = {"bench", "every row is its own run; use --csv, or train for one run's log or trace", 1},
+    [TT_CMD_COMPARE] = {"compare", "it runs every placement in turn; use train for one run's log or trace", 1},
+    [TT_CMD_PROBE] = {"probe", "it measures synthetic steps of every placement, with no data set", 1},
+    [TT_CMD_SUMMARY] = {"summary", "it takes --model, --data and --vocab", 0},
+    [TT_CMD_EVAL] = {"eval", NULL, 0},
+    [TT_CMD_PREDICT] = {"predict", NULL, 0},
 };
-#define ON(cmd) (1u << CMD_##cmd)
-#define ON_CMD(c) (1u << (c))
-enum {
-    CMDS_TRAIN = ON(TRAIN),                                     /* checkpoints */
-    CMDS_RUNS = ON(TRAIN) | ON(BENCH) | ON(COMPARE),            /* what a run of steps reads */
-    CMDS_MEASURE = CMDS_RUNS | ON(PROBE),                       /* and what probe's synthetic steps read */
-    CMDS_USE = CMDS_MEASURE | ON(EVAL) | ON(PREDICT),           /* and a trained model's use */
-    CMDS_MODEL = CMDS_USE | ON(SUMMARY),                        /* the model itself */
-    CMDS_OPTIM = CMDS_RUNS,                                     /* the optimizer's parameters (tt_optim_params) */
-    CMDS_CHECKPOINT = ON(TRAIN) | 1u << CMD_COUNT,              /* train's alone, and said so by a command that runs */
-};
-
-/* In --help's order. The optimizer's parameters (--lr, --momentum, ...) are tt_optim_params' rows. */
-static const cli_opt g_opts[] = {
-    {"--data", "SPEC", set_data, CFG(data), 0, 0, CMDS_MEASURE | ON(SUMMARY) | ON(EVAL),
-     "fashion-mnist (Debian's dataset-fashion-mnist), an MNIST-format directory,\n"
-     "cifar10:DIR (CIFAR-10 binary) or npy:DIR (x_train.npy, y_train.npy, x_test.npy,\n"
-     "y_test.npy); docs/data.md [fashion-mnist]", NULL, NULL, R_OWN},
-    {"--model", "NAME|FILE", set_str, CFG(model), 0, 0, CMDS_MODEL,
-     "built-in mlp (256-relu-256-relu), cnn (the Keras cifar10_cnn example) or\n"
-     "textcnn (embedding + conv1d, the Reuters seed), or a model file\n"
-     "(docs/model-file.md) [mlp]", NULL, NULL, R_OWN},
-    {"--vocab", "N", set_size, CFG(vocab), 1, TT_MAX_VOCAB, CMDS_MODEL,
-     "an embedding's vocabulary (token ids 0..N-1) [the data's largest id + 1]", NULL, NULL, R_OWN},
-    {"--classes", "N", set_size, CFG(classes), 1, TT_MAX_CLASSES, CMDS_MEASURE | ON(EVAL),
-     "the class count: labels 0..N-1, a larger label is refused; classes may have no\n"
-     "samples [the largest label + 1; a notice when that is over 10x the labels seen]", NULL, NULL, R_OWN},
-    {"--device", "NAME", set_str, CFG(device), 0, 0, CMDS_USE,
-     "backend: %s; auto = cuda when a usable GPU exists, else cpu [auto]", help_device, NULL, R_FREE},
-    {"--gpus", "LIST", set_str, CFG(gpus), 0, 0, CMDS_USE,
-     "GPUs the towers use, e.g. 0,1; more towers than GPUs share them round-robin,\n"
-     "each tower with its own stream [every GPU]", NULL, NULL, R_FREE},
-    {"--towers", "N", set_size, CFG(towers), 1, 1024, CMDS_USE, "data-parallel towers, one thread each [1]", NULL,
-     NULL, R_FREE},
-    {"--batch", "N", set_size, CFG(batch), 1, 1 << 20, CMDS_USE,
-     "global batch, split across the towers (sizes differ by at most 1) [256]", NULL, NULL, R_OWN},
-    {"--epochs", "N", set_size, CFG(epochs), 1, 100000, CMDS_RUNS, "[10]", NULL, NULL, R_OWN},
-    {"--optimizer", "NAME", set_optimizer, 0, 0, 0, CMDS_MEASURE, "%s, Keras semantics and defaults [adam]",
-     help_optimizer, NULL, R_OWN},
-    {"--lr-scaling", "RULE", set_choice, CFG(lr_scaling), 0, 0, CMDS_RUNS,
-     "none: lr as given; linear: lr x towers (Goyal et al. 2017) [none]", help_elsewhere, /* after --lr */
-     tt_lr_scaling_names, R_OWN},
-    {"--seed", "N", set_seed, 0, 0, SIZE_MAX, CMDS_RUNS,
-     "initialisation and shuffling; same seed + towers = bit-identical run [1]", NULL, NULL, R_OWN},
-    {"--val-samples", "N", set_size, CFG(val_samples), 0, 100000000, CMDS_RUNS | ON(EVAL),
-     "validation = the last N training samples, 0 for none [10000]", NULL, NULL, R_OWN},
-    {"--train-samples", "N", set_size, CFG(train_samples), 1, 100000000, CMDS_RUNS,
-     "train on the first N remaining training samples only [all]", NULL, NULL, R_OWN},
-    {"--test-samples", "N", set_size, CFG(test_samples), 1, 100000000, CMDS_RUNS | ON(EVAL),
-     "test on the first N test samples only [all]", NULL, NULL, R_FREE},
-    {"--log-json", "FILE", set_file, CFG(log_json), 0, 0, ON(TRAIN) | ON(EVAL),
-     "JSON lines: a start object, one per epoch, one for the test set", NULL, NULL, R_FREE},
-    {"--progress", "MODE", set_choice, CFG(progress), 0, 0, CMDS_RUNS,
-     "%s [auto: a bar on a terminal];\n"
-     "towers: a live lane per tower and the host's, on a terminal (docs/tutorial.md)", help_choices,
-     tt_progress_names, R_FREE},
-    {"--host-threads", "N", set_threads, 0, 1, 256, CMDS_USE,
-     "host threads for the gradient sum and the optimizer [CPUs]", NULL, NULL, R_FREE},
-    {"--reduce", "PLACE", set_reduce, 0, 0, 0, ON(TRAIN) | ON(BENCH), NULL, help_placements, NULL, R_FREE},
-    {"--update", "PLACE", set_choice, CFG(update), 0, 0, ON(TRAIN) | ON(BENCH), NULL, help_updates, tt_update_names, R_FREE},
-    {"--graphs", "MODE", set_choice, CFG(graphs), 0, 0, ON(TRAIN) | ON(PROBE),
-     "%s: on replays each tower's step as one CUDA graph (--device cuda) [off]", help_choices, tt_graphs_names, R_FREE},
-    {"--epilogues", "MODE", set_choice, CFG(epilogues), 0, 0, ON(TRAIN),
-     "%s: lt runs a dense layer's GEMM, bias and relu as one cuBLASLt\n"
-     "call, and a relu's gradient in the next dense layer's dX GEMM, where cuBLASLt\n"
-     "offers an algorithm (--device cuda; not yet validated on a GPU; elsewhere, and\n"
-     "without one, sgemm + the fused kernels) [kernels]", help_choices, tt_epilogues_names, R_FREE},
-    {"--overlap", "MODE", set_choice, CFG(overlap), 0, 0, ON(TRAIN) | ON(BENCH),
-     "%s: on pushes the gradient in buckets during backward; the host sums and\n"
-     "updates each bucket while the towers compute the layers below (--reduce cpu,\n"
-     "--update host) [off]", help_choices, tt_overlap_names, R_FREE},
-    {"--bucket-kib", "N", set_size, CFG(bucket_kib), 8, 1048576, ON(TRAIN) | ON(BENCH) | ON(COMPARE) | ON(PROBE),
-     "--overlap on: the gradient's buckets, in KiB of whole layers (probe: its\n"
-     "--overlap on designs, measured and predicted) [4096]", NULL, NULL, R_FREE},
-    {"--data-on", "PLACE", set_choice, CFG(data_on), 0, 0, CMDS_MEASURE,
-     "%s: where a step's rows come from: host gathers them and\n"
-     "copies them in; device holds the training set on every device (uploaded once)\n"
-     "and gathers them there from the shuffled indices, so a step copies in 4 bytes\n"
-     "a row; validation and test take the host's path (docs/architecture.md) [host]", help_choices,
-     tt_data_on_names, R_FREE},
-    {"--node-reduce", "MODE", set_choice, CFG(node_reduce), 0, 0, CMDS_RUNS,
-     "under mpirun -np K: how the ranks combine their node sums (docs/scaleout.md):\n"
-     "allreduce (every rank gets the global sum and updates its own copy) or ps (rank\n"
-     "r updates slice r and holds 1/K of the optimizer state; the weights are\n"
-     "gathered) [allreduce]", NULL, tt_node_reduce_names, R_FREE},
-    {"--trace", "FILE", set_file, CFG(trace), 0, 0, ON(TRAIN),
-     "Chrome trace-event JSON of every step (open in Perfetto or chrome://tracing)", NULL, NULL, R_FREE},
-    {"--slow-tower", "T:MS[~J],...", set_slow_tower, 0, 0, 0, ON(TRAIN) | ON(BENCH) | ON(PROBE),
-     "stragglers on purpose: tower T's compute delayed MS milliseconds each step (~J: a\n"
-     "delay drawn from [MS, MS+J] each step, from the seed); its barrier shows as the\n"
-     "others' wait; probe predicts it (docs/tutorial.md)", NULL, NULL, R_FREE},
-    {"--sync", "MODE", set_sync, 0, 0, 0, ON(TRAIN), NULL, help_syncs, NULL, R_SAME},
-    {"--sync-schedule", "MODE", set_choice, CFG(sync.round_robin), 0, 0, ON(TRAIN),
-     "%s: round-robin makes ssp and async reproducible (the towers take\n"
-     "the shards, pull and apply in turn; for tests) [free]", help_choices, tt_sync_schedule_names, R_SAME},
-    {"--bn-sync", "MODE", set_choice, CFG(bn_sync), 0, 0, ON(TRAIN),
-     "%s: on takes batchnorm statistics over the global batch, the towers\n"
-     "exchanging their sums (SyncBatchNorm: N towers compute what 1 tower would;\n"
-     "bsp, one rank, no graphs); off over each tower's own rows, as TF's towers and\n"
-     "multi_gpu_model did (docs/models.md) [off]", help_choices, tt_bn_sync_names, R_SAME},
-    {"--tensorboard", "DIR", set_file, CFG(tensorboard), 0, 0, ON(TRAIN),
-     "TensorBoard event files in DIR/train and DIR/validation, as Keras's callback\n"
-     "writes them: epoch_loss, epoch_accuracy, epoch_top5, epoch_learning_rate and\n"
-     "the step split, per tower too (docs/tensorboard.md)", NULL, NULL, R_FREE},
-    {"--tensorboard-every-steps", "N", set_size, CFG(tensorboard_every_steps), 1, 1000000000, ON(TRAIN),
-     "--tensorboard: the same every N steps (batch_loss, ...) [per epoch only]", NULL, NULL, R_FREE},
-    {"--checkpoint-dir", "DIR", set_str, CFG(checkpoint_dir), 0, 0, CMDS_CHECKPOINT,
-     "where checkpoints go (safetensors; docs/checkpoints.md); the end of training and a\n"
-     "stop by SIGINT or SIGTERM (at the step boundary) then write one; a directory\n"
-     "holding a later run's checkpoints is refused", NULL, NULL, R_FREE},
-    {"--save-every-epoch", NULL, set_save_every_epoch, 0, 0, 0, CMDS_CHECKPOINT, "a checkpoint after every epoch",
-     NULL, NULL, R_FREE},
-    {"--save-every-steps", "N", set_size, CFG(save_every_steps), 1, 1000000000, CMDS_CHECKPOINT,
-     "a checkpoint after every N steps of the run", NULL, NULL, R_FREE},
-    {"--save-best", "METRIC", set_choice, CFG(save_best), 1, 0, CMDS_CHECKPOINT,
-     "%s: best.safetensors whenever it improves", help_choices, tt_save_best_names, R_SAME},
-    {"--keep", "N", set_keep, CFG(keep), 1, 100000, CMDS_CHECKPOINT, "periodic checkpoints kept, the newest [3]",
-     NULL, NULL, R_FREE},
-    {"--resume", "FILE|DIR", set_resume, 0, 0, 0, CMDS_CHECKPOINT,
-     "continue a run from a checkpoint (a directory: its newest valid one); give the\n"
-     "run's --model, --batch, --seed and optimizer again; --epochs counts the total", NULL, NULL, R_SELF},
-    {"--resume-weights-only", "FILE|DIR", set_resume, 0, 0, 0, CMDS_CHECKPOINT,
-     "start from a checkpoint's weights only, on purpose: another model with\n"
-     "the same tensors, other options; a fresh optimizer, from epoch 1", NULL, NULL, R_SELF},
-};
-enum { N_OPTS = (int)(sizeof g_opts / sizeof g_opts[0]) };
-#undef CFG
-
-static const cli_opt *find_opt(const char *name)
-{
-    for (int i = 0; i < N_OPTS; i++)
-        if (strcmp(name, g_opts[i].name) == 0) return &g_opts[i];
-    return NULL;
-}
 
 /* The option and its value's word, in the 24 columns before the text (two blanks after a longer one). */
 static void help_name(FILE *f, const char *name, const char *arg)
@@ -417,17 +240,7 @@ static void help_text(FILE *f, const char *text)
     fputc('\n', f);
 }
 
-static void help_row(FILE *f, const cli_opt *o)
-{
-    if (o->help_fn) {
-        o->help_fn(f, o);
-        return;
-    }
-    help_name(f, o->name, o->arg);
-    help_text(f, o->help);
-}
-
-static void help_fill(FILE *f, const cli_opt *o, const char *fill)
+static void help_fill(FILE *f, const tt_run_opt *o, const char *fill)
 {
     char text[512];
     snprintf(text, sizeof text, o->help, fill);
@@ -436,7 +249,7 @@ static void help_fill(FILE *f, const cli_opt *o, const char *fill)
 }
 
 /* --update's help from the trainer's table: every update placement, its phrase and the placements it runs with. */
-static void help_updates(FILE *f, const cli_opt *o)
+static void help_updates(FILE *f, const tt_run_opt *o)
 {
     help_name(f, o->name, o->arg);
     fprintf(f, "where the optimizer runs [host]:");
@@ -454,7 +267,7 @@ static void help_updates(FILE *f, const cli_opt *o)
 }
 
 /* --sync's help from the trainer's table: every mode and its phrase. */
-static void help_syncs(FILE *f, const cli_opt *o)
+static void help_syncs(FILE *f, const tt_run_opt *o)
 {
     help_name(f, o->name, o->arg);
     fprintf(f, "when a tower's gradient reaches the master variables (docs/sync.md) [bsp]:");
@@ -468,14 +281,14 @@ static void help_syncs(FILE *f, const cli_opt *o)
 }
 
 /* A choice row: its words, "a | b | c" */
-static void help_choices(FILE *f, const cli_opt *o)
+static void help_choices(FILE *f, const tt_run_opt *o)
 {
     char list[160];
     help_fill(f, o, choice_list(o, " | ", " | ", list, sizeof list));
 }
 
 /* --optimizer's row, then the optimizer's parameters from its table, --lr-scaling after --lr (it is about the rate) */
-static void help_optimizer(FILE *f, const cli_opt *o)
+static void help_optimizer(FILE *f, const tt_run_opt *o)
 {
     char kinds[128];
     help_fill(f, o, tt_optim_kind_list(kinds, sizeof kinds, ~0u, " | ", " | "));
@@ -489,7 +302,7 @@ static void help_optimizer(FILE *f, const cli_opt *o)
         snprintf(text, sizeof text, p->help, tt_optim_param_defaults(p, defaults, sizeof defaults));
         help_text(f, text);
         if (strcmp(p->name, "lr") == 0) {
-            const cli_opt *s = find_opt("--lr-scaling");
+            const tt_run_opt *s = tt_run_opt_find(LR_SCALING);
             help_name(f, s->name, s->arg);
             help_text(f, s->help);
         }
@@ -515,7 +328,7 @@ static void help_wrap(FILE *f, const char *text, int col, int indent)
 
 /* --reduce's help from the placement table: every placement's name and phrase, words wrapped at column 102 after
  * the 24 columns of the option's name. */
-static void help_placements(FILE *f, const cli_opt *o)
+static void help_placements(FILE *f, const tt_run_opt *o)
 {
     char text[1024];
     size_t n = (size_t)snprintf(text, sizeof text, "where gradients are summed:");
@@ -527,69 +340,71 @@ static void help_placements(FILE *f, const cli_opt *o)
     help_wrap(f, text, 24, 24);
 }
 
+static void help_device(FILE *f, const tt_run_opt *o) { help_fill(f, o, tt_backend_list()); }
+
+/* How each kind of row is described in --help (NULL: its text as it is). */
+static void (*const g_help[TT_OPT_KINDS])(FILE *f, const tt_run_opt *o) = {
+    [TT_OPT_BACKEND] = help_device,       [TT_OPT_CHOICE] = help_choices, [TT_OPT_UPDATE] = help_updates,
+    [TT_OPT_REDUCE] = help_placements,    [TT_OPT_SYNC] = help_syncs,     [TT_OPT_OPTIM] = help_optimizer,
+};
+
 void tt_cli_train_help(FILE *f)
 {
-    for (int i = 0; i < N_OPTS; i++) help_row(f, &g_opts[i]);
+    for (int i = 0; i < TT_RUN_N_OPTS; i++) {
+        const tt_run_opt *o = &tt_run_opts[i];
+        if (o == tt_run_opt_find(LR_SCALING)) continue; /* after --lr (help_optimizer): it is about the rate */
+        if (g_help[o->kind]) {
+            g_help[o->kind](f, o);
+        } else {
+            help_name(f, o->name, o->arg);
+            help_text(f, o->help);
+        }
+    }
 }
 
 /* train --help's footer: what --resume makes of the options, from the table's column. */
 static void resume_help(FILE *f)
 {
     static const struct {
-        int cls;
+        tt_opt_resume cls;
         const char *head;
-    } groups[] = {{R_SAME, "must be the same (each checkpoint keeps it; another is refused):"},
-                  {R_OWN, "must be the same, each checked its own way (--epochs counts the total):"},
-                  {R_FREE, "may change (bit for bit; other towers within the N-tower tolerance, and only where a "
-                           "tower's rows set nothing: not with batchnorm per tower or --sync ssp/async):"}};
+    } groups[] = {{TT_RESUME_SAME, "must be the same (each checkpoint keeps it; another is refused):"},
+                  {TT_RESUME_OWN, "must be the same, each checked its own way (--epochs counts the total):"},
+                  {TT_RESUME_FREE, "may change (bit for bit; other towers within the N-tower tolerance, and only "
+                                   "where a tower's rows set nothing: not with batchnorm per tower or --sync "
+                                   "ssp/async):"}};
     fprintf(f, "\non --resume, these options\n");
     for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++) {
         char text[1024];
         size_t n = (size_t)snprintf(text, sizeof text, "%s", groups[g].head);
         const char *sep = " ";
-        for (int i = 0; i < N_OPTS && n < sizeof text; i++)
-            if (g_opts[i].resume == groups[g].cls && (g_opts[i].cmds & ON(TRAIN))) {
-                n += (size_t)snprintf(text + n, sizeof text - n, "%s%s", sep, g_opts[i].name);
+        for (int i = 0; i < TT_RUN_N_OPTS && n < sizeof text; i++)
+            if (tt_run_opts[i].resume == groups[g].cls && (tt_run_opts[i].cmds & TT_CMD(TRAIN))) {
+                n += (size_t)snprintf(text + n, sizeof text - n, "%s%s", sep, tt_run_opts[i].name);
                 sep = ", ";
             }
-        if (groups[g].cls == R_OWN && n < sizeof text) snprintf(text + n, sizeof text - n, ", and the optimizer's settings");
+        if (groups[g].cls == TT_RESUME_OWN && n < sizeof text)
+            snprintf(text + n, sizeof text - n, ", and the optimizer's settings");
         fprintf(f, "  ");
         help_wrap(f, text, 2, 4);
     }
 }
 
-/* The R_SAME options' values as the user writes them, one per line ("--sync bsp"), into c->resume_same: what every
- * checkpoint keeps and a resume compares. A choice's word, --sync's MODE[:N] (an R_SAME row of another kind would
- * need its own words here: tt_cli_parse_train's table check refuses it). */
+/* The TT_RESUME_SAME options' values as the user writes them, one per line ("--sync bsp"), into c->resume_same: what
+ * every checkpoint keeps and a resume compares (a choice's word, --sync's MODE[:N]: tt_run_opts_check allows no
+ * other kind there). */
 static void resume_same(tt_run_config *c)
 {
     size_t n = 0;
     c->resume_same[0] = '\0';
-    for (int i = 0; i < N_OPTS; i++) {
-        const cli_opt *o = &g_opts[i];
-        if (o->resume != R_SAME) continue;
+    for (int i = 0; i < TT_RUN_N_OPTS; i++) {
+        const tt_run_opt *o = &tt_run_opts[i];
+        if (o->resume != TT_RESUME_SAME) continue;
         char v[64];
-        if (o->set == set_sync) {
-            tt_sync_format(&c->sync, v, sizeof v);
-        } else {
-            int e;
-            memcpy(&e, (const char *)c + o->field, sizeof e);
-            snprintf(v, sizeof v, "%s", o->choices[e]);
-        }
+        tt_run_opt_words(o, tt_run_opt_value(o, c), v, sizeof v);
         const int k = snprintf(c->resume_same + n, sizeof c->resume_same - n, "%s %s\n", o->name, v);
-        TT_ASSERT(k > 0 && (size_t)k < sizeof c->resume_same - n); /* the field holds every R_SAME row */
+        TT_ASSERT(k > 0 && (size_t)k < sizeof c->resume_same - n); /* the field holds every TT_RESUME_SAME row */
         n += (size_t)k;
-    }
-}
-
-/* Every option train takes says what --resume makes of it, and an R_SAME one is a choice or --sync (resume_same's
- * words): a row added without is a programming error, caught by every test that parses a command line. */
-static void resume_column_check(void)
-{
-    for (int i = 0; i < N_OPTS; i++) {
-        const cli_opt *o = &g_opts[i];
-        TT_ASSERT(!(o->cmds & ON(TRAIN)) || o->resume);
-        TT_ASSERT(o->resume != R_SAME || o->set == set_sync || o->set == set_choice);
     }
 }
 
@@ -602,7 +417,7 @@ static int optim_option(const char *name)
 
 static int takes_value(const char *name)
 {
-    const cli_opt *o = find_opt(name);
+    const tt_run_opt *o = tt_run_opt_find(name);
     const int k = optim_option(name);
     return o ? o->arg != NULL : k >= 0 && tt_optim_params[k].type == TT_OPTIM_REAL;
 }
@@ -645,11 +460,11 @@ static tt_status optim_options(const char *optimizer, const int *given, const fl
 static tt_status refuse_option(const char *name, const char *cmd, tt_error *err)
 {
     int c = 0;
-    while (c < CMD_COUNT && strcmp(g_cmds[c].name, cmd) != 0) c++;
-    const cli_opt *o = find_opt(name);
-    const unsigned cmds = o ? o->cmds : optim_option(name) >= 0 ? (unsigned)CMDS_OPTIM : 0;
-    if (c == CMD_COUNT || (cmds & ON_CMD(c)) || (!cmds && g_cmds[c].runs)) return TT_OK;
-    if (cmds == CMDS_CHECKPOINT && g_cmds[c].runs)
+    while (c < TT_CMD_COUNT && strcmp(g_cmds[c].name, cmd) != 0) c++;
+    const tt_run_opt *o = tt_run_opt_find(name);
+    const unsigned cmds = o ? o->cmds : optim_option(name) >= 0 ? (unsigned)TT_CMDS_OPTIM : 0;
+    if (c == TT_CMD_COUNT || (cmds & 1u << c) || (!cmds && g_cmds[c].runs)) return TT_OK;
+    if ((cmds & TT_CMD(ONLY_TRAIN)) && g_cmds[c].runs)
         return tt_fail(err, TT_ERR_ARG, "%s: applies to towertrain train only, not %s", name, cmd);
     if (g_cmds[c].why) return tt_fail(err, TT_ERR_ARG, "%s: %s does not apply (%s)", cmd, name, g_cmds[c].why);
     return tt_fail(err, TT_ERR_ARG, "%s: %s does not apply (see towertrain %s --help)", cmd, name, cmd);
@@ -658,11 +473,13 @@ static tt_status refuse_option(const char *name, const char *cmd, tt_error *err)
 /* One option of the table or of the optimizer's, its value read (NULL for a flag). */
 static tt_status set_option(cli_parse *p, const char *name, const char *value, const char *cmd, tt_error *err)
 {
-    const cli_opt *o = find_opt(name);
+    const tt_run_opt *o = tt_run_opt_find(name);
     const int k = o ? -1 : optim_option(name);
     tt_status s;
-    if (o) s = o->set(o, p, value, err);
-    else if (k >= 0 && tt_optim_params[k].type == TT_OPTIM_REAL)
+    if (o) {
+        s = g_set[o->kind](o, p, value, err);
+        p->given_row[o - tt_run_opts] = 1;
+    } else if (k >= 0 && tt_optim_params[k].type == TT_OPTIM_REAL)
         s = tt_cli_float(name, value, tt_optim_params[k].lo, tt_optim_params[k].hi, tt_optim_params[k].lo_open,
                          &p->real[k], err);
     else if (k >= 0) s = value ? tt_fail(err, TT_ERR_ARG, "%s: takes no value", name) : TT_OK;
@@ -673,6 +490,9 @@ static tt_status set_option(cli_parse *p, const char *name, const char *value, c
     return TT_OK;
 }
 
+/* Was the table's option of that name given? */
+static int given(const cli_parse *p, const char *name) { return p->given_row[tt_run_opt_find(name) - tt_run_opts]; }
+
 /* What the options need of each other, once all are read. */
 static tt_status cli_settle(cli_parse *p, tt_error *err)
 {
@@ -680,13 +500,14 @@ static tt_status cli_settle(cli_parse *p, tt_error *err)
     const tt_status st = optim_options(p->optimizer, p->given, p->real, &c->optim, err);
     if (st) return st;
     c->lr_given = p->given[tt_optim_param_find("lr")];
+    c->data_given = given(p, "--data"); /* not the default: summary and probe then use its shapes */
     if (c->towers > c->batch)
         return tt_fail(err, TT_ERR_ARG, "--towers %zu is more than --batch %zu: every tower needs at least one sample",
                        c->towers, c->batch);
     const char *needs_dir = c->save_every_epoch ? "--save-every-epoch"
                             : c->save_every_steps ? "--save-every-steps"
                             : c->save_best ? "--save-best"
-                            : p->keep_given ? "--keep"
+                            : given(p, "--keep") ? "--keep"
                             : NULL;
     if (needs_dir && !c->checkpoint_dir) return tt_fail(err, TT_ERR_ARG, "%s: needs --checkpoint-dir DIR", needs_dir);
     if (c->tensorboard_every_steps && !c->tensorboard)
@@ -702,7 +523,7 @@ tt_status tt_cli_parse_train(int argc, char **argv, int first, tt_run_config *c,
 {
     cli_parse p = {.c = c};
     *help = 0;
-    resume_column_check();
+    tt_run_opts_check();
     enum { MAX_SEEN = 64 };
     char seen[MAX_SEEN][64]; /* options given so far: each may appear once, as a repeated key in a model file */
     int n_seen = 0;

@@ -1,7 +1,9 @@
 /* train.c — a training run's flow: load, build, init, then epochs of shuffled steps with validation after each, the
- * test set at the end; opening and closing, the ranks' agreement, stops and halts. It decides when; the checkpoint
- * side (train_ckpt.c) and the reporting side (train_report.c: console lines, the JSON-lines log, the trace) do what,
- * through the run's private header train_run.h. Not for: the step itself (trainer.c). */
+ * test set at the end; stops and halts. It decides when, as a table of phases (g_phases) that every rank of a job walks
+ * together, agreeing at the return of each (tt_run_phases); the checkpoint side (train_ckpt.c), the reporting side
+ * (train_report.c: console lines, the JSON-lines log, the trace) and the ranks' part (train_ranks.c) do what, each
+ * opening and closing its part of the run's state, through the run's private header train_run.h. Not for: the step
+ * itself (trainer.c), or what an option means to the run (the options table, train_opts.c). */
 #include <errno.h>
 #include <math.h>
 #include <string.h>
@@ -56,24 +58,26 @@ static tt_status run_check_memory(run_state *rs, tt_error *err)
         tt_mem_add(&plan, "--resume checkpoint", TT_MEM_HOST, 2 * (1 + slots) * P * sizeof(float), TT_MEM_BY_PARAMS);
     tt_mem_add(&plan, "step records", TT_MEM_HOST,
                steps * (sizeof(tt_step_result) + sizeof(double) + N * sizeof(tt_tower_ledger)), TT_MEM_BY_RUN);
-    if (c->trace && rs->K > 1)
+    if (c->trace && rs->ranks.K > 1)
         tt_mem_add(&plan, "--trace: every rank's step records", TT_MEM_HOST,
-                   (double)rs->K * steps * (sizeof(tt_step_result) + N * sizeof(tt_tower_ledger)), TT_MEM_BY_RUN);
-    if (rs->K > 1 && rs->rank0 && c->checkpoint_dir && c->node_reduce == TT_NODE_PS)
+                   (double)rs->ranks.K * steps * (sizeof(tt_step_result) + N * sizeof(tt_tower_ledger)), TT_MEM_BY_RUN);
+    if (rs->ranks.K > 1 && rs->ranks.rank0 && c->checkpoint_dir && c->node_reduce == TT_NODE_PS)
         tt_mem_add(&plan, "optimizer state gathered for checkpoints (ps)", TT_MEM_HOST, slots * P * sizeof(float),
                    TT_MEM_BY_PARAMS);
-    if (rs->nd->local_size > 1) { /* ranks on one machine share its memory: each plans for all of them */
+    if (rs->ranks.nd->local_size > 1) { /* ranks on one machine share its memory: each plans for all of them */
         const double mine = tt_mem_total(&plan, TT_MEM_HOST) + (rs->ops->mem_info ? 0 : tt_mem_total(&plan, 0));
-        tt_mem_add(&plan, "the other ranks on this machine", TT_MEM_HOST, (rs->nd->local_size - 1) * mine,
+        tt_mem_add(&plan, "the other ranks on this machine", TT_MEM_HOST, (rs->ranks.nd->local_size - 1) * mine,
                    TT_MEM_BY_RUN);
     }
     return tt_mem_check(&plan, rs->ops, err);
 }
 
-/* This rank's part of opening: model, trainer configuration, memory check, buffers, checkpoint options, log — in that
- * order, so nothing large is allocated before the budget says it fits. */
-static tt_status run_open_local(run_state *rs, tt_error *err)
+/* This rank's part of opening: model, trainer configuration, memory check, buffers, the ranks' part, checkpoint
+ * directory and options, the reporting side's files — in that order, so nothing large is allocated before the budget
+ * says it fits. */
+static tt_status run_open_local(void *ctx, tt_error *err)
 {
+    run_state *rs = (run_state *)ctx;
     const tt_run_config *c = rs->c;
     tt_status s = tt_backend_open(c->device, c->gpus, &rs->be, err);
     if (s) return s;
@@ -83,32 +87,19 @@ static tt_status run_open_local(run_state *rs, tt_error *err)
     s = tt_run_model(c, rs->train, rs->val, rs->test, rs->model, err);
     if (s) return s;
     tt_trainer_config *tc = &rs->tc;
+    tt_run_opts_to_trainer(c, tc); /* the options table's rows with a trainer field; what the run derives: */
     tc->ops = rs->ops;
     tc->n_devices = rs->be.n_devices;
     tc->devices = rs->be.devices;
-    tc->n_towers = c->towers;
     /* buffers are sized by the smaller of the batch and the data: a batch beyond the data is one step of it all */
     tc->batch = c->batch < rs->train->n ? c->batch : rs->train->n;
     if (tc->batch < c->towers) tc->batch = c->towers;
-    tc->optim = c->optim;
-    tc->host_threads = tt_run_host_threads(rs->nd, c->host_threads); /* ranks on one machine share its cores */
-    tc->reduce = c->reduce;
-    tc->update = c->update;
-    tc->graphs = c->graphs;
-    tc->epilogues = c->epilogues;
-    tc->overlap = c->overlap;
+    tc->host_threads = tt_run_host_threads(rs->ranks.nd, c->host_threads); /* ranks on one machine share its cores */
     tc->bucket_bytes = c->bucket_kib << 10;
-    tc->seed = c->seed;
-    memcpy(tc->slow, c->slow, sizeof tc->slow);
-    tc->n_slow = c->n_slow;
-    tc->sync = c->sync;
-    tc->bn_sync = c->bn_sync;
-    tc->data_on = c->data_on;
     tc->train_set = rs->train;
     tc->stop = tt_signal_flag();
-    tc->node = rs->K > 1 ? rs->nd : NULL;
-    tc->node_reduce = c->node_reduce;
-    if (c->lr_scaling == TT_LR_LINEAR) tc->optim.lr = c->optim.lr * (float)(c->towers * (size_t)rs->K);
+    tc->node = rs->ranks.K > 1 ? rs->ranks.nd : NULL;
+    if (c->lr_scaling == TT_LR_LINEAR) tc->optim.lr = c->optim.lr * (float)(c->towers * (size_t)rs->ranks.K);
     rs->steps = (rs->train->n + tc->batch - 1) / tc->batch;
     s = run_check_memory(rs, err);
     if (s) return s;
@@ -118,196 +109,71 @@ static tt_status run_open_local(run_state *rs, tt_error *err)
     rs->step_secs = (double *)tt_malloc(rs->steps * sizeof(double));
     rs->results = (tt_step_result *)tt_calloc(rs->steps, sizeof(tt_step_result));
     rs->ledger = (tt_tower_ledger *)tt_calloc(rs->steps * c->towers, sizeof(tt_tower_ledger));
-    const size_t K = (size_t)rs->K;
-    rs->rank_records = (int *)tt_calloc((K + 1) * 2 * c->towers, sizeof(int));
-    if (!rs->h_init || !rs->idx || !rs->step_secs || !rs->results || !rs->ledger || !rs->rank_records)
+    if (!rs->h_init || !rs->idx || !rs->step_secs || !rs->results || !rs->ledger)
         return tt_fail(err, TT_ERR_NOMEM, "out of memory");
-    if (c->trace && K > 1 &&
-        (!(rs->clock_offsets = (double *)tt_calloc(K, sizeof(double))) ||
-         !(rs->trace_results = (tt_step_result *)tt_calloc(K * rs->steps, sizeof(tt_step_result))) ||
-         !(rs->trace_ledger = (tt_tower_ledger *)tt_calloc(K * rs->steps * c->towers, sizeof(tt_tower_ledger)))))
-        return tt_fail(err, TT_ERR_NOMEM, "out of memory");
+    if ((s = ranks_open(rs, err))) return s;
     tt_model_init_params(rs->model, rs->h_init, c->seed);
-    if (rs->K > 1 && rs->rank0 && c->checkpoint_dir && c->node_reduce == TT_NODE_PS) {
-        const int n = (int)tt_optim_state_floats(&tc->optim);
-        for (int k = 0; k < n; k++)
-            if (!(rs->ck_full[k] = (float *)tt_malloc(rs->model->n_params * sizeof(float))))
-                return tt_fail(err, TT_ERR_NOMEM, "out of memory");
-    }
-    if (rs->rank0 && c->checkpoint_dir && ((s = tt_ckpt_dir_ready(c->checkpoint_dir, err)) ||
-                                           (s = tt_ckpt_dir_lock(c->checkpoint_dir, &rs->dir_lock, err))))
-        return s;
+    if ((s = ckpt_open(rs, err))) return s;
     /* which training set: a resume on other data with as many steps is refused; every rank of a job must have it */
-    if (c->checkpoint_dir || c->resume || rs->K > 1) {
+    if (c->checkpoint_dir || c->resume || rs->ranks.K > 1) {
         uint32_t crc = tt_crc32(0, rs->train->x, rs->train->n * tt_dataset_sample_bytes(rs->train));
         rs->data_crc = tt_crc32(crc, rs->train->y, rs->train->n * sizeof(int32_t));
     }
     size_t text_len;
-    if (tt_model_file(rs->model) && (c->checkpoint_dir || rs->K > 1) &&
+    if (tt_model_file(rs->model) && (c->checkpoint_dir || rs->ranks.K > 1) &&
         (s = tt_input_read_text(c->model, "model file", (size_t)1 << 20, &rs->model_text, &text_len, err)))
         return s;
     if (c->checkpoint_dir && (s = run_ckpt_options(rs, err))) return s;
-    if (c->log_json && rs->rank0) {
-        char what[200];
-        snprintf(what, sizeof what, "--log-json %s", c->log_json);
-        s = tt_out_open(&rs->log, c->log_json, what, 4096 + 512 * c->towers, err);
-        if (!s) log_start(rs);
-    }
-    if (!s && c->tensorboard && rs->rank0) s = tb_prepare(rs, err);
-    if (!s && rs->live) s = live_open(rs, err);
-    return s;
+    return report_open(rs, err);
 }
 
-/* What must be the same on every rank of a job, as (name, value) pairs: a rank started with another model, batch,
- * data or option would step out of line with the others (or wait for a collective they never call). Each field says
- * how its value reads, so a mismatch is told in the flag's own words ("--reduce is device here, cpu on rank 0"). */
-enum { FP_FIELDS = 32 };
-typedef enum {
-    FP_COUNT, FP_CRC, FP_GIVEN, FP_FLOAT, FP_OPTIMIZER, FP_NODE_REDUCE, FP_REDUCE, FP_SAVE_BEST, FP_SYNC, FP_SCHEDULE,
-    FP_BN_SYNC, FP_DATA_ON, FP_EPILOGUES
-} fp_kind;
-typedef struct fingerprint {
-    uint64_t v[FP_FIELDS];
-    char hyper[160]; /* the optimizer's settings in words (field 12 is their CRC-32) */
-} fingerprint;
-static const struct {
-    const char *name;
-    fp_kind kind;
-} fp_fields[FP_FIELDS] = {
-    {"the model's parameter count", FP_COUNT}, {"the model (CRC-32 of its layout and description)", FP_CRC},
-    {"--batch", FP_COUNT}, {"--towers", FP_COUNT}, {"training samples", FP_COUNT}, {"validation samples", FP_COUNT},
-    {"test samples", FP_COUNT}, {"sample bytes", FP_COUNT}, {"classes", FP_COUNT}, {"--seed", FP_COUNT},
-    {"--optimizer", FP_OPTIMIZER}, {"--lr", FP_FLOAT}, {"the optimizer's settings", FP_CRC}, {"--epochs", FP_COUNT},
-    {"--node-reduce", FP_NODE_REDUCE}, {"--reduce", FP_REDUCE}, {"the training data (CRC-32)", FP_CRC},
-    {"--checkpoint-dir", FP_GIVEN}, {"--save-every-epoch", FP_GIVEN}, {"--save-every-steps", FP_COUNT},
-    {"--save-best", FP_SAVE_BEST}, {"--resume", FP_GIVEN}, {"--trace", FP_GIVEN}, {"--log-json", FP_GIVEN},
-    {"--tensorboard", FP_GIVEN}, {"--tensorboard-every-steps", FP_COUNT}, {"--slow-tower", FP_CRC},
-    {"--sync", FP_SYNC}, {"--sync-schedule", FP_SCHEDULE}, {"--bn-sync", FP_BN_SYNC}, {"--data-on", FP_DATA_ON},
-    {"--epilogues", FP_EPILOGUES}};
+/* ---- opening, after this rank's part and the ranks' check: each a phase (g_phases, below) ------------------- */
 
-const char *const tt_lr_scaling_names[] = {"none", "linear", NULL};
-const char *const tt_progress_names[] = {"auto", "bar", "lines", "quiet", "towers", NULL};
-const char *const tt_save_best_names[] = {"none", "val_loss", "val_accuracy", NULL};
-
-/* A field's value as the user would write it. */
-static void fp_value(fp_kind k, uint64_t v, char *out, size_t len)
+/* The banner, then --resume's checkpoint (a failed banner is recorded: agreed at the phase's return). */
+static tt_status run_open_resume(void *ctx, tt_error *err)
 {
-    float f;
-    uint32_t bits = (uint32_t)v;
-    switch (k) {
-    case FP_CRC: snprintf(out, len, "%08llx", (unsigned long long)v); break;
-    case FP_GIVEN: snprintf(out, len, "%s", v ? "given" : "not given"); break;
-    case FP_FLOAT: /* the shortest text that reads back as this float: 0.002, not 0.00200000009 */
-        memcpy(&f, &bits, sizeof f);
-        for (int digits = 1; digits <= 9; digits++) {
-            snprintf(out, len, "%.*g", digits, (double)f);
-            if (strtof(out, NULL) == f) break;
-        }
-        break;
-    case FP_OPTIMIZER: snprintf(out, len, "%s", v < 16 ? tt_optim_kind_name((tt_optim_kind)v) : "?"); break;
-    case FP_NODE_REDUCE: snprintf(out, len, "%s", tt_node_reduce_name((tt_node_reduce)v)); break;
-    case FP_REDUCE: snprintf(out, len, "%s", v < TT_REDUCE_COUNT ? tt_reduce_name((tt_reduce)v) : "?"); break;
-    case FP_SAVE_BEST: snprintf(out, len, "%s", v <= TT_SAVE_BEST_VAL_ACCURACY ? tt_save_best_names[v] : "?"); break;
-    case FP_SYNC: {
-        const tt_sync sy = {(tt_sync_kind)(v >> 32), (size_t)(uint32_t)v, 0};
-        tt_sync_format(&sy, out, len);
-        break;
-    }
-    case FP_SCHEDULE: snprintf(out, len, "%s", v <= 1 ? tt_sync_schedule_names[v] : "?"); break;
-    case FP_BN_SYNC: snprintf(out, len, "%s", v <= 1 ? tt_bn_sync_names[v] : "?"); break;
-    case FP_DATA_ON: snprintf(out, len, "%s", v <= 1 ? tt_data_on_names[v] : "?"); break;
-    case FP_EPILOGUES: snprintf(out, len, "%s", v <= 1 ? tt_epilogues_names[v] : "?"); break;
-    default: snprintf(out, len, "%llu", (unsigned long long)v); break;
-    }
-}
-
-static void run_fingerprint_of(const run_state *rs, fingerprint *f)
-{
+    run_state *rs = (run_state *)ctx;
     const tt_run_config *c = rs->c;
-    const tt_model *m = rs->model;
-    memset(f, 0, sizeof *f);
-    uint32_t layout = 0;
-    for (size_t t = 0; t < m->n_tensors; t++) {
-        const tt_tensor_info *ti = &m->tensors[t];
-        layout = tt_crc32(layout, ti->name, strlen(ti->name));
-        for (int d = 0; d < ti->ndim; d++) {
-            uint64_t dim = ti->shape[d];
-            layout = tt_crc32(layout, &dim, sizeof dim);
-        }
-    }
-    /* the model's description too: a model file's text (dropout rates, activations, strides are not in the layout) */
-    const char *desc = rs->model_text ? rs->model_text : c->model;
-    layout = tt_crc32(layout, desc, strlen(desc));
-    tt_optim_describe(&rs->tc.optim, f->hyper, sizeof f->hyper);
-    uint32_t lr;
-    memcpy(&lr, &rs->tc.optim.lr, sizeof lr);
-    const uint64_t v[FP_FIELDS] = {m->n_params, layout, c->batch, c->towers, rs->train->n, rs->val->n, rs->test->n,
-                                   tt_dataset_sample_bytes(rs->train), rs->train->n_classes, c->seed,
-                                   (uint64_t)rs->tc.optim.kind, lr, tt_crc32(0, f->hyper, strlen(f->hyper)), c->epochs,
-                                   (uint64_t)c->node_reduce, (uint64_t)c->reduce, rs->data_crc,
-                                   c->checkpoint_dir != NULL, (uint64_t)c->save_every_epoch, c->save_every_steps,
-                                   (uint64_t)c->save_best, c->resume != NULL, c->trace != NULL, c->log_json != NULL,
-                                   c->tensorboard != NULL, c->tensorboard_every_steps,
-                                   tt_crc32(0, c->slow, c->n_slow * sizeof c->slow[0]),
-                                   (uint64_t)c->sync.kind << 32 | c->sync.k, (uint64_t)c->sync.round_robin,
-                                   (uint64_t)(c->bn_sync != 0), (uint64_t)(c->data_on != 0),
-                                   (uint64_t)(c->epilogues != 0)};
-    memcpy(f->v, v, sizeof v);
-}
-
-/* Every rank compares its fingerprint with rank 0's: a rank that differs fails, naming the first difference, and
- * every rank learns it (run_agree). */
-static tt_status run_check_fingerprints(run_state *rs, tt_error *err)
-{
-    if (rs->K <= 1) return TT_OK;
-    fingerprint mine, *all = (fingerprint *)tt_calloc((size_t)rs->K, sizeof mine);
-    if (!all) return run_agree(rs, tt_fail(err, TT_ERR_NOMEM, "out of memory"), err);
-    run_fingerprint_of(rs, &mine);
-    tt_status s = tt_node_allgather(rs->nd, &mine, all, sizeof mine, err);
-    all[0].hyper[sizeof all[0].hyper - 1] = '\0'; /* another rank's bytes */
-    for (int f = 0; !s && f < FP_FIELDS; f++)
-        if (mine.v[f] != all[0].v[f]) {
-            char here[160], there[160];
-            fp_value(fp_fields[f].kind, mine.v[f], here, sizeof here);
-            fp_value(fp_fields[f].kind, all[0].v[f], there, sizeof there);
-            if (f == 12) { /* the optimizer's settings: in words (tt_optim_describe's ", momentum 0.9") */
-                snprintf(here, sizeof here, "'%s'", mine.hyper + strspn(mine.hyper, ", "));
-                snprintf(there, sizeof there, "'%s'", all[0].hyper + strspn(all[0].hyper, ", "));
-            }
-            s = tt_fail(err, TT_ERR_ARG,
-                        "started with another configuration than rank 0: %s %s %s here, %s on rank 0 (every rank "
-                        "must run the same model, batch, data and options)", fp_fields[f].name, f == 12 ? "are" : "is",
-                        here, there);
-        }
-    tt_free(all);
-    return run_agree(rs, s, err);
-}
-
-/* Opening a run: this rank's part, every rank's agreement (a rank that failed ends the job with its line), the
- * fingerprints, the banner, --resume, the towers, the trace. */
-static tt_status run_open(run_state *rs, tt_error *err)
-{
-    const tt_run_config *c = rs->c;
-    tt_status s = run_agree(rs, run_open_local(rs, err), err);
-    if (!s) s = run_check_fingerprints(rs, err);
-    if (s) return s;
     print_banner(rs);
-    if (c->resume && !rs->pending.s && rs->rank0) resume_notice_busy(c->resume);
-    if (c->resume && (s = run_agree(rs, run_resume_load(rs, err), err))) return s;
-    if (rs->nothing_left[0]) return TT_OK; /* no towers, no trace: tt_run_on says it and ends */
-    if (!rs->pending.s && rs->rank0 && c->checkpoint_dir)
+    if (c->resume && !rs->ranks.pending.s && rs->ranks.rank0) resume_notice_busy(c->resume);
+    return c->resume ? run_resume_load(rs, err) : TT_OK;
+}
+
+/* The towers, --resume's optimizer state, the trace and the event files, every rank's clock; or, for a --resume of a
+ * run that finished, its line and record (no towers, no trace: the run ends there). */
+static tt_status run_start(void *ctx, tt_error *err)
+{
+    run_state *rs = (run_state *)ctx;
+    const tt_run_config *c = rs->c;
+    if (rs->ckpt.nothing_left[0]) { /* "nothing_to_train": one line, a record, exit 0 */
+        if (rs->out) {
+            fprintf(rs->out, "%s\n", rs->ckpt.nothing_left);
+            print_flush(rs);
+        }
+        log_nothing_left(rs);
+        return TT_OK;
+    }
+    tt_status s = TT_OK;
+    if (!rs->ranks.pending.s && rs->ranks.rank0 && c->checkpoint_dir)
         s = tt_ckpt_none_ahead(c->checkpoint_dir, rs->start_epoch, rs->start_step, rs->steps, err);
-    if (!s && !rs->pending.s) s = tt_trainer_init(&rs->tr, rs->model, &rs->tc, rs->h_init, err);
-    if (!s && !rs->pending.s && c->resume) run_resume_optim(rs);
-    if (!s && !rs->pending.s && c->trace && rs->rank0)
-        s = tt_trace_open(&rs->trace, c->trace, c->towers, rs->K, rs->ops->name, tt_reduce_name(c->reduce), err);
-    if (!s && !rs->pending.s && c->tensorboard && rs->rank0) s = tb_open_files(rs, err);
+    if (!s && !rs->ranks.pending.s) s = tt_trainer_init(&rs->tr, rs->model, &rs->tc, rs->h_init, err);
+    if (!s && !rs->ranks.pending.s && c->resume) run_resume_optim(rs);
     run_fail(rs, s, err);
-    if (c->trace && rs->K > 1) /* the trace puts every rank's steps on rank 0's clock */
-        run_fail(rs, tt_node_allgather(rs->nd, &rs->nd->clock_offset, rs->clock_offsets, sizeof(double), err), err);
-    if ((s = run_agree(rs, TT_OK, err))) return s;
-    if (rs->K > 1) log_ranks(rs);
-    return run_agree(rs, TT_OK, err);
+    report_start(rs);
+    ranks_clocks(rs);
+    return TT_OK;
+}
+
+/* K ranks: what every rank holds, in rank 0's log; then the epochs begin (the step loop's allocations are counted
+ * from here). */
+static tt_status run_ranks_record(void *ctx, tt_error *err)
+{
+    run_state *rs = (run_state *)ctx;
+    (void)err;
+    if (rs->ranks.K > 1) log_ranks(rs);
+    rs->allocs_mark = tt_alloc_count() + tt_trainer_device_allocs(rs->tr);
+    rs->epoch = rs->start_epoch;
+    return TT_OK;
 }
 
 /* Runs started steps first.. of epoch `epoch` on the crew (the epoch began at step `begin` in this process); the
@@ -317,8 +183,8 @@ static void run_steps(run_state *rs, size_t epoch, double e0, size_t begin, size
 {
     size_t drawn = begin, seen = 0, top1 = 0;
     double loss_sum = 0;
-    const int tb_steps_on = rs->c->tensorboard_every_steps && rs->tb.f[0].buf;
-    int live = rs->live && live_fits(rs), bar = rs->bar || (rs->live && !live); /* too small: the bar */
+    const int tb_steps_on = rs->c->tensorboard_every_steps && rs->report.tb.f[0].buf;
+    int live = rs->report.live && live_fits(rs), bar = rs->bar || (rs->report.live && !live); /* too small: the bar */
     while (!tt_trainer_wait(rs->tr, bar || live || tb_steps_on ? 0.1 : -1, done_steps)) {
         /* results[begin..first + done_steps) are final: fold them in and redraw the bar */
         for (; drawn < first + *done_steps; drawn++) {
@@ -327,18 +193,18 @@ static void run_steps(run_state *rs, size_t epoch, double e0, size_t begin, size
             seen += rs->results[drawn].n;
         }
         tb_steps(rs, epoch, first + *done_steps);
-        if (live && !rs->pending.s &&
+        if (live && !rs->ranks.pending.s &&
             !live_draw(rs, begin, first + *done_steps, e0, seen ? loss_sum / (double)seen : 0,
                        seen ? (double)top1 / (double)seen : 0)) {
             live = 0; /* resized too small: the bar for the rest of these steps */
             bar = 1;
         }
-        if (bar && seen && !rs->pending.s) {
+        if (bar && seen && !rs->ranks.pending.s) {
             print_bar(rs->out, begin, first + *done_steps, rs->steps, tt_now() - e0, loss_sum / (double)seen,
                       (double)top1 / (double)seen, 0);
             print_flush(rs);
         }
-        if (rs->pending.s) tt_trainer_request_stop(rs->tr); /* stop now, not after training */
+        if (rs->ranks.pending.s) tt_trainer_request_stop(rs->tr); /* stop now, not after training */
     }
     tb_steps(rs, epoch, first + *done_steps); /* the last steps, or all of them without a bar */
     live_end(rs);                             /* the view erased: the epoch's line (or the stop's) takes its place */
@@ -379,7 +245,7 @@ static void epoch_stats(run_state *rs, size_t epoch, size_t first, size_t end, t
 /* ---- checkpoints ---------------------------------------------------------------------------------------------- */
 
 /* The signal that stopped the job, agreed by every rank (tt_node_stop_signal). 0: none. */
-static int run_signal(run_state *rs) { return tt_node_stop_signal(rs->nd); }
+static int run_signal(run_state *rs) { return tt_node_stop_signal(rs->ranks.nd); }
 
 /* A stop request seen between steps (during loading, validation or before the test set). */
 static tt_status run_stopped(run_state *rs, const char *where, size_t epoch, size_t step, tt_error *err)
@@ -397,8 +263,8 @@ static tt_status run_stopped(run_state *rs, const char *where, size_t epoch, siz
 /* After TT_HALT_NONFINITE: which towers, then one line and the "error" record. */
 static tt_status run_nonfinite(run_state *rs, size_t epoch, size_t step, tt_error *err)
 {
-    const size_t N = rs->c->towers, K = (size_t)rs->K;
-    int *all = rs->rank_records, *bad = all + K * 2 * N; /* loss, then gradient, per tower: every rank's, this one's */
+    const size_t N = rs->c->towers, K = (size_t)rs->ranks.K;
+    int *all = rs->ranks.records, *bad = all + K * 2 * N; /* loss, then gradient, per tower: every rank's, this one's */
     char *fields = (char *)tt_calloc(8 * N * K + 160, 1); /* the record's fields: every tower fits */
     double loss = rs->results[step - 1].loss_sum;
     char *list = fields;
@@ -407,7 +273,7 @@ static tt_status run_nonfinite(run_state *rs, size_t epoch, size_t step, tt_erro
     for (size_t t = 0; t < N; t++) /* --sync weights: a tower's loss at the step that went bad, not the last one's */
         if (bad[t]) loss = NAN;
     tt_error e; /* every rank's towers, named as the job's towers rank * N + t (one rank: its own) */
-    const tt_status gs = tt_node_allgather(rs->nd, bad, all, 2 * N * sizeof(int), &e);
+    const tt_status gs = tt_node_allgather(rs->ranks.nd, bad, all, 2 * N * sizeof(int), &e);
     if (fields) {
         list += sprintf(fields, "\"kind\":\"nonfinite\",\"epoch\":%zu,\"step\":%zu,\"towers\":[", epoch, step);
         for (size_t g = 0; !gs && g < N * K; g++) {
@@ -440,16 +306,16 @@ static tt_status run_halted(run_state *rs, size_t epoch, size_t first, size_t st
     /* the console's failure while the crew ran (the only output then) is the halt's reason, returned below; the
      * stop's collectives and checkpoint go on without it, and the halted steps' records are written as far as they
      * go, their failures not the run's */
-    const tt_status console = rs->pending.s;
-    tt_error console_err = rs->pending.err;
-    rs->pending.s = TT_OK;
-    if (rs->log.buf && steps > first)
-        tt_ledger_json_steps(&rs->log, epoch, rs->results, rs->ledger, first, steps, rs->c->towers, &werr);
+    const tt_status console = rs->ranks.pending.s;
+    tt_error console_err = rs->ranks.pending.err;
+    rs->ranks.pending.s = TT_OK;
+    if (rs->report.log.buf && steps > first)
+        tt_ledger_json_steps(&rs->report.log, epoch, rs->results, rs->ledger, first, steps, rs->c->towers, &werr);
     if (rs->c->trace && steps > first) run_trace_steps(rs, first, steps);
-    rs->pending.s = TT_OK;
+    rs->ranks.pending.s = TT_OK;
     if (rs->out && rs->bar && !console) fputc('\n', rs->out);
     if (tt_trainer_halted(rs->tr) == TT_HALT_NONFINITE) return run_nonfinite(rs, epoch, steps, err);
-    if (rs->K > 1) {
+    if (rs->ranks.K > 1) {
         /* rank 0's stdout failed while the crew ran (its stop request halted every rank): every rank learns it first,
          * and it is the run's failure as in one process — no stop's checkpoint, an "error" record */
         if (console) *err = console_err;
@@ -511,48 +377,102 @@ static tt_status run_epoch_steps(run_state *rs, size_t epoch, size_t first, doub
     return TT_OK;
 }
 
-/* One epoch: its order, the steps (from `first`), validation, then console, log, trace and checkpoints. */
-static tt_status run_epoch(run_state *rs, size_t epoch, size_t first, tt_run_result *res, tt_error *err)
+/* The step loop's allocations so far (tt_run_result.allocs_after_first_step: none after the first step). */
+static void run_count_allocs(run_state *rs)
 {
+    rs->res->allocs_after_first_step = tt_alloc_count() + tt_trainer_device_allocs(rs->tr) - rs->allocs_mark;
+}
+
+/* An epoch: its order, the steps (from `first`), validation, then console, log, trace and TensorBoard; a signal
+ * that came between steps (while loading or validating) stops the run before it instead. */
+static tt_status run_epoch(void *ctx, tt_error *err)
+{
+    run_state *rs = (run_state *)ctx;
     const tt_run_config *c = rs->c;
+    const size_t epoch = rs->epoch, first = epoch == rs->start_epoch ? rs->start_step : 0;
     tt_status s;
+    if (epoch > c->epochs) return TT_OK; /* no epoch to run (--epochs 0) */
+    if (run_signal(rs)) {
+        char where[64];
+        snprintf(where, sizeof where, "before epoch %zu", epoch);
+        s = first ? run_stopped(rs, where, epoch, first, err)
+                  : run_stopped(rs, where, epoch - 1, epoch > 1 ? rs->steps : 0, err);
+        run_count_allocs(rs);
+        return s;
+    }
     if (c->before_epoch && (s = c->before_epoch(c->before_epoch_ctx, epoch, err)) != TT_OK) return s;
     tt_epoch_order(rs->idx, rs->train->n, c->seed, epoch);
     if (rs->out) fprintf(rs->out, "Epoch %zu/%zu\n", epoch, c->epochs);
     double e0 = tt_now();
     tt_trainer_set_epoch(rs->tr, epoch);
     tb_epoch_begin(rs, first);
-    if ((s = run_epoch_steps(rs, epoch, first, e0, err))) return s;
-    tt_epoch_stats es;
-    epoch_stats(rs, epoch, first, rs->steps, &es);
-    es.seconds = tt_now() - e0;
+    s = run_epoch_steps(rs, epoch, first, e0, err);
+    run_count_allocs(rs);
+    if (s) return s;
+    tt_epoch_stats *es = &rs->es;
+    epoch_stats(rs, epoch, first, rs->steps, es);
+    es->seconds = tt_now() - e0;
     double v0 = tt_now();
-    s = tt_trainer_evaluate(rs->tr, rs->val, &es.val, err);
+    s = tt_trainer_evaluate(rs->tr, rs->val, &es->val, err);
     if (s) return s;
     if (c->trace) {
         char name[32];
         snprintf(name, sizeof name, "epoch %zu", epoch);
-        if (rs->trace.out.buf) {
-            tt_trace_span(&rs->trace, name, e0, e0 + es.seconds);
-            tt_trace_span(&rs->trace, "validation", v0, tt_now());
+        if (rs->report.trace.out.buf) {
+            tt_trace_span(&rs->report.trace, name, e0, e0 + es->seconds);
+            tt_trace_span(&rs->report.trace, "validation", v0, tt_now());
         }
         run_trace_steps(rs, first, rs->steps); /* every rank gathers; rank 0 writes */
     }
-    print_epoch(rs, &es);
-    log_epoch(rs, &es);
-    tb_epoch(rs, &es);
-    /* K ranks: rank 0's trace, console or log may have failed; every rank learns it before the checkpoint's
-     * collectives */
-    if ((s = run_agree(rs, TT_OK, err))) return s;
-    if (epoch <= sizeof res->epochs / sizeof res->epochs[0]) res->epochs[epoch - 1] = es;
-    res->n_epochs = epoch;
-    return c->checkpoint_dir ? run_save_epoch(rs, epoch, &es, err) : TT_OK;
+    print_epoch(rs, es);
+    log_epoch(rs, es);
+    tb_epoch(rs, es);
+    return TT_OK; /* K ranks: rank 0's trace, console or log may have failed: agreed before the checkpoints */
 }
 
-/* The test set, its line and record, and the final weights. A signal stops the evaluation at a batch boundary: no
- * figures, and the final checkpoint (written before it) stays as it is. */
-static tt_status run_finish(run_state *rs, tt_run_result *res, tt_error *err)
+/* The epoch's figures in the result, and its checkpoints. */
+static tt_status run_epoch_saves(void *ctx, tt_error *err)
 {
+    run_state *rs = (run_state *)ctx;
+    const size_t epoch = rs->epoch;
+    tt_run_result *res = rs->res;
+    tt_status s = TT_OK;
+    if (epoch <= rs->c->epochs) {
+        if (epoch <= sizeof res->epochs / sizeof res->epochs[0]) res->epochs[epoch - 1] = rs->es;
+        res->n_epochs = epoch;
+        if (rs->c->checkpoint_dir) s = run_save_epoch(rs, epoch, &rs->es, err);
+    }
+    run_count_allocs(rs);
+    return s;
+}
+
+/* After an epoch's checkpoints: the next epoch's phase, or on past the epochs. */
+static size_t run_next_epoch(void *ctx, size_t at, size_t n)
+{
+    run_state *rs = (run_state *)ctx;
+    (void)n;
+    if (rs->epoch >= rs->c->epochs) return at + 1;
+    rs->epoch++;
+    return at - 1;
+}
+
+/* The end of training's checkpoint (unless the last epoch's is it). */
+static tt_status run_end_save(void *ctx, tt_error *err)
+{
+    run_state *rs = (run_state *)ctx;
+    const tt_run_config *c = rs->c;
+    if (c->checkpoint_dir && rs->ckpt.saved_step != (uint64_t)c->epochs * rs->steps)
+        return run_save(rs, c->epochs, rs->steps, NULL, err);
+    return TT_OK;
+}
+
+/* The test set, its line and record. A signal stops the evaluation at a batch boundary: no figures, and the final
+ * checkpoint (written before it) stays as it is. */
+static tt_status run_finish(void *ctx, tt_error *err)
+{
+    run_state *rs = (run_state *)ctx;
+    tt_run_result *res = rs->res;
+    if (run_signal(rs)) return run_stopped(rs, "before the test set", rs->c->epochs, rs->steps, err);
     tt_status s = tt_trainer_evaluate_stoppable(rs->tr, rs->test, &res->test, err);
     const int cut = s == TT_ERR_STOPPED;
     if (cut) s = TT_OK;             /* this rank's flag: every rank decides alike below */
@@ -566,83 +486,71 @@ static tt_status run_finish(run_state *rs, tt_run_result *res, tt_error *err)
     run_fail(rs, s, err); /* this rank's evaluation failed: no line, no record */
     print_test(rs, &res->test);
     log_test(rs, &res->test);
-    if ((s = run_agree(rs, s, err))) return s;
-    res->n_params = rs->model->n_params;
-    res->final_params = (float *)tt_malloc(rs->model->n_params * sizeof(float));
-    if (res->final_params) tt_trainer_get_params(rs->tr, res->final_params);
     return TT_OK;
 }
 
-/* Closes the trace (valid JSON however the run ended) and the log, the first error winning; then the run's last
- * agreement (not after a step whose cross-node collective failed: TT_HALT_NODE, where no other one can be trusted;
- * another failed collective has already left its failure to this one), and its memory. */
+/* The final weights; a signal during the test set's last batch stops the run here. */
+static tt_status run_final(void *ctx, tt_error *err)
+{
+    run_state *rs = (run_state *)ctx;
+    tt_run_result *res = rs->res;
+    res->n_params = rs->model->n_params;
+    res->final_params = (float *)tt_malloc(rs->model->n_params * sizeof(float));
+    if (res->final_params) tt_trainer_get_params(rs->tr, res->final_params);
+    if (run_signal(rs))
+        return run_stopped(rs, "while the test set was evaluated (it was finished)", rs->c->epochs, rs->steps, err);
+    return TT_OK;
+}
+
+/* The sides' files closed (report_close: the first error winning), then the run's last agreement (not after a step
+ * whose cross-node collective failed: TT_HALT_NODE, where no other one can be trusted; another failed collective has
+ * already left its failure to this one), and every part's memory. */
 static tt_status run_close(run_state *rs, tt_status s, tt_error *err)
 {
     run_fail(rs, s, err); /* this rank's first failure: one recorded before s, or s */
-    if ((s = rs->pending.s)) *err = rs->pending.err;
-    tt_error cerr;
-    tt_status ts = tt_trace_close(&rs->trace, &cerr);
-    if (!s && ts) {
-        *err = cerr;
-        s = ts;
-    }
-    if (s && !rs->log_ended) { /* any other way a run fails (a write, validation) still ends its log with a record */
-        static const char *const kinds[] = {[TT_OK] = "ok",           [TT_ERR_ARG] = "arg",
-                                            [TT_ERR_IO] = "io",       [TT_ERR_FORMAT] = "format",
-                                            [TT_ERR_NOMEM] = "memory", [TT_ERR_DEVICE] = "device",
-                                            [TT_ERR_MODEL] = "model", [TT_ERR_NUMERIC] = "nonfinite",
-                                            [TT_ERR_STOPPED] = "stopped"};
-        char fields[64];
-        const char *kind = (unsigned)s < sizeof kinds / sizeof *kinds ? kinds[s] : "?";
-        snprintf(fields, sizeof fields, "\"kind\":\"%s\",", kind);
-        log_end(rs, "error", fields, err);
-    }
-    tt_status ls = tt_out_close(&rs->log, &cerr);
-    if (!s && ls) {
-        *err = cerr;
-        s = ls;
-    }
-    if ((ls = tt_tb_close(&rs->tb, &cerr)) && !s) {
-        *err = cerr;
-        s = ls;
-    }
+    if ((s = rs->ranks.pending.s)) *err = rs->ranks.pending.err;
+    s = report_close(rs, s, err);
     if (tt_trainer_halted(rs->tr) != TT_HALT_NODE) s = run_agree(rs, s, err); /* the end: every rank alike */
     tt_trainer_free(rs->tr);
     rs->tr = NULL;
-    if (rs->dir_lock >= 0) close(rs->dir_lock); /* the directory is free for the next run */
-    if (rs->tb_lock >= 0) close(rs->tb_lock);
-    tt_free(rs->tb_towers);
-    tt_free(rs->live_buf);
-    tt_free(rs->live_width);
+    ckpt_close(rs); /* the directory is free for the next run */
+    ranks_close(rs);
     tt_free(rs->idx);
     tt_free(rs->step_secs);
     tt_free(rs->results);
     tt_free(rs->ledger);
     tt_free(rs->h_init);
-    tt_free(rs->ckpt_options);
     tt_free(rs->model_text);
-    tt_checkpoint_free(&rs->resume_ck);
-    for (int k = 0; k < TT_CKPT_MAX_SLOTS; k++) tt_free(rs->ck_full[k]);
-    tt_free(rs->clock_offsets);
-    tt_free(rs->trace_results);
-    tt_free(rs->trace_ledger);
-    tt_free(rs->rank_records);
     tt_free(rs->model);
     return s;
 }
 
-/* --resume of a run that finished all its epochs: one line, a "nothing_to_train" record, exit 0. */
-static tt_status run_nothing_left(run_state *rs, tt_error *err)
+/* ---- the run's phases --------------------------------------------------------------------------------------- */
+
+static tt_status run_ranks_check(void *rs, tt_error *err) { return ranks_check((run_state *)rs, err); }
+/* A --resume of a finished run ends after its line: no towers, no epochs. */
+static size_t run_next_start(void *rs, size_t at, size_t n)
 {
-    if (rs->out) {
-        fprintf(rs->out, "%s\n", rs->nothing_left);
-        print_flush(rs);
-    }
-    log_nothing_left(rs);
-    tt_status s = run_close(rs, TT_OK, err);
-    tt_free(rs);
-    return s;
+    return ((run_state *)rs)->ckpt.nothing_left[0] ? n : at + 1;
 }
+/* A cross-node collective failed (TT_HALT_NODE): no agreement can be trusted. */
+static int run_broken(void *rs) { return tt_trainer_halted(((run_state *)rs)->tr) == TT_HALT_NODE; }
+
+/* Every rank walks these in this order; at each one's return every rank learns how it went on every rank (a
+ * failure only one rank knows — rank 0's output, a checkpoint, a part of opening — ends the job there, on every rank,
+ * with its line); only a failed collective is left to abort the job. */
+static const tt_run_phase g_phases[] = {
+    {run_open_local, NULL},              /* this rank's part of opening */
+    {run_ranks_check, NULL},             /* every rank's configuration against rank 0's */
+    {run_open_resume, NULL},             /* the banner, --resume's checkpoint */
+    {run_start, run_next_start},         /* the towers, the trace, the event files */
+    {run_ranks_record, NULL},            /* what every rank holds, in the log */
+    {run_epoch, NULL},                   /* an epoch's steps, validation, lines and records */
+    {run_epoch_saves, run_next_epoch},   /* its checkpoints; then the next epoch */
+    {run_end_save, NULL},                /* the end of training's checkpoint */
+    {run_finish, NULL},                  /* the test set */
+    {run_final, NULL},                   /* the final weights */
+};
 
 tt_status tt_run_on(const tt_run_config *c, const tt_dataset *train, const tt_dataset *val, const tt_dataset *test,
                     FILE *out, tt_run_result *res, tt_error *err)
@@ -652,48 +560,24 @@ tt_status tt_run_on(const tt_run_config *c, const tt_dataset *train, const tt_da
     if (c->towers > c->batch)
         return tt_fail(err, TT_ERR_ARG, "--towers %zu is more than --batch %zu: every tower needs at least one sample",
                        c->towers, c->batch);
+    tt_run_opts_check();
     run_state *rs = (run_state *)tt_calloc(1, sizeof *rs);
     if (!rs) return tt_fail(err, TT_ERR_NOMEM, "out of memory");
     rs->c = c;
-    rs->dir_lock = rs->tb_lock = -1;
-    rs->nd = c->node ? c->node : tt_node_world();
-    rs->K = rs->nd->size > 1 ? rs->nd->size : 1;
-    rs->rank0 = rs->nd->rank == 0;
+    rs->res = res;
     rs->start_epoch = 1;
-    rs->best = NAN;
     rs->train = train;
     rs->val = val;
     rs->test = test;
     rs->out = c->progress == TT_PROGRESS_QUIET ? NULL : out;
     const int tty = rs->out && isatty(fileno(out));
     rs->bar = rs->out && (c->progress == TT_PROGRESS_BAR || (c->progress == TT_PROGRESS_AUTO && tty));
-    rs->live = tty && c->progress == TT_PROGRESS_TOWERS; /* not a terminal: lines */
-    tt_status s = run_open(rs, err);
-    if (!s && rs->nothing_left[0]) return run_nothing_left(rs, err);
-    uint64_t allocs_mark = tt_alloc_count() + tt_trainer_device_allocs(rs->tr);
-    char where[64];
-    /* K ranks: a failure only one rank knows (rank 0's output, a checkpoint) is recorded and agreed at the next
-     * agreement (run_agree): after each epoch, each checkpoint and the test set, so all ranks leave together; only
-     * a failed collective is left to abort the job */
-    for (size_t epoch = rs->start_epoch; !s && epoch <= c->epochs; epoch++) {
-        const size_t first = epoch == rs->start_epoch ? rs->start_step : 0;
-        if (run_signal(rs)) { /* it came between steps: while loading or validating */
-            snprintf(where, sizeof where, "before epoch %zu", epoch);
-            s = first ? run_stopped(rs, where, epoch, first, err)
-                      : run_stopped(rs, where, epoch - 1, epoch > 1 ? rs->steps : 0, err);
-        } else {
-            s = run_epoch(rs, epoch, first, res, err);
-        }
-        if (!s || tt_trainer_halted(rs->tr) != TT_HALT_NODE) s = run_agree(rs, s, err);
-    }
-    res->allocs_after_first_step = tt_alloc_count() + tt_trainer_device_allocs(rs->tr) - allocs_mark;
-    if (!s && c->checkpoint_dir && rs->saved_step != (uint64_t)c->epochs * rs->steps) { /* the end of training */
-        s = run_save(rs, c->epochs, rs->steps, NULL, err);
-    }
-    if (!s && run_signal(rs)) s = run_stopped(rs, "before the test set", c->epochs, rs->steps, err);
-    if (!s) s = run_finish(rs, res, err);
-    if (!s && run_signal(rs))
-        s = run_stopped(rs, "while the test set was evaluated (it was finished)", c->epochs, rs->steps, err);
+    ranks_init(rs);
+    ckpt_init(rs);
+    report_init(rs);
+    rs->report.live = tty && c->progress == TT_PROGRESS_TOWERS; /* not a terminal: lines */
+    const size_t n = sizeof g_phases / sizeof g_phases[0];
+    tt_status s = tt_run_phases(g_phases, n, rs->ranks.nd, &rs->ranks.pending, run_broken, rs, err);
     s = run_close(rs, s, err);
     tt_free(rs);
     return s;

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <json-c/json.h>
 
@@ -25,49 +26,96 @@ void resume_notice_busy(const char *dir)
 }
 
 
-/* The checkpoints' model description ("builtin:NAME" or "file:PATH") and options, built once for the run: what eval
- * and predict rebuild the model from (input shape, classes, vocabulary, a model file's text), which training data it
- * was (the resume check), and the run's other options. */
-tt_status run_ckpt_options(run_state *rs, tt_error *err)
+void ckpt_init(run_state *rs)
+{
+    rs->ckpt.dir_lock = -1;
+    rs->ckpt.best = NAN;
+}
+
+tt_status ckpt_open(run_state *rs, tt_error *err)
 {
     const tt_run_config *c = rs->c;
+    tt_status s;
+    if (rs->ranks.K > 1 && rs->ranks.rank0 && c->checkpoint_dir && c->node_reduce == TT_NODE_PS) {
+        const int n = (int)tt_optim_state_floats(&rs->tc.optim);
+        for (int k = 0; k < n; k++)
+            if (!(rs->ckpt.full[k] = (float *)tt_malloc(rs->model->n_params * sizeof(float))))
+                return tt_fail(err, TT_ERR_NOMEM, "out of memory");
+    }
+    if (rs->ranks.rank0 && c->checkpoint_dir && ((s = tt_ckpt_dir_ready(c->checkpoint_dir, err)) ||
+                                                 (s = tt_ckpt_dir_lock(c->checkpoint_dir, &rs->ckpt.dir_lock, err))))
+        return s;
+    return TT_OK;
+}
+
+void ckpt_close(run_state *rs)
+{
+    if (rs->ckpt.dir_lock >= 0) close(rs->ckpt.dir_lock); /* the directory is free for the next run */
+    tt_free(rs->ckpt.options);
+    tt_checkpoint_free(&rs->ckpt.resume_ck);
+    for (int k = 0; k < TT_CKPT_MAX_SLOTS; k++) tt_free(rs->ckpt.full[k]);
+}
+
+/* The checkpoints' model description ("builtin:NAME" or "file:PATH") and options, built once for the run: what eval
+ * and predict rebuild the model from (input shape, classes, vocabulary, a model file's text), which training data it
+ * was (the resume check), the options table's rows at TT_AT_CKPT, and the options a resume must give again — each
+ * key at its place. */
+tt_status run_ckpt_options(run_state *rs, tt_error *err)
+{
+    enum { CKPT_FIELDS = 13 };
+    const tt_run_config *c = rs->c;
     const char *file = tt_model_file(rs->model);
-    snprintf(rs->ckpt_desc, sizeof rs->ckpt_desc, "%s:%s", file ? "file" : "builtin", file ? file : c->model);
+    snprintf(rs->ckpt.desc, sizeof rs->ckpt.desc, "%s:%s", file ? "file" : "builtin", file ? file : c->model);
     const char *text = rs->model_text;
     const tt_shape *in = &rs->model->input_shape;
     json_object *opt = json_object_new_object(), *shape = json_object_new_array();
+    json_object *at[CKPT_FIELDS + 1] = {NULL}; /* the run's own fields, each at its place (NULL: an option's) */
     char crc[16];
     snprintf(crc, sizeof crc, "%08x", (unsigned)rs->data_crc);
     if (opt && shape) {
         for (int i = 0; i < in->ndim; i++) json_object_array_add(shape, json_object_new_int64((int64_t)in->d[i]));
-        json_object_object_add(opt, "input", shape);
+        at[1] = shape;
         shape = NULL; /* opt owns it */
-        json_object_object_add(opt, "classes", json_object_new_int64((int64_t)rs->model->n_classes));
-        json_object_object_add(opt, "vocab", json_object_new_int64((int64_t)rs->model->token_vocab));
-        if (text) json_object_object_add(opt, "model_text", json_object_new_string(text));
-        json_object_object_add(opt, "layers", tt_checkpoint_layers_json(rs->model)); /* resume compares them */
-        json_object_object_add(opt, "train_samples", json_object_new_int64((int64_t)rs->train->n));
-        json_object_object_add(opt, "val_samples", json_object_new_int64((int64_t)rs->val->n));
-        json_object_object_add(opt, "train_crc32", json_object_new_string(crc));
-        json_object_object_add(opt, "epochs", json_object_new_int64((int64_t)c->epochs));
-        json_object_object_add(opt, "reduce", json_object_new_string(tt_reduce_name(c->reduce)));
-        json_object_object_add(opt, "lr_scaling",
-                               json_object_new_string(tt_lr_scaling_names[c->lr_scaling]));
-        json_object_object_add(opt, "base_lr", json_object_new_double((double)c->optim.lr));
+        at[2] = json_object_new_int64((int64_t)rs->model->n_classes);
+        at[3] = json_object_new_int64((int64_t)rs->model->token_vocab);
+        at[4] = text ? json_object_new_string(text) : NULL; /* a model file's text */
+        at[5] = tt_checkpoint_layers_json(rs->model); /* resume compares them */
+        at[6] = json_object_new_int64((int64_t)rs->train->n);
+        at[7] = json_object_new_int64((int64_t)rs->val->n);
+        at[8] = json_object_new_string(crc);
+        at[12] = json_object_new_double((double)c->optim.lr);
         json_object *same = json_object_new_array(); /* what a resume must give again (tt_run_config.resume_same) */
         for (const char *l = c->resume_same; same && *l;) {
             const size_t len = strcspn(l, "\n");
             json_object_array_add(same, json_object_new_string_len(l, (int)len));
             l += len + (l[len] == '\n');
         }
-        json_object_object_add(opt, "same", same);
+        at[13] = same;
+        static const char *const keys[CKPT_FIELDS + 1] = {
+            NULL, "input", "classes", "vocab", "model_text", "layers", "train_samples", "val_samples", "train_crc32",
+            [12] = "base_lr", "same"};
+        for (int p = 1; p <= CKPT_FIELDS; p++) {
+            const tt_run_opt *o = tt_run_opt_at(TT_AT_CKPT, p);
+            TT_ASSERT(!o != !keys[p]); /* every place is the run's or an option's */
+            if (!o) {
+                if (at[p]) json_object_object_add(opt, keys[p], at[p]);
+                continue;
+            }
+            char key[48], words[64];
+            tt_run_opt_key(o, key, sizeof key);
+            const uint64_t v = tt_run_opt_value(o, c);
+            json_object_object_add(opt, key,
+                                   tt_run_opt_is_number(o) ? json_object_new_int64((int64_t)v)
+                                                           : json_object_new_string(tt_run_opt_words(o, v, words,
+                                                                                                     sizeof words)));
+        }
         const char *j = json_object_to_json_string_ext(opt, JSON_C_TO_STRING_PLAIN);
-        if (j && (rs->ckpt_options = (char *)tt_malloc(strlen(j) + 1)) != NULL)
-            memcpy(rs->ckpt_options, j, strlen(j) + 1);
+        if (j && (rs->ckpt.options = (char *)tt_malloc(strlen(j) + 1)) != NULL)
+            memcpy(rs->ckpt.options, j, strlen(j) + 1);
     }
     json_object_put(opt);
     json_object_put(shape);
-    return rs->ckpt_options ? TT_OK : tt_fail(err, TT_ERR_NOMEM, "out of memory for the checkpoints' options");
+    return rs->ckpt.options ? TT_OK : tt_fail(err, TT_ERR_NOMEM, "out of memory for the checkpoints' options");
 }
 
 /* Writes the run's state after `step` steps of epoch `epoch` (between steps: the trainer is idle, and its master
@@ -80,20 +128,20 @@ static void run_save_here(run_state *rs, size_t epoch, size_t step, const char *
 tt_status run_save(run_state *rs, size_t epoch, size_t step, const char *path, tt_error *err)
 {
     tt_status s = TT_OK;
-    if (rs->K > 1 && rs->c->node_reduce == TT_NODE_PS) {
+    if (rs->ranks.K > 1 && rs->c->node_reduce == TT_NODE_PS) {
         tt_optim *o = tt_trainer_optim(rs->tr);
         tt_optim_slot sl[TT_CKPT_MAX_SLOTS];
         const int n = tt_optim_slots(o, sl);
         for (int k = 0; !s && k < n; k++)
-            s = tt_node_gather_slices(rs->nd, sl[k].data, rs->ck_full[k], rs->model->n_params, err);
+            s = tt_node_gather_slices(rs->ranks.nd, sl[k].data, rs->ckpt.full[k], rs->model->n_params, err);
     }
     run_fail(rs, s, err);
-    if (!rs->pending.s && rs->rank0) run_save_here(rs, epoch, step, path);
+    if (!rs->ranks.pending.s && rs->ranks.rank0) run_save_here(rs, epoch, step, path);
     if ((s = run_agree(rs, TT_OK, err))) return s;
     if (!path) { /* every rank: the end-of-training decision, and whether a stop must write */
-        rs->saved_step = (uint64_t)(epoch - 1) * rs->steps + step;
-        rs->written_epoch = epoch;
-        rs->written_step = step;
+        rs->ckpt.saved_step = (uint64_t)(epoch - 1) * rs->steps + step;
+        rs->ckpt.written_epoch = epoch;
+        rs->ckpt.written_step = step;
     }
     return TT_OK;
 }
@@ -120,18 +168,18 @@ static void run_save_here(run_state *rs, size_t epoch, size_t step, const char *
     ck.batch = rs->tc.batch;
     ck.optim = o->cfg;
     ck.u_product = o->u_product;
-    ck.best = rs->best;
-    ck.towers = c->towers * (size_t)rs->K; /* every tower of the job */
+    ck.best = rs->ckpt.best;
+    ck.towers = c->towers * (size_t)rs->ranks.K; /* every tower of the job */
     snprintf(ck.backend, sizeof ck.backend, "%s", rs->ops->name);
-    ck.model_desc = rs->ckpt_desc;
-    ck.options = rs->ckpt_options;
+    ck.model_desc = rs->ckpt.desc;
+    ck.options = rs->ckpt.options;
     ck.n_params = rs->model->n_params;
     ck.params = (float *)tt_trainer_params(rs->tr); /* read only: the writer does not change a tensor */
     tt_optim_slot sl[TT_CKPT_MAX_SLOTS];
     ck.n_slots = tt_optim_slots(o, sl);
     for (int k = 0; k < ck.n_slots; k++) {
         snprintf(ck.slot_names[k], sizeof ck.slot_names[k], "%s", sl[k].name);
-        ck.slots[k] = rs->ck_full[k] ? rs->ck_full[k] : sl[k].data; /* ps: the gathered vectors */
+        ck.slots[k] = rs->ckpt.full[k] ? rs->ckpt.full[k] : sl[k].data; /* ps: the gathered vectors */
     }
     tt_error e;
     tt_status s = tt_checkpoint_write(path, rs->model, &ck, &e);
@@ -147,15 +195,15 @@ static void run_save_here(run_state *rs, size_t epoch, size_t step, const char *
                 mb, 1e3 * secs);
         print_flush(rs);
     }
-    if (rs->log.buf && !rs->pending.s) {
-        tt_out_printf(&rs->log, "{\"event\":\"checkpoint\",\"epoch\":%zu,\"step\":%zu,", epoch, step);
-        tt_out_json_str(&rs->log, "path", path, 1);
-        tt_out_json_num(&rs->log, "megabytes", mb, 1);
-        tt_out_json_num(&rs->log, "seconds", secs, 0);
-        tt_out_printf(&rs->log, "}\n");
-        run_fail(rs, tt_out_commit(&rs->log, &e), &e);
+    if (rs->report.log.buf && !rs->ranks.pending.s) {
+        tt_out_printf(&rs->report.log, "{\"event\":\"checkpoint\",\"epoch\":%zu,\"step\":%zu,", epoch, step);
+        tt_out_json_str(&rs->report.log, "path", path, 1);
+        tt_out_json_num(&rs->report.log, "megabytes", mb, 1);
+        tt_out_json_num(&rs->report.log, "seconds", secs, 0);
+        tt_out_printf(&rs->report.log, "}\n");
+        run_fail(rs, tt_out_commit(&rs->report.log, &e), &e);
     }
-    if (path == periodic && !rs->pending.s) run_fail(rs, tt_ckpt_prune(c->checkpoint_dir, c->keep, &e), &e);
+    if (path == periodic && !rs->ranks.pending.s) run_fail(rs, tt_ckpt_prune(c->checkpoint_dir, c->keep, &e), &e);
 }
 
 /* After an epoch's validation: --save-every-epoch (or a --save-every-steps boundary at the epoch's end), and
@@ -169,9 +217,10 @@ tt_status run_save_epoch(run_state *rs, size_t epoch, const tt_epoch_stats *es, 
     if (c->save_best && rs->val->n) { /* first: the periodic checkpoint must carry the new best, or a run resumed
                                        * from it overwrites best.safetensors with a worse epoch */
         const double v = c->save_best == TT_SAVE_BEST_VAL_LOSS ? es->val.loss : es->val.accuracy;
-        const int better = isnan(rs->best) || (c->save_best == TT_SAVE_BEST_VAL_LOSS ? v < rs->best : v > rs->best);
+        double *best = &rs->ckpt.best;
+        const int better = isnan(*best) || (c->save_best == TT_SAVE_BEST_VAL_LOSS ? v < *best : v > *best);
         if (better && isfinite(v)) {
-            rs->best = v;
+            *best = v;
             improved = 1;
         }
     }
@@ -190,10 +239,11 @@ tt_status run_save_epoch(run_state *rs, size_t epoch, const tt_epoch_stats *es, 
 void run_save_on_stop(run_state *rs, size_t epoch, size_t step, char *note, size_t len)
 {
     note[0] = '\0';
-    if (!rs->ckpt_options || epoch == 0) return; /* no --checkpoint-dir, or nothing trained yet: nothing to save */
+    if (!rs->ckpt.options || epoch == 0) return; /* no --checkpoint-dir, or nothing trained yet: nothing to save */
     char path[4096];
     tt_ckpt_path(path, sizeof path, rs->c->checkpoint_dir, epoch, step);
-    if (rs->written_epoch == epoch && rs->written_step == step) { /* this very state is on disk: left as it is */
+    const run_ckpt *cp = &rs->ckpt;
+    if (cp->written_epoch == epoch && cp->written_step == step) { /* this very state is on disk: left as it is */
         snprintf(note, len, "; checkpoint %.3000s (written before the stop)", path);
         return;
     }
@@ -238,7 +288,7 @@ static tt_status resume_same_options(const run_state *rs, const tt_checkpoint *c
     for (size_t l = 0; l < rs->model->n_layers; l++) has_bn |= rs->model->layers[l].kind == &tt_layer_batchnorm;
     /* the towers may change — the host sums every tower's rows into the same step — except where a tower's own rows
      * set what it computes: batchnorm's statistics per tower (--bn-sync off) and --sync ssp/async's staleness */
-    const size_t towers = c->towers * (size_t)rs->K;
+    const size_t towers = c->towers * (size_t)rs->ranks.K;
     const int per_tower = (has_bn && !c->bn_sync) || c->sync.kind == TT_SYNC_SSP || c->sync.kind == TT_SYNC_ASYNC;
     if (per_tower && ck->towers != towers)
         return tt_fail(err, TT_ERR_ARG, "%s: trained with %zu towers, this run has %zu (give the same: %s a tower's own "
@@ -270,17 +320,18 @@ static tt_status resume_same_options(const run_state *rs, const tt_checkpoint *c
 }
 
 /* --resume: rank 0 (or the one process) finds the checkpoint (a directory's newest valid one) and reads it; every rank
- * of a job gets its bytes (the other nodes need not see rank 0's disk) and parses them into rs->resume_ck. */
+ * of a job gets its bytes (the other nodes need not see rank 0's disk) and parses them into rs->ckpt.resume_ck. */
 static tt_status run_resume_bytes(run_state *rs, char *path, size_t len, tt_error *err)
 {
     const tt_run_config *c = rs->c;
-    tt_checkpoint *ck = &rs->resume_ck;
+    tt_checkpoint *ck = &rs->ckpt.resume_ck;
     struct stat st;
     uint8_t *buf = NULL;
     size_t n = 0;
     tt_status s = TT_OK;
     snprintf(path, len, "%s", c->resume);
-    if (rs->rank0 && !rs->pending.s) { /* a failure already recorded (the banner): nothing read, agreed below */
+    if (rs->ranks.rank0 && !rs->ranks.pending.s) { /* a failure recorded already (the banner): nothing read, agreed
+                                                    * below */
         size_t skipped = 0;
         if (stat(c->resume, &st) == 0 && S_ISDIR(st.st_mode)) {
             s = tt_ckpt_newest(c->resume, rs->model, ck, path, len, &skipped, err);
@@ -296,11 +347,11 @@ static tt_status run_resume_bytes(run_state *rs, char *path, size_t len, tt_erro
         return s;
     }
     uint64_t n64 = n;
-    s = tt_node_bcast(rs->nd, &n64, sizeof n64, err);
-    if (!s) s = tt_node_bcast(rs->nd, path, len, err);
-    if (!s && !rs->rank0 && !(buf = (uint8_t *)tt_malloc(n64 ? (size_t)n64 : 1)))
+    s = tt_node_bcast(rs->ranks.nd, &n64, sizeof n64, err);
+    if (!s) s = tt_node_bcast(rs->ranks.nd, path, len, err);
+    if (!s && !rs->ranks.rank0 && !(buf = (uint8_t *)tt_malloc(n64 ? (size_t)n64 : 1)))
         s = tt_fail(err, TT_ERR_NOMEM, "out of memory for the checkpoint's %llu bytes", (unsigned long long)n64);
-    if ((s = run_agree(rs, s, err)) == TT_OK) s = tt_node_bcast(rs->nd, buf, (size_t)n64, err);
+    if ((s = run_agree(rs, s, err)) == TT_OK) s = tt_node_bcast(rs->ranks.nd, buf, (size_t)n64, err);
     path[len - 1] = '\0';
     if (!s) s = tt_checkpoint_parse(buf, (size_t)n64, path, rs->model, ck, err);
     tt_free(buf);
@@ -312,7 +363,7 @@ static tt_status run_resume_bytes(run_state *rs, char *path, size_t len, tt_erro
  * fresh (its state belonged to the other training) and the run from epoch 1, step 1, as a new run does. */
 static tt_status resume_weights_only(run_state *rs, const char *what, tt_error *err)
 {
-    const tt_checkpoint *ck = &rs->resume_ck;
+    const tt_checkpoint *ck = &rs->ckpt.resume_ck;
     (void)err;
     memcpy(rs->h_init, ck->params, rs->model->n_params * sizeof(float));
     if (rs->out) {
@@ -331,7 +382,7 @@ static tt_status resume_weights_only(run_state *rs, const char *what, tt_error *
 tt_status run_resume_load(run_state *rs, tt_error *err)
 {
     const tt_run_config *c = rs->c;
-    tt_checkpoint *ck = &rs->resume_ck;
+    tt_checkpoint *ck = &rs->ckpt.resume_ck;
     char path[4096];
     tt_status s = run_resume_bytes(rs, path, sizeof path, err);
     if (s) return s;
@@ -372,8 +423,9 @@ tt_status run_resume_load(run_state *rs, tt_error *err)
     if (done && ck->epoch == c->epochs) { /* a finished run: a clean no-op, said in one line (tt_run_on) */
         char esc[300];
         tt_escape(path, esc, sizeof esc);
-        snprintf(rs->nothing_left, sizeof rs->nothing_left, "resume: %s: nothing left to train (epochs %llu of %zu "
-                 "done)", esc, (unsigned long long)ck->epoch, c->epochs);
+        snprintf(rs->ckpt.nothing_left, sizeof rs->ckpt.nothing_left,
+                 "resume: %s: nothing left to train (epochs %llu of %zu done)", esc, (unsigned long long)ck->epoch,
+                 c->epochs);
         return TT_OK;
     }
     if (rs->start_epoch > c->epochs) /* beyond --epochs: the flag was meant otherwise */
@@ -382,8 +434,8 @@ tt_status run_resume_load(run_state *rs, tt_error *err)
                        "initial_epoch does): nothing to train",
                        path, (unsigned long long)ck->epoch, c->epochs);
     memcpy(rs->h_init, ck->params, rs->model->n_params * sizeof(float));
-    rs->best = ck->best;
-    rs->saved_step = ck->global_step;
+    rs->ckpt.best = ck->best;
+    rs->ckpt.saved_step = ck->global_step;
     if (rs->out) {
         char esc[300];
         tt_escape(path, esc, sizeof esc);
@@ -398,7 +450,7 @@ tt_status run_resume_load(run_state *rs, tt_error *err)
  * memory goes. */
 void run_resume_optim(run_state *rs)
 {
-    tt_checkpoint *ck = &rs->resume_ck;
+    tt_checkpoint *ck = &rs->ckpt.resume_ck;
     if (rs->c->resume_weights_only) { /* a fresh optimizer */
         tt_checkpoint_free(ck);
         return;

@@ -66,30 +66,31 @@ int live_fits(run_state *rs)
 
 tt_status live_open(run_state *rs, tt_error *err)
 {
-    rs->live_cap = (rs->c->towers + 6) * LIVE_LANE_BYTES;
-    rs->live_buf = (char *)tt_malloc(rs->live_cap);
-    rs->live_width = (int *)tt_calloc(rs->c->towers + 6, sizeof(int));
-    return rs->live_buf && rs->live_width ? TT_OK : tt_fail(err, TT_ERR_NOMEM, "out of memory");
+    rs->report.live_cap = (rs->c->towers + 6) * LIVE_LANE_BYTES;
+    rs->report.live_buf = (char *)tt_malloc(rs->report.live_cap);
+    rs->report.live_width = (int *)tt_calloc(rs->c->towers + 6, sizeof(int));
+    return rs->report.live_buf && rs->report.live_width ? TT_OK : tt_fail(err, TT_ERR_NOMEM, "out of memory");
 }
 
 /* Appends text to the frame (bounded: a frame that would not fit is cut, never overrun). */
 static void put(run_state *rs, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void put(run_state *rs, const char *fmt, ...)
 {
-    if (rs->live_len >= rs->live_cap) return;
+    run_report *r = &rs->report;
+    if (r->live_len >= r->live_cap) return;
     va_list ap;
     va_start(ap, fmt);
-    const int n = vsnprintf(rs->live_buf + rs->live_len, rs->live_cap - rs->live_len, fmt, ap);
+    const int n = vsnprintf(r->live_buf + r->live_len, r->live_cap - r->live_len, fmt, ap);
     va_end(ap);
-    if (n > 0) rs->live_len += (size_t)n;
-    if (rs->live_len > rs->live_cap) rs->live_len = rs->live_cap;
+    if (n > 0) r->live_len += (size_t)n;
+    if (r->live_len > r->live_cap) r->live_len = r->live_cap;
 }
 
 /* Ends a frame line of `width` visible characters (recorded: a resize must know what wraps). */
 static void end_line(run_state *rs, int width)
 {
     put(rs, "\033[K\n");
-    rs->live_width[rs->live_lines++] = width;
+    rs->report.live_width[rs->report.live_lines++] = width;
 }
 
 /* A line of plain text, cut to the terminal's width. */
@@ -162,7 +163,7 @@ static void frame(run_state *rs, int cols, size_t begin, size_t done, double ela
         snprintf(label, sizeof label, "tower %zu", t);
         lane(rs, label, TOWER_SEGS, v, TT_TOWER_PHASES + 1, w, tt_trainer_live_phase(rs->tr, t));
     }
-    lane(rs, "host", HOST_SEGS, host, rs->K > 1 ? HOST_N : HOST_N - 1, w, -1);
+    lane(rs, "host", HOST_SEGS, host, rs->ranks.K > 1 ? HOST_N : HOST_N - 1, w, -1);
     /* the legend: each segment coloured, as far as the width allows */
     put(rs, "\r  %-9s ", "");
     int used = 12;
@@ -184,8 +185,8 @@ static void frame(run_state *rs, int cols, size_t begin, size_t done, double ela
 static int frame_rows(const run_state *rs, int cols)
 {
     int rows = 0;
-    for (int i = 0; i < rs->live_lines; i++)
-        rows += rs->live_width[i] > cols ? (rs->live_width[i] + cols - 1) / cols : 1;
+    for (int i = 0; i < rs->report.live_lines; i++)
+        rows += rs->report.live_width[i] > cols ? (rs->report.live_width[i] + cols - 1) / cols : 1;
     return rows;
 }
 
@@ -193,20 +194,20 @@ static int frame_rows(const run_state *rs, int cols)
  * turn: a handler reading the old one while this one is written sees a whole string). */
 static void arm_restore(run_state *rs, int cols)
 {
-    const int k = rs->live_restore_k ^= 1;
-    const int rows = rs->live_lines ? frame_rows(rs, cols > 0 ? cols : 1) : 0;
+    const int k = rs->report.live_restore_k ^= 1;
+    const int rows = rs->report.live_lines ? frame_rows(rs, cols > 0 ? cols : 1) : 0;
     if (rows)
-        snprintf(rs->live_restore[k], sizeof rs->live_restore[k], "\033[%dA\r\033[J%s", rows, RESTORE);
+        snprintf(rs->report.live_restore[k], sizeof rs->report.live_restore[k], "\033[%dA\r\033[J%s", rows, RESTORE);
     else
-        snprintf(rs->live_restore[k], sizeof rs->live_restore[k], "%s", RESTORE);
-    tt_signal_restore(fileno(rs->out), rs->live_restore[k]);
+        snprintf(rs->report.live_restore[k], sizeof rs->report.live_restore[k], "%s", RESTORE);
+    tt_signal_restore(fileno(rs->out), rs->report.live_restore[k]);
 }
 
 /* Writes the frame in one write; a console that fails is the run's failure, as for the bar. */
 static void flush_frame(run_state *rs)
 {
-    if (rs->live_len) fwrite(rs->live_buf, 1, rs->live_len, rs->out);
-    rs->live_len = 0;
+    if (rs->report.live_len) fwrite(rs->report.live_buf, 1, rs->report.live_len, rs->out);
+    rs->report.live_len = 0;
     print_flush(rs);
 }
 
@@ -216,22 +217,24 @@ static void erase(run_state *rs, int cols)
     const int rows = frame_rows(rs, cols > 0 ? cols : 1);
     if (rows) put(rs, "\033[%dA", rows);
     put(rs, "\r\033[J");
-    rs->live_lines = 0;
+    rs->report.live_lines = 0;
 }
 
 int live_draw(run_state *rs, size_t begin, size_t done, double e0, double loss, double acc)
 {
     const double now = tt_now();
-    if (rs->live_lines && now - rs->live_t < 1.0 / LIVE_HZ) return 1;
-    rs->live_t = now;
+    if (rs->report.live_lines && now - rs->report.live_t < 1.0 / LIVE_HZ) return 1;
+    rs->report.live_t = now;
     int cols, rows;
     term_size(rs->out, &cols, &rows);
     const int cont = tt_signal_continued();
-    if (cont != rs->live_cont) { /* stopped (Ctrl-Z) and continued: the handler erased the frame and showed the cursor */
-        rs->live_cont = cont;
-        rs->live_lines = 0;
+    if (cont != rs->report.live_cont) { /* stopped (Ctrl-Z) and continued: the handler erased the frame and showed
+                                         * the cursor */
+        rs->report.live_cont = cont;
+        rs->report.live_lines = 0;
     }
-    if (!rs->live_lines) { /* the first frame of this run of steps: hide the cursor, and say how to show it again */
+    if (!rs->report.live_lines) { /* the first frame of this run of steps: hide the cursor, and say how to show it
+                                   * again */
         arm_restore(rs, cols);
         put(rs, "\033[?25l");
     } else {
@@ -251,8 +254,8 @@ int live_draw(run_state *rs, size_t begin, size_t done, double e0, double loss, 
 
 void live_end(run_state *rs)
 {
-    if (tt_signal_continued() != rs->live_cont) rs->live_lines = 0; /* a stop erased it already */
-    if (!rs->live_lines) return;
+    if (tt_signal_continued() != rs->report.live_cont) rs->report.live_lines = 0; /* a stop erased it already */
+    if (!rs->report.live_lines) return;
     int cols, rows;
     term_size(rs->out, &cols, &rows);
     erase(rs, cols);

@@ -1,13 +1,17 @@
 /* train_report.c — the reporting side of a training run: the banner, the Keras-style console lines (a live bar on
- * a terminal), the JSON-lines log's records and the trace's steps. Not for: when they are written (the run's flow,
- * train.c), a checkpoint's line and record (train_ckpt.c, with the save), or the step's ledger (ledger.c). */
+ * a terminal), the JSON-lines log's records (the start record from the options table's rows and the run's own
+ * fields), the trace's steps, TensorBoard's scalars; and the side's part of the run's state, opened and closed here.
+ * Not for: when they are written (the run's flow, train.c), a checkpoint's line and record (train_ckpt.c, with the
+ * save), the live view's frames (train_live.c), or the step's ledger (ledger.c). */
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "tt_blas.h"
 #include "train_run.h"
@@ -40,7 +44,7 @@ void print_bar(FILE *out, size_t first, size_t step, size_t steps, double elapse
 void print_flush(run_state *rs)
 {
     tt_error e;
-    if (rs->out && !rs->pending.s) run_fail(rs, tt_flush_stdout(rs->out, &e), &e);
+    if (rs->out && !rs->ranks.pending.s) run_fail(rs, tt_flush_stdout(rs->out, &e), &e);
 }
 
 /* The banner and the links between the towers' devices (peer access is enabled here: the trainer asks again, and
@@ -49,7 +53,7 @@ void print_banner(run_state *rs)
 {
     const tt_run_config *c = rs->c;
     FILE *out = rs->out;
-    if (!out || rs->pending.s) return;
+    if (!out || rs->ranks.pending.s) return;
     int ords[TT_MAX_DEVICES], link[TT_MAX_DEVICES * TT_MAX_DEVICES];
     const int n = tt_trainer_link_devices(&rs->tc, ords);
     tt_error e;
@@ -62,7 +66,7 @@ void print_banner(run_state *rs)
     fprintf(out, "towertrain %s | backend %s (%d device%s) | %zu tower%s | batch %zu", TT_VERSION, rs->ops->name,
             rs->be.n_devices, rs->be.n_devices == 1 ? "" : "s", N, N == 1 ? "" : "s", c->batch);
     if (B < c->batch) fprintf(out, " (more than the %zu training samples: shards sized for %zu)", rs->train->n, B);
-    const size_t G = N * (size_t)rs->K; /* every tower of the job */
+    const size_t G = N * (size_t)rs->ranks.K; /* every tower of the job */
     fprintf(out, " (shards of %zu..%zu) | --reduce %s", B / G, (B + G - 1) / G, tt_reduce_name(c->reduce));
     if (c->update != TT_UPDATE_HOST) fprintf(out, " --update %s", tt_update_name(c->update));
     if (c->data_on) { /* the design of the data phase: the training set held on the devices */
@@ -76,10 +80,10 @@ void print_banner(run_state *rs)
     if (c->epilogues) fprintf(out, " --epilogues lt (a dense layer's GEMM, bias and relu as one cuBLASLt call where "
                               "the backend has one)");
     fputc('\n', out);
-    if (rs->K > 1)
+    if (rs->ranks.K > 1)
         fprintf(out, "job: %d ranks x %zu tower%s = %zu towers (mpirun; %d on this machine, %d host thread%s each) | "
-                "--node-reduce %s\n", rs->K, N, N == 1 ? "" : "s", G, rs->nd->local_size, rs->tc.host_threads,
-                rs->tc.host_threads == 1 ? "" : "s", tt_node_reduce_name(c->node_reduce));
+                "--node-reduce %s\n", rs->ranks.K, N, N == 1 ? "" : "s", G, rs->ranks.nd->local_size,
+                rs->tc.host_threads, rs->tc.host_threads == 1 ? "" : "s", tt_node_reduce_name(c->node_reduce));
     size_t n_bn = 0; /* layers with moving statistics (batchnorm): what --bn-sync decides for them */
     for (size_t i = 0; i < rs->model->n_layers; i++) n_bn += rs->model->layers[i].n_stats > 0;
     if (n_bn && G > 1)
@@ -105,7 +109,7 @@ void print_banner(run_state *rs)
     const tt_optim_config *o = &rs->tc.optim;
     fprintf(out, "optimizer: %s, lr %g", tt_optim_kind_name(o->kind), (double)o->lr);
     if (c->lr_scaling == TT_LR_LINEAR)
-        fprintf(out, " (--lr-scaling linear: base %g x %zu towers)", (double)c->optim.lr, N * (size_t)rs->K);
+        fprintf(out, " (--lr-scaling linear: base %g x %zu towers)", (double)c->optim.lr, N * (size_t)rs->ranks.K);
     else
         fprintf(out, " (--lr-scaling none: the base rate%s)", c->lr_given ? "" : ", Keras default");
     char hyper[160];
@@ -119,33 +123,69 @@ void print_banner(run_state *rs)
 static void log_commit(run_state *rs)
 {
     tt_error e;
-    run_fail(rs, tt_out_commit(&rs->log, &e), &e);
+    run_fail(rs, tt_out_commit(&rs->report.log, &e), &e);
 }
 
-void log_start(run_state *rs)
+/* A field of the run's own in a record written in the places order (the options' are the table's rows). */
+typedef struct own_field {
+    char text[96]; /* "key":value; empty: no field of the run's at that place */
+} own_field;
+
+static void own(own_field *f, int place, const char *key, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void own(own_field *f, int place, const char *key, const char *fmt, ...)
 {
+    va_list ap;
+    va_start(ap, fmt);
+    const int k = snprintf(f[place].text, sizeof f[place].text, "\"%s\":", key);
+    vsnprintf(f[place].text + k, sizeof f[place].text - (size_t)k, fmt, ap);
+    va_end(ap);
+}
+
+/* The start record: the run's own fields (here, each at its place) and the options' (the options table's rows at
+ * TT_AT_LOG), in the places' order. */
+static void log_start(run_state *rs)
+{
+    enum { START_FIELDS = 27 };
     const tt_run_config *c = rs->c;
-    tt_out *log = &rs->log;
-    char sync[32];
-    tt_out_printf(log,
-                  "{\"event\":\"start\",\"version\":\"%s\",\"backend\":\"%s\",\"towers\":%zu,\"batch\":%zu,"
-                  "\"epochs\":%zu,\"optimizer\":\"%s\",\"lr\":%.7g,\"base_lr\":%.7g,\"lr_scaling\":\"%s\","
-                  "\"seed\":%llu,\"train_samples\":%zu,\"val_samples\":%zu,\"test_samples\":%zu,\"params\":%zu,"
-                  "\"model\":\"%s\",\"reduce\":\"%s\",\"update\":\"%s\",\"flush_denormals\":%s,\"ranks\":%d,"
-                  "\"node_reduce\":\"%s\",\"sync\":\"%s\",\"sync_schedule\":\"%s\",\"bn_sync\":\"%s\","
-                  "\"data_on\":\"%s\",\"epilogues\":\"%s\",\"non_trainable_params\":%zu,\"slow_tower\":[",
-                  TT_VERSION, rs->ops->name, c->towers, c->batch, c->epochs, tt_optim_kind_name(rs->tc.optim.kind),
-                  (double)rs->tc.optim.lr, (double)c->optim.lr, tt_lr_scaling_names[c->lr_scaling],
-                  (unsigned long long)c->seed, rs->train->n, rs->val->n, rs->test->n, rs->model->n_params,
-                  tt_model_file(rs->model) ? "file" : c->model, tt_reduce_name(c->reduce), tt_update_name(c->update),
-                  tt_fpu_flushing() ? "true" : "false", rs->K, tt_node_reduce_name(c->node_reduce),
-                  tt_sync_format(&c->sync, sync, sizeof sync), tt_sync_schedule_names[c->sync.round_robin != 0],
-                  tt_bn_sync_names[c->bn_sync != 0], tt_data_on_names[c->data_on != 0],
-                  tt_epilogues_names[c->epilogues != 0], rs->model->n_params - rs->model->n_trainable);
-    for (size_t k = 0; k < c->n_slow; k++) /* --slow-tower: stragglers on purpose, so the log's waits are read right */
-        tt_out_printf(log, "%s{\"tower\":%zu,\"ms\":%g,\"jitter_ms\":%g}", k ? "," : "", c->slow[k].tower,
-                      c->slow[k].ms, c->slow[k].jitter_ms);
-    tt_out_printf(log, "]}\n");
+    tt_out *log = &rs->report.log;
+    own_field f[START_FIELDS + 1];
+    memset(f, 0, sizeof f);
+    own(f, 1, "version", "\"%s\"", TT_VERSION);
+    own(f, 2, "backend", "\"%s\"", rs->ops->name);
+    own(f, 7, "lr", "%.7g", (double)rs->tc.optim.lr);
+    own(f, 8, "base_lr", "%.7g", (double)c->optim.lr);
+    own(f, 11, "train_samples", "%zu", rs->train->n);
+    own(f, 12, "val_samples", "%zu", rs->val->n);
+    own(f, 13, "test_samples", "%zu", rs->test->n);
+    own(f, 14, "params", "%zu", rs->model->n_params);
+    own(f, 15, "model", "\"%s\"", tt_model_file(rs->model) ? "file" : c->model);
+    own(f, 18, "flush_denormals", "%s", tt_fpu_flushing() ? "true" : "false");
+    own(f, 19, "ranks", "%d", rs->ranks.K);
+    own(f, 26, "non_trainable_params", "%zu", rs->model->n_params - rs->model->n_trainable);
+    tt_out_printf(log, "{\"event\":\"start\"");
+    for (int p = 1; p <= START_FIELDS; p++) {
+        const tt_run_opt *o = tt_run_opt_at(TT_AT_LOG, p);
+        TT_ASSERT(!o != !f[p].text[0]); /* every place is the run's or an option's */
+        if (!o) {
+            tt_out_printf(log, ",%s", f[p].text);
+            continue;
+        }
+        char key[48], words[64];
+        tt_run_opt_key(o, key, sizeof key);
+        const uint64_t v = tt_run_opt_value(o, c);
+        if (o->kind == TT_OPT_SLOW) { /* --slow-tower: stragglers on purpose, so the log's waits are read right */
+            tt_out_printf(log, ",\"%s\":[", key);
+            for (size_t k = 0; k < c->n_slow; k++)
+                tt_out_printf(log, "%s{\"tower\":%zu,\"ms\":%g,\"jitter_ms\":%g}", k ? "," : "", c->slow[k].tower,
+                              c->slow[k].ms, c->slow[k].jitter_ms);
+            tt_out_printf(log, "]");
+        } else if (tt_run_opt_is_number(o)) {
+            tt_out_printf(log, ",\"%s\":%llu", key, (unsigned long long)v);
+        } else {
+            tt_out_printf(log, ",\"%s\":\"%s\"", key, tt_run_opt_words(o, v, words, sizeof words));
+        }
+    }
+    tt_out_printf(log, "}\n");
     log_commit(rs);
 }
 
@@ -155,14 +195,16 @@ void log_ranks(run_state *rs)
 {
     tt_optim *o = tt_trainer_optim(rs->tr);
     const uint64_t mine = (uint64_t)o->n * tt_optim_state_floats(&o->cfg);
-    uint64_t *all = (uint64_t *)(void *)rs->rank_records; /* 8 * towers bytes a rank: room for one uint64_t */
+    uint64_t *all = (uint64_t *)(void *)rs->ranks.records; /* 8 * towers bytes a rank: room for one uint64_t */
     tt_error e;
-    run_fail(rs, tt_node_allgather(rs->nd, &mine, all, sizeof mine, &e), &e);
-    if (!rs->pending.s && rs->log.buf) {
-        tt_out_printf(&rs->log, "{\"event\":\"ranks\",\"ranks\":%d,\"node_reduce\":\"%s\",\"params\":%zu,"
-                      "\"optimizer_floats\":[", rs->K, tt_node_reduce_name(rs->c->node_reduce), rs->model->n_params);
-        for (int r = 0; r < rs->K; r++) tt_out_printf(&rs->log, "%s%llu", r ? "," : "", (unsigned long long)all[r]);
-        tt_out_printf(&rs->log, "]}\n");
+    run_fail(rs, tt_node_allgather(rs->ranks.nd, &mine, all, sizeof mine, &e), &e);
+    tt_out *log = &rs->report.log;
+    if (!rs->ranks.pending.s && log->buf) {
+        tt_out_printf(log, "{\"event\":\"ranks\",\"ranks\":%d,\"node_reduce\":\"%s\",\"params\":%zu,"
+                      "\"optimizer_floats\":[",
+                      rs->ranks.K, tt_node_reduce_name(rs->c->node_reduce), rs->model->n_params);
+        for (int r = 0; r < rs->ranks.K; r++) tt_out_printf(log, "%s%llu", r ? "," : "", (unsigned long long)all[r]);
+        tt_out_printf(log, "]}\n");
         log_commit(rs);
     }
 }
@@ -170,8 +212,8 @@ void log_ranks(run_state *rs)
 
 void log_epoch(run_state *rs, const tt_epoch_stats *es)
 {
-    tt_out *log = &rs->log;
-    if (!log->buf || rs->pending.s) return;
+    tt_out *log = &rs->report.log;
+    if (!log->buf || rs->ranks.pending.s) return;
     const int v = rs->val->n > 0;
     tt_out_printf(log, "{\"event\":\"epoch\",\"epoch\":%zu,\"steps\":%zu,\"samples\":%zu,", es->epoch, es->steps,
                   es->samples);
@@ -198,7 +240,7 @@ void log_epoch(run_state *rs, const tt_epoch_stats *es)
     tt_out_printf(log, "}}\n");
     log_commit(rs);
     tt_error e;
-    if (!rs->pending.s)
+    if (!rs->ranks.pending.s)
         run_fail(rs, tt_ledger_json_steps(log, es->epoch, rs->results, rs->ledger, es->first_step,
                                           es->first_step + es->steps, rs->c->towers, &e), &e);
 }
@@ -206,7 +248,7 @@ void log_epoch(run_state *rs, const tt_epoch_stats *es)
 void print_epoch(run_state *rs, const tt_epoch_stats *es)
 {
     FILE *out = rs->out;
-    if (!out || rs->pending.s) return;
+    if (!out || rs->ranks.pending.s) return;
     const size_t end = es->first_step + es->steps;
     if (rs->bar)
         print_bar(out, es->first_step, end, end, es->seconds, 0, 0, 1);
@@ -253,7 +295,7 @@ void print_epoch(run_state *rs, const tt_epoch_stats *es)
 /* The test set's line and its record (none for an empty test set). */
 void print_test(run_state *rs, const tt_eval_result *test)
 {
-    if (!rs->out || rs->pending.s || !rs->test->n) return;
+    if (!rs->out || rs->ranks.pending.s || !rs->test->n) return;
     fprintf(rs->out, "test: %zu samples - loss: %.4f - accuracy: %.4f - top5: %.4f\n", test->n, test->loss,
             test->accuracy, test->top5);
     print_flush(rs);
@@ -261,22 +303,22 @@ void print_test(run_state *rs, const tt_eval_result *test)
 
 void log_test(run_state *rs, const tt_eval_result *test)
 {
-    if (!rs->log.buf || rs->pending.s || !rs->test->n) return;
-    tt_out_printf(&rs->log, "{\"event\":\"test\",\"samples\":%zu,", test->n);
-    tt_out_json_num(&rs->log, "loss", test->loss, 1);
-    tt_out_json_num(&rs->log, "accuracy", test->accuracy, 1);
-    tt_out_json_num(&rs->log, "top5", test->top5, 0);
-    tt_out_printf(&rs->log, "}\n");
+    if (!rs->report.log.buf || rs->ranks.pending.s || !rs->test->n) return;
+    tt_out_printf(&rs->report.log, "{\"event\":\"test\",\"samples\":%zu,", test->n);
+    tt_out_json_num(&rs->report.log, "loss", test->loss, 1);
+    tt_out_json_num(&rs->report.log, "accuracy", test->accuracy, 1);
+    tt_out_json_num(&rs->report.log, "top5", test->top5, 0);
+    tt_out_printf(&rs->report.log, "}\n");
     log_commit(rs);
 }
 
-/* --resume of a finished run: its "nothing_to_train" record (the line is rs->nothing_left). */
+/* --resume of a finished run: its "nothing_to_train" record (the line is rs->ckpt.nothing_left). */
 void log_nothing_left(run_state *rs)
 {
-    if (!rs->log.buf || rs->pending.s) return;
-    tt_out_printf(&rs->log, "{\"event\":\"nothing_to_train\",\"epochs\":%zu,", rs->c->epochs);
-    tt_out_json_str(&rs->log, "message", rs->nothing_left, 0);
-    tt_out_printf(&rs->log, "}\n");
+    if (!rs->report.log.buf || rs->ranks.pending.s) return;
+    tt_out_printf(&rs->report.log, "{\"event\":\"nothing_to_train\",\"epochs\":%zu,", rs->c->epochs);
+    tt_out_json_str(&rs->report.log, "message", rs->ckpt.nothing_left, 0);
+    tt_out_printf(&rs->report.log, "}\n");
     log_commit(rs);
 }
 
@@ -284,36 +326,36 @@ void log_nothing_left(run_state *rs)
  * fields is the JSON in between (may be empty). Write errors here are not reported: the run is failing already. */
 void log_end(run_state *rs, const char *event, const char *fields, const tt_error *why)
 {
-    if (!rs->log.buf) return;
+    if (!rs->report.log.buf) return;
     tt_error werr;
-    tt_out_printf(&rs->log, "{\"event\":\"%s\",%s", event, fields);
-    tt_out_json_str(&rs->log, "message", why->msg, 0);
-    tt_out_printf(&rs->log, "}\n");
-    tt_out_commit(&rs->log, &werr);
-    rs->log_ended = 1;
+    tt_out_printf(&rs->report.log, "{\"event\":\"%s\",%s", event, fields);
+    tt_out_json_str(&rs->report.log, "message", why->msg, 0);
+    tt_out_printf(&rs->report.log, "}\n");
+    tt_out_commit(&rs->report.log, &werr);
+    rs->report.log_ended = 1;
 }
 
 /* The trace of steps first..end-1: this rank's, or (K ranks) every rank's gathered to rank 0, each rank a process
  * of the trace on rank 0's clock. Every rank calls it at the same point (whatever failed before: it gathers). */
 void run_trace_steps(run_state *rs, size_t first, size_t end)
 {
-    const int write = rs->trace.out.buf && !rs->pending.s;
+    const int write = rs->report.trace.out.buf && !rs->ranks.pending.s;
     tt_error e;
-    if (rs->K <= 1) {
-        if (write) run_fail(rs, tt_trace_steps(&rs->trace, rs->results, rs->ledger, first, end, &e), &e);
+    if (rs->ranks.K <= 1) {
+        if (write) run_fail(rs, tt_trace_steps(&rs->report.trace, rs->results, rs->ledger, first, end, &e), &e);
         return;
     }
-    const size_t N = rs->c->towers, n = end - first, K = (size_t)rs->K;
+    const size_t N = rs->c->towers, n = end - first, K = (size_t)rs->ranks.K;
     const size_t rb = n * sizeof(tt_step_result), lb = n * N * sizeof(tt_tower_ledger);
-    tt_step_result *res = rs->trace_results; /* K epochs' worth, allocated while opening */
-    tt_tower_ledger *led = rs->trace_ledger;
-    tt_status s = tt_node_allgather(rs->nd, rs->results + first, res, rb, &e);
-    if (!s) s = tt_node_allgather(rs->nd, rs->ledger + first * N, led, lb, &e);
+    tt_step_result *res = rs->ranks.trace_results; /* K epochs' worth, allocated while opening */
+    tt_tower_ledger *led = rs->ranks.trace_ledger;
+    tt_status s = tt_node_allgather(rs->ranks.nd, rs->results + first, res, rb, &e);
+    if (!s) s = tt_node_allgather(rs->ranks.nd, rs->ledger + first * N, led, lb, &e);
     for (size_t r = 0; !s && write && r < K; r++) {
-        tt_trace_rank(&rs->trace, (int)r, rs->clock_offsets[r]);
-        s = tt_trace_steps(&rs->trace, res + r * n, led + r * n * N, 0, n, &e);
+        tt_trace_rank(&rs->report.trace, (int)r, rs->ranks.clock_offsets[r]);
+        s = tt_trace_steps(&rs->report.trace, res + r * n, led + r * n * N, 0, n, &e);
     }
-    if (write) tt_trace_rank(&rs->trace, 0, 0);
+    if (write) tt_trace_rank(&rs->report.trace, 0, 0);
     run_fail(rs, s, &e);
 }
 
@@ -350,7 +392,7 @@ static void tb_what(const char *dir, char *what, size_t len)
 /* Rank 0, while the run opens: DIR (and the directories above it) made ready and locked for this run (unless it is
  * this run's --checkpoint-dir, locked already). The event files come later (tb_open_files), once every check that
  * can refuse the run has passed: a run that never starts leaves none. */
-tt_status tb_prepare(run_state *rs, tt_error *err)
+static tt_status tb_prepare(run_state *rs, tt_error *err)
 {
     const tt_run_config *c = rs->c;
     char what[4200];
@@ -358,24 +400,24 @@ tt_status tb_prepare(run_state *rs, tt_error *err)
     tt_status s = make_parents(c->tensorboard, what, err);
     if (!s) s = tt_out_dir_ready(c->tensorboard, what, err);
     if (!s && !same_dir(c->tensorboard, c->checkpoint_dir))
-        s = tt_out_dir_lock(c->tensorboard, what, &rs->tb_lock, err);
+        s = tt_out_dir_lock(c->tensorboard, what, &rs->report.tb_lock, err);
     /* the towers' phase sums of an epoch, then of the steps since the last per-step records */
-    if (!s && !(rs->tb_towers = (double *)tt_calloc(2 * c->towers * TT_TOWER_PHASES, sizeof(double))))
+    if (!s && !(rs->report.tb_towers = (double *)tt_calloc(2 * c->towers * TT_TOWER_PHASES, sizeof(double))))
         s = tt_fail(err, TT_ERR_NOMEM, "out of memory");
     return s;
 }
 
-tt_status tb_open_files(run_state *rs, tt_error *err)
+static tt_status tb_open_files(run_state *rs, tt_error *err)
 {
     char what[4200];
     tb_what(rs->c->tensorboard, what, sizeof what);
-    return tt_tb_open(&rs->tb, rs->c->tensorboard, what, err);
+    return tt_tb_open(&rs->report.tb, rs->c->tensorboard, what, err);
 }
 
 static void tb_commit(run_state *rs)
 {
     tt_error e;
-    run_fail(rs, tt_tb_commit(&rs->tb, &e), &e);
+    run_fail(rs, tt_tb_commit(&rs->report.tb, &e), &e);
 }
 
 /* The split's phases (seconds per step: sums over `steps` steps) and each tower's, under prefix_split/ and
@@ -386,14 +428,14 @@ static void tb_split(run_state *rs, const char *prefix, int64_t step, double wal
     char tag[96];
     const double per = steps ? 1.0 / (double)steps : 0;
     for (int k = 0; k < TT_SPLIT_PHASES; k++) {
-        if (tt_split_phases[k].off == offsetof(tt_step_times, combine) && rs->K < 2) continue; /* one rank: 0 */
+        if (tt_split_phases[k].off == offsetof(tt_step_times, combine) && rs->ranks.K < 2) continue; /* one rank: 0 */
         snprintf(tag, sizeof tag, "%s_split/%s", prefix, tt_split_phases[k].name);
-        tt_tb_scalar(&rs->tb, TT_TB_TRAIN, tag, step, wall, per * tt_phase_value(sum, &tt_split_phases[k]));
+        tt_tb_scalar(&rs->report.tb, TT_TB_TRAIN, tag, step, wall, per * tt_phase_value(sum, &tt_split_phases[k]));
     }
     for (size_t t = 0; t < rs->c->towers; t++) /* every phase of the ledger's table: a placement's reduce too */
         for (int k = 0; k < TT_TOWER_PHASES; k++) {
             snprintf(tag, sizeof tag, "%s_tower/%zu/%s", prefix, t, tt_tower_phase_fields[k].name);
-            tt_tb_scalar(&rs->tb, TT_TB_TRAIN, tag, step, wall, per * towers[t * TT_TOWER_PHASES + k]);
+            tt_tb_scalar(&rs->report.tb, TT_TB_TRAIN, tag, step, wall, per * towers[t * TT_TOWER_PHASES + k]);
         }
 }
 
@@ -414,23 +456,24 @@ static void tb_add_towers(const run_state *rs, double *towers, size_t first, siz
  * epoch_learning_rate and the step split; validation the same three metrics. */
 void tb_epoch(run_state *rs, const tt_epoch_stats *es)
 {
-    if (!rs->tb.f[0].buf || rs->pending.s) return;
+    tt_tb *tb = &rs->report.tb;
+    if (!tb->f[0].buf || rs->ranks.pending.s) return;
     const int64_t step = (int64_t)es->epoch - 1;
     const double wall = tt_wall_now();
-    tt_tb_scalar(&rs->tb, TT_TB_TRAIN, "epoch_loss", step, wall, es->loss);
-    tt_tb_scalar(&rs->tb, TT_TB_TRAIN, "epoch_accuracy", step, wall, es->accuracy);
-    tt_tb_scalar(&rs->tb, TT_TB_TRAIN, "epoch_top5", step, wall, es->top5);
-    tt_tb_scalar(&rs->tb, TT_TB_TRAIN, "epoch_learning_rate", step, wall, rs->tc.optim.lr);
+    tt_tb_scalar(tb, TT_TB_TRAIN, "epoch_loss", step, wall, es->loss);
+    tt_tb_scalar(tb, TT_TB_TRAIN, "epoch_accuracy", step, wall, es->accuracy);
+    tt_tb_scalar(tb, TT_TB_TRAIN, "epoch_top5", step, wall, es->top5);
+    tt_tb_scalar(tb, TT_TB_TRAIN, "epoch_learning_rate", step, wall, rs->tc.optim.lr);
     if (rs->val->n) { /* and, as Keras 3 writes them too, against the global batch count */
         const int64_t batches = (int64_t)(es->epoch * rs->steps);
-        tt_tb_scalar(&rs->tb, TT_TB_VALIDATION, "epoch_loss", step, wall, es->val.loss);
-        tt_tb_scalar(&rs->tb, TT_TB_VALIDATION, "epoch_accuracy", step, wall, es->val.accuracy);
-        tt_tb_scalar(&rs->tb, TT_TB_VALIDATION, "epoch_top5", step, wall, es->val.top5);
-        tt_tb_scalar(&rs->tb, TT_TB_VALIDATION, "evaluation_loss_vs_iterations", batches, wall, es->val.loss);
-        tt_tb_scalar(&rs->tb, TT_TB_VALIDATION, "evaluation_accuracy_vs_iterations", batches, wall, es->val.accuracy);
-        tt_tb_scalar(&rs->tb, TT_TB_VALIDATION, "evaluation_top5_vs_iterations", batches, wall, es->val.top5);
+        tt_tb_scalar(tb, TT_TB_VALIDATION, "epoch_loss", step, wall, es->val.loss);
+        tt_tb_scalar(tb, TT_TB_VALIDATION, "epoch_accuracy", step, wall, es->val.accuracy);
+        tt_tb_scalar(tb, TT_TB_VALIDATION, "epoch_top5", step, wall, es->val.top5);
+        tt_tb_scalar(tb, TT_TB_VALIDATION, "evaluation_loss_vs_iterations", batches, wall, es->val.loss);
+        tt_tb_scalar(tb, TT_TB_VALIDATION, "evaluation_accuracy_vs_iterations", batches, wall, es->val.accuracy);
+        tt_tb_scalar(tb, TT_TB_VALIDATION, "evaluation_top5_vs_iterations", batches, wall, es->val.top5);
     }
-    double *towers = rs->tb_towers;
+    double *towers = rs->report.tb_towers;
     memset(towers, 0, rs->c->towers * TT_TOWER_PHASES * sizeof(double));
     tb_add_towers(rs, towers, es->first_step, es->first_step + es->steps);
     tb_split(rs, "epoch", step, wall, &es->split, towers, es->steps);
@@ -440,9 +483,9 @@ void tb_epoch(run_state *rs, const tt_epoch_stats *es)
 /* --tensorboard-every-steps: an epoch begins at its step `first` (0, or where a resumed run starts). */
 void tb_epoch_begin(run_state *rs, size_t first)
 {
-    rs->tb_next = first;
-    rs->tb_seen = rs->tb_top1 = rs->tb_top5 = 0;
-    rs->tb_loss = 0;
+    rs->report.tb_next = first;
+    rs->report.tb_seen = rs->report.tb_top1 = rs->report.tb_top5 = 0;
+    rs->report.tb_loss = 0;
 }
 
 /* --tensorboard-every-steps N: folds the epoch's finished steps [tb_next, end) in, and at every N-th step of the run
@@ -451,32 +494,100 @@ void tb_epoch_begin(run_state *rs, size_t first)
  * last records. */
 void tb_steps(run_state *rs, size_t epoch, size_t end)
 {
+    run_report *rp = &rs->report;
     const size_t N = rs->c->tensorboard_every_steps;
-    if (!N || !rs->tb.f[0].buf) return;
+    if (!N || !rp->tb.f[0].buf) return;
     int wrote = 0;
-    double *win = rs->tb_towers + rs->c->towers * TT_TOWER_PHASES;
-    for (; rs->tb_next < end; rs->tb_next++) {
-        const size_t k = rs->tb_next;
+    double *win = rp->tb_towers + rs->c->towers * TT_TOWER_PHASES;
+    for (; rp->tb_next < end; rp->tb_next++) {
+        const size_t k = rp->tb_next;
         const tt_step_result *r = &rs->results[k];
-        rs->tb_loss += r->loss_sum;
-        rs->tb_top1 += r->top1;
-        rs->tb_top5 += r->top5;
-        rs->tb_seen += r->n;
-        tt_step_times_add(&rs->tb_win, &r->t);
+        rp->tb_loss += r->loss_sum;
+        rp->tb_top1 += r->top1;
+        rp->tb_top5 += r->top5;
+        rp->tb_seen += r->n;
+        tt_step_times_add(&rp->tb_win, &r->t);
         tb_add_towers(rs, win, k, k + 1);
-        rs->tb_win_steps++;
+        rp->tb_win_steps++;
         const uint64_t g = (uint64_t)(epoch - 1) * rs->steps + k + 1;
-        if (g % N || !rs->tb_seen || rs->pending.s) continue;
-        const double wall = tt_wall_now() - (tt_now() - r->t.step1), seen = (double)rs->tb_seen;
-        tt_tb_scalar(&rs->tb, TT_TB_TRAIN, "batch_loss", (int64_t)g, wall, rs->tb_loss / seen);
-        tt_tb_scalar(&rs->tb, TT_TB_TRAIN, "batch_accuracy", (int64_t)g, wall, (double)rs->tb_top1 / seen);
-        tt_tb_scalar(&rs->tb, TT_TB_TRAIN, "batch_top5", (int64_t)g, wall, (double)rs->tb_top5 / seen);
-        tt_tb_scalar(&rs->tb, TT_TB_TRAIN, "batch_learning_rate", (int64_t)g, wall, rs->tc.optim.lr);
-        tb_split(rs, "batch", (int64_t)g, wall, &rs->tb_win, win, rs->tb_win_steps);
-        memset(&rs->tb_win, 0, sizeof rs->tb_win);
+        if (g % N || !rp->tb_seen || rs->ranks.pending.s) continue;
+        const double wall = tt_wall_now() - (tt_now() - r->t.step1), seen = (double)rp->tb_seen;
+        tt_tb_scalar(&rp->tb, TT_TB_TRAIN, "batch_loss", (int64_t)g, wall, rp->tb_loss / seen);
+        tt_tb_scalar(&rp->tb, TT_TB_TRAIN, "batch_accuracy", (int64_t)g, wall, (double)rp->tb_top1 / seen);
+        tt_tb_scalar(&rp->tb, TT_TB_TRAIN, "batch_top5", (int64_t)g, wall, (double)rp->tb_top5 / seen);
+        tt_tb_scalar(&rp->tb, TT_TB_TRAIN, "batch_learning_rate", (int64_t)g, wall, rs->tc.optim.lr);
+        tb_split(rs, "batch", (int64_t)g, wall, &rp->tb_win, win, rp->tb_win_steps);
+        memset(&rp->tb_win, 0, sizeof rp->tb_win);
         memset(win, 0, rs->c->towers * TT_TOWER_PHASES * sizeof(double));
-        rs->tb_win_steps = 0;
+        rp->tb_win_steps = 0;
         wrote = 1;
     }
     if (wrote) tb_commit(rs);
+}
+
+/* ---- the reporting side's part of the run: opened with it, closed with it ------------------------------------ */
+
+void report_init(run_state *rs) { rs->report.tb_lock = -1; }
+
+tt_status report_open(run_state *rs, tt_error *err)
+{
+    const tt_run_config *c = rs->c;
+    tt_status s = TT_OK;
+    if (c->log_json && rs->ranks.rank0) {
+        char what[200];
+        snprintf(what, sizeof what, "--log-json %s", c->log_json);
+        s = tt_out_open(&rs->report.log, c->log_json, what, 4096 + 512 * c->towers, err);
+        if (!s) log_start(rs);
+    }
+    if (!s && c->tensorboard && rs->ranks.rank0) s = tb_prepare(rs, err);
+    if (!s && rs->report.live) s = live_open(rs, err);
+    return s;
+}
+
+void report_start(run_state *rs)
+{
+    const tt_run_config *c = rs->c;
+    tt_error e;
+    tt_status s = TT_OK;
+    if (!rs->ranks.pending.s && c->trace && rs->ranks.rank0)
+        s = tt_trace_open(&rs->report.trace, c->trace, c->towers, rs->ranks.K, rs->ops->name,
+                          tt_reduce_name(c->reduce), &e);
+    if (!s && !rs->ranks.pending.s && c->tensorboard && rs->ranks.rank0) s = tb_open_files(rs, &e);
+    run_fail(rs, s, &e);
+}
+
+tt_status report_close(run_state *rs, tt_status s, tt_error *err)
+{
+    run_report *r = &rs->report;
+    tt_error cerr;
+    tt_status ts = tt_trace_close(&r->trace, &cerr);
+    if (!s && ts) {
+        *err = cerr;
+        s = ts;
+    }
+    if (s && !r->log_ended) { /* any other way a run fails (a write, validation) still ends its log with a record */
+        static const char *const kinds[] = {[TT_OK] = "ok",           [TT_ERR_ARG] = "arg",
+                                            [TT_ERR_IO] = "io",       [TT_ERR_FORMAT] = "format",
+                                            [TT_ERR_NOMEM] = "memory", [TT_ERR_DEVICE] = "device",
+                                            [TT_ERR_MODEL] = "model", [TT_ERR_NUMERIC] = "nonfinite",
+                                            [TT_ERR_STOPPED] = "stopped"};
+        char fields[64];
+        const char *kind = (unsigned)s < sizeof kinds / sizeof *kinds ? kinds[s] : "?";
+        snprintf(fields, sizeof fields, "\"kind\":\"%s\",", kind);
+        log_end(rs, "error", fields, err);
+    }
+    tt_status ls = tt_out_close(&r->log, &cerr);
+    if (!s && ls) {
+        *err = cerr;
+        s = ls;
+    }
+    if ((ls = tt_tb_close(&r->tb, &cerr)) && !s) {
+        *err = cerr;
+        s = ls;
+    }
+    if (r->tb_lock >= 0) close(r->tb_lock);
+    tt_free(r->tb_towers);
+    tt_free(r->live_buf);
+    tt_free(r->live_width);
+    return s;
 }
