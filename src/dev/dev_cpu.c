@@ -434,6 +434,8 @@ static void cpu_device_name(int ordinal, char *out, size_t len)
     if (f) fclose(f);
 }
 
+/* Every op of include/tt_dev.h's list that a backend must have (tt_dev_init checks), and of the optional ones those the
+ * CPU has; the others NULL, each with its fallback. */
 const tt_dev_ops tt_dev_cpu_ops = {
     .name = "cpu",
     .inline_ops = 1,
