@@ -1562,78 +1562,24 @@ int tt_cuda_device_count(tt_error *err)
     return n;
 }
 
-extern const tt_dev_ops tt_dev_cuda_ops;
-/* In tt_dev_ops member order (C++17 has no designated initializers). */
-const tt_dev_ops tt_dev_cuda_ops = {
-    TT_CUDA_BACKEND_NAME, /* name */
-    0,                /* chunk_mnk: no limit, one GEMM per shard */
-    0,                /* no_memory */
-    0,                /* inline_ops: the streams run beside the host */
-    cu_init,          /* init */
-    cu_destroy,       /* destroy */
-    cu_mem_info,      /* mem_info */
-    cu_bind,          /* bind */
-    cu_alloc,         /* alloc */
-    cu_dfree,         /* dfree */
-    cu_host_alloc,    /* host_alloc */
-    cu_host_free,     /* host_free */
-    cu_h2d,           /* h2d */
-    cu_d2h,           /* d2h */
-    cu_d2d,           /* d2d */
-    cu_sync,          /* sync */
-    cu_peer_copy,     /* peer_copy */
-    cu_sgemm,         /* sgemm */
-    cu_fill,          /* fill */
-    cu_add,           /* add */
-    cu_u8_to_f32,     /* u8_to_f32 */
-    cu_bias_add,      /* bias_add */
-    cu_col_sum,       /* col_sum */
-    cu_relu_fwd,      /* relu_fwd */
-    cu_relu_bwd,      /* relu_bwd */
-    cu_bias_relu,     /* bias_relu */
-    cu_drelu_bgrad,   /* drelu_bgrad */
-    cu_col_dev_sum,   /* col_dev_sum */
-    cu_bn_stats,      /* bn_stats */
-    cu_bn_fwd,        /* bn_fwd */
-    cu_bn_dx,         /* bn_dx */
-    cu_transpose,     /* transpose */
-    cu_softmax_xent,  /* softmax_xent */
-    cu_im2col,        /* im2col */
-    cu_col2im,        /* col2im */
-    cu_maxpool_fwd,   /* maxpool_fwd */
-    cu_maxpool_bwd,   /* maxpool_bwd */
-    cu_dropout,       /* dropout */
-    cu_embed_fwd,     /* embed_fwd */
-    cu_embed_bwd,     /* embed_bwd */
-    cu_gather_rows,   /* gather_rows */
-    cu_update,        /* update */
-    cu_event_create,  /* event_create */
-    cu_event_destroy, /* event_destroy */
-    cu_event_record,  /* event_record */
-    cu_event_elapsed, /* event_elapsed */
-    cu_event_done,    /* event_done */
-    cu_event_sync,    /* event_sync */
-    cu_side_copy,     /* side_copy */
-    cu_stream_wait,   /* stream_wait */
-    cu_peer_setup,    /* peer_setup */
-#ifdef TT_WITH_NCCL
-    cu_comm_init,     /* comm_init */
-    cu_comm_free,     /* comm_free */
-    cu_comm_reduce,   /* comm_reduce */
-#else
-    NULL, /* comm_init: built without NCCL, so --reduce nccl is refused */
-    NULL, /* comm_free */
-    NULL, /* comm_reduce */
+#ifndef TT_WITH_NCCL /* built without NCCL: no collectives, so --reduce nccl is refused */
+#define cu_comm_init NULL
+#define cu_comm_free NULL
+#define cu_comm_reduce NULL
 #endif
-    kBlasWorkspace,   /* capture_bytes */
-    cu_capture_begin, /* capture_begin */
-    cu_capture_end,   /* capture_end */
-    cu_graph_launch,  /* graph_launch */
-    cu_graph_free,    /* graph_free */
-    cu_device_name,   /* device_name */
-    cu_gemm_bias_act, /* gemm_bias_act */
-    cu_gemm_drelu_bgrad, /* gemm_drelu_bgrad */
-    kLtWorkspace,     /* lt_bytes */
+
+/* Every op of the list (include/tt_dev.h, TT_DEV_OPS) is cu_<its name>: a missing one does not compile. Designated
+ * initialisers in member order, as C++20 has them (g++ and nvcc take them in C++17 as an extension). */
+#define CU_ENTRY(name, ...) .name = cu_##name,
+extern const tt_dev_ops tt_dev_cuda_ops;
+const tt_dev_ops tt_dev_cuda_ops = {
+    .name = TT_CUDA_BACKEND_NAME,
+    .chunk_mnk = 0,  /* no limit: one GEMM per shard */
+    .no_memory = 0,
+    .inline_ops = 0, /* the streams run beside the host */
+    .capture_bytes = kBlasWorkspace,
+    .lt_bytes = kLtWorkspace,
+    TT_DEV_OPS(CU_ENTRY, CU_ENTRY, CU_ENTRY, CU_ENTRY)
 };
 
 } /* extern "C" */

@@ -2,7 +2,8 @@
  *
  * State (momentum / first and second moments / RMSprop's averages) is flat, in the parameter buffer's layout. Each step
  * the trainer calls tt_optim_begin_step once (bias corrections and schedules: scalars), then tt_optim_apply on slices
- * of the buffer from several threads; the per-element formulas are in tt_math.h. Semantics and defaults are Keras's:
+ * of the buffer from several threads; the per-element formulas and their loop (tt_update_span, which the CPU backend's
+ * device update runs too) are in tt_math.h. Semantics and defaults are Keras's:
  *   SGD   lr 0.01, momentum 0, nesterov false   https://keras.io/api/optimizers/sgd/
  *   Adam  lr 0.001, beta_1 0.9, beta_2 0.999, epsilon 1e-7   https://keras.io/api/optimizers/adam/
  *   Nadam lr 0.001, beta_1 0.9, beta_2 0.999, epsilon 1e-7   https://keras.io/api/optimizers/Nadam/

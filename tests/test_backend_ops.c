@@ -1362,6 +1362,37 @@ START_TEST(test_peer_copy_two_devices)
 }
 END_TEST
 
+/* The table has every op a backend must have (include/tt_dev.h's list, need MUST and every OP); a copy without one of
+ * them — an op on the stream, the init that makes a context — is refused by tt_dev_init, which names it; one without
+ * an optional op is not. */
+START_TEST(test_table_complete)
+{
+    ck_assert_msg(tt_dev_ops_missing(ops) == NULL, "%s: its table has no %s", ops->name, tt_dev_ops_missing(ops));
+    tt_dev_ops lacking = *ops;
+    lacking.softmax_xent = NULL;
+    ck_assert_str_eq(tt_dev_ops_missing(&lacking), "softmax_xent");
+    tt_dev dev;
+    tt_error err;
+    ck_assert_int_eq(tt_dev_init(&dev, &lacking, g_be.devices[0], &err), TT_ERR_DEVICE);
+    char want[256];
+    snprintf(want, sizeof want,
+             "the %s backend's table has no softmax_xent, an op every backend must have (include/tt_dev.h, TT_DEV_OPS)",
+             ops->name);
+    ck_assert_str_eq(err.msg, want);
+    ck_assert_ptr_null(dev.ops);
+    tt_dev_free(&dev);
+    lacking = *ops;
+    lacking.init = NULL;
+    ck_assert_str_eq(tt_dev_ops_missing(&lacking), "init");
+    ck_assert_int_eq(tt_dev_init(&dev, &lacking, g_be.devices[0], &err), TT_ERR_DEVICE);
+    lacking = *ops;
+    lacking.gemm_bias_act = NULL;
+    lacking.comm_init = NULL;
+    lacking.capture_end = NULL;
+    ck_assert_ptr_null(tt_dev_ops_missing(&lacking));
+}
+END_TEST
+
 /* Usage: test_backend_ops [--two-devices] [BACKEND...] (default: cuda). `test_backend_ops cpu` runs the harness and
  * every case against the CPU backend itself, which checks them on every machine. Every backend runs the two-device
  * copy when it has two devices (the CPU backend always: one memory); --two-devices runs only that case and, with
@@ -1416,6 +1447,7 @@ int main(int argc, char **argv)
             tcase_add_test(tc, test_update_flags);
             tcase_add_test(tc, test_side_copies);
             tcase_add_test(tc, test_events);
+            tcase_add_test(tc, test_table_complete);
             suite_add_tcase(s, tc);
         }
         if (two) {

@@ -12,7 +12,6 @@
 
 #include "tt_blas.h"
 #include "tt_dev.h"
-#include "tt_optim.h"
 #include "tt_math.h"
 
 typedef struct cpu_ctx {
@@ -97,18 +96,7 @@ static void cpu_update(void *ctx, const tt_update_args *u, float *w, const float
         for (size_t i = lo; i < hi; i++) finite &= tt_finite(g[i]);
         bad[b] = !finite;
         if (skip || !finite) continue;
-        /* the host optimizer's loops, one per kind (tt_update_elem's formulas, its switch out of the loop, so they
-         * vectorise): the same bits, several times faster than a switch per element */
-        tt_optim o;
-        memset(&o, 0, sizeof o);
-        o.cfg.kind = (tt_optim_kind)u->kind;
-        o.cfg.nesterov = u->nesterov;
-        o.cfg.lr = u->lr, o.cfg.momentum = u->momentum, o.cfg.beta1 = u->beta1, o.cfg.beta2 = u->beta2;
-        o.cfg.epsilon = u->epsilon, o.cfg.rho = u->rho;
-        o.m = m, o.v = v, o.a = a;
-        o.alpha = u->alpha, o.cm = u->cm, o.cg = u->cg, o.cv = u->cv;
-        o.n = n, o.n_train = u->n_train;
-        tt_optim_apply(&o, w + lo, g + lo, lo, hi);
+        tt_update_span(u, w + lo, g + lo, m, v, a, lo, hi); /* the host optimizer's loop (tt_optim_apply's) */
     }
 }
 
@@ -446,6 +434,8 @@ static void cpu_device_name(int ordinal, char *out, size_t len)
     if (f) fclose(f);
 }
 
+/* Every op of include/tt_dev.h's list that a backend must have (tt_dev_init checks), and of the optional ones those the
+ * CPU has; the others NULL, each with its fallback. */
 const tt_dev_ops tt_dev_cpu_ops = {
     .name = "cpu",
     .inline_ops = 1,

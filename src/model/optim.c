@@ -226,46 +226,10 @@ void tt_optim_begin_step(tt_optim *o)
     }
 }
 
-static void optim_apply_trainable(const tt_optim *o, float *restrict w, const float *restrict g, size_t lo, size_t hi)
-{
-    const tt_optim_config *c = &o->cfg;
-    float *restrict m = o->m ? o->m + lo : NULL, *restrict v = o->v ? o->v + lo : NULL;
-    float *restrict a = o->a ? o->a + lo : NULL;
-    const size_t n = hi - lo;
-    switch (c->kind) {
-    case TT_OPT_SGD:
-        if (c->nesterov)
-            for (size_t i = 0; i < n; i++) tt_sgd_elem(&w[i], &m[i], g[i], c->lr, c->momentum, 1);
-        else
-            for (size_t i = 0; i < n; i++) tt_sgd_elem(&w[i], &m[i], g[i], c->lr, c->momentum, 0);
-        break;
-    case TT_OPT_ADAM:
-        for (size_t i = 0; i < n; i++) tt_adam_elem(&w[i], &m[i], &v[i], g[i], o->alpha, c->beta1, c->beta2, c->epsilon);
-        break;
-    case TT_OPT_NADAM:
-        for (size_t i = 0; i < n; i++)
-            tt_nadam_elem(&w[i], &m[i], &v[i], g[i], c->lr, c->beta1, c->beta2, c->epsilon, o->cm, o->cg, o->cv);
-        break;
-    case TT_OPT_RMSPROP: /* one loop per buffer combination, so each inlined tt_rmsprop_elem has no branches left */
-        if (m && a)
-            for (size_t i = 0; i < n; i++)
-                tt_rmsprop_elem(&w[i], &v[i], &m[i], &a[i], g[i], c->lr, c->rho, c->momentum, c->epsilon);
-        else if (m)
-            for (size_t i = 0; i < n; i++)
-                tt_rmsprop_elem(&w[i], &v[i], &m[i], NULL, g[i], c->lr, c->rho, c->momentum, c->epsilon);
-        else if (a)
-            for (size_t i = 0; i < n; i++)
-                tt_rmsprop_elem(&w[i], &v[i], NULL, &a[i], g[i], c->lr, c->rho, c->momentum, c->epsilon);
-        else
-            for (size_t i = 0; i < n; i++)
-                tt_rmsprop_elem(&w[i], &v[i], NULL, NULL, g[i], c->lr, c->rho, c->momentum, c->epsilon);
-        break;
-    }
-}
-
+/* tt_math.h's loop, which the CPU backend's device update runs too: one loop, the same bits on both paths. */
 void tt_optim_apply(const tt_optim *o, float *restrict w, const float *restrict g, size_t lo, size_t hi)
 {
-    const size_t split = hi < o->n_train ? hi : lo > o->n_train ? lo : o->n_train;
-    if (split > lo) optim_apply_trainable(o, w, g, lo, split);
-    for (size_t k = split; k < hi; k++) tt_tail_elem(&w[k - lo], g[k - lo]);
+    tt_update_args u;
+    tt_optim_update_args(o, &u);
+    tt_update_span(&u, w, g, o->m, o->v, o->a, lo, hi);
 }
