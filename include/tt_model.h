@@ -192,18 +192,15 @@ struct tt_layer {
     tt_conv_geom g;       /* conv and pool layers */
 };
 
-extern const tt_layer_kind tt_layer_dense;
-extern const tt_layer_kind tt_layer_relu;
-extern const tt_layer_kind tt_layer_conv2d;
-extern const tt_layer_kind tt_layer_conv1d;
-extern const tt_layer_kind tt_layer_maxpool2d;
-extern const tt_layer_kind tt_layer_maxpool1d;
-extern const tt_layer_kind tt_layer_globalmaxpool1d;
-extern const tt_layer_kind tt_layer_dropout;
-extern const tt_layer_kind tt_layer_flatten;
-extern const tt_layer_kind tt_layer_embedding;
-extern const tt_layer_kind tt_layer_softmax;
-extern const tt_layer_kind tt_layer_batchnorm;
+/* The layer kinds, one list: each is tt_layer_<name>, defined in src/layers/<name>.c (every .c file there is built),
+ * and the model file knows them in this order (its "known kinds" message lists them so). A new kind is a line here
+ * and its file. */
+#define TT_LAYER_KINDS(X) \
+    X(dense) X(relu) X(softmax) X(conv2d) X(maxpool2d) X(conv1d) X(maxpool1d) X(globalmaxpool1d) X(dropout) \
+    X(flatten) X(embedding) X(batchnorm)
+#define TT_LAYER_EXTERN(name) extern const tt_layer_kind tt_layer_##name;
+TT_LAYER_KINDS(TT_LAYER_EXTERN)
+#undef TT_LAYER_EXTERN
 
 typedef struct tt_model {
     size_t input_dim;     /* D: features per sample (the product of input_shape) */

@@ -15,12 +15,10 @@
 #include "model_build.h"
 #include "tt_input.h"
 
-/* Every kind a model file may name, in the order the error message lists them. */
-static const tt_layer_kind *const KINDS[] = {
-    &tt_layer_dense,     &tt_layer_relu,      &tt_layer_softmax,        &tt_layer_conv2d,
-    &tt_layer_maxpool2d, &tt_layer_conv1d,    &tt_layer_maxpool1d,      &tt_layer_globalmaxpool1d,
-    &tt_layer_dropout,   &tt_layer_flatten,   &tt_layer_embedding,      &tt_layer_batchnorm,
-};
+/* Every kind a model file may name, in the order the error message lists them (tt_model.h's list). */
+#define KIND_REF(name) &tt_layer_##name,
+static const tt_layer_kind *const KINDS[] = {TT_LAYER_KINDS(KIND_REF)};
+#undef KIND_REF
 #define N_KINDS (sizeof KINDS / sizeof KINDS[0])
 
 static int parse_size(const char *v, size_t lo, size_t hi, size_t *out)
