@@ -104,7 +104,8 @@ extern "C" {
        (float, inv_n), (float, epsilon), (float, factor))                                                              \
     OP(bn_fwd, 1, rows == 0 || cols == 0, d_y && d_x && d_save && d_gb, (float *, d_y), (const float *, d_x),          \
        (const float *, d_save), (const float *, d_gb), (size_t, rows), (size_t, cols))                                 \
-    OP(bn_dx, 1, rows == 0 || cols == 0, d_dx && d_dy && d_x && d_save && d_gamma && d_sums && d_dx != d_dy,           \
+    OP(bn_dx, 1, rows == 0 || cols == 0,                                                                             \
+       d_dx && d_dy && d_x && d_save && d_gamma && d_sums && (dev->ops->no_memory || d_dx != d_dy),                    \
        (float *, d_dx), (const float *, d_dy), (const float *, d_x), (const float *, d_save),                          \
        (const float *, d_gamma), (const float *, d_sums), (size_t, rows), (size_t, cols), (float, inv_n))              \
     /* y (cols, rows) = the transpose of x (rows, cols); y and x do not overlap (unchecked for the launch counter,     \
