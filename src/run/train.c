@@ -124,7 +124,8 @@ static tt_status run_open_local(void *ctx, tt_error *err)
         (s = tt_input_read_text(c->model, "model file", (size_t)1 << 20, &rs->model_text, &text_len, err)))
         return s;
     if (c->checkpoint_dir && (s = run_ckpt_options(rs, err))) return s;
-    return report_open(rs, err);
+    if ((s = report_open(rs, err))) return s;
+    return rs->report.live ? live_open(rs, err) : TT_OK; /* the live view draws with the report's flush */
 }
 
 /* ---- opening, after this rank's part and the ranks' check: each a phase (g_phases, below) ------------------- */

@@ -540,7 +540,6 @@ tt_status report_open(run_state *rs, tt_error *err)
         if (!s) log_start(rs);
     }
     if (!s && c->tensorboard && rs->ranks.rank0) s = tb_prepare(rs, err);
-    if (!s && rs->report.live) s = live_open(rs, err);
     return s;
 }
 
