@@ -388,6 +388,110 @@ static tt_status probe_json_open(const probe_opts *po, int K, tt_out *json_out, 
     return s;
 }
 
+/* probe's flow: phases every rank of the job walks together, agreeing at the return of each (tt_run_phases), so a
+ * failure one rank alone meets (its backend, its model file, rank 0's output) ends the job there on every rank. */
+typedef struct probe_flow {
+    tt_run_config *c;
+    const probe_opts *po;
+    tt_backend be;
+    tt_model *model;
+    tt_node *nd;
+    int K;
+    int measured; /* the measurement started: the job's stop signal is every rank's exit code from then on */
+    tt_out json_out;
+    tt_profile *pf;
+    tt_probe_config pc;
+    tt_probe p;
+    tt_net net;
+} probe_flow;
+
+/* The backend and the model. */
+static tt_status probe_open(void *ctx, tt_error *err)
+{
+    probe_flow *f = (probe_flow *)ctx;
+    tt_status s = tt_backend_open(f->c->device, f->c->gpus, &f->be, err);
+    if (s) return s;
+    if (f->be.notice[0]) tt_report_notice(f->be.notice);
+    f->model = (tt_model *)tt_calloc(1, sizeof *f->model);
+    if (!f->model) return tt_fail(err, TT_ERR_NOMEM, "out of memory");
+    return tt_run_describe_model(f->c, f->model, err);
+}
+
+static tt_status probe_ranks(void *ctx, tt_error *err)
+{
+    probe_flow *f = (probe_flow *)ctx;
+    return probe_same_on_ranks(f->nd, f->c, f->model->n_params, f->po->reps, err);
+}
+
+/* --json's file and profile; the probe's configuration: one rank's share of the batch, the shards of B over K x N
+ * towers. */
+static tt_status probe_outputs(void *ctx, tt_error *err)
+{
+    probe_flow *f = (probe_flow *)ctx;
+    const tt_run_config *c = f->c;
+    f->pc = (tt_probe_config){.model = f->model, .ops = f->be.ops, .n_devices = f->be.n_devices,
+                              .devices = f->be.devices, .towers = c->towers,
+                              .batch = (c->batch + (size_t)f->K - 1) / (size_t)f->K, .optim = c->optim,
+                              .host_threads = tt_run_host_threads(f->nd, c->host_threads), .reps = f->po->reps,
+                              .bucket_bytes = c->bucket_kib << 10, .n_slow = c->n_slow, .data_on = c->data_on};
+    memcpy(f->pc.slow, c->slow, sizeof f->pc.slow);
+    return probe_json_open(f->po, f->K, &f->json_out, &f->pf, err);
+}
+
+static tt_status probe_measure(void *ctx, tt_error *err)
+{
+    probe_flow *f = (probe_flow *)ctx;
+    f->measured = 1;
+    return tt_probe_run(&f->pc, &f->p, err);
+}
+
+static tt_status probe_link(void *ctx, tt_error *err)
+{
+    probe_flow *f = (probe_flow *)ctx;
+    return tt_probe_net(f->nd, f->model->n_params, f->po->reps, &f->net, err);
+}
+
+/* A stop's signal, caught by any rank, is the job's. */
+static tt_status probe_stopped(void *ctx, tt_error *err)
+{
+    probe_flow *f = (probe_flow *)ctx;
+    f->measured = 0; /* asked now */
+    const int sig = tt_node_stop_signal(f->nd);
+    return sig ? tt_fail(err, TT_ERR_STOPPED, "probe: stopped by %s", tt_signal_name(sig)) : TT_OK;
+}
+
+/* Rank 0's tables; in one process the designs timed as whole steps and --json's profile. */
+static tt_status probe_report(void *ctx, tt_error *err)
+{
+    probe_flow *f = (probe_flow *)ctx;
+    tt_status s = TT_OK;
+    if (tt_node_speaks()) {
+        printf("BLAS: %s\n", tt_blas_describe());
+        tt_probe_print(stdout, &f->p, &f->pc);
+        probe_print_predicted(&f->p, &f->be, f->c->towers);
+        probe_print_net(&f->p, &f->net, f->po, f->K, f->model->n_params, f->c->towers, f->c->batch);
+        if (f->K == 1) probe_print_sync(&f->p, &f->pc);
+    }
+    if (f->K == 1) s = probe_designs(&f->pc, &f->p, f->pf, err); /* under mpirun bench measures the job's designs */
+    if (!s && f->pf) s = probe_json(&f->json_out, f->pf, &f->pc, &f->p, f->c, f->be.ops->name, err);
+    tt_error close_err;
+    const tt_status closed = tt_out_close(&f->json_out, &close_err);
+    if (!s && closed) s = tt_fail(err, closed, "%s", close_err.msg);
+    return s;
+}
+
+/* Rank 0's table on its stdout. */
+static tt_status probe_flush(void *ctx, tt_error *err)
+{
+    (void)ctx;
+    return tt_node_speaks() ? tt_flush_stdout(stdout, err) : TT_OK;
+}
+
+static const tt_run_phase g_probe_phases[] = {
+    {probe_open, NULL},    {probe_ranks, NULL},  {probe_outputs, NULL}, {probe_measure, NULL},
+    {probe_link, NULL},    {probe_stopped, NULL}, {probe_report, NULL}, {probe_flush, NULL},
+};
+
 int tt_cmd_probe(int argc, char **argv)
 {
     tt_run_config c;
@@ -408,59 +512,18 @@ int tt_cmd_probe(int argc, char **argv)
         return measure_fail(tt_fail(&err, TT_ERR_ARG, "probe: --graphs on: the probe measures every design this "
                                     "backend runs, graphs included where it has them (--graphs is the what-if's: "
                                     "give --assume)"), &err);
-    const size_t reps = po.reps;
-    tt_backend be;
-    s = tt_backend_open(c.device, c.gpus, &be, &err);
-    if (s) return measure_fail(s, &err);
-    if (be.notice[0]) tt_report_notice(be.notice);
-    tt_model *model = (tt_model *)tt_calloc(1, sizeof *model);
-    if (!model) return measure_fail(tt_fail(&err, TT_ERR_NOMEM, "out of memory"), &err);
-    s = tt_run_describe_model(&c, model, &err);
-    if (s) {
-        tt_free(model);
-        return measure_fail(s, &err);
-    }
-    tt_node *nd = tt_node_world();
-    const int K = nd->size > 1 ? nd->size : 1;
-    if ((s = probe_same_on_ranks(nd, &c, model->n_params, reps, &err))) {
-        tt_free(model);
-        return measure_fail(s, &err);
-    }
-    tt_out json_out;
-    tt_profile *pf;
-    if ((s = probe_json_open(&po, K, &json_out, &pf, &err))) {
-        tt_free(pf);
-        tt_free(model);
-        return measure_fail(s, &err);
-    }
-    const int host = tt_run_host_threads(nd, c.host_threads);
-    /* one rank's share of the batch: the shards of B over K x N towers */
-    tt_probe_config pc = {.model = model, .ops = be.ops, .n_devices = be.n_devices, .devices = be.devices,
-                          .towers = c.towers, .batch = (c.batch + (size_t)K - 1) / (size_t)K, .optim = c.optim,
-                          .host_threads = host, .reps = reps, .bucket_bytes = c.bucket_kib << 10,
-                          .n_slow = c.n_slow, .data_on = c.data_on};
-    memcpy(pc.slow, c.slow, sizeof pc.slow);
-    tt_probe p;
-    tt_net net;
-    s = tt_node_agree(nd, tt_probe_run(&pc, &p, &err), &err);
-    if (!s) s = tt_node_agree(nd, tt_probe_net(nd, model->n_params, reps, &net, &err), &err);
-    const int sig = tt_node_stop_signal(nd); /* every rank, whatever its status: the signal is the job's */
-    if (!s && sig)
-        s = tt_node_agree(nd, tt_fail(&err, TT_ERR_STOPPED, "probe: stopped by %s", tt_signal_name(sig)), &err);
-    if (!s && tt_node_speaks()) {
-        printf("BLAS: %s\n", tt_blas_describe());
-        tt_probe_print(stdout, &p, &pc);
-        probe_print_predicted(&p, &be, c.towers);
-        probe_print_net(&p, &net, &po, K, model->n_params, c.towers, c.batch);
-        if (K == 1) probe_print_sync(&p, &pc);
-    }
-    if (!s && K == 1) s = probe_designs(&pc, &p, pf, &err); /* under mpirun bench measures the job's designs */
-    if (!s && pf) s = probe_json(&json_out, pf, &pc, &p, &c, be.ops->name, &err);
+    probe_flow f;
+    memset(&f, 0, sizeof f);
+    f.c = &c;
+    f.po = &po;
+    f.nd = tt_node_world();
+    f.K = f.nd->size > 1 ? f.nd->size : 1;
+    tt_pending pend = {TT_OK, {{0}}};
+    s = tt_run_phases(g_probe_phases, sizeof g_probe_phases / sizeof g_probe_phases[0], f.nd, &pend, NULL, &f, &err);
+    if (f.measured) tt_node_stop_signal(f.nd); /* a failed measurement: the job's signal is still every rank's */
     tt_error close_err;
-    const tt_status closed = tt_out_close(&json_out, &close_err);
-    if (!s && closed) s = tt_fail(&err, closed, "%s", close_err.msg);
-    if (!s) s = tt_node_agree(nd, tt_node_speaks() ? tt_flush_stdout(stdout, &err) : TT_OK, &err); /* rank 0's table */
-    tt_free(pf);
-    tt_free(model);
+    tt_out_close(&f.json_out, &close_err); /* a phase before the report failed: nothing more is written */
+    tt_free(f.pf);
+    tt_free(f.model);
     return s ? measure_fail(s, &err) : 0;
 }
