@@ -569,6 +569,78 @@ static tt_status bench_check_reduces(const bench_opts *b, const measure_setup *s
     return s;
 }
 
+/* bench's flow after its options: phases every rank walks together, agreed at the return of each (tt_run_phases);
+ * the rows agree among their own ranks inside the sweep (bench_ranks). */
+typedef struct bench_flow {
+    bench_opts *b;
+    tt_run_config *c;
+    tt_node *world;
+    measure_setup setup;
+    bench_run *br;
+    tt_out csv;
+    tt_pending pend; /* the walk's: what one rank's outputs failed at, agreed at the phase's return */
+    size_t ki;       /* the sweep: the next entry of --ranks */
+} bench_flow;
+
+/* The data, the model and the backend (measure_open); the probes' room. */
+static tt_status bench_open(void *ctx, tt_error *err)
+{
+    bench_flow *f = (bench_flow *)ctx;
+    tt_status s = measure_open(f->c, &f->setup, err);
+    f->br = (bench_run *)tt_calloc(1, sizeof *f->br);
+    if (!s && !f->br) s = tt_fail(err, TT_ERR_NOMEM, "out of memory");
+    return s;
+}
+
+static tt_status bench_check(void *ctx, tt_error *err)
+{
+    bench_flow *f = (bench_flow *)ctx;
+    return bench_check_reduces(f->b, &f->setup, err);
+}
+
+/* --csv's file and header, the banner: rank 0's, its failures recorded for the agreement. */
+static tt_status bench_outputs(void *ctx, tt_error *err)
+{
+    (void)err;
+    bench_flow *f = (bench_flow *)ctx;
+    bench_outputs_open(&f->csv, f->b, &f->setup, f->c, f->world, &f->pend);
+    return TT_OK;
+}
+
+/* The rows on the first --ranks[ki] ranks of the job; the phase repeats for every entry. */
+static tt_status bench_sweep_ranks(void *ctx, tt_error *err)
+{
+    bench_flow *f = (bench_flow *)ctx;
+    if (f->ki >= f->b->n_ranks) return TT_OK; /* --ranks names none */
+    bench_sweep x = {.b = f->b, .c = f->c, .setup = &f->setup, .br = f->br, .csv = &f->csv, .pend = &f->pend};
+    return bench_ranks(&x, f->world, (int)f->b->ranks[f->ki++], err);
+}
+
+static size_t bench_next_ranks(void *ctx, size_t at, size_t n)
+{
+    (void)n;
+    const bench_flow *f = (const bench_flow *)ctx;
+    return f->ki < f->b->n_ranks ? at : at + 1;
+}
+
+/* The end: rank 0's last write (a failure is agreed). */
+static tt_status bench_end(void *ctx, tt_error *err)
+{
+    (void)err;
+    bench_flow *f = (bench_flow *)ctx;
+    tt_error we;
+    tt_pending_fail(&f->pend, tt_out_close(&f->csv, &we), &we);
+    return TT_OK;
+}
+
+static const tt_run_phase g_bench_phases[] = {
+    {bench_open, NULL},
+    {bench_check, NULL},
+    {bench_outputs, NULL},
+    {bench_sweep_ranks, bench_next_ranks},
+    {bench_end, NULL},
+};
+
 int tt_cmd_bench(int argc, char **argv)
 {
     tt_run_config c;
@@ -594,27 +666,15 @@ int tt_cmd_bench(int argc, char **argv)
         return 0;
     }
     if (s) return measure_fail(s, &err);
-    measure_setup setup;
-    s = measure_open(&c, &setup, &err);
-    bench_run *br = (bench_run *)tt_calloc(1, sizeof *br);
-    if (!s && !br) s = tt_fail(&err, TT_ERR_NOMEM, "out of memory");
-    s = tt_node_agree(world, s, &err);
-    if (!s) s = bench_check_reduces(&b, &setup, &err);
-    if (s) {
-        measure_close(&setup);
-        tt_free(br);
-        return measure_fail(s, &err);
-    }
-    tt_out csv;
-    tt_pending pend;
+    bench_flow f;
+    memset(&f, 0, sizeof f);
+    f.b = &b;
+    f.c = &c;
+    f.world = world;
+    s = tt_run_phases(g_bench_phases, sizeof g_bench_phases / sizeof g_bench_phases[0], world, &f.pend, NULL, &f, &err);
     tt_error we;
-    bench_outputs_open(&csv, &b, &setup, &c, world, &pend);
-    s = tt_pending_agree(world, &pend, TT_OK, &err);
-    bench_sweep x = {.b = &b, .c = &c, .setup = &setup, .br = br, .csv = &csv, .pend = &pend};
-    for (size_t ki = 0; !s && ki < b.n_ranks; ki++) s = bench_ranks(&x, world, (int)b.ranks[ki], &err);
-    tt_pending_fail(&pend, tt_out_close(&csv, &we), &we);
-    if (!s) s = tt_pending_agree(world, &pend, TT_OK, &err); /* the end: rank 0's last write (a failure is agreed) */
-    measure_close(&setup);
-    tt_free(br);
+    tt_out_close(&f.csv, &we); /* a phase before the end failed: nothing more is written */
+    measure_close(&f.setup);
+    tt_free(f.br);
     return s ? measure_fail(s, &err) : 0;
 }
