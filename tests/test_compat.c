@@ -138,7 +138,31 @@ typedef struct compat_case {
       "--slow-tower: not with --graphs on (a replayed graph runs without the host, so nothing can delay its "       \
       "compute)")                                                                                                   \
     X(first_wins_sync, (c->sync.kind = TT_SYNC_SSP, c->sync.k = 2, c->overlap = 1),                                 \
-      "--sync ssp:2: not with --overlap on (its buckets are summed over every tower of a step)")
+      "--sync ssp:2: not with --overlap on (its buckets are summed over every tower of a step)")                    \
+    /* the numbers' ranges sit between the combinations, where d0cbea4's checks had them */                         \
+    X(nccl_before_slow_range, (c->ops = &g_gpu_nccl, c->reduce = TT_REDUCE_NCCL, c->n_devices = 1, c->n_slow = 1,   \
+                               c->slow[0].tower = 2),                                                               \
+      "--reduce nccl: needs one GPU per tower, and 2 towers share 1 GPU (use --towers 1, or --reduce "              \
+      "device/allreduce for virtual towers)")                                                                       \
+    X(slow_graphs_before_range, (c->ops = &g_gpu, c->graphs = 1, c->n_slow = 1, c->slow[0].tower = 1,               \
+                                 c->n_towers = 1),                                                                  \
+      "--slow-tower: not with --graphs on (a replayed graph runs without the host, so nothing can delay its "       \
+      "compute)")                                                                                                   \
+    X(slow_range_before_buckets, (c->bucket_bytes = 1024, c->n_slow = 1, c->slow[0].tower = 2),                     \
+      "--slow-tower 2: there are 2 towers (0..1)")                                                                  \
+    X(slow_range_second, (c->n_slow = 2, c->slow[0].tower = 1, c->slow[1].tower = 5),                               \
+      "--slow-tower 5: there are 2 towers (0..1)")                                                                  \
+    X(overlap_before_no_set, (c->overlap = 1, c->reduce = TT_REDUCE_DEVICE, c->data_on = 1),                        \
+      "--overlap on: the host sums and updates each bucket as the towers push it, so it needs --reduce cpu and "    \
+      "--update host (not --reduce device --update host)")                                                          \
+    X(no_set_before_update, (c->data_on = 1, c->update = TT_UPDATE_DEVICE),                                         \
+      "--data-on device: the trainer was given no training set to hold")                                            \
+    X(update_before_ssp_zero, (c->update = TT_UPDATE_DEVICE, c->sync.kind = TT_SYNC_SSP, c->sync.k = 0),            \
+      "--update device: needs --reduce device or nccl (the sum must end on tower 0's device), not cpu")             \
+    X(ssp_zero_before_overlap, (c->sync.kind = TT_SYNC_SSP, c->sync.k = 0, c->overlap = 1),                         \
+      "--sync ssp:0: the number must be at least 1")                                                                \
+    X(round_robin_before_zero, (c->sync.kind = TT_SYNC_WEIGHTS, c->sync.k = 0, c->sync.round_robin = 1),            \
+      "--sync-schedule round-robin: only for --sync ssp:S or async (weights:0 has one schedule already)")
 
 #define X(nm, body, words) static void make_##nm(tt_trainer_config *c) { body; }
 ROWS

@@ -1,5 +1,5 @@
 /* compat.c — what can run with what. A configuration is first checked value by value (a mode the tables do not
- * hold, a number out of range), then reduced to its facts — one bit each: "towers share a GPU", "--overlap on",
+ * hold), then reduced to its facts — one bit each: "towers share a GPU", "--overlap on",
  * "the --sync mode does not sum one gradient a step" (a sync row without SYNC_SUMMED), "the placement needs
  * collectives the backend lacks" (a placement row's PLACE_* needs), ... — and the first rule of the table whose facts
  * all hold refuses it, in its own words. The words name the options through {placeholders} filled from the
@@ -32,6 +32,11 @@ enum {
     F_GPU_BACKEND,     /* the backend is a GPU's (it has peer access) */
     F_CPU_BACKEND,     /* it is not */
     F_GPU_EACH,        /* the placement needs one GPU per tower (PLACE_GPU_EACH) */
+    F_SLOW_BEYOND,     /* a --slow-tower beyond the towers */
+    F_ONE_TOWER,       /* one tower */
+    F_TOWERS,          /* two towers or more */
+    F_NO_SET,          /* --data-on device without the training set to hold */
+    F_SYNC_ZERO,       /* a --sync mode with a number (ssp:S, weights:K) given 0 */
 };
 #define F(x) (1u << F_##x)
 
@@ -51,6 +56,8 @@ static const compat_rule rules[] = {
      "or --reduce {shared} for virtual towers)"},
     {F(SLOW) | F(GRAPHS),
      "--slow-tower: not with --graphs on (a replayed graph runs without the host, so nothing can delay its compute)"},
+    {F(SLOW_BEYOND) | F(ONE_TOWER), "--slow-tower {slow}: there is 1 tower (0)"},
+    {F(SLOW_BEYOND) | F(TOWERS), "--slow-tower {slow}: there are {towers} towers (0..{last})"},
     {F(GRAPHS) | F(NO_CAPTURE),
      "--graphs on: the {backend} backend runs every op as it is issued, there is no graph to capture (CUDA graphs: "
      "--device cuda)"},
@@ -68,11 +75,13 @@ static const compat_rule rules[] = {
      "--overlap on: a tower waits for each bucket's push in the middle of its step, which one graph launch cannot "
      "(use --graphs off)"},
     {F(OVERLAP) | F(RANKS), "--overlap on: under mpirun the ranks combine whole node sums (give --overlap off)"},
+    {F(NO_SET), "--data-on device: the trainer was given no training set to hold"},
     {F(UPDATE_NO_SUM), "--update {update}: needs --reduce {update_reduces} ({update_why}), not {reduce}"},
     {F(UPDATE_DEVICE) | F(RANKS),
      "--update {update}: under mpirun the ranks combine their sums on the host (give --update host)"},
     {F(ROUND_ROBIN) | F(NO_SCHEDULES),
      "--sync-schedule round-robin: only for --sync {schedules} ({sync} has one schedule already)"},
+    {F(SYNC_ZERO), "--sync {sync}: the number must be at least 1"},
     {F(NOT_SUMMED) | F(NOT_CPU_HOST),
      "--sync {sync}: {sync_why}, so it needs --reduce cpu and --update host (not --reduce {reduce} --update {update})"},
     {F(NOT_SUMMED) | F(OVERLAP),
@@ -94,6 +103,14 @@ static const compat_rule rules[] = {
      "--bn-sync on: the towers exchange batch statistics in the middle of their forward and backward, which one "
      "graph launch cannot (use --graphs off)"},
 };
+
+/* The first --slow-tower entry beyond the towers, or n_slow. */
+static size_t slow_beyond(const tt_trainer_config *cfg)
+{
+    size_t k = 0;
+    while (k < cfg->n_slow && cfg->slow[k].tower < cfg->n_towers) k++;
+    return k;
+}
 
 /* The facts of cfg (its values already checked). */
 static unsigned facts(const tt_trainer_config *cfg)
@@ -122,6 +139,11 @@ static unsigned facts(const tt_trainer_config *cfg)
         {gpu, F(GPU_BACKEND)},
         {!gpu, F(CPU_BACKEND)},
         {(pl->needs & PLACE_GPU_EACH) != 0, F(GPU_EACH)},
+        {slow_beyond(cfg) < cfg->n_slow, F(SLOW_BEYOND)},
+        {cfg->n_towers == 1, F(ONE_TOWER)},
+        {cfg->n_towers > 1, F(TOWERS)},
+        {cfg->data_on && !cfg->train_set, F(NO_SET)},
+        {sm->info.arg && cfg->sync.k < 1, F(SYNC_ZERO)},
     };
     unsigned set = 0;
     for (size_t k = 0; k < sizeof f / sizeof f[0]; k++)
@@ -169,8 +191,12 @@ static const char *fill(const char *name, size_t len, const tt_trainer_config *c
     if (IS("shared")) return plain_placements(buf, size, "/", "/", 1);
     if (IS("update_why")) return up->why;
     if (IS("gpus_s")) return cfg->n_devices == 1 ? "" : "s";
-    if (IS("towers") || IS("gpus")) {
-        snprintf(buf, size, "%zu", IS("towers") ? cfg->n_towers : (size_t)cfg->n_devices);
+    if (IS("towers") || IS("gpus") || IS("last") || IS("slow")) {
+        const size_t v = IS("towers") ? cfg->n_towers
+                         : IS("gpus") ? (size_t)cfg->n_devices
+                         : IS("last") ? cfg->n_towers - 1
+                                      : cfg->slow[slow_beyond(cfg)].tower;
+        snprintf(buf, size, "%zu", v);
         return buf;
     }
     if (IS("update_reduces")) {
@@ -205,24 +231,14 @@ static tt_status refuse(const compat_rule *r, const tt_trainer_config *cfg, tt_e
     return tt_fail(err, TT_ERR_ARG, "%s", msg);
 }
 
-/* The values the tables must hold, and the numbers' ranges: checked before any fact is read. */
+/* The values the tables must hold: checked before any fact is read (a fact reads the rows they index). The numbers'
+ * ranges (a --slow-tower beyond the towers, ssp:0) are facts, in the table's order: d0cbea4's checks put them
+ * between the combinations' refusals, and where two break, the same one must win. */
 static tt_status check_values(const tt_trainer_config *cfg, tt_error *err)
 {
-    char m[32];
     if ((unsigned)cfg->reduce >= TT_REDUCE_COUNT) return tt_fail(err, TT_ERR_ARG, "--reduce: unknown placement");
     if ((unsigned)cfg->update >= TT_UPDATE_COUNT) return tt_fail(err, TT_ERR_ARG, "--update: unknown placement");
     if ((unsigned)cfg->sync.kind >= TT_SYNC_COUNT) return tt_fail(err, TT_ERR_ARG, "--sync: unknown mode");
-    if (sync_modes[cfg->sync.kind].info.arg && cfg->sync.k < 1)
-        return tt_fail(err, TT_ERR_ARG, "--sync %s: the number must be at least 1",
-                       tt_sync_format(&cfg->sync, m, sizeof m));
-    for (size_t k = 0; k < cfg->n_slow; k++)
-        if (cfg->slow[k].tower >= cfg->n_towers)
-            return cfg->n_towers == 1
-                       ? tt_fail(err, TT_ERR_ARG, "--slow-tower %zu: there is 1 tower (0)", cfg->slow[k].tower)
-                       : tt_fail(err, TT_ERR_ARG, "--slow-tower %zu: there are %zu towers (0..%zu)",
-                                 cfg->slow[k].tower, cfg->n_towers, cfg->n_towers - 1);
-    if (cfg->data_on && !cfg->train_set)
-        return tt_fail(err, TT_ERR_ARG, "--data-on device: the trainer was given no training set to hold");
     return TT_OK;
 }
 
