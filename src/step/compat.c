@@ -34,7 +34,7 @@ enum {
     F_GPU_EACH,        /* the placement needs one GPU per tower (PLACE_GPU_EACH) */
     F_SLOW_BEYOND,     /* a --slow-tower beyond the towers */
     F_ONE_TOWER,       /* one tower */
-    F_TOWERS,          /* two towers or more */
+    F_TOWERS,          /* not one tower */
     F_NO_SET,          /* --data-on device without the training set to hold */
     F_SYNC_ZERO,       /* a --sync mode with a number (ssp:S, weights:K) given 0 */
 };
@@ -141,7 +141,7 @@ static unsigned facts(const tt_trainer_config *cfg)
         {(pl->needs & PLACE_GPU_EACH) != 0, F(GPU_EACH)},
         {slow_beyond(cfg) < cfg->n_slow, F(SLOW_BEYOND)},
         {cfg->n_towers == 1, F(ONE_TOWER)},
-        {cfg->n_towers > 1, F(TOWERS)},
+        {cfg->n_towers != 1, F(TOWERS)},
         {cfg->data_on && !cfg->train_set, F(NO_SET)},
         {sm->info.arg && cfg->sync.k < 1, F(SYNC_ZERO)},
     };
