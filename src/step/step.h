@@ -1,8 +1,8 @@
 /* step.h — the step's internals, private to src/step/ (the public API: include/tt_trainer.h).
  *
  * Threads. One crew of T = max(N towers, H host threads) persistent pthreads. Thread t < N is tower t: it binds
- * its device in the INIT job, allocates everything it will ever need there, and releases it in the FREE job.
- * A STEPS job runs a run of steps with no help from the caller:
+ * its device in the crew's first job (towers_alloc), allocates everything it will ever need there, and releases it
+ * in the last (towers_release). A run of steps (the --sync mode's run, here bsp_run) needs no help from the caller:
  *
  *     towers:   pull -> data -> forward/backward -> push (stats [+ own gradient to own slot: cpu])
  *               (threads >= N just arrive)
@@ -17,7 +17,7 @@
  * A placement (where the gradients are summed) is a row of the `placements` table: its name and help (all the rest of
  * the program knows of it, tt_reduce_about), the buffers it adds to a tower, the tower-side reduce phase it runs
  * between barriers A and R, and where the host slices read the summed gradient. Where the optimizer runs is the
- * smaller `updates` table beside it (--update: host, device, replicated, and the placements each runs with).
+ * smaller `update_rows` table beside it (--update: host, device, replicated, and the placements each runs with).
  * The step above is written once; tt_trainer_time_phases runs the same phase functions one at a time for the probe.
  *
  * A tower issues its whole step on its stream and waits once, at the end, where the host must read its statistics:

@@ -1,5 +1,6 @@
-/* sync.c — --sync: the modes' table (bsp, ssp:S, async, weights:K: the command line, bench and the log read it),
- * and what every mode but bsp shares: the shards' schedule of a run of steps and its counters. */
+/* sync.c — --sync: the modes' table (bsp, ssp:S, async, weights:K: the command line, bench and the log read it), and
+ * a mode's spelling: parsed (tt_sync_parse) and written ("ssp:S", tt_sync_format). The shards' schedule the modes
+ * other than bsp share is shards.c's; each mode's run of steps, its sync_*.c. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

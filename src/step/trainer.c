@@ -1,6 +1,7 @@
 /* trainer.c — the trainer as its callers see it (include/tt_trainer.h): init and free, runs of steps, the master
- * weights and the optimizer, evaluation and prediction, the memory plan; and how a step's samples are cut into the
- * towers' shards. What a step does is in the files the private header step.h lists; this one only starts them. */
+ * weights and the optimizer, evaluation and prediction, the memory plan. What a step does, and how its samples are
+ * cut into the towers' shards (shards.c), is in the files the private header step.h lists; this one only starts
+ * them. */
 #include <math.h>
 
 #include "tt_backend.h"
