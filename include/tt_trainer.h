@@ -91,8 +91,8 @@ typedef struct tt_slow_tower {
 /* The delay of tower t at step `step` of a run seeded `seed`, in seconds (0 for a tower not in the list). */
 double tt_slow_delay(const tt_slow_tower *slow, size_t n_slow, uint64_t seed, size_t t, uint64_t step);
 
-/* --sync: when a tower's gradient reaches the master variables (docs/sync.md). One table in src/step/sync.c: the command
- * line, bench and the log read it.
+/* --sync: when a tower's gradient reaches the master variables (docs/sync.md). One table in src/step/sync.c: the
+ * command line, bench and the log read it.
  *   bsp        every step waits for every tower; the host sums the towers' gradients and updates once (the seeds'
  *              design: N towers = 1 tower up to rounding);
  *   ssp:S      stale-synchronous (Ho et al. 2013): each tower takes the next shard, pulls the newest weights, and the
@@ -114,6 +114,12 @@ typedef struct tt_sync_info {
     const char *help;  /* what it does, for --help: one phrase */
 } tt_sync_info;
 const tt_sync_info *tt_sync_about(tt_sync_kind k); /* NULL for a value that is no mode */
+/* What a mode's row says of it (its capability bits, src/step/sync.c), for the tools that must not name a mode: one
+ * summed gradient a step (bsp's step: a step's times are its own, the probe's phases predict it), and the towers
+ * taking the run's shards one at a time (ssp, async: which tower runs which rows depends on the schedule). 0 for a
+ * value that is no mode. */
+int tt_sync_summed(tt_sync_kind k);
+int tt_sync_takes_shards(tt_sync_kind k);
 /* "bsp", "ssp:4", "async", "weights:16" into *out (round_robin untouched): TT_ERR_ARG with one line naming opt. */
 tt_status tt_sync_parse(const char *opt, const char *v, tt_sync *out, tt_error *err);
 const char *tt_sync_format(const tt_sync *s, char *buf, size_t len); /* "ssp:4"; returns buf */

@@ -323,7 +323,7 @@ static tt_status row_measure(tt_run_config *c, measure_setup *setup, bench_run *
     tt_probe probe;
     tt_probe_median(br->probes, br->n_probes, &probe);
     tt_probe_predict_node(&probe, net, r->ranks, model->n_params, c->node_reduce, c->reduce, &r->pred);
-    if (c->sync.kind != TT_SYNC_BSP) tt_probe_predict_sync(&probe, &br->pc, &c->sync, &r->pred); /* one rank */
+    if (!tt_sync_summed(c->sync.kind)) tt_probe_predict_sync(&probe, &br->pc, &c->sync, &r->pred); /* one rank */
     if (c->update != TT_UPDATE_HOST || c->overlap) { /* the measured probe times the host's update, phases one at a
                                                       * time: no prediction */
         const double nan = NAN;
@@ -353,7 +353,7 @@ static tt_status row_measure(tt_run_config *c, measure_setup *setup, bench_run *
     r->s_per_epoch = tt_median(secs, ne);
     /* ssp, async, weights: a step's total is its shards' (or towers') mean span beside other steps: the epoch's wall
      * over its steps is the time per global batch */
-    r->ms = c->sync.kind == TT_SYNC_BSP ? tt_median(step_ms, ne) : 1e3 * r->s_per_epoch / (double)steps;
+    r->ms = tt_sync_summed(c->sync.kind) ? tt_median(step_ms, ne) : 1e3 * r->s_per_epoch / (double)steps;
     r->pred_ms = 1e3 * r->pred.total;
     r->err_pc = 100 * (r->pred_ms - r->ms) / r->ms;
     r->pred_error = r->err_pc / 100;

@@ -289,7 +289,7 @@ static tt_status resume_same_options(const run_state *rs, const tt_checkpoint *c
     /* the towers may change — the host sums every tower's rows into the same step — except where a tower's own rows
      * set what it computes: batchnorm's statistics per tower (--bn-sync off) and --sync ssp/async's staleness */
     const size_t towers = c->towers * (size_t)rs->ranks.K;
-    const int per_tower = (has_bn && !c->bn_sync) || c->sync.kind == TT_SYNC_SSP || c->sync.kind == TT_SYNC_ASYNC;
+    const int per_tower = (has_bn && !c->bn_sync) || tt_sync_takes_shards(c->sync.kind);
     if (per_tower && ck->towers != towers)
         return tt_fail(err, TT_ERR_ARG, "%s: trained with %zu towers, this run has %zu (give the same: %s a tower's own "
                        "rows set what it computes)", what, ck->towers, towers,

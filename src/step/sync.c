@@ -12,7 +12,8 @@ const sync_mode sync_modes[TT_SYNC_COUNT] = {
     [TT_SYNC_BSP] = {{"bsp", NULL, "every step waits for every tower; one summed update (the default)"},
                      SYNC_SUMMED, NULL, bsp_run},
     [TT_SYNC_SSP] = {{"ssp", "S", "each gradient applied as it arrives; a tower runs at most S shards ahead"},
-                     SYNC_SCHEDULES | SYNC_SHARDS | SYNC_BOUNDED, "the host applies each tower's gradient from its slot",
+                     SYNC_SCHEDULES | SYNC_SHARDS | SYNC_BOUNDED,
+                     "the host applies each tower's gradient from its slot",
                      ssp_run},
     [TT_SYNC_ASYNC] = {{"async", NULL, "each gradient applied as it arrives, no bound (Downpour)"},
                        SYNC_SCHEDULES | SYNC_SHARDS, "the host applies each tower's gradient from its slot", ssp_run},
@@ -23,6 +24,13 @@ const sync_mode sync_modes[TT_SYNC_COUNT] = {
 const char *const tt_sync_schedule_names[] = {"free", "round-robin", NULL};
 
 const tt_sync_info *tt_sync_about(tt_sync_kind k) { return (unsigned)k < TT_SYNC_COUNT ? &sync_modes[k].info : NULL; }
+
+int tt_sync_summed(tt_sync_kind k) { return (unsigned)k < TT_SYNC_COUNT && (sync_modes[k].caps & SYNC_SUMMED); }
+
+int tt_sync_takes_shards(tt_sync_kind k)
+{
+    return (unsigned)k < TT_SYNC_COUNT && (sync_modes[k].caps & SYNC_SHARDS);
+}
 
 const char *sync_spelt(const tt_sync_info *in, char *buf, size_t len)
 {
