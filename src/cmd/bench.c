@@ -191,21 +191,25 @@ static double epochs_median(const tt_run_result *res, size_t first, size_t last,
 
 typedef struct bench_run {
     tt_probe_config pc;
+    tt_node *sub;            /* the row's ranks: they agree on the probes before every epoch's collectives */
     double floor_step[1024]; /* GEMM floor per epoch, measured just before it */
     tt_probe probes[3];      /* before the row, before its middle epoch, after it */
     int n_probes;
     size_t epochs;
 } bench_run;
 
+/* The probes are this rank's own work (a signal on one rank stops them there): the row's ranks agree on them before
+ * the epoch's collectives, or a rank that stopped alone would wait in the run's agreement while the others step. */
 static tt_status bench_before_epoch(void *ctx, size_t epoch, tt_error *err)
 {
     bench_run *br = (bench_run *)ctx;
+    tt_status s = TT_OK;
     if (epoch > 1 && epoch == br->epochs / 2 + 1 && br->n_probes == 1) { /* before the middle epoch */
-        tt_status s = tt_probe_run(&br->pc, &br->probes[br->n_probes], err);
-        if (s) return s;
-        br->n_probes++;
+        s = tt_probe_run(&br->pc, &br->probes[br->n_probes], err);
+        if (!s) br->n_probes++;
     }
-    return epoch <= 1024 ? tt_probe_gemm_floor(&br->pc, &br->floor_step[epoch - 1], err) : TT_OK;
+    if (!s && epoch <= 1024) s = tt_probe_gemm_floor(&br->pc, &br->floor_step[epoch - 1], err);
+    return tt_node_agree(br->sub, s, err);
 }
 
 /* One row of the sweep, as the console and the CSV show it. */
@@ -313,6 +317,7 @@ static tt_status row_measure(tt_run_config *c, measure_setup *setup, bench_run *
     /* the prediction is the median of probes before, during and after the row's training */
     br->epochs = c->epochs;
     br->n_probes = 0;
+    br->sub = sub;
     /* the probes are this rank's own work: a stop (a signal on one rank) is agreed before the row's collectives */
     tt_status s = tt_node_agree(sub, tt_probe_run(&br->pc, &br->probes[br->n_probes++], err), err);
     if (s) return s;
