@@ -554,11 +554,14 @@ static tt_status bench_ranks(bench_sweep *x, tt_node *world, int K, tt_error *er
         for (size_t ti = 0; !s && ti < b->n_towers; ti++)
             for (size_t rui = 0; !s && rui < b->n_reduces * b->n_updates * b->n_syncs; rui++)
                 s = bench_row_run(x, &sub, &net, K, bi, ti, rui, err);
-    /* the ranks that sat this out wait, asleep, for the ones that ran the rows */
     if (sub.size > 0) tt_node_free(&sub);
+    /* the ranks that sat this out wait, asleep, for the ones that ran the rows (an agreement first would spin on a core
+     * the rows run on), then every rank agrees */
+    tt_error ie;
+    const tt_status idle = tt_node_idle_barrier(world, &ie);
+    if (!s && idle) s = tt_fail(err, idle, "%s", ie.msg);
     s = tt_pending_agree(world, x->pend, s, err); /* a skipped row's console line, a row's failure */
     tt_node_stop_signal(world); /* a stop's signal is every rank's exit code, the ranks that sat out too */
-    if (!s) s = tt_node_idle_barrier(world, err);
     return s;
 }
 
