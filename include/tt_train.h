@@ -252,7 +252,7 @@ tt_status tt_run_model(const tt_run_config *c, const tt_dataset *train, const tt
 tt_status tt_run_describe_model(const tt_run_config *c, tt_model *m, tt_error *err);
 
 /* ---- a job's flow as a table of phases, agreed one by one (src/run/train_ranks.c) ---------------------------- */
-/* A flow every rank of a job walks together (a run's, train.c; bench's and probe's could be) is a table of phases;
+/* A flow every rank of a job walks together (a run's, train.c; bench's and probe's, src/cmd/) is a table of phases;
  * at the return of each, the ranks agree on how it went (tt_pending_agree: a failure only one rank knows, recorded
  * where it happened, becomes every rank's), and the flow goes on only where it went well everywhere. So a phase does
  * not return early on a failure of this rank alone: it records it (tt_pending_fail) and takes part in every collective
