@@ -31,6 +31,90 @@ TT_HD float tt_pixel(uint8_t p, float scale) { return (float)p * scale; }
  * function in tower order, so they agree to the last bit. */
 TT_HD float tt_add(float acc, float x) { return acc + x; }
 
+/* ---- 16-bit formats (--precision) --------------------------------------------------------------------------
+ * Mixed precision stores values in a 16-bit format wherever a GPU would (pulled weights, activations between
+ * layers, pushed gradients) and computes in FP32. A format is TT_FMT_FP32 (no rounding), TT_FMT_BF16 (bfloat16: 8
+ * exponent bits like FP32, 7 mantissa bits) or TT_FMT_FP16 (IEEE binary16: 5 exponent bits, 10 mantissa bits,
+ * largest finite 65504, subnormals down to 2^-24). Conversions round to nearest, ties to even, as IEEE 754 and the
+ * GPU's cvt.rn instructions do: a value too large for fp16 becomes Inf (from 65520 up), a NaN stays a NaN (made
+ * quiet, its sign kept), subnormals are kept, not flushed. Integer work only, so no floating-point environment
+ * (flush-to-zero, -ffast-math) changes a bit. */
+enum { TT_FMT_FP32 = 0, TT_FMT_BF16 = 1, TT_FMT_FP16 = 2 };
+
+TT_HD uint32_t tt_f32_bits(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
+
+TT_HD float tt_bits_f32(uint32_t u)
+{
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+TT_HD uint16_t tt_f32_to_bf16(float x)
+{
+    uint32_t u = tt_f32_bits(x);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u); /* NaN: quiet */
+    u += 0x7fffu + ((u >> 16) & 1u); /* round the low 16 bits away, ties to even; carries into the exponent */
+    return (uint16_t)(u >> 16);
+}
+
+TT_HD float tt_bf16_to_f32(uint16_t h) { return tt_bits_f32((uint32_t)h << 16); }
+
+TT_HD uint16_t tt_f32_to_fp16(float x)
+{
+    const uint32_t u = tt_f32_bits(x), a = u & 0x7fffffffu;
+    const uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu)); /* NaN: quiet */
+    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* >= 65520 (65504 + half its ulp): Inf */
+    if (a >= 0x38800000u) { /* >= 2^-14: normal; drop 13 mantissa bits, ties to even, and rebias 127 -> 15 */
+        const uint32_t r = a + 0xfffu + ((a >> 13) & 1u) - 0x38000000u;
+        return (uint16_t)(sign | (r >> 13));
+    }
+    if (a <= 0x33000000u) return sign; /* <= 2^-25, half the smallest subnormal: zero (the tie goes to even 0) */
+    /* subnormal: the value in units of 2^-24, rounded; 2^-14 itself may come out (the smallest normal, 0x400) */
+    const uint32_t e = a >> 23, m = (a & 0x7fffffu) | 0x800000u, shift = 126u - e; /* e in [102, 112] */
+    const uint32_t q = m >> shift, rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1u);
+    return (uint16_t)(sign | (q + (rem > half || (rem == half && (q & 1u)))));
+}
+
+TT_HD float tt_fp16_to_f32(uint16_t h)
+{
+    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu;
+    uint32_t m = h & 0x3ffu;
+    if (e == 0x1fu) return tt_bits_f32(sign | 0x7f800000u | (m << 13)); /* Inf, NaN */
+    if (e) return tt_bits_f32(sign | ((e + 112u) << 23) | (m << 13));
+    if (!m) return tt_bits_f32(sign);
+    uint32_t fe = 113u; /* a subnormal m * 2^-24, normalised */
+    while (!(m & 0x400u)) {
+        m <<= 1;
+        fe--;
+    }
+    return tt_bits_f32(sign | (fe << 23) | ((m & 0x3ffu) << 13));
+}
+
+/* x in format fmt's 16 bits (fmt is BF16 or FP16), and back. */
+TT_HD uint16_t tt_to16(float x, int fmt) { return fmt == TT_FMT_FP16 ? tt_f32_to_fp16(x) : tt_f32_to_bf16(x); }
+TT_HD float tt_from16(uint16_t h, int fmt) { return fmt == TT_FMT_FP16 ? tt_fp16_to_f32(h) : tt_bf16_to_f32(h); }
+
+/* x rounded to the nearest value of format fmt (FP32: x itself) — what storing it in 16 bits keeps. */
+TT_HD float tt_round_fmt(float x, int fmt) { return fmt == TT_FMT_FP32 ? x : tt_from16(tt_to16(x, fmt), fmt); }
+
+/* One element of a gradient's push in 16 bits (tt_dev narrow16): its 16 bits, and what the counts add — an element
+ * that was not zero in FP32 but is zero in 16 bits (underflow: what loss scaling exists to prevent), and one that is
+ * Inf or NaN in 16 bits (overflow: a step the loss scaler skips). */
+TT_HD uint16_t tt_narrow_elem(float x, int fmt, uint32_t *under, uint32_t *bad)
+{
+    const uint16_t h = tt_to16(x, fmt);
+    *under += (h & 0x7fffu) == 0 && x != 0.0f;
+    *bad += fmt == TT_FMT_FP16 ? (h & 0x7c00u) == 0x7c00u : (h & 0x7f80u) == 0x7f80u;
+    return h;
+}
+
 /* ---- activations ------------------------------------------------------------------------------------------- */
 
 TT_HD float tt_relu(float x) { return x > 0.0f ? x : 0.0f; }
