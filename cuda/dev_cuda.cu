@@ -77,6 +77,9 @@ typedef struct cuda_ctx {
     void *lt_ws;
     lt_plan plans[kLtPlans];
     int n_plans;
+    /* --precision bf16 / fp16 (cu_gemm_format): the GEMMs' operands are values of this format, and cu_sgemm runs
+     * them through cublasGemmEx with the compute type that uses the tensor cores on them; TT_FMT_FP32: cublasSgemm */
+    int gemm_fmt;
 } cuda_ctx;
 
 static void cuda_abort(const char *what, const char *why, const char *func, const char *file, int line, int device)
@@ -227,6 +230,47 @@ __global__ void k_update(tt_update_args u, float *w, const float *g, float *m, f
 __global__ void k_u8_to_f32(float *y, const uint8_t *x, size_t n, float scale)
 {
     GRID_STRIDE(i, n) y[i] = tt_pixel(x[i], scale);
+}
+
+/* The 16-bit formats (--precision), one thread per element. The push's narrow counts as it converts: part p of
+ * TT_NARROW_PARTS takes elements p, p + PARTS, ... (neighbouring threads, neighbouring floats) into its own pair of
+ * partial counts, then one thread adds the pairs in order — no atomics, and totals that no grid can change. */
+__global__ void k_round16(float *x, size_t n, int fmt)
+{
+    GRID_STRIDE(i, n) x[i] = tt_round_fmt(x[i], fmt);
+}
+
+__global__ void k_widen16(float *y, const uint16_t *x, size_t n, int fmt)
+{
+    GRID_STRIDE(i, n) y[i] = tt_from16(x[i], fmt);
+}
+
+__global__ void k_narrow16_parts(uint16_t *y, const float *x, size_t n, int fmt, uint32_t *parts)
+{
+    GRID_STRIDE(p, (size_t)TT_NARROW_PARTS)
+    {
+        uint32_t under = 0, bad = 0;
+        for (size_t i = p; i < n; i += TT_NARROW_PARTS) {
+            const uint16_t h = tt_narrow_elem(x[i], fmt, &under, &bad);
+            if (y) y[i] = h;
+        }
+        parts[2 * p] = under;
+        parts[2 * p + 1] = bad;
+    }
+}
+
+__global__ void k_narrow16_total(uint32_t *counts)
+{
+    GRID_STRIDE(j, (size_t)1)
+    {
+        uint32_t under = 0, bad = 0;
+        for (size_t p = 0; p < TT_NARROW_PARTS; p++) {
+            under += counts[2 + 2 * p];
+            bad += counts[3 + 2 * p];
+        }
+        counts[0] = under;
+        counts[1] = bad;
+    }
 }
 
 __global__ void k_bias_add(float *y, const float *b, size_t rows, size_t cols)
@@ -937,6 +981,16 @@ static void cu_sgemm(void *ctx, int ta, int tb, size_t M, size_t N, size_t K, fl
     cuda_ctx *c = TOWER_CTX(ctx);
     const cublasOperation_t op_b = tb ? CUBLAS_OP_T : CUBLAS_OP_N, op_a = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
     const size_t lim = INT_MAX;
+    if (c->gemm_fmt != TT_FMT_FP32) { /* FP32 storage of 16-bit values: converted to 16 bits exactly, FP32 sums */
+        const cublasComputeType_t ct =
+            c->gemm_fmt == TT_FMT_FP16 ? CUBLAS_COMPUTE_32F_FAST_16F : CUBLAS_COMPUTE_32F_FAST_16BF;
+        const size_t lim64 = INT64_MAX;
+        ARG_CHECK(c, M <= lim64 && N <= lim64 && K <= lim64 && lda <= lim64 && ldb <= lim64 && ldc <= lim64);
+        CUBLAS_CHECK(c, cublasGemmEx_64(c->blas, op_b, op_a, (int64_t)N, (int64_t)M, (int64_t)K, &alpha, b, CUDA_R_32F,
+                                        (int64_t)ldb, a, CUDA_R_32F, (int64_t)lda, &beta, cm, CUDA_R_32F,
+                                        (int64_t)ldc, ct, CUBLAS_GEMM_DEFAULT));
+        return;
+    }
     if (M <= lim && N <= lim && K <= lim && lda <= lim && ldb <= lim && ldc <= lim) {
         CUBLAS_CHECK(c, cublasSgemm(c->blas, op_b, op_a, (int)N, (int)M, (int)K, &alpha, b, (int)ldb, a, (int)lda,
                                     &beta, cm, (int)ldc));
@@ -968,6 +1022,7 @@ static int cu_gemm_bias_act(void *ctx, size_t M, size_t N, size_t K, const float
                             float *y, int relu, void *mask)
 {
     cuda_ctx *c = TOWER_CTX(ctx);
+    if (c->gemm_fmt != TT_FMT_FP32) return 0; /* 16-bit operands: cublasGemmEx and the kernels' epilogues */
     /* the bias of a BIAS epilogue is read with vector loads: under 16 bytes of alignment, the kernels do it (and a
      * mask is only ever asked with a bias and the relu, at a 256-byte boundary: tt_relu_mask_bytes) */
     if (b && lt_align(b) < 16) return 0;
@@ -991,6 +1046,7 @@ static int cu_gemm_drelu_bgrad(void *ctx, size_t M, size_t N, size_t K, const fl
                                const void *mask, float *dz, float *db)
 {
     cuda_ctx *c = TOWER_CTX(ctx);
+    if (c->gemm_fmt != TT_FMT_FP32) return 0; /* 16-bit operands: never offered (the forward wrote no mask) */
     if (lt_align(db) < 16 || lt_align(mask) < 256) return 0; /* as the forward's bias and mask */
     uint32_t align = lt_align(dy);
     align = lt_align(w) < align ? lt_align(w) : align;
@@ -1013,6 +1069,35 @@ static void cu_u8_to_f32(void *ctx, float *y, const uint8_t *x, size_t n, float 
     cuda_ctx *c = TOWER_CTX(ctx);
     TT_LAUNCH(k_u8_to_f32, blocks_for(n), kThreads, c->stream, y, x, n, scale);
     LAUNCH_CHECK(c);
+}
+
+static void cu_round16(void *ctx, float *x, size_t n, int fmt)
+{
+    cuda_ctx *c = TOWER_CTX(ctx);
+    TT_LAUNCH(k_round16, blocks_for(n), kThreads, c->stream, x, n, fmt);
+    LAUNCH_CHECK(c);
+}
+
+static void cu_widen16(void *ctx, float *y, const uint16_t *x, size_t n, int fmt)
+{
+    cuda_ctx *c = TOWER_CTX(ctx);
+    TT_LAUNCH(k_widen16, blocks_for(n), kThreads, c->stream, y, x, n, fmt);
+    LAUNCH_CHECK(c);
+}
+
+static void cu_narrow16(void *ctx, uint16_t *y, const float *x, size_t n, int fmt, uint32_t *counts)
+{
+    cuda_ctx *c = TOWER_CTX(ctx);
+    TT_LAUNCH(k_narrow16_parts, blocks_for(TT_NARROW_PARTS), kThreads, c->stream, y, x, n, fmt, counts + 2);
+    LAUNCH_CHECK(c);
+    TT_LAUNCH(k_narrow16_total, 1, 1, c->stream, counts);
+    LAUNCH_CHECK(c);
+}
+
+/* The GEMMs' operand format from now on (cu_sgemm). */
+static void cu_gemm_format(void *ctx, int fmt)
+{
+    TOWER_CTX(ctx)->gemm_fmt = fmt;
 }
 
 static void cu_bias_add(void *ctx, float *y, const float *b, size_t rows, size_t cols)

@@ -60,6 +60,11 @@ extern "C" {
     /* Copy from another tower's device memory (same backend) into this tower's, on this tower's stream. The source    \
      * must be complete (its tower synced) before the call. CPU: memcpy between the towers' RAM; CUDA: peer copy. */   \
     OWN(peer_copy, MUST, void, (void *, d_dst), (void *, src_ctx), (const void *, d_src), (size_t, bytes))             \
+    /* --precision bf16 / fp16: the GEMMs issued from now on take operands the caller has rounded to format fmt and   \
+     * accumulate in FP32 (TT_FMT_FP32: FP32 operands, as at init). CUDA: cublasGemmEx with CUBLAS_COMPUTE_32F_FAST_  \
+     * 16BF or _16F, the tensor cores' path; the cuBLASLt epilogues are not offered then (their wrappers fall back).  \
+     * NULL: sgemm as always — exact on such operands (a product of two 16-bit values is exact in FP32): the CPU's.  */ \
+    OWN(gemm_format, MAY, void, (int, fmt))                                                                            \
     /* C = alpha * op(A) * op(B) + beta * C, row-major; op(A) is M x K, op(B) is K x N. Counted by hand (the GEMMs'    \
      * flops and shapes too). */                                                                                       \
     OWN(sgemm, MUST, void, (int, trans_a), (int, trans_b), (size_t, M), (size_t, N), (size_t, K), (float, alpha),      \
@@ -70,6 +75,16 @@ extern "C" {
     OP(add, 1, n == 0, d_y && d_x, (float *, d_y), (const float *, d_x), (size_t, n))                                  \
     /* y[i] = x[i] * scale for raw bytes x (tt_pixel). */                                                              \
     OP(u8_to_f32, 1, n == 0, d_y && d_x, (float *, d_y), (const uint8_t *, d_x), (size_t, n), (float, scale))          \
+    /* --precision bf16 / fp16 (fmt: tt_math.h's TT_FMT_BF16, TT_FMT_FP16). round16: x[i] = tt_round_fmt(x[i], fmt) in \
+     * place — a value stored in 16 bits between layers. widen16: y[i] = tt_from16(x[i], fmt) — weights pulled in 16 \
+     * bits. narrow16: y[i] = tt_to16(x[i], fmt) (y NULL: none written) and counts[0], counts[1] = the elements that  \
+     * underflowed to zero and that are Inf or NaN in 16 bits (tt_narrow_elem); counts holds TT_NARROW_COUNTS         \
+     * uint32 (the rest: the backend's partial counts) — a gradient pushed in 16 bits. */                              \
+    OP(round16, 1, n == 0, d_x && fmt != TT_FMT_FP32, (float *, d_x), (size_t, n), (int, fmt))                         \
+    OP(widen16, 1, n == 0, d_y && d_x && fmt != TT_FMT_FP32, (float *, d_y), (const uint16_t *, d_x), (size_t, n),     \
+       (int, fmt))                                                                                                     \
+    OP(narrow16, 2, 0, d_counts && (n == 0 || d_x) && fmt != TT_FMT_FP32, (uint16_t *, d_y), (const float *, d_x),     \
+       (size_t, n), (int, fmt), (uint32_t *, d_counts))                                                                \
     /* y[r,c] += b[c] for a (rows, cols) matrix. */                                                                    \
     OP(bias_add, 1, rows == 0 || cols == 0, d_y && d_b, (float *, d_y), (const float *, d_b), (size_t, rows),          \
        (size_t, cols))                                                                                                 \
@@ -330,6 +345,7 @@ void tt_dev_dfree(tt_dev *dev, void *d);
 void *tt_dev_host_alloc(tt_dev *dev, size_t bytes);  /* NULL on failure */
 void tt_dev_host_free(tt_dev *dev, void *h);
 void tt_dev_peer_copy(tt_dev *dst, void *d_dst, tt_dev *src, const void *d_src, size_t bytes);
+void tt_dev_gemm_format(tt_dev *dev, int fmt); /* NULL op: nothing to set */
 void tt_dev_sgemm(tt_dev *dev, int trans_a, int trans_b, size_t M, size_t N, size_t K, float alpha, const float *d_a,
                   size_t lda, const float *d_b, size_t ldb, float beta, float *d_c, size_t ldc);
 /* y (M, N) = act(x (M, K) · w (K, N) + b) (tt_dev_ops.gemm_bias_act): lt 1 offers it to the backend as one call;

@@ -97,6 +97,11 @@ TT_HD float tt_fp16_to_f32(uint16_t h)
     return tt_bits_f32(sign | (fe << 23) | ((m & 0x3ffu) << 13));
 }
 
+/* The uint32 counts a narrow16 writes: the two totals, then TT_NARROW_PARTS partial pairs a device sums them from
+ * (element i counted in part i % TT_NARROW_PARTS, so the totals never depend on the grid). */
+#define TT_NARROW_PARTS 1024
+#define TT_NARROW_COUNTS (2 + 2 * TT_NARROW_PARTS)
+
 /* x in format fmt's 16 bits (fmt is BF16 or FP16), and back. */
 TT_HD uint16_t tt_to16(float x, int fmt) { return fmt == TT_FMT_FP16 ? tt_f32_to_fp16(x) : tt_f32_to_bf16(x); }
 TT_HD float tt_from16(uint16_t h, int fmt) { return fmt == TT_FMT_FP16 ? tt_fp16_to_f32(h) : tt_bf16_to_f32(h); }

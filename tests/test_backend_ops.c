@@ -1365,6 +1365,123 @@ END_TEST
 /* The table has every op a backend must have (include/tt_dev.h's list, need MUST and every OP); a copy without one of
  * them — an op on the stream, the init that makes a context — is refused by tt_dev_init, which names it; one without
  * an optional op is not. */
+/* The 16-bit formats: round16 and widen16 to the bit, narrow16's bits and counts exactly (its counts past
+ * TT_NARROW_PARTS elements, with and without an output, and for none), on values at the formats' edges and random
+ * ones over many binades; then a GEMM under gemm_format on operands rounded to the format (the towers' case: the
+ * tensor cores' exact conversion) and on operands that are not (the backend converts them) against the CPU's sgemm
+ * of the rounded operands. */
+static float *edge_values(size_t n, uint64_t seed)
+{
+    static const float edges[] = {0.0f, -0.0f, 1.0f, 65504.0f, 65520.0f, -7e4f, 0x1p-24f, 0x1p-25f, 0x1.8p-25f,
+                                  1e-30f, 1e30f, INFINITY, -INFINITY, NAN, 1.00390625f, 0x1p-133f, 3.4e38f, 1e-41f};
+    float *h = random_host(n, seed);
+    tt_rng r;
+    tt_rng_seed(&r, seed, 7);
+    for (size_t i = 0; i < n; i++)
+        h[i] = i < sizeof edges / sizeof edges[0] ? edges[i] : h[i] * ldexpf(1.0f, (int)tt_rng_below(&r, 80) - 60);
+    return h;
+}
+
+static void compare_u32(pair *p, const char *what, const uint32_t *d0, const uint32_t *d1, size_t n)
+{
+    uint32_t *a = (uint32_t *)tt_malloc(n * 4), *b = (uint32_t *)tt_malloc(n * 4);
+    tt_dev_d2h(&p->cpu, a, d0, n * 4);
+    tt_dev_d2h(&p->dev, b, d1, n * 4);
+    tt_dev_sync(&p->cpu);
+    tt_dev_sync(&p->dev);
+    for (size_t i = 0; i < n; i++) ck_assert_msg(a[i] == b[i], "%s: %s[%zu] = %u, cpu %u", what, ops->name, i, b[i], a[i]);
+    tt_free(a);
+    tt_free(b);
+}
+
+START_TEST(test_precision_ops)
+{
+    pair p;
+    pair_init(&p);
+    const size_t sizes[] = {1, 17, 3000};
+    for (int fmt = TT_FMT_BF16; fmt <= TT_FMT_FP16; fmt++)
+        for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+            const size_t n = sizes[k];
+            float *h = edge_values(n, 40 + k), *x0, *x1;
+            char what[64];
+            upload(&p, h, n, &x0, &x1);
+            tt_dev_round16(&p.cpu, x0, n, fmt);
+            tt_dev_round16(&p.dev, x1, n, fmt);
+            snprintf(what, sizeof what, "round16 fmt %d n %zu", fmt, n);
+            compare(&p, what, x0, x1, n, 0, 0);
+            /* narrow16 of the raw values, then widen16 of its bits: round16's result again */
+            uint16_t *y0 = (uint16_t *)tt_dev_alloc(&p.cpu, 2 * n + 64), *y1 = (uint16_t *)tt_dev_alloc(&p.dev, 2 * n + 64);
+            uint32_t *c0 = (uint32_t *)tt_dev_alloc(&p.cpu, 4 * TT_NARROW_COUNTS);
+            uint32_t *c1 = (uint32_t *)tt_dev_alloc(&p.dev, 4 * TT_NARROW_COUNTS);
+            upload(&p, h, n, &x0, &x1);
+            tt_dev_narrow16(&p.cpu, y0, x0, n, fmt, c0);
+            tt_dev_narrow16(&p.dev, y1, x1, n, fmt, c1);
+            snprintf(what, sizeof what, "narrow16 counts fmt %d n %zu", fmt, n);
+            compare_u32(&p, what, c0, c1, 2);
+            tt_dev_narrow16(&p.dev, NULL, x1, n, fmt, c1); /* counts only */
+            compare_u32(&p, what, c0, c1, 2);
+            uint32_t want[2] = {0, 0};
+            for (size_t i = 0; i < n; i++) (void)tt_narrow_elem(h[i], fmt, &want[0], &want[1]);
+            uint32_t got[2];
+            tt_dev_d2h(&p.dev, got, c1, sizeof got);
+            tt_dev_sync(&p.dev);
+            ck_assert_msg(got[0] == want[0] && got[1] == want[1], "narrow16 counts %u %u, want %u %u", got[0], got[1],
+                          want[0], want[1]);
+            ck_assert(n < 20 || (want[0] > 0 && want[1] > 0)); /* the values reach both counts */
+            float *w0 = tt_dev_alloc_f32(&p.cpu, n + GUARD), *w1 = tt_dev_alloc_f32(&p.dev, n + GUARD);
+            float *guard = (float *)tt_malloc((n + GUARD) * sizeof(float));
+            for (size_t i = 0; i < n + GUARD; i++) guard[i] = GUARD_VALUE;
+            tt_dev_h2d(&p.cpu, w0, guard, (n + GUARD) * sizeof(float));
+            tt_dev_h2d(&p.dev, w1, guard, (n + GUARD) * sizeof(float));
+            tt_dev_widen16(&p.cpu, w0, y0, n, fmt);
+            tt_dev_widen16(&p.dev, w1, y1, n, fmt);
+            snprintf(what, sizeof what, "narrow16 + widen16 fmt %d n %zu", fmt, n);
+            float *r0 = fetch(&p.cpu, w0, n);
+            for (size_t i = 0; i < n; i++) /* the CPU's against the formula, then the device's against the CPU's */
+                ck_assert(isnan(h[i]) ? isnan(r0[i]) : memcmp(&r0[i], &(float){tt_round_fmt(h[i], fmt)}, 4) == 0);
+            tt_free(r0);
+            compare(&p, what, w0, w1, n, 0, 0);
+            tt_dev_narrow16(&p.cpu, y0, x0, 0, fmt, c0); /* none: zero counts */
+            tt_dev_narrow16(&p.dev, y1, x1, 0, fmt, c1);
+            tt_dev_d2h(&p.dev, got, c1, sizeof got);
+            tt_dev_sync(&p.dev);
+            ck_assert(got[0] == 0 && got[1] == 0);
+            tt_dev_dfree(&p.cpu, x0);
+            tt_dev_dfree(&p.dev, x1);
+            tt_dev_dfree(&p.cpu, y0);
+            tt_dev_dfree(&p.dev, y1);
+            tt_dev_dfree(&p.cpu, c0);
+            tt_dev_dfree(&p.dev, c1);
+            tt_free(guard);
+            tt_free(h);
+        }
+    /* GEMMs with 16-bit operands: exact products, FP32 sums (a different order: sgemm's tolerance) */
+    for (int fmt = TT_FMT_BF16; fmt <= TT_FMT_FP16; fmt++)
+        for (int pre = ops->gemm_format ? 0 : 1; pre < 2; pre++) { /* raw operands: a backend that converts */
+            const size_t M = 33, N = 20, K = 257;
+            float *hc = random_host(M * N, 3);
+            gemm_operands g;
+            gemm_upload(&p, M, N, K, 5, hc, &g);
+            tt_dev_round16(&p.cpu, g.a0, M * K, fmt); /* the oracle: FP32 sgemm of the rounded operands */
+            tt_dev_round16(&p.cpu, g.b0, K * N, fmt);
+            if (pre) {
+                tt_dev_round16(&p.dev, g.a1, M * K, fmt);
+                tt_dev_round16(&p.dev, g.b1, K * N, fmt);
+            }
+            tt_dev_gemm_format(&p.dev, fmt);
+            tt_dev_sgemm(&p.cpu, 0, 1, M, N, K, 1.0f, g.a0, K, g.b0, K, 0.5f, g.c0, N);
+            tt_dev_sgemm(&p.dev, 0, 1, M, N, K, 1.0f, g.a1, K, g.b1, K, 0.5f, g.c1, N);
+            tt_dev_gemm_format(&p.dev, TT_FMT_FP32);
+            char what[64];
+            snprintf(what, sizeof what, "sgemm, gemm_format %d, operands %s", fmt, pre ? "rounded" : "raw");
+            compare(&p, what, g.c0, g.c1, M * N, 1e-4, 1e-4);
+            gemm_free(&p, &g);
+            tt_free(hc);
+        }
+    pair_free(&p);
+}
+END_TEST
+
 START_TEST(test_table_complete)
 {
     ck_assert_msg(tt_dev_ops_missing(ops) == NULL, "%s: its table has no %s", ops->name, tt_dev_ops_missing(ops));
@@ -1447,6 +1564,7 @@ int main(int argc, char **argv)
             tcase_add_test(tc, test_update_flags);
             tcase_add_test(tc, test_side_copies);
             tcase_add_test(tc, test_events);
+            tcase_add_test(tc, test_precision_ops);
             tcase_add_test(tc, test_table_complete);
             suite_add_tcase(s, tc);
         }

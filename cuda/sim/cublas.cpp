@@ -5,8 +5,11 @@
 #include <limits.h>
 #include <stdio.h>
 
+#include <vector>
+
 #include "cublas_v2.h"
 #include "sim.h"
+#include "tt_math.h"
 
 struct cublasContext {
     int device;
@@ -95,9 +98,18 @@ static bool check_matrix(const char *name, const float *p, int64_t rows, int64_t
     return check_device_range(what, p, matrix_bytes(rows, cols, ld), device);
 }
 
+/* A copy of the span of a column-major matrix (ld) with every element rounded to format fmt. */
+static std::vector<float> rounded(const float *p, int64_t rows, int64_t cols, int64_t ld, int fmt)
+{
+    std::vector<float> v(matrix_bytes(rows, cols, ld) / sizeof(float));
+    for (size_t i = 0; i < v.size(); i++) v[i] = tt_round_fmt(p[i], fmt);
+    return v;
+}
+
+/* fmt (tt_math.h's TT_FMT_*): A and B are down-converted to it first (cublasGemmEx's _FAST_16BF, _FAST_16F). */
 static cublasStatus_t sgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n,
                             int64_t k, const float *alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
-                            const float *beta, float *C, int64_t ldc)
+                            const float *beta, float *C, int64_t ldc, int fmt = TT_FMT_FP32)
 {
     if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
     /* cuBLAS's own argument checks (cublas<t>gemm: "the parameters m, n, k < 0", "lda < max(1, m) if transa ==
@@ -139,8 +151,14 @@ static cublasStatus_t sgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperat
         enqueue(
             st,
             [=]() {
-                cblas_sgemm(CblasColMajor, oa, ob, (int)m, (int)n, (int)k, al, A, (int)lda, B, (int)ldb, be, C,
-                            (int)ldc);
+                if (fmt == TT_FMT_FP32) {
+                    cblas_sgemm(CblasColMajor, oa, ob, (int)m, (int)n, (int)k, al, A, (int)lda, B, (int)ldb, be, C,
+                                (int)ldc);
+                    return;
+                }
+                const std::vector<float> a16 = rounded(A, ra, ca, lda, fmt), b16 = rounded(B, rb, cb, ldb, fmt);
+                cblas_sgemm(CblasColMajor, oa, ob, (int)m, (int)n, (int)k, al, a16.data(), (int)lda, b16.data(),
+                            (int)ldb, be, C, (int)ldc);
             },
             "cublasSgemm",
             {{A, matrix_bytes(ra, ca, lda), false}, {B, matrix_bytes(rb, cb, ldb), false},
@@ -162,4 +180,41 @@ cublasStatus_t cublasSgemm_64(cublasHandle_t h, cublasOperation_t ta, cublasOper
                               const float *beta, float *C, int64_t ldc)
 {
     return sgemm(h, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+static cublasStatus_t gemm_ex(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n,
+                              int64_t k, const void *alpha, const void *A, cudaDataType_t at, int64_t lda,
+                              const void *B, cudaDataType_t bt, int64_t ldb, const void *beta, void *C,
+                              cudaDataType_t ct, int64_t ldc, cublasComputeType_t compute, cublasGemmAlgo_t algo)
+{
+    if (at != CUDA_R_32F || bt != CUDA_R_32F || ct != CUDA_R_32F || algo != CUBLAS_GEMM_DEFAULT) {
+        say("cublasGemmEx: only FP32 matrices and CUBLAS_GEMM_DEFAULT are in this stand-in");
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    }
+    const int fmt = compute == CUBLAS_COMPUTE_32F_FAST_16BF  ? TT_FMT_BF16
+                    : compute == CUBLAS_COMPUTE_32F_FAST_16F ? TT_FMT_FP16
+                    : compute == CUBLAS_COMPUTE_32F          ? TT_FMT_FP32
+                                                             : -1;
+    if (fmt < 0) {
+        say("cublasGemmEx: compute type %d is not in this stand-in", (int)compute);
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    }
+    return sgemm(h, ta, tb, m, n, k, (const float *)alpha, (const float *)A, lda, (const float *)B, ldb,
+                 (const float *)beta, (float *)C, ldc, fmt);
+}
+
+cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                            const void *alpha, const void *A, cudaDataType_t at, int lda, const void *B,
+                            cudaDataType_t bt, int ldb, const void *beta, void *C, cudaDataType_t ct, int ldc,
+                            cublasComputeType_t compute, cublasGemmAlgo_t algo)
+{
+    return gemm_ex(h, ta, tb, m, n, k, alpha, A, at, lda, B, bt, ldb, beta, C, ct, ldc, compute, algo);
+}
+
+cublasStatus_t cublasGemmEx_64(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n,
+                               int64_t k, const void *alpha, const void *A, cudaDataType_t at, int64_t lda,
+                               const void *B, cudaDataType_t bt, int64_t ldb, const void *beta, void *C,
+                               cudaDataType_t ct, int64_t ldc, cublasComputeType_t compute, cublasGemmAlgo_t algo)
+{
+    return gemm_ex(h, ta, tb, m, n, k, alpha, A, at, lda, B, bt, ldb, beta, C, ct, ldc, compute, algo);
 }

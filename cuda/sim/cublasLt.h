@@ -22,9 +22,6 @@
 
 #include "cublas_v2.h"
 
-typedef enum { CUDA_R_32F = 0 } cudaDataType;
-typedef cudaDataType cudaDataType_t;
-typedef enum { CUBLAS_COMPUTE_32F = 68, CUBLAS_COMPUTE_32F_FAST_TF32 = 77 } cublasComputeType_t;
 
 typedef enum {
     CUBLASLT_MATMUL_DESC_TRANSA = 3,

@@ -27,6 +27,17 @@ typedef enum { CUBLAS_DEFAULT_MATH = 0, CUBLAS_PEDANTIC_MATH = 2, CUBLAS_TF32_TE
 
 typedef struct cublasContext *cublasHandle_t;
 
+/* The data and compute types, with CUDA's values (library_types.h, cublas_api.h). */
+typedef enum { CUDA_R_32F = 0, CUDA_R_16F = 2, CUDA_R_16BF = 14 } cudaDataType;
+typedef cudaDataType cudaDataType_t;
+typedef enum {
+    CUBLAS_COMPUTE_32F = 68,
+    CUBLAS_COMPUTE_32F_FAST_16F = 74,
+    CUBLAS_COMPUTE_32F_FAST_16BF = 75,
+    CUBLAS_COMPUTE_32F_FAST_TF32 = 77
+} cublasComputeType_t;
+typedef enum { CUBLAS_GEMM_DEFAULT = -1 } cublasGemmAlgo_t;
+
 cublasStatus_t cublasCreate(cublasHandle_t *h);
 cublasStatus_t cublasDestroy(cublasHandle_t h);
 cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s);
@@ -39,5 +50,18 @@ cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperati
 cublasStatus_t cublasSgemm_64(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n,
                               int64_t k, const float *alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
                               const float *beta, float *C, int64_t ldc);
+
+/* cublasGemmEx with FP32 matrices (A, B, C all CUDA_R_32F; other types: CUBLAS_STATUS_NOT_SUPPORTED). Compute type
+ * CUBLAS_COMPUTE_32F is sgemm; _FAST_16BF and _FAST_16F down-convert A and B to that format (round to nearest even,
+ * tt_math.h's conversions) and accumulate in FP32, as the tensor cores do — on operands already in the format, the
+ * conversion is exact and the result is sgemm's on them. */
+cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                            const void *alpha, const void *A, cudaDataType_t at, int lda, const void *B,
+                            cudaDataType_t bt, int ldb, const void *beta, void *C, cudaDataType_t ct, int ldc,
+                            cublasComputeType_t compute, cublasGemmAlgo_t algo);
+cublasStatus_t cublasGemmEx_64(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n,
+                               int64_t k, const void *alpha, const void *A, cudaDataType_t at, int64_t lda,
+                               const void *B, cudaDataType_t bt, int64_t ldb, const void *beta, void *C,
+                               cudaDataType_t ct, int64_t ldc, cublasComputeType_t compute, cublasGemmAlgo_t algo);
 
 #endif

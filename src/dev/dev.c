@@ -109,6 +109,12 @@ void tt_dev_peer_copy(tt_dev *dst, void *d_dst, tt_dev *src, const void *d_src, 
     dst->ops->peer_copy(dst->ctx, d_dst, src->ctx, d_src, bytes);
 }
 
+void tt_dev_gemm_format(tt_dev *dev, int fmt)
+{
+    TT_ASSERT(fmt == TT_FMT_FP32 || fmt == TT_FMT_BF16 || fmt == TT_FMT_FP16);
+    if (dev->ops->gemm_format) dev->ops->gemm_format(dev->ctx, fmt);
+}
+
 void tt_dev_sgemm(tt_dev *dev, int trans_a, int trans_b, size_t M, size_t N, size_t K, float alpha, const float *d_a,
                   size_t lda, const float *d_b, size_t ldb, float beta, float *d_c, size_t ldc)
 {

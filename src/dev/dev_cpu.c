@@ -123,6 +123,37 @@ static void cpu_u8_to_f32(void *ctx, float *y, const uint8_t *x, size_t n, float
     for (size_t i = 0; i < n; i++) y[i] = tt_pixel(x[i], scale);
 }
 
+/* The 16-bit formats: a loop per format, so each inlines its conversion with the format known. */
+static void cpu_round16(void *ctx, float *x, size_t n, int fmt)
+{
+    (void)ctx;
+    if (fmt == TT_FMT_BF16)
+        for (size_t i = 0; i < n; i++) x[i] = tt_round_fmt(x[i], TT_FMT_BF16);
+    else
+        for (size_t i = 0; i < n; i++) x[i] = tt_round_fmt(x[i], TT_FMT_FP16);
+}
+
+static void cpu_widen16(void *ctx, float *y, const uint16_t *x, size_t n, int fmt)
+{
+    (void)ctx;
+    if (fmt == TT_FMT_BF16)
+        for (size_t i = 0; i < n; i++) y[i] = tt_bf16_to_f32(x[i]);
+    else
+        for (size_t i = 0; i < n; i++) y[i] = tt_fp16_to_f32(x[i]);
+}
+
+static void cpu_narrow16(void *ctx, uint16_t *y, const float *x, size_t n, int fmt, uint32_t *counts)
+{
+    (void)ctx;
+    uint32_t under = 0, bad = 0;
+    if (y)
+        for (size_t i = 0; i < n; i++) y[i] = tt_narrow_elem(x[i], fmt, &under, &bad);
+    else
+        for (size_t i = 0; i < n; i++) (void)tt_narrow_elem(x[i], fmt, &under, &bad);
+    counts[0] = under;
+    counts[1] = bad;
+}
+
 static void cpu_bias_add(void *ctx, float *y, const float *b, size_t rows, size_t cols)
 {
     (void)ctx;
@@ -457,6 +488,10 @@ const tt_dev_ops tt_dev_cpu_ops = {
     .fill = cpu_fill,
     .add = cpu_add,
     .u8_to_f32 = cpu_u8_to_f32,
+    .round16 = cpu_round16,
+    .widen16 = cpu_widen16,
+    .narrow16 = cpu_narrow16,
+    .gemm_format = NULL, /* sgemm is exact on 16-bit operands: nothing to set */
     .bias_add = cpu_bias_add,
     .col_sum = cpu_col_sum,
     .relu_fwd = cpu_relu_fwd,
