@@ -84,17 +84,11 @@ TT_HD uint16_t tt_f32_to_fp16(float x)
 
 TT_HD float tt_fp16_to_f32(uint16_t h)
 {
-    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu;
-    uint32_t m = h & 0x3ffu;
+    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
     if (e == 0x1fu) return tt_bits_f32(sign | 0x7f800000u | (m << 13)); /* Inf, NaN */
     if (e) return tt_bits_f32(sign | ((e + 112u) << 23) | (m << 13));
-    if (!m) return tt_bits_f32(sign);
-    uint32_t fe = 113u; /* a subnormal m * 2^-24, normalised */
-    while (!(m & 0x400u)) {
-        m <<= 1;
-        fe--;
-    }
-    return tt_bits_f32(sign | (fe << 23) | ((m & 0x3ffu) << 13));
+    /* a subnormal (or zero): m * 2^-24 — exact, and a normal FP32 number (or zero), so flush-to-zero cannot touch it */
+    return tt_bits_f32(sign | tt_f32_bits((float)m * 0x1p-24f));
 }
 
 /* The uint32 counts a narrow16 writes: the two totals, then TT_NARROW_PARTS partial pairs a device sums them from

@@ -81,6 +81,10 @@ typedef struct tt_pass {
      * gradient were applied so by the layer above it (relu_applied: its mask_out was taken). */
     tt_relu_link mask_out, relu_in;
     int relu_applied;
+    /* --precision (tt_math.h's TT_FMT_*): the format every value between layers is stored in — tt_model_forward
+     * rounds the input (unless it holds token ids) and every layer's output to it, tt_model_backward the loss
+     * gradient and every layer's dx; the layers compute in FP32 in between. TT_FMT_FP32 (0): nothing rounded. */
+    int fmt;
 } tt_pass;
 
 /* One GEMM a layer runs per step for a shard: op(A) (M x K) times op(B) (K x N), `calls` times. The probe runs these

@@ -25,6 +25,11 @@ typedef enum { TT_SAVE_BEST_NONE, TT_SAVE_BEST_VAL_LOSS, TT_SAVE_BEST_VAL_ACCURA
 extern const char *const tt_lr_scaling_names[];
 extern const char *const tt_progress_names[];
 extern const char *const tt_save_best_names[];
+extern const char *const tt_precision_names[];      /* indexed by TT_FMT_*: fp32, bf16, fp16 */
+extern const char *const tt_push_precision_names[]; /* same, fp32 */
+
+/* "dynamic:65536", "1024", "none": a loss scale as the flag writes it. */
+const char *tt_loss_scale_words(const tt_loss_scale *ls, char *out, size_t len);
 
 typedef struct tt_run_config {
     const char *data;     /* "fashion-mnist", a directory, cifar10:DIR or npy:DIR */
@@ -61,6 +66,10 @@ typedef struct tt_run_config {
     size_t n_slow;
     tt_sync sync;         /* --sync MODE[:N] and --sync-schedule: when a gradient reaches the master variables */
     int bn_sync;          /* --bn-sync on: batchnorm statistics over the global batch (tt_trainer_config.bn_sync) */
+    int precision;        /* --precision: tt_math.h's TT_FMT_* (tt_trainer_config.precision) [fp32] */
+    int push_fp32;        /* --push-precision fp32 (1): 16-bit towers push FP32 gradients; same (0) [same] */
+    tt_loss_scale loss_scale; /* --loss-scale dynamic[:INIT]|N|none; scale 0: not given — fp16 then takes dynamic
+                               * from TT_SCALE_INIT, bf16 none (tt_run_loss_scale) */
     size_t tensorboard_every_steps; /* --tensorboard-every-steps N: the same every N steps (0: per epoch only) */
     /* checkpoints (docs/checkpoints.md) */
     const char *checkpoint_dir; /* --checkpoint-dir: where checkpoints go (NULL: none, and a stop writes none) */
@@ -81,6 +90,10 @@ typedef struct tt_run_config {
 } tt_run_config;
 
 void tt_run_config_defaults(tt_run_config *c);
+
+/* The loss scale a run uses: the one given, or its precision's default (fp16: dynamic from TT_SCALE_INIT; bf16 and
+ * fp32: none). */
+tt_loss_scale tt_run_loss_scale(const tt_run_config *c);
 
 /* ---- the options table (src/run/train_opts.c) ----------------------------------------------------------------- */
 /* Every option of a run, one row each, in --help's order: how the command line reads it and what it says of it
@@ -106,6 +119,7 @@ typedef enum {
     TT_OPT_SLOW,    /* tt_slow_tower[TT_MAX_SLOW] and the count after it (n_slow): T:MS[~J],... */
     TT_OPT_OPTIM,   /* tt_optim_config: --optimizer, its kind (its parameters are tt_optim_params' rows) */
     TT_OPT_RESUME,  /* const char *: the checkpoint to resume from (and resume_weights_only: which way) */
+    TT_OPT_SCALE,   /* tt_loss_scale: dynamic[:INIT], a fixed N, or none */
     TT_OPT_KINDS
 } tt_opt_kind;
 
@@ -164,7 +178,7 @@ typedef struct tt_run_opt {
                                  * fill (a CHOICE's words, the backends, the optimizers) */
 } tt_run_opt;
 
-enum { TT_RUN_N_OPTS = 40 };
+enum { TT_RUN_N_OPTS = 43 };
 extern const tt_run_opt tt_run_opts[TT_RUN_N_OPTS];
 const tt_run_opt *tt_run_opt_find(const char *name); /* NULL: no option of the table */
 const tt_run_opt *tt_run_opt_at(tt_opt_record r, int place); /* the row at that place of the record, or NULL */

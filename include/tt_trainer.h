@@ -126,6 +126,28 @@ const char *tt_sync_format(const tt_sync *s, char *buf, size_t len); /* "ssp:4";
 /* --sync-schedule: "free", "round-robin" (the values of tt_sync.round_robin), NULL after the last. */
 extern const char *const tt_sync_schedule_names[];
 
+/* --loss-scale: the loss gradient (so every gradient) is multiplied by the scale on the towers, and the summed gradient
+ * by 1/scale on the host before the optimizer. Dynamic, as PyTorch's GradScaler and Keras's LossScaleOptimizer: a
+ * step whose pushed gradient holds an Inf or a NaN in 16 bits is skipped — no update, the optimizer's step count
+ * unchanged — and the scale halved (TT_SCALE_BACKOFF); after TT_SCALE_GROWTH_STEPS finite steps in a row it doubles
+ * (TT_SCALE_GROWTH). Fixed (dynamic 0): the scale stays, and a step that overflows halts the run as any non-finite
+ * gradient does. scale 0: no loss scaling (a scale of 1). */
+typedef struct tt_loss_scale {
+    int dynamic;
+    double scale; /* the initial (dynamic) or fixed scale; 0: none */
+} tt_loss_scale;
+#define TT_SCALE_INIT 65536.0       /* dynamic's default initial scale, 2^16 (GradScaler's init_scale) */
+#define TT_SCALE_GROWTH_STEPS 2000  /* GradScaler's growth_interval, Keras's dynamic_growth_steps */
+#define TT_SCALE_GROWTH 2.0
+#define TT_SCALE_BACKOFF 0.5
+
+/* The loss scaler's state: what a checkpoint keeps, so a resumed run scales as the uninterrupted one. */
+typedef struct tt_scaler_state {
+    double scale;     /* the scale the next step uses (1: none) */
+    uint64_t good;    /* finite steps in a row since the scale last changed */
+    uint64_t skipped; /* steps skipped since init (or the checkpoint's count, restored) */
+} tt_scaler_state;
+
 typedef struct tt_trainer_config {
     const tt_dev_ops *ops; /* backend */
     int n_devices;         /* devices the towers use; tower t uses devices[t % n_devices] */
@@ -169,6 +191,17 @@ typedef struct tt_trainer_config {
      * sum is combined with the other ranks' (node_reduce) before the update. Every rank must step together. */
     tt_node *node;
     tt_node_reduce node_reduce;
+    /* --precision (tt_math.h's TT_FMT_*): TT_FMT_FP32 (zero) is the FP32 step. BF16, FP16: mixed precision. The host
+     * keeps the FP32 master weights and the optimizer's state and, once per step, converts the trainable weights to
+     * the format as it updates them; the towers pull that copy (half the bytes), widen it, store every activation
+     * and its gradient in the format, run their GEMMs on 16-bit operands with FP32 sums (tt_dev_gemm_format), keep
+     * the loss, batchnorm's statistics and every column sum in FP32, and push the trainable gradient in the format
+     * (push_fp32: in FP32, --push-precision fp32); the host widens the pushes and sums them in FP32 in tower order.
+     * The non-trainable tail (moving statistics) travels in FP32. bsp, --reduce cpu, --update host, --overlap off,
+     * one rank (compat.c). */
+    int precision;
+    int push_fp32;
+    tt_loss_scale loss_scale; /* --precision bf16, fp16 only */
 } tt_trainer_config;
 
 /* Why a run of steps ended before its last step. */
@@ -179,7 +212,8 @@ typedef enum {
                         * is fused into the block-by-block sum + update, with no barrier between) — the master
                         * weights stay finite either way */
     TT_HALT_STOP,      /* cfg.stop was raised (on any rank): the step in flight finished and was applied */
-    TT_HALT_NODE       /* a cross-node collective failed (tt_trainer_node_error says which): the step was not applied */
+    TT_HALT_NODE,      /* a cross-node collective failed (tt_trainer_node_error says which): the step was not applied */
+    TT_HALT_SCALE      /* --loss-scale dynamic: the scale fell below 1 (the step that took it there was skipped) */
 } tt_halt;
 
 #define TT_MAX_BUCKETS 16             /* --overlap on: the most buckets a gradient is cut into */
@@ -255,6 +289,12 @@ typedef struct tt_step_result {
      * from that average before it, ||w_t - w_mean|| (L2 over every parameter) */
     int averaged;
     double divergence;
+    /* --precision bf16, fp16: the loss scale the step used (1: none), whether it was skipped (its gradient overflowed
+     * in 16 bits: --loss-scale dynamic), and of its pushed trainable gradient elements (grad_elems, over the towers)
+     * those that were zero in 16 bits but not in FP32 (grad_under) */
+    double loss_scale;
+    int skipped;
+    uint64_t grad_under, grad_elems;
 } tt_step_result;
 
 typedef struct tt_eval_result {
@@ -337,6 +377,10 @@ void tt_trainer_request_stop(tt_trainer *tr);
 /* After tt_trainer_wait returned 1: TT_HALT_NONE if every step ran, else why the run stopped early (NONE for a NULL
  * trainer: none was made). */
 tt_halt tt_trainer_halted(const tt_trainer *tr);
+
+/* The loss scaler's state (--loss-scale; scale 1, nothing skipped without one), and a checkpoint's put back. */
+tt_scaler_state tt_trainer_scaler(const tt_trainer *tr);
+void tt_trainer_set_scaler(tt_trainer *tr, const tt_scaler_state *st);
 
 /* After TT_HALT_NODE: the failed collective's status and one line (err). */
 tt_status tt_trainer_node_error(const tt_trainer *tr, tt_error *err);

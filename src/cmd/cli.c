@@ -196,6 +196,30 @@ static tt_status set_resume(const tt_run_opt *o, cli_parse *p, const char *v, tt
     return TT_OK;
 }
 
+/* --loss-scale dynamic[:INIT] | N | none: a scale from 1 to 2^64 (an INIT or N a power of two unscales exactly) */
+static tt_status set_loss_scale(const tt_run_opt *o, cli_parse *p, const char *v, tt_error *err)
+{
+    tt_loss_scale ls = {0, 1.0};
+    const char *num = v;
+    if (strcmp(v, "none") == 0) num = NULL;
+    else if (strncmp(v, "dynamic", 7) == 0 && (v[7] == '\0' || v[7] == ':')) {
+        ls = (tt_loss_scale){1, TT_SCALE_INIT};
+        num = v[7] ? v + 8 : NULL;
+    }
+    if (num) {
+        char *end;
+        errno = 0;
+        const double x = strtod(num, &end);
+        if (end == num || *end || errno || !(x >= 1.0 && x <= 18446744073709551616.0))
+            return tt_fail(err, TT_ERR_ARG,
+                           "%s: '%.64s' is not dynamic, dynamic:INIT, a scale N or none (INIT and N from 1 to 2^64)",
+                           o->name, v);
+        ls.scale = x;
+    }
+    memcpy(CFG_AT(p, o, tt_loss_scale), &ls, sizeof ls);
+    return TT_OK;
+}
+
 /* How each kind of value is read. */
 typedef tt_status (*set_fn)(const tt_run_opt *o, cli_parse *p, const char *value, tt_error *err);
 static const set_fn g_set[TT_OPT_KINDS] = {
@@ -203,7 +227,7 @@ static const set_fn g_set[TT_OPT_KINDS] = {
     [TT_OPT_SIZE] = set_size,     [TT_OPT_U64] = set_u64,       [TT_OPT_INT] = set_int,
     [TT_OPT_FLAG] = set_flag,     [TT_OPT_CHOICE] = set_choice, [TT_OPT_UPDATE] = set_choice,
     [TT_OPT_REDUCE] = set_reduce, [TT_OPT_SYNC] = set_sync,     [TT_OPT_SLOW] = set_slow_tower,
-    [TT_OPT_OPTIM] = set_optimizer, [TT_OPT_RESUME] = set_resume,
+    [TT_OPT_OPTIM] = set_optimizer, [TT_OPT_RESUME] = set_resume, [TT_OPT_SCALE] = set_loss_scale,
 };
 
 /* The commands that read the train options (indexed by TT_CMD_*), and how each refuses one it does not take. */

@@ -311,6 +311,7 @@ void tt_model_forward(tt_dev *dev, const tt_model *m, const tt_pass *ps, const f
                       size_t B)
 {
     tt_pass lp = *ps;
+    if (ps->fmt && !m->token_vocab) tt_dev_round16(dev, d_act[0], B * m->input_dim, ps->fmt);
     for (size_t i = 0; i < m->n_logits; i++) {
         const tt_layer *l = &m->layers[i];
         if (l->in_epilogue) continue; /* the layer before ran it, in place */
@@ -318,6 +319,7 @@ void tt_model_forward(tt_dev *dev, const tt_model *m, const tt_pass *ps, const f
         lp.mask_out = mask ? relu_link(m, ps, d_act, i, B) : (tt_relu_link){0};
         if (ps->lt_masked) ps->lt_masked[i] = 0; /* the layer's forward sets it where the backend wrote the mask */
         l->kind->forward(dev, l, &lp, d_params + l->offset, d_act[i], d_act[i + 1], B);
+        if (ps->fmt) tt_dev_round16(dev, d_act[i + 1], B * l->out, ps->fmt); /* after its epilogue's relu too */
     }
 }
 
@@ -328,6 +330,7 @@ void tt_model_backward_each(tt_dev *dev, const tt_model *m, const tt_pass *ps, c
     float *d_dy = d_dlogits;
     int next = 0;
     tt_pass lp = *ps;
+    if (ps->fmt) tt_dev_round16(dev, d_dlogits, B * m->n_classes, ps->fmt);
     for (size_t i = m->n_logits; i-- > 0;) {
         const tt_layer *l = &m->layers[i];
         if (l->in_epilogue) continue; /* its dy goes on to the layer before, which applies the relu's gradient */
@@ -338,6 +341,7 @@ void tt_model_backward_each(tt_dev *dev, const tt_model *m, const tt_pass *ps, c
         lp.relu_applied = link_taken(m, ps, i);
         l->kind->backward(dev, l, &lp, d_params + l->offset, d_grads + l->offset, d_act[i], d_act[i + 1], d_dy, d_dx,
                           B);
+        if (d_dx && ps->fmt) tt_dev_round16(dev, d_dx, B * l->in, ps->fmt);
         if (ready && l->n_params) ready(arg, l->offset);
         d_dy = d_dx;
         next ^= 1;

@@ -96,6 +96,7 @@ static tt_status run_open_local(void *ctx, tt_error *err)
     if (tc->batch < c->towers) tc->batch = c->towers;
     tc->host_threads = tt_run_host_threads(rs->ranks.nd, c->host_threads); /* ranks on one machine share its cores */
     tc->bucket_bytes = c->bucket_kib << 10;
+    tc->loss_scale = tt_run_loss_scale(c); /* given, or the precision's default */
     tc->train_set = rs->train;
     tc->stop = tt_signal_flag();
     tc->node = rs->ranks.K > 1 ? rs->ranks.nd : NULL;

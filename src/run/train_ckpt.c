@@ -62,7 +62,7 @@ void ckpt_close(run_state *rs)
  * key at its place. */
 tt_status run_ckpt_options(run_state *rs, tt_error *err)
 {
-    enum { CKPT_FIELDS = 13 };
+    enum { CKPT_FIELDS = 15 };
     const tt_run_config *c = rs->c;
     const char *file = tt_model_file(rs->model);
     snprintf(rs->ckpt.desc, sizeof rs->ckpt.desc, "%s:%s", file ? "file" : "builtin", file ? file : c->model);

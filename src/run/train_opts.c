@@ -18,6 +18,22 @@
 const char *const tt_lr_scaling_names[] = {"none", "linear", NULL};
 const char *const tt_progress_names[] = {"auto", "bar", "lines", "quiet", "towers", NULL};
 const char *const tt_save_best_names[] = {"none", "val_loss", "val_accuracy", NULL};
+const char *const tt_precision_names[] = {"fp32", "bf16", "fp16", NULL};
+const char *const tt_push_precision_names[] = {"same", "fp32", NULL};
+
+tt_loss_scale tt_run_loss_scale(const tt_run_config *c)
+{
+    if (c->loss_scale.scale > 0) return c->loss_scale;
+    return c->precision == TT_FMT_FP16 ? (tt_loss_scale){1, TT_SCALE_INIT} : (tt_loss_scale){0, 0};
+}
+
+const char *tt_loss_scale_words(const tt_loss_scale *ls, char *out, size_t len)
+{
+    if (ls->dynamic) snprintf(out, len, "dynamic:%.17g", ls->scale);
+    else if (ls->scale > 1) snprintf(out, len, "%.17g", ls->scale);
+    else snprintf(out, len, "none");
+    return out;
+}
 
 /* In --help's order. */
 const tt_run_opt tt_run_opts[TT_RUN_N_OPTS] = {
@@ -132,6 +148,22 @@ const tt_run_opt tt_run_opts[TT_RUN_N_OPTS] = {
              "exchanging their sums (SyncBatchNorm: N towers compute what 1 tower would;\n"
              "bsp, one rank, no graphs); off over each tower's own rows, as TF's towers and\n"
              "multi_gpu_model did (docs/models.md) [off]"},
+    {.name = "--precision", .arg = "FMT", .kind = TT_OPT_CHOICE, CFG(precision), .choices = tt_precision_names,
+     .cmds = TT_CMDS_USE, .resume = TT_RESUME_FREE, .at = {RANKS(33), LOG(28), CKPT(14)}, TC(precision),
+     .help = "%s: bf16 and fp16 train in mixed precision — FP32 master weights and\n"
+             "optimizer on the host, 16-bit weights pulled, activations and GEMM operands in\n"
+             "16 bits with FP32 sums, 16-bit gradients pushed and summed in FP32\n"
+             "(docs/precision.md); eval and predict round as a tower does [fp32]"},
+    {.name = "--push-precision", .arg = "FMT", .kind = TT_OPT_CHOICE, CFG(push_fp32),
+     .choices = tt_push_precision_names, .cmds = TT_CMDS_MEASURE, .resume = TT_RESUME_FREE,
+     .at = {RANKS(34), LOG(29)}, TC(push_fp32),
+     .help = "%s: fp32 pushes a 16-bit tower's gradients in FP32, to compare [same]"},
+    {.name = "--loss-scale", .arg = "SCALE", .kind = TT_OPT_SCALE, CFG(loss_scale), .cmds = TT_CMDS_MEASURE,
+     .resume = TT_RESUME_FREE, .at = {RANKS(35), LOG(30), CKPT(15)},
+     .help = "dynamic[:INIT], N or none: the loss scaled so that 16-bit gradients do not\n"
+             "underflow; dynamic skips a step whose gradient overflows and halves the scale,\n"
+             "and doubles it after 2000 finite steps (PyTorch's GradScaler) [fp16:\n"
+             "dynamic:65536; bf16: none]"},
     {.name = "--tensorboard", .arg = "DIR", .kind = TT_OPT_FILE, CFG(tensorboard), .cmds = TT_CMD(TRAIN),
      .resume = TT_RESUME_FREE, .at = {RANKS(25)},
      .help = "TensorBoard event files in DIR/train and DIR/validation, as Keras's callback\n"
@@ -203,6 +235,7 @@ static size_t kind_size(tt_opt_kind k)
     case TT_OPT_SYNC: return sizeof(tt_sync);
     case TT_OPT_SLOW: return sizeof(tt_slow_tower[TT_MAX_SLOW]);
     case TT_OPT_OPTIM: return sizeof(tt_optim_config);
+    case TT_OPT_SCALE: return sizeof(tt_loss_scale);
     case TT_OPT_KINDS: break;
     }
     return 0;
@@ -233,6 +266,11 @@ uint64_t tt_run_opt_value(const tt_run_opt *o, const tt_run_config *c)
     case TT_OPT_SYNC: memcpy(&sy, at, sizeof sy); return (uint64_t)sy.kind << 32 | sy.k;
     case TT_OPT_SLOW: return tt_crc32(0, c->slow, c->n_slow * sizeof c->slow[0]);
     case TT_OPT_OPTIM: memcpy(&oc, at, sizeof oc); return (uint64_t)oc.kind;
+    case TT_OPT_SCALE: { /* the scale's bits, dynamic in the sign bit (a scale is positive), as the run uses it */
+        const tt_loss_scale ls = tt_run_loss_scale(c);
+        memcpy(&u, &ls.scale, sizeof u);
+        return u | (uint64_t)(ls.dynamic != 0) << 63;
+    }
     case TT_OPT_KINDS: break;
     }
     return 0;
@@ -263,6 +301,13 @@ const char *tt_run_opt_words(const tt_run_opt *o, uint64_t v, char *out, size_t 
     }
     case TT_OPT_SLOW: snprintf(out, len, "%08llx", (unsigned long long)v); break;
     case TT_OPT_OPTIM: snprintf(out, len, "%s", v < 16 ? tt_optim_kind_name((tt_optim_kind)v) : "?"); break;
+    case TT_OPT_SCALE: {
+        tt_loss_scale ls = {(int)(v >> 63), 0};
+        const uint64_t bits = v & ~(1ull << 63);
+        memcpy(&ls.scale, &bits, sizeof bits);
+        tt_loss_scale_words(&ls, out, len);
+        break;
+    }
     default: snprintf(out, len, "%llu", (unsigned long long)v); break;
     }
     return out;
@@ -303,7 +348,7 @@ void tt_run_opts_check(void)
             TT_ASSERT(o->at[r] >= 0 && (!o->at[r] || tt_run_opt_at((tt_opt_record)r, o->at[r]) == o));
         /* the log's start record and the checkpoints carry numbers and words (and the log --slow-tower's list) */
         const int words = o->kind == TT_OPT_CHOICE || o->kind == TT_OPT_UPDATE || o->kind == TT_OPT_REDUCE ||
-                          o->kind == TT_OPT_SYNC || o->kind == TT_OPT_OPTIM;
+                          o->kind == TT_OPT_SYNC || o->kind == TT_OPT_OPTIM || o->kind == TT_OPT_SCALE;
         TT_ASSERT(!o->at[TT_AT_CKPT] || tt_run_opt_is_number(o) || words);
         TT_ASSERT(!o->at[TT_AT_LOG] || tt_run_opt_is_number(o) || words || o->kind == TT_OPT_SLOW);
     }

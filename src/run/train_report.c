@@ -145,7 +145,7 @@ static void own(own_field *f, int place, const char *key, const char *fmt, ...)
  * TT_AT_LOG), in the places' order. */
 static void log_start(run_state *rs)
 {
-    enum { START_FIELDS = 27 };
+    enum { START_FIELDS = 30 };
     const tt_run_config *c = rs->c;
     tt_out *log = &rs->report.log;
     own_field f[START_FIELDS + 1];

@@ -37,6 +37,10 @@ enum {
     F_TOWERS,          /* not one tower */
     F_NO_SET,          /* --data-on device without the training set to hold */
     F_SYNC_ZERO,       /* a --sync mode with a number (ssp:S, weights:K) given 0 */
+    F_HALF,            /* --precision bf16 or fp16 */
+    F_FP32,            /* --precision fp32 */
+    F_SCALED,          /* a loss scale (dynamic, or a fixed one above 1) */
+    F_PUSH32,          /* --push-precision fp32 */
 };
 #define F(x) (1u << F_##x)
 
@@ -102,6 +106,21 @@ static const compat_rule rules[] = {
     {F(BN_TOWERS) | F(GRAPHS),
      "--bn-sync on: the towers exchange batch statistics in the middle of their forward and backward, which one "
      "graph launch cannot (use --graphs off)"},
+    {F(SCALED) | F(FP32),
+     "--loss-scale: for --precision bf16 or fp16 (FP32 gradients do not underflow as 16-bit ones do)"},
+    {F(PUSH32) | F(FP32), "--push-precision fp32: the gradients are FP32 already (give --precision bf16 or fp16)"},
+    {F(HALF) | F(NOT_SUMMED),
+     "--precision {precision}: the 16-bit pull and push are the synchronous step's (give --sync bsp, or --precision "
+     "fp32)"},
+    {F(HALF) | F(NOT_CPU_HOST),
+     "--precision {precision}: the host sums the towers' 16-bit pushes and keeps the FP32 master weights, so it "
+     "needs --reduce cpu and --update host (not --reduce {reduce} --update {update})"},
+    {F(HALF) | F(OVERLAP),
+     "--precision {precision}: not with --overlap on (its buckets are pushed and pulled in FP32; give --overlap "
+     "off)"},
+    {F(HALF) | F(RANKS),
+     "--precision {precision}: under mpirun the ranks combine FP32 node sums (give --precision fp32, or run one "
+     "rank)"},
 };
 
 /* The first --slow-tower entry beyond the towers, or n_slow. */
@@ -144,6 +163,10 @@ static unsigned facts(const tt_trainer_config *cfg)
         {cfg->n_towers != 1, F(TOWERS)},
         {cfg->data_on && !cfg->train_set, F(NO_SET)},
         {sm->info.arg && cfg->sync.k < 1, F(SYNC_ZERO)},
+        {cfg->precision != TT_FMT_FP32, F(HALF)},
+        {cfg->precision == TT_FMT_FP32, F(FP32)},
+        {cfg->loss_scale.dynamic || cfg->loss_scale.scale > 1.0, F(SCALED)},
+        {cfg->push_fp32 != 0, F(PUSH32)},
     };
     unsigned set = 0;
     for (size_t k = 0; k < sizeof f / sizeof f[0]; k++)
@@ -191,6 +214,7 @@ static const char *fill(const char *name, size_t len, const tt_trainer_config *c
     if (IS("shared")) return plain_placements(buf, size, "/", "/", 1);
     if (IS("update_why")) return up->why;
     if (IS("gpus_s")) return cfg->n_devices == 1 ? "" : "s";
+    if (IS("precision")) return cfg->precision == TT_FMT_BF16 ? "bf16" : "fp16";
     if (IS("towers") || IS("gpus") || IS("last") || IS("slow")) {
         const size_t v = IS("towers") ? cfg->n_towers
                          : IS("gpus") ? (size_t)cfg->n_devices
@@ -239,6 +263,11 @@ static tt_status check_values(const tt_trainer_config *cfg, tt_error *err)
     if ((unsigned)cfg->reduce >= TT_REDUCE_COUNT) return tt_fail(err, TT_ERR_ARG, "--reduce: unknown placement");
     if ((unsigned)cfg->update >= TT_UPDATE_COUNT) return tt_fail(err, TT_ERR_ARG, "--update: unknown placement");
     if ((unsigned)cfg->sync.kind >= TT_SYNC_COUNT) return tt_fail(err, TT_ERR_ARG, "--sync: unknown mode");
+    if (cfg->precision != TT_FMT_FP32 && cfg->precision != TT_FMT_BF16 && cfg->precision != TT_FMT_FP16)
+        return tt_fail(err, TT_ERR_ARG, "--precision: unknown format");
+    const double sc = cfg->loss_scale.scale;
+    if (!(sc == 0 || (sc >= 1.0 && sc <= 18446744073709551616.0)) || (cfg->loss_scale.dynamic && sc == 0))
+        return tt_fail(err, TT_ERR_ARG, "--loss-scale: a scale from 1 to 2^64");
     return TT_OK;
 }
 

@@ -65,6 +65,7 @@ void job_begin(tt_trainer *tr, const tt_dataset *ds, const uint32_t *idx, size_t
     tr->halt = TT_HALT_NONE;
     atomic_store(&tr->stop_request, 0); /* a request is for the job in flight: one left from an earlier job is void */
     tr->loss_nonfinite = 0;
+    tr->skip_step = 0;
     atomic_store(&tr->grad_nonfinite, 0);
     tr->node_status = TT_OK;
 }

@@ -4,6 +4,8 @@
 
 #include "step.h"
 
+static int sum_mixed(tt_trainer *tr, float *restrict out, size_t b, size_t len);
+
 /* The single-node step's fused pass: the whole buffer, summed (cpu) or read from the pushed sum, and updated. */
 host_pass fused_pass(const tt_trainer *tr)
 {
@@ -31,7 +33,12 @@ void host_blocks(tt_trainer *tr, const host_pass *p, size_t lo, size_t hi, doubl
         size_t e = b + TT_REDUCE_BLOCK < hi ? b + TT_REDUCE_BLOCK : hi, len = e - b;
         const float *grad = p->sum ? tr->h_slots[0] + b : p->grad + (b - p->lo); /* one tower: its slot is the sum */
         int finite = 1;
-        if (p->sum && N > 1) {
+        if (p->sum && tr->h_params16) { /* --precision bf16, fp16: 16-bit pushes, a loss scale */
+            if (tr->skip_step) continue; /* the gradient overflowed in 16 bits: nothing to sum, nothing applied */
+            float *out = p->sum_out ? p->sum_out + b : block;
+            finite = sum_mixed(tr, out, b, len);
+            grad = out;
+        } else if (p->sum && N > 1) {
             float *out = p->sum_out ? p->sum_out + b : block;
             finite = tt_sum_slots(out, tr->h_slots, N, b, len);
             grad = out;
@@ -41,8 +48,11 @@ void host_blocks(tt_trainer *tr, const host_pass *p, size_t lo, size_t hi, doubl
         double t1 = tt_now();
         if (p->update) {
             if (!finite) atomic_store_explicit(&tr->grad_nonfinite, 1, memory_order_relaxed);
-            else if (!tr->loss_nonfinite)
+            else if (!tr->loss_nonfinite) {
                 tt_optim_apply(&tr->opt, tr->h_params + b, grad, b - p->state_lo, e - p->state_lo);
+                const size_t T = tr->model->n_trainable;
+                if (tr->h_params16 && b < T) host_narrow_params(tr, b, e < T ? e : T); /* while in L1 */
+            }
         }
         double t2 = tt_now();
         t_reduce += t1 - t;
@@ -55,6 +65,49 @@ void host_blocks(tt_trainer *tr, const host_pass *p, size_t lo, size_t hi, doubl
     }
     *t_sum = t_reduce;
     *t_update = t_upd;
+}
+
+/* 16-bit slot s of len elements from format fmt, added into out in place (first: out = the slot). One loop per
+ * format, so each inlines its conversion. */
+static void add_slot16(float *restrict out, const uint16_t *restrict s, size_t len, int fmt, int first)
+{
+    if (fmt == TT_FMT_BF16) {
+        if (first) for (size_t k = 0; k < len; k++) out[k] = tt_bf16_to_f32(s[k]);
+        else for (size_t k = 0; k < len; k++) out[k] = tt_add(out[k], tt_bf16_to_f32(s[k]));
+    } else {
+        if (first) for (size_t k = 0; k < len; k++) out[k] = tt_fp16_to_f32(s[k]);
+        else for (size_t k = 0; k < len; k++) out[k] = tt_add(out[k], tt_fp16_to_f32(s[k]));
+    }
+}
+
+/* --precision bf16, fp16: block [b, b + len) of the summed gradient into out — its trainable part widened from the
+ * towers' 16-bit slots (their FP32 slots with --push-precision fp32) and added in tower order, then divided by the
+ * loss scale (times 1/scale: exact for a power of two); the non-trainable tail from the FP32 slots, unscaled (no
+ * loss reaches it). Returns 1 if every element is finite. */
+static int sum_mixed(tt_trainer *tr, float *restrict out, size_t b, size_t len)
+{
+    const size_t N = tr->cfg.n_towers, T = tr->model->n_trainable;
+    const size_t n16 = b >= T ? 0 : b + len <= T ? len : T - b;
+    if (n16 && tr->towers[0].h_push16)
+        for (size_t t = 0; t < N; t++) add_slot16(out, tr->towers[t].h_push16 + b, n16, tr->cfg.precision, t == 0);
+    else if (n16)
+        tt_sum_slots(out, tr->h_slots, N, b, n16);
+    if (n16 < len) tt_sum_slots(out + n16, tr->h_slots, N, b + n16, len - n16);
+    if (tr->scaler.scale != 1.0) {
+        const float inv = (float)(1.0 / tr->scaler.scale);
+        for (size_t k = 0; k < n16; k++) out[k] *= inv;
+    }
+    return tt_all_finite(out, len);
+}
+
+void host_narrow_params(tt_trainer *tr, size_t lo, size_t hi)
+{
+    const float *w = tr->h_params;
+    uint16_t *h = tr->h_params16;
+    if (tr->cfg.precision == TT_FMT_BF16)
+        for (size_t k = lo; k < hi; k++) h[k] = tt_f32_to_bf16(w[k]);
+    else
+        for (size_t k = lo; k < hi; k++) h[k] = tt_f32_to_fp16(w[k]);
 }
 
 /* Slice i of T of the range [from, to) in whole blocks of TT_REDUCE_BLOCK floats: [*lo, *hi). A block's NaN/Inf

@@ -86,6 +86,12 @@ struct tt_tower {
     int32_t *d_labels;  /* (rows) */
     float *d_stats;     /* (rows, 2): loss, rank */
     uint8_t *d_x8;      /* (rows, D) raw bytes of a byte data set, scaled into d_act[0] on the device */
+    /* --precision bf16, fp16 (the trainable weights, n_trainable of them, in 16 bits): the pulled weights before
+     * they are widened, the pushed gradient (not with --push-precision fp32), the push's counts (TT_NARROW_COUNTS)
+     * and, pinned, their totals read back and the slot the 16-bit gradient lands in on the host */
+    uint16_t *d_p16, *d_g16;
+    uint32_t *d_counts, *h_counts;
+    uint16_t *h_push16;
     /* --data-on device: the training set on this tower's device, (n, D) samples as stored and (n) labels. The first
      * tower on each device allocates and uploads it (tower t < n_devices); the towers after it on that device
      * (virtual towers) read the same copy: it is never written after the upload, so one copy per device serves
@@ -114,7 +120,7 @@ struct tt_tower {
      * epoch: the loss gradient's scale and dropout's key are the kernels' arguments), and the last shape seen
      * (a shape is captured the second time in a row it comes: the first step of it warms the backend up) */
     void *graph;
-    size_t graph_key[4], seen_key[4];
+    size_t graph_key[5], seen_key[5];
     /* --overlap on: events around each bucket's push and after the statistics' push; the buckets pushed and those
      * the host has been told of (arrived), whether this step's statistics are counted, and the buckets whose
      * weights for the next step are pulled already (ahead) */
@@ -140,6 +146,10 @@ struct tt_trainer {
     const tt_model *model;
     size_t shard_max; /* ceil(B / N): rows a tower must hold */
     float *h_params;  /* master variables (P) */
+    uint16_t *h_params16; /* --precision bf16, fp16: the trainable ones in 16 bits (n_trainable), what the towers pull:
+                           * written where the host updates them (host_blocks) and wherever h_params is set */
+    tt_scaler_state scaler; /* --loss-scale: this step's scale, its run of finite steps, the steps skipped */
+    int skip_step;          /* this step's gradient overflowed in 16 bits (set at barrier A): nothing is applied */
     float **h_slots;  /* N gradient slots (P each), slot t written only by tower t */
     tt_optim opt;
     tt_tower *towers;
@@ -260,10 +270,10 @@ typedef struct tower_buf {
     tt_mem_driver driver;
 } tower_buf;
 
-/* tower_buffers' most: TT_MAX_LAYERS + 1 activations, and at most 32 others (weights and gradients 2, backward 3,
+/* tower_buffers' most: TT_MAX_LAYERS + 1 activations, and at most 38 others (weights and gradients 2, backward 3,
  * scratch 1, saved 1, --epilogues lt's relu bit-masks 1, --bn-sync's exchange 2, staging 8, --data-on device's
- * training set 2, a placement's 2, a device optimizer's 6, tower 0's 4) */
-enum { MAX_TOWER_BUFS = TT_MAX_LAYERS + 1 + 32 };
+ * training set 2, a placement's 2, a device optimizer's 6, tower 0's 4, --precision's 6) */
+enum { MAX_TOWER_BUFS = TT_MAX_LAYERS + 1 + 38 };
 
 typedef struct buf_list {
     tower_buf b[MAX_TOWER_BUFS];
@@ -401,6 +411,8 @@ host_pass fused_pass(const tt_trainer *tr);
 void host_blocks(tt_trainer *tr, const host_pass *p, size_t lo, size_t hi, double *t_sum, double *t_update);
 void block_slice(size_t from, size_t to, int i, int T, size_t *lo, size_t *hi);
 void host_slice(tt_trainer *tr, const host_pass *p, int i, int T, double *t_sum, double *t_update);
+/* --precision bf16, fp16: h_params16[lo, hi) = h_params[lo, hi) in the format (hi <= n_trainable). */
+void host_narrow_params(tt_trainer *tr, size_t lo, size_t hi);
 
 /* bn_exchange.c */
 void tower_exchange(void *arg, tt_dev *dev, float *d_buf, size_t n); /* tt_exchange.sum */

@@ -19,6 +19,42 @@ static void add_tower_start(const tt_trainer *tr, const tt_tower *tw, tt_step_re
     res->t.data += (l->data1 - l->pull1) / N;
 }
 
+/* --precision bf16, fp16, at barrier A: the step's loss scale and the towers' counts of its pushed gradient — the
+ * elements that underflowed to zero in 16 bits, and whether any overflowed: then, with --loss-scale dynamic, the
+ * step is skipped (a loss that is not finite halts the run instead). */
+static void scaler_before_update(tt_trainer *tr, tt_step_result *res)
+{
+    const size_t N = tr->cfg.n_towers;
+    res->loss_scale = tr->scaler.scale;
+    tr->skip_step = 0;
+    if (!tr->cfg.precision) return;
+    uint64_t bad = 0;
+    for (size_t t = 0; t < N; t++) {
+        res->grad_under += tr->towers[t].h_counts[0];
+        bad += tr->towers[t].h_counts[1];
+    }
+    res->grad_elems = (uint64_t)N * tr->model->n_trainable;
+    tr->skip_step = bad && tr->cfg.loss_scale.dynamic && !tr->loss_nonfinite;
+    res->skipped = tr->skip_step;
+}
+
+/* --loss-scale dynamic, at barrier B: a skipped step halves the scale (below 1: the run halts, TT_HALT_SCALE), a run
+ * of TT_SCALE_GROWTH_STEPS applied steps doubles it. */
+static void scaler_after_update(tt_trainer *tr)
+{
+    tt_scaler_state *sc = &tr->scaler;
+    if (!tr->cfg.loss_scale.dynamic) return;
+    if (tr->skip_step) {
+        sc->scale *= TT_SCALE_BACKOFF;
+        sc->good = 0;
+        sc->skipped++;
+        if (sc->scale < 1.0 && tr->halt == TT_HALT_NONE) tr->halt = TT_HALT_SCALE;
+    } else if (++sc->good >= TT_SCALE_GROWTH_STEPS) {
+        sc->scale *= TT_SCALE_GROWTH;
+        sc->good = 0;
+    }
+}
+
 /* Serial section of barrier A: every tower has finished its tower phase. Aggregate the step's statistics and
  * start the optimizer's step (its per-step scalars) before any slice applies it. */
 static void after_towers(void *arg)
@@ -40,7 +76,8 @@ static void after_towers(void *arg)
     tr->t_towers_done = now;
     /* a loss that is not finite: no slice applies this step (they still check the gradient, to report it) */
     tr->loss_nonfinite = !isfinite(res->loss_sum);
-    if (!multi_node(&tr->cfg)) tt_optim_begin_step(&tr->opt); /* K ranks: after the combine */
+    scaler_before_update(tr, res);
+    if (!multi_node(&tr->cfg) && !tr->skip_step) tt_optim_begin_step(&tr->opt); /* K ranks: after the combine */
 }
 
 /* Serial section of barrier R (device, allreduce): the reduced gradient is on the host. */
@@ -92,7 +129,8 @@ static void after_update(void *arg)
     tr->steps++;
     if (tr->node_status) tr->halt = TT_HALT_NODE;
     else if (flags[0]) tr->halt = TT_HALT_NONFINITE;
-    else if (flags[1]) tr->halt = TT_HALT_STOP;
+    scaler_after_update(tr); /* a scale that collapses halts before a stop request */
+    if (!tr->halt && flags[1]) tr->halt = TT_HALT_STOP;
     atomic_store(&tr->steps_done, tr->cur_step);
 }
 

@@ -40,6 +40,18 @@ void tower_buffers(tt_trainer *tr, tt_tower *tw, buf_list *l)
     add_buf(l, &tw->h_labels, R * sizeof(int32_t), 1, "batch staging", TT_MEM_BY_RUN);
     add_buf(l, &tw->h_ids, R * sizeof(uint32_t), 1, "batch staging", TT_MEM_BY_RUN);
     add_buf(l, &tw->h_stats, 2 * R * F, 1, "batch staging", TT_MEM_BY_RUN);
+    if (tr->cfg.precision) { /* the trainable weights and gradient in 16 bits, and the push's counts */
+        const size_t P16 = m->n_trainable * sizeof(uint16_t), counts = TT_NARROW_COUNTS * sizeof(uint32_t);
+        add_buf(l, &tw->d_p16, P16, 0, "16-bit weights and gradients (--precision)", TT_MEM_BY_PARAMS);
+        add_buf(l, &tw->d_counts, counts, 0, "16-bit weights and gradients (--precision)", TT_MEM_BY_RUN);
+        add_buf(l, &tw->h_counts, counts, 1, "16-bit weights and gradients (--precision)", TT_MEM_BY_RUN);
+        if (!tr->cfg.push_fp32) {
+            add_buf(l, &tw->d_g16, P16, 0, "16-bit weights and gradients (--precision)", TT_MEM_BY_PARAMS);
+            add_buf(l, &tw->h_push16, P16, 1, "16-bit weights and gradients (--precision)", TT_MEM_BY_PARAMS);
+        }
+        if (tw->id == 0)
+            add_buf(l, &tr->h_params16, P16, 1, "16-bit weights and gradients (--precision)", TT_MEM_BY_PARAMS);
+    }
     const tt_dataset *set = tr->cfg.train_set;
     if (tr->cfg.data_on && (size_t)tw->id < (size_t)tr->cfg.n_devices) { /* the first tower on its device */
         add_buf(l, &tw->d_set_x, set->n * tt_dataset_sample_bytes(set), 0, "training set (--data-on device)",
@@ -104,6 +116,7 @@ static tt_status tower_alloc(tt_tower *tw)
     tt_status s = tt_dev_init(&tw->dev, tr->cfg.ops, tr->cfg.devices ? tr->cfg.devices[d] : d, &tw->err);
     if (s) return s;
     tt_dev_bind(&tw->dev);
+    if (tr->cfg.precision) tt_dev_gemm_format(&tw->dev, tr->cfg.precision); /* for every GEMM it will issue */
     buf_list l;
     tower_buffers(tr, tw, &l);
     for (int i = 0; i < l.n; i++) {
@@ -170,7 +183,21 @@ static void tower_release(tt_tower *tw)
  * own). Returns the bytes it moved. */
 static uint64_t pull_bytes(const tt_tower *tw)
 {
-    return holds_master(tw->tr, tw) || tw->skip_pull ? 0 : tw->tr->model->n_params * sizeof(float);
+    const tt_model *m = tw->tr->model;
+    if (holds_master(tw->tr, tw) || tw->skip_pull) return 0;
+    if (tw->tr->cfg.precision) /* the trainable weights in 16 bits, the tail in FP32 */
+        return m->n_trainable * sizeof(uint16_t) + (m->n_params - m->n_trainable) * sizeof(float);
+    return m->n_params * sizeof(float);
+}
+
+/* --precision bf16, fp16: the host's 16-bit copy of the trainable weights, widened on the device, and the tail. */
+static void pull16(tt_tower *tw)
+{
+    const tt_trainer *tr = tw->tr;
+    const size_t T = tr->model->n_trainable, P = tr->model->n_params;
+    tt_dev_h2d(&tw->dev, tw->d_p16, tr->h_params16, T * sizeof(uint16_t));
+    tt_dev_widen16(&tw->dev, tw->d_params, tw->d_p16, T, tr->cfg.precision);
+    tt_dev_h2d(&tw->dev, tw->d_params + T, tr->h_params + T, (P - T) * sizeof(float));
 }
 
 uint64_t phase_pull(tt_tower *tw)
@@ -192,6 +219,8 @@ uint64_t phase_pull(tt_tower *tw)
             tw->ahead[k] = 0;
         }
         if (ahead) tt_dev_stream_wait(&tw->dev, tw->ev_ahead);
+    } else if (tr->cfg.precision) {
+        pull16(tw);
     } else {
         tt_dev_h2d(&tw->dev, tw->d_params, tr->h_params, bytes);
     }
@@ -274,7 +303,8 @@ static tt_pass tower_pass(tt_tower *tw, int training, size_t n)
                   .d_saved = tw->d_saved,
                   .share = 1.0f,
                   .rows_all = tw->rows,
-                  .lt_epilogues = tr->cfg.epilogues};
+                  .lt_epilogues = tr->cfg.epilogues,
+                  .fmt = tr->cfg.precision};
     if (training) {
         ps.d_grads = tw->d_grads;
         ps.share = n ? (float)((double)tw->rows / (double)n) : 0.0f;
@@ -300,8 +330,10 @@ void phase_compute(tt_tower *tw, size_t n)
         return;
     }
     tt_model_forward(dev, m, &ps, tw->d_params, tw->d_act, tw->rows);
+    /* --loss-scale: the loss gradient (and so every gradient) times the scale; the host divides the sum by it */
+    const double scale = tw->tr->scaler.scale;
     tt_dev_softmax_xent(dev, tw->d_dlogits, tw->d_stats, tt_model_logits(m, tw->d_act), tw->d_labels, tw->rows,
-                        m->n_classes, 1.0f / (float)n);
+                        m->n_classes, scale == 1.0 ? 1.0f / (float)n : (float)scale / (float)n);
     if (ov) { /* --overlap on: the statistics now, so the host knows the loss is finite before any bucket lands */
         tt_dev_d2h(dev, tw->h_stats, tw->d_stats, 2 * tw->rows * sizeof(float));
         tt_dev_event_record(dev, tw->ev_loss);
@@ -317,6 +349,23 @@ static int pushes_gradient(const tt_trainer *tr)
     return tr->place->info.host_sum && !own_weights(tr);
 }
 
+/* --precision bf16, fp16: the trainable gradient narrowed to 16 bits on the device (its counts of underflows and
+ * overflows with it; --push-precision fp32: counted only, and pushed in FP32) and copied into the tower's 16-bit
+ * slot, the tail into its FP32 slot. */
+static void push16(tt_tower *tw)
+{
+    tt_trainer *tr = tw->tr;
+    const size_t T = tr->model->n_trainable, P = tr->model->n_params;
+    tt_dev_narrow16(&tw->dev, tw->d_g16, tw->d_grads, T, tr->cfg.precision, tw->d_counts);
+    tt_dev_d2h(&tw->dev, tw->h_counts, tw->d_counts, 2 * sizeof(uint32_t));
+    if (!tw->d_g16) {
+        tt_dev_d2h(&tw->dev, tr->h_slots[tw->id], tw->d_grads, P * sizeof(float));
+        return;
+    }
+    tt_dev_d2h(&tw->dev, tw->h_push16, tw->d_g16, T * sizeof(uint16_t));
+    tt_dev_d2h(&tw->dev, tr->h_slots[tw->id] + T, tw->d_grads + T, (P - T) * sizeof(float));
+}
+
 void phase_push(tt_tower *tw)
 {
     tt_trainer *tr = tw->tr;
@@ -325,9 +374,21 @@ void phase_push(tt_tower *tw)
         tower_arrive_landed(tw);
         return;
     }
-    if (pushes_gradient(tr))
+    if (pushes_gradient(tr) && tr->cfg.precision) push16(tw);
+    else if (pushes_gradient(tr))
         tt_dev_d2h(&tw->dev, tr->h_slots[tw->id], tw->d_grads, tr->model->n_params * sizeof(float));
     tt_dev_d2h(&tw->dev, tw->h_stats, tw->d_stats, 2 * tw->rows * sizeof(float));
+}
+
+/* The bytes a tower's push of its gradient moves: the trainable part in 16 bits with --precision bf16, fp16 (but
+ * --push-precision fp32), the rest in FP32; 0 where the tower pushes none. */
+static uint64_t push_bytes(const tt_trainer *tr)
+{
+    const tt_model *m = tr->model;
+    if (!pushes_gradient(tr)) return 0;
+    if (tr->cfg.precision && !tr->cfg.push_fp32)
+        return m->n_trainable * sizeof(uint16_t) + (m->n_params - m->n_trainable) * sizeof(float);
+    return m->n_params * sizeof(float);
 }
 
 double tt_slow_delay(const tt_slow_tower *slow, size_t n_slow, uint64_t seed, size_t t, uint64_t step)
@@ -400,7 +461,11 @@ static int tower_graph(tt_tower *tw, size_t n)
     tt_dev *dev = &tw->dev;
     /* with --data-on device the step's gathers read the training set's copy on this device, captured as pointers:
      * whether the step's data set is that one is part of the shape (another set takes the host's path) */
-    const size_t key[4] = {tw->rows, n, (size_t)tw->tr->epoch, (size_t)data_on_device(tw, tw->tr->ds)};
+    /* and so is the loss scale (--loss-scale dynamic), the loss gradient's factor as the kernel is given it */
+    double scale = tw->tr->scaler.scale;
+    size_t scale_bits;
+    memcpy(&scale_bits, &scale, sizeof scale_bits);
+    const size_t key[5] = {tw->rows, n, (size_t)tw->tr->epoch, (size_t)data_on_device(tw, tw->tr->ds), scale_bits};
     if (tw->graph && memcmp(key, tw->graph_key, sizeof key) == 0) {
         if (tt_dev_graph_launch(dev, tw->graph)) return 1;
         tt_dev_graph_free(dev, tw->graph); /* stale: captured over scratch the backend has moved since */
@@ -424,7 +489,6 @@ static int tower_graph(tt_tower *tw, size_t n)
 void tower_step(tt_tower *tw, const uint32_t *idx, size_t n, int more)
 {
     tt_trainer *tr = tw->tr;
-    const tt_model *m = tr->model;
     const size_t B = tw->rows;
     tt_dev *dev = &tw->dev;
     tt_tower_ledger *l = &tw->led;
@@ -477,7 +541,7 @@ void tower_step(tt_tower *tw, const uint32_t *idx, size_t n, int more)
     l->rows = B;
     l->bytes_pull = pulled;
     l->bytes_data = data_bytes(tw, tr->ds, B);
-    l->bytes_push = (pushes_gradient(tr) ? m->n_params * sizeof(float) : 0) + 2 * B * sizeof(float);
+    l->bytes_push = push_bytes(tr) + 2 * B * sizeof(float);
     tw->n_run++;
 }
 

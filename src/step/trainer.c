@@ -73,6 +73,7 @@ static tt_status trainer_build(tt_trainer *tr, const tt_model *m, const tt_train
                            cfg->batch, cfg->node->size, N);
         tt_node_slice(P, cfg->node->size, cfg->node->rank, &tr->node_lo, &tr->node_n);
     }
+    tr->scaler = (tt_scaler_state){cfg->loss_scale.scale > 0 ? cfg->loss_scale.scale : 1.0, 0, 0};
     tr->shard_max = shard_rows(cfg);
     tr->xchg_max = xchg_floats(m, cfg);
     tr->h_slots = (float **)tt_calloc(N, sizeof(float *));
@@ -243,8 +244,13 @@ void tt_trainer_get_params(const tt_trainer *tr, float *h_out)
 void tt_trainer_set_params(tt_trainer *tr, const float *h_params)
 {
     memcpy(tr->h_params, h_params, tr->model->n_params * sizeof(float));
+    if (tr->h_params16) host_narrow_params(tr, 0, tr->model->n_trainable); /* what the towers pull next */
     if (tr->sy) tr->sy->towers_hold = 0; /* weights:K: the next run starts every tower from these */
 }
+
+tt_scaler_state tt_trainer_scaler(const tt_trainer *tr) { return tr->scaler; }
+
+void tt_trainer_set_scaler(tt_trainer *tr, const tt_scaler_state *st) { tr->scaler = *st; }
 
 tt_optim *tt_trainer_optim(tt_trainer *tr) { return &tr->opt; }
 
