@@ -42,6 +42,11 @@ typedef struct tt_checkpoint {
     double u_product;   /* Nadam's running product of the momentum schedule */
     /* --save-best: the monitored metric's best value so far (NaN: none yet) */
     double best;
+    /* --precision bf16, fp16: the loss scaler (tt_scaler_state; metadata keys "loss_scale", "loss_scale_good",
+     * "loss_scale_skipped", written when loss_scale is not 0, optional on reading: absent, 0, 0, 0). A skipped step
+     * does not count in optim_steps: optim_steps + loss_scale_skipped >= global_step. */
+    double loss_scale;
+    uint64_t scale_good, scale_skipped;
     /* information only: what wrote it */
     size_t towers;
     char backend[16];

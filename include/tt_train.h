@@ -239,6 +239,11 @@ typedef struct tt_epoch_stats {
     size_t applied, averages;
     double staleness_sum, divergence_sum;
     uint32_t staleness_max;
+    /* --precision bf16, fp16: the loss scale at the epoch's end (its last step's; 1: none), the steps skipped, and of
+     * the pushed trainable gradient elements (grad_elems) those zero in 16 bits but not in FP32 (grad_under) */
+    double loss_scale;
+    size_t skipped;
+    uint64_t grad_under, grad_elems;
 } tt_epoch_stats;
 
 typedef struct tt_run_result {

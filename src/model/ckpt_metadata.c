@@ -24,7 +24,7 @@
 
 enum { CK_TOWERS_MAX = 1024 }; /* --towers' largest: the most gradients a step applies alone (optim_steps) */
 
-/* The metadata keys, all required but the three marked optional, and the optimizer's (tt_optim_params, written after
+/* The metadata keys, all required but those marked optional, and the optimizer's (tt_optim_params, written after
  * "optimizer"); any other key is refused. */
 static const struct {
     const char *key;
@@ -33,6 +33,7 @@ static const struct {
     {"format", 0}, {"format_version", 0}, {"epoch", 0}, {"step", 0}, {"steps_per_epoch", 0}, {"global_step", 0},
     {"seed", 0}, {"batch", 0}, {"optimizer", 0}, {"u_product", 0}, {"best", 0}, {"towers", 0},
     {"backend", 0}, {"model", 1}, {"options", 1}, {"n_params", 0}, {"checksum", 0}, {"optim_steps", 1},
+    {"loss_scale", 1}, {"loss_scale_good", 1}, {"loss_scale_skipped", 1},
 };
 enum { CK_N_MD_KEYS = (int)(sizeof g_md_keys / sizeof g_md_keys[0]) };
 
@@ -84,6 +85,9 @@ json_object *ck_metadata(const tt_checkpoint *ck)
     }
     bad |= md_f64(md, "u_product", ck->u_product) | md_f64(md, "best", ck->best) | md_u64(md, "towers", ck->towers) |
            md_str(md, "backend", ck->backend);
+    if (ck->loss_scale != 0)
+        bad |= md_f64(md, "loss_scale", ck->loss_scale) | md_u64(md, "loss_scale_good", ck->scale_good) |
+               md_u64(md, "loss_scale_skipped", ck->scale_skipped);
     if (ck->model_desc) bad |= md_str(md, "model", ck->model_desc);
     if (ck->options) bad |= md_str(md, "options", ck->options);
     bad |= md_u64(md, "n_params", ck->n_params) | md_str(md, "checksum", CK_SUM_ZERO);
@@ -175,11 +179,8 @@ static tt_status md_float(const ck_parse *p, const char *key, float *out)
 }
 
 /* A double, all of the string ("%.17g" as written); "nan" only where allowed (the best metric: none yet). */
-static tt_status md_double(const ck_parse *p, const char *key, int nan_ok, double *out)
+static tt_status md_double_of(const ck_parse *p, const char *key, const char *v, int nan_ok, double *out)
 {
-    const char *v;
-    tt_status s = md_get(p, key, 0, &v);
-    if (s) return s;
     if (nan_ok && strcmp(v, "nan") == 0) {
         *out = NAN;
         return TT_OK;
@@ -192,6 +193,41 @@ static tt_status md_double(const ck_parse *p, const char *key, int nan_ok, doubl
     snprintf(again, sizeof again, "%.17g", x);
     if (strcmp(again, v) != 0) return md_bad(p, key, v, "a number as a run writes it (%.17g)");
     *out = x;
+    return TT_OK;
+}
+
+static tt_status md_double(const ck_parse *p, const char *key, int nan_ok, double *out)
+{
+    const char *v;
+    tt_status s = md_get(p, key, 0, &v);
+    if (s) return s;
+    return md_double_of(p, key, v, nan_ok, out);
+}
+
+/* The loss scaler's keys, optional together: a scale in (0, FLT_MAX] (what the towers' kernels take as a float),
+ * its run of finite steps, the steps skipped — at most global_step, and with optim_steps at least global_step. */
+static tt_status md_scaler(const ck_parse *p, tt_checkpoint *ck)
+{
+    const char *v;
+    md_get(p, "loss_scale", 1, &v);
+    tt_status s;
+    if (!v) {
+        const char *good, *skipped;
+        md_get(p, "loss_scale_good", 1, &good);
+        md_get(p, "loss_scale_skipped", 1, &skipped);
+        ck->loss_scale = 0;
+        ck->scale_good = ck->scale_skipped = 0;
+        if (good || skipped)
+            return tt_fail(p->err, TT_ERR_FORMAT, "%s: metadata: %s without loss_scale", p->what,
+                           good ? "loss_scale_good" : "loss_scale_skipped");
+        return TT_OK;
+    }
+    if ((s = md_double_of(p, "loss_scale", v, 0, &ck->loss_scale))) return s;
+    if (!(ck->loss_scale > 0 && ck->loss_scale <= FLT_MAX))
+        return md_bad(p, "loss_scale", v, "a scale in (0, 3.40282347e+38]");
+    if ((s = md_uint(p, "loss_scale_good", UINT64_MAX, &ck->scale_good)) ||
+        (s = md_uint(p, "loss_scale_skipped", ck->global_step, &ck->scale_skipped)))
+        return s;
     return TT_OK;
 }
 
@@ -322,10 +358,13 @@ tt_status md_read(const ck_parse *p, tt_checkpoint *ck)
     const uint64_t per_step = CK_TOWERS_MAX;
     const uint64_t extra_max = /* global_step x (towers - 1), saturated */
         ck->global_step > UINT64_MAX / per_step ? UINT64_MAX : ck->global_step * (per_step - 1);
-    if (ck->optim_steps < ck->global_step || ck->optim_steps - ck->global_step > extra_max)
-        return tt_fail(p->err, TT_ERR_FORMAT, "%s: metadata: optim_steps %llu is not between global_step %llu and "
-                       "global_step x the most towers = %llu x %llu", p->what, (unsigned long long)ck->optim_steps,
-                       (unsigned long long)ck->global_step, (unsigned long long)ck->global_step,
+    if ((s = md_scaler(p, ck))) return s;
+    if (ck->optim_steps < ck->global_step - ck->scale_skipped || /* skipped <= global_step: md_scaler */
+        (ck->optim_steps > ck->global_step && ck->optim_steps - ck->global_step > extra_max))
+        return tt_fail(p->err, TT_ERR_FORMAT, "%s: metadata: optim_steps %llu is not between global_step %llu (less "
+                       "the steps skipped) and global_step x the most towers = %llu x %llu", p->what,
+                       (unsigned long long)ck->optim_steps, (unsigned long long)ck->global_step,
+                       (unsigned long long)ck->global_step,
                        (unsigned long long)per_step);
     if (ck->step > ck->steps_per_epoch)
         return tt_fail(p->err, TT_ERR_FORMAT, "%s: metadata: step %llu is beyond steps_per_epoch %llu", p->what,

@@ -27,7 +27,8 @@ static const struct {
     {"vocab", TT_CKPT_UINT, 0, TT_MAX_VOCAB}, {"model_text", TT_CKPT_STRING, 0, 0}, {"layers", TT_CKPT_STRINGS, 0, 0},
     {"train_samples", TT_CKPT_UINT, 0, 0}, {"val_samples", TT_CKPT_UINT, 0, 0}, {"train_crc32", TT_CKPT_STRING, 0, 0},
     {"epochs", TT_CKPT_UINT, 1, CK_EPOCH_MAX}, {"reduce", TT_CKPT_STRING, 0, 0}, {"lr_scaling", TT_CKPT_STRING, 0, 0},
-    {"base_lr", TT_CKPT_NUMBER, 0, 0}, {"same", TT_CKPT_STRINGS, 0, 0},
+    {"base_lr", TT_CKPT_NUMBER, 0, 0}, {"same", TT_CKPT_STRINGS, 0, 0}, {"precision", TT_CKPT_STRING, 0, 0},
+    {"loss_scale", TT_CKPT_STRING, 0, 0},
 };
 enum { CK_N_OPT_KEYS = (int)(sizeof g_opt_keys / sizeof g_opt_keys[0]) };
 

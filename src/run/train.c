@@ -235,6 +235,10 @@ static void epoch_stats(run_state *rs, size_t epoch, size_t first, size_t end, t
         es->staleness_max = r->staleness_max > es->staleness_max ? r->staleness_max : es->staleness_max;
         es->averages += r->averaged != 0;
         es->divergence_sum += r->divergence;
+        es->loss_scale = r->loss_scale;
+        es->skipped += r->skipped != 0;
+        es->grad_under += r->grad_under;
+        es->grad_elems += r->grad_elems;
         rs->step_secs[st - first] = r->t.total;
     }
     es->step_median = tt_median(rs->step_secs, end - first);
@@ -317,6 +321,20 @@ static tt_status run_halted(run_state *rs, size_t epoch, size_t first, size_t st
     rs->ranks.pending.s = TT_OK;
     if (rs->out && rs->bar && !console) fputc('\n', rs->out);
     if (tt_trainer_halted(rs->tr) == TT_HALT_NONFINITE) return run_nonfinite(rs, epoch, steps, err);
+    if (tt_trainer_halted(rs->tr) == TT_HALT_SCALE) {
+        const tt_scaler_state sc = tt_trainer_scaler(rs->tr);
+        char fields[160];
+        snprintf(fields, sizeof fields, "\"kind\":\"loss_scale\",\"epoch\":%zu,\"step\":%zu,\"skipped\":%llu,", epoch,
+                 steps, (unsigned long long)sc.skipped);
+        tt_status s = tt_fail(err, TT_ERR_NUMERIC,
+                              "epoch %zu, step %zu/%zu: the dynamic loss scale fell below 1 (%llu steps skipped): the "
+                              "%s gradient overflows even unscaled; training stopped, the skipped steps not applied "
+                              "(try a smaller --lr, or --precision bf16)",
+                              epoch, steps, rs->steps, (unsigned long long)sc.skipped,
+                              tt_precision_names[rs->tc.precision]);
+        log_end(rs, "error", fields, err);
+        return s;
+    }
     if (rs->ranks.K > 1) {
         /* rank 0's stdout failed while the crew ran (its stop request halted every rank): every rank learns it first,
          * and it is the run's failure as in one process — no stop's checkpoint, an "error" record */

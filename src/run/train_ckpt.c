@@ -163,7 +163,13 @@ static void run_save_here(run_state *rs, size_t epoch, size_t step, const char *
     ck.step = step;
     ck.steps_per_epoch = rs->steps;
     ck.global_step = (uint64_t)(epoch - 1) * rs->steps + step; /* the training's position */
-    ck.optim_steps = o->t; /* ssp, async: one per gradient applied alone */
+    ck.optim_steps = o->t; /* ssp, async: one per gradient applied alone; less the steps skipped (--loss-scale) */
+    const tt_scaler_state sc = tt_trainer_scaler(rs->tr);
+    if (rs->tc.precision || sc.skipped) { /* the scaler (and the skips a run before carried) */
+        ck.loss_scale = sc.scale;
+        ck.scale_good = sc.good;
+        ck.scale_skipped = sc.skipped;
+    }
     ck.seed = c->seed;
     ck.batch = rs->tc.batch;
     ck.optim = o->cfg;
@@ -446,8 +452,17 @@ tt_status run_resume_load(run_state *rs, tt_error *err)
     return TT_OK;
 }
 
-/* --resume, once the trainer exists: the optimizer's vectors, step count and schedule term; then the checkpoint's
- * memory goes. */
+/* The checkpoint's run scaled its loss dynamically (its options' "loss_scale", "dynamic:..."; absent: it did not). */
+static int run_ckpt_dynamic(const tt_checkpoint *ck)
+{
+    tt_ckpt_value v;
+    tt_error e;
+    return tt_checkpoint_option(ck, "--resume", "loss_scale", TT_CKPT_STRING, 0, &v, &e) == TT_OK && v.found &&
+           strncmp(v.s, "dynamic", 7) == 0;
+}
+
+/* --resume, once the trainer exists: the optimizer's vectors, step count and schedule term, and the loss scaler;
+ * then the checkpoint's memory goes. */
 void run_resume_optim(run_state *rs)
 {
     tt_checkpoint *ck = &rs->ckpt.resume_ck;
@@ -464,5 +479,14 @@ void run_resume_optim(run_state *rs)
             if (strcmp(sl[k].name, ck->slot_names[j]) == 0) memcpy(sl[k].data, ck->slots[j] + off, o->n * sizeof(float));
     o->t = ck->optim_steps;
     o->u_product = ck->u_product;
+    /* the loss scaler: its skips always (the next checkpoint's optim_steps needs them); its scale and run of finite
+     * steps where both runs scale dynamically, else the run's own from its options */
+    tt_scaler_state sc = tt_trainer_scaler(rs->tr);
+    sc.skipped = ck->scale_skipped;
+    if (rs->tc.loss_scale.dynamic && ck->loss_scale > 0 && run_ckpt_dynamic(ck)) {
+        sc.scale = ck->loss_scale;
+        sc.good = ck->scale_good;
+    }
+    tt_trainer_set_scaler(rs->tr, &sc);
     tt_checkpoint_free(ck);
 }

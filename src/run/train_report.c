@@ -233,6 +233,13 @@ void log_epoch(run_state *rs, const tt_epoch_stats *es)
         tt_out_printf(log, "\"averages\":%zu,", es->averages);
         tt_out_json_num(log, "divergence_mean", es->divergence_sum / (double)es->averages, 1);
     }
+    if (rs->tc.precision) { /* --precision bf16, fp16: the scaler, and the gradient elements that underflowed */
+        tt_out_json_num(log, "loss_scale", es->loss_scale, 1);
+        tt_out_printf(log, "\"skipped_steps\":%zu,\"grad_underflow\":%llu,\"grad_elements\":%llu,", es->skipped,
+                      (unsigned long long)es->grad_under, (unsigned long long)es->grad_elems);
+        tt_out_json_num(log, "grad_underflow_share",
+                        es->grad_elems ? (double)es->grad_under / (double)es->grad_elems : 0.0, 1);
+    }
     char verdict[128];
     tt_ledger_verdict(&es->split, verdict, sizeof verdict);
     tt_out_printf(log, "\"verdict\":\"%s\",\"split\":{", verdict);
@@ -289,6 +296,14 @@ void print_epoch(run_state *rs, const tt_epoch_stats *es)
     if (es->averages)
         fprintf(out, "  sync %s: %zu averages, the towers' mean distance from the average before each %.4g\n",
                 tt_sync_format(&rs->c->sync, m, sizeof m), es->averages, es->divergence_sum / (double)es->averages);
+    if (rs->tc.precision) {
+        char words[64];
+        fprintf(out, "  precision %s: loss scale %s, %zu step%s skipped; %.4f%% of the gradient's elements were zero "
+                "in 16 bits but not in FP32\n", tt_precision_names[rs->tc.precision],
+                tt_loss_scale_words(&(tt_loss_scale){rs->tc.loss_scale.dynamic, es->loss_scale}, words, sizeof words),
+                es->skipped, es->skipped == 1 ? "" : "s",
+                es->grad_elems ? 100.0 * (double)es->grad_under / (double)es->grad_elems : 0.0);
+    }
     print_flush(rs);
 }
 
@@ -464,6 +479,12 @@ void tb_epoch(run_state *rs, const tt_epoch_stats *es)
     tt_tb_scalar(tb, TT_TB_TRAIN, "epoch_accuracy", step, wall, es->accuracy);
     tt_tb_scalar(tb, TT_TB_TRAIN, "epoch_top5", step, wall, es->top5);
     tt_tb_scalar(tb, TT_TB_TRAIN, "epoch_learning_rate", step, wall, rs->tc.optim.lr);
+    if (rs->tc.precision) { /* --precision bf16, fp16 */
+        tt_tb_scalar(tb, TT_TB_TRAIN, "epoch_loss_scale", step, wall, es->loss_scale);
+        tt_tb_scalar(tb, TT_TB_TRAIN, "epoch_skipped_steps", step, wall, (double)es->skipped);
+        tt_tb_scalar(tb, TT_TB_TRAIN, "epoch_grad_underflow_share", step, wall,
+                     es->grad_elems ? (double)es->grad_under / (double)es->grad_elems : 0.0);
+    }
     if (rs->val->n) { /* and, as Keras 3 writes them too, against the global batch count */
         const int64_t batches = (int64_t)(es->epoch * rs->steps);
         tt_tb_scalar(tb, TT_TB_VALIDATION, "epoch_loss", step, wall, es->val.loss);

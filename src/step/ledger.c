@@ -113,6 +113,9 @@ tt_status tt_ledger_json_steps(tt_out *f, size_t epoch, const tt_step_result *re
         }
         if (r->averaged) /* --sync weights */
             tt_out_json_num(f, "divergence", r->divergence, 1);
+        if (r->grad_elems) /* --precision bf16, fp16 */
+            tt_out_printf(f, "\"loss_scale\":%.17g,\"skipped\":%s,\"grad_underflow\":%llu,", r->loss_scale,
+                          r->skipped ? "true" : "false", (unsigned long long)r->grad_under);
         if (r->n_buckets) {
             tt_out_json_num(f, "host_hidden", r->t.host_hidden, 1);
             tt_out_json_num(f, "host_exposed", r->t.host_exposed, 1);
@@ -255,6 +258,13 @@ tt_status tt_trace_steps(tt_trace *t, const tt_step_result *res, const tt_tower_
             span(t, LANE_OPTIMIZER, "update", s->update0, s->update1, NULL, 0);
         }
         span(t, LANE_COMBINE, "cross-node combine", s->combine0, s->combine1, NULL, 0);
+        if (r->grad_elems) { /* --precision bf16, fp16: the loss scale as a counter, and a skipped step's mark */
+            tt_out_printf(&t->out, ",\n{\"name\":\"loss scale\",\"ph\":\"C\",\"pid\":%d,\"ts\":%.3f,"
+                          "\"args\":{\"scale\":%.17g}}", t->pid, 1e6 * (s->step0 + t->shift - t->origin), r->loss_scale);
+            if (r->skipped)
+                span(t, LANE_OPTIMIZER, "skipped: the gradient overflowed in 16 bits", s->step0 + s->towers, s->step1,
+                     NULL, 0);
+        }
         tt_status st = tt_out_commit(&t->out, err); /* a step's events at a time: each ends at an event boundary */
         if (st) return st;
     }
