@@ -15,6 +15,8 @@
 #                 (agreed, not aborted)
 #   signals       SIGTERM to one rank (training, loading, bench, probe): every rank, rank 0 included, exits 143;
 #                 rank 0's live bar losing its reader: every rank exits 1, the log ends in an "error" record
+#   agreement     probe's --assume, --graphs, --json given to one rank only: one agreed line naming both ranks, every
+#                 rank exits 2 (it hung, or ended in MPI_Abort); probe --assume under mpirun: rank 0 alone reports
 #   data-on       K ranks x 1 tower with --data-on device == 1 process x K towers on the host's path, bit for bit
 #   words         a mismatched option is named with both values as the user writes them (--reduce is device here, cpu
 #                 on rank 0; --lr is 0.002 here, 0.001 ...); probe compares its ranks too (it hung on another model)
@@ -355,6 +357,54 @@ for case in "log|train --epochs 2 --log-json /dev/full|--log-json /dev/full: wri
     bad "rank 0's $name fails: exit codes $rcs, $lines lines: $(head -c 600 "$W/out-$name.txt")"
   fi
 done
+
+# ---- what decides a command's way, given to one rank only (probe's --assume, --graphs, --json; bench's lists): the
+# ranks compare it before any of them branches on it — one agreed line on every rank, every rank exits 2 (a bad
+# flag), within the timeout (it hung in probe's first collective or bench's rows, or ended in MPI_Abort) ----
+twos=$(for ((r = 0; r < K; r++)); do printf '2 '; done)
+# agree_case NAME WANT-LINE CMD ARGS-OF-THE-OTHER-RANKS -- ARGS-OF-THE-LAST-RANK (as mismatch above)
+agree_case() {
+  local name=$1 want=$2 cmd=$3 a=() b=() m=() r rcs lines
+  shift 3
+  while [ "$1" != -- ]; do a+=("$1"); shift; done
+  shift
+  b=("$@")
+  for ((r = 0; r < K; r++)); do
+    [ $r -gt 0 ] && m+=(:)
+    if [ $r = $last_rank ]; then m+=(-np 1 "$W/rc.sh" "$W/agree-$name.rc" "$TT" "$cmd" "${b[@]}")
+    else m+=(-np 1 "$W/rc.sh" "$W/agree-$name.rc" "$TT" "$cmd" "${a[@]}"); fi
+  done
+  timeout 60 "$MPIRUN" --oversubscribe "${m[@]}" >"$W/agree-$name.txt" 2>&1
+  rcs=$(allrc "$W/agree-$name.rc")
+  lines=$(grep '^towertrain: ' "$W/agree-$name.txt" | grep -vc '^towertrain: notice: ')
+  if [ "$rcs" = "$twos" ] && [ "$lines" = 1 ] && grep -qxF "towertrain: $want" "$W/agree-$name.txt"; then
+    ok "agreed ($name): every rank exits 2 ($rcs): $(grep -m1 '^towertrain: ' "$W/agree-$name.txt" | head -c 200)"
+  else
+    bad "agreed ($name): wanted 'towertrain: $want' once, exit 2 on every rank: exit codes $rcs, $lines lines: $(grep -v '^ ' "$W/agree-$name.txt" | head -c 600)"
+  fi
+}
+P="every rank must run the same probe"
+agree_case probe-assume "probe: the ranks disagree on --assume: rank 0 not given, rank $last_rank h100-pcie ($P)" \
+  probe --reps 2 -- --reps 2 --assume h100-pcie
+agree_case probe-assume-value "probe: the ranks disagree on --assume: rank 0 h100-pcie, rank $last_rank a100-pcie ($P)" \
+  probe --assume h100-pcie -- --assume a100-pcie
+agree_case probe-graphs "probe: the ranks disagree on --graphs: rank 0 off, rank $last_rank on ($P)" \
+  probe --reps 2 -- --reps 2 --graphs on
+agree_case probe-json "probe: the ranks disagree on --json: rank 0 not given, rank $last_rank given ($P)" \
+  probe --reps 2 -- --reps 2 --json "$W/agree.json"
+# given to every rank: --graphs on is refused, agreed (it ended in MPI_Abort); --assume is rank 0's to print and write
+agree_case probe-graphs-all "probe: --graphs on: the probe measures every design this backend runs, graphs included where it has them (--graphs is the what-if's: give --assume)" \
+  probe --reps 2 --graphs on -- --reps 2 --graphs on
+zeros=$(for ((r = 0; r < K; r++)); do printf '0 '; done)
+timeout 60 "$MPIRUN" --oversubscribe -np "$K" "$W/rc.sh" "$W/whatif.rc" "$TT" probe --assume h100-pcie \
+  --json "$W/whatif.json" >"$W/whatif.txt" 2>&1
+rcs=$(allrc "$W/whatif.rc")
+if [ "$rcs" = "$zeros" ] && [ "$(grep -c '^what-if: PREDICTED' "$W/whatif.txt")" = 1 ] &&
+   python3 -c 'import json, sys; assert json.load(open(sys.argv[1]))["schema"] == "towertrain-whatif"' "$W/whatif.json"; then
+  ok "probe --assume under mpirun: every rank exits 0, rank 0 alone prints the report and writes --json"
+else
+  bad "probe --assume under mpirun: exit codes $rcs, $(grep -c '^what-if: PREDICTED' "$W/whatif.txt") reports: $(grep '^towertrain' "$W/whatif.txt" | head -c 400)"
+fi
 
 # ---- a stop by SIGTERM on one rank: every rank stops at one step and exits 143, rank 0 included ----
 ( timeout 120 "$MPIRUN" --oversubscribe -np "$K" "$W/rc.sh" "$W/term.rc" "$TT" train --epochs 50 --progress lines \

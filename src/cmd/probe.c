@@ -133,6 +133,20 @@ static tt_status probe_same_on_ranks(tt_node *nd, const tt_run_config *c, size_t
 }
 
 
+/* What decides probe's way before anything is measured — the what-if (--assume), --json, --graphs' refusal — is
+ * the same on every rank, agreed before any rank takes a way: a rank that took another one alone (--assume given to
+ * one rank) left the others waiting in the first collective of theirs for ever. The words are the user's. */
+static tt_status probe_same_branch(tt_node *nd, const tt_run_config *c, const probe_opts *po, tt_error *err)
+{
+    const tt_node_word w[] = {
+        {"--assume", po->assume},
+        {"--json", po->json ? "given" : NULL}, /* rank 0 writes it: the path is that node's */
+        {"--graphs", tt_graphs_names[c->graphs != 0]},
+    };
+    return tt_node_same_words(nd, "probe", "every rank must run the same probe", w, (int)(sizeof w / sizeof *w),
+                              err);
+}
+
 /* Every design of the step this backend can run (--reduce x --update x --graphs x --overlap), each as whole steps
  * by the trainer (tt_probe_steps), beside the phase model's prediction where it has one (the host's update, no
  * graph, no overlap). Measured first, then printed (rank 0); one rank only. */
@@ -267,33 +281,41 @@ static tt_status what_if_json(const char *path, tt_assume *a, const tt_model *m,
 }
 
 
-/* probe --assume SPEC: the what-if report from assumed figures (refusing the options that only a measurement reads). */
-static int probe_what_if(const tt_run_config *c, const char *spec, const char *json, int argc, char **argv)
+/* probe --assume SPEC: the what-if report from assumed figures (refusing the options that only a measurement reads).
+ * Under mpirun every rank checks its own options, spec and model (a profile FILE one node lacks is named), and the
+ * job agrees on that; then rank 0 alone reports and writes --json's file, and the job agrees on its outcome. */
+static tt_status probe_what_if(tt_node *nd, const tt_run_config *c, const char *spec, const char *json, int argc,
+                               char **argv, tt_error *err)
 {
-    tt_error err;
     static const char *const measured[] = {"--towers", "--device", "--gpus", "--host-threads", "--reps",
                                            "--slow-tower", "--data-on", NULL};
-    for (int i = 2; i < argc; i++)
-        for (const char *const *o = measured; *o; o++) {
+    tt_status s = TT_OK;
+    for (int i = 2; !s && i < argc; i++)
+        for (const char *const *o = measured; !s && *o; o++) {
             size_t len = strlen(*o);
             if (strncmp(argv[i], *o, len) == 0 && (argv[i][len] == '\0' || argv[i][len] == '='))
-                return measure_fail(tt_fail(&err, TT_ERR_ARG,
-                                    "probe --assume: %s does not apply (it predicts 1-8 GPUs from assumed figures, "
-                                    "measuring nothing)", *o),
-                            &err);
+                s = tt_fail(err, TT_ERR_ARG, "probe --assume: %s does not apply (it predicts 1-8 GPUs from assumed "
+                            "figures, measuring nothing)", *o);
         }
     tt_assume a;
     tt_model *m = (tt_model *)tt_calloc(1, sizeof *m);
-    if (!m) return measure_fail(tt_fail(&err, TT_ERR_NOMEM, "out of memory"), &err);
-    tt_status s = tt_assume_parse(spec, &a, &err);
-    a.graphs = c->graphs;
-    a.bucket_bytes = c->bucket_kib << 10;
-    if (!s) s = tt_run_describe_model(c, m, &err);
-    if (!s) s = tt_assume_report(stdout, &a, m, c->batch, c->optim.kind, &err);
-    if (!s) s = tt_flush_stdout(stdout, &err);
-    if (!s && json) s = what_if_json(json, &a, m, c, &err);
+    if (!s && !m) s = tt_fail(err, TT_ERR_NOMEM, "out of memory");
+    if (!s) s = tt_assume_parse(spec, &a, err);
+    if (!s) {
+        a.graphs = c->graphs;
+        a.bucket_bytes = c->bucket_kib << 10;
+        s = tt_run_describe_model(c, m, err);
+    }
+    if (!(s = tt_node_agree(nd, s, err))) {
+        if (tt_node_speaks()) {
+            s = tt_assume_report(stdout, &a, m, c->batch, c->optim.kind, err);
+            if (!s) s = tt_flush_stdout(stdout, err);
+            if (!s && json) s = what_if_json(json, &a, m, c, err);
+        }
+        s = tt_node_agree(nd, s, err); /* rank 0's outcome: every rank's exit code */
+    }
     tt_free(m);
-    return s ? measure_fail(s, &err) : 0;
+    return s;
 }
 
 static void probe_help(void)
@@ -507,11 +529,15 @@ int tt_cmd_probe(int argc, char **argv)
         return 0;
     }
     if (s) return measure_fail(s, &err);
-    if (po.assume) return probe_what_if(&c, po.assume, po.json, argc, argv); /* no backend, no measurement */
-    if (c.graphs)
-        return measure_fail(tt_fail(&err, TT_ERR_ARG, "probe: --graphs on: the probe measures every design this "
-                                    "backend runs, graphs included where it has them (--graphs is the what-if's: "
-                                    "give --assume)"), &err);
+    if ((s = probe_same_branch(tt_node_world(), &c, &po, &err))) return measure_fail(s, &err);
+    if (po.assume) { /* no backend, no measurement */
+        s = probe_what_if(tt_node_world(), &c, po.assume, po.json, argc, argv, &err);
+        return s ? measure_fail(s, &err) : 0;
+    }
+    if (c.graphs) /* every rank alike (agreed above): the refusal is agreed too, so no rank aborts the job */
+        return measure_fail(tt_node_agree(tt_node_world(), tt_fail(&err, TT_ERR_ARG, "probe: --graphs on: the probe "
+                                          "measures every design this backend runs, graphs included where it has "
+                                          "them (--graphs is the what-if's: give --assume)"), &err), &err);
     probe_flow f;
     memset(&f, 0, sizeof f);
     f.c = &c;
