@@ -16,7 +16,8 @@
 #   signals       SIGTERM to one rank (training, loading, bench, probe): every rank, rank 0 included, exits 143;
 #                 rank 0's live bar losing its reader: every rank exits 1, the log ends in an "error" record
 #   agreement     probe's --assume, --graphs, --json given to one rank only: one agreed line naming both ranks, every
-#                 rank exits 2 (it hung, or ended in MPI_Abort); probe --assume under mpirun: rank 0 alone reports
+#                 rank exits 2 (it hung, or ended in MPI_Abort); probe --assume under mpirun: rank 0 alone reports;
+#                 bench's lists (--sync, --ranks, --towers, --scaling) likewise (it hung, or ran a row on rank 0 alone)
 #   data-on       K ranks x 1 tower with --data-on device == 1 process x K towers on the host's path, bit for bit
 #   words         a mismatched option is named with both values as the user writes them (--reduce is device here, cpu
 #                 on rank 0; --lr is 0.002 here, 0.001 ...); probe compares its ranks too (it hung on another model)
@@ -405,6 +406,17 @@ if [ "$rcs" = "$zeros" ] && [ "$(grep -c '^what-if: PREDICTED' "$W/whatif.txt")"
 else
   bad "probe --assume under mpirun: exit codes $rcs, $(grep -c '^what-if: PREDICTED' "$W/whatif.txt") reports: $(grep '^towertrain' "$W/whatif.txt" | head -c 400)"
 fi
+
+BN=(--data "$FM" --train-samples 2048 --val-samples 512 --test-samples 512 --epochs 1 --reps 2)
+S="every rank must sweep the same lists"
+agree_case bench-sync "bench: the ranks disagree on --sync: rank 0 bsp, rank $last_rank bsp,bsp ($S)" \
+  bench "${BN[@]}" --towers 1 -- "${BN[@]}" --towers 1 --sync bsp,bsp
+agree_case bench-ranks "bench: the ranks disagree on --ranks: rank 0 $K, rank $last_rank 1 ($S)" \
+  bench "${BN[@]}" --towers 1 -- "${BN[@]}" --towers 1 --ranks 1
+agree_case bench-towers "bench: the ranks disagree on --towers: rank 0 1, rank $last_rank 1,2 ($S)" \
+  bench "${BN[@]}" --towers 1 -- "${BN[@]}" --towers 1,2
+agree_case bench-scaling "bench: the ranks disagree on --scaling: rank 0 strong, rank $last_rank weak ($S)" \
+  bench "${BN[@]}" --towers 1 -- "${BN[@]}" --towers 1 --scaling weak
 
 # ---- a stop by SIGTERM on one rank: every rank stops at one step and exits 143, rank 0 included ----
 ( timeout 120 "$MPIRUN" --oversubscribe -np "$K" "$W/rc.sh" "$W/term.rc" "$TT" train --epochs 50 --progress lines \
