@@ -17,7 +17,8 @@
 #                 rank 0's live bar losing its reader: every rank exits 1, the log ends in an "error" record
 #   agreement     probe's --assume, --graphs, --json given to one rank only: one agreed line naming both ranks, every
 #                 rank exits 2 (it hung, or ended in MPI_Abort); probe --assume under mpirun: rank 0 alone reports;
-#                 bench's lists (--sync, --ranks, --towers, --scaling) likewise (it hung, or ran a row on rank 0 alone)
+#                 bench's lists (--sync, --ranks, --towers, --scaling) likewise (it hung, or ran a row on rank 0 alone);
+#                 K >= 3: a row's sub-job's agreed line reaches the job with one rank prefix (was "rank 0: rank 1:")
 #   data-on       K ranks x 1 tower with --data-on device == 1 process x K towers on the host's path, bit for bit
 #   words         a mismatched option is named with both values as the user writes them (--reduce is device here, cpu
 #                 on rank 0; --lr is 0.002 here, 0.001 ...); probe compares its ranks too (it hung on another model)
@@ -417,6 +418,26 @@ agree_case bench-towers "bench: the ranks disagree on --towers: rank 0 1, rank $
   bench "${BN[@]}" --towers 1 -- "${BN[@]}" --towers 1,2
 agree_case bench-scaling "bench: the ranks disagree on --scaling: rank 0 strong, rank $last_rank weak ($S)" \
   bench "${BN[@]}" --towers 1 -- "${BN[@]}" --towers 1 --scaling weak
+
+# a row's sub-job agreed a failure ("rank 1: ..." on its ranks): the job passes the line on as it is, not as "rank 0:
+# rank 1: ..." (K >= 3: bench --ranks 2, rank 1 started with another --lr, rank 2 sits the row out)
+if [ "$K" -ge 3 ]; then
+  m=()
+  for ((r = 0; r < K; r++)); do
+    [ $r -gt 0 ] && m+=(:)
+    m+=(-np 1 "$W/rc.sh" "$W/subjob.rc" "$TT" bench "${BN[@]}" --towers 1 --ranks 2)
+    [ $r = 1 ] && m+=(--lr 0.002)
+  done
+  timeout 60 "$MPIRUN" --oversubscribe "${m[@]}" >"$W/subjob.txt" 2>&1
+  rcs=$(allrc "$W/subjob.rc")
+  want="towertrain: rank 1: started with another configuration than rank 0: --lr is 0.002 here, 0.001 on rank 0"
+  if [ "$rcs" = "$twos" ] && [ "$(grep '^towertrain: ' "$W/subjob.txt" | grep -vc '^towertrain: notice: ')" = 1 ] &&
+     grep -qF "$want" "$W/subjob.txt"; then
+    ok "a sub-job's agreed line, once, one rank prefix: $(grep -m1 '^towertrain: ' "$W/subjob.txt" | head -c 160)"
+  else
+    bad "a sub-job's agreed line: wanted '$want ...', exit codes $rcs: $(grep '^towertrain' "$W/subjob.txt" | head -c 400)"
+  fi
+fi
 
 # ---- a stop by SIGTERM on one rank: every rank stops at one step and exits 143, rank 0 included ----
 ( timeout 120 "$MPIRUN" --oversubscribe -np "$K" "$W/rc.sh" "$W/term.rc" "$TT" train --epochs 50 --progress lines \

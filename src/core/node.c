@@ -139,6 +139,17 @@ int tt_node_finish(int rc)
     return rc;
 }
 
+/* A message a sub-job's agreement made already ("rank 1: probe: stopped ..." on the ranks of bench's row): it names
+ * its rank, and the job's agreement passes it on as it is, not as "rank 0: rank 1: ...". The sub-job's ranks are the
+ * job's first ones, in the job's order, so its rank numbers are the job's. */
+static int names_a_rank(const char *msg)
+{
+    if (strncmp(msg, "rank ", 5) != 0) return 0;
+    const char *p = msg + 5;
+    while (*p >= '0' && *p <= '9') p++;
+    return p > msg + 5 && p[0] == ':' && p[1] == ' ';
+}
+
 /* The MPI halves of the collectives below: each is called only with more than one rank. */
 static tt_status mpi_agree(tt_node *nd, tt_status s, tt_error *err)
 {
@@ -169,7 +180,8 @@ static tt_status mpi_agree(tt_node *nd, tt_status s, tt_error *err)
         for (int r = 0; r < nd->size; r++)
             if (all[r].status) {
                 all[r].msg[MSG - 1] = '\0';
-                if (failed == nd->size && same) /* every rank, alike (a stop by signal): rank 0's words */
+                /* every rank alike (a stop by signal): rank 0's words; a sub-job's agreed line: as it is */
+                if ((failed == nd->size && same) || names_a_rank(all[r].msg))
                     out = tt_fail(err, (tt_status)all[r].status, "%s", all[r].msg);
                 else
                     out = tt_fail(err, (tt_status)all[r].status, "rank %d: %s", r, all[r].msg);
