@@ -14,6 +14,7 @@
 #   outputs       rank 0's log, trace, CSV or stdout fails (train, bench): every rank exits 1 with rank 0's line
 #                 (agreed, not aborted)
 #   signals       SIGTERM to one rank (training, loading, bench, probe): every rank, rank 0 included, exits 143;
+#                 one process's probe --json F stopped while measuring: F is removed, not left empty;
 #                 rank 0's live bar losing its reader: every rank exits 1, the log ends in an "error" record
 #   agreement     probe's --assume, --graphs, --json given to one rank only: one agreed line naming both ranks, every
 #                 rank exits 2 (it hung, or ended in MPI_Abort); probe --assume under mpirun: rank 0 alone reports;
@@ -511,6 +512,22 @@ signal_case train-loading 0 train --epochs 3 --train-samples 8000 --val-samples 
 signal_case bench 0.5 bench --epochs 1 --towers 1,2 --batch 64,128 --reps 2 --train-samples 2048 --val-samples 256 \
   --test-samples 256
 signal_case probe 0.2 probe --reps 5
+# probe --json F stopped by a signal during its measurements (one process: under mpirun --json is refused): F, opened
+# before the measuring, is removed — a complete profile or no file, never an empty one for --assume F to read
+rm -f "$W/stopped.json"
+"$TT" probe --reps 30 --json "$W/stopped.json" >"$W/stopped.txt" 2>&1 &
+pid=$!
+for _ in $(seq 1 300); do [ -e "$W/stopped.json" ] && break; sleep 0.01; done
+existed=$([ -e "$W/stopped.json" ] && echo yes || echo no)
+sleep 0.3
+kill -TERM $pid
+wait $pid
+rc=$?
+if [ "$existed" = yes ] && [ $rc = 143 ] && [ ! -e "$W/stopped.json" ] && grep -q '^towertrain: probe: stopped by SIGTERM' "$W/stopped.txt"; then
+  ok "probe --json stopped by SIGTERM: exit $rc, the file it had opened is gone"
+else
+  bad "probe --json stopped: file opened: $existed, exit $rc, left: $(ls -l "$W/stopped.json" 2>&1): $(tail -c 300 "$W/stopped.txt")"
+fi
 
 # rank 0's live bar loses its reader mid-epoch (a wide model at batch 2: an epoch outlasts the bar's 0.1 s): every
 # rank exits 1 with rank 0's line, its log ends in an "error" record of kind "output" (as one process's does), not in

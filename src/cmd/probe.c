@@ -8,6 +8,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "measure.h"
 #include "tt_blas.h"
@@ -226,6 +228,22 @@ static tt_status probe_json(tt_out *o, tt_profile *pf, const tt_probe_config *pc
     return s;
 }
 
+/* --json's file at the end: a complete document, or none. A probe that failed or was stopped before its document
+ * was written whole (one commit) removes the file it created or truncated — while it still holds it, and only if the
+ * name still is that file, never a device (/dev/null) — so no empty or partial profile is left for --assume FILE to
+ * read. Then closed; returns the close's status. */
+static tt_status json_close(tt_out *o, const char *path, tt_status s, tt_error *err)
+{
+    struct stat held, named;
+    if (s && o->buf) {
+        tt_out_discard(o);
+        if (o->committed == 0 && fstat(o->fd, &held) == 0 && S_ISREG(held.st_mode) && stat(path, &named) == 0 &&
+            named.st_dev == held.st_dev && named.st_ino == held.st_ino)
+            unlink(path);
+    }
+    return tt_out_close(o, err);
+}
+
 /* probe --assume SPEC --json FILE: every design's predicted step for 1-8 GPUs (strong scaling: the global batch as
  * given), one JSON object — what tools/gpu-check --bundle holds against the steps it measured. A design the cost
  * model has no formula for is left out. */
@@ -272,7 +290,7 @@ static tt_status what_if_json(const char *path, tt_assume *a, const tt_model *m,
     tt_out_printf(&o, "]}\n");
     s = tt_out_commit(&o, err);
     tt_error close_err;
-    const tt_status closed = tt_out_close(&o, &close_err);
+    const tt_status closed = json_close(&o, path, s, &close_err);
     if (!s && closed) {
         *err = close_err;
         s = closed;
@@ -497,7 +515,7 @@ static tt_status probe_report(void *ctx, tt_error *err)
     if (f->K == 1) s = probe_designs(&f->pc, &f->p, f->pf, err); /* under mpirun bench measures the job's designs */
     if (!s && f->pf) s = probe_json(&f->json_out, f->pf, &f->pc, &f->p, f->c, f->be.ops->name, err);
     tt_error close_err;
-    const tt_status closed = tt_out_close(&f->json_out, &close_err);
+    const tt_status closed = json_close(&f->json_out, f->po->json, s, &close_err);
     if (!s && closed) s = tt_fail(err, closed, "%s", close_err.msg);
     return s;
 }
@@ -548,7 +566,7 @@ int tt_cmd_probe(int argc, char **argv)
     s = tt_run_phases(g_probe_phases, sizeof g_probe_phases / sizeof g_probe_phases[0], f.nd, &pend, NULL, &f, &err);
     if (f.measured) tt_node_stop_signal(f.nd); /* a failed measurement: the job's signal is still every rank's */
     tt_error close_err;
-    tt_out_close(&f.json_out, &close_err); /* a phase before the report failed: nothing more is written */
+    json_close(&f.json_out, po.json, s, &close_err); /* a phase before the report failed: no profile, no file */
     tt_free(f.pf);
     tt_free(f.model);
     return s ? measure_fail(s, &err) : 0;
