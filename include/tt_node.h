@@ -99,6 +99,23 @@ void tt_pending_fail(tt_pending *p, tt_status s, const tt_error *err);
  * every rank, or TT_OK; the record is cleared (the caller has it now). Every rank calls it at the same point. */
 tt_status tt_pending_agree(tt_node *nd, tt_pending *p, tt_status s, tt_error *err);
 
+/* An option as the ranks compare it before any of them branches on it (tt_node_same_words). */
+typedef struct tt_node_word {
+    const char *name;  /* "--assume", "--sync" */
+    const char *value; /* the value in the user's words (a list as one string); NULL: not given */
+} tt_node_word;
+
+#define TT_NODE_WORDS 16 /* options in one tt_node_same_words */
+
+/* The options that decide which collectives a command's ranks run (probe's --assume, bench's lists), compared with
+ * rank 0's before any rank branches on them: a rank that went another way would leave the others waiting in a
+ * collective. Each value is compared whole; the first option and rank that differ give every rank the same line,
+ * "WHO: the ranks disagree on NAME: rank 0 A, rank R B (WHY)" ("not given" for NULL), TT_ERR_ARG, agreed
+ * (tt_node_agree). n (1..TT_NODE_WORDS) and the names are the same on every rank: the command's own table.
+ * Collective over nd; main thread only. */
+tt_status tt_node_same_words(tt_node *nd, const char *who, const char *why, const tt_node_word *w, int n,
+                             tt_error *err);
+
 /* The cross-node combine's parts (see the picture above). recv holds K * slice floats; out gets this rank's slice
  * of the sum of every rank's `sum` (P floats), added in rank order. */
 tt_status tt_node_reduce_scatter(tt_node *nd, const float *sum, float *recv, float *out, size_t P, tt_error *err);

@@ -14,7 +14,12 @@
 #   outputs       rank 0's log, trace, CSV or stdout fails (train, bench): every rank exits 1 with rank 0's line
 #                 (agreed, not aborted)
 #   signals       SIGTERM to one rank (training, loading, bench, probe): every rank, rank 0 included, exits 143;
+#                 one process's probe --json F stopped while measuring: F is removed, not left empty;
 #                 rank 0's live bar losing its reader: every rank exits 1, the log ends in an "error" record
+#   agreement     probe's --assume, --graphs, --json given to one rank only: one agreed line naming both ranks, every
+#                 rank exits 2 (it hung, or ended in MPI_Abort); probe --assume under mpirun: rank 0 alone reports;
+#                 bench's lists (--sync, --ranks, --towers, --scaling) likewise (it hung, or ran a row on rank 0 alone);
+#                 K >= 3: a row's sub-job's agreed line reaches the job with one rank prefix (was "rank 0: rank 1:")
 #   data-on       K ranks x 1 tower with --data-on device == 1 process x K towers on the host's path, bit for bit
 #   words         a mismatched option is named with both values as the user writes them (--reduce is device here, cpu
 #                 on rank 0; --lr is 0.002 here, 0.001 ...); probe compares its ranks too (it hung on another model)
@@ -356,6 +361,85 @@ for case in "log|train --epochs 2 --log-json /dev/full|--log-json /dev/full: wri
   fi
 done
 
+# ---- what decides a command's way, given to one rank only (probe's --assume, --graphs, --json; bench's lists): the
+# ranks compare it before any of them branches on it — one agreed line on every rank, every rank exits 2 (a bad
+# flag), within the timeout (it hung in probe's first collective or bench's rows, or ended in MPI_Abort) ----
+twos=$(for ((r = 0; r < K; r++)); do printf '2 '; done)
+# agree_case NAME WANT-LINE CMD ARGS-OF-THE-OTHER-RANKS -- ARGS-OF-THE-LAST-RANK (as mismatch above)
+agree_case() {
+  local name=$1 want=$2 cmd=$3 a=() b=() m=() r rcs lines
+  shift 3
+  while [ "$1" != -- ]; do a+=("$1"); shift; done
+  shift
+  b=("$@")
+  for ((r = 0; r < K; r++)); do
+    [ $r -gt 0 ] && m+=(:)
+    if [ $r = $last_rank ]; then m+=(-np 1 "$W/rc.sh" "$W/agree-$name.rc" "$TT" "$cmd" "${b[@]}")
+    else m+=(-np 1 "$W/rc.sh" "$W/agree-$name.rc" "$TT" "$cmd" "${a[@]}"); fi
+  done
+  timeout 60 "$MPIRUN" --oversubscribe "${m[@]}" >"$W/agree-$name.txt" 2>&1
+  rcs=$(allrc "$W/agree-$name.rc")
+  lines=$(grep '^towertrain: ' "$W/agree-$name.txt" | grep -vc '^towertrain: notice: ')
+  if [ "$rcs" = "$twos" ] && [ "$lines" = 1 ] && grep -qxF "towertrain: $want" "$W/agree-$name.txt"; then
+    ok "agreed ($name): every rank exits 2 ($rcs): $(grep -m1 '^towertrain: ' "$W/agree-$name.txt" | head -c 200)"
+  else
+    bad "agreed ($name): wanted 'towertrain: $want' once, exit 2 on every rank: exit codes $rcs, $lines lines: $(grep -v '^ ' "$W/agree-$name.txt" | head -c 600)"
+  fi
+}
+P="every rank must run the same probe"
+agree_case probe-assume "probe: the ranks disagree on --assume: rank 0 not given, rank $last_rank h100-pcie ($P)" \
+  probe --reps 2 -- --reps 2 --assume h100-pcie
+agree_case probe-assume-value "probe: the ranks disagree on --assume: rank 0 h100-pcie, rank $last_rank a100-pcie ($P)" \
+  probe --assume h100-pcie -- --assume a100-pcie
+agree_case probe-graphs "probe: the ranks disagree on --graphs: rank 0 off, rank $last_rank on ($P)" \
+  probe --reps 2 -- --reps 2 --graphs on
+agree_case probe-json "probe: the ranks disagree on --json: rank 0 not given, rank $last_rank given ($P)" \
+  probe --reps 2 -- --reps 2 --json "$W/agree.json"
+# given to every rank: --graphs on is refused, agreed (it ended in MPI_Abort); --assume is rank 0's to print and write
+agree_case probe-graphs-all "probe: --graphs on: the probe measures every design this backend runs, graphs included where it has them (--graphs is the what-if's: give --assume)" \
+  probe --reps 2 --graphs on -- --reps 2 --graphs on
+zeros=$(for ((r = 0; r < K; r++)); do printf '0 '; done)
+timeout 60 "$MPIRUN" --oversubscribe -np "$K" "$W/rc.sh" "$W/whatif.rc" "$TT" probe --assume h100-pcie \
+  --json "$W/whatif.json" >"$W/whatif.txt" 2>&1
+rcs=$(allrc "$W/whatif.rc")
+if [ "$rcs" = "$zeros" ] && [ "$(grep -c '^what-if: PREDICTED' "$W/whatif.txt")" = 1 ] &&
+   python3 -c 'import json, sys; assert json.load(open(sys.argv[1]))["schema"] == "towertrain-whatif"' "$W/whatif.json"; then
+  ok "probe --assume under mpirun: every rank exits 0, rank 0 alone prints the report and writes --json"
+else
+  bad "probe --assume under mpirun: exit codes $rcs, $(grep -c '^what-if: PREDICTED' "$W/whatif.txt") reports: $(grep '^towertrain' "$W/whatif.txt" | head -c 400)"
+fi
+
+BN=(--data "$FM" --train-samples 2048 --val-samples 512 --test-samples 512 --epochs 1 --reps 2)
+S="every rank must sweep the same lists"
+agree_case bench-sync "bench: the ranks disagree on --sync: rank 0 bsp, rank $last_rank bsp,bsp ($S)" \
+  bench "${BN[@]}" --towers 1 -- "${BN[@]}" --towers 1 --sync bsp,bsp
+agree_case bench-ranks "bench: the ranks disagree on --ranks: rank 0 $K, rank $last_rank 1 ($S)" \
+  bench "${BN[@]}" --towers 1 -- "${BN[@]}" --towers 1 --ranks 1
+agree_case bench-towers "bench: the ranks disagree on --towers: rank 0 1, rank $last_rank 1,2 ($S)" \
+  bench "${BN[@]}" --towers 1 -- "${BN[@]}" --towers 1,2
+agree_case bench-scaling "bench: the ranks disagree on --scaling: rank 0 strong, rank $last_rank weak ($S)" \
+  bench "${BN[@]}" --towers 1 -- "${BN[@]}" --towers 1 --scaling weak
+
+# a row's sub-job agreed a failure ("rank 1: ..." on its ranks): the job passes the line on as it is, not as "rank 0:
+# rank 1: ..." (K >= 3: bench --ranks 2, rank 1 started with another --lr, rank 2 sits the row out)
+if [ "$K" -ge 3 ]; then
+  m=()
+  for ((r = 0; r < K; r++)); do
+    [ $r -gt 0 ] && m+=(:)
+    m+=(-np 1 "$W/rc.sh" "$W/subjob.rc" "$TT" bench "${BN[@]}" --towers 1 --ranks 2)
+    [ $r = 1 ] && m+=(--lr 0.002)
+  done
+  timeout 60 "$MPIRUN" --oversubscribe "${m[@]}" >"$W/subjob.txt" 2>&1
+  rcs=$(allrc "$W/subjob.rc")
+  want="towertrain: rank 1: started with another configuration than rank 0: --lr is 0.002 here, 0.001 on rank 0"
+  if [ "$rcs" = "$twos" ] && [ "$(grep '^towertrain: ' "$W/subjob.txt" | grep -vc '^towertrain: notice: ')" = 1 ] &&
+     grep -qF "$want" "$W/subjob.txt"; then
+    ok "a sub-job's agreed line, once, one rank prefix: $(grep -m1 '^towertrain: ' "$W/subjob.txt" | head -c 160)"
+  else
+    bad "a sub-job's agreed line: wanted '$want ...', exit codes $rcs: $(grep '^towertrain' "$W/subjob.txt" | head -c 400)"
+  fi
+fi
+
 # ---- a stop by SIGTERM on one rank: every rank stops at one step and exits 143, rank 0 included ----
 ( timeout 120 "$MPIRUN" --oversubscribe -np "$K" "$W/rc.sh" "$W/term.rc" "$TT" train --epochs 50 --progress lines \
     --train-samples 20000 --val-samples 512 --test-samples 512 --checkpoint-dir "$W/term" >"$W/term.txt" 2>&1 ) &
@@ -428,6 +512,22 @@ signal_case train-loading 0 train --epochs 3 --train-samples 8000 --val-samples 
 signal_case bench 0.5 bench --epochs 1 --towers 1,2 --batch 64,128 --reps 2 --train-samples 2048 --val-samples 256 \
   --test-samples 256
 signal_case probe 0.2 probe --reps 5
+# probe --json F stopped by a signal during its measurements (one process: under mpirun --json is refused): F, opened
+# before the measuring, is removed — a complete profile or no file, never an empty one for --assume F to read
+rm -f "$W/stopped.json"
+"$TT" probe --reps 30 --json "$W/stopped.json" >"$W/stopped.txt" 2>&1 &
+pid=$!
+for _ in $(seq 1 300); do [ -e "$W/stopped.json" ] && break; sleep 0.01; done
+existed=$([ -e "$W/stopped.json" ] && echo yes || echo no)
+sleep 0.3
+kill -TERM $pid
+wait $pid
+rc=$?
+if [ "$existed" = yes ] && [ $rc = 143 ] && [ ! -e "$W/stopped.json" ] && grep -q '^towertrain: probe: stopped by SIGTERM' "$W/stopped.txt"; then
+  ok "probe --json stopped by SIGTERM: exit $rc, the file it had opened is gone"
+else
+  bad "probe --json stopped: file opened: $existed, exit $rc, left: $(ls -l "$W/stopped.json" 2>&1): $(tail -c 300 "$W/stopped.txt")"
+fi
 
 # rank 0's live bar loses its reader mid-epoch (a wide model at batch 2: an epoch outlasts the bar's 0.1 s): every
 # rank exits 1 with rank 0's line, its log ends in an "error" record of kind "output" (as one process's does), not in

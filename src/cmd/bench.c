@@ -600,10 +600,68 @@ static tt_status bench_open(void *ctx, tt_error *err)
     return s;
 }
 
+/* A list of the sweep as the user writes it ("1,2,4"; "bsp,ssp:4"): entry i of n by say(ctx, i, buf). */
+static const char *list_words(char *out, size_t len, size_t n, const char *(*say)(const void *, size_t, char *, size_t),
+                              const void *v)
+{
+    size_t at = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < n && at + 1 < len; i++) {
+        char one[40];
+        int k = snprintf(out + at, len - at, "%s%s", i ? "," : "", say(v, i, one, sizeof one));
+        at += k > 0 ? (size_t)k : 0;
+    }
+    return out;
+}
+
+static const char *say_size(const void *v, size_t i, char *b, size_t len)
+{
+    snprintf(b, len, "%zu", ((const size_t *)v)[i]);
+    return b;
+}
+static const char *say_reduce(const void *v, size_t i, char *b, size_t len)
+{
+    (void)b, (void)len;
+    return tt_reduce_name(((const tt_reduce *)v)[i]);
+}
+static const char *say_update(const void *v, size_t i, char *b, size_t len)
+{
+    (void)b, (void)len;
+    return tt_update_name(((const tt_update *)v)[i]);
+}
+static const char *say_sync(const void *v, size_t i, char *b, size_t len)
+{
+    return tt_sync_format(&((const tt_sync *)v)[i], b, len);
+}
+
+/* The sweep's lists decide which rows — which sub-jobs and which collectives — every rank runs: a rank given another
+ * list (--sync bsp,bsp, --ranks 1 on one rank) waited for rows the others never ran, or ran a "2 ranks" row alone.
+ * Every rank compares them with rank 0's, as the user writes them, before the first row. */
+static tt_status bench_same_lists(tt_node *nd, const bench_opts *b, tt_error *err)
+{
+    enum { LEN = 16 * 24 };
+    char ranks[LEN], towers[LEN], batches[LEN], reduces[LEN], updates[LEN], syncs[LEN], reps[24];
+    snprintf(reps, sizeof reps, "%zu", b->reps);
+    const tt_node_word w[] = {
+        {"--ranks", list_words(ranks, LEN, b->n_ranks, say_size, b->ranks)},
+        {"--towers", list_words(towers, LEN, b->n_towers, say_size, b->towers)},
+        {"--batch", list_words(batches, LEN, b->n_batches, say_size, b->batches)},
+        {"--reduce", list_words(reduces, LEN, b->n_reduces, say_reduce, b->reduces)},
+        {"--update", list_words(updates, LEN, b->n_updates, say_update, b->updates)},
+        {"--sync", list_words(syncs, LEN, b->n_syncs, say_sync, b->syncs)},
+        {"--scaling", b->weak ? "weak" : "strong"},
+        {"--reps", reps},
+    };
+    return tt_node_same_words(nd, "bench", "every rank must sweep the same lists", w, (int)(sizeof w / sizeof *w),
+                              err);
+}
+
+/* The lists alike on every rank, then the placements this backend runs. */
 static tt_status bench_check(void *ctx, tt_error *err)
 {
     bench_flow *f = (bench_flow *)ctx;
-    return bench_check_reduces(f->b, &f->setup, err);
+    tt_status s = bench_same_lists(f->world, f->b, err);
+    return s ? s : bench_check_reduces(f->b, &f->setup, err);
 }
 
 /* --csv's file and header, the banner: rank 0's, its failures recorded for the agreement. */

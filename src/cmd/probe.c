@@ -8,6 +8,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "measure.h"
 #include "tt_blas.h"
@@ -133,6 +135,20 @@ static tt_status probe_same_on_ranks(tt_node *nd, const tt_run_config *c, size_t
 }
 
 
+/* What decides probe's way before anything is measured — the what-if (--assume), --json, --graphs' refusal — is
+ * the same on every rank, agreed before any rank takes a way: a rank that took another one alone (--assume given to
+ * one rank) left the others waiting in the first collective of theirs for ever. The words are the user's. */
+static tt_status probe_same_branch(tt_node *nd, const tt_run_config *c, const probe_opts *po, tt_error *err)
+{
+    const tt_node_word w[] = {
+        {"--assume", po->assume},
+        {"--json", po->json ? "given" : NULL}, /* rank 0 writes it: the path is that node's */
+        {"--graphs", tt_graphs_names[c->graphs != 0]},
+    };
+    return tt_node_same_words(nd, "probe", "every rank must run the same probe", w, (int)(sizeof w / sizeof *w),
+                              err);
+}
+
 /* Every design of the step this backend can run (--reduce x --update x --graphs x --overlap), each as whole steps
  * by the trainer (tt_probe_steps), beside the phase model's prediction where it has one (the host's update, no
  * graph, no overlap). Measured first, then printed (rank 0); one rank only. */
@@ -212,6 +228,22 @@ static tt_status probe_json(tt_out *o, tt_profile *pf, const tt_probe_config *pc
     return s;
 }
 
+/* --json's file at the end: a complete document, or none. A probe that failed or was stopped before its document
+ * was written whole (one commit) removes the file it created or truncated — while it still holds it, and only if the
+ * name still is that file, never a device (/dev/null) — so no empty or partial profile is left for --assume FILE to
+ * read. Then closed; returns the close's status. */
+static tt_status json_close(tt_out *o, const char *path, tt_status s, tt_error *err)
+{
+    struct stat held, named;
+    if (s && o->buf) {
+        tt_out_discard(o);
+        if (o->committed == 0 && fstat(o->fd, &held) == 0 && S_ISREG(held.st_mode) && stat(path, &named) == 0 &&
+            named.st_dev == held.st_dev && named.st_ino == held.st_ino)
+            unlink(path);
+    }
+    return tt_out_close(o, err);
+}
+
 /* probe --assume SPEC --json FILE: every design's predicted step for 1-8 GPUs (strong scaling: the global batch as
  * given), one JSON object — what tools/gpu-check --bundle holds against the steps it measured. A design the cost
  * model has no formula for is left out. */
@@ -258,7 +290,7 @@ static tt_status what_if_json(const char *path, tt_assume *a, const tt_model *m,
     tt_out_printf(&o, "]}\n");
     s = tt_out_commit(&o, err);
     tt_error close_err;
-    const tt_status closed = tt_out_close(&o, &close_err);
+    const tt_status closed = json_close(&o, path, s, &close_err);
     if (!s && closed) {
         *err = close_err;
         s = closed;
@@ -267,33 +299,41 @@ static tt_status what_if_json(const char *path, tt_assume *a, const tt_model *m,
 }
 
 
-/* probe --assume SPEC: the what-if report from assumed figures (refusing the options that only a measurement reads). */
-static int probe_what_if(const tt_run_config *c, const char *spec, const char *json, int argc, char **argv)
+/* probe --assume SPEC: the what-if report from assumed figures (refusing the options that only a measurement reads).
+ * Under mpirun every rank checks its own options, spec and model (a profile FILE one node lacks is named), and the
+ * job agrees on that; then rank 0 alone reports and writes --json's file, and the job agrees on its outcome. */
+static tt_status probe_what_if(tt_node *nd, const tt_run_config *c, const char *spec, const char *json, int argc,
+                               char **argv, tt_error *err)
 {
-    tt_error err;
     static const char *const measured[] = {"--towers", "--device", "--gpus", "--host-threads", "--reps",
                                            "--slow-tower", "--data-on", NULL};
-    for (int i = 2; i < argc; i++)
-        for (const char *const *o = measured; *o; o++) {
+    tt_status s = TT_OK;
+    for (int i = 2; !s && i < argc; i++)
+        for (const char *const *o = measured; !s && *o; o++) {
             size_t len = strlen(*o);
             if (strncmp(argv[i], *o, len) == 0 && (argv[i][len] == '\0' || argv[i][len] == '='))
-                return measure_fail(tt_fail(&err, TT_ERR_ARG,
-                                    "probe --assume: %s does not apply (it predicts 1-8 GPUs from assumed figures, "
-                                    "measuring nothing)", *o),
-                            &err);
+                s = tt_fail(err, TT_ERR_ARG, "probe --assume: %s does not apply (it predicts 1-8 GPUs from assumed "
+                            "figures, measuring nothing)", *o);
         }
     tt_assume a;
     tt_model *m = (tt_model *)tt_calloc(1, sizeof *m);
-    if (!m) return measure_fail(tt_fail(&err, TT_ERR_NOMEM, "out of memory"), &err);
-    tt_status s = tt_assume_parse(spec, &a, &err);
-    a.graphs = c->graphs;
-    a.bucket_bytes = c->bucket_kib << 10;
-    if (!s) s = tt_run_describe_model(c, m, &err);
-    if (!s) s = tt_assume_report(stdout, &a, m, c->batch, c->optim.kind, &err);
-    if (!s) s = tt_flush_stdout(stdout, &err);
-    if (!s && json) s = what_if_json(json, &a, m, c, &err);
+    if (!s && !m) s = tt_fail(err, TT_ERR_NOMEM, "out of memory");
+    if (!s) s = tt_assume_parse(spec, &a, err);
+    if (!s) {
+        a.graphs = c->graphs;
+        a.bucket_bytes = c->bucket_kib << 10;
+        s = tt_run_describe_model(c, m, err);
+    }
+    if (!(s = tt_node_agree(nd, s, err))) {
+        if (tt_node_speaks()) {
+            s = tt_assume_report(stdout, &a, m, c->batch, c->optim.kind, err);
+            if (!s) s = tt_flush_stdout(stdout, err);
+            if (!s && json) s = what_if_json(json, &a, m, c, err);
+        }
+        s = tt_node_agree(nd, s, err); /* rank 0's outcome: every rank's exit code */
+    }
     tt_free(m);
-    return s ? measure_fail(s, &err) : 0;
+    return s;
 }
 
 static void probe_help(void)
@@ -475,7 +515,7 @@ static tt_status probe_report(void *ctx, tt_error *err)
     if (f->K == 1) s = probe_designs(&f->pc, &f->p, f->pf, err); /* under mpirun bench measures the job's designs */
     if (!s && f->pf) s = probe_json(&f->json_out, f->pf, &f->pc, &f->p, f->c, f->be.ops->name, err);
     tt_error close_err;
-    const tt_status closed = tt_out_close(&f->json_out, &close_err);
+    const tt_status closed = json_close(&f->json_out, f->po->json, s, &close_err);
     if (!s && closed) s = tt_fail(err, closed, "%s", close_err.msg);
     return s;
 }
@@ -507,11 +547,15 @@ int tt_cmd_probe(int argc, char **argv)
         return 0;
     }
     if (s) return measure_fail(s, &err);
-    if (po.assume) return probe_what_if(&c, po.assume, po.json, argc, argv); /* no backend, no measurement */
-    if (c.graphs)
-        return measure_fail(tt_fail(&err, TT_ERR_ARG, "probe: --graphs on: the probe measures every design this "
-                                    "backend runs, graphs included where it has them (--graphs is the what-if's: "
-                                    "give --assume)"), &err);
+    if ((s = probe_same_branch(tt_node_world(), &c, &po, &err))) return measure_fail(s, &err);
+    if (po.assume) { /* no backend, no measurement */
+        s = probe_what_if(tt_node_world(), &c, po.assume, po.json, argc, argv, &err);
+        return s ? measure_fail(s, &err) : 0;
+    }
+    if (c.graphs) /* every rank alike (agreed above): the refusal is agreed too, so no rank aborts the job */
+        return measure_fail(tt_node_agree(tt_node_world(), tt_fail(&err, TT_ERR_ARG, "probe: --graphs on: the probe "
+                                          "measures every design this backend runs, graphs included where it has "
+                                          "them (--graphs is the what-if's: give --assume)"), &err), &err);
     probe_flow f;
     memset(&f, 0, sizeof f);
     f.c = &c;
@@ -522,7 +566,7 @@ int tt_cmd_probe(int argc, char **argv)
     s = tt_run_phases(g_probe_phases, sizeof g_probe_phases / sizeof g_probe_phases[0], f.nd, &pend, NULL, &f, &err);
     if (f.measured) tt_node_stop_signal(f.nd); /* a failed measurement: the job's signal is still every rank's */
     tt_error close_err;
-    tt_out_close(&f.json_out, &close_err); /* a phase before the report failed: nothing more is written */
+    json_close(&f.json_out, po.json, s, &close_err); /* a phase before the report failed: no profile, no file */
     tt_free(f.pf);
     tt_free(f.model);
     return s ? measure_fail(s, &err) : 0;

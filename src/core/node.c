@@ -139,6 +139,17 @@ int tt_node_finish(int rc)
     return rc;
 }
 
+/* A message a sub-job's agreement made already ("rank 1: probe: stopped ..." on the ranks of bench's row): it names
+ * its rank, and the job's agreement passes it on as it is, not as "rank 0: rank 1: ...". The sub-job's ranks are the
+ * job's first ones, in the job's order, so its rank numbers are the job's. */
+static int names_a_rank(const char *msg)
+{
+    if (strncmp(msg, "rank ", 5) != 0) return 0;
+    const char *p = msg + 5;
+    while (*p >= '0' && *p <= '9') p++;
+    return p > msg + 5 && p[0] == ':' && p[1] == ' ';
+}
+
 /* The MPI halves of the collectives below: each is called only with more than one rank. */
 static tt_status mpi_agree(tt_node *nd, tt_status s, tt_error *err)
 {
@@ -169,7 +180,8 @@ static tt_status mpi_agree(tt_node *nd, tt_status s, tt_error *err)
         for (int r = 0; r < nd->size; r++)
             if (all[r].status) {
                 all[r].msg[MSG - 1] = '\0';
-                if (failed == nd->size && same) /* every rank, alike (a stop by signal): rank 0's words */
+                /* every rank alike (a stop by signal): rank 0's words; a sub-job's agreed line: as it is */
+                if ((failed == nd->size && same) || names_a_rank(all[r].msg))
                     out = tt_fail(err, (tt_status)all[r].status, "%s", all[r].msg);
                 else
                     out = tt_fail(err, (tt_status)all[r].status, "rank %d: %s", r, all[r].msg);
@@ -385,6 +397,58 @@ tt_status tt_pending_agree(tt_node *nd, tt_pending *p, tt_status s, tt_error *er
     if ((s = tt_node_agree(nd, p->s, &e))) *err = e; /* the same failure on every rank now */
     p->s = TT_OK;
     return s;
+}
+
+/* One rank's words for an option, as tt_node_same_words exchanges them: the whole value's length and FNV-1a hash
+ * (what is compared) and its first characters (what is shown). */
+enum { WORD_SHOWN = 64 };
+typedef struct node_word {
+    uint32_t given, len;
+    uint64_t hash;
+    char text[WORD_SHOWN + 8];
+} node_word;
+
+static void word_of(const char *v, node_word *w)
+{
+    memset(w, 0, sizeof *w);
+    if (!v) return;
+    w->given = 1;
+    w->hash = 0xcbf29ce484222325ull;
+    for (const char *p = v; *p; p++) w->hash = (w->hash ^ (unsigned char)*p) * 0x100000001b3ull;
+    const size_t len = strlen(v);
+    w->len = len > 0xffffffffu ? 0xffffffffu : (uint32_t)len;
+    snprintf(w->text, sizeof w->text, "%.*s%s", WORD_SHOWN, v, len > WORD_SHOWN ? "..." : "");
+}
+
+static void word_say(const node_word *w, char *out, size_t len)
+{
+    char esc[4 * WORD_SHOWN + 16];
+    tt_escape(w->text, esc, sizeof esc);
+    snprintf(out, len, "%s", w->given ? esc : "not given");
+}
+
+tt_status tt_node_same_words(tt_node *nd, const char *who, const char *why, const tt_node_word *w, int n,
+                             tt_error *err)
+{
+    if (nd->size <= 1 || !nd->mpi) return TT_OK;
+    TT_ASSERT(n >= 1 && n <= TT_NODE_WORDS);
+    node_word mine[TT_NODE_WORDS];
+    for (int i = 0; i < n; i++) word_of(w[i].value, &mine[i]);
+    /* room for every rank's words without an allocation that one rank could fail alone (the others would wait in
+     * the collective): the main thread's, before any rank branches on the options */
+    static node_word all[TT_MAX_RANKS * TT_NODE_WORDS];
+    tt_status s = tt_node_allgather(nd, mine, all, (size_t)n * sizeof *mine, err);
+    for (int i = 0; !s && i < n; i++)
+        for (int r = 1; !s && r < nd->size; r++) {
+            const node_word *a = &all[i], *b = &all[(size_t)r * (size_t)n + (size_t)i];
+            if (a->given == b->given && a->len == b->len && a->hash == b->hash) continue;
+            char at0[4 * WORD_SHOWN + 32], atr[4 * WORD_SHOWN + 32];
+            word_say(a, at0, sizeof at0);
+            word_say(b, atr, sizeof atr);
+            s = tt_fail(err, TT_ERR_ARG, "%s: the ranks disagree on %s: rank 0 %s, rank %d %s (%s)", who, w[i].name,
+                        at0, r, atr, why);
+        }
+    return tt_node_agree(nd, s, err);
 }
 
 tt_status tt_node_reduce_scatter(tt_node *nd, const float *sum, float *recv, float *out, size_t P, tt_error *err)
