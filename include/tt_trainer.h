@@ -134,7 +134,8 @@ extern const char *const tt_sync_schedule_names[];
  * gradient does. scale 0: no loss scaling (a scale of 1). */
 typedef struct tt_loss_scale {
     int dynamic;
-    double scale; /* the initial (dynamic) or fixed scale; 0: none */
+    double scale;          /* the initial (dynamic) or fixed scale; 0: none */
+    uint64_t growth_steps; /* dynamic: the finite steps in a row that double it (0: TT_SCALE_GROWTH_STEPS) */
 } tt_loss_scale;
 #define TT_SCALE_INIT 65536.0       /* dynamic's default initial scale, 2^16 (GradScaler's init_scale) */
 #define TT_SCALE_GROWTH_STEPS 2000  /* GradScaler's growth_interval, Keras's dynamic_growth_steps */

@@ -6,6 +6,7 @@
 #include <float.h>
 
 #include "tt_math.h"
+#include "tt_model.h"
 #include "tt_test.h"
 
 typedef struct fmt_def {
@@ -151,6 +152,205 @@ START_TEST(test_narrow_counts)
 }
 END_TEST
 
+/* ---- the mixed-precision step, on the CPU backend (the oracle) ----------------------------------------------- */
+
+typedef struct run_out {
+    float *w;        /* the master weights after the run (caller frees) */
+    size_t P;
+    uint64_t under, elems, skipped;
+    double scale;    /* the scale after the run */
+    tt_halt halt;
+    tt_status status;
+} run_out;
+
+/* `steps` steps of 64 samples of ds on the CPU backend's `model` (NULL: the MLP), from one seed: the precision, the
+ * towers and the loss scale as given; SGD, lr 0.1 (a gradient difference shows in the weights). */
+static run_out train_on(const tt_dataset *ds, const char *model, int prec, size_t towers, tt_loss_scale ls,
+                        size_t steps)
+{
+    tt_model m;
+    tt_error err;
+    const tt_model_input in = {ds->shape, ds->n_classes, 0};
+    ck_assert_msg((model ? tt_model_parse(&m, model, "t", &in, &err) : tt_model_mlp(&m, ds->dim, ds->n_classes, &err)) ==
+                      TT_OK, "%s", err.msg);
+    float *init = (float *)tt_malloc(m.n_params * sizeof(float));
+    tt_model_init_params(&m, init, 42);
+    tt_optim_config oc = tt_optim_defaults(TT_OPT_SGD);
+    oc.lr = 0.1f;
+    tt_trainer_config tc = tt_test_config(towers, 64, oc, TT_REDUCE_CPU);
+    tc.host_threads = 2;
+    tc.precision = prec;
+    tc.loss_scale = ls;
+    tt_trainer *tr = NULL;
+    ck_assert_msg(tt_trainer_init(&tr, &m, &tc, init, &err) == TT_OK, "%s", err.msg);
+    uint32_t idx[64];
+    run_out o = {0};
+    for (size_t s = 0; s < steps && !o.status; s++) {
+        for (uint32_t i = 0; i < 64; i++) idx[i] = (uint32_t)((s * 64 + i * 7) % ds->n);
+        tt_step_result res;
+        o.status = tt_trainer_step(tr, ds, idx, 64, &res, &err);
+        o.under += res.grad_under;
+        o.elems += res.grad_elems;
+    }
+    const tt_scaler_state sc = tt_trainer_scaler(tr);
+    o.skipped = sc.skipped;
+    o.scale = sc.scale;
+    o.halt = tt_trainer_halted(tr);
+    o.P = m.n_params;
+    o.w = (float *)tt_malloc(m.n_params * sizeof(float));
+    tt_trainer_get_params(tr, o.w);
+    tt_trainer_free(tr);
+    tt_free(init);
+    return o;
+}
+
+/* The same on a learnable 32-feature, 5-class set whose byte features are scaled by pixel_scale. */
+static run_out train_prec(int prec, size_t towers, tt_loss_scale ls, size_t steps, float pixel_scale)
+{
+    tt_dataset ds;
+    tt_test_dataset(&ds, 512, 32, 5, 3);
+    ds.scale = pixel_scale;
+    run_out o = train_on(&ds, NULL, prec, towers, ls, steps);
+    tt_dataset_free(&ds);
+    return o;
+}
+
+static const tt_loss_scale NO_SCALE = {0, 0, 0};
+
+/* The relative distance between two weight vectors' changes from the same start: ||(a - w0) - (b - w0)|| / ||a - w0||. */
+static double change_distance(const float *a, const float *b, const float *w0, size_t P)
+{
+    double d = 0, n = 0;
+    for (size_t i = 0; i < P; i++) {
+        d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+        n += ((double)a[i] - w0[i]) * ((double)a[i] - w0[i]);
+    }
+    return sqrt(d / n);
+}
+
+/* Same seed, same format: the same bits; N towers against 1 within the format's rounding (each tower's gradient is
+ * rounded to 16 bits apart, 1 tower's once: a few units of the format's last place), while FP32's differ by its own
+ * rounding only; and bf16 and fp16 are not FP32 — the rounding happened. */
+START_TEST(test_towers_and_repeats)
+{
+    run_out w0 = train_prec(TT_FMT_FP32, 1, NO_SCALE, 0, 1.0f / 255.0f);
+    run_out f1 = train_prec(TT_FMT_FP32, 1, NO_SCALE, 3, 1.0f / 255.0f);
+    run_out f4 = train_prec(TT_FMT_FP32, 4, NO_SCALE, 3, 1.0f / 255.0f);
+    const double fp32_gap = change_distance(f1.w, f4.w, w0.w, w0.P);
+    ck_assert_msg(fp32_gap < 1e-5, "fp32: 4 towers against 1: %g", fp32_gap);
+    const double unit[3] = {0, 0x1p-8, 0x1p-11};
+    for (int fmt = TT_FMT_BF16; fmt <= TT_FMT_FP16; fmt++) {
+        run_out a = train_prec(fmt, 1, NO_SCALE, 3, 1.0f / 255.0f);
+        run_out b = train_prec(fmt, 1, NO_SCALE, 3, 1.0f / 255.0f);
+        run_out c = train_prec(fmt, 4, NO_SCALE, 3, 1.0f / 255.0f);
+        ck_assert_int_eq(a.status, TT_OK);
+        ck_assert_msg(memcmp(a.w, b.w, a.P * sizeof(float)) == 0, "fmt %d: the same run twice differs", fmt);
+        const double gap = change_distance(a.w, c.w, w0.w, w0.P), off = change_distance(a.w, f1.w, w0.w, w0.P);
+        ck_assert_msg(gap < 16 * unit[fmt], "fmt %d: 4 towers against 1: %g (unit %g)", fmt, gap, unit[fmt]);
+        ck_assert_msg(gap > fp32_gap, "fmt %d: 4 towers against 1 (%g) no further apart than FP32's (%g)", fmt, gap,
+                      fp32_gap);
+        ck_assert_msg(off > unit[fmt] / 64 && off < 64 * unit[fmt], "fmt %d: against FP32: %g", fmt, off);
+        ck_assert_uint_eq(a.elems, 3 * (a.P - 0)); /* the MLP has no non-trainable tail */
+        tt_free(a.w);
+        tt_free(b.w);
+        tt_free(c.w);
+    }
+    tt_free(w0.w);
+    tt_free(f1.w);
+    tt_free(f4.w);
+}
+END_TEST
+
+/* fp16 without a scale loses small gradient elements to zero; the default dynamic scale keeps them. */
+START_TEST(test_underflow_and_scale)
+{
+    run_out none = train_prec(TT_FMT_FP16, 2, (tt_loss_scale){0, 1, 0}, 4, 1.0f / 255.0f / 64.0f);
+    run_out dyn = train_prec(TT_FMT_FP16, 2, (tt_loss_scale){1, TT_SCALE_INIT, 0}, 4, 1.0f / 255.0f / 64.0f);
+    ck_assert_msg(none.under > 0, "no gradient element underflowed without a scale");
+    ck_assert_msg(dyn.under < none.under / 4, "with the scale: %llu underflows, without %llu",
+                  (unsigned long long)dyn.under, (unsigned long long)none.under);
+    ck_assert_uint_eq(dyn.skipped, 0);
+    ck_assert(dyn.scale == TT_SCALE_INIT);
+    run_out bf = train_prec(TT_FMT_BF16, 2, NO_SCALE, 4, 1.0f / 255.0f / 64.0f);
+    ck_assert_uint_eq(bf.under, 0); /* FP32's range */
+    tt_free(none.w);
+    tt_free(dyn.w);
+    tt_free(bf.w);
+}
+END_TEST
+
+/* GradScaler's rule: a scale too large overflows; those steps are skipped (the weights untouched by them) and the
+ * scale halves each time, until the steps go through; a run of finite steps doubles it again. */
+START_TEST(test_dynamic_backoff_and_growth)
+{
+    run_out w0 = train_prec(TT_FMT_FP16, 2, NO_SCALE, 0, 1.0f / 255.0f);
+    run_out r = train_prec(TT_FMT_FP16, 2, (tt_loss_scale){1, 0x1p24, 0}, 12, 1.0f / 255.0f);
+    ck_assert_int_eq(r.status, TT_OK);
+    ck_assert_msg(r.skipped > 0 && r.skipped < 12, "skipped %llu of 12", (unsigned long long)r.skipped);
+    ck_assert(r.scale == ldexp(1.0, 24 - (int)r.skipped));
+    ck_assert(memcmp(r.w, w0.w, r.P * sizeof(float)) != 0); /* the later steps applied */
+    for (size_t i = 0; i < r.P; i++) ck_assert(isfinite(r.w[i]));
+    /* every skipped step is a step not taken: skipping k steps then taking the rest equals taking them from the
+     * start at the scale that went through, up to the scale's exact power of two (the unscaled sums are equal) */
+    run_out g = train_prec(TT_FMT_FP16, 2, (tt_loss_scale){1, 1024, 3}, 7, 1.0f / 255.0f);
+    ck_assert_uint_eq(g.skipped, 0);
+    ck_assert(g.scale == 1024.0 * 4); /* doubled after steps 3 and 6 */
+    /* the host divides the scale out: a scaled run takes the unscaled run's steps, within fp16's rounding */
+    run_out plain = train_prec(TT_FMT_FP16, 2, (tt_loss_scale){0, 1, 0}, 7, 1.0f / 255.0f);
+    const double gap = change_distance(plain.w, g.w, w0.w, w0.P);
+    ck_assert_msg(gap < 16 * 0x1p-11, "scaled against unscaled: %g", gap);
+    tt_free(plain.w);
+    tt_free(w0.w);
+    tt_free(r.w);
+    tt_free(g.w);
+}
+END_TEST
+
+/* A scale that halves below 1 halts the run (TT_HALT_SCALE), not the divergence halt. One linear layer on rows that
+ * are all one feature of 60000 (fp16 holds it), labelled with the class the initial weights score lowest: the
+ * softmax saturates, every row's loss gradient is -1/64 at that class, and its weight's gradient is -60000 x the
+ * scale — finite at 1, an overflow at 1.5. A loss that is not finite still halts as a divergence. */
+START_TEST(test_scale_collapse_and_nonfinite_loss)
+{
+    tt_dataset ds;
+    tt_test_dataset_zero(&ds, 64, 1, 4, 5);
+    ds.scale = 60000.0f / 255.0f;
+    tt_model m;
+    tt_error err;
+    const tt_model_input in = {ds.shape, ds.n_classes, 0};
+    ck_assert_int_eq(tt_model_parse(&m, "dense units=5\n", "t", &in, &err), TT_OK);
+    float *w = (float *)tt_malloc(m.n_params * sizeof(float));
+    tt_model_init_params(&m, w, 42);
+    int32_t low = 0;
+    for (int32_t c = 1; c < 5; c++) /* the kernel (4 x 5, row-major) comes first in the layout: feature 0's row */
+        if (w[c] < w[low]) low = c;
+    for (size_t r = 0; r < ds.n; r++) {
+        ds.x[r * 4] = 255;
+        ds.y[r] = low;
+    }
+    run_out ok = train_on(&ds, "dense units=5\n", TT_FMT_FP16, 1, (tt_loss_scale){1, 1, 0}, 1);
+    ck_assert_int_eq(ok.status, TT_OK); /* at scale 1 the step goes through */
+    ck_assert_uint_eq(ok.skipped, 0);
+    run_out r = train_on(&ds, "dense units=5\n", TT_FMT_FP16, 1, (tt_loss_scale){1, 1.5, 0}, 3);
+    ck_assert_int_eq(r.status, TT_ERR_NUMERIC);
+    ck_assert_int_eq(r.halt, TT_HALT_SCALE);
+    ck_assert_uint_eq(r.skipped, 1);
+    ck_assert_msg(memcmp(r.w, w, m.n_params * sizeof(float)) == 0, "the skipped step changed the weights");
+    run_out f = train_on(&ds, "dense units=5\n", TT_FMT_FP16, 1, (tt_loss_scale){1, 1e10, 0}, 1); /* skip, go on */
+    ck_assert_int_eq(f.status, TT_OK);
+    ck_assert_uint_eq(f.skipped, 1);
+    tt_free(ok.w);
+    tt_free(r.w);
+    tt_free(f.w);
+    tt_free(w);
+    tt_dataset_free(&ds);
+    run_out n = train_prec(TT_FMT_BF16, 1, NO_SCALE, 6, 1e30f);
+    ck_assert_int_eq(n.halt, TT_HALT_NONFINITE);
+    for (size_t i = 0; i < n.P; i++) ck_assert(isfinite(n.w[i]));
+    tt_free(n.w);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("precision");
@@ -161,5 +361,12 @@ int main(void)
     tcase_add_test(tc, test_sweep_against_reference);
     tcase_add_test(tc, test_narrow_counts);
     suite_add_tcase(s, tc);
+    TCase *st = tcase_create("step");
+    tcase_set_timeout(st, 120);
+    tcase_add_test(st, test_towers_and_repeats);
+    tcase_add_test(st, test_underflow_and_scale);
+    tcase_add_test(st, test_dynamic_backoff_and_growth);
+    tcase_add_test(st, test_scale_collapse_and_nonfinite_loss);
+    suite_add_tcase(s, st);
     return tt_test_run_suite(s);
 }

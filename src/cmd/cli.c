@@ -199,11 +199,11 @@ static tt_status set_resume(const tt_run_opt *o, cli_parse *p, const char *v, tt
 /* --loss-scale dynamic[:INIT] | N | none: a scale from 1 to 2^64 (an INIT or N a power of two unscales exactly) */
 static tt_status set_loss_scale(const tt_run_opt *o, cli_parse *p, const char *v, tt_error *err)
 {
-    tt_loss_scale ls = {0, 1.0};
+    tt_loss_scale ls = {0, 1.0, 0};
     const char *num = v;
     if (strcmp(v, "none") == 0) num = NULL;
     else if (strncmp(v, "dynamic", 7) == 0 && (v[7] == '\0' || v[7] == ':')) {
-        ls = (tt_loss_scale){1, TT_SCALE_INIT};
+        ls = (tt_loss_scale){1, TT_SCALE_INIT, 0};
         num = v[7] ? v + 8 : NULL;
     }
     if (num) {

@@ -24,7 +24,7 @@ const char *const tt_push_precision_names[] = {"same", "fp32", NULL};
 tt_loss_scale tt_run_loss_scale(const tt_run_config *c)
 {
     if (c->loss_scale.scale > 0) return c->loss_scale;
-    return c->precision == TT_FMT_FP16 ? (tt_loss_scale){1, TT_SCALE_INIT} : (tt_loss_scale){0, 0};
+    return c->precision == TT_FMT_FP16 ? (tt_loss_scale){1, TT_SCALE_INIT, 0} : (tt_loss_scale){0, 0, 0};
 }
 
 const char *tt_loss_scale_words(const tt_loss_scale *ls, char *out, size_t len)
@@ -302,7 +302,7 @@ const char *tt_run_opt_words(const tt_run_opt *o, uint64_t v, char *out, size_t 
     case TT_OPT_SLOW: snprintf(out, len, "%08llx", (unsigned long long)v); break;
     case TT_OPT_OPTIM: snprintf(out, len, "%s", v < 16 ? tt_optim_kind_name((tt_optim_kind)v) : "?"); break;
     case TT_OPT_SCALE: {
-        tt_loss_scale ls = {(int)(v >> 63), 0};
+        tt_loss_scale ls = {(int)(v >> 63), 0, 0};
         const uint64_t bits = v & ~(1ull << 63);
         memcpy(&ls.scale, &bits, sizeof bits);
         tt_loss_scale_words(&ls, out, len);

@@ -300,7 +300,7 @@ void print_epoch(run_state *rs, const tt_epoch_stats *es)
         char words[64];
         fprintf(out, "  precision %s: loss scale %s, %zu step%s skipped; %.4f%% of the gradient's elements were zero "
                 "in 16 bits but not in FP32\n", tt_precision_names[rs->tc.precision],
-                tt_loss_scale_words(&(tt_loss_scale){rs->tc.loss_scale.dynamic, es->loss_scale}, words, sizeof words),
+                tt_loss_scale_words(&(tt_loss_scale){rs->tc.loss_scale.dynamic, es->loss_scale, 0}, words, sizeof words),
                 es->skipped, es->skipped == 1 ? "" : "s",
                 es->grad_elems ? 100.0 * (double)es->grad_under / (double)es->grad_elems : 0.0);
     }

@@ -49,7 +49,8 @@ static void scaler_after_update(tt_trainer *tr)
         sc->good = 0;
         sc->skipped++;
         if (sc->scale < 1.0 && tr->halt == TT_HALT_NONE) tr->halt = TT_HALT_SCALE;
-    } else if (++sc->good >= TT_SCALE_GROWTH_STEPS) {
+    } else if (++sc->good >= (tr->cfg.loss_scale.growth_steps ? tr->cfg.loss_scale.growth_steps
+                                                                : TT_SCALE_GROWTH_STEPS)) {
         sc->scale *= TT_SCALE_GROWTH;
         sc->good = 0;
     }

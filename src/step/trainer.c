@@ -298,6 +298,8 @@ tt_status tt_trainer_step(tt_trainer *tr, const tt_dataset *ds, const uint32_t *
     if (tr->halt == TT_HALT_NONFINITE)
         return tt_fail(err, TT_ERR_NUMERIC,
                        "the step's loss or gradient is not finite (no non-finite value was applied)");
+    if (tr->halt == TT_HALT_SCALE)
+        return tt_fail(err, TT_ERR_NUMERIC, "the dynamic loss scale fell below 1 (the step was skipped)");
     return TT_OK;
 }
 
