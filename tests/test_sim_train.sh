@@ -84,6 +84,40 @@ EOF
   fi
 done
 
+# --precision bf16 and fp16 (issue 33): the CUDA path's conversion kernels, cublasGemmEx with the FAST_16BF/16F
+# compute types and the 16-bit pull and push, against the CPU backend's emulation — the mlp to the last printed digit
+# (the stand-in converts operands that are 16-bit values already: exact), the textcnn within TOL; 3 towers on 2
+# devices without graphs, 2 on 2 with them (the loss scale is a kernel argument a graph keeps).
+pcommon="--seed 3 --progress quiet"
+for prec in bf16 fp16; do
+  for model in mlp textcnn; do
+    for g in off on; do
+      towers=3 && [ $g = off ] || towers=2
+      # shellcheck disable=SC2086
+      out=$("$bin" train --device cpu ${args[$model]} $pcommon --towers $towers --precision $prec \
+        --log-json "$tmp/$model-$prec-cpu-$g.json" 2>&1 >/dev/null) || { bad "$model --precision $prec, CPU: $out"; continue; }
+      ref=$(figures "$tmp/$model-$prec-cpu-$g.json")
+      # shellcheck disable=SC2086
+      out=$(env TT_SIM_PAGEABLE=error TT_SIM_DEVICES=2 TT_SIM_BLOCK_ORDER=shuffle "$bin" train --device cuda \
+        ${args[$model]} $pcommon --towers $towers --graphs $g --precision $prec \
+        --log-json "$tmp/$model-$prec-$g.json" 2>&1 >/dev/null) ||
+        { bad "$model --precision $prec --graphs $g on the stand-in: $out"; continue; }
+      got=$(figures "$tmp/$model-$prec-$g.json")
+      echo "$model --precision $prec --graphs $g, $towers towers: stand-in $got; CPU $ref"
+      tol=$TOL && [ $model != mlp ] || tol=0
+      python3 -c '
+import sys
+a, b, tol, what = [float(x) for x in sys.argv[1].split()], [float(x) for x in sys.argv[2].split()], float(sys.argv[3]), sys.argv[4]
+worst = max(abs(x - y) / max(abs(y), 1e-3) for x, y in zip(a, b)) if a and len(a) == len(b) else float("inf")
+if worst > tol:
+    print(f"FAIL: {what}: the stand-in differs from the CPU backend by {worst:.3g} (tolerance {tol:g})")
+    sys.exit(1)
+' "$got" "$ref" "$tol" "$model $prec" || fail=1
+    done
+  done
+done
+grep -q '"precision":"bf16"' "$tmp/mlp-bf16-on.json" || bad "--precision bf16: the log's start record does not say it"
+
 small="--data fashion-mnist --batch 32 --epochs 1 --train-samples 64 --val-samples 32 --test-samples 32 --progress quiet"
 # An exclusive GPU 0 in use elsewhere: a run on GPUs 1 and 2 must never create a context on GPU 0.
 # shellcheck disable=SC2086

@@ -560,6 +560,7 @@ static void tower_eval(tt_tower *tw)
      * gradient's buffer, free until the next step */
     float *w = tr->sy && tr->sy->towers_hold ? tw->d_grads : tw->d_params;
     tt_dev_h2d(dev, w, tr->h_params, m->n_params * sizeof(float));
+    if (tr->cfg.precision) tt_dev_round16(dev, w, m->n_trainable, tr->cfg.precision); /* as a step's pull has them */
     for (size_t done = 0; done < total;) {
         /* eval, predict and train's final test evaluation stop at a signal between chunks (their result is then
          * discarded); train's validation runs to its end, and the run stops after it, with a checkpoint */
