@@ -109,6 +109,28 @@ START_TEST(test_bad_flags)
     /* a choice row takes its words only: --save-best has no 'none' (it is the flag's absence) */
     expect("train --checkpoint-dir d --save-best none", 2, "--save-best: 'none' is not val_loss or val_accuracy");
     expect("train --progress loud", 2, "--progress: 'loud' is not auto, bar, lines, quiet or towers");
+    /* --precision and its scaler (issue 33): the words, the ranges, what they do not run with, where they apply */
+    expect("train --precision fp8", 2, "--precision: 'fp8' is not fp32, bf16 or fp16");
+    expect("train --precision fp16 --loss-scale abc", 2,
+           "--loss-scale: 'abc' is not dynamic, dynamic:INIT, a scale N or none (INIT and N from 1 to 2^64)");
+    expect("train --precision fp16 --loss-scale dynamic:0.5", 2, "--loss-scale: 'dynamic:0.5' is not dynamic");
+    expect("train --precision fp16 --loss-scale 1e30", 2, "--loss-scale: '1e30' is not dynamic");
+    expect("train --precision fp16 --loss-scale dynamicx", 2, "--loss-scale: 'dynamicx' is not dynamic");
+    expect("train --precision fp16 --loss-scale dynamic:", 2, "--loss-scale: 'dynamic:' is not dynamic");
+    expect("train --loss-scale dynamic --train-samples 64 --val-samples 0 --epochs 1 --device cpu", 2,
+           "--loss-scale: for --precision bf16 or fp16 (FP32 gradients do not underflow as 16-bit ones do)");
+    expect("train --push-precision fp32 --train-samples 64 --val-samples 0 --epochs 1 --device cpu", 2,
+           "--push-precision fp32: the gradients are FP32 already (give --precision bf16 or fp16)");
+    expect("train --precision bf16 --reduce device --train-samples 64 --val-samples 0 --epochs 1 --device cpu", 2,
+           "--precision bf16: the host sums the towers' 16-bit pushes and keeps the FP32 master weights, so it needs "
+           "--reduce cpu and --update host (not --reduce device --update host)");
+    expect("train --precision fp16 --sync ssp:2 --train-samples 64 --val-samples 0 --epochs 1 --device cpu", 2,
+           "--precision fp16: the 16-bit pull and push are the synchronous step's (give --sync bsp, or --precision "
+           "fp32)");
+    expect("train --precision bf16 --overlap on --train-samples 64 --val-samples 0 --epochs 1 --device cpu", 2,
+           "--precision bf16: not with --overlap on");
+    expect("eval --loss-scale 8", 2, "eval: --loss-scale does not apply (see towertrain eval --help)");
+    expect("summary --precision bf16", 2, "summary: --precision does not apply");
     expect("train --batch", 2, "--batch: missing value");
     expect("train --batch abc", 2, "--batch");
     expect("train --batch 0", 2, "--batch");
@@ -322,7 +344,7 @@ static void start_record_in_order(json_object *o)
         "event", "version", "backend", "towers", "batch", "epochs", "optimizer", "lr", "base_lr", "lr_scaling", "seed",
         "train_samples", "val_samples", "test_samples", "params", "model", "reduce", "update", "flush_denormals",
         "ranks", "node_reduce", "sync", "sync_schedule", "bn_sync", "data_on", "epilogues", "non_trainable_params",
-        "slow_tower"};
+        "slow_tower", "precision", "push_precision", "loss_scale"};
     size_t k = 0;
     json_object_object_foreach(o, key, val) {
         (void)val;
@@ -337,7 +359,8 @@ static void start_record_in_order(json_object *o)
                 {"lr_scaling", "\"linear\""}, {"seed", "1"},       {"model", "\"file\""}, {"reduce", "\"cpu\""},
                 {"update", "\"host\""}, {"node_reduce", "\"allreduce\""}, {"sync", "\"bsp\""},
                 {"sync_schedule", "\"free\""}, {"bn_sync", "\"off\""}, {"data_on", "\"host\""},
-                {"epilogues", "\"kernels\""}, {"ranks", "1"}, {"slow_tower", "[ ]"}};
+                {"epilogues", "\"kernels\""}, {"ranks", "1"}, {"slow_tower", "[ ]"},
+                {"precision", "\"fp32\""}, {"push_precision", "\"same\""}, {"loss_scale", "\"none\""}};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         json_object *v;
         ck_assert(json_object_object_get_ex(o, want[i].key, &v));

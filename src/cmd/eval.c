@@ -203,6 +203,7 @@ static tt_status infer(const char *o_cmd, const tt_run_config *c, const tt_model
     tc.optim = tt_optim_defaults(TT_OPT_SGD); /* never applied: its state is one vector */
     tc.host_threads = c->host_threads;
     tc.stop = tt_signal_flag();
+    tc.precision = c->precision; /* --precision: the towers' formats, as a training step's (the weights stay FP32) */
     tt_mem_plan plan;
     memset(&plan, 0, sizeof plan);
     if ((s = tt_trainer_plan(m, &tc, &plan, err))) return s;
@@ -284,8 +285,8 @@ static void eval_help(void)
            "  --checkpoint FILE     a checkpoint written by towertrain train --checkpoint-dir (required)\n"
            "  --split test|val      which split [test]\n"
            "  --data, --model, --vocab, --classes, --device, --gpus, --towers, --batch, --val-samples,\n"
-           "  --test-samples, --log-json FILE, --host-threads: as for train (--log-json writes one \"eval\"\n"
-           "  JSON object)\n");
+           "  --test-samples, --log-json FILE, --host-threads, --precision: as for train (--log-json writes\n"
+           "  one \"eval\" JSON object; the report says the precision)\n");
 }
 
 /* The report on stdout, and in the --log-json file opened before the evaluation (log->buf NULL: none). */
@@ -295,14 +296,16 @@ static tt_status eval_report(const use_opts *o, const tt_run_config *c, const tt
     size_t *conf = (size_t *)tt_calloc(C * C, sizeof(size_t));
     if (!conf) return tt_fail(err, TT_ERR_NOMEM, "out of memory for a %zu x %zu confusion matrix", C, C);
     for (size_t i = 0; i < ds->n; i++) conf[(size_t)ds->y[i] * C + argmax(logits + i * C, C)]++;
-    printf("eval: %s on %s %s (%zu samples): loss %.4f - accuracy %.4f - top5 %.4f\n", o->checkpoint, c->data,
-           o->split_val ? "val" : "test", res->n, res->loss, res->accuracy, res->top5);
+    printf("eval: %s on %s %s (%zu samples, precision %s): loss %.4f - accuracy %.4f - top5 %.4f\n", o->checkpoint,
+           c->data, o->split_val ? "val" : "test", res->n, tt_precision_names[c->precision], res->loss, res->accuracy,
+           res->top5);
     printf("%6s %10s %10s %8s\n", "class", "precision", "recall", "support");
     tt_status s = TT_OK;
     if (log->buf) {
         tt_out_printf(log, "{\"event\":\"eval\",");
         tt_out_json_str(log, "checkpoint", o->checkpoint, 1);
-        tt_out_printf(log, "\"split\":\"%s\",\"samples\":%zu,", o->split_val ? "val" : "test", res->n);
+        tt_out_printf(log, "\"split\":\"%s\",\"samples\":%zu,\"precision\":\"%s\",", o->split_val ? "val" : "test",
+                      res->n, tt_precision_names[c->precision]);
         tt_out_json_num(log, "loss", res->loss, 1);
         tt_out_json_num(log, "accuracy", res->accuracy, 1);
         tt_out_json_num(log, "top5", res->top5, 1);
@@ -446,7 +449,8 @@ static void predict_help(void)
            "  --top-k K             classes per sample, the most probable first [5, at most the classes]\n"
            "  --format FORMAT       table: a line per sample; jsonl: {\"sample\":i,\"top\":[{\"class\":c,\"p\":p},...]}\n"
            "                        per line [table]\n"
-           "  --model, --vocab, --device, --gpus, --towers, --batch, --host-threads: as for train\n");
+           "  --model, --vocab, --device, --gpus, --towers, --batch, --host-threads, --precision: as for\n"
+           "  train (bf16, fp16: a line on stderr says so)\n");
 }
 
 /* Does class a rank before class b: a larger p, or the same p and a lower index; a NaN after every number. */
@@ -540,6 +544,9 @@ static tt_status predict_body(tt_run_config *c, const use_opts *o, tt_error *err
     memset(&st, 0, sizeof st);
     tt_status s = tt_samples_load(o->input, &ds, err);
     if (!s) s = use_run(c, o, &ds, 0, &st, err);
+    if (!s && c->precision) /* the table is the samples' alone: which arithmetic made it goes to stderr */
+        fprintf(stderr, "predict: precision %s (the checkpoint's FP32 weights rounded to it, as a tower's step has "
+                "them)\n", tt_precision_names[c->precision]);
     if (!s) s = predict_print(o, ds.n, st.logits, st.m->n_classes, err);
     use_state_free(&st);
     tt_dataset_free(&ds);
