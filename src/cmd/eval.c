@@ -296,7 +296,7 @@ static tt_status eval_report(const use_opts *o, const tt_run_config *c, const tt
     size_t *conf = (size_t *)tt_calloc(C * C, sizeof(size_t));
     if (!conf) return tt_fail(err, TT_ERR_NOMEM, "out of memory for a %zu x %zu confusion matrix", C, C);
     for (size_t i = 0; i < ds->n; i++) conf[(size_t)ds->y[i] * C + argmax(logits + i * C, C)]++;
-    printf("eval: %s on %s %s (%zu samples, precision %s): loss %.4f - accuracy %.4f - top5 %.4f\n", o->checkpoint,
+    printf("eval: %s on %s %s (%zu samples, %s arithmetic): loss %.4f - accuracy %.4f - top5 %.4f\n", o->checkpoint,
            c->data, o->split_val ? "val" : "test", res->n, tt_precision_names[c->precision], res->loss, res->accuracy,
            res->top5);
     printf("%6s %10s %10s %8s\n", "class", "precision", "recall", "support");
