@@ -55,40 +55,52 @@ TT_HD float tt_bits_f32(uint32_t u)
     return x;
 }
 
-TT_HD uint16_t tt_f32_to_bf16(float x)
+/* x rounded to the nearest bf16 / fp16 value, as an FP32 bit pattern: ties to even on the magnitude's bits (a
+ * float's bits order its magnitudes, so adding half a unit of the kept last place and masking rounds, the carry
+ * running into the exponent where it must). fp16 keeps 10 mantissa bits of a normal value and a fixed quantum of
+ * 2^-24 below 2^-14 (so more bits go, the smaller the exponent); from 65520 up it is Inf. Selects, no branches: the
+ * loops over buffers vectorise. A NaN comes back quiet, with the payload bits the format keeps. */
+TT_HD uint32_t tt_round_bf16_bits(uint32_t u)
 {
-    uint32_t u = tt_f32_bits(x);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u); /* NaN: quiet */
-    u += 0x7fffu + ((u >> 16) & 1u); /* round the low 16 bits away, ties to even; carries into the exponent */
-    return (uint16_t)(u >> 16);
+    const uint32_t a = u & 0x7fffffffu;
+    const uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    return a > 0x7f800000u ? (u & 0xffff0000u) | 0x00400000u : r;
 }
+
+TT_HD uint32_t tt_round_fp16_bits(uint32_t u)
+{
+    const uint32_t a = u & 0x7fffffffu, sign = u & 0x80000000u, e = a >> 23;
+    const uint32_t sh = e >= 113u ? 13u : e >= 103u ? 126u - e : 13u; /* bits dropped (13 for a normal fp16) */
+    uint32_t r = (a + (1u << (sh - 1u)) - 1u + ((a >> sh) & 1u)) & ~((1u << sh) - 1u);
+    r = e < 103u ? (a > 0x33000000u ? 0x33800000u : 0u) : r; /* below 2^-24: 0, or 2^-24 above its half */
+    r = r > 0x477fe000u ? 0x7f800000u : r;                     /* beyond 65504: Inf */
+    r = a > 0x7f800000u ? 0x7fc00000u | (a & 0x007fe000u) : r; /* NaN */
+    return sign | r;
+}
+
+TT_HD uint16_t tt_f32_to_bf16(float x) { return (uint16_t)(tt_round_bf16_bits(tt_f32_bits(x)) >> 16); }
 
 TT_HD float tt_bf16_to_f32(uint16_t h) { return tt_bits_f32((uint32_t)h << 16); }
 
+/* The fp16 code of x: its rounded value (exactly an fp16 value) re-encoded — the exponent rebiased 127 -> 15 for a
+ * normal value, the value in units of 2^-24 for a subnormal, the top mantissa bits for Inf and NaN. */
 TT_HD uint16_t tt_f32_to_fp16(float x)
 {
-    const uint32_t u = tt_f32_bits(x), a = u & 0x7fffffffu;
-    const uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
-    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu)); /* NaN: quiet */
-    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* >= 65520 (65504 + half its ulp): Inf */
-    if (a >= 0x38800000u) { /* >= 2^-14: normal; drop 13 mantissa bits, ties to even, and rebias 127 -> 15 */
-        const uint32_t r = a + 0xfffu + ((a >> 13) & 1u) - 0x38000000u;
-        return (uint16_t)(sign | (r >> 13));
-    }
-    if (a <= 0x33000000u) return sign; /* <= 2^-25, half the smallest subnormal: zero (the tie goes to even 0) */
-    /* subnormal: the value in units of 2^-24, rounded; 2^-14 itself may come out (the smallest normal, 0x400) */
-    const uint32_t e = a >> 23, m = (a & 0x7fffffu) | 0x800000u, shift = 126u - e; /* e in [102, 112] */
-    const uint32_t q = m >> shift, rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1u);
-    return (uint16_t)(sign | (q + (rem > half || (rem == half && (q & 1u)))));
+    const uint32_t r = tt_round_fp16_bits(tt_f32_bits(x)), a = r & 0x7fffffffu, e = a >> 23;
+    const uint16_t sign = (uint16_t)((r >> 16) & 0x8000u);
+    const uint32_t normal = (a - 0x38000000u) >> 13;
+    const uint32_t sub = e >= 103u ? ((a & 0x7fffffu) | 0x800000u) >> (126u - (e < 113u ? e : 112u)) : 0u;
+    const uint32_t special = 0x7c00u | ((a >> 13) & 0x3ffu);
+    return (uint16_t)(sign | (a >= 0x7f800000u ? special : a >= 0x38800000u ? normal : sub));
 }
 
 TT_HD float tt_fp16_to_f32(uint16_t h)
 {
     const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-    if (e == 0x1fu) return tt_bits_f32(sign | 0x7f800000u | (m << 13)); /* Inf, NaN */
-    if (e) return tt_bits_f32(sign | ((e + 112u) << 23) | (m << 13));
     /* a subnormal (or zero): m * 2^-24 — exact, and a normal FP32 number (or zero), so flush-to-zero cannot touch it */
-    return tt_bits_f32(sign | tt_f32_bits((float)m * 0x1p-24f));
+    const uint32_t sub = tt_f32_bits((float)m * 0x1p-24f);
+    const uint32_t bits = e == 0x1fu ? 0x7f800000u | (m << 13) : e ? ((e + 112u) << 23) | (m << 13) : sub;
+    return tt_bits_f32(sign | bits);
 }
 
 /* The uint32 counts a narrow16 writes: the two totals, then TT_NARROW_PARTS partial pairs a device sums them from
@@ -101,16 +113,32 @@ TT_HD uint16_t tt_to16(float x, int fmt) { return fmt == TT_FMT_FP16 ? tt_f32_to
 TT_HD float tt_from16(uint16_t h, int fmt) { return fmt == TT_FMT_FP16 ? tt_fp16_to_f32(h) : tt_bf16_to_f32(h); }
 
 /* x rounded to the nearest value of format fmt (FP32: x itself) — what storing it in 16 bits keeps. */
-TT_HD float tt_round_fmt(float x, int fmt) { return fmt == TT_FMT_FP32 ? x : tt_from16(tt_to16(x, fmt), fmt); }
+TT_HD float tt_round_fmt(float x, int fmt)
+{
+    return fmt == TT_FMT_FP32   ? x
+           : fmt == TT_FMT_BF16 ? tt_bits_f32(tt_round_bf16_bits(tt_f32_bits(x)))
+                                : tt_bits_f32(tt_round_fp16_bits(tt_f32_bits(x)));
+}
 
 /* One element of a gradient's push in 16 bits (tt_dev narrow16): its 16 bits, and what the counts add — an element
  * that was not zero in FP32 but is zero in 16 bits (underflow: what loss scaling exists to prevent), and one that is
  * Inf or NaN in 16 bits (overflow: a step the loss scaler skips). */
+TT_HD uint32_t tt_narrow_under(float x, uint16_t h)
+{
+    return (uint32_t)((h & 0x7fffu) == 0) & (uint32_t)((tt_f32_bits(x) << 1) != 0); /* +-0 in 16 bits, not in FP32 */
+}
+
+TT_HD uint32_t tt_narrow_bad(uint16_t h, int fmt)
+{
+    const uint32_t e = fmt == TT_FMT_FP16 ? 0x7c00u : 0x7f80u; /* the exponent field, all ones: Inf or NaN */
+    return (uint32_t)((h & e) == e);
+}
+
 TT_HD uint16_t tt_narrow_elem(float x, int fmt, uint32_t *under, uint32_t *bad)
 {
     const uint16_t h = tt_to16(x, fmt);
-    *under += (h & 0x7fffu) == 0 && x != 0.0f;
-    *bad += fmt == TT_FMT_FP16 ? (h & 0x7c00u) == 0x7c00u : (h & 0x7f80u) == 0x7f80u;
+    *under += tt_narrow_under(x, h);
+    *bad += tt_narrow_bad(h, fmt);
     return h;
 }
 

@@ -142,16 +142,32 @@ static void cpu_widen16(void *ctx, float *y, const uint16_t *x, size_t n, int fm
         for (size_t i = 0; i < n; i++) y[i] = tt_fp16_to_f32(x[i]);
 }
 
+/* narrow16 a chunk at a time, in two loops that each vectorise (one that also counted would not): the conversion,
+ * into y or a chunk on the stack, then the counts over the chunk while it is in L1. */
+static inline void narrow_loop(uint16_t *y, const float *x, size_t n, int fmt, uint32_t *counts)
+{
+    enum { CHUNK = 2048 };
+    uint16_t scratch[CHUNK];
+    uint32_t under = 0, bad = 0;
+    for (size_t lo = 0; lo < n; lo += CHUNK) {
+        const size_t len = n - lo < CHUNK ? n - lo : CHUNK;
+        uint16_t *restrict h = y ? y + lo : scratch;
+        const float *restrict xs = x + lo;
+        for (size_t i = 0; i < len; i++) h[i] = tt_to16(xs[i], fmt);
+        for (size_t i = 0; i < len; i++) {
+            under += tt_narrow_under(xs[i], h[i]);
+            bad += tt_narrow_bad(h[i], fmt);
+        }
+    }
+    counts[0] = under;
+    counts[1] = bad;
+}
+
 static void cpu_narrow16(void *ctx, uint16_t *y, const float *x, size_t n, int fmt, uint32_t *counts)
 {
     (void)ctx;
-    uint32_t under = 0, bad = 0;
-    if (y)
-        for (size_t i = 0; i < n; i++) y[i] = tt_narrow_elem(x[i], fmt, &under, &bad);
-    else
-        for (size_t i = 0; i < n; i++) (void)tt_narrow_elem(x[i], fmt, &under, &bad);
-    counts[0] = under;
-    counts[1] = bad;
+    if (fmt == TT_FMT_BF16) narrow_loop(y, x, n, TT_FMT_BF16, counts);
+    else narrow_loop(y, x, n, TT_FMT_FP16, counts);
 }
 
 static void cpu_bias_add(void *ctx, float *y, const float *b, size_t rows, size_t cols)
