@@ -122,6 +122,9 @@ tt_status tt_assume_report(FILE *f, const tt_assume *a, const tt_model *m, size_
 
 /* The profile names, for --help ("h100-pcie, a100-pcie, h100-sxm, h200-measured"). */
 const char *tt_assume_profiles(void);
+/* The keys a spec may set, in the order of tt_assume.overridden's and .measured's bits (the report names them). */
+size_t tt_assume_n_keys(void);
+const char *tt_assume_key_name(size_t k); /* NULL beyond the last */
 
 /* Kernels and GEMMs one tower launches in its compute phase (forward, loss, backward) for a shard of `rows`, as the
  * CUDA backend launches them, counted by running the model's own step on a counter (src/step/launches.c): the

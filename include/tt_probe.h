@@ -35,6 +35,9 @@ typedef struct tt_probe_config {
     tt_slow_tower slow[TT_MAX_SLOW]; /* --slow-tower: added to the prediction, and slept in the measured steps */
     size_t n_slow;
     int data_on;       /* --data-on device: the synthetic samples held on the devices, the data phase gathering there */
+    int precision;     /* --precision (TT_FMT_*): the towers' formats; a placement the 16-bit step does not run with is
+                        * not measured (can[r] 0, and its refusal says why) */
+    int push_fp32;     /* --push-precision fp32 */
 } tt_probe_config;
 
 typedef struct tt_probe {

@@ -749,6 +749,17 @@ START_TEST(test_measuring_commands)
     ck_assert_msg(strstr(tt_test_slurp(out_path), "max |dw| between any two placements: 0 ") != NULL, "%s", tt_test_slurp(out_path));
     ck_assert_msg(strstr(tt_test_slurp(out_path), "       cpu       host      on ") != NULL &&
                   strstr(tt_test_slurp(out_path), "       cpu       host     off ") != NULL, "%s", tt_test_slurp(out_path));
+    /* --precision as compare's axis: the 16-bit designs agree exactly, the FP32 push and the FP32 step do not */
+    snprintf(args, sizeof args, "compare --device cpu --data %s --val-samples 60 --towers 3 --batch 32 --precision fp16",
+             dir);
+    expect(args, 0, "");
+    o = tt_test_slurp(out_path);
+    ck_assert_msg(strstr(o, "max |dw| between any two placements: 0 ") != NULL &&
+                      strstr(o, "       cpu       host     off    host      fp16 ") != NULL &&
+                      strstr(o, "       cpu       host     off  device      fp16 ") != NULL &&
+                      strstr(o, "       cpu       host     off    host   fp16/32 ") != NULL &&
+                      strstr(o, "       cpu       host     off    host      fp32 ") != NULL,
+                  "%s", o);
     expect("probe --device cpu --towers 2 --batch 64 --reps 3 --bucket-kib 8", 0, "");
     o = tt_test_slurp(out_path);
     ck_assert_msg(strstr(o, "predicted step") != NULL && strstr(o, "allreduce") != NULL, "%s", o);

@@ -10,23 +10,49 @@
 #include "tt_cli.h"
 #include "tt_ledger.h"
 
-/* The runs of one compare: a design each (placement, update, overlap, data phase), in the order they run. */
-enum { MAX_RUNS = TT_REDUCE_COUNT * TT_UPDATE_COUNT + 2 };
+/* The runs of one compare: a design each (placement, update, overlap, data phase, precision and push), in the order
+ * they run. */
+enum { MAX_RUNS = TT_REDUCE_COUNT * TT_UPDATE_COUNT + 3 };
 typedef struct compare_runs {
     tt_reduce order[MAX_RUNS];
     tt_update where[MAX_RUNS];
-    int overlap[MAX_RUNS], data_on[MAX_RUNS];
+    int overlap[MAX_RUNS], data_on[MAX_RUNS], precision[MAX_RUNS], push_fp32[MAX_RUNS];
     int n_order;  /* the runs */
     int n_reduce; /* the placements among them that add in tower order */
+    int n_same;   /* the first n_same runs compute the same weights (the rest: another precision or push) */
 } compare_runs;
+
+/* --precision bf16, fp16: the designs the 16-bit step runs with (the host's sum and update, without overlap), each
+ * data phase; then the same with the gradient pushed in FP32, and the FP32 step — what the precision changes. */
+static void compare_designs16(const tt_run_config *c, compare_runs *x)
+{
+    const int prec[] = {c->precision, c->precision, c->precision, TT_FMT_FP32};
+    const int push32[] = {c->push_fp32, c->push_fp32, !c->push_fp32, 0}, other_data[] = {0, 1, 0, 0};
+    x->n_order = 0;
+    x->n_reduce = 1;
+    for (int r = 0; r < 4; r++) {
+        x->order[r] = TT_REDUCE_CPU;
+        x->where[r] = TT_UPDATE_HOST;
+        x->overlap[r] = 0;
+        x->data_on[r] = other_data[r] ? !c->data_on : c->data_on;
+        x->precision[r] = prec[r];
+        x->push_fp32[r] = push32[r];
+        x->n_order++;
+    }
+    x->n_same = 2;
+}
 
 /* The placements that add in tower order, each with every update placement it runs with (their weights must agree
  * to the last bit); then the host's design with the push overlapped, and the host's design once more with the other
  * data phase than c's. */
 static void compare_designs(const tt_run_config *c, compare_runs *x)
 {
+    if (c->precision != TT_FMT_FP32) {
+        compare_designs16(c, x);
+        return;
+    }
     x->n_order = x->n_reduce = 0;
-    for (int r = 0; r < MAX_RUNS; r++) x->overlap[r] = 0;
+    for (int r = 0; r < MAX_RUNS; r++) x->overlap[r] = x->precision[r] = x->push_fp32[r] = 0;
     for (int r = 0; r < TT_REDUCE_COUNT; r++) {
         if (!tt_reduce_about((tt_reduce)r)->tower_order) continue;
         x->n_reduce++;
@@ -46,6 +72,7 @@ static void compare_designs(const tt_run_config *c, compare_runs *x)
     x->order[x->n_order] = TT_REDUCE_CPU;
     x->where[x->n_order] = TT_UPDATE_HOST;
     x->data_on[x->n_order++] = !given_data_on;
+    x->n_same = x->n_order;
 }
 
 static void compare_help(int n_reduce)
@@ -60,7 +87,11 @@ static void compare_help(int n_reduce)
            "on the other side (--data-on host or device, whichever was not given), and prints each run's time\n"
            "and the largest weight difference between the runs. All %s placements add the towers' gradients\n"
            "in the same order, every update runs the same formulas and both data phases read the same bytes,\n"
-           "so the difference should be exactly 0.\n\ntrain options:\n",
+           "so the difference should be exactly 0.\n"
+           "With --precision bf16 or fp16 it runs the designs the 16-bit step runs with (the host's sum and\n"
+           "update, each data phase, exactly the same weights), then the same with --push-precision the other\n"
+           "way, and the FP32 step: the rows after the first two show what the precision changes (docs/precision.md).\n"
+           "\ntrain options:\n",
            tt_reduce_list(names, sizeof names, ", ", ", ", 1), n_reduce < 9 ? count[n_reduce] : "of them");
     tt_cli_train_help(stdout);
 }
@@ -76,6 +107,8 @@ static tt_status compare_run(tt_run_config *c, measure_setup *setup, const compa
     c->overlap = x->overlap[r];
     c->bucket_kib = x->overlap[r] ? bucket_kib : 0;
     c->data_on = x->data_on[r];
+    c->precision = x->precision[r];
+    c->push_fp32 = x->push_fp32[r];
     tt_status s = tt_run_on(c, &setup->train, &setup->val, &setup->test, NULL, res, err);
     if (s) return s;
     w[r] = res->final_params;
@@ -90,13 +123,17 @@ static tt_status compare_run(tt_run_config *c, measure_setup *setup, const compa
     for (size_t i = 0; w[0] && i < *P; i++) dw = fmax(dw, fabs((double)w[r][i] - w[0][i]));
     char verdict[128];
     tt_ledger_verdict(&res->epochs[ne - 1].split, verdict, sizeof verdict);
-    printf("%10s %10s %7s %7s %9.3f %9.3f %11.3g %9.4f  %s\n", tt_reduce_name(x->order[r]),
-           tt_update_name(x->where[r]), tt_overlap_names[x->overlap[r]], tt_data_on_names[x->data_on[r]],
+    char prec[16];
+    snprintf(prec, sizeof prec, "%s%s", tt_precision_names[x->precision[r]],
+             x->precision[r] && x->push_fp32[r] ? "/32" : "");
+    printf("%10s %10s %7s %7s %9s %9.3f %9.3f %11.3g %9.4f  %s\n", tt_reduce_name(x->order[r]),
+           tt_update_name(x->where[r]), tt_overlap_names[x->overlap[r]], tt_data_on_names[x->data_on[r]], prec,
            tt_median(secs, ne), tt_median(steps_ms, ne), dw, res->test.accuracy, verdict);
     return tt_flush_stdout(stdout, err);
 }
 
-/* The last line: the largest difference between any two runs' weights, beside the largest weight and its ulp. */
+/* The last line: the largest difference between any two of the runs that compute the same weights (the first
+ * n_order), beside the largest weight and its ulp. */
 static void compare_summary(float *const *w, int n_order, size_t P)
 {
     double worst = 0, wmax = 0;
@@ -138,11 +175,11 @@ int tt_cmd_compare(int argc, char **argv)
            (unsigned long long)c.seed);
     char dw_head[32]; /* each placement's weights against the first one's */
     snprintf(dw_head, sizeof dw_head, "max|dw| %s", tt_reduce_name(x.order[0]));
-    printf("%10s %10s %7s %7s %9s %9s %11s %9s  %s\n", "reduce", "update", "overlap", "data-on", "s/epoch", "ms/step",
-           dw_head, "test_acc", "verdict");
+    printf("%10s %10s %7s %7s %9s %9s %9s %11s %9s  %s\n", "reduce", "update", "overlap", "data-on", "precision",
+           "s/epoch", "ms/step", dw_head, "test_acc", "verdict");
     size_t P = 0;
     for (int r = 0; !s && r < x.n_order; r++) s = compare_run(&c, &setup, &x, r, bucket_kib, w, &P, &err);
-    if (!s) compare_summary(w, x.n_order, P);
+    if (!s) compare_summary(w, x.n_same, P);
     for (int r = 0; r < x.n_order; r++) tt_free(w[r]);
     measure_close(&setup);
     return s ? measure_fail(s, &err) : 0;

@@ -375,7 +375,7 @@ static void probe_help(void)
 }
 
 /* The predicted step of every placement (tt_probe_predict), and why one that did not run here could not. */
-static void probe_print_predicted(const tt_probe *p, const tt_backend *be, size_t towers)
+static void probe_print_predicted(const tt_probe *p, const tt_backend *be, size_t towers, int precision)
 {
     printf("\npredicted step (ms):\n%10s %8s %8s %8s %8s %8s %8s %8s %9s\n", "reduce", "pull", "data", "compute",
            "push", "wait", "reduce", "update", "total");
@@ -384,7 +384,7 @@ static void probe_print_predicted(const tt_probe *p, const tt_backend *be, size_
         if (!p->can[r]) {
             tt_error why;
             tt_trainer_config tc = {.ops = be->ops, .n_devices = be->n_devices, .n_towers = towers,
-                                    .reduce = (tt_reduce)r};
+                                    .reduce = (tt_reduce)r, .precision = precision};
             tt_trainer_check(&tc, &why);
             printf("%10s   (not here: %s)\n", tt_reduce_name((tt_reduce)r), why.msg);
             continue;
@@ -473,7 +473,8 @@ static tt_status probe_outputs(void *ctx, tt_error *err)
                               .devices = f->be.devices, .towers = c->towers,
                               .batch = (c->batch + (size_t)f->K - 1) / (size_t)f->K, .optim = c->optim,
                               .host_threads = tt_run_host_threads(f->nd, c->host_threads), .reps = f->po->reps,
-                              .bucket_bytes = c->bucket_kib << 10, .n_slow = c->n_slow, .data_on = c->data_on};
+                              .bucket_bytes = c->bucket_kib << 10, .n_slow = c->n_slow, .data_on = c->data_on,
+                              .precision = c->precision, .push_fp32 = c->push_fp32};
     memcpy(f->pc.slow, c->slow, sizeof f->pc.slow);
     return probe_json_open(f->po, f->K, &f->json_out, &f->pf, err);
 }
@@ -508,7 +509,7 @@ static tt_status probe_report(void *ctx, tt_error *err)
     if (tt_node_speaks()) {
         printf("BLAS: %s\n", tt_blas_describe());
         tt_probe_print(stdout, &f->p, &f->pc);
-        probe_print_predicted(&f->p, &f->be, f->c->towers);
+        probe_print_predicted(&f->p, &f->be, f->c->towers, f->c->precision);
         probe_print_net(&f->p, &f->net, f->po, f->K, f->model->n_params, f->c->towers, f->c->batch);
         if (f->K == 1) probe_print_sync(&f->p, &f->pc);
     }

@@ -82,6 +82,8 @@ static tt_trainer_config placement_config(const tt_probe_config *c, tt_reduce r,
     memcpy(tc.slow, c->slow, sizeof tc.slow);
     tc.n_slow = c->n_slow;
     tc.data_on = c->data_on;
+    tc.precision = c->precision;
+    tc.push_fp32 = c->push_fp32;
     tc.train_set = set;
     tc.stop = tt_signal_flag();
     return tc;
