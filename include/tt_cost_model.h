@@ -50,6 +50,8 @@ typedef struct tt_assume {
     double nccl_us;        /* NCCL's fixed cost per collective (its small-message time) */
     double hbm_gbs;        /* device memory bandwidth (kernels that stream: adds, conversions) */
     double fp32_tflops;    /* FP32 peak without tensor cores (cuBLAS runs plain FP32, no TF32) */
+    double bf16_tflops;    /* --precision bf16, fp16: the tensor cores' dense peak in that format, FP32 accumulation */
+    double fp16_tflops;
     double gemm_eff;       /* fraction of fp32_tflops the step's small GEMMs reach, in (0, 1] */
     double launch_us;      /* per kernel: launch plus the floor of a tiny kernel */
     double graph_node_us;  /* per kernel node of a replayed CUDA graph: the kernel's floor without its launch */
@@ -70,6 +72,9 @@ typedef struct tt_assume {
     int overlap;           /* predict --overlap on (--reduce cpu, --update host, no graphs): the buckets' pushes,
                             * sums, updates and next pulls hidden behind the backward where they can be */
     size_t bucket_bytes;   /* its buckets (probe --bucket-kib; 0: TT_BUCKET_BYTES), set by the command */
+    int precision;         /* predict --precision (TT_FMT_*): 16-bit pulls and pushes of the trainable weights, GEMMs
+                            * at the format's tensor peak, the conversion kernels; --reduce cpu, --update host only */
+    int push_fp32;         /* --push-precision fp32: the push stays FP32 (set by the command) */
 } tt_assume;
 
 /* Parses "h100-pcie", "a100-pcie,peer_gbs=20", "h2d_gbs=25,d2h_gbs=25,..." (a profile name first, then overrides;

@@ -245,6 +245,39 @@ START_TEST(test_probe_by_hand)
 }
 END_TEST
 
+/* --precision bf16 for N = 4, B = 256 on h100-pcie, by hand: the seed MLP (no non-trainable tail) pulls and pushes
+ * 2 bytes a parameter (538644) plus its conversion kernels (a widen; a narrow and its total: 6 bytes a parameter over
+ * HBM each way), computes at the BF16 peak (756 TFLOP/s x 0.3) with the compute phase's 7 conversions (the input,
+ * 3 outputs, the loss gradient, 2 dx), the host sums 4 slots of 538644 bytes and converts the updated weights (6 bytes
+ * each); the device placements do not run with it (not modelled); --push-precision fp32 pushes 1077288 bytes. */
+START_TEST(test_precision_by_hand)
+{
+    tt_model m;
+    seed_mlp(&m);
+    tt_assume a;
+    tt_error err;
+    ck_assert_msg(tt_assume_parse("h100-pcie", &a, &err) == TT_OK, "%s", err.msg);
+    ck_assert(a.bf16_tflops == 756 && a.fp16_tflops == 756);
+    a.precision = TT_FMT_BF16;
+    tt_probe p;
+    tt_assume_probe(&a, &m, 4, 256, TT_OPT_ADAM, &p);
+    const double conv = 6.0 * 269322 / 1800e9;
+    close_to(p.pull, 8e-6 + 538644.0 / 48e9 + 5e-6 + conv, "pull");
+    close_to(p.push_grad, 8e-6 + 538644.0 / 48e9 + 10e-6 + conv, "push_grad");
+    close_to(p.compute, 1211392.0 * 64 / (756e12 * 0.3) + 22 * 5e-6, "compute");
+    close_to(p.reduce[TT_REDUCE_CPU], 4.0 * 538644 / 230e9, "reduce_cpu");
+    close_to(p.update, 28.0 * 269322 / 230e9 + 6.0 * 269322 / 230e9, "update");
+    ck_assert(p.can[TT_REDUCE_CPU] && !p.can[TT_REDUCE_DEVICE] && !p.can[TT_REDUCE_ALLREDUCE] && !p.can[TT_REDUCE_NCCL]);
+    tt_step_times t;
+    ck_assert(!tt_assume_update_step(&a, &m, 4, 256, TT_OPT_ADAM, TT_REDUCE_DEVICE, TT_UPDATE_HOST, &t));
+    ck_assert(tt_assume_update_step(&a, &m, 4, 256, TT_OPT_ADAM, TT_REDUCE_CPU, TT_UPDATE_HOST, &t));
+    a.push_fp32 = 1;
+    tt_assume_probe(&a, &m, 4, 256, TT_OPT_ADAM, &p);
+    close_to(p.push_grad, 8e-6 + 1077288.0 / 48e9 + 10e-6 + conv, "push_grad in FP32");
+    close_to(p.pull, 8e-6 + 538644.0 / 48e9 + 5e-6 + conv, "pull, FP32 push");
+}
+END_TEST
+
 /* --update device and replicated for N = 4, B = 256 on h100-pcie, by hand (cost_model.c's head comment): no pull (or
  * tower 0's, over peer links), only the statistics pushed, the reduce without its push of the sum, the update on
  * HBM; host is tt_probe_predict's step; a placement that leaves no sum where the update runs is not a step. */
@@ -957,6 +990,7 @@ int main(void)
     tcase_add_test(tc, test_parse_valid);
     tcase_add_test(tc, test_parse_invalid);
     tcase_add_test(tc, test_probe_by_hand);
+    tcase_add_test(tc, test_precision_by_hand);
     tcase_add_test(tc, test_launches_match_stand_in);
     tcase_add_test(tc, test_probe_edges);
     tcase_add_test(tc, test_update_by_hand);

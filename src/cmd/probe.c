@@ -322,6 +322,8 @@ static tt_status probe_what_if(tt_node *nd, const tt_run_config *c, const char *
     if (!s) {
         a.graphs = c->graphs;
         a.bucket_bytes = c->bucket_kib << 10;
+        a.precision = c->precision;
+        a.push_fp32 = c->push_fp32;
         s = tt_run_describe_model(c, m, err);
     }
     if (!(s = tt_node_agree(nd, s, err))) {

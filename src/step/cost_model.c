@@ -76,22 +76,42 @@
 
 /* ---- the compute phase ------------------------------------------------------------------------------------------ */
 
+/* --precision bf16, fp16: the compute phase's conversions (tt_model_forward, tt_model_backward): the input (unless it
+ * holds token ids) and every layer's output rounded, then the loss gradient and every dx but the first layer's. */
+static size_t precision_kernels(const tt_model *m)
+{
+    size_t n = m->token_vocab ? 0 : 1;
+    for (size_t i = 0; i < m->n_logits; i++) n += m->layers[i].in_epilogue ? 0 : 2;
+    return n; /* forward: input + L outputs; backward: the loss gradient + L - 1 dx */
+}
+
+/* The bytes of one pull (or, push 1, one gradient's push) of a tower: the trainable weights in 16 bits with
+ * --precision bf16, fp16 (the push: but --push-precision fp32), the rest in FP32. */
+static double step_bytes(const tt_assume *a, const tt_model *m, int push)
+{
+    const double P = (double)m->n_params, T = (double)m->n_trainable;
+    return a->precision && !(push && a->push_fp32) ? 2 * T + 4 * (P - T) : 4 * P;
+}
+
 void tt_assume_compute_cost(const tt_assume *a, const tt_model *m, size_t rows, tt_assume_compute *c)
 {
     memset(c, 0, sizeof *c);
     tt_gemm_shape g[TT_ASSUME_MAX_GEMMS];
     const size_t n = tt_assume_gemm_list(m, rows, 0, g, TT_ASSUME_MAX_GEMMS, &c->kernels);
-    const double rate = a->fp32_tflops * 1e12 * a->gemm_eff;
+    const double peak = a->precision == TT_FMT_BF16 ? a->bf16_tflops : a->precision ? a->fp16_tflops : a->fp32_tflops;
+    const double rate = peak * 1e12 * a->gemm_eff;
+    const size_t table = a->precision ? 0 : a->n_gemms; /* the measured GEMMs are FP32's */
+    c->kernels += a->precision ? precision_kernels(m) : 0;
     for (size_t i = 0; i < n; i++) {
         size_t t = 0;
-        while (t < a->n_gemms && !(a->gemms[t].ta == g[i].ta && a->gemms[t].tb == g[i].tb && a->gemms[t].M == g[i].M &&
+        while (t < table && !(a->gemms[t].ta == g[i].ta && a->gemms[t].tb == g[i].tb && a->gemms[t].M == g[i].M &&
                                    a->gemms[t].N == g[i].N && a->gemms[t].K == g[i].K))
             t++;
         const double flops = 2.0 * (double)g[i].M * (double)g[i].N * (double)g[i].K;
-        const double body = t < a->n_gemms ? a->gemms[t].body_s : flops / rate;
+        const double body = t < table ? a->gemms[t].body_s : flops / rate;
         c->gemm_s += body * (double)g[i].calls;
         c->gemm_calls += g[i].calls;
-        c->from_table += t < a->n_gemms ? g[i].calls : 0;
+        c->from_table += t < table ? g[i].calls : 0;
     }
     c->other_measured = a->other_rows == rows && a->other_params == m->n_params &&
                         a->other_count + c->gemm_calls == c->kernels && a->other_rows > 0;
@@ -237,6 +257,7 @@ int tt_assume_update_step(const tt_assume *a, const tt_model *m, size_t towers, 
 {
     memset(t, 0, sizeof *t);
     if ((unsigned)r >= TT_REDUCE_COUNT || (unsigned)u >= TT_UPDATE_COUNT) return 0;
+    if (a->precision && (r != TT_REDUCE_CPU || u != TT_UPDATE_HOST || a->overlap)) return 0; /* compat.c */
     if (a->overlap) {
         if (r != TT_REDUCE_CPU || u != TT_UPDATE_HOST || a->graphs) return 0;
         tt_assume_overlap_step(a, m, towers, batch, opt, t);
@@ -244,7 +265,7 @@ int tt_assume_update_step(const tt_assume *a, const tt_model *m, size_t towers, 
     }
     tt_probe p;
     tt_assume_probe(a, m, towers, batch, opt, &p);
-    const assumed_step x = {a, m, towers, (double)towers, 4.0 * (double)m->n_params};
+    const assumed_step x = {a, m, towers, (double)towers, step_bytes(a, m, 1)};
     const double reduce = update_reduce(&x, r, u);
     if (reduce < 0) return 0;
     if (u == TT_UPDATE_HOST) {
@@ -270,7 +291,7 @@ void tt_assume_probe(const tt_assume *a, const tt_model *m, size_t towers, size_
 {
     TT_ASSERT(towers >= 1);
     memset(p, 0, sizeof *p);
-    const double N = (double)towers, P = (double)m->n_params, S = 4 * P, D = (double)m->input_dim;
+    const double N = (double)towers, P = (double)m->n_params, S = step_bytes(a, m, 1), D = (double)m->input_dim;
     const double host = a->host_gbs * 1e9, hbm = a->hbm_gbs * 1e9, launch = a->launch_us * 1e-6;
     p->rows = (batch + towers - 1) / towers;
     const double R = (double)p->rows;
@@ -285,25 +306,28 @@ void tt_assume_probe(const tt_assume *a, const tt_model *m, size_t towers, size_
     p->gemm_step = cc.gemm_s;
     p->gemm_gflops = cc.gemm_s > 0 ? tt_model_train_flops(m) * R / cc.gemm_s / 1e9 : 0;
 
-    p->pull = link_copy(a, S, a->h2d_gbs, N);
+    /* --precision: the pull widens its 16-bit weights (a kernel), the push narrows and counts (two), each reading
+     * and writing 6 bytes a trainable parameter; the host converts the updated weights (6 bytes each) */
+    const double T = (double)m->n_trainable, conv = a->precision ? 6 * T / hbm : 0;
+    p->pull = link_copy(a, step_bytes(a, m, 0), a->h2d_gbs, N) + (a->precision ? launch + conv : 0);
     /* a kernel of the tower's step: launched, or (--graphs on) a node of the step's one graph launch */
     const double kernel = a->graphs ? a->graph_node_us * 1e-6 : launch;
     p->data = N * R * D / host + link_copy(a, R * D, a->h2d_gbs, N) + kernel + 5 * R * D / hbm +
               link_copy(a, 4 * R, a->h2d_gbs, N);
     p->compute = cc.gemm_s + cc.other_s + (double)cc.kernels * kernel + (a->graphs ? launch : 0);
-    p->push_grad = link_copy(a, S, a->d2h_gbs, N);
+    p->push_grad = link_copy(a, step_bytes(a, m, 1), a->d2h_gbs, N) + (a->precision ? 2 * launch + conv : 0);
     p->push_stats = link_copy(a, 8 * R, a->d2h_gbs, N);
     p->barrier = a->barrier_us * 1e-6;
     p->straggle = 0;
 
     const assumed_step x = {a, m, towers, N, S};
     for (int r = 0; r < TT_REDUCE_COUNT; r++) {
-        p->can[r] = ASSUMED_REDUCE[r] != NULL;
+        p->can[r] = ASSUMED_REDUCE[r] != NULL && (!a->precision || r == TT_REDUCE_CPU); /* 16 bits: the host sums */
         p->reduce[r] = p->can[r] ? ASSUMED_REDUCE[r](&x) : 0;
     }
     /* the kind's default configuration: `probe` takes --optimizer only (--momentum, --rho, --centered do not apply) */
     const tt_optim_config oc = tt_optim_defaults(opt);
-    p->update = (3.0 + 2.0 * (double)tt_optim_state_floats(&oc)) * 4 * P / host;
+    p->update = (3.0 + 2.0 * (double)tt_optim_state_floats(&oc)) * 4 * P / host + (a->precision ? 6 * T / host : 0);
 }
 
 /* ---- the report ---------------------------------------------------------------------------------------------- */
@@ -336,13 +360,20 @@ static void print_header(FILE *f, const tt_assume *a, const tt_model *m, size_t 
         }
         fprintf(f, "\n  (the other figures are %s's)\n", a->name);
     }
-    fprintf(f, "  model %s: P = %zu parameters, %.2f MB pulled and pushed per GPU per step\n", shape, m->n_params,
-            4e-6 * (double)m->n_params);
+    fprintf(f, "  model %s: P = %zu parameters, %.2f MB pulled and %.2f MB pushed per GPU per step%s%s\n", shape,
+            m->n_params, 1e-6 * step_bytes(a, m, 0), 1e-6 * step_bytes(a, m, 1), a->precision ? ", --precision " : "",
+            a->precision == TT_FMT_BF16 ? "bf16" : a->precision ? "fp16" : "");
     fprintf(f, "  links (GB/s, per GPU and direction): h2d %.4g, d2h %.4g, peer %.4g, NCCL busbw %.4g + %.4g us per "
                "collective; copy %.4g us\n",
             a->h2d_gbs, a->d2h_gbs, a->peer_gbs, a->nccl_busbw_gbs, a->nccl_us, a->copy_us);
-    fprintf(f, "  GPU: FP32 %.4g TFLOP/s x gemm_eff %.4g, HBM %.4g GB/s, %zu kernels per compute phase (one GPU)",
-            a->fp32_tflops, a->gemm_eff, a->hbm_gbs, tt_assume_kernels(m, batch));
+    if (a->precision)
+        fprintf(f, "  GPU: %s tensor cores %.4g TFLOP/s (dense) x gemm_eff %.4g, HBM %.4g GB/s, %zu kernels per compute "
+                "phase (one GPU; the conversions' included)", a->precision == TT_FMT_BF16 ? "BF16" : "FP16",
+                a->precision == TT_FMT_BF16 ? a->bf16_tflops : a->fp16_tflops, a->gemm_eff, a->hbm_gbs,
+                tt_assume_kernels(m, batch) + precision_kernels(m));
+    else
+        fprintf(f, "  GPU: FP32 %.4g TFLOP/s x gemm_eff %.4g, HBM %.4g GB/s, %zu kernels per compute phase (one GPU)",
+                a->fp32_tflops, a->gemm_eff, a->hbm_gbs, tt_assume_kernels(m, batch));
     if (a->graphs)
         fprintf(f, " as graph nodes of %.4g us,\n  --graphs on: one graph launch of %.4g us per step\n",
                 a->graph_node_us, a->launch_us);

@@ -11,7 +11,9 @@
 #include "tt_cost_model.h"
 #include "tt_profile.h"
 
-/* Figures per profile; docs/whatif.md has every source and derating. Latencies (the _us keys), gemm_eff and the
+/* Figures per profile; docs/whatif.md has every source and derating. The 16-bit peaks are NVIDIA's dense tensor-core
+ * figures (the data sheets print twice them, "with sparsity"): H100 PCIe 756, H100 SXM and H200 989 (the H200's as
+ * the H100 SXM's: the same GH100 die and clocks), A100 312 TFLOP/s, for BF16 and FP16 alike. Latencies (the _us keys), gemm_eff and the
  * host barrier are assumptions, the same on every profile but the measured one. */
 /* h200-measured: a small kernel between GEMMs on the H200 — the bias-ReLU epilogue after a cublasSgemm at 256 rows
  * cost 5.2, 4.6 and 7.3 us more than the GEMM alone (docs/cuda.md): the median. */
@@ -19,15 +21,18 @@
 static const tt_assume PROFILES[] = {
     {.name = "h100-pcie", /* H100 PCIe 80GB, PCIe Gen5 x16, no NVLink bridge */
      .h2d_gbs = 48, .d2h_gbs = 48, .peer_gbs = 48, .nccl_busbw_gbs = 28, .nccl_us = 40, .hbm_gbs = 1800,
-     .fp32_tflops = 51, .gemm_eff = 0.3, .launch_us = 5, .graph_node_us = 2, .copy_us = 8, .host_gbs = 230,
+     .fp32_tflops = 51, .bf16_tflops = 756, .fp16_tflops = 756, .gemm_eff = 0.3,
+     .launch_us = 5, .graph_node_us = 2, .copy_us = 8, .host_gbs = 230,
      .barrier_us = 5},
     {.name = "a100-pcie", /* A100 PCIe 80GB, PCIe Gen4 x16, no NVLink bridge */
      .h2d_gbs = 24, .d2h_gbs = 24, .peer_gbs = 24, .nccl_busbw_gbs = 24, .nccl_us = 40, .hbm_gbs = 1740,
-     .fp32_tflops = 19.5, .gemm_eff = 0.3, .launch_us = 5, .graph_node_us = 2, .copy_us = 8, .host_gbs = 230,
+     .fp32_tflops = 19.5, .bf16_tflops = 312, .fp16_tflops = 312, .gemm_eff = 0.3,
+     .launch_us = 5, .graph_node_us = 2, .copy_us = 8, .host_gbs = 230,
      .barrier_us = 5},
     {.name = "h100-sxm", /* H100 SXM5 80GB (HGX/DGX H100): NVLink 4 through NVSwitch, PCIe Gen5 x16 to the host */
      .h2d_gbs = 48, .d2h_gbs = 48, .peer_gbs = 380, .nccl_busbw_gbs = 370, .nccl_us = 10, .hbm_gbs = 3015,
-     .fp32_tflops = 67, .gemm_eff = 0.3, .launch_us = 5, .graph_node_us = 2, .copy_us = 8, .host_gbs = 230,
+     .fp32_tflops = 67, .bf16_tflops = 989, .fp16_tflops = 989, .gemm_eff = 0.3,
+     .launch_us = 5, .graph_node_us = 2, .copy_us = 8, .host_gbs = 230,
      .barrier_us = 5},
     /* The H200 (PCIe, in a VM, 16-core Xeon host) measured on 2026-11-27: docs/cuda.md, "What has run where", and
      * docs/whatif.md, "The profiles and their sources", for each figure. Measured there: the links (probe), the
@@ -38,7 +43,8 @@ static const tt_assume PROFILES[] = {
      * other profiles' assumptions). */
     {.name = "h200-measured",
      .h2d_gbs = 34.2, .d2h_gbs = 34.4, .peer_gbs = 51.3, .nccl_busbw_gbs = 28, .nccl_us = 40, .hbm_gbs = 4320,
-     .fp32_tflops = 67, .launch_us = H200_LAUNCH_US, .graph_node_us = H200_LAUNCH_US - 1.6, .copy_us = 8,
+     .fp32_tflops = 67, .bf16_tflops = 989, .fp16_tflops = 989, .launch_us = H200_LAUNCH_US,
+     .graph_node_us = H200_LAUNCH_US - 1.6, .copy_us = 8,
      /* the mlp's step (1 tower, batch 256, Adam): wait 0.018 ms is one barrier; update 0.060 ms is Adam's 28 bytes
       * a parameter over host memory, and one barrier */
      .barrier_us = 18, .host_gbs = 28.0 * 269322 / (60e-6 - 18e-6) / 1e9,
@@ -73,6 +79,8 @@ static const assume_key KEYS[] = {
     {"nccl_us", offsetof(tt_assume, nccl_us), 1, 1e6, 0},
     {"hbm_gbs", offsetof(tt_assume, hbm_gbs), 0, 1e6, 1e-3},
     {"fp32_tflops", offsetof(tt_assume, fp32_tflops), 0, 1e5, 1e-6},
+    {"bf16_tflops", offsetof(tt_assume, bf16_tflops), 0, 1e5, 1e-6},
+    {"fp16_tflops", offsetof(tt_assume, fp16_tflops), 0, 1e5, 1e-6},
     {"gemm_eff", offsetof(tt_assume, gemm_eff), 0, 1, 1e-6},
     {"launch_us", offsetof(tt_assume, launch_us), 1, 1e6, 0},
     {"graph_node_us", offsetof(tt_assume, graph_node_us), 1, 1e6, 0},
@@ -84,7 +92,8 @@ static const assume_key KEYS[] = {
 
 const char *tt_assume_profiles(void) { return "h100-pcie, a100-pcie, h100-sxm, h200-measured"; }
 
-static const char KEY_LIST[] = "h2d_gbs, d2h_gbs, peer_gbs, nccl_busbw_gbs, nccl_us, hbm_gbs, fp32_tflops, gemm_eff, "
+static const char KEY_LIST[] = "h2d_gbs, d2h_gbs, peer_gbs, nccl_busbw_gbs, nccl_us, hbm_gbs, fp32_tflops, bf16_tflops, "
+                               "fp16_tflops, gemm_eff, "
                                "launch_us, graph_node_us, copy_us, host_gbs, barrier_us";
 
 /* ---- parsing ------------------------------------------------------------------------------------------------- */
