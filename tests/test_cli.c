@@ -734,6 +734,21 @@ START_TEST(test_measuring_commands)
     while (fgets(line, sizeof line, f)) rows++;
     fclose(f);
     ck_assert_uint_eq(rows, 1 + 2 * 2 * 2); /* header + towers x batches x placements */
+    /* --precision as bench's axis: a row per format where the design runs with it, the CSV's last column */
+    snprintf(args, sizeof args, "bench --device cpu --data %s --val-samples 60 --epochs 1 --towers 2 --batch 32 "
+             "--reduce cpu,device --precision fp32,bf16,fp16 --reps 2 --csv %s.p", dir, csv);
+    expect(args, 0, "");
+    o = tt_test_slurp(out_path);
+    ck_assert_msg(strstr(o, "precision bf16: ") && strstr(o, "precision fp16: ") && strstr(o, "precision fp32: ") &&
+                      strstr(o, "(skipped: --precision bf16: the host sums"), "%s", o);
+    char pcsv[300];
+    snprintf(pcsv, sizeof pcsv, "%s.p", csv);
+    char *c = tt_test_slurp(pcsv);
+    ck_assert_msg(strstr(c, ",data_on,precision\n") && strstr(c, ",host,bf16\n") && strstr(c, ",host,fp16\n") &&
+                      tt_test_count_lines(c) == 1 + 4, "%s", c); /* cpu x 3 formats, device x fp32 */
+    expect("bench --precision fp32,fp8", 2, "--precision: 'fp32,fp8' is not a list of fp32, bf16 and fp16");
+    expect("bench --precision bf16,bf16", 2, "--precision: bf16 is listed twice");
+    expect("bench --precision bf16,", 2, "--precision: 'bf16,' ends with a comma");
     snprintf(args, sizeof args, "bench --device cpu --data %s --val-samples 60 --scaling weak --towers 2 --batch 8 "
              "--epochs 1 --reps 2", dir);
     expect(args, 0, "");

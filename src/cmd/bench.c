@@ -28,6 +28,8 @@ typedef struct bench_opts {
     size_t n_updates;
     tt_sync syncs[MAX_LIST]; /* --sync LIST */
     size_t n_syncs;
+    int precs[3];            /* --precision LIST: TT_FMT_* */
+    size_t n_precs;
     int weak;           /* --scaling weak: the batch list is per tower */
     size_t reps;        /* probe and floor reps */
     const char *csv;
@@ -98,6 +100,26 @@ static tt_status parse_updates(const char *value, bench_opts *b, tt_error *err)
     return TT_OK;
 }
 
+/* --precision LIST: formats, each a word of tt_precision_names, each once. */
+static tt_status parse_precs(const char *value, bench_opts *b, tt_error *err)
+{
+    b->n_precs = 0;
+    for (const char *p = value ? value : ""; *p || !b->n_precs;) {
+        const size_t len = strcspn(p, ",");
+        int k = 0;
+        while (tt_precision_names[k] && (strlen(tt_precision_names[k]) != len || strncmp(p, tt_precision_names[k], len)))
+            k++;
+        if (!tt_precision_names[k] || b->n_precs == 3)
+            return tt_fail(err, TT_ERR_ARG, "--precision: '%.64s' is not a list of fp32, bf16 and fp16", value ? value : "");
+        for (size_t j = 0; j < b->n_precs; j++)
+            if (b->precs[j] == k) return tt_fail(err, TT_ERR_ARG, "--precision: %s is listed twice", tt_precision_names[k]);
+        b->precs[b->n_precs++] = k;
+        p += len;
+        if (*p == ',' && !*++p) return tt_fail(err, TT_ERR_ARG, "--precision: '%.64s' ends with a comma", value);
+    }
+    return TT_OK;
+}
+
 /* --sync LIST: modes, each as train's --sync takes it. */
 static tt_status parse_syncs(const char *value, bench_opts *b, tt_error *err)
 {
@@ -150,6 +172,10 @@ static int bench_extra(const char *opt, const char *value, void *ctx, tt_error *
     }
     if (strcmp(opt, "--sync") == 0) {
         *st = parse_syncs(value, b, err);
+        return 1;
+    }
+    if (strcmp(opt, "--precision") == 0) {
+        *st = parse_precs(value, b, err);
         return 1;
     }
     if (strcmp(opt, "--scaling") == 0) {
@@ -219,6 +245,7 @@ typedef struct bench_row {
     double per_tower_batch;              /* the global batch over the job's towers */
     const char *reduce, *update, *scaling, *node_reduce, *overlap, *graphs, *data_on;
     char sync[32];           /* --sync's mode */
+    const char *precision;   /* --precision's format */
     double samples_per_s;    /* the epochs' samples over their seconds (medians) */
     double staleness_mean;   /* ssp, async: the last epoch's mean staleness (0 otherwise) */
     double test_accuracy;
@@ -261,7 +288,7 @@ static const struct {
     {"host_hidden_ms", COL_STEP_MS, ROW(split.host_hidden)}, {"host_exposed_ms", COL_STEP_MS, ROW(split.host_exposed)},
     {"sync", COL_QUOTED, ROW(sync)}, {"samples_per_s", COL_G6, ROW(samples_per_s)},
     {"staleness_mean", COL_G4, ROW(staleness_mean)}, {"test_accuracy", COL_G6, ROW(test_accuracy)},
-    {"graphs", COL_STR, ROW(graphs)}, {"data_on", COL_STR, ROW(data_on)},
+    {"graphs", COL_STR, ROW(graphs)}, {"data_on", COL_STR, ROW(data_on)}, {"precision", COL_STR, ROW(precision)},
 };
 #undef ROW
 enum { N_CSV_COLS = (int)(sizeof g_csv_cols / sizeof g_csv_cols[0]) };
@@ -314,6 +341,8 @@ static tt_status row_measure(tt_run_config *c, measure_setup *setup, bench_run *
     memcpy(br->pc.slow, c->slow, sizeof br->pc.slow); /* --slow-tower: predicted, and slept in the probe's steps */
     br->pc.n_slow = c->n_slow;
     br->pc.data_on = c->data_on; /* the probe's data phase as the row's */
+    br->pc.precision = c->precision;
+    br->pc.push_fp32 = c->push_fp32;
     /* the prediction is the median of probes before, during and after the row's training */
     br->epochs = c->epochs;
     br->n_probes = 0;
@@ -354,6 +383,7 @@ static tt_status row_measure(tt_run_config *c, measure_setup *setup, bench_run *
     r->overlap = tt_overlap_names[c->overlap != 0];
     r->graphs = tt_graphs_names[c->graphs != 0];
     r->data_on = tt_data_on_names[c->data_on != 0];
+    r->precision = tt_precision_names[c->precision];
     r->node_reduce = tt_node_reduce_name(c->node_reduce);
     r->s_per_epoch = tt_median(secs, ne);
     /* ssp, async, weights: a step's total is its shards' (or towers') mean span beside other steps: the epoch's wall
@@ -392,8 +422,8 @@ static tt_status row_report(const bench_row *r, const tt_run_result *res, tt_out
            "combine %.3f update %.3f | %s\n",
            k * sp->pull, k * sp->data, k * sp->compute, k * sp->push, k * (sp->wait + sp->launch), k * sp->reduce,
            k * sp->combine, k * sp->update, r->verdict);
-    printf("       sync %s: %.0f samples/s, staleness mean %.2f, test accuracy %.4f\n", r->sync, r->samples_per_s,
-           r->staleness_mean, r->test_accuracy);
+    printf("       sync %s, precision %s: %.0f samples/s, staleness mean %.2f, test accuracy %.4f\n", r->sync,
+           r->precision, r->samples_per_s, r->staleness_mean, r->test_accuracy);
     printf("       predicted:        pull %.3f data %.3f compute %.3f push %.3f wait %.3f reduce %.3f "
            "combine %.3f update %.3f\n",
            1e3 * pr->pull, 1e3 * pr->data, 1e3 * pr->compute, 1e3 * pr->push, 1e3 * pr->wait, 1e3 * pr->reduce,
@@ -471,6 +501,8 @@ static void bench_help(void)
     printf("  --update LIST    where the optimizer runs: host, device, replicated (a combination a placement cannot\n"
            "                   serve is skipped, with why; the cost model predicts host only) [host]\n");
     printf("  --sync LIST      modes, as train's --sync: bsp, ssp:S, async, weights:K (docs/sync.md) [bsp]\n");
+    printf("  --precision LIST fp32, bf16, fp16: the towers' formats (docs/precision.md; a design the 16-bit step\n"
+           "                   does not run with is skipped, with why) [fp32]\n");
     printf("  --scaling strong the global batch stays as given while towers grow: each tower gets less work\n"
            "  --scaling weak   each tower keeps the batch as given: the global batch grows with the towers\n"
            "  --csv FILE       also write the rows as CSV (for tools/plot)\n"
@@ -490,7 +522,8 @@ typedef struct bench_sweep {
     tt_pending *pend;
 } bench_sweep;
 
-/* The row of list entries bi (batch), ti (towers) and rui (reduce x update x sync) on the sub-job sub of K ranks: a
+/* The row of list entries bi (batch), ti (towers) and rui (reduce x update x sync x precision) on the sub-job sub of K
+ * ranks: a
  * console line instead where it cannot run (more towers than samples; a design the trainer refuses), else the row
  * measured, reported, and agreed on by the row's ranks. */
 static tt_status bench_row_run(bench_sweep *x, tt_node *sub, const tt_net *net, int K, size_t bi, size_t ti,
@@ -499,7 +532,8 @@ static tt_status bench_row_run(bench_sweep *x, tt_node *sub, const tt_net *net, 
     const bench_opts *b = x->b;
     tt_run_config *c = x->c;
     tt_error we;
-    const size_t ri = rui / (b->n_updates * b->n_syncs), ui = rui / b->n_syncs % b->n_updates, si = rui % b->n_syncs;
+    const size_t inner = b->n_syncs * b->n_precs, ri = rui / (b->n_updates * inner), ui = rui / inner % b->n_updates;
+    const size_t si = rui / b->n_precs % b->n_syncs, pi = rui % b->n_precs;
     size_t N = b->towers[ti], B = b->weak ? b->batches[bi] * N * (size_t)K : b->batches[bi];
     if (N * (size_t)K > B) {
         printf("%5d %6zu %6zu %9s %10s   (skipped: more towers than samples in the batch)\n", K, N, B,
@@ -509,7 +543,7 @@ static tt_status bench_row_run(bench_sweep *x, tt_node *sub, const tt_net *net, 
     }
     tt_trainer_config tc = {.ops = x->setup->ops, .n_devices = x->setup->be.n_devices, .n_towers = N,
                             .reduce = b->reduces[ri], .update = b->updates[ui], .overlap = c->overlap, .node = sub,
-                            .sync = b->syncs[si]};
+                            .sync = b->syncs[si], .precision = b->precs[pi], .push_fp32 = c->push_fp32};
     memcpy(tc.slow, c->slow, sizeof tc.slow);
     tc.n_slow = c->n_slow;
     tt_error why;
@@ -524,6 +558,7 @@ static tt_status bench_row_run(bench_sweep *x, tt_node *sub, const tt_net *net, 
     c->reduce = b->reduces[ri];
     c->update = b->updates[ui];
     c->sync = b->syncs[si];
+    c->precision = b->precs[pi];
     c->node = sub;
     bench_row row = {.ranks = K, .towers = N, .batch = B, .scaling = b->weak ? "weak" : "strong"};
     tt_status s = row_measure(c, x->setup, x->br, b->reps, sub, net, &row, err);
@@ -552,7 +587,7 @@ static tt_status bench_ranks(bench_sweep *x, tt_node *world, int K, tt_error *er
         s = tt_probe_net(&sub, x->setup->model->n_params, b->reps, &net, err);
     for (size_t bi = 0; !s && sub.size > 0 && bi < b->n_batches; bi++)
         for (size_t ti = 0; !s && ti < b->n_towers; ti++)
-            for (size_t rui = 0; !s && rui < b->n_reduces * b->n_updates * b->n_syncs; rui++)
+            for (size_t rui = 0; !s && rui < b->n_reduces * b->n_updates * b->n_syncs * b->n_precs; rui++)
                 s = bench_row_run(x, &sub, &net, K, bi, ti, rui, err);
     if (sub.size > 0) tt_node_free(&sub);
     /* the ranks that sat this out wait, asleep, for the ones that ran the rows (an agreement first would spin on a core
@@ -633,6 +668,11 @@ static const char *say_sync(const void *v, size_t i, char *b, size_t len)
 {
     return tt_sync_format(&((const tt_sync *)v)[i], b, len);
 }
+static const char *say_prec(const void *v, size_t i, char *b, size_t len)
+{
+    (void)b, (void)len;
+    return tt_precision_names[((const int *)v)[i]];
+}
 
 /* The sweep's lists decide which rows — which sub-jobs and which collectives — every rank runs: a rank given another
  * list (--sync bsp,bsp, --ranks 1 on one rank) waited for rows the others never ran, or ran a "2 ranks" row alone.
@@ -640,7 +680,7 @@ static const char *say_sync(const void *v, size_t i, char *b, size_t len)
 static tt_status bench_same_lists(tt_node *nd, const bench_opts *b, tt_error *err)
 {
     enum { LEN = 16 * 24 };
-    char ranks[LEN], towers[LEN], batches[LEN], reduces[LEN], updates[LEN], syncs[LEN], reps[24];
+    char ranks[LEN], towers[LEN], batches[LEN], reduces[LEN], updates[LEN], syncs[LEN], precs[LEN], reps[24];
     snprintf(reps, sizeof reps, "%zu", b->reps);
     const tt_node_word w[] = {
         {"--ranks", list_words(ranks, LEN, b->n_ranks, say_size, b->ranks)},
@@ -649,6 +689,7 @@ static tt_status bench_same_lists(tt_node *nd, const bench_opts *b, tt_error *er
         {"--reduce", list_words(reduces, LEN, b->n_reduces, say_reduce, b->reduces)},
         {"--update", list_words(updates, LEN, b->n_updates, say_update, b->updates)},
         {"--sync", list_words(syncs, LEN, b->n_syncs, say_sync, b->syncs)},
+        {"--precision", list_words(precs, LEN, b->n_precs, say_prec, b->precs)},
         {"--scaling", b->weak ? "weak" : "strong"},
         {"--reps", reps},
     };
@@ -714,7 +755,7 @@ int tt_cmd_bench(int argc, char **argv)
     c.epochs = 3;
     c.progress = TT_PROGRESS_QUIET;
     bench_opts b = {{(size_t)tt_node_world()->size}, 1, {1, 2}, 2, {256}, 1, {TT_REDUCE_CPU}, 1, {TT_UPDATE_HOST}, 1,
-                    {{TT_SYNC_BSP, 0, 0}}, 1, 0, 30, NULL};
+                    {{TT_SYNC_BSP, 0, 0}}, 1, {TT_FMT_FP32}, 1, 0, 30, NULL};
     tt_error err = {{0}};
     int help;
     tt_status s = tt_cli_parse_train(argc, argv, 2, &c, "bench", bench_extra, &b, &help, &err);
