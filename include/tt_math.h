@@ -86,10 +86,12 @@ TT_HD float tt_bf16_to_f32(uint16_t h) { return tt_bits_f32((uint32_t)h << 16); 
  * normal value, the value in units of 2^-24 for a subnormal, the top mantissa bits for Inf and NaN. */
 TT_HD uint16_t tt_f32_to_fp16(float x)
 {
-    const uint32_t r = tt_round_fp16_bits(tt_f32_bits(x)), a = r & 0x7fffffffu, e = a >> 23;
+    const uint32_t r = tt_round_fp16_bits(tt_f32_bits(x)), a = r & 0x7fffffffu;
     const uint16_t sign = (uint16_t)((r >> 16) & 0x8000u);
     const uint32_t normal = (a - 0x38000000u) >> 13;
-    const uint32_t sub = e >= 103u ? ((a & 0x7fffffu) | 0x800000u) >> (126u - (e < 113u ? e : 112u)) : 0u;
+    /* a subnormal's units of 2^-24: the rounded value (0 or at least 2^-24: never an FP32 subnormal, so no
+     * denormals-are-zero touches it) times 2^24 is an exact small integer */
+    const uint32_t sub = a < 0x38800000u ? (uint32_t)(tt_bits_f32(a) * 0x1p24f) : 0u;
     const uint32_t special = 0x7c00u | ((a >> 13) & 0x3ffu);
     return (uint16_t)(sign | (a >= 0x7f800000u ? special : a >= 0x38800000u ? normal : sub));
 }
