@@ -5,6 +5,7 @@
  * frexp/ldexp/floor, nothing shared with the bit manipulation it checks. */
 #include <float.h>
 
+#include "tt_dev.h"
 #include "tt_math.h"
 #include "tt_model.h"
 #include "tt_test.h"
@@ -351,6 +352,68 @@ START_TEST(test_scale_collapse_and_nonfinite_loss)
 }
 END_TEST
 
+/* "Stored in 16 bits", checked where it is stored: a training pass of a model with every kind of buffer — a conv2d
+ * (im2col), batchnorm (statistics), a fused relu, pooling, dropout, dense — under each format leaves every activation,
+ * the loss gradient and the last dx written as values of the format (rounding them again changes nothing), while
+ * the weight gradients (FP32 sums of 16-bit products) are not all 16-bit values. */
+static int all_in_format(const float *x, size_t n, int fmt)
+{
+    for (size_t i = 0; i < n; i++)
+        if (tt_round_fmt(x[i], fmt) != x[i] && !isnan(x[i])) return 0;
+    return 1;
+}
+
+START_TEST(test_pass_stores_16_bits)
+{
+    const char *text = "conv2d filters=4 kernel=3 padding=same activation=relu\nbatchnorm\nmaxpool2d pool=2\n"
+                       "flatten\ndense units=8 activation=relu\ndropout rate=0.25\ndense units=5\n";
+    for (int fmt = TT_FMT_BF16; fmt <= TT_FMT_FP16; fmt++) {
+        tt_model m;
+        tt_error err;
+        const tt_model_input in = {tt_shape3(6, 6, 1), 5, 0};
+        ck_assert_msg(tt_model_parse(&m, text, "t", &in, &err) == TT_OK, "%s", err.msg);
+        const size_t B = 7, P = m.n_params;
+        tt_dev dev;
+        ck_assert_int_eq(tt_dev_init(&dev, &tt_dev_cpu_ops, 0, &err), TT_OK);
+        float *params = tt_dev_alloc_f32(&dev, P), *grads = tt_dev_alloc_f32(&dev, P), *act[TT_MAX_LAYERS + 1];
+        for (size_t i = 0; i <= m.n_logits; i++)
+            act[i] = tt_model_act_shared(&m, i) ? act[i - 1]
+                                                : tt_dev_alloc_f32(&dev, B * (i ? m.layers[i - 1].out : m.input_dim));
+        float *delta[2] = {tt_dev_alloc_f32(&dev, B * m.max_width), tt_dev_alloc_f32(&dev, B * m.max_width)};
+        const size_t ws = tt_model_workspace(&m, B, tt_dev_cpu_ops.chunk_mnk);
+        float *w = tt_dev_alloc_f32(&dev, ws ? ws : 1), *saved = tt_dev_alloc_f32(&dev, m.n_saved + 1);
+        float *dlogits = tt_dev_alloc_f32(&dev, B * m.n_classes), *stats = tt_dev_alloc_f32(&dev, 2 * B);
+        int32_t labels[7] = {0, 3, 1, 2, 4, 1, 0};
+        uint32_t ids[7] = {4, 9, 2, 7, 1, 3, 5};
+        tt_model_init_params(&m, params, 3);
+        tt_dev_round16(&dev, params, m.n_trainable, fmt); /* as a pull leaves them */
+        tt_rng r;
+        tt_rng_seed(&r, 5, 0);
+        for (size_t i = 0; i < B * m.input_dim; i++) act[0][i] = tt_rng_uniform(&r);
+        const tt_pass ps = {.training = 1, .seed = 7, .epoch = 1, .d_ids = ids, .d_ws = w,
+                            .chunk_mnk = tt_dev_cpu_ops.chunk_mnk, .d_saved = saved, .d_grads = grads, .share = 1.0f,
+                            .rows_all = B, .fmt = fmt};
+        tt_model_forward(&dev, &m, &ps, params, act, B);
+        for (size_t i = 0; i <= m.n_logits; i++)
+            ck_assert_msg(all_in_format(act[i], B * (i ? m.layers[i - 1].out : m.input_dim), fmt),
+                          "fmt %d: activation %zu is not stored in 16 bits", fmt, i);
+        tt_dev_softmax_xent(&dev, dlogits, stats, tt_model_logits(&m, act), labels, B, m.n_classes, 1.0f / B);
+        ck_assert(!all_in_format(dlogits, B * m.n_classes, fmt)); /* the loss's own FP32 result, before the pass */
+        tt_model_backward(&dev, &m, &ps, params, grads, act, delta, dlogits, B);
+        ck_assert_msg(all_in_format(dlogits, B * m.n_classes, fmt), "fmt %d: the loss gradient", fmt);
+        /* the last dx written: the first conv2d's output gradient (layer 1's dx), in whichever buffer it went */
+        ck_assert_msg(all_in_format(delta[0], B * m.layers[0].out, fmt) ||
+                          all_in_format(delta[1], B * m.layers[0].out, fmt), "fmt %d: the dx", fmt);
+        ck_assert_msg(!all_in_format(grads, m.n_trainable, fmt), "fmt %d: the gradient is already 16-bit", fmt);
+        for (size_t i = 0; i <= m.n_logits; i++)
+            if (!tt_model_act_shared(&m, i)) tt_dev_dfree(&dev, act[i]);
+        float *bufs[] = {delta[0], delta[1], w, dlogits, stats, params, grads, saved};
+        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) tt_dev_dfree(&dev, bufs[i]);
+        tt_dev_free(&dev);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("precision");
@@ -363,6 +426,7 @@ int main(void)
     suite_add_tcase(s, tc);
     TCase *st = tcase_create("step");
     tcase_set_timeout(st, 120);
+    tcase_add_test(st, test_pass_stores_16_bits);
     tcase_add_test(st, test_towers_and_repeats);
     tcase_add_test(st, test_underflow_and_scale);
     tcase_add_test(st, test_dynamic_backoff_and_growth);
