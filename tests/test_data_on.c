@@ -613,7 +613,7 @@ START_TEST(test_cli)
     expect(args, 0, "");
     ck_assert_msg(strstr(tt_test_slurp(g_out), "| --data-on device") != NULL, "%s", tt_test_slurp(g_out));
     const char *table = tt_test_slurp(csv);
-    ck_assert_msg(strstr(table, ",data_on\n") != NULL && strstr(table, ",device\n") != NULL, "%s", table);
+    ck_assert_msg(strstr(table, ",data_on,precision\n") != NULL && strstr(table, ",device,fp32\n") != NULL, "%s", table);
     /* compare: every design with the given data phase, the host's design with the other one, all the same bits */
     snprintf(args, sizeof args, "compare --device cpu --model %s --data %s --val-samples 50 --towers 3 --batch 32",
              model, dir);
