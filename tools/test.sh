@@ -61,13 +61,14 @@ cmake --build build-sim -j"$jobs" --target towertrain test_backend_ops test_towe
 stage_done build-sim
 # ThreadSanitizer: the suites that run the crew, every placement, halts and stop requests. setarch -R turns off
 # address-space randomisation, which some kernels' mappings make TSan refuse.
-echo "=== build-tsan: cmake -DTT_TSAN=ON (test_towers, test_faults, test_phases, test_sync, test_batchnorm)"
+echo "=== build-tsan: cmake -DTT_TSAN=ON (test_towers, test_faults, test_phases, test_sync, test_batchnorm, test_precision)"
 mkdir -p build-tsan
 cmake -S . -B build-tsan -DTT_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTT_CUDA=OFF -DTT_TSAN=ON \
   >build-tsan/configure.log 2>&1 || { cat build-tsan/configure.log; exit 1; }
-cmake --build build-tsan -j"$jobs" --target towertrain test_towers test_faults test_phases test_sync test_batchnorm
+cmake --build build-tsan -j"$jobs" --target towertrain test_towers test_faults test_phases test_sync test_batchnorm \
+  test_precision
 (cd build-tsan && TSAN_OPTIONS=halt_on_error=1 setarch "$(uname -m)" -R ctest --output-on-failure -j"$ctest_jobs" \
-  -R '^test_(towers|faults|phases|sync|batchnorm)$')
+  -R '^test_(towers|faults|phases|sync|batchnorm|precision)$')
 stage_done build-tsan
 tools/fuzz.sh 20
 stage_done fuzz
