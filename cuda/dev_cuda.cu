@@ -1094,10 +1094,14 @@ static void cu_narrow16(void *ctx, uint16_t *y, const float *x, size_t n, int fm
     LAUNCH_CHECK(c);
 }
 
-/* The GEMMs' operand format from now on (cu_sgemm). */
+/* The GEMMs' operand format from now on (cu_sgemm). In 16 bits the handle leaves CUBLAS_PEDANTIC_MATH (which keeps
+ * FP32 GEMMs off TF32): every GEMM then names its compute type itself, and pedantic math might keep a FAST_16BF one
+ * off the tensor cores. FP32 again: pedantic again. */
 static void cu_gemm_format(void *ctx, int fmt)
 {
-    TOWER_CTX(ctx)->gemm_fmt = fmt;
+    cuda_ctx *c = TOWER_CTX(ctx);
+    c->gemm_fmt = fmt;
+    CUBLAS_CHECK(c, cublasSetMathMode(c->blas, fmt == TT_FMT_FP32 ? CUBLAS_PEDANTIC_MATH : CUBLAS_DEFAULT_MATH));
 }
 
 static void cu_bias_add(void *ctx, float *y, const float *b, size_t rows, size_t cols)
