@@ -128,6 +128,9 @@ int tt_shape_eq(const tt_shape *a, const tt_shape *b);
 /* "(None, 28, 28, 32)" with batch = 1, "28x28x32" with batch = 0; returns out. */
 char *tt_shape_str(const tt_shape *s, int batch, char *out, size_t len);
 
+/* The largest loss scale (--loss-scale, its dynamic growth, a checkpoint's loss_scale): 2^64. */
+#define TT_SCALE_MAX 18446744073709551616.0
+
 #ifdef __cplusplus
 }
 #endif

@@ -857,6 +857,30 @@ START_TEST(test_bad_position)
             tt_checkpoint_free(&back);
         }
     }
+    /* the loss scaler (--precision): its three keys written together and read back; a skipped step is not an
+     * optimizer step (optim_steps + skipped >= global_step); a scale a run cannot write (below 1, beyond 2^64), more
+     * skips than steps, or too few optimizer steps for them: refused */
+    const struct {
+        double scale;
+        uint64_t skipped, optim;
+        const char *want; /* NULL: accepted */
+    } sc[] = {{65536, 0, 16, NULL},       {1, 3, 13, NULL},         {0x1p64, 16, 0, NULL},
+              {0.5, 0, 16, "loss_scale"}, {0x1p65, 0, 16, "loss_scale"}, {1024, 17, 16, "loss_scale_skipped"},
+              {1024, 3, 12, "optim_steps"}};
+    for (size_t k = 0; k < sizeof sc / sizeof sc[0]; k++) {
+        ck.loss_scale = sc[k].scale;
+        ck.scale_good = 7;
+        ck.scale_skipped = sc[k].skipped;
+        ck.optim_steps = sc[k].optim;
+        ck_assert_msg(tt_checkpoint_write(path, &m, &ck, &err) == TT_OK, "%s", err.msg);
+        if (sc[k].want) {
+            refused(tt_checkpoint_read(path, NULL, &back, &err), &err, &back, path, sc[k].want);
+            continue;
+        }
+        ck_assert_msg(tt_checkpoint_read(path, NULL, &back, &err) == TT_OK, "scaler %zu: %s", k, err.msg);
+        ck_assert(back.loss_scale == sc[k].scale && back.scale_good == 7 && back.scale_skipped == sc[k].skipped);
+        tt_checkpoint_free(&back);
+    }
     tt_checkpoint_free(&ck);
 }
 END_TEST

@@ -116,6 +116,12 @@ START_TEST(test_bad_flags)
     expect("train --precision fp16 --loss-scale dynamic:0.5", 2, "--loss-scale: 'dynamic:0.5' is not dynamic");
     expect("train --precision fp16 --loss-scale 1e30", 2, "--loss-scale: '1e30' is not dynamic");
     expect("train --precision fp16 --loss-scale dynamicx", 2, "--loss-scale: 'dynamicx' is not dynamic");
+    /* numbers as every flag takes them: no hex, sign or blank */
+    expect("train --precision fp16 --loss-scale 0x10", 2, "--loss-scale: '0x10' is not dynamic");
+    expect("train --precision fp16 --loss-scale +4", 2, "--loss-scale: '+4' is not dynamic");
+    expect("train --precision fp16 --loss-scale ' 2'", 2, "--loss-scale: ' 2' is not dynamic");
+    expect("train --precision fp16 --loss-scale dynamic:0x1p3", 2, "--loss-scale: 'dynamic:0x1p3' is not dynamic");
+    expect("train --precision fp16 --loss-scale 'dynamic: 8'", 2, "--loss-scale: 'dynamic: 8' is not dynamic");
     expect("train --precision fp16 --loss-scale dynamic:", 2, "--loss-scale: 'dynamic:' is not dynamic");
     expect("train --loss-scale dynamic --train-samples 64 --val-samples 0 --epochs 1 --device cpu", 2,
            "--loss-scale: for --precision bf16 or fp16 (FP32 gradients do not underflow as 16-bit ones do)");
@@ -736,7 +742,7 @@ START_TEST(test_measuring_commands)
     ck_assert_uint_eq(rows, 1 + 2 * 2 * 2); /* header + towers x batches x placements */
     /* --precision as bench's axis: a row per format where the design runs with it, the CSV's last column */
     snprintf(args, sizeof args, "bench --device cpu --data %s --val-samples 60 --epochs 1 --towers 2 --batch 32 "
-             "--reduce cpu,device --precision fp32,bf16,fp16 --reps 2 --csv %s.p", dir, csv);
+             "--reduce cpu,device --precision fp32,bf16,fp16 --loss-scale dynamic:1024 --reps 2 --csv %s.p", dir, csv);
     expect(args, 0, "");
     o = tt_test_slurp(out_path);
     ck_assert_msg(strstr(o, "precision bf16: ") && strstr(o, "precision fp16: ") && strstr(o, "precision fp32: ") &&
@@ -765,8 +771,8 @@ START_TEST(test_measuring_commands)
     ck_assert_msg(strstr(tt_test_slurp(out_path), "       cpu       host      on ") != NULL &&
                   strstr(tt_test_slurp(out_path), "       cpu       host     off ") != NULL, "%s", tt_test_slurp(out_path));
     /* --precision as compare's axis: the 16-bit designs agree exactly, the FP32 push and the FP32 step do not */
-    snprintf(args, sizeof args, "compare --device cpu --data %s --val-samples 60 --towers 3 --batch 32 --precision fp16",
-             dir);
+    snprintf(args, sizeof args, "compare --device cpu --data %s --val-samples 60 --towers 3 --batch 32 --precision fp16 "
+             "--loss-scale 1024", dir); /* the FP32 row runs without the scale */
     expect(args, 0, "");
     o = tt_test_slurp(out_path);
     ck_assert_msg(strstr(o, "max |dw| between any two placements: 0 ") != NULL &&

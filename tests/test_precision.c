@@ -164,8 +164,10 @@ typedef struct run_out {
     tt_status status;
 } run_out;
 
+static float g_lr = 0.1f; /* train_on's SGD rate */
+
 /* `steps` steps of 64 samples of ds on the CPU backend's `model` (NULL: the MLP), from one seed: the precision, the
- * towers and the loss scale as given; SGD, lr 0.1 (a gradient difference shows in the weights). */
+ * towers and the loss scale as given; SGD at g_lr (0.1: a gradient difference shows in the weights). */
 static run_out train_on(const tt_dataset *ds, const char *model, int prec, size_t towers, tt_loss_scale ls,
                         size_t steps)
 {
@@ -177,7 +179,7 @@ static run_out train_on(const tt_dataset *ds, const char *model, int prec, size_
     float *init = (float *)tt_malloc(m.n_params * sizeof(float));
     tt_model_init_params(&m, init, 42);
     tt_optim_config oc = tt_optim_defaults(TT_OPT_SGD);
-    oc.lr = 0.1f;
+    oc.lr = g_lr;
     tt_trainer_config tc = tt_test_config(towers, 64, oc, TT_REDUCE_CPU);
     tc.host_threads = 2;
     tc.precision = prec;
@@ -414,6 +416,44 @@ START_TEST(test_pass_stores_16_bits)
 }
 END_TEST
 
+/* The dynamic scale grows to 2^64 and no further (bf16's range would let it pass FLT_MAX, where the towers' float
+ * overflows). An fp16 master weight beyond 65504 (its 16-bit copy Inf): refused before any step, and a step that
+ * takes one there halts the run after it (TT_HALT_RANGE). */
+START_TEST(test_scale_cap_and_fp16_range)
+{
+    run_out cap = train_prec(TT_FMT_BF16, 1, (tt_loss_scale){1, 0x1p62, 1}, 4, 1.0f / 255.0f);
+    ck_assert_int_eq(cap.status, TT_OK);
+    ck_assert_msg(cap.scale == TT_SCALE_MAX, "grew to %g", cap.scale);
+    tt_free(cap.w);
+    g_lr = 1e7f; /* one step throws weights far beyond 65504 (finite in FP32) */
+    run_out far = train_prec(TT_FMT_FP16, 1, (tt_loss_scale){1, 1, 0}, 3, 1.0f / 255.0f);
+    g_lr = 0.1f;
+    ck_assert_int_eq(far.status, TT_ERR_NUMERIC);
+    ck_assert_int_eq(far.halt, TT_HALT_RANGE);
+    tt_free(far.w);
+    tt_dataset ds;
+    tt_test_dataset(&ds, 64, 32, 5, 3);
+    tt_model m;
+    tt_error err;
+    ck_assert_int_eq(tt_model_mlp(&m, 32, 5, &err), TT_OK);
+    float *w = (float *)tt_malloc(m.n_params * sizeof(float));
+    tt_model_init_params(&m, w, 42);
+    w[7] = 70000.0f;
+    tt_trainer_config tc = tt_test_config(1, 64, tt_optim_defaults(TT_OPT_SGD), TT_REDUCE_CPU);
+    tc.precision = TT_FMT_FP16;
+    tt_trainer *tr = NULL;
+    ck_assert_int_eq(tt_trainer_init(&tr, &m, &tc, w, &err), TT_ERR_ARG);
+    ck_assert_ptr_null(tr);
+    ck_assert_msg(strstr(err.msg, "--precision fp16: the weights hold values beyond fp16's largest, 65504") != NULL,
+                  "%s", err.msg);
+    tc.precision = TT_FMT_BF16; /* FP32's range */
+    ck_assert_int_eq(tt_trainer_init(&tr, &m, &tc, w, &err), TT_OK);
+    tt_trainer_free(tr);
+    tt_free(w);
+    tt_dataset_free(&ds);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("precision");
@@ -431,6 +471,7 @@ int main(void)
     tcase_add_test(st, test_underflow_and_scale);
     tcase_add_test(st, test_dynamic_backoff_and_growth);
     tcase_add_test(st, test_scale_collapse_and_nonfinite_loss);
+    tcase_add_test(st, test_scale_cap_and_fp16_range);
     suite_add_tcase(s, st);
     return tt_test_run_suite(s);
 }

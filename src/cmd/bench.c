@@ -543,7 +543,8 @@ static tt_status bench_row_run(bench_sweep *x, tt_node *sub, const tt_net *net, 
     }
     tt_trainer_config tc = {.ops = x->setup->ops, .n_devices = x->setup->be.n_devices, .n_towers = N,
                             .reduce = b->reduces[ri], .update = b->updates[ui], .overlap = c->overlap, .node = sub,
-                            .sync = b->syncs[si], .precision = b->precs[pi], .push_fp32 = c->push_fp32};
+                            .sync = b->syncs[si], .precision = b->precs[pi], .push_fp32 = c->push_fp32,
+                            .loss_scale = b->precs[pi] ? c->loss_scale : (tt_loss_scale){0, 0, 0}};
     memcpy(tc.slow, c->slow, sizeof tc.slow);
     tc.n_slow = c->n_slow;
     tt_error why;
@@ -559,9 +560,12 @@ static tt_status bench_row_run(bench_sweep *x, tt_node *sub, const tt_net *net, 
     c->update = b->updates[ui];
     c->sync = b->syncs[si];
     c->precision = b->precs[pi];
+    const tt_loss_scale given = c->loss_scale; /* --loss-scale is the 16-bit rows' (compat refuses it in FP32) */
+    if (!c->precision) c->loss_scale = (tt_loss_scale){0, 0, 0};
     c->node = sub;
     bench_row row = {.ranks = K, .towers = N, .batch = B, .scaling = b->weak ? "weak" : "strong"};
     tt_status s = row_measure(c, x->setup, x->br, b->reps, sub, net, &row, err);
+    c->loss_scale = given;
     if (s) return s;
     /* rank 0's stdout or CSV may have failed, a rank may have caught a signal: the row's ranks learn it together and
      * leave the sweep together */

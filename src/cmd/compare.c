@@ -109,7 +109,10 @@ static tt_status compare_run(tt_run_config *c, measure_setup *setup, const compa
     c->data_on = x->data_on[r];
     c->precision = x->precision[r];
     c->push_fp32 = x->push_fp32[r];
+    const tt_loss_scale given = c->loss_scale; /* the FP32 row: no loss scale (compat refuses one there) */
+    if (!c->precision) c->loss_scale = (tt_loss_scale){0, 0, 0};
     tt_status s = tt_run_on(c, &setup->train, &setup->val, &setup->test, NULL, res, err);
+    c->loss_scale = given;
     if (s) return s;
     w[r] = res->final_params;
     *P = res->n_params;

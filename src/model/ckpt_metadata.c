@@ -223,8 +223,8 @@ static tt_status md_scaler(const ck_parse *p, tt_checkpoint *ck)
         return TT_OK;
     }
     if ((s = md_double_of(p, "loss_scale", v, 0, &ck->loss_scale))) return s;
-    if (!(ck->loss_scale > 0 && ck->loss_scale <= FLT_MAX))
-        return md_bad(p, "loss_scale", v, "a scale in (0, 3.40282347e+38]");
+    if (!(ck->loss_scale >= 1.0 && ck->loss_scale <= TT_SCALE_MAX)) /* what a run writes: below 1 it halts */
+        return md_bad(p, "loss_scale", v, "a scale from 1 to 2^64");
     if ((s = md_uint(p, "loss_scale_good", UINT64_MAX, &ck->scale_good)) ||
         (s = md_uint(p, "loss_scale_skipped", ck->global_step, &ck->scale_skipped)))
         return s;

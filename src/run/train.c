@@ -235,7 +235,7 @@ static void epoch_stats(run_state *rs, size_t epoch, size_t first, size_t end, t
         es->staleness_max = r->staleness_max > es->staleness_max ? r->staleness_max : es->staleness_max;
         es->averages += r->averaged != 0;
         es->divergence_sum += r->divergence;
-        es->loss_scale = r->loss_scale;
+        es->loss_scale = tt_trainer_scaler(rs->tr).scale; /* in force after the epoch's last step */
         es->skipped += r->skipped != 0;
         es->grad_under += r->grad_under;
         es->grad_elems += r->grad_elems;
@@ -287,13 +287,20 @@ static tt_status run_nonfinite(run_state *rs, size_t epoch, size_t step, tt_erro
             if (b[g % N] || b[N + g % N]) len += (size_t)sprintf(list + len, "%s%zu", len ? "," : "", g);
         }
     }
-    /* a non-finite loss skips the whole update; a gradient that is non-finite only in places skips those blocks */
+    /* a non-finite loss skips the whole update; a gradient that is non-finite only in places skips those blocks; a
+     * fixed loss scale's overflow is the scale's, not the rate's */
+    const int fixed_scale = rs->tc.precision && !rs->tc.loss_scale.dynamic && rs->tc.loss_scale.scale > 1;
+    const char *hint = fixed_scale && isfinite(loss)
+                           ? "the fixed --loss-scale overflows 16 bits: try a smaller one, or dynamic"
+                           : "try a smaller --lr";
     tt_status s = tt_fail(err, TT_ERR_NUMERIC,
                           "epoch %zu, step %zu/%zu: the %s is not finite (towers with a non-finite gradient or loss: "
-                          "%.200s); training stopped at this step, %s (try a smaller --lr)",
+                          "%.200s); training stopped at this step, %s (%s)",
                           epoch, step, rs->steps, isfinite(loss) ? "summed gradient" : "loss",
                           len ? list : "none, the sum overflowed",
-                          isfinite(loss) ? "its non-finite gradient blocks not applied" : "its update not applied");
+                          isfinite(loss) ? "its non-finite gradient blocks not applied" : "its update not applied",
+                          hint);
+
     if (fields) {
         strcpy(list + len, "],");
         log_end(rs, "error", fields, err);
@@ -321,6 +328,16 @@ static tt_status run_halted(run_state *rs, size_t epoch, size_t first, size_t st
     rs->ranks.pending.s = TT_OK;
     if (rs->out && rs->bar && !console) fputc('\n', rs->out);
     if (tt_trainer_halted(rs->tr) == TT_HALT_NONFINITE) return run_nonfinite(rs, epoch, steps, err);
+    if (tt_trainer_halted(rs->tr) == TT_HALT_RANGE) {
+        char fields[96];
+        snprintf(fields, sizeof fields, "\"kind\":\"fp16_range\",\"epoch\":%zu,\"step\":%zu,", epoch, steps);
+        tt_status s = tt_fail(err, TT_ERR_NUMERIC,
+                              "epoch %zu, step %zu/%zu: a master weight grew beyond fp16's largest value, 65504, which "
+                              "the towers' 16-bit copy cannot hold; training stopped after this step (try --precision "
+                              "bf16, or a smaller --lr)", epoch, steps, rs->steps);
+        log_end(rs, "error", fields, err);
+        return s;
+    }
     if (tt_trainer_halted(rs->tr) == TT_HALT_SCALE) {
         const tt_scaler_state sc = tt_trainer_scaler(rs->tr);
         char fields[160];

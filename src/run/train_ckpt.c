@@ -484,6 +484,12 @@ void run_resume_optim(run_state *rs)
     tt_scaler_state sc = tt_trainer_scaler(rs->tr);
     sc.skipped = ck->scale_skipped;
     if (rs->tc.loss_scale.dynamic && ck->loss_scale > 0 && run_ckpt_dynamic(ck)) {
+        if (rs->c->loss_scale.scale > 0 && rs->c->loss_scale.scale != ck->loss_scale && rs->ranks.rank0) {
+            char line[160]; /* a --loss-scale dynamic:INIT given again starts nothing: the run goes on as it was */
+            snprintf(line, sizeof line, "--resume: the dynamic loss scale goes on from the checkpoint's %.17g, not "
+                     "--loss-scale's %.17g", ck->loss_scale, rs->c->loss_scale.scale);
+            tt_report_notice(line);
+        }
         sc.scale = ck->loss_scale;
         sc.good = ck->scale_good;
     }

@@ -266,7 +266,7 @@ static tt_status check_values(const tt_trainer_config *cfg, tt_error *err)
     if (cfg->precision != TT_FMT_FP32 && cfg->precision != TT_FMT_BF16 && cfg->precision != TT_FMT_FP16)
         return tt_fail(err, TT_ERR_ARG, "--precision: unknown format");
     const double sc = cfg->loss_scale.scale;
-    if (!(sc == 0 || (sc >= 1.0 && sc <= 18446744073709551616.0)) || (cfg->loss_scale.dynamic && sc == 0))
+    if (!(sc == 0 || (sc >= 1.0 && sc <= TT_SCALE_MAX)) || (cfg->loss_scale.dynamic && sc == 0))
         return tt_fail(err, TT_ERR_ARG, "--loss-scale: a scale from 1 to 2^64");
     return TT_OK;
 }

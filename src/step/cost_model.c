@@ -502,6 +502,10 @@ static void print_updates(FILE *f, const tt_assume *a, const tt_model *m, size_t
 /* --overlap on against off (--reduce cpu, --update host): the step, and how much of the synchronisation it hides. */
 static void print_overlap(FILE *f, const tt_assume *a, const tt_model *m, size_t batch, tt_optim_kind opt, int weak)
 {
+    if (a->precision) { /* compat.c: its buckets travel in FP32 */
+        fprintf(f, "--overlap on: not with --precision bf16 or fp16 (its buckets are pushed and pulled in FP32)\n");
+        return;
+    }
     size_t edge[TT_MAX_BUCKETS + 1];
     const size_t nb = tt_trainer_bucket_edges(m, a->bucket_bytes, edge);
     fprintf(f, "--overlap on (--reduce cpu --update host, %zu bucket%s of about %zu KiB): step ms, and the share of the\n"

@@ -51,7 +51,8 @@ static void scaler_after_update(tt_trainer *tr)
         if (sc->scale < 1.0 && tr->halt == TT_HALT_NONE) tr->halt = TT_HALT_SCALE;
     } else if (++sc->good >= (tr->cfg.loss_scale.growth_steps ? tr->cfg.loss_scale.growth_steps
                                                                 : TT_SCALE_GROWTH_STEPS)) {
-        sc->scale *= TT_SCALE_GROWTH;
+        /* at most TT_SCALE_MAX: bf16's range would let it grow past FLT_MAX, overflow, back off, every 2000 steps */
+        sc->scale = sc->scale * TT_SCALE_GROWTH <= TT_SCALE_MAX ? sc->scale * TT_SCALE_GROWTH : sc->scale;
         sc->good = 0;
     }
 }
@@ -131,6 +132,7 @@ static void after_update(void *arg)
     if (tr->node_status) tr->halt = TT_HALT_NODE;
     else if (flags[0]) tr->halt = TT_HALT_NONFINITE;
     scaler_after_update(tr); /* a scale that collapses halts before a stop request */
+    if (!tr->halt && atomic_load_explicit(&tr->w16_range, memory_order_relaxed)) tr->halt = TT_HALT_RANGE;
     if (!tr->halt && flags[1]) tr->halt = TT_HALT_STOP;
     atomic_store(&tr->steps_done, tr->cur_step);
 }

@@ -44,6 +44,14 @@ static void trainer_release(tt_trainer *tr)
     tt_free(tr->towers);
 }
 
+/* --precision fp16: weights beyond its range would be pulled as Inf — refused before any step or evaluation. */
+static tt_status range_check(const tt_trainer *tr, tt_error *err)
+{
+    if (!atomic_load_explicit(&tr->w16_range, memory_order_relaxed)) return TT_OK;
+    return tt_fail(err, TT_ERR_ARG, "--precision fp16: the weights hold values beyond fp16's largest, 65504, which a "
+                   "tower's 16-bit copy cannot hold (give --precision bf16 or fp32)");
+}
+
 /* tt_trainer_init's work on a zeroed trainer; on failure tr is half-built (trainer_release frees what it holds). */
 static tt_status trainer_build(tt_trainer *tr, const tt_model *m, const tt_trainer_config *cfg,
                                const float *h_init_params, tt_error *err)
@@ -121,7 +129,7 @@ static tt_status trainer_build(tt_trainer *tr, const tt_model *m, const tt_train
         if (s) return s;
     }
     tt_trainer_set_params(tr, h_init_params);
-    return TT_OK;
+    return range_check(tr, err);
 }
 
 tt_status tt_trainer_init(tt_trainer **out, const tt_model *m, const tt_trainer_config *cfg,
@@ -204,6 +212,8 @@ tt_status tt_trainer_evaluate(tt_trainer *tr, const tt_dataset *ds, tt_eval_resu
 {
     memset(res, 0, sizeof *res);
     if (ds->n == 0) return TT_OK;
+    tt_status rs = range_check(tr, err);
+    if (rs) return rs;
     if (ds->dim != tr->model->input_dim)
         return tt_fail(err, TT_ERR_ARG, "data has %zu features, the model expects %zu", ds->dim, tr->model->input_dim);
     tr->ds = ds;
@@ -244,6 +254,7 @@ void tt_trainer_get_params(const tt_trainer *tr, float *h_out)
 void tt_trainer_set_params(tt_trainer *tr, const float *h_params)
 {
     memcpy(tr->h_params, h_params, tr->model->n_params * sizeof(float));
+    atomic_store(&tr->w16_range, 0); /* these weights' own range, below */
     if (tr->h_params16) host_narrow_params(tr, 0, tr->model->n_trainable); /* what the towers pull next */
     if (tr->sy) tr->sy->towers_hold = 0; /* weights:K: the next run starts every tower from these */
 }
@@ -260,6 +271,8 @@ tt_status tt_trainer_start_steps(tt_trainer *tr, const tt_dataset *ds, const uin
                                  tt_step_result *results, size_t n_results, tt_tower_ledger *ledger, tt_error *err)
 {
     const size_t B = tr->cfg.batch;
+    tt_status rs = range_check(tr, err);
+    if (rs) return rs;
     if (n == 0) return tt_fail(err, TT_ERR_ARG, "a run of steps needs at least one sample");
     if ((n + B - 1) / B > n_results)
         return tt_fail(err, TT_ERR_ARG, "%zu samples make %zu steps but there is room for %zu results", n,
@@ -300,6 +313,8 @@ tt_status tt_trainer_step(tt_trainer *tr, const tt_dataset *ds, const uint32_t *
                        "the step's loss or gradient is not finite (no non-finite value was applied)");
     if (tr->halt == TT_HALT_SCALE)
         return tt_fail(err, TT_ERR_NUMERIC, "the dynamic loss scale fell below 1 (the step was skipped)");
+    if (tr->halt == TT_HALT_RANGE)
+        return tt_fail(err, TT_ERR_NUMERIC, "a master weight grew beyond fp16's largest value, 65504");
     return TT_OK;
 }
 
