@@ -403,6 +403,10 @@ static void probe_print_sync(const tt_probe *p, const tt_probe_config *pc)
 {
     static const tt_sync modes[] = {{TT_SYNC_BSP, 0, 0},   {TT_SYNC_SSP, 1, 0},     {TT_SYNC_SSP, 4, 0},
                                     {TT_SYNC_ASYNC, 0, 0}, {TT_SYNC_WEIGHTS, 4, 0}, {TT_SYNC_WEIGHTS, 16, 0}};
+    if (pc->precision) { /* compat.c: the 16-bit pull and push are bsp's */
+        printf("\npredicted --sync modes: bsp alone with --precision bf16 or fp16 (the step above)\n");
+        return;
+    }
     printf("\npredicted --sync modes (ms per global batch; the epoch's wall over its steps):");
     for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
         tt_step_times t;
