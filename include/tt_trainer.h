@@ -215,8 +215,8 @@ typedef enum {
     TT_HALT_STOP,      /* cfg.stop was raised (on any rank): the step in flight finished and was applied */
     TT_HALT_NODE,      /* a cross-node collective failed (tt_trainer_node_error says which): the step was not applied */
     TT_HALT_SCALE,     /* --loss-scale dynamic: the scale fell below 1 (the step that took it there was skipped) */
-    TT_HALT_RANGE      /* --precision fp16: the step's update took a master weight beyond fp16's range (65504), where
-                        * the towers' 16-bit copy would be Inf: the step was applied, the run stops after it */
+    TT_HALT_RANGE      /* --precision bf16, fp16: the step's update took a master weight where the towers' 16-bit copy
+                        * is Inf (fp16: |w| >= 65520): the step was applied, the run stops after it */
 } tt_halt;
 
 #define TT_MAX_BUCKETS 16             /* --overlap on: the most buckets a gradient is cut into */

@@ -122,6 +122,14 @@ START_TEST(test_bad_flags)
     expect("train --precision fp16 --loss-scale ' 2'", 2, "--loss-scale: ' 2' is not dynamic");
     expect("train --precision fp16 --loss-scale dynamic:0x1p3", 2, "--loss-scale: 'dynamic:0x1p3' is not dynamic");
     expect("train --precision fp16 --loss-scale 'dynamic: 8'", 2, "--loss-scale: 'dynamic: 8' is not dynamic");
+    expect("train --precision fp16 --loss-scale 18446744073709551617", 2,
+           "--loss-scale: '18446744073709551617' is not dynamic"); /* a double rounds it to 2^64: still above it */
+    /* the 16-bit rows' options where compare and bench have none: refused as train refuses them */
+    expect("compare --device cpu --loss-scale 4", 2, "--loss-scale: for --precision bf16 or fp16");
+    expect("compare --device cpu --push-precision fp32", 2, "--push-precision fp32: the gradients are FP32 already");
+    expect("bench --device cpu --loss-scale dynamic", 2, "--loss-scale: for --precision bf16 or fp16");
+    expect("bench --device cpu --precision fp32 --push-precision fp32", 2,
+           "--push-precision fp32: the gradients are FP32 already");
     expect("train --precision fp16 --loss-scale dynamic:", 2, "--loss-scale: 'dynamic:' is not dynamic");
     expect("train --loss-scale dynamic --train-samples 64 --val-samples 0 --epochs 1 --device cpu", 2,
            "--loss-scale: for --precision bf16 or fp16 (FP32 gradients do not underflow as 16-bit ones do)");

@@ -444,11 +444,21 @@ START_TEST(test_scale_cap_and_fp16_range)
     tt_trainer *tr = NULL;
     ck_assert_int_eq(tt_trainer_init(&tr, &m, &tc, w, &err), TT_ERR_ARG);
     ck_assert_ptr_null(tr);
-    ck_assert_msg(strstr(err.msg, "--precision fp16: the weights hold values beyond fp16's largest, 65504") != NULL,
+    ck_assert_msg(strstr(err.msg, "--precision fp16: the weights hold values whose fp16 copy would be Inf") != NULL,
                   "%s", err.msg);
-    tc.precision = TT_FMT_BF16; /* FP32's range */
+    w[7] = 65519.99f; /* rounds to 65504: accepted */
+    ck_assert_msg(tt_trainer_init(&tr, &m, &tc, w, &err) == TT_OK, "%s", err.msg);
+    tt_trainer_free(tr);
+    tr = NULL;
+    w[7] = 70000.0f;
+    tc.precision = TT_FMT_BF16; /* FP32's exponents: 70000 is fine */
     ck_assert_int_eq(tt_trainer_init(&tr, &m, &tc, w, &err), TT_OK);
     tt_trainer_free(tr);
+    tr = NULL;
+    w[7] = 3.4e38f; /* but bf16 rounds it to Inf */
+    ck_assert_int_eq(tt_trainer_init(&tr, &m, &tc, w, &err), TT_ERR_ARG);
+    ck_assert_msg(strstr(err.msg, "--precision bf16: the weights hold values whose bf16 copy would be Inf") != NULL,
+                  "%s", err.msg);
     tt_free(w);
     tt_dataset_free(&ds);
 }

@@ -543,7 +543,8 @@ static tt_status bench_row_run(bench_sweep *x, tt_node *sub, const tt_net *net, 
     }
     tt_trainer_config tc = {.ops = x->setup->ops, .n_devices = x->setup->be.n_devices, .n_towers = N,
                             .reduce = b->reduces[ri], .update = b->updates[ui], .overlap = c->overlap, .node = sub,
-                            .sync = b->syncs[si], .precision = b->precs[pi], .push_fp32 = c->push_fp32,
+                            .sync = b->syncs[si], .precision = b->precs[pi],
+                            .push_fp32 = b->precs[pi] ? c->push_fp32 : 0,
                             .loss_scale = b->precs[pi] ? c->loss_scale : (tt_loss_scale){0, 0, 0}};
     memcpy(tc.slow, c->slow, sizeof tc.slow);
     tc.n_slow = c->n_slow;
@@ -560,12 +561,16 @@ static tt_status bench_row_run(bench_sweep *x, tt_node *sub, const tt_net *net, 
     c->update = b->updates[ui];
     c->sync = b->syncs[si];
     c->precision = b->precs[pi];
-    const tt_loss_scale given = c->loss_scale; /* --loss-scale is the 16-bit rows' (compat refuses it in FP32) */
-    if (!c->precision) c->loss_scale = (tt_loss_scale){0, 0, 0};
+    /* --loss-scale and --push-precision are the 16-bit rows' (compat refuses them in FP32; bench_check refuses them
+     * where the list has no 16-bit row) */
+    const tt_loss_scale given = c->loss_scale;
+    const int given_push = c->push_fp32;
+    if (!c->precision) c->loss_scale = (tt_loss_scale){0, 0, 0}, c->push_fp32 = 0;
     c->node = sub;
     bench_row row = {.ranks = K, .towers = N, .batch = B, .scaling = b->weak ? "weak" : "strong"};
     tt_status s = row_measure(c, x->setup, x->br, b->reps, sub, net, &row, err);
     c->loss_scale = given;
+    c->push_fp32 = given_push;
     if (s) return s;
     /* rank 0's stdout or CSV may have failed, a rank may have caught a signal: the row's ranks learn it together and
      * leave the sweep together */
@@ -604,10 +609,16 @@ static tt_status bench_ranks(bench_sweep *x, tt_node *world, int K, tt_error *er
     return s;
 }
 
-/* A placement this backend cannot run at all (whatever the towers, the update): refused before the sweep. */
-static tt_status bench_check_reduces(const bench_opts *b, const measure_setup *setup, tt_error *err)
+/* A placement this backend cannot run at all (whatever the towers, the update): refused before the sweep; and the
+ * 16-bit rows' options with no 16-bit row to take them (the FP32 step's refusal, once). */
+static tt_status bench_check_reduces(const bench_opts *b, const measure_setup *setup, const tt_run_config *c,
+                                     tt_error *err)
 {
-    tt_status s = TT_OK;
+    int half = 0;
+    for (size_t pi = 0; pi < b->n_precs; pi++) half |= b->precs[pi] != TT_FMT_FP32;
+    tt_trainer_config fp = {.ops = setup->ops, .n_devices = setup->be.n_devices, .n_towers = 1,
+                            .loss_scale = c->loss_scale, .push_fp32 = c->push_fp32};
+    tt_status s = half ? TT_OK : tt_trainer_check(&fp, err);
     for (size_t ri = 0; ri < b->n_reduces && !s; ri++) {
         tt_trainer_config tc = {.ops = setup->ops, .n_devices = setup->be.n_devices, .n_towers = 1,
                                 .reduce = b->reduces[ri]};
@@ -706,7 +717,7 @@ static tt_status bench_check(void *ctx, tt_error *err)
 {
     bench_flow *f = (bench_flow *)ctx;
     tt_status s = bench_same_lists(f->world, f->b, err);
-    return s ? s : bench_check_reduces(f->b, &f->setup, err);
+    return s ? s : bench_check_reduces(f->b, &f->setup, f->c, err);
 }
 
 /* --csv's file and header, the banner: rank 0's, its failures recorded for the agreement. */

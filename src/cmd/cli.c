@@ -212,7 +212,9 @@ static tt_status set_loss_scale(const tt_run_opt *o, cli_parse *p, const char *v
         /* as tt_cli_float: plain decimal — no sign, blank, hex or inf/nan words */
         const int bad_form = !(isdigit((unsigned char)num[0]) || num[0] == '.') || strpbrk(num, "xXpP") != NULL;
         const double x = bad_form ? NAN : strtod(num, &end);
-        if (bad_form || end == num || *end || errno || !(x >= 1.0 && x <= TT_SCALE_MAX))
+        /* 2^64 itself, not a number above it that a double rounds to it */
+        const int above = x >= TT_SCALE_MAX && strcmp(num, "18446744073709551616") != 0;
+        if (bad_form || end == num || *end || errno || !(x >= 1.0 && x <= TT_SCALE_MAX) || above)
             return tt_fail(err, TT_ERR_ARG,
                            "%s: '%.64s' is not dynamic, dynamic:INIT, a scale N or none (INIT and N from 1 to 2^64)",
                            o->name, v);

@@ -52,7 +52,8 @@ static void compare_designs(const tt_run_config *c, compare_runs *x)
         return;
     }
     x->n_order = x->n_reduce = 0;
-    for (int r = 0; r < MAX_RUNS; r++) x->overlap[r] = x->precision[r] = x->push_fp32[r] = 0;
+    /* FP32 rows, as given: a --push-precision fp32 or --loss-scale there is refused at the first (compat.c) */
+    for (int r = 0; r < MAX_RUNS; r++) x->overlap[r] = x->precision[r] = 0, x->push_fp32[r] = c->push_fp32;
     for (int r = 0; r < TT_REDUCE_COUNT; r++) {
         if (!tt_reduce_about((tt_reduce)r)->tower_order) continue;
         x->n_reduce++;
@@ -109,8 +110,8 @@ static tt_status compare_run(tt_run_config *c, measure_setup *setup, const compa
     c->data_on = x->data_on[r];
     c->precision = x->precision[r];
     c->push_fp32 = x->push_fp32[r];
-    const tt_loss_scale given = c->loss_scale; /* the FP32 row: no loss scale (compat refuses one there) */
-    if (!c->precision) c->loss_scale = (tt_loss_scale){0, 0, 0};
+    const tt_loss_scale given = c->loss_scale; /* the 16-bit designs' FP32 row: no loss scale (compat refuses one) */
+    if (!c->precision && x->n_same < x->n_order) c->loss_scale = (tt_loss_scale){0, 0, 0};
     tt_status s = tt_run_on(c, &setup->train, &setup->val, &setup->test, NULL, res, err);
     c->loss_scale = given;
     if (s) return s;

@@ -289,7 +289,7 @@ static tt_status run_nonfinite(run_state *rs, size_t epoch, size_t step, tt_erro
     }
     /* a non-finite loss skips the whole update; a gradient that is non-finite only in places skips those blocks; a
      * fixed loss scale's overflow is the scale's, not the rate's */
-    const int fixed_scale = rs->tc.precision && !rs->tc.loss_scale.dynamic && rs->tc.loss_scale.scale > 1;
+    const int fixed_scale = rs->tc.precision == TT_FMT_FP16 && !rs->tc.loss_scale.dynamic && rs->tc.loss_scale.scale > 1;
     const char *hint = fixed_scale && isfinite(loss)
                            ? "the fixed --loss-scale overflows 16 bits: try a smaller one, or dynamic"
                            : "try a smaller --lr";
@@ -331,10 +331,12 @@ static tt_status run_halted(run_state *rs, size_t epoch, size_t first, size_t st
     if (tt_trainer_halted(rs->tr) == TT_HALT_RANGE) {
         char fields[96];
         snprintf(fields, sizeof fields, "\"kind\":\"fp16_range\",\"epoch\":%zu,\"step\":%zu,", epoch, steps);
+        const int fp16 = rs->tc.precision == TT_FMT_FP16;
         tt_status s = tt_fail(err, TT_ERR_NUMERIC,
-                              "epoch %zu, step %zu/%zu: a master weight grew beyond fp16's largest value, 65504, which "
-                              "the towers' 16-bit copy cannot hold; training stopped after this step (try --precision "
-                              "bf16, or a smaller --lr)", epoch, steps, rs->steps);
+                              "epoch %zu, step %zu/%zu: a master weight grew to where its %s copy is Inf (|w| >= %s), "
+                              "which the towers cannot compute with; training stopped after this step (try %sa smaller "
+                              "--lr)", epoch, steps, rs->steps, fp16 ? "fp16" : "bf16", fp16 ? "65520" : "3.3961e38",
+                              fp16 ? "--precision bf16, or " : "");
         log_end(rs, "error", fields, err);
         return s;
     }

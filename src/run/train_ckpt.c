@@ -452,13 +452,16 @@ tt_status run_resume_load(run_state *rs, tt_error *err)
     return TT_OK;
 }
 
-/* The checkpoint's run scaled its loss dynamically (its options' "loss_scale", "dynamic:..."; absent: it did not). */
-static int run_ckpt_dynamic(const tt_checkpoint *ck)
+/* The checkpoint's run scaled its loss dynamically (its options' "loss_scale", "dynamic:..."; absent: it did not) in
+ * the format `precision` (its options' "precision"): a scale grown in bf16 (up to 2^64) means nothing to fp16. */
+static int run_ckpt_dynamic(const tt_checkpoint *ck, int precision)
 {
-    tt_ckpt_value v;
+    tt_ckpt_value v, p;
     tt_error e;
     return tt_checkpoint_option(ck, "--resume", "loss_scale", TT_CKPT_STRING, 0, &v, &e) == TT_OK && v.found &&
-           strncmp(v.s, "dynamic", 7) == 0;
+           strncmp(v.s, "dynamic", 7) == 0 &&
+           tt_checkpoint_option(ck, "--resume", "precision", TT_CKPT_STRING, 0, &p, &e) == TT_OK && p.found &&
+           strcmp(p.s, tt_precision_names[precision]) == 0;
 }
 
 /* --resume, once the trainer exists: the optimizer's vectors, step count and schedule term, and the loss scaler;
@@ -483,11 +486,11 @@ void run_resume_optim(run_state *rs)
      * steps where both runs scale dynamically, else the run's own from its options */
     tt_scaler_state sc = tt_trainer_scaler(rs->tr);
     sc.skipped = ck->scale_skipped;
-    if (rs->tc.loss_scale.dynamic && ck->loss_scale > 0 && run_ckpt_dynamic(ck)) {
+    if (rs->tc.loss_scale.dynamic && ck->loss_scale > 0 && run_ckpt_dynamic(ck, rs->tc.precision)) {
         if (rs->c->loss_scale.scale > 0 && rs->c->loss_scale.scale != ck->loss_scale && rs->ranks.rank0) {
-            char line[160]; /* a --loss-scale dynamic:INIT given again starts nothing: the run goes on as it was */
-            snprintf(line, sizeof line, "--resume: the dynamic loss scale goes on from the checkpoint's %.17g, not "
-                     "--loss-scale's %.17g", ck->loss_scale, rs->c->loss_scale.scale);
+            char line[200]; /* a --loss-scale dynamic:INIT given again starts nothing: the run goes on as it was */
+            snprintf(line, sizeof line, "--resume: the dynamic loss scale goes on from the checkpoint's %.17g "
+                     "(--loss-scale's initial scale is a fresh run's)", ck->loss_scale);
             tt_report_notice(line);
         }
         sc.scale = ck->loss_scale;

@@ -105,12 +105,13 @@ void host_narrow_params(tt_trainer *tr, size_t lo, size_t hi)
     const float *w = tr->h_params;
     uint16_t *h = tr->h_params16;
     uint32_t bad = 0;
-    if (tr->cfg.precision == TT_FMT_BF16) {
-        for (size_t k = lo; k < hi; k++) h[k] = tt_f32_to_bf16(w[k]); /* FP32's range: finite stays finite */
-        return;
+    if (tr->cfg.precision == TT_FMT_BF16) { /* FP32's exponents, but from 3.3961e38 up it rounds to Inf */
+        for (size_t k = lo; k < hi; k++) h[k] = tt_f32_to_bf16(w[k]);
+        for (size_t k = lo; k < hi; k++) bad += tt_narrow_bad(h[k], TT_FMT_BF16);
+    } else {
+        for (size_t k = lo; k < hi; k++) h[k] = tt_f32_to_fp16(w[k]);
+        for (size_t k = lo; k < hi; k++) bad += tt_narrow_bad(h[k], TT_FMT_FP16);
     }
-    for (size_t k = lo; k < hi; k++) h[k] = tt_f32_to_fp16(w[k]);
-    for (size_t k = lo; k < hi; k++) bad += tt_narrow_bad(h[k], TT_FMT_FP16);
     if (bad) atomic_store_explicit(&tr->w16_range, 1, memory_order_relaxed);
 }
 

@@ -150,7 +150,7 @@ struct tt_trainer {
                            * written where the host updates them (host_blocks) and wherever h_params is set */
     tt_scaler_state scaler; /* --loss-scale: this step's scale, its run of finite steps, the steps skipped */
     int skip_step;          /* this step's gradient overflowed in 16 bits (set at barrier A): nothing is applied */
-    atomic_int w16_range;   /* a master weight is beyond the format's range (fp16: 65504): its 16-bit copy is Inf */
+    atomic_int w16_range;   /* a master weight's 16-bit copy is Inf: fp16 from |w| >= 65520, bf16 from 3.3961e38 */
     float **h_slots;  /* N gradient slots (P each), slot t written only by tower t */
     tt_optim opt;
     tt_tower *towers;
@@ -413,7 +413,7 @@ void host_blocks(tt_trainer *tr, const host_pass *p, size_t lo, size_t hi, doubl
 void block_slice(size_t from, size_t to, int i, int T, size_t *lo, size_t *hi);
 void host_slice(tt_trainer *tr, const host_pass *p, int i, int T, double *t_sum, double *t_update);
 /* --precision bf16, fp16: h_params16[lo, hi) = h_params[lo, hi) in the format (hi <= n_trainable); the weights whose
- * 16-bit copy is Inf or NaN (beyond fp16's 65504) raise tr->w16_range. */
+ * 16-bit copy is Inf or NaN (fp16: |w| >= 65520; bf16: >= 3.3961e38) raise tr->w16_range. */
 void host_narrow_params(tt_trainer *tr, size_t lo, size_t hi);
 
 /* bn_exchange.c */

@@ -48,8 +48,10 @@ static void trainer_release(tt_trainer *tr)
 static tt_status range_check(const tt_trainer *tr, tt_error *err)
 {
     if (!atomic_load_explicit(&tr->w16_range, memory_order_relaxed)) return TT_OK;
-    return tt_fail(err, TT_ERR_ARG, "--precision fp16: the weights hold values beyond fp16's largest, 65504, which a "
-                   "tower's 16-bit copy cannot hold (give --precision bf16 or fp32)");
+    const int fp16 = tr->cfg.precision == TT_FMT_FP16;
+    return tt_fail(err, TT_ERR_ARG, "--precision %s: the weights hold values whose %s copy would be Inf (|w| >= %s), "
+                   "which a tower cannot compute with (give --precision %s)", fp16 ? "fp16" : "bf16",
+                   fp16 ? "fp16" : "bf16", fp16 ? "65520" : "3.3961e38", fp16 ? "bf16 or fp32" : "fp32");
 }
 
 /* tt_trainer_init's work on a zeroed trainer; on failure tr is half-built (trainer_release frees what it holds). */
@@ -314,7 +316,7 @@ tt_status tt_trainer_step(tt_trainer *tr, const tt_dataset *ds, const uint32_t *
     if (tr->halt == TT_HALT_SCALE)
         return tt_fail(err, TT_ERR_NUMERIC, "the dynamic loss scale fell below 1 (the step was skipped)");
     if (tr->halt == TT_HALT_RANGE)
-        return tt_fail(err, TT_ERR_NUMERIC, "a master weight grew beyond fp16's largest value, 65504");
+        return tt_fail(err, TT_ERR_NUMERIC, "a master weight grew beyond what the towers' 16-bit copy holds");
     return TT_OK;
 }
 
