@@ -189,7 +189,11 @@ EOF
     expect 2 "is not a tools/gpu-bundle manifest" "$root/tools/gpu-check" --bundle "$tmp/other" --report "$tmp/r4"
     # a payload altered after its manifest: the bundle step fails with one line naming it, exit 1
     cp -r "$bundle" "$tmp/tampered"
-    printf 'X' | dd of="$tmp/tampered/payload.tar.xz" bs=1 seek=1000 conv=notrunc status=none
+    # one byte flipped (every bit), never rewritten with what it held: an 'X' written there was no change when the
+    # payload's byte 1000 was an 'X' already (1 build in 256: its bytes follow the commit)
+    old=$(dd if="$tmp/tampered/payload.tar.xz" bs=1 skip=1000 count=1 status=none | od -An -tu1 | tr -d ' \n')
+    printf "\\$(printf '%03o' $((old ^ 255)))" | dd of="$tmp/tampered/payload.tar.xz" bs=1 seek=1000 conv=notrunc status=none
+    cmp -s "$bundle/payload.tar.xz" "$tmp/tampered/payload.tar.xz" && bad "the tampered payload is the payload"
     "$root/tools/gpu-check" --bundle "$tmp/tampered" --stand-in --smoke --report "$tmp/r5" >"$tmp/out" 2>&1
     rc=$?
     [ "$rc" -eq 1 ] || bad "a tampered payload: exit $rc, want 1"
