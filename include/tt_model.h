@@ -319,6 +319,13 @@ void tt_model_backward_each(tt_dev *dev, const tt_model *m, const tt_pass *ps, c
                             float *const *d_act, float *const *d_delta, float *d_dlogits, size_t B,
                             void (*ready)(void *arg, size_t lo), void *arg);
 
+/* The bytes of the parameter buffer as one copy of it travels: the trainable part in 16 bits (half16: --precision
+ * bf16, fp16), the non-trainable tail in FP32; half16 0: all FP32. A pull, a push and the cost model count these. */
+static inline size_t tt_model_param_bytes(const tt_model *m, int half16)
+{
+    return half16 ? m->n_trainable * 2 + (m->n_params - m->n_trainable) * 4 : m->n_params * 4;
+}
+
 /* The logits: the output of layer n_logits - 1. */
 static inline float *tt_model_logits(const tt_model *m, float *const *d_act) { return d_act[m->n_logits]; }
 

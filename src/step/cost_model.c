@@ -89,8 +89,7 @@ static size_t precision_kernels(const tt_model *m)
  * --precision bf16, fp16 (the push: but --push-precision fp32), the rest in FP32. */
 static double step_bytes(const tt_assume *a, const tt_model *m, int push)
 {
-    const double P = (double)m->n_params, T = (double)m->n_trainable;
-    return a->precision && !(push && a->push_fp32) ? 2 * T + 4 * (P - T) : 4 * P;
+    return (double)tt_model_param_bytes(m, a->precision && !(push && a->push_fp32));
 }
 
 void tt_assume_compute_cost(const tt_assume *a, const tt_model *m, size_t rows, tt_assume_compute *c)

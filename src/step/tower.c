@@ -183,11 +183,8 @@ static void tower_release(tt_tower *tw)
  * own). Returns the bytes it moved. */
 static uint64_t pull_bytes(const tt_tower *tw)
 {
-    const tt_model *m = tw->tr->model;
     if (holds_master(tw->tr, tw) || tw->skip_pull) return 0;
-    if (tw->tr->cfg.precision) /* the trainable weights in 16 bits, the tail in FP32 */
-        return m->n_trainable * sizeof(uint16_t) + (m->n_params - m->n_trainable) * sizeof(float);
-    return m->n_params * sizeof(float);
+    return tt_model_param_bytes(tw->tr->model, tw->tr->cfg.precision != TT_FMT_FP32);
 }
 
 /* --precision bf16, fp16: the host's 16-bit copy of the trainable weights, widened on the device, and the tail. */
@@ -384,11 +381,8 @@ void phase_push(tt_tower *tw)
  * --push-precision fp32), the rest in FP32; 0 where the tower pushes none. */
 static uint64_t push_bytes(const tt_trainer *tr)
 {
-    const tt_model *m = tr->model;
     if (!pushes_gradient(tr)) return 0;
-    if (tr->cfg.precision && !tr->cfg.push_fp32)
-        return m->n_trainable * sizeof(uint16_t) + (m->n_params - m->n_trainable) * sizeof(float);
-    return m->n_params * sizeof(float);
+    return tt_model_param_bytes(tr->model, tr->cfg.precision && !tr->cfg.push_fp32);
 }
 
 double tt_slow_delay(const tt_slow_tower *slow, size_t n_slow, uint64_t seed, size_t t, uint64_t step)
