@@ -596,10 +596,22 @@ TT_HD int tt_finite(float x)
  * (NULL where it keeps none: RMSprop's momentum and average gradient). */
 typedef struct tt_update_args {
     int kind, nesterov;
-    float lr, momentum, beta1, beta2, epsilon, rho;
+    float lr, momentum, beta1, beta2, epsilon, rho; /* lr: this step's rate (the schedule's, tt_optim_begin_step) */
     float alpha, cm, cg, cv; /* the step's scalars (tt_optim_begin_step: Adam's alpha, Nadam's cm, cg, cv) */
     size_t n_train; /* elements at this index and beyond are the non-trainable tail: tt_tail_elem, no optimizer */
+    float weight_decay, clipvalue; /* 0: none (tt_decay_clip_elem) */
 } tt_update_args;
+
+/* Keras 3's optimizers before the update (BaseOptimizer.apply): the gradient clipped to [-clipvalue, clipvalue]
+ * (clipvalue > 0), then the variable decayed, w <- w - w * weight_decay * lr, with this step's rate (decoupled weight
+ * decay: AdamW is Adam with it). Returns the gradient the update takes. A NaN gradient stays NaN (its block is not
+ * applied). */
+TT_HD float tt_decay_clip_elem(const tt_update_args *u, float *w, float g)
+{
+    if (u->clipvalue > 0.0f) g = g < -u->clipvalue ? -u->clipvalue : g > u->clipvalue ? u->clipvalue : g;
+    if (u->weight_decay > 0.0f) *w = *w - *w * u->weight_decay * u->lr;
+    return g;
+}
 
 /* The non-trainable tail of the parameter buffer (BatchNorm's moving statistics): no optimizer; its "gradient" is
  * the towers' summed step of the statistic (tt_bn_moving_step), added. */
@@ -626,6 +638,7 @@ TT_HD size_t tt_embed_bwd_launches(size_t n)
 
 TT_HD void tt_update_elem(const tt_update_args *u, float *w, float *m, float *v, float *a, float g)
 {
+    g = tt_decay_clip_elem(u, w, g);
     switch (u->kind) {
     case 0: tt_sgd_elem(w, m, g, u->lr, u->momentum, u->nesterov); break;
     case 1: tt_adam_elem(w, m, v, g, u->alpha, u->beta1, u->beta2, u->epsilon); break;
@@ -682,8 +695,18 @@ static inline void tt_update_span(const tt_update_args *u, float *restrict w, co
                                   float *v, float *a, size_t lo, size_t hi)
 {
     const size_t split = hi < u->n_train ? hi : lo > u->n_train ? lo : u->n_train;
-    if (split > lo)
+    if (split > lo && (u->weight_decay > 0.0f || u->clipvalue > 0.0f)) {
+        /* tt_update_elem's order in chunks: clip into a copy, decay, then the kind's loop (the same bits) */
+        enum { CHUNK = 256 };
+        float gc[CHUNK];
+        for (size_t c = lo; c < split; c += CHUNK) {
+            const size_t len = split - c < CHUNK ? split - c : CHUNK;
+            for (size_t k = 0; k < len; k++) gc[k] = tt_decay_clip_elem(u, &w[c - lo + k], g[c - lo + k]);
+            tt_update_trainable(u, w + (c - lo), gc, m ? m + c : NULL, v ? v + c : NULL, a ? a + c : NULL, len);
+        }
+    } else if (split > lo) {
         tt_update_trainable(u, w, g, m ? m + lo : NULL, v ? v + lo : NULL, a ? a + lo : NULL, split - lo);
+    }
     for (size_t k = split; k < hi; k++) tt_tail_elem(&w[k - lo], g[k - lo]);
 }
 #endif

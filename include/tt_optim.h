@@ -21,6 +21,44 @@ extern "C" {
 
 typedef enum { TT_OPT_SGD, TT_OPT_ADAM, TT_OPT_NADAM, TT_OPT_RMSPROP } tt_optim_kind;
 
+/* ---- learning-rate schedules (src/model/schedule.c) ------------------------------------------------------------
+ * The rate of optimizer step t (t = 0 for the first; Keras's optimizer.iterations: steps skipped by the loss scale
+ * do not count), Keras 3's keras.optimizers.schedules with initial_learning_rate = the optimizer's lr:
+ *   constant      lr
+ *   step          PiecewiseConstantDecay(boundaries, values): values[0] while t <= boundaries[0], values[i] while
+ *                 boundaries[i-1] < t <= boundaries[i], values[n] after the last
+ *   exponential   ExponentialDecay(lr, decay_steps, decay_rate, staircase): lr * rate^(t / steps), the exponent
+ *                 floored when staircase
+ *   cosine        CosineDecay(lr, decay_steps, alpha, warmup_target, warmup_steps): with a warm-up, lr + (target - lr)
+ *                 * t / warmup_steps while t < warmup_steps, then the decay from target; the decay from its start
+ *                 rate r over decay_steps (t clamped there) is r * ((1 - alpha) * 0.5 * (1 + cos(pi t / steps)) + alpha)
+ * --lr-scaling linear multiplies every rate the schedule gives by `scale` (the towers of every rank): the linear
+ * scaling rule applies to the whole schedule. Then Goyal et al.'s gradual warm-up (--warmup-epochs): while t <
+ * warmup_steps, the rate times (1/scale + (1 - 1/scale) * t / warmup_steps), from the unscaled rate to the scaled one. */
+typedef enum { TT_SCHED_CONSTANT, TT_SCHED_STEP, TT_SCHED_EXPONENTIAL, TT_SCHED_COSINE, TT_SCHED_KINDS } tt_sched_kind;
+enum { TT_SCHED_MAX_BOUNDS = 16 };
+typedef struct tt_lr_schedule {
+    tt_sched_kind kind;
+    size_t n_bounds;                          /* step: boundaries, strictly increasing (values: n_bounds + 1) */
+    uint64_t bounds[TT_SCHED_MAX_BOUNDS];
+    float values[TT_SCHED_MAX_BOUNDS + 1];
+    uint64_t decay_steps;                     /* exponential, cosine (>= 1) */
+    float decay_rate;                         /* exponential (> 0) */
+    int staircase;                            /* exponential */
+    float alpha;                              /* cosine: the floor, a fraction of the start rate, in [0, 1] */
+    float warmup_target;                      /* cosine: > 0 with warmup_steps > 0 (0: no warm-up, Keras's None) */
+    uint64_t warmup_steps;                    /* cosine */
+    float scale;                              /* --lr-scaling: the factor on every rate (0 or 1: none) */
+    uint64_t ramp_steps;                      /* --warmup-epochs, in optimizer steps (0: none) */
+} tt_lr_schedule;
+/* Reads "constant", "step:B1,...,Bn:V0,...,Vn", "exponential:STEPS:RATE[:staircase]" or
+ * "cosine:STEPS[:ALPHA[:TARGET:WARMUP_STEPS]]" into s (scale and ramp_steps 0); one line naming `what` on a bad one. */
+tt_status tt_lr_schedule_parse(const char *what, const char *spec, tt_lr_schedule *s, tt_error *err);
+/* Its canonical words, what tt_lr_schedule_parse reads back (without scale and ramp); returns out. */
+const char *tt_lr_schedule_words(const tt_lr_schedule *s, char *out, size_t len);
+/* The rate of optimizer step t for base rate lr (the optimizer's, already scaled). Computed in double, rounded once. */
+float tt_lr_at(const tt_lr_schedule *s, float lr, uint64_t t);
+
 typedef struct tt_optim_config {
     tt_optim_kind kind;
     float lr;       /* the rate in force (after --lr-scaling) */
@@ -30,6 +68,11 @@ typedef struct tt_optim_config {
     float epsilon;      /* Adam, Nadam, RMSprop */
     float rho;          /* RMSprop: discount of the moving averages */
     int centered;       /* RMSprop: divide by the gradient's estimated variance, not its second moment */
+    /* Keras 3's optimizer arguments for every kind (0: none), applied on the host after the sum, before the update:
+     * one of the clips (Keras refuses two) on the summed gradient, then the decoupled weight decay (tt_math.h's
+     * tt_decay_clip_elem; clipnorm and global_clipnorm need the whole gradient: tt_clip_scales) */
+    float weight_decay, clipnorm, global_clipnorm, clipvalue;
+    tt_lr_schedule sched; /* the rate of each step (constant: lr) */
 } tt_optim_config;
 
 typedef struct tt_optim {
@@ -44,8 +87,8 @@ typedef struct tt_optim {
     float *a; /* RMSprop centered: average of g (n); NULL otherwise */
     uint64_t t;        /* steps applied so far */
     double u_product;  /* Nadam: prod of the momentum schedule so far */
-    /* this step's scalars, set by tt_optim_begin_step */
-    float alpha, cm, cg, cv;
+    /* this step's scalars, set by tt_optim_begin_step: its rate (the schedule's at step t - 1), Adam's and Nadam's */
+    float lr_now, alpha, cm, cg, cv;
 } tt_optim;
 
 /* Whether a configuration keeps state vector k (0 m, 1 v, 2 a: tt_optim's fields, in tt_optim_slots' order). */
@@ -79,11 +122,21 @@ typedef struct tt_optim_param {
     const char *needs;        /* FLAG: the REAL parameter it needs greater than 0 (NULL: none) */
     const char *help;         /* the --help text after "--<name> X"; NULL: no command-line option. A "%s" is the
                                * defaults of the optimizers that read it (tt_optim_param_defaults) */
+    const char *flag;         /* the option's name without "--" where it is not `name` (Keras's weight_decay is
+                               * --weight-decay); NULL: name */
+    int quiet;                /* 0 means none: tt_optim_describe leaves it out, and a checkpoint without the key (one
+                               * written before it existed) reads as 0 */
 } tt_optim_param;
-enum { TT_OPTIM_N_PARAMS = 8 };
+enum { TT_OPTIM_N_PARAMS = 12 };
 extern const tt_optim_param tt_optim_params[TT_OPTIM_N_PARAMS];
 /* The parameter of that name (no "--"), or -1. */
 int tt_optim_param_find(const char *name);
+/* The parameter whose option this is (without "--": "weight-decay"), or -1. */
+int tt_optim_param_find_flag(const char *flag);
+const char *tt_optim_param_flag(const tt_optim_param *p); /* its option's name without "--" */
+/* The first pair of clips set together (Keras allows one of clipnorm, global_clipnorm and clipvalue), their names in
+ * *a and *b; 0: none. */
+int tt_optim_clips_clash(const tt_optim_config *c, const char **a, const char **b);
 /* The defaults of p for the optimizers that read it, kinds of one value together: "sgd 0.01, adam/nadam/rmsprop
  * 0.001" (from tt_optim_defaults). */
 const char *tt_optim_param_defaults(const tt_optim_param *p, char *out, size_t len);

@@ -43,6 +43,8 @@ typedef struct tt_run_config {
     tt_optim_config optim; /* lr here is the base rate */
     int lr_given;          /* --lr was given (else the optimizer's Keras default) */
     tt_lr_scaling lr_scaling;
+    tt_lr_schedule lr_schedule; /* --lr-schedule (constant: none); the run adds --lr-scaling's factor and the warm-up */
+    size_t warmup_epochs;       /* --warmup-epochs: Goyal's gradual warm-up to the scaled rate (0: none) */
     uint64_t seed;
     size_t val_samples;   /* from the end of the training files */
     size_t train_samples; /* 0 = all that remain after the validation split */
@@ -120,6 +122,7 @@ typedef enum {
     TT_OPT_OPTIM,   /* tt_optim_config: --optimizer, its kind (its parameters are tt_optim_params' rows) */
     TT_OPT_RESUME,  /* const char *: the checkpoint to resume from (and resume_weights_only: which way) */
     TT_OPT_SCALE,   /* tt_loss_scale: dynamic[:INIT], a fixed N, or none */
+    TT_OPT_LRSCHED, /* tt_lr_schedule: a Keras schedule (tt_lr_schedule_parse) */
     TT_OPT_KINDS
 } tt_opt_kind;
 
@@ -178,7 +181,7 @@ typedef struct tt_run_opt {
                                  * fill (a CHOICE's words, the backends, the optimizers) */
 } tt_run_opt;
 
-enum { TT_RUN_N_OPTS = 43 };
+enum { TT_RUN_N_OPTS = 45 };
 extern const tt_run_opt tt_run_opts[TT_RUN_N_OPTS];
 const tt_run_opt *tt_run_opt_find(const char *name); /* NULL: no option of the table */
 const tt_run_opt *tt_run_opt_at(tt_opt_record r, int place); /* the row at that place of the record, or NULL */
@@ -230,6 +233,7 @@ typedef struct tt_epoch_stats {
     size_t epoch, steps, samples; /* steps: those run in this process */
     size_t first_step;            /* steps of the epoch done before them (a resumed run), else 0 */
     double seconds; /* training steps only */
+    float lr;       /* the rate of its last step (the schedule's) */
     double step_median; /* median step time (robust to a noisy machine) */
     double loss, accuracy, top5;
     tt_eval_result val;

@@ -298,6 +298,7 @@ typedef struct tt_step_result {
     double loss_scale;
     int skipped;
     uint64_t grad_under, grad_elems;
+    float lr; /* the rate of the step's update (the schedule's; ssp, async: its last gradient's; skipped: the last) */
 } tt_step_result;
 
 typedef struct tt_eval_result {

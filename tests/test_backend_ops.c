@@ -1083,12 +1083,15 @@ START_TEST(test_update)
     pair p;
     pair_init(&p);
     const tt_update_args args[] = {
-        {0, 1, 0.01f, 0.9f, 0, 0, 0, 0, 0, 0, 0, 0, SIZE_MAX}, /* sgd, nesterov momentum */
-        {0, 0, 0.1f, 0.0f, 0, 0, 0, 0, 0, 0, 0, 0, SIZE_MAX}, /* sgd */
-        {1, 0, 0.001f, 0, 0.9f, 0.999f, 1e-7f, 0, 0.0003f, 0, 0, 0, SIZE_MAX}, /* adam, the step's alpha */
-        {2, 0, 0.002f, 0, 0.9f, 0.999f, 1e-7f, 0, 0, 5.1f, 0.06f, 1000.5f, SIZE_MAX}, /* nadam, its scalars */
-        {3, 0, 0.001f, 0.5f, 0, 0, 1e-7f, 0.9f, 0, 0, 0, 0, SIZE_MAX}, /* rmsprop, momentum (and centered) */
-        {3, 0, 0.001f, 0.0f, 0, 0, 1e-7f, 0.9f, 0, 0, 0, 0, SIZE_MAX}, /* rmsprop plain */
+        {0, 1, 0.01f, 0.9f, 0, 0, 0, 0, 0, 0, 0, 0, SIZE_MAX, 0, 0}, /* sgd, nesterov momentum */
+        {0, 0, 0.1f, 0.0f, 0, 0, 0, 0, 0, 0, 0, 0, SIZE_MAX, 0, 0}, /* sgd */
+        {1, 0, 0.001f, 0, 0.9f, 0.999f, 1e-7f, 0, 0.0003f, 0, 0, 0, SIZE_MAX, 0, 0}, /* adam, the step's alpha */
+        {2, 0, 0.002f, 0, 0.9f, 0.999f, 1e-7f, 0, 0, 5.1f, 0.06f, 1000.5f, SIZE_MAX, 0, 0}, /* nadam, its scalars */
+        {3, 0, 0.001f, 0.5f, 0, 0, 1e-7f, 0.9f, 0, 0, 0, 0, SIZE_MAX, 0, 0}, /* rmsprop, momentum (and centered) */
+        {3, 0, 0.001f, 0.0f, 0, 0, 1e-7f, 0.9f, 0, 0, 0, 0, SIZE_MAX, 0, 0}, /* rmsprop plain */
+        {1, 0, 0.001f, 0, 0.9f, 0.999f, 1e-7f, 0, 0.0003f, 0, 0, 0, SIZE_MAX, 0.004f, 0}, /* adamw: weight decay */
+        {0, 0, 0.1f, 0.9f, 0, 0, 0, 0, 0, 0, 0, 0, SIZE_MAX, 0.01f, 0.25f}, /* sgd: decay and clipvalue */
+        {3, 0, 0.001f, 0.5f, 0, 0, 1e-7f, 0.9f, 0, 0, 0, 0, SIZE_MAX, 0, 0.1f}, /* rmsprop: clipvalue */
     };
     const size_t sizes[] = {1, 2047, 2048, 2049, 3 * TT_UPDATE_BLOCK + 5};
     for (size_t c = 0; c < sizeof args / sizeof args[0]; c++)
@@ -1154,7 +1157,7 @@ START_TEST(test_update_flags)
         m[i] = 0.0f;
     }
     g[TT_UPDATE_BLOCK + 5] = NAN;
-    const tt_update_args sgd = {0, 0, 0.5f, 0, 0, 0, 0, 0, 0, 0, 0, 0, SIZE_MAX};
+    const tt_update_args sgd = {0, 0, 0.5f, 0, 0, 0, 0, 0, 0, 0, 0, 0, SIZE_MAX, 0, 0};
     tt_dev_update(&cpu, &sgd, w, g, m, NULL, NULL, bad, N, 1); /* skipped: flags only */
     ck_assert(bad[0] == 0 && bad[1] == 1 && bad[2] == 0 && w[0] == 1.0f && w[N - 1] == 1.0f);
     tt_dev_update(&cpu, &sgd, w, g, m, NULL, NULL, bad, N, 0);

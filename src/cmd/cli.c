@@ -224,6 +224,12 @@ static tt_status set_loss_scale(const tt_run_opt *o, cli_parse *p, const char *v
     return TT_OK;
 }
 
+/* --lr-schedule SPEC: Keras's schedules (tt_lr_schedule_parse) */
+static tt_status set_lr_schedule(const tt_run_opt *o, cli_parse *p, const char *v, tt_error *err)
+{
+    return tt_lr_schedule_parse(o->name, v, CFG_AT(p, o, tt_lr_schedule), err);
+}
+
 /* How each kind of value is read. */
 typedef tt_status (*set_fn)(const tt_run_opt *o, cli_parse *p, const char *value, tt_error *err);
 static const set_fn g_set[TT_OPT_KINDS] = {
@@ -232,6 +238,7 @@ static const set_fn g_set[TT_OPT_KINDS] = {
     [TT_OPT_FLAG] = set_flag,     [TT_OPT_CHOICE] = set_choice, [TT_OPT_UPDATE] = set_choice,
     [TT_OPT_REDUCE] = set_reduce, [TT_OPT_SYNC] = set_sync,     [TT_OPT_SLOW] = set_slow_tower,
     [TT_OPT_OPTIM] = set_optimizer, [TT_OPT_RESUME] = set_resume, [TT_OPT_SCALE] = set_loss_scale,
+    [TT_OPT_LRSCHED] = set_lr_schedule,
 };
 
 /* The commands that read the train options (indexed by TT_CMD_*), and how each refuses one it does not take. */
@@ -324,7 +331,7 @@ static void help_optimizer(FILE *f, const tt_run_opt *o)
         const tt_optim_param *p = &tt_optim_params[i];
         if (!p->help) continue;
         char name[32];
-        snprintf(name, sizeof name, "--%s", p->name);
+        snprintf(name, sizeof name, "--%s", tt_optim_param_flag(p));
         help_name(f, name, p->type == TT_OPTIM_REAL ? "X" : NULL);
         char defaults[160], text[320];
         snprintf(text, sizeof text, p->help, tt_optim_param_defaults(p, defaults, sizeof defaults));
@@ -439,7 +446,7 @@ static void resume_same(tt_run_config *c)
 /* The optimizer's parameter an option names (tt_optim_params' index), or -1. */
 static int optim_option(const char *name)
 {
-    const int k = strncmp(name, "--", 2) == 0 ? tt_optim_param_find(name + 2) : -1;
+    const int k = strncmp(name, "--", 2) == 0 ? tt_optim_param_find_flag(name + 2) : -1;
     return k >= 0 && tt_optim_params[k].help ? k : -1;
 }
 
@@ -466,20 +473,24 @@ static tt_status optim_options(const char *optimizer, const int *given, const fl
     for (int k = 0; k < TT_OPTIM_N_PARAMS; k++) {
         const tt_optim_param *p = &tt_optim_params[k];
         if (!given[k] || (p->kinds & (1u << o->kind))) continue;
-        return tt_fail(err, TT_ERR_ARG, "--%s: applies to --optimizer %s only", p->name,
+        return tt_fail(err, TT_ERR_ARG, "--%s: applies to --optimizer %s only", tt_optim_param_flag(p),
                        tt_optim_kind_list(names, sizeof names, p->kinds, ", ", " or "));
     }
     for (int k = 0; k < TT_OPTIM_N_PARAMS; k++) {
         const int need = tt_optim_params[k].needs ? tt_optim_param_find(tt_optim_params[k].needs) : -1;
         if (given[k] && need >= 0 && (!given[need] || real[need] == 0))
-            return tt_fail(err, TT_ERR_ARG, "--%s: needs --%s greater than 0", tt_optim_params[k].name,
-                           tt_optim_params[need].name);
+            return tt_fail(err, TT_ERR_ARG, "--%s: needs --%s greater than 0", tt_optim_param_flag(&tt_optim_params[k]),
+                           tt_optim_param_flag(&tt_optim_params[need]));
     }
     for (int k = 0; k < TT_OPTIM_N_PARAMS; k++) {
         const tt_optim_param *p = &tt_optim_params[k];
         if (p->type == TT_OPTIM_FLAG) *(int *)tt_optim_param_field(o, p) = given[k]; /* a flag is off unless given */
         else if (given[k]) *(float *)tt_optim_param_field(o, p) = real[k];
     }
+    const char *a, *b;
+    if (tt_optim_clips_clash(o, &a, &b))
+        return tt_fail(err, TT_ERR_ARG, "--%s: not with --%s (Keras's optimizers take one of clipnorm, global_clipnorm "
+                       "and clipvalue)", b, a);
     return TT_OK;
 }
 

@@ -34,6 +34,7 @@ static const struct {
     {"seed", 0}, {"batch", 0}, {"optimizer", 0}, {"u_product", 0}, {"best", 0}, {"towers", 0},
     {"backend", 0}, {"model", 1}, {"options", 1}, {"n_params", 0}, {"checksum", 0}, {"optim_steps", 1},
     {"loss_scale", 1}, {"loss_scale_good", 1}, {"loss_scale_skipped", 1},
+    {"lr_schedule", 1}, {"lr_scale", 1}, {"lr_warmup_steps", 1},
 };
 enum { CK_N_MD_KEYS = (int)(sizeof g_md_keys / sizeof g_md_keys[0]) };
 
@@ -80,11 +81,19 @@ json_object *ck_metadata(const tt_checkpoint *ck)
     for (int k = 0; k < TT_OPTIM_N_PARAMS; k++) {
         const tt_optim_param *p = &tt_optim_params[k];
         const void *v = tt_optim_param_field(&c, p);
+        if (p->quiet && *(const float *)v == 0) continue; /* none: no key, as before the parameter existed */
         bad |= p->type == TT_OPTIM_REAL ? md_f32(md, p->name, *(const float *)v)
                                         : md_str(md, p->name, *(const int *)v ? "true" : "false");
     }
     bad |= md_f64(md, "u_product", ck->u_product) | md_f64(md, "best", ck->best) | md_u64(md, "towers", ck->towers) |
            md_str(md, "backend", ck->backend);
+    /* the rate of every step: the schedule (tt_lr_schedule_words), the scaling rule's factor, the warm-up */
+    char sched[400];
+    if (c.sched.kind != TT_SCHED_CONSTANT)
+        bad |= md_str(md, "lr_schedule", tt_lr_schedule_words(&c.sched, sched, sizeof sched));
+    if (c.sched.scale > 1 && (c.sched.kind != TT_SCHED_CONSTANT || c.sched.ramp_steps))
+        bad |= md_f32(md, "lr_scale", c.sched.scale);
+    if (c.sched.ramp_steps) bad |= md_u64(md, "lr_warmup_steps", c.sched.ramp_steps);
     if (ck->loss_scale != 0)
         bad |= md_f64(md, "loss_scale", ck->loss_scale) | md_u64(md, "loss_scale_good", ck->scale_good) |
                md_u64(md, "loss_scale_skipped", ck->scale_skipped);
@@ -312,8 +321,9 @@ tt_status md_version(const ck_parse *p)
 static tt_status md_optim_range(const ck_parse *p, const tt_optim_param *q, tt_optim_config *c)
 {
     const char *v;
-    md_get(p, q->name, 0, &v);
+    md_get(p, q->name, q->quiet, &v);
     const void *have = tt_optim_param_field(c, q);
+    if (q->quiet && *(const float *)have == 0) return TT_OK; /* none (or no key: written before it existed) */
     char want[96];
     if (q->type == TT_OPTIM_FLAG) {
         const int needs = q->needs ? tt_optim_param_find(q->needs) : -1;
@@ -327,6 +337,35 @@ static tt_status md_optim_range(const ck_parse *p, const tt_optim_param *q, tt_o
     if (x < q->lo || (q->lo_open && x == q->lo) || x > hi) {
         snprintf(want, sizeof want, "a number in %c%g, %g]", q->lo_open ? '(' : '[', q->lo, hi);
         return md_bad(p, q->name, v, want);
+    }
+    return TT_OK;
+}
+
+/* The rate's schedule (optional keys: none is constant, no scale, no warm-up), as a run writes it. */
+static tt_status md_schedule(const ck_parse *p, tt_optim_config *c)
+{
+    const char *v;
+    tt_status s;
+    const char *clip_a, *clip_b;
+    if (tt_optim_clips_clash(c, &clip_a, &clip_b))
+        return tt_fail(p->err, TT_ERR_FORMAT, "%s: metadata: both %s and %s are set (a run sets one)", p->what, clip_a,
+                       clip_b);
+    md_get(p, "lr_schedule", 1, &v);
+    if (v) {
+        tt_error e;
+        if (tt_lr_schedule_parse("lr_schedule", v, &c->sched, &e) || c->sched.kind == TT_SCHED_CONSTANT)
+            return md_bad(p, "lr_schedule", v, "a schedule as a run writes it (--lr-schedule's words, not constant)");
+        char again[400];
+        if (strcmp(tt_lr_schedule_words(&c->sched, again, sizeof again), v) != 0)
+            return md_bad(p, "lr_schedule", v, "a schedule as a run writes it");
+    }
+    if ((s = md_uint_optional(p, "lr_warmup_steps", 0, &c->sched.ramp_steps))) return s;
+    md_get(p, "lr_scale", 1, &v);
+    if (v) {
+        if ((s = md_float(p, "lr_scale", &c->sched.scale))) return s;
+        /* the towers of every rank: at least 2 (1 writes no key), at most what the ranks' towers can be */
+        if (!(c->sched.scale >= 2 && c->sched.scale <= 1048576.0f) || c->sched.scale != floorf(c->sched.scale))
+            return md_bad(p, "lr_scale", v, "a whole number of towers from 2 to 2^20");
     }
     return TT_OK;
 }
@@ -379,10 +418,14 @@ tt_status md_read(const ck_parse *p, tt_checkpoint *ck)
     for (int k = 0; k < TT_OPTIM_N_PARAMS; k++) {
         const tt_optim_param *q = &tt_optim_params[k];
         void *f = tt_optim_param_field(c, q);
+        const char *given;
+        md_get(p, q->name, 1, &given);
+        if (q->quiet && !given) continue; /* none */
         if ((s = q->type == TT_OPTIM_REAL ? md_float(p, q->name, (float *)f) : md_bool(p, q->name, (int *)f)) ||
             (s = md_optim_range(p, q, c)))
             return s;
     }
+    if ((s = md_schedule(p, c))) return s;
     if ((s = md_double(p, "u_product", 0, &ck->u_product)) || (s = md_double(p, "best", 1, &ck->best))) return s;
     /* what a run can have written: Nadam's product of momenta in (0, 1) (0 once it underflows; 1 before a step), a
      * best metric that is a number or none yet — an Inf there would keep best.safetensors from ever being written */

@@ -40,26 +40,39 @@ const char *tt_optim_kind_list(char *out, size_t len, unsigned mask, const char 
 }
 
 #define KIND(k) (1u << (k))
+#define ALL_KINDS (KIND(TT_OPT_SGD) | KIND(TT_OPT_ADAM) | KIND(TT_OPT_NADAM) | KIND(TT_OPT_RMSPROP))
 #define FIELD(f) offsetof(tt_optim_config, f)
 /* In the checkpoints' order; the defaults and semantics are Keras's (tt_optim.h has the links). */
 const tt_optim_param tt_optim_params[TT_OPTIM_N_PARAMS] = {
     {"lr", TT_OPTIM_REAL, FIELD(lr), KIND(TT_OPT_SGD) | KIND(TT_OPT_ADAM) | KIND(TT_OPT_NADAM) | KIND(TT_OPT_RMSPROP),
-     0.001f, 0, 1e3, 1, 0, NULL, "base learning rate [Keras default: %s]"},
+     0.001f, 0, 1e3, 1, 0, NULL, "base learning rate [Keras default: %s]", NULL, 0},
     {"momentum", TT_OPTIM_REAL, FIELD(momentum), KIND(TT_OPT_SGD) | KIND(TT_OPT_RMSPROP), 0.0f, 0, 0.999999, 0, 2,
-     NULL, "sgd or rmsprop momentum in [0,1) [0]"},
-    {"nesterov", TT_OPTIM_FLAG, FIELD(nesterov), KIND(TT_OPT_SGD), 0, 0, 0, 0, 3, "momentum", "sgd Nesterov momentum"},
+     NULL, "sgd or rmsprop momentum in [0,1) [0]", NULL, 0},
+    {"nesterov", TT_OPTIM_FLAG, FIELD(nesterov), KIND(TT_OPT_SGD), 0, 0, 0, 0, 3, "momentum", "sgd Nesterov momentum",
+     NULL, 0},
     {"beta_1", TT_OPTIM_REAL, FIELD(beta1), KIND(TT_OPT_ADAM) | KIND(TT_OPT_NADAM), 0.9f, 0, 0.999999, 0, 4, NULL,
-     NULL},
+     NULL, NULL, 0},
     {"beta_2", TT_OPTIM_REAL, FIELD(beta2), KIND(TT_OPT_ADAM) | KIND(TT_OPT_NADAM), 0.999f, 0, 0.999999, 0, 5, NULL,
-     NULL},
+     NULL, NULL, 0},
     {"epsilon", TT_OPTIM_REAL, FIELD(epsilon), KIND(TT_OPT_ADAM) | KIND(TT_OPT_NADAM) | KIND(TT_OPT_RMSPROP), 1e-7f, 0,
-     1, 1, 6, NULL, NULL},
+     1, 1, 6, NULL, NULL, NULL, 0},
     {"rho", TT_OPTIM_REAL, FIELD(rho), KIND(TT_OPT_RMSPROP), 0.9f, 0, 0.999999, 1, 1, NULL,
-     "rmsprop discount of its moving averages, in (0,1) [0.9]"},
+     "rmsprop discount of its moving averages, in (0,1) [0.9]", NULL, 0},
     {"centered", TT_OPTIM_FLAG, FIELD(centered), KIND(TT_OPT_RMSPROP), 0, 0, 0, 0, 7, NULL,
-     "rmsprop divides by the gradient's estimated variance, not its mean square"},
+     "rmsprop divides by the gradient's estimated variance, not its mean square", NULL, 0},
+    /* every kind's, 0 for none (quiet); after the rest in Keras's argument order */
+    {"weight_decay", TT_OPTIM_REAL, FIELD(weight_decay), ALL_KINDS, 0.0f, 0, 1, 1, 8, NULL,
+     "decoupled weight decay before each update, w -= w x X x lr (Keras's weight_decay;\n"
+     "AdamW is adam with 0.004) [none]", "weight-decay", 1},
+    {"clipnorm", TT_OPTIM_REAL, FIELD(clipnorm), ALL_KINDS, 0.0f, 0, 1e30, 1, 9, NULL,
+     "each variable's summed gradient clipped to L2 norm X (Keras's clipnorm) [none]", NULL, 1},
+    {"clipvalue", TT_OPTIM_REAL, FIELD(clipvalue), ALL_KINDS, 0.0f, 0, 1e30, 1, 10, NULL,
+     "every element of the summed gradient clipped to [-X, X] (Keras's clipvalue) [none]", NULL, 1},
+    {"global_clipnorm", TT_OPTIM_REAL, FIELD(global_clipnorm), ALL_KINDS, 0.0f, 0, 1e30, 1, 11, NULL,
+     "the whole summed gradient clipped to L2 norm X (Keras's global_clipnorm) [none]", "global-clipnorm", 1},
 };
 #undef KIND
+#undef ALL_KINDS
 #undef FIELD
 
 int tt_optim_param_find(const char *name)
@@ -67,6 +80,31 @@ int tt_optim_param_find(const char *name)
     for (int i = 0; i < TT_OPTIM_N_PARAMS; i++)
         if (strcmp(name, tt_optim_params[i].name) == 0) return i;
     return -1;
+}
+
+const char *tt_optim_param_flag(const tt_optim_param *p) { return p->flag ? p->flag : p->name; }
+
+int tt_optim_param_find_flag(const char *flag)
+{
+    for (int i = 0; i < TT_OPTIM_N_PARAMS; i++)
+        if (strcmp(flag, tt_optim_param_flag(&tt_optim_params[i])) == 0) return i;
+    return -1;
+}
+
+int tt_optim_clips_clash(const tt_optim_config *c, const char **a, const char **b)
+{
+    const struct {
+        const char *name;
+        float v;
+    } clips[3] = {{"clipnorm", c->clipnorm}, {"global-clipnorm", c->global_clipnorm}, {"clipvalue", c->clipvalue}};
+    for (int i = 0; i < 3; i++)
+        for (int j = i + 1; j < 3; j++)
+            if (clips[i].v > 0 && clips[j].v > 0) {
+                *a = clips[i].name;
+                *b = clips[j].name;
+                return 1;
+            }
+    return 0;
 }
 
 void *tt_optim_param_field(tt_optim_config *c, const tt_optim_param *p) { return (char *)c + p->offset; }
@@ -132,10 +170,21 @@ void tt_optim_describe(const tt_optim_config *c, char *out, size_t len)
             const tt_optim_param *p = &tt_optim_params[i];
             if (p->banner != place || !(p->kinds & (1u << c->kind))) continue;
             const void *f = (const char *)c + p->offset;
+            if (p->quiet && p->type == TT_OPTIM_REAL && *(const float *)f == 0) continue; /* none */
             if (p->type == TT_OPTIM_REAL)
                 n += (size_t)snprintf(out + n, len - n, ", %s %g", p->name, (double)*(const float *)f);
             else if (*(const int *)f) n += (size_t)snprintf(out + n, len - n, ", %s", p->name);
         }
+    /* the schedule and the scaling rule's warm-up: the rate of every step */
+    const tt_lr_schedule *sc = &c->sched;
+    if (sc->kind != TT_SCHED_CONSTANT && n < len) {
+        char w[400];
+        n += (size_t)snprintf(out + n, len - n, ", lr_schedule %s", tt_lr_schedule_words(sc, w, sizeof w));
+        if (sc->scale > 1 && n < len) n += (size_t)snprintf(out + n, len - n, " x %g", (double)sc->scale);
+    }
+    if (sc->ramp_steps && n < len)
+        n += (size_t)snprintf(out + n, len - n, ", warm-up %llu steps from lr/%g", (unsigned long long)sc->ramp_steps,
+                              (double)(sc->scale > 1 ? sc->scale : 1));
 }
 
 tt_status tt_optim_init(tt_optim *o, const tt_optim_config *cfg, size_t n, tt_error *err)
@@ -145,6 +194,7 @@ tt_status tt_optim_init(tt_optim *o, const tt_optim_config *cfg, size_t n, tt_er
     o->n = n;
     o->n_train = n;
     o->u_product = 1.0;
+    o->lr_now = tt_lr_at(&cfg->sched, cfg->lr, 0); /* the first step's, until tt_optim_begin_step sets it */
     if (has_m_buf(cfg)) o->m = (float *)tt_calloc(n, sizeof(float));
     if (has_v_buf(cfg)) o->v = (float *)tt_calloc(n, sizeof(float));
     if (has_a_buf(cfg)) o->a = (float *)tt_calloc(n, sizeof(float));
@@ -170,8 +220,9 @@ _Static_assert(TT_OPT_SGD == 0 && TT_OPT_ADAM == 1 && TT_OPT_NADAM == 2 && TT_OP
 void tt_optim_update_args(const tt_optim *o, tt_update_args *u)
 {
     const tt_optim_config *c = &o->cfg;
-    const tt_update_args a = {(int)c->kind, c->nesterov, c->lr,    c->momentum, c->beta1, c->beta2, c->epsilon,
-                              c->rho,       o->alpha,    o->cm, o->cg,       o->cv,       o->n_train};
+    const tt_update_args a = {(int)c->kind, c->nesterov, o->lr_now, c->momentum, c->beta1,       c->beta2,
+                              c->epsilon,   c->rho,      o->alpha,  o->cm,       o->cg,          o->cv,
+                              o->n_train,   c->weight_decay, c->clipvalue};
     *u = a;
 }
 
@@ -202,12 +253,13 @@ void tt_optim_free(tt_optim *o)
 
 void tt_optim_begin_step(tt_optim *o)
 {
+    o->lr_now = tt_lr_at(&o->cfg.sched, o->cfg.lr, o->t); /* Keras: the schedule at iterations, before its increment */
     o->t++;
     const double t = (double)o->t, b1 = o->cfg.beta1, b2 = o->cfg.beta2;
     switch (o->cfg.kind) {
     case TT_OPT_SGD:
     case TT_OPT_RMSPROP: break; /* no per-step scalars: Keras's RMSprop has no bias correction */
-    case TT_OPT_ADAM: o->alpha = (float)(o->cfg.lr * sqrt(1.0 - pow(b2, t)) / (1.0 - pow(b1, t))); break;
+    case TT_OPT_ADAM: o->alpha = (float)(o->lr_now * sqrt(1.0 - pow(b2, t)) / (1.0 - pow(b1, t))); break;
     case TT_OPT_NADAM: {
         /* Keras 3 Nadam's momentum schedule (keras/src/optimizers/nadam.py): u_t = beta_1 (1 - 0.5 * 0.96^t).
          * The running product takes u_t before this step's update, as Keras's _backend_update_step does; the

@@ -75,6 +75,24 @@ static tt_status run_check_memory(run_state *rs, tt_error *err)
 /* This rank's part of opening: model, trainer configuration, memory check, buffers, the ranks' part, checkpoint
  * directory and options, the reporting side's files — in that order, so nothing large is allocated before the budget
  * says it fits. */
+/* The optimizer's rate: --lr, times --lr-scaling linear's factor (the towers of every rank), on every rate of the
+ * schedule; Goyal's warm-up over --warmup-epochs, in optimizer steps (ssp, async: one a gradient, N a step). */
+static tt_status run_schedule(run_state *rs, tt_error *err)
+{
+    const tt_run_config *c = rs->c;
+    if (c->warmup_epochs && c->lr_scaling != TT_LR_LINEAR)
+        return tt_fail(err, TT_ERR_ARG, "--warmup-epochs: ramps the rate from --lr to the rate --lr-scaling linear "
+                       "scales it to; give --lr-scaling linear (or a --lr-schedule cosine warm-up)");
+    tt_optim_config *o = &rs->tc.optim;
+    const float k = c->lr_scaling == TT_LR_LINEAR ? (float)(c->towers * (size_t)rs->ranks.K) : 1.0f;
+    o->lr = c->optim.lr * k;
+    o->sched = c->lr_schedule;
+    o->sched.scale = k;
+    const size_t per_step = c->sync.kind == TT_SYNC_SSP || c->sync.kind == TT_SYNC_ASYNC ? c->towers : 1;
+    o->sched.ramp_steps = (uint64_t)c->warmup_epochs * rs->steps * per_step;
+    return TT_OK;
+}
+
 static tt_status run_open_local(void *ctx, tt_error *err)
 {
     run_state *rs = (run_state *)ctx;
@@ -100,8 +118,8 @@ static tt_status run_open_local(void *ctx, tt_error *err)
     tc->train_set = rs->train;
     tc->stop = tt_signal_flag();
     tc->node = rs->ranks.K > 1 ? rs->ranks.nd : NULL;
-    if (c->lr_scaling == TT_LR_LINEAR) tc->optim.lr = c->optim.lr * (float)(c->towers * (size_t)rs->ranks.K);
     rs->steps = (rs->train->n + tc->batch - 1) / tc->batch;
+    if ((s = run_schedule(rs, err))) return s;
     s = run_check_memory(rs, err);
     if (s) return s;
 
@@ -239,6 +257,7 @@ static void epoch_stats(run_state *rs, size_t epoch, size_t first, size_t end, t
         es->skipped += r->skipped != 0;
         es->grad_under += r->grad_under;
         es->grad_elems += r->grad_elems;
+        es->lr = r->lr;
         rs->step_secs[st - first] = r->t.total;
     }
     es->step_median = tt_median(rs->step_secs, end - first);

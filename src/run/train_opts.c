@@ -72,6 +72,18 @@ const tt_run_opt tt_run_opts[TT_RUN_N_OPTS] = {
     {.name = "--lr-scaling", .arg = "RULE", .kind = TT_OPT_CHOICE, CFG(lr_scaling), .choices = tt_lr_scaling_names,
      .cmds = TT_CMDS_RUNS, .resume = TT_RESUME_OWN, .at = {LOG(9), CKPT(11)},
      .help = "none: lr as given; linear: lr x towers (Goyal et al. 2017) [none]"},
+    {.name = "--lr-schedule", .arg = "SPEC", .kind = TT_OPT_LRSCHED, CFG(lr_schedule), .cmds = TT_CMDS_RUNS,
+     .resume = TT_RESUME_OWN,
+     .help = "the rate of each optimizer step t, Keras 3's schedules from --lr (docs/optimizers.md):\n"
+             "constant; step:B1,...,Bn:V0,...,Vn (PiecewiseConstantDecay: V0 while t <= B1, ...);\n"
+             "exponential:STEPS:RATE[:staircase] (ExponentialDecay);\n"
+             "cosine:STEPS[:ALPHA[:TARGET:WARMUP_STEPS]] (CosineDecay, warmup_target,\n"
+             "warmup_steps); --lr-scaling linear scales every rate [constant]"},
+    {.name = "--warmup-epochs", .arg = "N", .kind = TT_OPT_SIZE, CFG(warmup_epochs), .lo = 1, .hi = 100000,
+     .cmds = TT_CMDS_RUNS, .resume = TT_RESUME_OWN, .at = {LOG(31)},
+     .help = "Goyal et al.'s gradual warm-up: the rate ramps linearly, step by step, from --lr to\n"
+             "--lr-scaling linear's scaled rate over the first N epochs (needs --lr-scaling\n"
+             "linear) [none]"},
     {.name = "--seed", .arg = "N", .kind = TT_OPT_U64, CFG(seed), .hi = SIZE_MAX, .cmds = TT_CMDS_RUNS,
      .resume = TT_RESUME_OWN, .at = {RANKS(10), LOG(10)}, TC(seed),
      .help = "initialisation and shuffling; same seed + towers = bit-identical run [1]"},
@@ -236,6 +248,7 @@ static size_t kind_size(tt_opt_kind k)
     case TT_OPT_SLOW: return sizeof(tt_slow_tower[TT_MAX_SLOW]);
     case TT_OPT_OPTIM: return sizeof(tt_optim_config);
     case TT_OPT_SCALE: return sizeof(tt_loss_scale);
+    case TT_OPT_LRSCHED: return sizeof(tt_lr_schedule);
     case TT_OPT_KINDS: break;
     }
     return 0;
@@ -271,6 +284,11 @@ uint64_t tt_run_opt_value(const tt_run_opt *o, const tt_run_config *c)
         memcpy(&u, &ls.scale, sizeof u);
         return u | (uint64_t)(ls.dynamic != 0) << 63;
     }
+    case TT_OPT_LRSCHED: { /* the CRC-32 of its words */
+        char w[400];
+        tt_lr_schedule_words(&c->lr_schedule, w, sizeof w);
+        return tt_crc32(0, w, strlen(w));
+    }
     case TT_OPT_KINDS: break;
     }
     return 0;
@@ -299,7 +317,8 @@ const char *tt_run_opt_words(const tt_run_opt *o, uint64_t v, char *out, size_t 
         tt_sync_format(&sy, out, len);
         break;
     }
-    case TT_OPT_SLOW: snprintf(out, len, "%08llx", (unsigned long long)v); break;
+    case TT_OPT_SLOW:
+    case TT_OPT_LRSCHED: snprintf(out, len, "%08llx", (unsigned long long)v); break;
     case TT_OPT_OPTIM: snprintf(out, len, "%s", v < 16 ? tt_optim_kind_name((tt_optim_kind)v) : "?"); break;
     case TT_OPT_SCALE: {
         tt_loss_scale ls = {(int)(v >> 63), 0, 0};

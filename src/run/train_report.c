@@ -128,7 +128,7 @@ static void log_commit(run_state *rs)
 
 /* A field of the run's own in a record written in the places order (the options' are the table's rows). */
 typedef struct own_field {
-    char text[96]; /* "key":value; empty: no field of the run's at that place */
+    char text[480]; /* "key":value; empty: no field of the run's at that place */
 } own_field;
 
 static void own(own_field *f, int place, const char *key, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
@@ -145,7 +145,7 @@ static void own(own_field *f, int place, const char *key, const char *fmt, ...)
  * TT_AT_LOG), in the places' order. */
 static void log_start(run_state *rs)
 {
-    enum { START_FIELDS = 30 };
+    enum { START_FIELDS = 36 };
     const tt_run_config *c = rs->c;
     tt_out *log = &rs->report.log;
     own_field f[START_FIELDS + 1];
@@ -162,6 +162,13 @@ static void log_start(run_state *rs)
     own(f, 18, "flush_denormals", "%s", tt_fpu_flushing() ? "true" : "false");
     own(f, 19, "ranks", "%d", rs->ranks.K);
     own(f, 26, "non_trainable_params", "%zu", rs->model->n_params - rs->model->n_trainable);
+    const tt_optim_config *oc = &rs->tc.optim;
+    char sched[400];
+    own(f, 32, "lr_schedule", "\"%s\"", tt_lr_schedule_words(&oc->sched, sched, sizeof sched));
+    own(f, 33, "weight_decay", "%.9g", (double)oc->weight_decay);
+    own(f, 34, "clipnorm", "%.9g", (double)oc->clipnorm);
+    own(f, 35, "global_clipnorm", "%.9g", (double)oc->global_clipnorm);
+    own(f, 36, "clipvalue", "%.9g", (double)oc->clipvalue);
     tt_out_printf(log, "{\"event\":\"start\"");
     for (int p = 1; p <= START_FIELDS; p++) {
         const tt_run_opt *o = tt_run_opt_at(TT_AT_LOG, p);
@@ -225,6 +232,7 @@ void log_epoch(run_state *rs, const tt_epoch_stats *es)
     tt_out_json_num(log, "val_accuracy", v ? es->val.accuracy : NAN, 1);
     tt_out_json_num(log, "val_top5", v ? es->val.top5 : NAN, 1);
     tt_out_json_num(log, "step_median", es->step_median, 1);
+    tt_out_json_num(log, "learning_rate", es->lr, 1); /* the epoch's last step's (Keras's logs: the rate after it) */
     if (es->applied) { /* --sync ssp, async */
         tt_out_printf(log, "\"applied\":%zu,\"staleness_max\":%u,", es->applied, es->staleness_max);
         tt_out_json_num(log, "staleness_mean", es->staleness_sum / (double)es->applied, 1);
@@ -266,7 +274,7 @@ void print_epoch(run_state *rs, const tt_epoch_stats *es)
     if (rs->val->n)
         fprintf(out, " - val_loss: %.4f - val_accuracy: %.4f - val_top5: %.4f", es->val.loss, es->val.accuracy,
                 es->val.top5);
-    fprintf(out, "%s\n", rs->bar ? "\033[K" : "");
+    fprintf(out, " - learning_rate: %.4e%s\n", (double)es->lr, rs->bar ? "\033[K" : "");
     tt_ledger_split_line(out, &es->split);
     char m[32];
     if (es->applied) {
@@ -478,7 +486,7 @@ void tb_epoch(run_state *rs, const tt_epoch_stats *es)
     tt_tb_scalar(tb, TT_TB_TRAIN, "epoch_loss", step, wall, es->loss);
     tt_tb_scalar(tb, TT_TB_TRAIN, "epoch_accuracy", step, wall, es->accuracy);
     tt_tb_scalar(tb, TT_TB_TRAIN, "epoch_top5", step, wall, es->top5);
-    tt_tb_scalar(tb, TT_TB_TRAIN, "epoch_learning_rate", step, wall, rs->tc.optim.lr);
+    tt_tb_scalar(tb, TT_TB_TRAIN, "epoch_learning_rate", step, wall, es->lr);
     if (rs->tc.precision) { /* --precision bf16, fp16 */
         tt_tb_scalar(tb, TT_TB_TRAIN, "epoch_loss_scale", step, wall, es->loss_scale);
         tt_tb_scalar(tb, TT_TB_TRAIN, "epoch_skipped_steps", step, wall, (double)es->skipped);
@@ -536,7 +544,7 @@ void tb_steps(run_state *rs, size_t epoch, size_t end)
         tt_tb_scalar(&rp->tb, TT_TB_TRAIN, "batch_loss", (int64_t)g, wall, rp->tb_loss / seen);
         tt_tb_scalar(&rp->tb, TT_TB_TRAIN, "batch_accuracy", (int64_t)g, wall, (double)rp->tb_top1 / seen);
         tt_tb_scalar(&rp->tb, TT_TB_TRAIN, "batch_top5", (int64_t)g, wall, (double)rp->tb_top5 / seen);
-        tt_tb_scalar(&rp->tb, TT_TB_TRAIN, "batch_learning_rate", (int64_t)g, wall, rs->tc.optim.lr);
+        tt_tb_scalar(&rp->tb, TT_TB_TRAIN, "batch_learning_rate", (int64_t)g, wall, r->lr);
         tb_split(rs, "batch", (int64_t)g, wall, &rp->tb_win, win, rp->tb_win_steps);
         memset(&rp->tb_win, 0, sizeof rp->tb_win);
         memset(win, 0, rs->c->towers * TT_TOWER_PHASES * sizeof(double));

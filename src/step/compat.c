@@ -41,6 +41,7 @@ enum {
     F_FP32,            /* --precision fp32 */
     F_SCALED,          /* a loss scale (dynamic, or a fixed one above 1) */
     F_PUSH32,          /* --push-precision fp32 */
+    F_CLIP_NORM,       /* --clipnorm or --global-clipnorm: the whole summed gradient's norm before the update */
 };
 #define F(x) (1u << F_##x)
 
@@ -121,6 +122,18 @@ static const compat_rule rules[] = {
     {F(HALF) | F(RANKS),
      "--precision {precision}: under mpirun the ranks combine FP32 node sums (give --precision fp32, or run one "
      "rank)"},
+    {F(CLIP_NORM) | F(UPDATE_DEVICE),
+     "--{clip}: the host takes the summed gradient's norm before it updates, so it needs --update host (not "
+     "{update}; --clipvalue and --weight-decay work on a device)"},
+    {F(CLIP_NORM) | F(NOT_SUMMED),
+     "--{clip}: the norm is the summed gradient's, which --sync {sync} does not form (give --sync bsp; --clipvalue "
+     "works with every mode)"},
+    {F(CLIP_NORM) | F(OVERLAP),
+     "--{clip}: --overlap on updates each bucket before the last is pushed, and the norm needs them all (give "
+     "--overlap off)"},
+    {F(CLIP_NORM) | F(RANKS),
+     "--{clip}: under mpirun a rank updates from the combined sum without its norm (run one rank; --clipvalue "
+     "and --weight-decay work across ranks)"},
 };
 
 /* The first --slow-tower entry beyond the towers, or n_slow. */
@@ -167,6 +180,7 @@ static unsigned facts(const tt_trainer_config *cfg)
         {cfg->precision == TT_FMT_FP32, F(FP32)},
         {cfg->loss_scale.dynamic || cfg->loss_scale.scale > 1.0, F(SCALED)},
         {cfg->push_fp32 != 0, F(PUSH32)},
+        {cfg->optim.clipnorm > 0 || cfg->optim.global_clipnorm > 0, F(CLIP_NORM)},
     };
     unsigned set = 0;
     for (size_t k = 0; k < sizeof f / sizeof f[0]; k++)
@@ -215,6 +229,7 @@ static const char *fill(const char *name, size_t len, const tt_trainer_config *c
     if (IS("update_why")) return up->why;
     if (IS("gpus_s")) return cfg->n_devices == 1 ? "" : "s";
     if (IS("precision")) return cfg->precision == TT_FMT_BF16 ? "bf16" : "fp16";
+    if (IS("clip")) return cfg->optim.clipnorm > 0 ? "clipnorm" : "global-clipnorm";
     if (IS("towers") || IS("gpus") || IS("last") || IS("slow")) {
         const size_t v = IS("towers") ? cfg->n_towers
                          : IS("gpus") ? (size_t)cfg->n_devices

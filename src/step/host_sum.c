@@ -46,6 +46,10 @@ void host_blocks(tt_trainer *tr, const host_pass *p, size_t lo, size_t hi, doubl
             finite = tt_all_finite(grad, len);
         }
         double t1 = tt_now();
+        if (p->update && tr->clip && finite) { /* --clipnorm, --global-clipnorm: the factors are this step's */
+            clip_block(tr, grad, block, b, len);
+            grad = block;
+        }
         if (p->update) {
             if (!finite) atomic_store_explicit(&tr->grad_nonfinite, 1, memory_order_relaxed);
             else if (!tr->loss_nonfinite) {

@@ -41,6 +41,7 @@
  *   tower.c         a tower's buffers and the phases of its step: pull, data, compute, push; graphs; evaluation
  *   overlap.c       --overlap on: buckets pushed, summed and updated during the backward
  *   placement.c     --reduce's rows (buffers, the tower-side reduce) and --update's (the update on a device)
+ *   host_clip.c     --clipnorm, --global-clipnorm: the summed gradient's norms before the update
  *   host_sum.c      the host's sum of the towers' slots + the optimizer, block by block across the crew
  *   bn_exchange.c   --bn-sync on: the batch statistics' exchange between the towers
  *   shards.c        a step's shards, a rank's slice, the shard schedule of the modes other than bsp
@@ -175,7 +176,9 @@ struct tt_trainer {
     atomic_int grad_nonfinite; /* a block of this step's summed gradient is not finite (set by any host slice) */
     tt_halt halt;            /* set at the end of a step; the crew leaves the run of steps */
     atomic_int stop_request; /* tt_trainer_request_stop */
-    float *h_grad;           /* device / allreduce / nccl: the reduced gradient pushed by the towers (P) */
+    float *h_grad;           /* device / allreduce / nccl: the reduced gradient pushed by the towers (P); cpu with
+                              * K ranks or a norm clip: the host's sum */
+    struct clip_state *clip; /* --clipnorm, --global-clipnorm: the norms' pieces and this step's factors (host_clip.c) */
     struct overlap *ov;      /* --overlap on: the buckets and their progress this step (overlap.c) */
     struct sync_state *sy;   /* --sync ssp, async, weights: the shards' schedule and the averages (shards.c) */
     float *h_logits;         /* tt_trainer_predict: where the evaluation copies every sample's logits */
@@ -415,6 +418,15 @@ void host_slice(tt_trainer *tr, const host_pass *p, int i, int T, double *t_sum,
 /* --precision bf16, fp16: h_params16[lo, hi) = h_params[lo, hi) in the format (hi <= n_trainable); the weights whose
  * 16-bit copy is Inf or NaN (fp16: |w| >= 65520; bf16: >= 3.3961e38) raise tr->w16_range. */
 void host_narrow_params(tt_trainer *tr, size_t lo, size_t hi);
+
+/* host_clip.c: --clipnorm, --global-clipnorm (bsp, --update host, one rank: compat.c) */
+typedef struct clip_state clip_state;
+int clip_by_norm(const tt_trainer_config *cfg);
+tt_status clip_init(tt_trainer *tr, tt_error *err); /* tr->clip (freed by clip_free, also on failure) */
+void clip_free(clip_state *c);
+/* Block [b, b + len) of the summed gradient g, clipped by this step's factors, into out (may be g). */
+void clip_block(const tt_trainer *tr, const float *g, float *out, size_t b, size_t len);
+void host_clip_step(tt_trainer *tr, int i, int T); /* the bsp step's host part with a norm clip */
 
 /* bn_exchange.c */
 void tower_exchange(void *arg, tt_dev *dev, float *d_buf, size_t n); /* tt_exchange.sum */

@@ -120,6 +120,7 @@ static void after_update(void *arg)
     }
     res->t.update0 = tr->t_update0;
     res->t.update1 = tr->t_update1;
+    res->lr = tr->opt.lr_now;
     /* the rest of the step: the host's update */
     res->t.update = now - tr->t_step - res->t.towers - res->t.reduce - res->t.combine;
     res->t.total = now - tr->t_step;
@@ -229,6 +230,8 @@ void bsp_run(tt_trainer *tr, int i, int T)
             if (tw) tower_update(tw);
         } else if (multi_node(&tr->cfg)) {
             host_node_step(tr, i, T);
+        } else if (tr->clip) {
+            host_clip_step(tr, i, T); /* the norms of the whole sum first */
         } else {
             host_slice(tr, &fused, i, T, NULL, NULL); /* one rank: the fused block-wise sum + update */
         }

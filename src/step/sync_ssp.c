@@ -71,6 +71,7 @@ static void sync_account(tt_trainer *tr, tt_tower *tw, size_t st, size_t s, doub
     res->applied += applied != 0; /* a non-finite gradient came back but was not applied */
     res->staleness_sum += l->staleness;
     res->staleness_max = l->staleness > res->staleness_max ? l->staleness : res->staleness_max;
+    res->lr = tr->opt.lr_now;
     if (tr->ledger) tr->ledger[st * N + s] = *l;
     if (--sy->left[st]) return;
     for (size_t e = shards; tr->ledger && e < N; e++) { /* a short last step's empty shards: nobody ran them */

@@ -75,6 +75,7 @@ static void weights_window_end(void *arg)
             res->t.update += w->update / (double)N;
         }
         res->t.step0 = now - res->t.total; /* the towers' steps ran side by side: a nominal start */
+        res->lr = tr->towers[0].opt.lr_now; /* every tower steps with the same rates: the window's last */
         res->t.step1 = now;
     }
     if (done > sy->win0) { /* the window's last step carries the meeting: the towers' waits for it */

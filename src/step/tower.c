@@ -74,7 +74,7 @@ void tower_buffers(tt_trainer *tr, tt_tower *tw, buf_list *l)
     }
     if (tw->id == 0) { /* pinned, so every tower's pull is a fast async copy */
         add_buf(l, &tr->h_params, P * F, 1, "master weights", TT_MEM_BY_PARAMS);
-        if (!tr->place->info.host_sum || multi_node(&tr->cfg))
+        if (!tr->place->info.host_sum || multi_node(&tr->cfg) || clip_by_norm(&tr->cfg))
             add_buf(l, &tr->h_grad, P * F, 1, "reduced gradient", TT_MEM_BY_PARAMS);
         if (multi_node(&tr->cfg)) { /* the reduce-scatter's K received slices, and this rank's slice of the sum */
             size_t lo0, S;

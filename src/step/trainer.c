@@ -39,6 +39,7 @@ static void trainer_release(tt_trainer *tr)
     crew_close(tr);
     if (tr->model) tt_optim_free(&tr->opt);
     overlap_free(tr);
+    clip_free(tr->clip);
     sync_free(tr);
     tt_free(tr->h_slots);
     tt_free(tr->towers);
@@ -113,6 +114,7 @@ static tt_status trainer_build(tt_trainer *tr, const tt_model *m, const tt_train
         s = overlap_init(tr, T, err);
         if (s) return s;
     }
+    if (clip_by_norm(cfg) && (s = clip_init(tr, err))) return s;
     if (!(tr->mode->caps & SYNC_SUMMED)) { /* the shards' schedule, or the averages' accounts */
         s = sync_init(tr, T, err);
         if (s) return s;
