@@ -134,6 +134,16 @@ int tt_optim_param_find(const char *name);
 /* The parameter whose option this is (without "--": "weight-decay"), or -1. */
 int tt_optim_param_find_flag(const char *flag);
 const char *tt_optim_param_flag(const tt_optim_param *p); /* its option's name without "--" */
+/* Keras's norm clips (BaseOptimizer._clip_gradients), from sums of squares taken in double (tt_sum_squares):
+ *   clipnorm c:         each variable's g <- g * c / d, d = tt_clipnorm_divisor(its sum of squares) = max(norm, c) —
+ *                       applied below c too, where the product and the division round as Keras's do
+ *   global_clipnorm c:  every g <- g * tt_global_clip_scale(the sum over every variable) = c * min(1/norm, 1/c)
+ *                       (NaN for a norm that is not finite, as Keras's) */
+double tt_sum_squares(const float *g, size_t n); /* in eight fixed lanes: the same bits every time */
+float tt_clipnorm_divisor(const tt_optim_config *c, double sq);
+float tt_global_clip_scale(const tt_optim_config *c, double sq);
+static inline float tt_clipnorm_elem(float g, float c, float d) { return g * c / d; }
+
 /* The first pair of clips set together (Keras allows one of clipnorm, global_clipnorm and clipvalue), their names in
  * *a and *b; 0: none. */
 int tt_optim_clips_clash(const tt_optim_config *c, const char **a, const char **b);

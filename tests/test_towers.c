@@ -395,12 +395,19 @@ static void updates_agree(void)
 {
     tt_dataset ds;
     g_w->make(&ds, 600, 6);
-    tt_optim_config ocs[4] = {tt_optim_defaults(TT_OPT_SGD), tt_optim_defaults(TT_OPT_ADAM),
-                              tt_optim_defaults(TT_OPT_NADAM), tt_optim_defaults(TT_OPT_RMSPROP)};
+    tt_optim_config ocs[6] = {tt_optim_defaults(TT_OPT_SGD),     tt_optim_defaults(TT_OPT_ADAM),
+                              tt_optim_defaults(TT_OPT_NADAM),   tt_optim_defaults(TT_OPT_RMSPROP),
+                              tt_optim_defaults(TT_OPT_ADAM),    tt_optim_defaults(TT_OPT_SGD)};
     ocs[0].momentum = 0.9f;
     ocs[0].nesterov = 1;
     ocs[3].momentum = 0.5f;
     ocs[3].centered = 1;
+    ocs[4].weight_decay = 0.004f; /* AdamW, its gradient clipped by value: per element, on every placement */
+    ocs[4].clipvalue = 0.01f;
+    ocs[5].momentum = 0.9f; /* a schedule's rate each step, and the decay at that rate */
+    ocs[5].weight_decay = 0.01f;
+    tt_error se;
+    ck_assert(tt_lr_schedule_parse("--lr-schedule", "cosine:20:0.1:0.05:5", &ocs[5].sched, &se) == TT_OK);
     static const struct {
         tt_update update;
         tt_reduce reduce;
@@ -409,7 +416,7 @@ static void updates_agree(void)
                 {TT_UPDATE_DEVICE, TT_REDUCE_DEVICE},
                 {TT_UPDATE_REPLICATED, TT_REDUCE_ALLREDUCE}};
     const int graphs = g_be.ops->capture_begin != NULL;
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < 6; k++)
         for (size_t N = 1; N <= max_towers(47); N++) {
             size_t P;
             tt_error e;
@@ -481,6 +488,61 @@ static void updates_agree(void)
 }
 
 START_TEST(test_updates_agree) { updates_agree(); }
+
+/* --clipnorm and --global-clipnorm: the host takes the norms of the whole summed gradient before it updates
+ * (host_clip.c). The same bits whichever placement pushed the sum and however many host threads take the squares;
+ * N towers against 1 within the N-towers tolerance; a clip that binds moves the weights; --update device is refused
+ * with one line. */
+static void norm_clips_agree(void)
+{
+    tt_dataset ds;
+    g_w->make(&ds, 600, 6);
+    tt_optim_config ocs[2] = {tt_optim_defaults(TT_OPT_SGD), tt_optim_defaults(TT_OPT_ADAM)};
+    ocs[0].momentum = 0.9f;
+    ocs[0].clipnorm = 0.05f;
+    ocs[1].global_clipnorm = 0.1f;
+    static const tt_reduce reduces[] = {TT_REDUCE_CPU, TT_REDUCE_DEVICE, TT_REDUCE_ALLREDUCE};
+    for (int k = 0; k < 2; k++) {
+        size_t P;
+        tt_error e;
+        float *one = train_job(TT_REDUCE_CPU, TT_UPDATE_HOST, 1, ocs[k], &ds, &P, &e);
+        ck_assert_msg(one != NULL, "%s", e.msg);
+        tt_optim_config plain = ocs[k];
+        plain.clipnorm = plain.global_clipnorm = 0;
+        float *unclipped = train_job(TT_REDUCE_CPU, TT_UPDATE_HOST, 1, plain, &ds, &P, &e);
+        ck_assert_msg(first_diff(one, unclipped, P) < P, "the clip moved no weight");
+        for (size_t N = 1; N <= max_towers(47); N++) {
+            float *ref = NULL;
+            for (size_t r = 0; r < sizeof reduces / sizeof reduces[0]; r++)
+                for (int threads = 0; threads < 2; threads++) {
+                    g_host_threads = threads ? 1 : 0;
+                    float *w = train_job(reduces[r], TT_UPDATE_HOST, N, ocs[k], &ds, &P, &e);
+                    ck_assert_msg(w != NULL, "%s", e.msg);
+                    if (!ref) {
+                        ref = w;
+                        check_n_vs_1("norm clip", N, 47, w, one, P);
+                        continue;
+                    }
+                    const size_t first = first_diff(w, ref, P);
+                    ck_assert_msg(first == P, "%s N=%zu --reduce %s, %s host threads: weight %zu is %.9g, cpu's %.9g",
+                                  k ? "global-clipnorm" : "clipnorm", N, tt_reduce_name(reduces[r]),
+                                  threads ? "1" : "all", first, first < P ? w[first] : 0, first < P ? ref[first] : 0);
+                    tt_free(w);
+                }
+            g_host_threads = 0;
+            tt_free(ref);
+        }
+        tt_free(one);
+        tt_free(unclipped);
+        g_update = TT_UPDATE_DEVICE;
+        ck_assert(train_job(TT_REDUCE_DEVICE, TT_UPDATE_DEVICE, 2, ocs[k], &ds, &P, &e) == NULL);
+        ck_assert_msg(strstr(e.msg, "needs --update host") && !strchr(e.msg, '\n'), "%s", e.msg);
+        g_update = TT_UPDATE_HOST;
+    }
+    tt_dataset_free(&ds);
+}
+
+START_TEST(test_norm_clips_agree) { norm_clips_agree(); }
 END_TEST
 
 /* --overlap on: the buckets summed and updated as they land, by whichever crew thread is free, and the next step's
@@ -1169,6 +1231,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_placements_agree);
     tcase_add_test(tc, test_epilogues_agree);
     tcase_add_test(tc, test_updates_agree);
+    tcase_add_test(tc, test_norm_clips_agree);
     tcase_add_test(tc, test_overlap_agrees);
     tcase_add_test(tc, test_update_evaluates_host_weights);
     tcase_add_test(tc, test_same_seed_bit_identical);

@@ -109,6 +109,30 @@ int tt_optim_clips_clash(const tt_optim_config *c, const char **a, const char **
 
 void *tt_optim_param_field(tt_optim_config *c, const tt_optim_param *p) { return (char *)c + p->offset; }
 
+double tt_sum_squares(const float *g, size_t n)
+{
+    double lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    size_t k = 0;
+    for (; k + 8 <= n; k += 8)
+        for (int j = 0; j < 8; j++) lane[j] += (double)g[k + j] * (double)g[k + j];
+    for (; k < n; k++) lane[k % 8] += (double)g[k] * (double)g[k];
+    double s = 0;
+    for (int j = 0; j < 8; j++) s += lane[j];
+    return s;
+}
+
+float tt_clipnorm_divisor(const tt_optim_config *c, double sq)
+{
+    const float norm = sq > 0 ? (float)sqrt(sq) : 0.0f; /* Keras: the norm 0 where the sum is not positive */
+    return norm > c->clipnorm ? norm : c->clipnorm;
+}
+
+float tt_global_clip_scale(const tt_optim_config *c, double sq)
+{
+    const float norm = (float)sqrt(sq), inv = 1.0f / norm, inv_c = 1.0f / c->global_clipnorm;
+    return c->global_clipnorm * (inv < inv_c ? inv : inv_c) + (norm - norm);
+}
+
 tt_optim_config tt_optim_defaults(tt_optim_kind kind)
 {
     tt_optim_config c;

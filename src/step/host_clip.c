@@ -79,19 +79,6 @@ tt_status clip_init(tt_trainer *tr, tt_error *err)
     return TT_OK;
 }
 
-/* Sum of squares of g[0..n), in double, in eight fixed lanes (then the lanes in order): the same bits every time. */
-static double squares(const float *g, size_t n)
-{
-    double lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    size_t k = 0;
-    for (; k + 8 <= n; k += 8)
-        for (int j = 0; j < 8; j++) lane[j] += (double)g[k + j] * (double)g[k + j];
-    for (; k < n; k++) lane[k % 8] += (double)g[k] * (double)g[k];
-    double s = 0;
-    for (int j = 0; j < 8; j++) s += lane[j];
-    return s;
-}
-
 /* Thread i of T: the squares of its blocks' pieces of grad (the summed gradient, position 0 at grad[0]). */
 static void clip_squares(tt_trainer *tr, const float *grad, int i, int T)
 {
@@ -100,7 +87,7 @@ static void clip_squares(tt_trainer *tr, const float *grad, int i, int T)
     block_slice(0, tr->model->n_params, i, T, &lo, &hi);
     hi = hi < tr->model->n_trainable ? hi : tr->model->n_trainable;
     for (size_t b = lo / TT_REDUCE_BLOCK; b * TT_REDUCE_BLOCK < hi; b++)
-        for (size_t k = c->first[b]; k < c->first[b + 1]; k++) c->sq[k] = squares(grad + c->lo[k], c->hi[k] - c->lo[k]);
+        for (size_t k = c->first[b]; k < c->first[b + 1]; k++) c->sq[k] = tt_sum_squares(grad + c->lo[k], c->hi[k] - c->lo[k]);
 }
 
 /* The serial section after the squares: each variable's norm (its pieces in order), then the factors. */
@@ -115,15 +102,9 @@ static void clip_factors(void *arg)
         double s = 0;
         for (; k < c->n_pieces && c->var[k] == v; k++) s += c->sq[k];
         total += s;
-        if (o->clipnorm > 0) { /* Keras: max(norm, c), the norm 0 where the sum of squares is not positive */
-            const float norm = s > 0 ? (float)sqrt(s) : 0.0f;
-            c->factor[v] = norm > o->clipnorm ? norm : o->clipnorm;
-        }
+        if (o->clipnorm > 0) c->factor[v] = tt_clipnorm_divisor(o, s);
     }
-    if (o->global_clipnorm > 0) { /* c * min(1 / norm, 1 / c), a NaN where the norm is not finite */
-        const float norm = (float)sqrt(total), inv = 1.0f / norm, inv_c = 1.0f / o->global_clipnorm;
-        c->factor[0] = o->global_clipnorm * (inv < inv_c ? inv : inv_c) + (norm - norm);
-    }
+    if (o->global_clipnorm > 0) c->factor[0] = tt_global_clip_scale(o, total);
 }
 
 void clip_block(const tt_trainer *tr, const float *g, float *out, size_t b, size_t len)
@@ -138,7 +119,7 @@ void clip_block(const tt_trainer *tr, const float *g, float *out, size_t b, size
         const size_t blk = b / TT_REDUCE_BLOCK;
         for (size_t p = c->first[blk]; p < c->first[blk + 1]; p++) {
             const float cn = o->clipnorm, d = c->factor[c->var[p]];
-            for (size_t at = c->lo[p]; at < c->hi[p]; at++) out[at - b] = g[at - b] * cn / d;
+            for (size_t at = c->lo[p]; at < c->hi[p]; at++) out[at - b] = tt_clipnorm_elem(g[at - b], cn, d);
         }
     }
     for (size_t k = n; k < len; k++) out[k] = g[k]; /* the tail */
