@@ -221,6 +221,61 @@ START_TEST(test_resume_mid_epoch_is_exact)
 }
 END_TEST
 
+/* The recipes (issue 34): a schedule with its own warm-up, Goyal's warm-up over --lr-scaling linear, weight decay and
+ * a global norm clip. A resume from any mid-run checkpoint takes every later step at the rate the straight run did,
+ * to the bit; a resume with another schedule or without the warm-up is refused, naming both. */
+static void recipe(tt_run_config *c)
+{
+    config(c, 2, 3);
+    tt_error err;
+    ck_assert(tt_lr_schedule_parse("--lr-schedule", "cosine:15:0.1:0.004:4", &c->lr_schedule, &err) == TT_OK);
+    c->lr_scaling = TT_LR_LINEAR;
+    c->warmup_epochs = 1;
+    c->optim.weight_decay = 0.01f;
+    c->optim.global_clipnorm = 0.5f;
+}
+
+START_TEST(test_resume_recipes_exact)
+{
+    char dir[512], path[1024];
+    tt_test_tmpdir(dir, sizeof dir);
+    tt_run_config c;
+    size_t P, P2;
+    recipe(&c);
+    float *straight = run_ok(&c, &P);
+    recipe(&c);
+    c.checkpoint_dir = dir;
+    c.save_every_steps = 5;
+    c.keep = 100;
+    tt_free(run_ok(&c, &P2));
+    static const size_t at[][2] = {{1, 5}, {2, 3}, {3, 1}};
+    for (size_t k = 0; k < sizeof at / sizeof at[0]; k++) {
+        tt_ckpt_path(path, sizeof path, dir, at[k][0], at[k][1]);
+        recipe(&c);
+        c.resume = path;
+        float *resumed = run_ok(&c, &P2);
+        ck_assert_msg(memcmp(resumed, straight, P * sizeof(float)) == 0, "resumed from %s: other weights", path);
+        tt_free(resumed);
+    }
+    tt_free(straight);
+    tt_ckpt_path(path, sizeof path, dir, 2, 3);
+    tt_status st;
+    tt_error err;
+    recipe(&c);
+    c.resume = path;
+    ck_assert(tt_lr_schedule_parse("--lr-schedule", "cosine:15:0.1", &c.lr_schedule, &err) == TT_OK);
+    ck_assert_ptr_null(run(&c, &P2, &st, &err));
+    ck_assert_msg(st == TT_ERR_ARG && strstr(err.msg, "lr_schedule cosine:15:0.1:0.004:4 x 2") &&
+                      strstr(err.msg, "lr_schedule cosine:15:0.1 x 2"), "%s", err.msg);
+    recipe(&c);
+    c.resume = path;
+    c.warmup_epochs = 2;
+    ck_assert_ptr_null(run(&c, &P2, &st, &err));
+    ck_assert_msg(st == TT_ERR_ARG && strstr(err.msg, "warm-up 7 steps") && strstr(err.msg, "warm-up 14 steps"), "%s",
+                  err.msg);
+}
+END_TEST
+
 /* Another tower count: the same run within the N-tower tolerance, not to the bit. */
 START_TEST(test_resume_other_towers_within_tolerance)
 {
@@ -706,6 +761,7 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_checkpoint_options_in_order);
     tcase_add_test(tc, test_resume_epoch_boundary_is_exact);
+    tcase_add_test(tc, test_resume_recipes_exact);
     tcase_add_test(tc, test_resume_mid_epoch_is_exact);
     tcase_add_test(tc, test_resume_other_towers_within_tolerance);
     tcase_add_test(tc, test_keep_prunes_oldest);

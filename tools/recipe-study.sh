@@ -19,3 +19,20 @@ for recipe in "--lr-scaling linear" "--lr-scaling linear --warmup-epochs 5" "--l
   acc=$("$BIN" train "${COMMON[@]}" --towers 32 --batch 8192 $recipe --progress lines | sed -n 's/^test: .* accuracy: \([0-9.]*\) .*/\1/p')
   echo "batch 8192, 32 towers, $recipe: test accuracy $acc" | tee -a "$OUT/large.txt"
 done
+# the chart: test accuracy against the global batch, without and with the recipe (gnuplot-nox)
+col() { head -1 "$1" | tr ',' '\n' | grep -nx "$2" | cut -d: -f1; }
+for f in plain recipe; do
+  awk -F, -v b="$(col "$OUT/$f.csv" batch)" -v t="$(col "$OUT/$f.csv" towers)" \
+    -v a="$(col "$OUT/$f.csv" test_accuracy)" 'NR > 1 { print $b, $a, $t }' "$OUT/$f.csv" | sort -n > "$OUT/$f.dat"
+done
+gnuplot <<PLOT
+set terminal pngcairo size 800,480
+set output "$OUT/recipe-study.png"
+set logscale x 2
+set xlabel "global batch (towers x 64 or x 128 per tower)"
+set ylabel "test accuracy after 10 epochs"
+set key bottom left
+set grid
+plot "$OUT/plain.dat" using 1:2 with linespoints title "lr 0.01 at every batch", \
+     "$OUT/recipe.dat" using 1:2 with linespoints title "--lr-scaling linear --warmup-epochs 5"
+PLOT
