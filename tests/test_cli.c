@@ -109,6 +109,32 @@ START_TEST(test_bad_flags)
     /* a choice row takes its words only: --save-best has no 'none' (it is the flag's absence) */
     expect("train --checkpoint-dir d --save-best none", 2, "--save-best: 'none' is not val_loss or val_accuracy");
     expect("train --progress loud", 2, "--progress: 'loud' is not auto, bar, lines, quiet or towers");
+    /* the recipes (issue 34): schedules, warm-up, weight decay and the clips — words, ranges, what they need */
+    expect("train --lr-schedule linear", 2, "--lr-schedule: 'linear' is not constant, step:B1,...,Bn:V0,...,Vn,");
+    expect("train --lr-schedule step:10,5:1,1,1", 2, "--lr-schedule: 'step:10,5:1,1,1': boundaries must increase");
+    expect("train --lr-schedule cosine:0", 2, "--lr-schedule: 'cosine:0': STEPS is a step count (1 to 2^53)");
+    expect("train --lr-schedule exponential:10:0.5:x", 2, "its third field can only be staircase");
+    expect("train --lr-schedule ''", 2, "--lr-schedule: '' is not constant");
+    expect("train --weight-decay 2", 2, "--weight-decay");
+    expect("train --weight-decay -0.1", 2, "--weight-decay");
+    expect("train --clipnorm 0", 2, "--clipnorm");
+    expect("train --clipvalue nan", 2, "--clipvalue");
+    expect("train --clipnorm 1 --clipvalue 1", 2,
+           "--clipvalue: not with --clipnorm (Keras's optimizers take one of clipnorm, global_clipnorm and clipvalue)");
+    expect("train --global-clipnorm 1 --clipnorm 1", 2, "--global-clipnorm: not with --clipnorm");
+    expect("train --warmup-epochs 0", 2, "--warmup-epochs");
+    expect("train --warmup-epochs 2 --train-samples 64 --val-samples 0 --epochs 1 --device cpu", 2,
+           "--warmup-epochs: ramps the rate from --lr to the rate --lr-scaling linear scales it to; give --lr-scaling "
+           "linear");
+    expect("train --clipnorm 1 --reduce device --update device --train-samples 64 --val-samples 0 --epochs 1 "
+           "--device cpu", 2, "--clipnorm: the host takes the summed gradient's norm before it updates, so it needs "
+           "--update host");
+    expect("train --global-clipnorm 1 --sync async --towers 2 --train-samples 64 --val-samples 0 --epochs 1 "
+           "--device cpu", 2, "--global-clipnorm: the norm is the summed gradient's, which --sync async does not form");
+    expect("train --clipnorm 1 --overlap on --towers 2 --train-samples 64 --val-samples 0 --epochs 1 --device cpu", 2,
+           "--clipnorm: --overlap on updates each bucket before the last is pushed");
+    expect("summary --lr-schedule constant", 2, "summary: --lr-schedule does not apply");
+    expect("eval --weight-decay 0.1", 2, "eval: --weight-decay does not apply");
     /* --precision and its scaler (issue 33): the words, the ranges, what they do not run with, where they apply */
     expect("train --precision fp8", 2, "--precision: 'fp8' is not fp32, bf16 or fp16");
     expect("train --precision fp16 --loss-scale abc", 2,
@@ -358,7 +384,8 @@ static void start_record_in_order(json_object *o)
         "event", "version", "backend", "towers", "batch", "epochs", "optimizer", "lr", "base_lr", "lr_scaling", "seed",
         "train_samples", "val_samples", "test_samples", "params", "model", "reduce", "update", "flush_denormals",
         "ranks", "node_reduce", "sync", "sync_schedule", "bn_sync", "data_on", "epilogues", "non_trainable_params",
-        "slow_tower", "precision", "push_precision", "loss_scale"};
+        "slow_tower", "precision", "push_precision", "loss_scale", "warmup_epochs", "lr_schedule", "weight_decay",
+        "clipnorm", "global_clipnorm", "clipvalue"};
     size_t k = 0;
     json_object_object_foreach(o, key, val) {
         (void)val;
