@@ -134,6 +134,8 @@ START_TEST(test_bad_flags)
     expect("train --clipnorm 1 --overlap on --towers 2 --train-samples 64 --val-samples 0 --epochs 1 --device cpu", 2,
            "--clipnorm: --overlap on updates each bucket before the last is pushed");
     expect("summary --lr-schedule constant", 2, "summary: --lr-schedule does not apply");
+    expect("train --lr 0.1 --lr-schedule step:5:0.1,0.01 --train-samples 64 --val-samples 0 --epochs 1 --device cpu",
+           2, "--lr: not with --lr-schedule step (its values are the rates)");
     expect("eval --weight-decay 0.1", 2, "eval: --weight-decay does not apply");
     /* --precision and its scaler (issue 33): the words, the ranges, what they do not run with, where they apply */
     expect("train --precision fp8", 2, "--precision: 'fp8' is not fp32, bf16 or fp16");

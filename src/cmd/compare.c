@@ -52,21 +52,29 @@ static void compare_designs(const tt_run_config *c, compare_runs *x)
         return;
     }
     x->n_order = x->n_reduce = 0;
+    /* a norm clip takes the summed gradient's norm on the host before it updates: the host's designs only */
+    const int norm_clip = c->optim.clipnorm > 0 || c->optim.global_clipnorm > 0;
+    if (norm_clip)
+        fprintf(stderr, "towertrain: notice: --%s: compare runs the designs that update on the host, without "
+                "--overlap (the host takes the summed gradient's norm before it updates)\n",
+                c->optim.clipnorm > 0 ? "clipnorm" : "global-clipnorm");
     /* FP32 rows, as given: a --push-precision fp32 or --loss-scale there is refused at the first (compat.c) */
     for (int r = 0; r < MAX_RUNS; r++) x->overlap[r] = x->precision[r] = 0, x->push_fp32[r] = c->push_fp32;
     for (int r = 0; r < TT_REDUCE_COUNT; r++) {
         if (!tt_reduce_about((tt_reduce)r)->tower_order) continue;
         x->n_reduce++;
         for (int u = 0; u < TT_UPDATE_COUNT; u++)
-            if (tt_update_reduces((tt_update)u) & (1u << r)) {
+            if ((tt_update_reduces((tt_update)u) & (1u << r)) && !(norm_clip && u != TT_UPDATE_HOST)) {
                 x->order[x->n_order] = (tt_reduce)r;
                 x->where[x->n_order++] = (tt_update)u;
             }
     }
     /* and the host's design with the push overlapped with the backward (--bucket-kib: its buckets) */
-    x->order[x->n_order] = TT_REDUCE_CPU;
-    x->where[x->n_order] = TT_UPDATE_HOST;
-    x->overlap[x->n_order++] = 1;
+    if (!norm_clip) {
+        x->order[x->n_order] = TT_REDUCE_CPU;
+        x->where[x->n_order] = TT_UPDATE_HOST;
+        x->overlap[x->n_order++] = 1;
+    }
     /* every run's data phase as --data-on says, and the host's design once more with the other one */
     const int given_data_on = c->data_on;
     for (int r = 0; r < x->n_order; r++) x->data_on[r] = given_data_on;

@@ -83,6 +83,8 @@ static tt_status run_schedule(run_state *rs, tt_error *err)
     if (c->warmup_epochs && c->lr_scaling != TT_LR_LINEAR)
         return tt_fail(err, TT_ERR_ARG, "--warmup-epochs: ramps the rate from --lr to the rate --lr-scaling linear "
                        "scales it to; give --lr-scaling linear (or a --lr-schedule cosine warm-up)");
+    if (c->lr_given && c->lr_schedule.kind == TT_SCHED_STEP) /* Keras's PiecewiseConstantDecay: its values are it */
+        return tt_fail(err, TT_ERR_ARG, "--lr: not with --lr-schedule step (its values are the rates)");
     tt_optim_config *o = &rs->tc.optim;
     const float k = c->lr_scaling == TT_LR_LINEAR ? (float)(c->towers * (size_t)rs->ranks.K) : 1.0f;
     o->lr = c->optim.lr * k;
