@@ -516,6 +516,20 @@ START_TEST(test_header_values_as_written)
         {"{\\\"base_lr\\\": 0.1,", "{\\\"same\\\": [\\\"--sync\\\"], \\\"base_lr\\\": 0.1,", "key 'same' holds '--sync'"},
         {"{\\\"base_lr\\\": 0.1,",
          "{\\\"same\\\": [\\\"--sync bsp\\\", \\\"--sync ssp:2\\\"], \\\"base_lr\\\": 0.1,", "key 'same' holds '--sync ssp:2'"},
+        /* the recipes' keys (issue 34): only as a run writes them */
+        {"\"u_product\":\"0.12345678901234568\"", "\"u_product\":\"0.12345678901234568\",\"lr_schedule\":\"cosine:abc\"", "key 'lr_schedule' is 'cosine:abc'"},
+        {"\"u_product\":\"0.12345678901234568\"", "\"u_product\":\"0.12345678901234568\",\"lr_schedule\":\"constant\"", "key 'lr_schedule' is 'constant'"},
+        {"\"u_product\":\"0.12345678901234568\"", "\"u_product\":\"0.12345678901234568\",\"lr_schedule\":\"cosine:10:0.100\"", "key 'lr_schedule' is 'cosine:10:0.100'"},
+        {"\"u_product\":\"0.12345678901234568\"", "\"u_product\":\"0.12345678901234568\",\"lr_schedule\":\"step:5,3:1,1,1\"", "key 'lr_schedule' is 'step:5,3:1,1,1'"},
+        {"\"u_product\":\"0.12345678901234568\"", "\"u_product\":\"0.12345678901234568\",\"lr_scale\":\"1\"", "key 'lr_scale' is '1'"},
+        {"\"u_product\":\"0.12345678901234568\"", "\"u_product\":\"0.12345678901234568\",\"lr_scale\":\"2.5\"", "key 'lr_scale' is '2.5'"},
+        {"\"u_product\":\"0.12345678901234568\"", "\"u_product\":\"0.12345678901234568\",\"lr_scale\":\"4e6\"", "key 'lr_scale' is '4e6'"},
+        {"\"u_product\":\"0.12345678901234568\"", "\"u_product\":\"0.12345678901234568\",\"lr_warmup_steps\":\"x\"", "key 'lr_warmup_steps' is 'x'"},
+        {"\"u_product\":\"0.12345678901234568\"", "\"u_product\":\"0.12345678901234568\",\"weight_decay\":\"0\"", "key 'weight_decay' is '0'"},
+        {"\"u_product\":\"0.12345678901234568\"", "\"u_product\":\"0.12345678901234568\",\"weight_decay\":\"2\"", "key 'weight_decay' is '2'"},
+        {"\"u_product\":\"0.12345678901234568\"", "\"u_product\":\"0.12345678901234568\",\"clipnorm\":\"-1\"", "key 'clipnorm' is '-1'"},
+        {"\"u_product\":\"0.12345678901234568\"", "\"u_product\":\"0.12345678901234568\",\"global_clipnorm\":\"nan\"", "key 'global_clipnorm' is 'nan'"},
+        {"\"u_product\":\"0.12345678901234568\"", "\"u_product\":\"0.12345678901234568\",\"clipnorm\":\"1\",\"clipvalue\":\"1\"", "both clipnorm and clipvalue are set"},
     };
     tt_checkpoint ck;
     tt_error err = {{0}};
@@ -530,6 +544,10 @@ START_TEST(test_header_values_as_written)
         {"\"lr\":\"0.333333343\"", "\"lr\":\"1024000\""}, /* 1e3 x 1024 towers: --lr-scaling linear's most */
         {"{\\\"base_lr\\\": 0.1,", "{\\\"classes\\\": 16777216, \\\"base_lr\\\": 0.1,"},
         {"{\\\"base_lr\\\": 0.1,", "{\\\"same\\\": [\\\"--sync bsp\\\", \\\"--bn-sync off\\\"], \\\"base_lr\\\": 0.1,"},
+        {"\"u_product\":\"0.12345678901234568\"", "\"u_product\":\"0.12345678901234568\",\"lr_schedule\":\"cosine:10:0.1\""},
+        {"\"u_product\":\"0.12345678901234568\"", "\"u_product\":\"0.12345678901234568\",\"lr_schedule\":\"step:5,9:0.1,0.01,0.001\",\"lr_scale\":\"4\",\"lr_warmup_steps\":\"7\""},
+        {"\"u_product\":\"0.12345678901234568\"", "\"u_product\":\"0.12345678901234568\",\"weight_decay\":\"0.00400000019\""},
+        {"\"u_product\":\"0.12345678901234568\"", "\"u_product\":\"0.12345678901234568\",\"global_clipnorm\":\"1\""},
     };
     for (size_t k = 0; k < sizeof fine / sizeof fine[0]; k++) {
         uint8_t *e = edit_header(b, len, fine[k][0], fine[k][1], &elen);

@@ -321,9 +321,8 @@ tt_status md_version(const ck_parse *p)
 static tt_status md_optim_range(const ck_parse *p, const tt_optim_param *q, tt_optim_config *c)
 {
     const char *v;
-    md_get(p, q->name, q->quiet, &v);
+    md_get(p, q->name, 0, &v);
     const void *have = tt_optim_param_field(c, q);
-    if (q->quiet && *(const float *)have == 0) return TT_OK; /* none (or no key: written before it existed) */
     char want[96];
     if (q->type == TT_OPTIM_FLAG) {
         const int needs = q->needs ? tt_optim_param_find(q->needs) : -1;
