@@ -276,6 +276,31 @@ START_TEST(test_resume_recipes_exact)
 }
 END_TEST
 
+/* Goyal's warm-up counts optimizer steps: --sync async applies each tower's gradient alone (2 a step here), so two
+ * epochs of warm-up end at the end of epoch 2, not of epoch 1; the rate climbs every epoch and reaches the scaled one. */
+START_TEST(test_warmup_counts_applies)
+{
+    for (int async = 0; async <= 1; async++) {
+        tt_run_config c;
+        config(&c, 2, 3);
+        c.optim = tt_optim_defaults(TT_OPT_SGD);
+        c.optim.lr = 0.01f;
+        c.lr_scaling = TT_LR_LINEAR;
+        c.warmup_epochs = 2;
+        if (async) c.sync.kind = TT_SYNC_ASYNC;
+        tt_run_result *res = (tt_run_result *)tt_calloc(1, sizeof *res);
+        tt_error err;
+        ck_assert_msg(tt_run_on(&c, &g_train, &g_val, &g_test, NULL, res, &err) == TT_OK, "%s", err.msg);
+        const float *lr[3] = {&res->epochs[0].lr, &res->epochs[1].lr, &res->epochs[2].lr};
+        ck_assert_msg(*lr[0] > 0.01f && *lr[0] < 0.016f && *lr[1] > *lr[0] && *lr[1] < 0.02f && *lr[2] == 0.02f,
+                      "%s: the rates after epochs 1, 2, 3 are %.9g, %.9g, %.9g", async ? "async" : "bsp", *lr[0],
+                      *lr[1], *lr[2]);
+        tt_free(res->final_params);
+        tt_free(res);
+    }
+}
+END_TEST
+
 /* Another tower count: the same run within the N-tower tolerance, not to the bit. */
 START_TEST(test_resume_other_towers_within_tolerance)
 {
@@ -761,6 +786,7 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_checkpoint_options_in_order);
     tcase_add_test(tc, test_resume_epoch_boundary_is_exact);
+    tcase_add_test(tc, test_warmup_counts_applies);
     tcase_add_test(tc, test_resume_recipes_exact);
     tcase_add_test(tc, test_resume_mid_epoch_is_exact);
     tcase_add_test(tc, test_resume_other_towers_within_tolerance);

@@ -543,6 +543,71 @@ static void norm_clips_agree(void)
 }
 
 START_TEST(test_norm_clips_agree) { norm_clips_agree(); }
+
+/* The distance variables [first, last) of the trainable tensors moved, ||w1 - w0|| over each (per, one per tensor) or
+ * over them all (per NULL). */
+static double moved(const tt_model *m, const float *w0, const float *w1, size_t v, double *per)
+{
+    double all = 0;
+    for (size_t t = 0; t < m->n_tensors && m->tensors[t].offset < m->n_trainable; t++) {
+        double s = 0;
+        for (size_t i = m->tensors[t].offset; i < m->tensors[t].offset + m->tensors[t].size; i++)
+            s += ((double)w1[i] - w0[i]) * ((double)w1[i] - w0[i]);
+        if (per && t == v) *per = sqrt(s);
+        all += s;
+    }
+    return sqrt(all);
+}
+
+/* What the norm clips do, on a model of many blocks (the wide mlp: 23 of TT_REDUCE_BLOCK, its variables across their
+ * edges): one SGD step at lr 1 moves each variable by its clipped gradient, so with --clipnorm c every variable whose
+ * gradient is longer than c moves by c (the others as without the clip), and with --global-clipnorm c all of them
+ * together move by c — on 1 and 3 towers (3 host slices), within float rounding of the subtraction. */
+static void norm_clips_bound(void)
+{
+    const workload *keep = g_w;
+    g_w = &WIDE;
+    tt_dataset ds;
+    g_w->make(&ds, 600, 6);
+    tt_model m;
+    tt_error e;
+    ck_assert_int_eq(tt_model_parse(&m, MODEL, "t", input_of(&ds), &e), TT_OK);
+    tt_optim_config oc = tt_optim_defaults(TT_OPT_SGD);
+    oc.lr = 1.0f;
+    const float c = 2e-3f;
+    size_t P;
+    for (size_t N = 1; N <= 3; N += 2) {
+        float *w0 = train_steps(N, 47, oc, 0, &ds, 0, &P), *plain = train_steps(N, 47, oc, 1, &ds, 0, &P);
+        tt_optim_config on = oc;
+        on.clipnorm = c;
+        float *per = train_steps(N, 47, on, 1, &ds, 0, &P);
+        size_t bound = 0;
+        for (size_t v = 0; v < m.n_tensors && m.tensors[v].offset < m.n_trainable; v++) {
+            double dp = 0, dc = 0;
+            moved(&m, w0, plain, v, &dp);
+            moved(&m, w0, per, v, &dc);
+            const double want = dp > c ? c : dp;
+            bound += dp > c;
+            ck_assert_msg(fabs(dc - want) <= 0.02 * want, "N=%zu --clipnorm %g: %s moved %.6g, unclipped %.6g", N,
+                          (double)c, m.tensors[v].name, dc, dp);
+        }
+        ck_assert_msg(bound >= 3, "only %zu variables' gradients were longer than the clip", bound);
+        on.clipnorm = 0;
+        on.global_clipnorm = c;
+        float *global = train_steps(N, 47, on, 1, &ds, 0, &P);
+        const double dg = moved(&m, w0, global, SIZE_MAX, NULL), dp = moved(&m, w0, plain, SIZE_MAX, NULL);
+        ck_assert_msg(dp > 2 * c && fabs(dg - c) <= 0.02 * c, "N=%zu --global-clipnorm %g: moved %.6g, unclipped %.6g",
+                      N, (double)c, dg, dp);
+        tt_free(w0);
+        tt_free(plain);
+        tt_free(per);
+        tt_free(global);
+    }
+    tt_dataset_free(&ds);
+    g_w = keep;
+}
+
+START_TEST(test_norm_clips_bound) { norm_clips_bound(); }
 END_TEST
 
 /* --overlap on: the buckets summed and updated as they land, by whichever crew thread is free, and the next step's
@@ -1232,6 +1297,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_epilogues_agree);
     tcase_add_test(tc, test_updates_agree);
     tcase_add_test(tc, test_norm_clips_agree);
+    tcase_add_test(tc, test_norm_clips_bound);
     tcase_add_test(tc, test_overlap_agrees);
     tcase_add_test(tc, test_update_evaluates_host_weights);
     tcase_add_test(tc, test_same_seed_bit_identical);
