@@ -385,6 +385,7 @@ START_TEST(test_towers_train_on_each_samples_own_transform)
             tt_free(want);
         }
     ck_assert_uint_ge(ran, 6);
+    printf("towers against the host's augmented images: %zu designs, the same bits\n", ran);
     for (size_t e = 0; e < EPOCHS; e++) tt_dataset_free(&ref[e]);
     tt_dataset_free(&ds);
 }
