@@ -26,10 +26,12 @@ const tt_augment tt_augment_cifar10 = {.width = 0.1f, .height = 0.1f, .flip = 1}
 
 const char *tt_float_words(float f, char *out, size_t len)
 {
+    char text[32]; /* 9 digits, a sign, a point and an exponent */
     for (int digits = 1; digits <= 9; digits++) {
-        snprintf(out, len, "%.*g", digits, (double)f);
-        if (strtof(out, NULL) == f) break;
+        snprintf(text, sizeof text, "%.*g", digits, (double)f);
+        if (strtof(text, NULL) == f) break;
     }
+    snprintf(out, len, "%s", text);
     return out;
 }
 
