@@ -231,8 +231,9 @@ static tt_status set_augment(const tt_run_opt *o, cli_parse *p, const char *v, t
     static const char *const names[] = {"width", "height", "flip"};
     tt_augment a = {0, 0, 0};
     if (strcmp(v, "cifar10") == 0) a = tt_augment_cifar10;
+    const int list = strcmp(v, "none") != 0 && strcmp(v, "cifar10") != 0;
     unsigned seen = 0;
-    for (const char *at = v; strcmp(v, "none") != 0 && strcmp(v, "cifar10") != 0; at++) {
+    for (const char *at = v; list; at++) {
         const size_t len = strcspn(at, ",");
         int k = 0;
         for (; k < 3; k++) { /* "width=F", "height=F", "flip" */

@@ -258,7 +258,8 @@ static void data_issue(tt_tower *tw, const tt_dataset *ds, size_t rows, int trai
     const size_t SB = tt_dataset_sample_bytes(ds);
     const int on_device = data_on_device(tw, ds), aug = training && tw->d_aug;
     float *d_in = aug ? tw->d_aug : tw->d_act[0];
-    if (on_device || aug) tt_dev_h2d(&tw->dev, tw->d_ids, tw->h_ids, rows * sizeof(uint32_t)); /* the gathers read */
+    if (on_device || aug) /* what the gathers and the draws read */
+        tt_dev_h2d(&tw->dev, tw->d_ids, tw->h_ids, rows * sizeof(uint32_t));
     if (ds->xtype == TT_X_U8) { /* pixels to [0,1]; for a model that reads token ids, bytes are ids */
         const float scale = tr->model->token_vocab ? 1.0f : ds->scale;
         if (on_device) tt_dev_gather_rows(&tw->dev, tw->d_x8, tw->d_set_x, ds->n, tw->d_ids, rows, SB);
