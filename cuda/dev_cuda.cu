@@ -232,6 +232,23 @@ __global__ void k_u8_to_f32(float *y, const uint8_t *x, size_t n, float scale)
     GRID_STRIDE(i, n) y[i] = tt_pixel(x[i], scale);
 }
 
+/* --augment: one thread per output element (sample r, row i, column j, channel c: channel fastest, so neighbouring
+ * threads write neighbouring floats); each draws its sample's transform again (a few integer hashes, the CPU's once per
+ * sample: the same bits) and computes its pixel with tt_augment.h's formula. The settings travel by value. I is the
+ * index type, as for the convolution kernels. */
+template <typename I>
+__global__ void k_augment(float *y, const float *x, const uint32_t *ids, I rows, I H, I W, I C, tt_augment a,
+                          uint64_t key)
+{
+    const I WC = W * C, img = H * WC;
+    GRID_STRIDE_I(I, q, rows * img)
+    {
+        const I r = q / img, e = q - r * img, i = e / WC, jc = e - i * WC, j = jc / C;
+        const tt_augment_draw d = tt_augment_sample(&a, key, ids[r], H, W);
+        y[q] = tt_augment_pixel(x + (size_t)r * img, H, W, C, i, j, jc - j * C, d);
+    }
+}
+
 /* The 16-bit formats (--precision), one thread per element. The push's narrow counts as it converts: part p of
  * TT_NARROW_PARTS takes elements p, p + PARTS, ... (neighbouring threads, neighbouring floats) into its own pair of
  * partial counts, then one thread adds the pairs in order — no atomics, and totals that no grid can change. */
@@ -1068,6 +1085,19 @@ static void cu_u8_to_f32(void *ctx, float *y, const uint8_t *x, size_t n, float 
 {
     cuda_ctx *c = TOWER_CTX(ctx);
     TT_LAUNCH(k_u8_to_f32, blocks_for(n), kThreads, c->stream, y, x, n, scale);
+    LAUNCH_CHECK(c);
+}
+
+static void cu_augment(void *ctx, float *y, const float *x, const uint32_t *ids, size_t rows, size_t H, size_t W,
+                       size_t C, const tt_augment *a, uint64_t key)
+{
+    cuda_ctx *c = TOWER_CTX(ctx);
+    const size_t n = rows * H * W * C;
+    if (fits32({rows, H, W, C, n}))
+        TT_LAUNCH(k_augment<uint32_t>, blocks_for(n), kThreads, c->stream, y, x, ids, (uint32_t)rows, (uint32_t)H,
+                  (uint32_t)W, (uint32_t)C, *a, key);
+    else
+        TT_LAUNCH(k_augment<size_t>, blocks_for(n), kThreads, c->stream, y, x, ids, rows, H, W, C, *a, key);
     LAUNCH_CHECK(c);
 }
 

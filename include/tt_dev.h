@@ -15,6 +15,7 @@
 #ifndef TT_DEV_H
 #define TT_DEV_H
 
+#include "tt_augment.h"
 #include "tt_common.h"
 #include "tt_math.h"
 
@@ -75,6 +76,12 @@ extern "C" {
     OP(add, 1, n == 0, d_y && d_x, (float *, d_y), (const float *, d_x), (size_t, n))                                  \
     /* y[i] = x[i] * scale for raw bytes x (tt_pixel). */                                                              \
     OP(u8_to_f32, 1, n == 0, d_y && d_x, (float *, d_y), (const uint8_t *, d_x), (size_t, n), (float, scale))          \
+    /* --augment, a training step's data phase: y (rows, H, W, C) = each image of x shifted and flipped by its own     \
+     * draw (tt_augment.h: tt_augment_sample of its data-set index ids[r] under key, then tt_augment_pixel). y does   \
+     * not overlap x. */                                                                                               \
+    OP(augment, 1, rows == 0, d_y && d_x && d_ids && a && H && W && C && (dev->ops->no_memory || d_y != d_x),          \
+       (float *, d_y), (const float *, d_x), (const uint32_t *, d_ids), (size_t, rows), (size_t, H), (size_t, W),      \
+       (size_t, C), (const tt_augment *, a), (uint64_t, key))                                                          \
     /* --precision bf16 / fp16 (fmt: tt_math.h's TT_FMT_BF16, TT_FMT_FP16). round16: x[i] = tt_round_fmt(x[i], fmt) in \
      * place — a value stored in 16 bits between layers. widen16: y[i] = tt_from16(x[i], fmt) — weights pulled in 16 \
      * bits. narrow16: y[i] = tt_to16(x[i], fmt) (y NULL: none written) and counts[0], counts[1] = the elements that  \

@@ -30,6 +30,13 @@ extern const char *const tt_push_precision_names[]; /* same, fp32 */
 
 /* "dynamic:65536", "1024", "none": a loss scale as the flag writes it. */
 const char *tt_loss_scale_words(const tt_loss_scale *ls, char *out, size_t len);
+/* The shortest decimal that reads back as the float32 f: "0.002", not "0.00200000009"; returns out. */
+const char *tt_float_words(float f, char *out, size_t len);
+/* "width=0.1,height=0.1,flip", "none": --augment's settings as the flag writes them (the preset cifar10 too). */
+const char *tt_augment_words(const tt_augment *a, char *out, size_t len);
+/* --augment's preset cifar10: the seed's cifar10_cnn, ImageDataGenerator(width_shift_range=0.1,
+ * height_shift_range=0.1, horizontal_flip=True). */
+extern const tt_augment tt_augment_cifar10;
 
 typedef struct tt_run_config {
     const char *data;     /* "fashion-mnist", a directory, cifar10:DIR or npy:DIR */
@@ -73,6 +80,8 @@ typedef struct tt_run_config {
     tt_loss_scale loss_scale; /* --loss-scale dynamic[:INIT]|N|none; scale 0: not given — fp16 then takes dynamic
                                * from TT_SCALE_INIT, bf16 none (tt_run_loss_scale) */
     size_t tensorboard_every_steps; /* --tensorboard-every-steps N: the same every N steps (0: per epoch only) */
+    tt_augment augment;   /* --augment SPEC: a training step's images shifted and flipped (tt_trainer_config.augment;
+                           * all zero: none) */
     /* checkpoints (docs/checkpoints.md) */
     const char *checkpoint_dir; /* --checkpoint-dir: where checkpoints go (NULL: none, and a stop writes none) */
     int save_every_epoch;       /* --save-every-epoch: after every epoch's validation */
@@ -123,6 +132,7 @@ typedef enum {
     TT_OPT_RESUME,  /* const char *: the checkpoint to resume from (and resume_weights_only: which way) */
     TT_OPT_SCALE,   /* tt_loss_scale: dynamic[:INIT], a fixed N, or none */
     TT_OPT_LRSCHED, /* tt_lr_schedule: a Keras schedule (tt_lr_schedule_parse) */
+    TT_OPT_AUGMENT, /* tt_augment: none, cifar10 or width=F,height=F,flip (docs/data.md) */
     TT_OPT_KINDS
 } tt_opt_kind;
 
@@ -130,7 +140,7 @@ typedef enum {
  *   FREE  may change: the resumed run continues exactly without it (the towers, placements, graphs, overlap and where
  *         the data lives are bit-identical; logs, traces, checkpoints and the view are the run's own)
  *   SAME  must be the same: its value is in every checkpoint's options ("same") and a resume with another is refused,
- *         naming both (tt_run_config.resume_same); a CHOICE or a SYNC row
+ *         naming both (tt_run_config.resume_same); a CHOICE, a SYNC or an AUGMENT row
  *   OWN   must be the same, checked by a rule of its own on resume (the model layer by layer, the data's CRC-32 and
  *         sizes, --batch, --seed, the optimizer and its settings; --epochs counts the total)
  *   SELF  --resume, --resume-weights-only: the resume itself
@@ -181,7 +191,7 @@ typedef struct tt_run_opt {
                                  * fill (a CHOICE's words, the backends, the optimizers) */
 } tt_run_opt;
 
-enum { TT_RUN_N_OPTS = 45 };
+enum { TT_RUN_N_OPTS = 46 };
 extern const tt_run_opt tt_run_opts[TT_RUN_N_OPTS];
 const tt_run_opt *tt_run_opt_find(const char *name); /* NULL: no option of the table */
 const tt_run_opt *tt_run_opt_at(tt_opt_record r, int place); /* the row at that place of the record, or NULL */

@@ -186,6 +186,11 @@ typedef struct tt_trainer_config {
      * same bits. */
     int data_on;
     const tt_dataset *train_set;
+    /* --augment (tt_augment.h; all zero: none): a training step's images shifted and flipped on the towers' devices,
+     * in the data phase after the rows land (tt_dev_augment), each by a draw from (seed, the epoch, its data-set
+     * index): the sample's own whichever tower, shard or step takes it. Validation, test and prediction read the
+     * images as they are. The model's input must be an image, H x W x C (tt_trainer_init refuses another). */
+    tt_augment augment;
     const atomic_int *stop; /* may be NULL; non-zero at the end of a step halts the run there (tt_signal_flag) */
     /* the job's ranks (tt_node.h; NULL or one rank: this process alone). With K ranks the step's samples are split
      * over K x N towers, this rank's towers taking the shards of global towers rank*N .. rank*N+N-1, and the node's

@@ -499,6 +499,51 @@ START_TEST(test_dropout_embedding_ops)
 }
 END_TEST
 
+/* augment (--augment): every image of a shard shifted and flipped by its sample's own draw, against the CPU backend
+ * to the bit (the same tt_augment.h code, no FMA on either side), over square and non-square images of one to three
+ * channels, ranges that move pixels past the edge, rows out of data-set order (the draws read the indices, so two
+ * rows of one index come out the same), a zero range (flips only), a shard of one image. Exact, with guards. */
+START_TEST(test_augment_op)
+{
+    pair p;
+    pair_init(&p);
+    static const struct {
+        size_t rows, H, W, C;
+        tt_augment a;
+    } cases[] = {{37, 6, 5, 2, {0.1f, 0.1f, 1}}, {9, 32, 32, 3, {0.1f, 0.1f, 1}}, {13, 4, 7, 1, {0.9f, 0.6f, 0}},
+                 {5, 3, 3, 3, {0.0f, 0.0f, 1}}, {1, 28, 28, 1, {0.25f, 0.05f, 1}}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        const size_t R = cases[k].rows, img = cases[k].H * cases[k].W * cases[k].C;
+        float *hx = random_host(R * img, 300 + k), *x0, *x1, *y0, *y1;
+        if (R > 3) memcpy(hx + 3 * img, hx + img, img * sizeof(float)); /* rows 1 and 3: one sample, twice */
+        uint32_t ids[37];
+        for (size_t r = 0; r < R; r++) ids[r] = r == 3 ? ids[1] : (uint32_t)(7000 - 131 * r); /* rows 1, 3: one id */
+        uint32_t *i0 = (uint32_t *)tt_dev_alloc(&p.cpu, sizeof ids), *i1 = (uint32_t *)tt_dev_alloc(&p.dev, sizeof ids);
+        tt_dev_h2d(&p.cpu, i0, ids, sizeof ids);
+        tt_dev_h2d(&p.dev, i1, ids, sizeof ids);
+        upload(&p, hx, R * img, &x0, &x1);
+        upload(&p, hx, R * img, &y0, &y1);
+        const uint64_t key = tt_augment_key(11, 3 + k);
+        tt_dev_augment(&p.cpu, y0, x0, i0, R, cases[k].H, cases[k].W, cases[k].C, &cases[k].a, key);
+        tt_dev_augment(&p.dev, y1, x1, i1, R, cases[k].H, cases[k].W, cases[k].C, &cases[k].a, key);
+        char what[96];
+        snprintf(what, sizeof what, "augment %zu x %zux%zux%zu", R, cases[k].H, cases[k].W, cases[k].C);
+        if (R > 3) { /* one sample in two rows: one transform */
+            float *h = fetch(&p.dev, y1, R * img);
+            ck_assert_msg(memcmp(h + img, h + 3 * img, img * sizeof(float)) == 0, "%s: rows 1 and 3 differ", what);
+            tt_free(h);
+        }
+        compare(&p, what, y0, y1, R * img, 0, 0);
+        tt_dev_dfree(&p.cpu, x0);
+        tt_dev_dfree(&p.dev, x1);
+        tt_dev_dfree(&p.cpu, i0);
+        tt_dev_dfree(&p.dev, i1);
+        tt_free(hx);
+    }
+    pair_free(&p);
+}
+END_TEST
+
 /* gather_rows (--data-on device): rows of a byte table by index, on both backends and against the rows picked on the
  * host — exact, to the byte. Row widths of whole 4-byte words (a label, float rows, 784-byte images: the CUDA
  * backend's word kernel) and odd ones (its byte kernel), and the word width again into an output that starts one
@@ -1554,6 +1599,7 @@ int main(int argc, char **argv)
             tcase_add_test(tc, test_softmax_xent_eval);
             tcase_add_test(tc, test_conv_pool_ops);
             tcase_add_test(tc, test_dropout_embedding_ops);
+            tcase_add_test(tc, test_augment_op);
             tcase_add_test(tc, test_gather_rows);
             tcase_add_test(tc, test_col_sum);
             tcase_add_test(tc, test_batchnorm_ops);

@@ -386,8 +386,8 @@ static void start_record_in_order(json_object *o)
         "event", "version", "backend", "towers", "batch", "epochs", "optimizer", "lr", "base_lr", "lr_scaling", "seed",
         "train_samples", "val_samples", "test_samples", "params", "model", "reduce", "update", "flush_denormals",
         "ranks", "node_reduce", "sync", "sync_schedule", "bn_sync", "data_on", "epilogues", "non_trainable_params",
-        "slow_tower", "precision", "push_precision", "loss_scale", "warmup_epochs", "lr_schedule", "weight_decay",
-        "clipnorm", "global_clipnorm", "clipvalue"};
+        "slow_tower", "precision", "push_precision", "loss_scale", "augment", "warmup_epochs", "lr_schedule",
+        "weight_decay", "clipnorm", "global_clipnorm", "clipvalue"};
     size_t k = 0;
     json_object_object_foreach(o, key, val) {
         (void)val;
@@ -403,7 +403,8 @@ static void start_record_in_order(json_object *o)
                 {"update", "\"host\""}, {"node_reduce", "\"allreduce\""}, {"sync", "\"bsp\""},
                 {"sync_schedule", "\"free\""}, {"bn_sync", "\"off\""}, {"data_on", "\"host\""},
                 {"epilogues", "\"kernels\""}, {"ranks", "1"}, {"slow_tower", "[ ]"},
-                {"precision", "\"fp32\""}, {"push_precision", "\"same\""}, {"loss_scale", "\"none\""}};
+                {"precision", "\"fp32\""}, {"push_precision", "\"same\""}, {"loss_scale", "\"none\""},
+                {"augment", "\"none\""}};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         json_object *v;
         ck_assert(json_object_object_get_ex(o, want[i].key, &v));
@@ -555,6 +556,67 @@ START_TEST(test_trace_file)
     json_object_put(o);
     snprintf(args, sizeof args, "train --device cpu --data %s --val-samples 60 --trace /nonexistent/dir/t.json", dir);
     expect(args, 1, "--trace");
+}
+END_TEST
+
+/* --augment (issue 34, item 4) as a user meets it: every bad spec, a model whose input is not an image and the
+ * commands it does not apply to refused in one line (exit 2); the preset and a list trained, named by the banner and
+ * the start record, the same words either way. */
+START_TEST(test_augment_cli)
+{
+    static const struct {
+        const char *spec, *says;
+    } bad[] = {
+        {"bogus", "--augment: 'bogus' is not width=F, height=F or flip"},
+        {"''", "--augment: '' has an empty item"},
+        {"flip,", "--augment: 'flip,' has an empty item"},
+        {",flip", "--augment: ',flip' has an empty item"},
+        {"width", "--augment: 'width' is not width=F, height=F or flip"},
+        {"flipped", "--augment: 'flipped' is not width=F, height=F or flip"},
+        {"cifar10,flip", "--augment: 'cifar10' is not width=F, height=F or flip"},
+        {"width=", "--augment width: '' is not a number in [0, 1]"},
+        {"width=1", "--augment width: '1' is the whole image: give a fraction below 1"},
+        {"height=2", "--augment height: '2' is not a number in [0, 1]"},
+        {"height=-0.1", "--augment height: '-0.1' is not a number in [0, 1]"},
+        {"width=0x0.1", "--augment width: '0x0.1' is not a number in [0, 1]"},
+        {"width=nan", "--augment width: 'nan' is not a number in [0, 1]"},
+        {"width=1e-40", "--augment width: '1e-40' is 0 or subnormal as a float32"},
+        {"width=0.1,width=0.2", "--augment: width is given twice"},
+        {"flip,height=0.1,flip", "--augment: flip is given twice"},
+        {"width=0.10000000000000000000000000000000000000000000000001x", "--augment width: '0.1000"},
+    };
+    char args[1024];
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(args, sizeof args, "train --device cpu --data %s --augment %s", dir, bad[i].spec);
+        expect(args, 2, bad[i].says);
+    }
+    expect("train --augment flip --augment none", 2, "--augment: given twice");
+    expect("eval --augment flip", 2, "eval: --augment does not apply");
+    expect("bench --augment flip", 2, "--augment: applies to towertrain train only, not bench");
+    expect("probe --augment flip", 2, "--augment: applies to towertrain train only, not probe");
+    expect("summary --augment flip", 2, "summary: --augment does not apply");
+    char model[300];
+    snprintf(model, sizeof model, "%s/flat_model.txt", dir);
+    tt_test_write_str(model, "input size=16\ndense units=10\n");
+    snprintf(args, sizeof args, "train --device cpu --data %s --model %s --val-samples 60 --epochs 1 --augment flip", dir,
+             model);
+    expect(args, 2, "--augment: the model's input is 16, not an image (height x width x channels): shifts and flips "
+                    "are for image data (give --augment none)");
+    char log[256], first[4096];
+    snprintf(log, sizeof log, "%s/augment.json", dir);
+    for (int k = 0; k < 2; k++) { /* the preset, then its settings spelt out: one run */
+        snprintf(args, sizeof args, "train --device cpu --data %s --val-samples 60 --epochs 1 --towers 2 --batch 16 "
+                 "--progress lines --augment %s --log-json %s", dir, k ? "flip,height=0.1,width=0.1" : "cifar10", log);
+        expect(args, 0, "");
+        const char *o = tt_test_slurp(out_path);
+        ck_assert_msg(strstr(o, "\naugment: width=0.1,height=0.1,flip (ImageDataGenerator's shifts") != NULL, "%s", o);
+        const char *t = strstr(o, "test: ");
+        ck_assert_ptr_nonnull(t);
+        if (!k) snprintf(first, sizeof first, "%s", t);
+        else ck_assert_str_eq(t, first);
+        ck_assert_msg(strstr(tt_test_slurp(log), ",\"augment\":\"width=0.1,height=0.1,flip\"}") != NULL, "%s",
+                      tt_test_slurp(log));
+    }
 }
 END_TEST
 
@@ -1080,7 +1142,7 @@ START_TEST(test_resume_same_options)
     const char *same = strstr(h, "must be the same (each checkpoint keeps it"), *own = strstr(h, "checked its own way"),
                *free_ = strstr(h, "may change");
     ck_assert_msg(same && own && free_ && same < own && own < free_, "train --help: no resume footer: %s", h);
-    const char *must[] = {"--sync,", "--bn-sync,", "--sync-schedule,", "--save-best"};
+    const char *must[] = {"--sync,", "--bn-sync,", "--sync-schedule,", "--save-best", "--augment,"};
     for (size_t i = 0; i < sizeof must / sizeof must[0]; i++) {
         const char *at = strstr(same, must[i]);
         ck_assert_msg(at && at < own, "train --help: %s is not among the options that must be the same", must[i]);
@@ -1097,7 +1159,8 @@ START_TEST(test_resume_same_options)
         const char *flags, *theirs, *mine;
     } bad[] = {{"--sync async", "--sync bsp", "async"},
                {"--sync weights:2", "--sync bsp", "weights:2"},
-               {"--save-best val_loss --checkpoint-dir", "--save-best none", "val_loss"}}; /* + a new directory */
+               {"--save-best val_loss --checkpoint-dir", "--save-best none", "val_loss"}, /* + a new directory */
+               {"--augment cifar10", "--augment none", "width=0.1,height=0.1,flip"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char extra[300] = "";
         if (strstr(bad[i].flags, "--checkpoint-dir")) snprintf(extra, sizeof extra, "%s/same_best%zu", dir, i);
@@ -1896,6 +1959,7 @@ int main(void)
     tcase_add_test(tc, test_probe_refuses_and_stops_promptly);
     tcase_add_test(tc, test_probe_json_and_measured_profiles);
     tcase_add_test(tc, test_hostile_files);
+    tcase_add_test(tc, test_augment_cli);
     tcase_add_test(tc, test_slow_tower);
     tcase_add_test(tc, test_summary_and_models);
     suite_add_tcase(s, tc);

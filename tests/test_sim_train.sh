@@ -180,6 +180,26 @@ for g in off on; do
 done
 [ "$(figures "$tmp/drop-on.json")" = "$(figures "$tmp/drop-off.json")" ] ||
   bad "dropout model: --graphs on $(figures "$tmp/drop-on.json") vs off $(figures "$tmp/drop-off.json")"
+# --augment (issue 34): the shifts and flips as the stand-in's k_augment, against the CPU backend's loop of the same
+# tt_augment.h code — the mlp to the last printed digit, 3 towers on 3 devices, graphs off and on (the epoch is the
+# draws' key, a kernel argument a graph keeps: two epochs), the rows from the host and gathered on the devices.
+aug_args="--data fashion-mnist --batch 64 --epochs 2 --train-samples 640 --val-samples 64 --test-samples 64 --seed 5 --progress quiet --towers 3"
+# shellcheck disable=SC2086
+"$bin" train --device cpu $aug_args --log-json "$tmp/aug-none.json" >/dev/null 2>&1 || bad "--augment none on the CPU"
+# shellcheck disable=SC2086
+"$bin" train --device cpu $aug_args --augment cifar10 --log-json "$tmp/aug-cpu.json" >/dev/null 2>&1 ||
+  bad "--augment cifar10 on the CPU"
+[ "$(figures "$tmp/aug-cpu.json")" != "$(figures "$tmp/aug-none.json")" ] || bad "--augment cifar10 changed nothing"
+for run in off/host on/host on/device; do
+  g=${run%/*} on=${run#*/}
+  # shellcheck disable=SC2086
+  TT_SIM_DEVICES=3 TT_SIM_BLOCK_ORDER=shuffle TT_SIM_PAGEABLE=error TT_SIM_REPORT="$tmp/aug-$g-$on.tsv" "$bin" train \
+    --device cuda $aug_args --augment cifar10 --graphs $g --data-on $on --log-json "$tmp/aug-$g-$on.json" \
+    >/dev/null 2>&1 || bad "--augment cifar10 --graphs $g --data-on $on on the stand-in"
+  [ "$(figures "$tmp/aug-$g-$on.json")" = "$(figures "$tmp/aug-cpu.json")" ] || bad "--augment --graphs $g --data-on \
+$on: the stand-in $(figures "$tmp/aug-$g-$on.json") vs the CPU backend $(figures "$tmp/aug-cpu.json")"
+  grep -q "^k_augment.*	[1-9]" "$tmp/aug-$g-$on.tsv" || bad "--augment --graphs $g: no k_augment in the counters"
+done
 # --epilogues lt: the mlp's dense layers run as cublasLtMatmul calls (no sgemm + k_bias_relu / k_bias_add for them,
 # and each relu's gradient in the next layer's dx GEMM: no k_drelu_bgrad_chunks),
 # with --graphs on too, and train to the same figures as kernels; with the heuristic offering nothing

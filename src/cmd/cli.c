@@ -230,6 +230,55 @@ static tt_status set_lr_schedule(const tt_run_opt *o, cli_parse *p, const char *
     return tt_lr_schedule_parse(o->name, v, CFG_AT(p, o, tt_lr_schedule), err);
 }
 
+/* --augment none | cifar10 | a list of width=F, height=F and flip, each at most once, F a fraction in [0, 1) as
+ * ImageDataGenerator's float ranges are (Keras reads a range of 1 or more as pixels, which --augment does not take). */
+static tt_status set_augment(const tt_run_opt *o, cli_parse *p, const char *v, tt_error *err)
+{
+    static const char *const names[] = {"width", "height", "flip"};
+    tt_augment a = {0, 0, 0};
+    if (strcmp(v, "cifar10") == 0) a = tt_augment_cifar10;
+    const int list = strcmp(v, "none") != 0 && strcmp(v, "cifar10") != 0;
+    unsigned seen = 0;
+    for (const char *at = v; list; at++) {
+        const size_t len = strcspn(at, ",");
+        int k = 0;
+        for (; k < 3; k++) { /* "width=F", "height=F", "flip" */
+            const size_t nl = strlen(names[k]);
+            if (strncmp(at, names[k], nl) == 0 && (k == 2 ? len == nl : at[nl] == '=')) break;
+        }
+        if (k == 3 && len == 0)
+            return tt_fail(err, TT_ERR_ARG, "%s: '%.40s' has an empty item (give none, cifar10 or a list of width=F, "
+                           "height=F and flip)", o->name, v);
+        if (k == 3)
+            return tt_fail(err, TT_ERR_ARG, "%s: '%.*s' is not width=F, height=F or flip (F a fraction in [0, 1); or "
+                           "give none or cifar10)", o->name, (int)(len < 40 ? len : 40), at);
+        if (seen & (1u << k)) return tt_fail(err, TT_ERR_ARG, "%s: %s is given twice", o->name, names[k]);
+        seen |= 1u << k;
+        if (k == 2) {
+            a.flip = 1;
+        } else {
+            char label[32], num[48];
+            const size_t skip = strlen(names[k]) + 1, n = len - skip;
+            snprintf(label, sizeof label, "%s %s", o->name, names[k]);
+            snprintf(num, sizeof num, "%.*s", (int)(n < sizeof num ? n : sizeof num - 1), at + skip);
+            float f = 0;
+            /* a number too long for num is refused whole, never read cut short */
+            tt_status s = n < sizeof num ? tt_cli_float(label, num, 0.0, 1.0, 0, &f, err)
+                                         : tt_fail(err, TT_ERR_ARG, "%s: '%s...' is not a number in [0, 1)", label,
+                                                   num);
+            if (s) return s;
+            if (f >= 1.0f)
+                return tt_fail(err, TT_ERR_ARG, "%s: '%s' is the whole image: give a fraction below 1 (Keras reads a "
+                               "range of 1 or more as pixels, which --augment does not take)", label, num);
+            *(k ? &a.height : &a.width) = f;
+        }
+        at += len;
+        if (!*at) break;
+    }
+    memcpy(CFG_AT(p, o, tt_augment), &a, sizeof a);
+    return TT_OK;
+}
+
 /* How each kind of value is read. */
 typedef tt_status (*set_fn)(const tt_run_opt *o, cli_parse *p, const char *value, tt_error *err);
 static const set_fn g_set[TT_OPT_KINDS] = {
@@ -238,7 +287,7 @@ static const set_fn g_set[TT_OPT_KINDS] = {
     [TT_OPT_FLAG] = set_flag,     [TT_OPT_CHOICE] = set_choice, [TT_OPT_UPDATE] = set_choice,
     [TT_OPT_REDUCE] = set_reduce, [TT_OPT_SYNC] = set_sync,     [TT_OPT_SLOW] = set_slow_tower,
     [TT_OPT_OPTIM] = set_optimizer, [TT_OPT_RESUME] = set_resume, [TT_OPT_SCALE] = set_loss_scale,
-    [TT_OPT_LRSCHED] = set_lr_schedule,
+    [TT_OPT_LRSCHED] = set_lr_schedule, [TT_OPT_AUGMENT] = set_augment,
 };
 
 /* The commands that read the train options (indexed by TT_CMD_*), and how each refuses one it does not take. */

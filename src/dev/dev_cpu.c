@@ -123,6 +123,22 @@ static void cpu_u8_to_f32(void *ctx, float *y, const uint8_t *x, size_t n, float
     for (size_t i = 0; i < n; i++) y[i] = tt_pixel(x[i], scale);
 }
 
+/* --augment: each sample's draw once, then its pixels row by row (tt_augment.h's formula, the CUDA kernel's). */
+static void cpu_augment(void *ctx, float *y, const float *x, const uint32_t *ids, size_t rows, size_t H, size_t W,
+                        size_t C, const tt_augment *a, uint64_t key)
+{
+    (void)ctx;
+    const size_t img = H * W * C;
+    for (size_t r = 0; r < rows; r++) {
+        const tt_augment_draw d = tt_augment_sample(a, key, ids[r], H, W);
+        const float *xs = x + r * img;
+        float *ys = y + r * img;
+        for (size_t i = 0; i < H; i++)
+            for (size_t j = 0; j < W; j++)
+                for (size_t c = 0; c < C; c++) ys[(i * W + j) * C + c] = tt_augment_pixel(xs, H, W, C, i, j, c, d);
+    }
+}
+
 /* The 16-bit formats: a loop per format, so each inlines its conversion with the format known. */
 static void cpu_round16(void *ctx, float *x, size_t n, int fmt)
 {
@@ -504,6 +520,7 @@ const tt_dev_ops tt_dev_cpu_ops = {
     .fill = cpu_fill,
     .add = cpu_add,
     .u8_to_f32 = cpu_u8_to_f32,
+    .augment = cpu_augment,
     .round16 = cpu_round16,
     .widen16 = cpu_widen16,
     .narrow16 = cpu_narrow16,

@@ -5,6 +5,7 @@
  * train_report.c, train_ckpt.c: each gives its own fields' places and walks the rows at the others). */
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "tt_train.h"
@@ -20,6 +21,50 @@ const char *const tt_progress_names[] = {"auto", "bar", "lines", "quiet", "tower
 const char *const tt_save_best_names[] = {"none", "val_loss", "val_accuracy", NULL};
 const char *const tt_precision_names[] = {"fp32", "bf16", "fp16", NULL};
 const char *const tt_push_precision_names[] = {"same", "fp32", NULL};
+
+const tt_augment tt_augment_cifar10 = {.width = 0.1f, .height = 0.1f, .flip = 1};
+
+const char *tt_float_words(float f, char *out, size_t len)
+{
+    char text[32]; /* 9 digits, a sign, a point and an exponent */
+    for (int digits = 1; digits <= 9; digits++) {
+        snprintf(text, sizeof text, "%.*g", digits, (double)f);
+        if (strtof(text, NULL) == f) break;
+    }
+    snprintf(out, len, "%s", text);
+    return out;
+}
+
+const char *tt_augment_words(const tt_augment *a, char *out, size_t len)
+{
+    if (!tt_augment_on(a)) {
+        snprintf(out, len, "none");
+        return out;
+    }
+    char w[32], h[32];
+    snprintf(out, len, "width=%s,height=%s%s", tt_float_words(a->width, w, sizeof w),
+             tt_float_words(a->height, h, sizeof h), a->flip ? ",flip" : "");
+    return out;
+}
+
+/* --augment as one number (what the ranks compare and the records carry as words): the width's float bits above, the
+ * height's below, the flip in the height's sign bit (a range is never negative). */
+static uint64_t augment_value(const tt_augment *a)
+{
+    uint32_t w, h;
+    memcpy(&w, &a->width, sizeof w);
+    memcpy(&h, &a->height, sizeof h);
+    return (uint64_t)w << 32 | h | (uint64_t)(a->flip != 0) << 31;
+}
+
+static tt_augment augment_of(uint64_t v)
+{
+    tt_augment a = {0, 0, (int)(v >> 31 & 1)};
+    const uint32_t w = (uint32_t)(v >> 32), h = (uint32_t)v & 0x7fffffffu;
+    memcpy(&a.width, &w, sizeof w);
+    memcpy(&a.height, &h, sizeof h);
+    return a;
+}
 
 tt_loss_scale tt_run_loss_scale(const tt_run_config *c)
 {
@@ -80,7 +125,7 @@ const tt_run_opt tt_run_opts[TT_RUN_N_OPTS] = {
              "cosine:STEPS[:ALPHA[:TARGET:WARMUP_STEPS]] (CosineDecay, warmup_target,\n"
              "warmup_steps); --lr-scaling linear scales every rate [constant]"},
     {.name = "--warmup-epochs", .arg = "N", .kind = TT_OPT_SIZE, CFG(warmup_epochs), .lo = 1, .hi = 100000,
-     .cmds = TT_CMDS_RUNS, .resume = TT_RESUME_OWN, .at = {LOG(31)},
+     .cmds = TT_CMDS_RUNS, .resume = TT_RESUME_OWN, .at = {LOG(32)},
      .help = "Goyal et al.'s gradual warm-up: the rate ramps linearly, step by step, from --lr to\n"
              "--lr-scaling linear's scaled rate over the first N epochs (needs --lr-scaling\n"
              "linear) [none]"},
@@ -134,6 +179,13 @@ const tt_run_opt tt_run_opts[TT_RUN_N_OPTS] = {
              "copies them in; device holds the training set on every device (uploaded once)\n"
              "and gathers them there from the shuffled indices, so a step copies in 4 bytes\n"
              "a row; validation and test take the host's path (docs/architecture.md) [host]"},
+    {.name = "--augment", .arg = "SPEC", .kind = TT_OPT_AUGMENT, CFG(augment),
+     .cmds = TT_CMD(TRAIN) | TT_CMD(ONLY_TRAIN), .resume = TT_RESUME_SAME, .at = {RANKS(36), LOG(31)}, TC(augment),
+     .help = "none, cifar10 (the seed's cifar10_cnn: width=0.1,height=0.1,flip) or a list of\n"
+             "width=F (a random shift of up to F x the width), height=F and flip (a\n"
+             "horizontal flip, half the time), F in [0, 1): Keras's ImageDataGenerator\n"
+             "(fill_mode nearest), applied to each training image on its tower's device,\n"
+             "drawn from the seed, the epoch and the sample (docs/data.md) [none]"},
     {.name = "--node-reduce", .arg = "MODE", .kind = TT_OPT_CHOICE, CFG(node_reduce), .choices = tt_node_reduce_names,
      .cmds = TT_CMDS_RUNS, .resume = TT_RESUME_FREE, .at = {RANKS(15), LOG(20)}, TC(node_reduce),
      .help = "under mpirun -np K: how the ranks combine their node sums (docs/scaleout.md):\n"
@@ -249,6 +301,7 @@ static size_t kind_size(tt_opt_kind k)
     case TT_OPT_OPTIM: return sizeof(tt_optim_config);
     case TT_OPT_SCALE: return sizeof(tt_loss_scale);
     case TT_OPT_LRSCHED: return sizeof(tt_lr_schedule);
+    case TT_OPT_AUGMENT: return sizeof(tt_augment);
     case TT_OPT_KINDS: break;
     }
     return 0;
@@ -289,6 +342,7 @@ uint64_t tt_run_opt_value(const tt_run_opt *o, const tt_run_config *c)
         tt_lr_schedule_words(&c->lr_schedule, w, sizeof w);
         return tt_crc32(0, w, strlen(w));
     }
+    case TT_OPT_AUGMENT: return augment_value(&c->augment);
     case TT_OPT_KINDS: break;
     }
     return 0;
@@ -327,6 +381,11 @@ const char *tt_run_opt_words(const tt_run_opt *o, uint64_t v, char *out, size_t 
         tt_loss_scale_words(&ls, out, len);
         break;
     }
+    case TT_OPT_AUGMENT: {
+        const tt_augment a = augment_of(v);
+        tt_augment_words(&a, out, len);
+        break;
+    }
     default: snprintf(out, len, "%llu", (unsigned long long)v); break;
     }
     return out;
@@ -361,13 +420,15 @@ void tt_run_opts_check(void)
         TT_ASSERT(o->name && strncmp(o->name, "--", 2) == 0 && o->field_size == kind_size(o->kind));
         TT_ASSERT(!o->trainer || o->trainer_size == o->field_size);
         TT_ASSERT(!(o->cmds & TT_CMD(TRAIN)) || o->resume != TT_RESUME_NONE);
-        TT_ASSERT(o->resume != TT_RESUME_SAME || o->kind == TT_OPT_SYNC || o->kind == TT_OPT_CHOICE);
+        TT_ASSERT(o->resume != TT_RESUME_SAME || o->kind == TT_OPT_SYNC || o->kind == TT_OPT_CHOICE ||
+                  o->kind == TT_OPT_AUGMENT);
         TT_ASSERT(!o->choices == !(o->kind == TT_OPT_CHOICE || o->kind == TT_OPT_UPDATE));
         for (int r = 0; r < TT_AT_RECORDS; r++)
             TT_ASSERT(o->at[r] >= 0 && (!o->at[r] || tt_run_opt_at((tt_opt_record)r, o->at[r]) == o));
         /* the log's start record and the checkpoints carry numbers and words (and the log --slow-tower's list) */
         const int words = o->kind == TT_OPT_CHOICE || o->kind == TT_OPT_UPDATE || o->kind == TT_OPT_REDUCE ||
-                          o->kind == TT_OPT_SYNC || o->kind == TT_OPT_OPTIM || o->kind == TT_OPT_SCALE;
+                          o->kind == TT_OPT_SYNC || o->kind == TT_OPT_OPTIM || o->kind == TT_OPT_SCALE ||
+                          o->kind == TT_OPT_AUGMENT;
         TT_ASSERT(!o->at[TT_AT_CKPT] || tt_run_opt_is_number(o) || words);
         TT_ASSERT(!o->at[TT_AT_LOG] || tt_run_opt_is_number(o) || words || o->kind == TT_OPT_SLOW);
     }

@@ -63,7 +63,7 @@ void ranks_close(run_state *rs)
  * collective they never call). The fingerprint is FP_FIELDS numbers, each at its place: the run's own facts (below)
  * and the options table's rows at TT_AT_RANKS; each says how its value reads, so a mismatch is told in the flag's own
  * words ("--reduce is device here, cpu on rank 0"). The first place that differs is named. */
-enum { FP_FIELDS = 35 };
+enum { FP_FIELDS = 36 };
 typedef enum { FP_OPTION, FP_COUNT, FP_CRC, FP_FLOAT, FP_SETTINGS } fp_kind;
 typedef struct fingerprint {
     uint64_t v[FP_FIELDS];
@@ -90,12 +90,9 @@ static void fp_value(const fp_field *f, uint64_t v, char *out, size_t len)
     switch (f->kind) {
     case FP_OPTION: tt_run_opt_words(f->o, v, out, len); break;
     case FP_CRC: snprintf(out, len, "%08llx", (unsigned long long)v); break;
-    case FP_FLOAT: /* the shortest text that reads back as this float: 0.002, not 0.00200000009 */
+    case FP_FLOAT:
         memcpy(&x, &bits, sizeof x);
-        for (int digits = 1; digits <= 9; digits++) {
-            snprintf(out, len, "%.*g", digits, (double)x);
-            if (strtof(out, NULL) == x) break;
-        }
+        tt_float_words(x, out, len);
         break;
     default: snprintf(out, len, "%llu", (unsigned long long)v); break;
     }

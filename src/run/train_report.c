@@ -104,6 +104,12 @@ void print_banner(run_state *rs)
     fprintf(out, "data: %s | %zu train, %zu validation, %zu test | %s %s, %zu classes\n", data, rs->train->n,
             rs->val->n, rs->test->n, tt_shape_str(&rs->train->shape, 0, shape, sizeof shape),
             rs->train->xtype == TT_X_U8 ? "bytes" : "float32", rs->train->n_classes);
+    if (tt_augment_on(&c->augment)) {
+        char words[96];
+        fprintf(out, "augment: %s (ImageDataGenerator's shifts, fill_mode nearest, and flips: each training image on "
+                "its tower's device, drawn from the seed, the epoch and its index; validation and test as they are)\n",
+                tt_augment_words(&c->augment, words, sizeof words));
+    }
     if (rs->model->notes[0]) fputs(rs->model->notes, out);
     tt_model_summary(rs->model, out);
     const tt_optim_config *o = &rs->tc.optim;
@@ -145,7 +151,7 @@ static void own(own_field *f, int place, const char *key, const char *fmt, ...)
  * TT_AT_LOG), in the places' order. */
 static void log_start(run_state *rs)
 {
-    enum { START_FIELDS = 36 };
+    enum { START_FIELDS = 37 };
     const tt_run_config *c = rs->c;
     tt_out *log = &rs->report.log;
     own_field f[START_FIELDS + 1];
@@ -164,11 +170,11 @@ static void log_start(run_state *rs)
     own(f, 26, "non_trainable_params", "%zu", rs->model->n_params - rs->model->n_trainable);
     const tt_optim_config *oc = &rs->tc.optim;
     char sched[400];
-    own(f, 32, "lr_schedule", "\"%s\"", tt_lr_schedule_words(&oc->sched, sched, sizeof sched));
-    own(f, 33, "weight_decay", "%.9g", (double)oc->weight_decay);
-    own(f, 34, "clipnorm", "%.9g", (double)oc->clipnorm);
-    own(f, 35, "global_clipnorm", "%.9g", (double)oc->global_clipnorm);
-    own(f, 36, "clipvalue", "%.9g", (double)oc->clipvalue);
+    own(f, 33, "lr_schedule", "\"%s\"", tt_lr_schedule_words(&oc->sched, sched, sizeof sched));
+    own(f, 34, "weight_decay", "%.9g", (double)oc->weight_decay);
+    own(f, 35, "clipnorm", "%.9g", (double)oc->clipnorm);
+    own(f, 36, "global_clipnorm", "%.9g", (double)oc->global_clipnorm);
+    own(f, 37, "clipvalue", "%.9g", (double)oc->clipvalue);
     tt_out_printf(log, "{\"event\":\"start\"");
     for (int p = 1; p <= START_FIELDS; p++) {
         const tt_run_opt *o = tt_run_opt_at(TT_AT_LOG, p);

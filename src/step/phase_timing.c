@@ -37,7 +37,7 @@ void crew_phases(tt_trainer *tr, int i, int T)
             if (tw && tower_phase) {
                 switch (ph) {
                 case TT_PHASE_PULL: phase_pull(tw); break;
-                case TT_PHASE_DATA: phase_data(tw, tr->ds, tr->idx, tw->lo, tw->rows); break;
+                case TT_PHASE_DATA: phase_data(tw, tr->ds, tr->idx, tw->lo, tw->rows, 1); break;
                 case TT_PHASE_COMPUTE: phase_compute(tw, n); break;
                 case TT_PHASE_PUSH: phase_push(tw); break;
                 case TT_PHASE_REDUCE: tr->place->reduce(tw); break;

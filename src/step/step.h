@@ -87,6 +87,8 @@ struct tt_tower {
     int32_t *d_labels;  /* (rows) */
     float *d_stats;     /* (rows, 2): loss, rank */
     uint8_t *d_x8;      /* (rows, D) raw bytes of a byte data set, scaled into d_act[0] on the device */
+    float *d_aug;       /* --augment: (rows, H, W, C) the shard's images as they land, before their shifts and flips
+                         * into d_act[0] */
     /* --precision bf16, fp16 (the trainable weights, n_trainable of them, in 16 bits): the pulled weights before
      * they are widened, the pushed gradient (not with --push-precision fp32), the push's counts (TT_NARROW_COUNTS)
      * and, pinned, their totals read back and the slot the 16-bit gradient lands in on the host */
@@ -388,7 +390,7 @@ void host_node_step(tt_trainer *tr, int i, int T); /* the host's part of a step 
 /* tower.c */
 void tower_buffers(tt_trainer *tr, tt_tower *tw, buf_list *l); /* every buffer tower tw allocates */
 uint64_t phase_pull(tt_tower *tw);
-void phase_data(tt_tower *tw, const tt_dataset *ds, const uint32_t *idx, size_t first, size_t rows);
+void phase_data(tt_tower *tw, const tt_dataset *ds, const uint32_t *idx, size_t first, size_t rows, int training);
 void phase_compute(tt_tower *tw, size_t n);
 void phase_push(tt_tower *tw);
 void tower_step(tt_tower *tw, const uint32_t *idx, size_t n, int more); /* the four, issued and waited for once */

@@ -36,6 +36,8 @@ void tower_buffers(tt_trainer *tr, tt_tower *tw, buf_list *l)
     add_buf(l, &tw->d_ids, R * sizeof(uint32_t), 0, "batch staging", TT_MEM_BY_RUN);
     add_buf(l, &tw->d_stats, 2 * R * F, 0, "batch staging", TT_MEM_BY_RUN);
     add_buf(l, &tw->d_x8, R * m->input_dim, 0, "batch staging", TT_MEM_BY_RUN);
+    if (tt_augment_on(&tr->cfg.augment))
+        add_buf(l, &tw->d_aug, R * m->input_dim * F, 0, "images before --augment", TT_MEM_BY_RUN);
     add_buf(l, &tw->h_x, R * m->input_dim * F, 1, "batch staging", TT_MEM_BY_RUN);
     add_buf(l, &tw->h_labels, R * sizeof(int32_t), 1, "batch staging", TT_MEM_BY_RUN);
     add_buf(l, &tw->h_ids, R * sizeof(uint32_t), 1, "batch staging", TT_MEM_BY_RUN);
@@ -248,27 +250,37 @@ static void data_gather(tt_tower *tw, const tt_dataset *ds, const uint32_t *idx,
     }
 }
 
-static void data_issue(tt_tower *tw, const tt_dataset *ds, size_t rows)
+/* --augment, a training step: the images land in d_aug, and tt_dev_augment writes them shifted and flipped into the
+ * input activation; the indices it draws by are on the device first. */
+static void data_issue(tt_tower *tw, const tt_dataset *ds, size_t rows, int training)
 {
+    const tt_trainer *tr = tw->tr;
     const size_t SB = tt_dataset_sample_bytes(ds);
-    const int on_device = data_on_device(tw, ds);
-    if (on_device) tt_dev_h2d(&tw->dev, tw->d_ids, tw->h_ids, rows * sizeof(uint32_t)); /* what the gathers read */
+    const int on_device = data_on_device(tw, ds), aug = training && tw->d_aug;
+    float *d_in = aug ? tw->d_aug : tw->d_act[0];
+    if (on_device || aug) /* what the gathers and the draws read */
+        tt_dev_h2d(&tw->dev, tw->d_ids, tw->h_ids, rows * sizeof(uint32_t));
     if (ds->xtype == TT_X_U8) { /* pixels to [0,1]; for a model that reads token ids, bytes are ids */
-        const float scale = tw->tr->model->token_vocab ? 1.0f : ds->scale;
+        const float scale = tr->model->token_vocab ? 1.0f : ds->scale;
         if (on_device) tt_dev_gather_rows(&tw->dev, tw->d_x8, tw->d_set_x, ds->n, tw->d_ids, rows, SB);
         else tt_dev_h2d(&tw->dev, tw->d_x8, tw->h_x, rows * SB);
-        tt_dev_u8_to_f32(&tw->dev, tw->d_act[0], tw->d_x8, rows * ds->dim, scale);
+        tt_dev_u8_to_f32(&tw->dev, d_in, tw->d_x8, rows * ds->dim, scale);
     } else if (on_device) {
-        tt_dev_gather_rows(&tw->dev, tw->d_act[0], tw->d_set_x, ds->n, tw->d_ids, rows, SB);
+        tt_dev_gather_rows(&tw->dev, d_in, tw->d_set_x, ds->n, tw->d_ids, rows, SB);
     } else {
-        tt_dev_h2d(&tw->dev, tw->d_act[0], tw->h_x, rows * SB);
+        tt_dev_h2d(&tw->dev, d_in, tw->h_x, rows * SB);
+    }
+    if (aug) {
+        const tt_shape *in = &tr->model->input_shape;
+        tt_dev_augment(&tw->dev, tw->d_act[0], d_in, tw->d_ids, rows, in->d[0], in->d[1], in->d[2], &tr->cfg.augment,
+                       tt_augment_key(tr->cfg.seed, tr->epoch));
     }
     if (on_device) {
         tt_dev_gather_rows(&tw->dev, tw->d_labels, tw->d_set_y, ds->n, tw->d_ids, rows, sizeof(int32_t));
         return;
     }
     tt_dev_h2d(&tw->dev, tw->d_labels, tw->h_labels, rows * sizeof(int32_t));
-    tt_dev_h2d(&tw->dev, tw->d_ids, tw->h_ids, rows * sizeof(uint32_t));
+    if (!aug) tt_dev_h2d(&tw->dev, tw->d_ids, tw->h_ids, rows * sizeof(uint32_t));
 }
 
 /* The bytes the data phase copies host -> device for `rows` rows of ds: the rows, labels and indices, or (--data-on
@@ -279,10 +291,10 @@ static uint64_t data_bytes(const tt_tower *tw, const tt_dataset *ds, size_t rows
     return rows * (data_on_device(tw, ds) ? index : tt_dataset_sample_bytes(ds) + sizeof(int32_t) + index);
 }
 
-void phase_data(tt_tower *tw, const tt_dataset *ds, const uint32_t *idx, size_t first, size_t rows)
+void phase_data(tt_tower *tw, const tt_dataset *ds, const uint32_t *idx, size_t first, size_t rows, int training)
 {
     data_gather(tw, ds, idx, first, rows);
-    data_issue(tw, ds, rows);
+    data_issue(tw, ds, rows, training);
 }
 
 /* What the layers see of this tower's pass: training or not, the seed and epoch, the rows' indices, the scratch,
@@ -436,7 +448,7 @@ static void tower_issue(tt_tower *tw, const uint32_t *idx, size_t n, int gathere
     tt_dev_event_record(dev, tw->ev[EV_PULL]);
     live(tw, TT_LIVE_DATA);
     if (!gathered) data_gather(tw, tr->ds, idx, tw->lo, tw->rows);
-    data_issue(tw, tr->ds, tw->rows);
+    data_issue(tw, tr->ds, tw->rows, 1);
     tt_dev_event_record(dev, tw->ev[EV_DATA]);
     live(tw, TT_LIVE_COMPUTE);
     if (tr->cfg.n_slow) tower_slow(tw);
@@ -455,7 +467,8 @@ static int tower_graph(tt_tower *tw, size_t n)
     tt_dev *dev = &tw->dev;
     /* with --data-on device the step's gathers read the training set's copy on this device, captured as pointers:
      * whether the step's data set is that one is part of the shape (another set takes the host's path) */
-    /* and so is the loss scale (--loss-scale dynamic), the loss gradient's factor as the kernel is given it */
+    /* and so is the loss scale (--loss-scale dynamic), the loss gradient's factor as the kernel is given it; the
+     * epoch is dropout's and --augment's key, an argument the captured kernels hold */
     double scale = tw->tr->scaler.scale;
     size_t scale_bits;
     memcpy(&scale_bits, &scale, sizeof scale_bits);
@@ -560,7 +573,7 @@ static void tower_eval(tt_tower *tw)
          * discarded); train's validation runs to its end, and the run stops after it, with a checkpoint */
         if (tr->eval_stops && tr->cfg.stop && atomic_load(tr->cfg.stop)) break;
         size_t rows = total - done < tr->shard_max ? total - done : tr->shard_max;
-        phase_data(tw, tr->ds, NULL, lo + done, rows);
+        phase_data(tw, tr->ds, NULL, lo + done, rows, 0);
         tt_model_forward(dev, m, &ps, w, tw->d_act, rows);
         tt_dev_softmax_xent(dev, NULL, tw->d_stats, tt_model_logits(m, tw->d_act), tw->d_labels, rows, m->n_classes,
                             0.0f);

@@ -55,6 +55,21 @@ static tt_status range_check(const tt_trainer *tr, tt_error *err)
                    fp16 ? "fp16" : "bf16", fp16 ? "65520" : "3.3961e38", fp16 ? "bf16 or fp32" : "fp32");
 }
 
+/* --augment shifts and flips images: a model whose input is H x W x C (not token ids, not a flat vector). */
+static tt_status augment_check(const tt_model *m, const tt_trainer_config *cfg, tt_error *err)
+{
+    if (!tt_augment_on(&cfg->augment)) return TT_OK;
+    char shape[64];
+    tt_shape_str(&m->input_shape, 0, shape, sizeof shape);
+    if (m->token_vocab)
+        return tt_fail(err, TT_ERR_ARG, "--augment: the model reads token ids (its input is %s ids), not an image: "
+                       "shifts and flips are for image data (give --augment none)", shape);
+    if (m->input_shape.ndim != 3)
+        return tt_fail(err, TT_ERR_ARG, "--augment: the model's input is %s, not an image (height x width x "
+                       "channels): shifts and flips are for image data (give --augment none)", shape);
+    return TT_OK;
+}
+
 /* tt_trainer_init's work on a zeroed trainer; on failure tr is half-built (trainer_release frees what it holds). */
 static tt_status trainer_build(tt_trainer *tr, const tt_model *m, const tt_trainer_config *cfg,
                                const float *h_init_params, tt_error *err)
@@ -69,6 +84,7 @@ static tt_status trainer_build(tt_trainer *tr, const tt_model *m, const tt_train
     if (cfg->n_devices < 1) return tt_fail(err, TT_ERR_ARG, "the backend has no device");
 
     tt_status s = tt_trainer_check(cfg, err);
+    if (!s) s = augment_check(m, cfg, err);
     if (s) return s;
     if (cfg->data_on && cfg->train_set->dim != m->input_dim)
         return tt_fail(err, TT_ERR_ARG, "--data-on device: the training set has %zu features, the model expects %zu",
@@ -170,6 +186,7 @@ size_t tt_trainer_optim_offset(const tt_trainer *tr)
 tt_status tt_trainer_plan(const tt_model *m, const tt_trainer_config *cfg, tt_mem_plan *plan, tt_error *err)
 {
     tt_status s = tt_trainer_check(cfg, err);
+    if (!s) s = augment_check(m, cfg, err);
     if (s) return s;
     /* a trainer and towers that are never allocated: tower_buffers only reads the sizes */
     tt_trainer tr;
