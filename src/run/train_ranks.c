@@ -92,10 +92,7 @@ static void fp_value(const fp_field *f, uint64_t v, char *out, size_t len)
     case FP_CRC: snprintf(out, len, "%08llx", (unsigned long long)v); break;
     case FP_FLOAT: /* the shortest text that reads back as this float: 0.002, not 0.00200000009 */
         memcpy(&x, &bits, sizeof x);
-        for (int digits = 1; digits <= 9; digits++) {
-            snprintf(out, len, "%.*g", digits, (double)x);
-            if (strtof(out, NULL) == x) break;
-        }
+        tt_float_str(x, out, len);
         break;
     default: snprintf(out, len, "%llu", (unsigned long long)v); break;
     }
