@@ -7,6 +7,7 @@
 
 #include <stdio.h>
 
+#include "tt_callbacks.h"
 #include "tt_checkpoint.h"
 #include "tt_data.h"
 #include "tt_model.h"
@@ -79,6 +80,9 @@ typedef struct tt_run_config {
     size_t keep;                /* --keep N: the newest N periodic checkpoints are kept [3] */
     const char *resume;         /* --resume FILE|DIR: continue from it (a directory: its newest valid one) */
     int resume_weights_only;    /* --resume-weights-only: take its weights only (fresh optimizer, from epoch 1) */
+    /* callbacks (tt_callbacks.h; docs/optimizers.md, "Callbacks"): kind TT_CB_NONE when not given */
+    tt_callback early_stopping; /* --early-stopping SPEC: Keras's EarlyStopping */
+    tt_callback reduce_lr;      /* --reduce-lr-on-plateau SPEC: Keras's ReduceLROnPlateau */
     /* the options a resumed run must have as the checkpoint's run had them, as the user writes them, one per line
      * ("--sync bsp\n--bn-sync off\n"): the options table's TT_RESUME_SAME rows, written by the command line (which
      * knows what the user gave), kept in every checkpoint's options ("same") and compared by --resume; "" (a caller
@@ -120,6 +124,8 @@ typedef enum {
     TT_OPT_OPTIM,   /* tt_optim_config: --optimizer, its kind (its parameters are tt_optim_params' rows) */
     TT_OPT_RESUME,  /* const char *: the checkpoint to resume from (and resume_weights_only: which way) */
     TT_OPT_SCALE,   /* tt_loss_scale: dynamic[:INIT], a fixed N, or none */
+    TT_OPT_CALLBACK, /* tt_callback: a SPEC of key=value (tt_callback_parse; lo: its tt_cb_kind); as a number the
+                      * CRC-32 of its canonical SPEC, in the log and the checkpoints that SPEC itself */
     TT_OPT_KINDS
 } tt_opt_kind;
 
@@ -178,12 +184,13 @@ typedef struct tt_run_opt {
                                  * fill (a CHOICE's words, the backends, the optimizers) */
 } tt_run_opt;
 
-enum { TT_RUN_N_OPTS = 43 };
+enum { TT_RUN_N_OPTS = 45 };
 extern const tt_run_opt tt_run_opts[TT_RUN_N_OPTS];
 const tt_run_opt *tt_run_opt_find(const char *name); /* NULL: no option of the table */
 const tt_run_opt *tt_run_opt_at(tt_opt_record r, int place); /* the row at that place of the record, or NULL */
 /* Its value in c as a number (what the ranks compare): a count or an enum as is, a string given (1) or not (0), --sync
- * as kind << 32 | N, --slow-tower as the CRC-32 of its list, --optimizer its kind. */
+ * as kind << 32 | N, --slow-tower as the CRC-32 of its list, --optimizer its kind, a callback the CRC-32 of its
+ * canonical SPEC. */
 uint64_t tt_run_opt_value(const tt_run_opt *o, const tt_run_config *c);
 /* That number as the user would write it: "device", "ssp:4", "given", "0000abcd" (a list's CRC-32); returns out. */
 const char *tt_run_opt_words(const tt_run_opt *o, uint64_t v, char *out, size_t len);
@@ -232,6 +239,7 @@ typedef struct tt_epoch_stats {
     double seconds; /* training steps only */
     double step_median; /* median step time (robust to a noisy machine) */
     double loss, accuracy, top5;
+    float lr; /* the optimizer's rate in force for the epoch's steps (--reduce-lr-on-plateau changes it between epochs) */
     tt_eval_result val;
     tt_step_times split; /* summed over the epoch's steps */
     /* --sync ssp, async: the gradients applied alone and their staleness (sum, largest); weights: the averages and
@@ -253,6 +261,8 @@ typedef struct tt_run_result {
     uint64_t allocs_after_first_step; /* host + device allocations made by steps 2..end (must be 0) */
     size_t n_params;
     float *final_params; /* tt_malloc'd copy of the master weights at the end (caller frees); may be NULL */
+    size_t stopped_epoch;  /* --early-stopping stopped the training after this epoch (0: it did not) */
+    size_t restored_epoch; /* restore_best_weights put this epoch's weights back at the end (0: none) */
 } tt_run_result;
 
 /* The data sets of a run: --data loaded, the last --val-samples split off, --train-samples / --test-samples
@@ -288,6 +298,10 @@ typedef struct tt_run_phase {
  * collective failed): the failure is then returned without an agreement. */
 tt_status tt_run_phases(const tt_run_phase *phases, size_t n, tt_node *nd, tt_pending *pending,
                         int (*broken)(void *ctx), void *ctx, tt_error *err);
+
+/* The callbacks' monitors against the run's data: a val_* monitor needs a validation set (val_n > 0), else one line
+ * naming the option (TT_ERR_ARG). The command line asks before loading (val_n: --val-samples), the run again. */
+tt_status tt_run_callbacks_check(const tt_run_config *c, size_t val_n, tt_error *err);
 
 /* Runs the whole job, printing to out (NULL = silent). Errors return a status with a one-line message. */
 tt_status tt_run(const tt_run_config *c, FILE *out, tt_run_result *res, tt_error *err);

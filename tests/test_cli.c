@@ -358,7 +358,7 @@ static void start_record_in_order(json_object *o)
         "event", "version", "backend", "towers", "batch", "epochs", "optimizer", "lr", "base_lr", "lr_scaling", "seed",
         "train_samples", "val_samples", "test_samples", "params", "model", "reduce", "update", "flush_denormals",
         "ranks", "node_reduce", "sync", "sync_schedule", "bn_sync", "data_on", "epilogues", "non_trainable_params",
-        "slow_tower", "precision", "push_precision", "loss_scale"};
+        "slow_tower", "precision", "push_precision", "loss_scale", "early_stopping", "reduce_lr_on_plateau"};
     size_t k = 0;
     json_object_object_foreach(o, key, val) {
         (void)val;
@@ -374,7 +374,8 @@ static void start_record_in_order(json_object *o)
                 {"update", "\"host\""}, {"node_reduce", "\"allreduce\""}, {"sync", "\"bsp\""},
                 {"sync_schedule", "\"free\""}, {"bn_sync", "\"off\""}, {"data_on", "\"host\""},
                 {"epilogues", "\"kernels\""}, {"ranks", "1"}, {"slow_tower", "[ ]"},
-                {"precision", "\"fp32\""}, {"push_precision", "\"same\""}, {"loss_scale", "\"none\""}};
+                {"precision", "\"fp32\""}, {"push_precision", "\"same\""}, {"loss_scale", "\"none\""},
+                {"early_stopping", "\"off\""}, {"reduce_lr_on_plateau", "\"off\""}};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         json_object *v;
         ck_assert(json_object_object_get_ex(o, want[i].key, &v));

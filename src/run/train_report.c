@@ -115,6 +115,14 @@ void print_banner(run_state *rs)
     char hyper[160];
     tt_optim_describe(o, hyper, sizeof hyper);
     fprintf(out, "%s\n", hyper);
+    const tt_callback *cbs[2] = {&c->early_stopping, &c->reduce_lr};
+    for (int k = 0; k < 2; k++) { /* their canonical SPECs, and which way the monitor must go */
+        char words[TT_CALLBACK_WORDS];
+        if (cbs[k]->kind)
+            fprintf(out, "callbacks: %s %s (%s: %s is better)\n", k ? "ReduceLROnPlateau" : "EarlyStopping",
+                    tt_callback_words(cbs[k], words, sizeof words), tt_cb_metric_names[cbs[k]->monitor],
+                    tt_callback_maximizes(cbs[k]) ? "higher" : "lower");
+    }
     tt_backend_print_links(out, "", rs->ops, ords, n, link);
     print_flush(rs);
 }
@@ -145,7 +153,7 @@ static void own(own_field *f, int place, const char *key, const char *fmt, ...)
  * TT_AT_LOG), in the places' order. */
 static void log_start(run_state *rs)
 {
-    enum { START_FIELDS = 30 };
+    enum { START_FIELDS = 32 };
     const tt_run_config *c = rs->c;
     tt_out *log = &rs->report.log;
     own_field f[START_FIELDS + 1];
@@ -173,7 +181,12 @@ static void log_start(run_state *rs)
         char key[48], words[64];
         tt_run_opt_key(o, key, sizeof key);
         const uint64_t v = tt_run_opt_value(o, c);
-        if (o->kind == TT_OPT_SLOW) { /* --slow-tower: stragglers on purpose, so the log's waits are read right */
+        if (o->kind == TT_OPT_CALLBACK) { /* a callback: its canonical SPEC ("off": not given) */
+            char spec[TT_CALLBACK_WORDS];
+            tt_callback cb;
+            memcpy(&cb, (const char *)c + o->field, sizeof cb);
+            tt_out_printf(log, ",\"%s\":\"%s\"", key, tt_callback_words(&cb, spec, sizeof spec));
+        } else if (o->kind == TT_OPT_SLOW) { /* --slow-tower: stragglers on purpose: the log's waits read right */
             tt_out_printf(log, ",\"%s\":[", key);
             for (size_t k = 0; k < c->n_slow; k++)
                 tt_out_printf(log, "%s{\"tower\":%zu,\"ms\":%g,\"jitter_ms\":%g}", k ? "," : "", c->slow[k].tower,
@@ -225,6 +238,8 @@ void log_epoch(run_state *rs, const tt_epoch_stats *es)
     tt_out_json_num(log, "val_accuracy", v ? es->val.accuracy : NAN, 1);
     tt_out_json_num(log, "val_top5", v ? es->val.top5 : NAN, 1);
     tt_out_json_num(log, "step_median", es->step_median, 1);
+    char lr[32]; /* the rate in force for the epoch (--reduce-lr-on-plateau moves it), in its shortest digits */
+    tt_out_printf(log, "\"lr\":%s,", tt_float_str(es->lr, lr, sizeof lr));
     if (es->applied) { /* --sync ssp, async */
         tt_out_printf(log, "\"applied\":%zu,\"staleness_max\":%u,", es->applied, es->staleness_max);
         tt_out_json_num(log, "staleness_mean", es->staleness_sum / (double)es->applied, 1);
@@ -266,6 +281,9 @@ void print_epoch(run_state *rs, const tt_epoch_stats *es)
     if (rs->val->n)
         fprintf(out, " - val_loss: %.4f - val_accuracy: %.4f - val_top5: %.4f", es->val.loss, es->val.accuracy,
                 es->val.top5);
+    if (rs->c->reduce_lr.kind) /* as Keras's progbar once ReduceLROnPlateau logs it: 4 decimals, or 4 digits */
+        fprintf(out, fabs((double)es->lr) > 1e-3 ? " - learning_rate: %.4f" : " - learning_rate: %.4e",
+                (double)es->lr);
     fprintf(out, "%s\n", rs->bar ? "\033[K" : "");
     tt_ledger_split_line(out, &es->split);
     char m[32];
@@ -478,7 +496,7 @@ void tb_epoch(run_state *rs, const tt_epoch_stats *es)
     tt_tb_scalar(tb, TT_TB_TRAIN, "epoch_loss", step, wall, es->loss);
     tt_tb_scalar(tb, TT_TB_TRAIN, "epoch_accuracy", step, wall, es->accuracy);
     tt_tb_scalar(tb, TT_TB_TRAIN, "epoch_top5", step, wall, es->top5);
-    tt_tb_scalar(tb, TT_TB_TRAIN, "epoch_learning_rate", step, wall, rs->tc.optim.lr);
+    tt_tb_scalar(tb, TT_TB_TRAIN, "epoch_learning_rate", step, wall, es->lr); /* the rate in force */
     if (rs->tc.precision) { /* --precision bf16, fp16 */
         tt_tb_scalar(tb, TT_TB_TRAIN, "epoch_loss_scale", step, wall, es->loss_scale);
         tt_tb_scalar(tb, TT_TB_TRAIN, "epoch_skipped_steps", step, wall, (double)es->skipped);
@@ -536,7 +554,7 @@ void tb_steps(run_state *rs, size_t epoch, size_t end)
         tt_tb_scalar(&rp->tb, TT_TB_TRAIN, "batch_loss", (int64_t)g, wall, rp->tb_loss / seen);
         tt_tb_scalar(&rp->tb, TT_TB_TRAIN, "batch_accuracy", (int64_t)g, wall, (double)rp->tb_top1 / seen);
         tt_tb_scalar(&rp->tb, TT_TB_TRAIN, "batch_top5", (int64_t)g, wall, (double)rp->tb_top5 / seen);
-        tt_tb_scalar(&rp->tb, TT_TB_TRAIN, "batch_learning_rate", (int64_t)g, wall, rs->tc.optim.lr);
+        tt_tb_scalar(&rp->tb, TT_TB_TRAIN, "batch_learning_rate", (int64_t)g, wall, tt_trainer_lr(rs->tr));
         tb_split(rs, "batch", (int64_t)g, wall, &rp->tb_win, win, rp->tb_win_steps);
         memset(&rp->tb_win, 0, sizeof rp->tb_win);
         memset(win, 0, rs->c->towers * TT_TOWER_PHASES * sizeof(double));
