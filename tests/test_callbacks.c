@@ -514,6 +514,60 @@ START_TEST(test_run_reduces_lr)
 }
 END_TEST
 
+/* The rate reaches every optimizer that applies an update: the host's, tower 0's (--update device), every tower's
+ * (--update replicated: each its own copy), and the towers' own under --sync weights:2 and async. For each design:
+ * the epochs before the first reduction are the plain run's to the bit, the epoch after it is not; and the device
+ * updates give the host's bits (they compute the same steps at the same rates). */
+START_TEST(test_rate_reaches_every_optimizer)
+{
+    static const struct {
+        const char *name;
+        tt_reduce reduce;
+        tt_update update;
+        tt_sync sync;
+        int same_as_host; /* bit-identical to --update host */
+    } designs[] = {
+        {"host", TT_REDUCE_CPU, TT_UPDATE_HOST, {TT_SYNC_BSP, 0, 0}, 1},
+        {"--update device", TT_REDUCE_DEVICE, TT_UPDATE_DEVICE, {TT_SYNC_BSP, 0, 0}, 1},
+        {"--update replicated", TT_REDUCE_ALLREDUCE, TT_UPDATE_REPLICATED, {TT_SYNC_BSP, 0, 0}, 1},
+        {"--sync weights:2", TT_REDUCE_CPU, TT_UPDATE_HOST, {TT_SYNC_WEIGHTS, 2, 0}, 0},
+        {"--sync async", TT_REDUCE_CPU, TT_UPDATE_HOST, {TT_SYNC_ASYNC, 0, 1}, 0},
+    };
+    tt_run_result *host = NULL;
+    for (size_t i = 0; i < sizeof designs / sizeof designs[0]; i++) {
+        tt_run_config c;
+        config(&c, 4, NULL, NULL);
+        c.towers = 2;
+        c.reduce = designs[i].reduce;
+        c.update = designs[i].update;
+        c.sync = designs[i].sync;
+        tt_run_result *plain = run_ok(&c);
+        config(&c, 4, NULL, "monitor=loss,min_delta=10,factor=0.5,patience=1");
+        c.towers = 2;
+        c.reduce = designs[i].reduce;
+        c.update = designs[i].update;
+        c.sync = designs[i].sync;
+        tt_run_result *rl = run_ok(&c);
+        ck_assert_msg(rl->epochs[2].lr == 0.0005f && rl->epochs[3].lr == 0.00025f, "%s: rates %.9g, %.9g",
+                      designs[i].name, (double)rl->epochs[2].lr, (double)rl->epochs[3].lr);
+        ck_assert_msg(rl->epochs[1].loss == plain->epochs[1].loss, "%s: epoch 2 trained at another rate",
+                      designs[i].name);
+        ck_assert_msg(rl->epochs[2].loss != plain->epochs[2].loss && rl->epochs[3].loss != plain->epochs[3].loss,
+                      "%s: the reduced rate did not reach the updates", designs[i].name);
+        if (!host) {
+            host = rl;
+        } else {
+            if (designs[i].same_as_host)
+                ck_assert_msg(memcmp(rl->final_params, host->final_params, host->n_params * sizeof(float)) == 0,
+                              "%s: other weights than --update host at the same rates", designs[i].name);
+            result_free(rl);
+        }
+        result_free(plain);
+    }
+    result_free(host);
+}
+END_TEST
+
 /* A checkpoint path of the periodic kind: epoch e, step s. */
 static void ckpt_at(char *path, size_t len, const char *dir, size_t e, size_t s) { tt_ckpt_path(path, len, dir, e, s); }
 
@@ -788,6 +842,7 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_run_stops_and_restores);
     tcase_add_test(tc, test_run_reduces_lr);
+    tcase_add_test(tc, test_rate_reaches_every_optimizer);
     tcase_add_test(tc, test_resume_decides_as_unbroken);
     tcase_add_test(tc, test_refusals);
     tcase_add_test(tc, test_executable);
