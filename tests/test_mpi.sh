@@ -281,6 +281,8 @@ T=(--data "$FM" --train-samples 2048 --val-samples 512 --test-samples 512 --prog
 mismatch "--reduce is device here, cpu on rank 0" train "${T[@]}" -- "${T[@]}" --reduce device
 mismatch "--lr is 0.002 here, 0.001 on rank 0" train "${T[@]}" --lr 0.001 -- "${T[@]}" --lr 0.002
 mismatch "--optimizer is sgd here, adam on rank 0" train "${T[@]}" -- "${T[@]}" --optimizer sgd
+# a callback's SPEC (its canonical words' CRC-32, as --slow-tower's list): the last rank would decide otherwise
+mismatch "--early-stopping is " train "${T[@]}" --early-stopping patience=2 -- "${T[@]}" --early-stopping patience=3
 mismatch "the optimizer's settings are 'momentum 0.9' here, 'momentum 0.5' on rank 0" train "${T[@]}" --optimizer sgd \
   --momentum 0.5 -- "${T[@]}" --optimizer sgd --momentum 0.9
 mismatch "--node-reduce is ps here, allreduce on rank 0" train "${T[@]}" -- "${T[@]}" --node-reduce ps

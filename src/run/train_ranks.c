@@ -63,7 +63,7 @@ void ranks_close(run_state *rs)
  * collective they never call). The fingerprint is FP_FIELDS numbers, each at its place: the run's own facts (below)
  * and the options table's rows at TT_AT_RANKS; each says how its value reads, so a mismatch is told in the flag's own
  * words ("--reduce is device here, cpu on rank 0"). The first place that differs is named. */
-enum { FP_FIELDS = 35 };
+enum { FP_FIELDS = 37 };
 typedef enum { FP_OPTION, FP_COUNT, FP_CRC, FP_FLOAT, FP_SETTINGS } fp_kind;
 typedef struct fingerprint {
     uint64_t v[FP_FIELDS];
