@@ -254,6 +254,7 @@ size_t tt_shape_elems(const tt_shape *s)
 
 const char *tt_float_str(float x, char *out, size_t len)
 {
+    if (!out || !len) return out; /* (and gcc's UBSan build then knows out is no null destination) */
     for (int digits = 1; digits <= 9; digits++) {
         snprintf(out, len, "%.*g", digits, (double)x);
         if (strtof(out, NULL) == x) break;
@@ -263,6 +264,7 @@ const char *tt_float_str(float x, char *out, size_t len)
 
 const char *tt_double_str(double x, char *out, size_t len)
 {
+    if (!out || !len) return out;
     int digits = 1;
     while (digits < 17 && (snprintf(out, len, "%.*g", digits, x), strtod(out, NULL) != x)) digits++;
     /* a whole number in all its digits, as a user writes it: 10, not 1e+01 (%g turns to an exponent when the
