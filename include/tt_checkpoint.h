@@ -4,9 +4,10 @@
  * (https://huggingface.co/docs/safetensors: dtype "F32", shape, data_offsets relative to the end of the header).
  * Tensors: the master weights under the model's layout-table names ("conv2d/kernel", "dense/bias", ...) in Keras's
  * layouts, then the optimizer's vectors as "optimizer/<slot>/<tensor name>" with the same shapes (tt_optim_slots:
- * "momentum", "velocity", "average_gradient"). The header's "__metadata__" (string to string, as the format requires)
- * holds where the run is, what trained it, and a CRC-32 of the whole file (its own 8 digits read as '0's), verified
- * before any other value is read. Format version 2; version 1 (a CRC of the tensors only) is refused.
+ * "momentum", "velocity", "average_gradient"), then with --early-stopping restore_best_weights the best epoch's
+ * weights as "early_stopping/best_weights/<tensor name>". The header's "__metadata__" (string to string, as the format
+ * requires) holds where the run is, what trained it, and a CRC-32 of the whole file (its own 8 digits read as '0's),
+ * verified before any other value is read. Format version 2; version 1 (a CRC of the tensors only) is refused.
  *
  * A checkpoint does not depend on the tower count: the master weights live on the host and are what is saved; the
  * tower count and backend are written for information only.
@@ -28,6 +29,24 @@ extern "C" {
 enum { TT_CKPT_MAX_SLOTS = 3, TT_CKPT_MAX_ITEMS = 64 };
 
 struct json_object;
+
+/* --early-stopping, --reduce-lr-on-plateau: the callbacks' state between epochs (tt_callbacks.h reads it as
+ * tt_callbacks_state; epochs from 1, 0: none). Metadata keys, optional on reading (absent: the callback was off), each
+ * callback's written together: EarlyStopping's "es_wait", "es_best" (absent: no best yet; "nan" a NaN metric),
+ * "es_best_epoch", "es_stopped_epoch", "es_best_weights" (true: the tensors "early_stopping/best_weights/<tensor>",
+ * the best epoch's weights, follow the optimizer's); ReduceLROnPlateau's "plateau_wait", "plateau_best",
+ * "plateau_cooldown", "plateau_lr" (the rate in force; the optimizer's "lr" stays the run's configured rate). */
+typedef struct tt_ckpt_callbacks {
+    int early, plateau;   /* which callbacks' state this is (their keys are there) */
+    int es_has_best;      /* EarlyStopping: a best value (Keras's best is not None) */
+    double es_best;
+    uint64_t es_wait, es_best_epoch, es_stopped_epoch; /* stopped: the epoch it stopped the training after */
+    int es_kept;          /* restore_best_weights: the best epoch's weights are kept (best_params) */
+    int rl_has_best;      /* ReduceLROnPlateau */
+    double rl_best;
+    uint64_t rl_wait, rl_cooldown;
+    float lr;             /* the rate in force */
+} tt_ckpt_callbacks;
 
 typedef struct tt_checkpoint {
     /* where the run is: epoch `epoch` (1-based) has `step` of its `steps_per_epoch` steps done (step ==
@@ -63,6 +82,10 @@ typedef struct tt_checkpoint {
     int n_slots;
     char slot_names[TT_CKPT_MAX_SLOTS][24];
     float *slots[TT_CKPT_MAX_SLOTS];
+    /* the callbacks' state; with cb.es_kept, best_params: the best epoch's weights, n_params floats (tt_malloc'd by
+     * the reader; for the writer, any buffer) */
+    tt_ckpt_callbacks cb;
+    float *best_params;
 } tt_checkpoint;
 
 /* Writes ck for model m to path, safely: a temporary file in the same directory, written, fsync'd, renamed over path,

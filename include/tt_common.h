@@ -106,6 +106,13 @@ uint64_t tt_alloc_largest_request(void);
  * or nccl" for ", " and " or "). Returns buf. */
 const char *tt_join_words(char *buf, size_t len, const char *const *words, size_t n, const char *sep, const char *last);
 
+/* The shortest "%.*g" text that reads back as x — a float32 in 1 to 9 digits ("0.0005", never "0.000500000024"; as a
+ * checkpoint's layers have always written their floats, 10 as "1e+01"), a double in 1 to 17 ("0.1", never
+ * "0.10000000000000001"; a whole number below 1e17 in all its digits, "10"): a number as the user would write it.
+ * Returns out. */
+const char *tt_float_str(float x, char *out, size_t len);
+const char *tt_double_str(double x, char *out, size_t len);
+
 /* Median of v[0..n) (sorts v in place); 0 for n == 0. */
 double tt_median(double *v, size_t n);
 

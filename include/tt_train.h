@@ -7,6 +7,7 @@
 
 #include <stdio.h>
 
+#include "tt_callbacks.h"
 #include "tt_checkpoint.h"
 #include "tt_data.h"
 #include "tt_model.h"
@@ -30,8 +31,6 @@ extern const char *const tt_push_precision_names[]; /* same, fp32 */
 
 /* "dynamic:65536", "1024", "none": a loss scale as the flag writes it. */
 const char *tt_loss_scale_words(const tt_loss_scale *ls, char *out, size_t len);
-/* The shortest decimal that reads back as the float32 f: "0.002", not "0.00200000009"; returns out. */
-const char *tt_float_words(float f, char *out, size_t len);
 /* "width=0.1,height=0.1,flip", "none": --augment's settings as the flag writes them (the preset cifar10 too). */
 const char *tt_augment_words(const tt_augment *a, char *out, size_t len);
 /* --augment's preset cifar10: the seed's cifar10_cnn, ImageDataGenerator(width_shift_range=0.1,
@@ -90,6 +89,9 @@ typedef struct tt_run_config {
     size_t keep;                /* --keep N: the newest N periodic checkpoints are kept [3] */
     const char *resume;         /* --resume FILE|DIR: continue from it (a directory: its newest valid one) */
     int resume_weights_only;    /* --resume-weights-only: take its weights only (fresh optimizer, from epoch 1) */
+    /* callbacks (tt_callbacks.h; docs/optimizers.md, "Callbacks"): kind TT_CB_NONE when not given */
+    tt_callback early_stopping; /* --early-stopping SPEC: Keras's EarlyStopping */
+    tt_callback reduce_lr;      /* --reduce-lr-on-plateau SPEC: Keras's ReduceLROnPlateau */
     /* the options a resumed run must have as the checkpoint's run had them, as the user writes them, one per line
      * ("--sync bsp\n--bn-sync off\n"): the options table's TT_RESUME_SAME rows, written by the command line (which
      * knows what the user gave), kept in every checkpoint's options ("same") and compared by --resume; "" (a caller
@@ -133,6 +135,8 @@ typedef enum {
     TT_OPT_SCALE,   /* tt_loss_scale: dynamic[:INIT], a fixed N, or none */
     TT_OPT_LRSCHED, /* tt_lr_schedule: a Keras schedule (tt_lr_schedule_parse) */
     TT_OPT_AUGMENT, /* tt_augment: none, cifar10 or width=F,height=F,flip (docs/data.md) */
+    TT_OPT_CALLBACK, /* tt_callback: a SPEC of key=value (tt_callback_parse; lo: its tt_cb_kind); as a number the
+                      * CRC-32 of its canonical SPEC, in the log and the checkpoints that SPEC itself */
     TT_OPT_KINDS
 } tt_opt_kind;
 
@@ -191,12 +195,13 @@ typedef struct tt_run_opt {
                                  * fill (a CHOICE's words, the backends, the optimizers) */
 } tt_run_opt;
 
-enum { TT_RUN_N_OPTS = 46 };
+enum { TT_RUN_N_OPTS = 48 };
 extern const tt_run_opt tt_run_opts[TT_RUN_N_OPTS];
 const tt_run_opt *tt_run_opt_find(const char *name); /* NULL: no option of the table */
 const tt_run_opt *tt_run_opt_at(tt_opt_record r, int place); /* the row at that place of the record, or NULL */
 /* Its value in c as a number (what the ranks compare): a count or an enum as is, a string given (1) or not (0), --sync
- * as kind << 32 | N, --slow-tower as the CRC-32 of its list, --optimizer its kind. */
+ * as kind << 32 | N, --slow-tower as the CRC-32 of its list, --optimizer its kind, a callback the CRC-32 of its
+ * canonical SPEC. */
 uint64_t tt_run_opt_value(const tt_run_opt *o, const tt_run_config *c);
 /* That number as the user would write it: "device", "ssp:4", "given", "0000abcd" (a list's CRC-32); returns out. */
 const char *tt_run_opt_words(const tt_run_opt *o, uint64_t v, char *out, size_t len);
@@ -267,6 +272,8 @@ typedef struct tt_run_result {
     uint64_t allocs_after_first_step; /* host + device allocations made by steps 2..end (must be 0) */
     size_t n_params;
     float *final_params; /* tt_malloc'd copy of the master weights at the end (caller frees); may be NULL */
+    size_t stopped_epoch;  /* --early-stopping stopped the training after this epoch (0: it did not) */
+    size_t restored_epoch; /* restore_best_weights put this epoch's weights back at the end (0: none) */
 } tt_run_result;
 
 /* The data sets of a run: --data loaded, the last --val-samples split off, --train-samples / --test-samples
@@ -302,6 +309,10 @@ typedef struct tt_run_phase {
  * collective failed): the failure is then returned without an agreement. */
 tt_status tt_run_phases(const tt_run_phase *phases, size_t n, tt_node *nd, tt_pending *pending,
                         int (*broken)(void *ctx), void *ctx, tt_error *err);
+
+/* The callbacks' monitors against the run's data: a val_* monitor needs a validation set (val_n > 0), else one line
+ * naming the option (TT_ERR_ARG). The command line asks before loading (val_n: --val-samples), the run again. */
+tt_status tt_run_callbacks_check(const tt_run_config *c, size_t val_n, tt_error *err);
 
 /* Runs the whole job, printing to out (NULL = silent). Errors return a status with a one-line message. */
 tt_status tt_run(const tt_run_config *c, FILE *out, tt_run_result *res, tt_error *err);

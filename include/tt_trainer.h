@@ -455,6 +455,12 @@ tt_status tt_trainer_time_phases(tt_trainer *tr, const tt_dataset *ds, const uin
 /* Device allocations made by all towers so far (the step loop must add none after the first step); 0 for NULL. */
 uint64_t tt_trainer_device_allocs(const tt_trainer *tr);
 
+/* The optimizer's base rate in force (tt_optim_config.lr: the rate before a schedule): --reduce-lr-on-plateau sets it
+ * between runs of steps, for the host's optimizer and every tower's own (--sync weights:K, --update replicated); the
+ * updates read it from tt_optim_update_args at every step. */
+void tt_trainer_set_lr(tt_trainer *tr, float lr);
+float tt_trainer_lr(const tt_trainer *tr);
+
 #ifdef __cplusplus
 }
 #endif

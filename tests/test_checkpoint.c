@@ -903,6 +903,85 @@ START_TEST(test_bad_position)
 }
 END_TEST
 
+/* --early-stopping and --reduce-lr-on-plateau: the callbacks' state and the best epoch's weights written and read back
+ * bit for bit (with the model and without: the data section's size counts the best weights); each callback's keys
+ * only when it is on; then the values a run cannot write, sealed so the checksum passes: a key without its callback's
+ * others, a wait or a best epoch beyond the checkpoint's epoch, a best epoch without a best, a stop before the epoch's
+ * end, a rate below 0 or not finite, an Inf best, best weights declared and absent (or present and not declared). */
+START_TEST(test_callbacks_state)
+{
+    tt_model m;
+    make_model(&m, 0, NULL);
+    tt_checkpoint ck, back;
+    fill(&ck, &m, optim_case(1), NAN, 11); /* epoch 3, step 2 of 7 */
+    ck.cb = (tt_ckpt_callbacks){.early = 1, .plateau = 1, .es_has_best = 1, .es_best = 0.1, .es_wait = 2,
+                                .es_best_epoch = 2, .es_kept = 1, .rl_has_best = 1, .rl_best = NAN, .rl_wait = 1,
+                                .rl_cooldown = 4, .lr = 0.000125f};
+    float *best = (float *)tt_malloc(m.n_params * sizeof(float));
+    for (size_t i = 0; i < m.n_params; i++) best[i] = (float)i * 0.25f - 1.0f;
+    ck.best_params = best;
+    char path[600];
+    tmp_path(path, sizeof path, "cb.safetensors");
+    tt_error err;
+    ck_assert_msg(tt_checkpoint_write(path, &m, &ck, &err) == TT_OK, "%s", err.msg);
+    for (int with = 0; with < 2; with++) {
+        ck_assert_msg(tt_checkpoint_read(path, with ? &m : NULL, &back, &err) == TT_OK, "%s", err.msg);
+        assert_same_state(&ck, &back, with);
+        const tt_ckpt_callbacks *a = &ck.cb, *b = &back.cb;
+        ck_assert(b->early && b->plateau && b->es_has_best && b->rl_has_best && b->es_kept);
+        ck_assert(a->es_best == b->es_best && isnan(b->rl_best) && a->lr == b->lr);
+        ck_assert(a->es_wait == b->es_wait && a->es_best_epoch == b->es_best_epoch && !b->es_stopped_epoch &&
+                  a->rl_wait == b->rl_wait && a->rl_cooldown == b->rl_cooldown);
+        if (with) ck_assert(memcmp(back.best_params, best, m.n_params * sizeof(float)) == 0);
+        else ck_assert_ptr_null(back.best_params);
+        tt_checkpoint_free(&back);
+    }
+    /* no callbacks: none of their keys, no best weights */
+    tt_ckpt_callbacks none = {0};
+    const tt_ckpt_callbacks on = ck.cb;
+    ck.cb = none;
+    ck_assert_msg(tt_checkpoint_write(path, &m, &ck, &err) == TT_OK, "%s", err.msg);
+    size_t len;
+    char *text = (char *)tt_test_read_file(path, &len);
+    text[8 + tt_test_le64((const uint8_t *)text)] = '\0'; /* the header */
+    ck_assert_msg(!strstr(text + 8, "\"es_") && !strstr(text + 8, "\"plateau_") && !strstr(text + 8, "early_stopping/"),
+                  "%s", text + 8);
+    free(text);
+    ck.cb = on;
+    ck.best_params = NULL; /* declared and absent: the writer refuses to write what no reader takes */
+    ck_assert_int_eq(tt_checkpoint_write(path, &m, &ck, &err), TT_ERR_ARG);
+    ck.best_params = best;
+    ck_assert_msg(tt_checkpoint_write(path, &m, &ck, &err) == TT_OK, "%s", err.msg);
+    uint8_t *b = tt_test_read_file(path, &len);
+    static const char *const edits[][3] = {
+        {"\"es_wait\":\"2\",", "", "es_best_epoch without es_wait"},
+        {"\"plateau_wait\":\"1\",", "", "plateau_cooldown without plateau_wait"},
+        {"\"es_wait\":\"2\"", "\"es_wait\":\"4\"", "key 'es_wait' is '4', not an integer up to 3"},
+        {"\"es_best_epoch\":\"2\"", "\"es_best_epoch\":\"4\"", "key 'es_best_epoch' is '4'"},
+        {"\"es_best\":\"0.10000000000000001\",", "", "es_best_epoch 2 without es_best"},
+        {"\"es_stopped_epoch\":\"0\"", "\"es_stopped_epoch\":\"3\"", "es_stopped_epoch 3 is not this "
+                                                                         "checkpoint's finished epoch"},
+        {"\"es_best_weights\":\"true\"", "\"es_best_weights\":\"yes\"", "key 'es_best_weights' is 'yes'"},
+        {"\"es_best_weights\":\"true\"", "\"es_best_weights\":\"false\"", "tensor early_stopping/best_weights/"},
+        {"\"plateau_lr\":\"0.000125000006\"", "\"plateau_lr\":\"-1\"", "key 'plateau_lr' is '-1', not a rate"},
+        {"\"plateau_lr\":\"0.000125000006\"", "\"plateau_lr\":\"inf\"", "key 'plateau_lr' is 'inf'"},
+        {"\"es_best\":\"0.10000000000000001\"", "\"es_best\":\"inf\"", "key 'es_best' is 'inf'"},
+        {"\"early_stopping/best_weights/dense/bias\"", "\"early_stopping/best_weights/dense/bias_\"",
+         "has no tensor early_stopping/best_weights/dense/bias (its metadata say es_best_weights true"},
+    };
+    for (size_t k = 0; k < sizeof edits / sizeof edits[0]; k++) {
+        size_t elen;
+        uint8_t *e = edit_header(b, len, edits[k][0], edits[k][1], &elen);
+        refused(tt_checkpoint_parse(e, elen, "edited", &m, &back, &err), &err, &back, "edited", edits[k][2]);
+        free(e);
+    }
+    free(b);
+    tt_free(best);
+    ck.best_params = NULL;
+    tt_checkpoint_free(&ck);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("checkpoint");
@@ -923,6 +1002,7 @@ int main(void)
     tcase_add_test(tc, test_json_c_is_lax);
     tcase_add_test(tc, test_header_checksum);
     tcase_add_test(tc, test_header_values_as_written);
+    tcase_add_test(tc, test_callbacks_state);
     suite_add_tcase(s, tc);
     return tt_test_run_suite(s);
 }

@@ -134,6 +134,11 @@ START_TEST(test_bad_flags)
     expect("train --clipnorm 1 --overlap on --towers 2 --train-samples 64 --val-samples 0 --epochs 1 --device cpu", 2,
            "--clipnorm: --overlap on updates each bucket before the last is pushed");
     expect("summary --lr-schedule constant", 2, "summary: --lr-schedule does not apply");
+    expect("train --reduce-lr-on-plateau on --lr-schedule cosine:10 --train-samples 64 --val-samples 16 --epochs 1 "
+           "--device cpu", 2, "--reduce-lr-on-plateau: not with --lr-schedule (the rate of every step is the "
+           "schedule's");
+    expect("train --reduce-lr-on-plateau on --lr-scaling linear --warmup-epochs 1 --train-samples 64 --val-samples 16 "
+           "--epochs 1 --device cpu", 2, "--reduce-lr-on-plateau: not with --warmup-epochs");
     expect("train --lr 0.1 --lr-schedule step:5:0.1,0.01 --train-samples 64 --val-samples 0 --epochs 1 --device cpu",
            2, "--lr: not with --lr-schedule step (its values are the rates)");
     expect("eval --weight-decay 0.1", 2, "eval: --weight-decay does not apply");
@@ -387,7 +392,7 @@ static void start_record_in_order(json_object *o)
         "train_samples", "val_samples", "test_samples", "params", "model", "reduce", "update", "flush_denormals",
         "ranks", "node_reduce", "sync", "sync_schedule", "bn_sync", "data_on", "epilogues", "non_trainable_params",
         "slow_tower", "precision", "push_precision", "loss_scale", "augment", "warmup_epochs", "lr_schedule",
-        "weight_decay", "clipnorm", "global_clipnorm", "clipvalue"};
+        "weight_decay", "clipnorm", "global_clipnorm", "clipvalue", "early_stopping", "reduce_lr_on_plateau"};
     size_t k = 0;
     json_object_object_foreach(o, key, val) {
         (void)val;
@@ -404,7 +409,7 @@ static void start_record_in_order(json_object *o)
                 {"sync_schedule", "\"free\""}, {"bn_sync", "\"off\""}, {"data_on", "\"host\""},
                 {"epilogues", "\"kernels\""}, {"ranks", "1"}, {"slow_tower", "[ ]"},
                 {"precision", "\"fp32\""}, {"push_precision", "\"same\""}, {"loss_scale", "\"none\""},
-                {"augment", "\"none\""}};
+                {"augment", "\"none\""}, {"early_stopping", "\"off\""}, {"reduce_lr_on_plateau", "\"off\""}};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         json_object *v;
         ck_assert(json_object_object_get_ex(o, want[i].key, &v));

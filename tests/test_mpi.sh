@@ -6,6 +6,8 @@
 #   checkpoints   ps gathers the shards: its checkpoint equals the single process's; resumed with another K it
 #                 continues bit for bit
 #   ps memory     every rank's optimizer state (counted from its allocation) is its 1/K slice; allreduce: all of it
+#   callbacks     --early-stopping and --reduce-lr-on-plateau: K ranks decide as 1 process of K towers (lines, final
+#                 checkpoint), one voice
 #   one voice     only rank 0 prints (one banner)
 #   faults        a bad --data on one rank, a rank started with another --batch: one line naming the rank, non-zero
 #                 exit, within seconds; a rank killed with SIGKILL ends the job within seconds
@@ -139,6 +141,44 @@ mpi train "${DATA[@]}" --epochs 3 --towers 1 --node-reduce ps --resume "$W/kps" 
 [ "$(tensors "$(last "$W/straight")")" = "$(tensors "$(last "$W/resumed1")")" ] \
   && ok "a $K-rank ps checkpoint resumed by one process of $K towers == a straight run" || bad "resumed by one process differs"
 
+# ---- callbacks (issue 34): the ranks decide together ----
+# --early-stopping and --reduce-lr-on-plateau on the job's metrics (summed over the ranks in rank order), rank 0's
+# decisions taken by every rank: K ranks x 1 tower decide as 1 process x K towers — the same lines (reductions, the
+# stop, the restored epoch), one voice, the same final checkpoint (restored weights, optimizer state, best weights)
+CB=(--epochs 8 --lr 0.01 --early-stopping monitor=val_loss,patience=1,restore_best_weights
+    --reduce-lr-on-plateau monitor=loss,factor=0.5,patience=1,min_delta=0.15)
+decisions() { grep -E '^Epoch [0-9]+: |^Restoring |^test:' "$1"; }
+"$TT" train "${DATA[@]}" "${CB[@]}" --towers "$K" --checkpoint-dir "$W/cb1" --save-every-epoch --keep 100 >"$W/cb1.txt" 2>&1 \
+  || bad "1 x $K towers with callbacks failed: $(tail -2 "$W/cb1.txt")"
+if grep -q '^Epoch [0-9]*: early stopping$' "$W/cb1.txt" && grep -q '^Epoch [0-9]*: ReduceLROnPlateau' "$W/cb1.txt"; then
+  ok "callbacks: the single process stops early and reduces the rate ($(decisions "$W/cb1.txt" | head -c 300 | tr '\n' ';'))"
+else
+  bad "callbacks: the single process neither stopped nor reduced: the case decides nothing: $(tail -5 "$W/cb1.txt")"
+fi
+for mode in allreduce ps; do
+  mpi train "${DATA[@]}" "${CB[@]}" --towers 1 --node-reduce $mode --checkpoint-dir "$W/cbk$mode" \
+    --log-json "$W/cbk$mode.jsonl" >"$W/cbk$mode.txt" 2>&1 \
+    || bad "$K ranks x 1 ($mode) with callbacks failed: $(tail -3 "$W/cbk$mode.txt")"
+  if [ "$(decisions "$W/cb1.txt")" = "$(decisions "$W/cbk$mode.txt")" ]; then
+    ok "callbacks ($mode): $K ranks decide as 1 process of $K towers, line for line"
+  else
+    bad "callbacks ($mode): decisions differ: '$(decisions "$W/cb1.txt" | tr '\n' ';')' vs '$(decisions "$W/cbk$mode.txt" | tr '\n' ';')'"
+  fi
+  [ "$(tensors "$(last "$W/cb1")")" = "$(tensors "$(last "$W/cbk$mode")")" ] \
+    && ok "callbacks ($mode): the final checkpoint (restored weights, state, best weights) bit for bit" \
+    || bad "callbacks ($mode): final checkpoints differ: max |d| $(maxdiff "$(last "$W/cb1")" "$(last "$W/cbk$mode")")"
+  # resumed by K ranks from the single process's epoch 2 (the callbacks' state in the checkpoint): the same end
+  mpi train "${DATA[@]}" "${CB[@]}" --towers 1 --node-reduce $mode --resume "$W/cb1/ckpt-e000002-s000000016.safetensors" \
+    --checkpoint-dir "$W/cbr$mode" >"$W/cbr$mode.txt" 2>&1 || bad "callbacks ($mode): resume failed: $(tail -3 "$W/cbr$mode.txt")"
+  [ "$(decisions "$W/cb1.txt")" = "$(decisions "$W/cbr$mode.txt")" ] && [ "$(tensors "$(last "$W/cb1")")" = "$(tensors "$(last "$W/cbr$mode")")" ] \
+    && ok "callbacks ($mode): $K ranks resumed after epoch 2 decide and end as the unbroken run" \
+    || bad "callbacks ($mode): resumed: '$(decisions "$W/cbr$mode.txt" | tr '\n' ';')'"
+  n=$(grep -c '^Epoch [0-9]*: early stopping$' "$W/cbk$mode.txt")
+  r=$(grep -c '"event":"early_stopping"' "$W/cbk$mode.jsonl")
+  [ "$n" = 1 ] && [ "$r" = 1 ] && ok "callbacks ($mode): one stop line, one record (rank 0 speaks)" \
+    || bad "callbacks ($mode): $n stop lines, $r records"
+done
+
 # ---- faults: each must end within seconds, non-zero, one line naming the rank ----
 last_rank=$((K - 1))
 mpmd=()
@@ -241,6 +281,8 @@ T=(--data "$FM" --train-samples 2048 --val-samples 512 --test-samples 512 --prog
 mismatch "--reduce is device here, cpu on rank 0" train "${T[@]}" -- "${T[@]}" --reduce device
 mismatch "--lr is 0.002 here, 0.001 on rank 0" train "${T[@]}" --lr 0.001 -- "${T[@]}" --lr 0.002
 mismatch "--optimizer is sgd here, adam on rank 0" train "${T[@]}" -- "${T[@]}" --optimizer sgd
+# a callback's SPEC (its canonical words' CRC-32, as --slow-tower's list): the last rank would decide otherwise
+mismatch "--early-stopping is " train "${T[@]}" --early-stopping patience=2 -- "${T[@]}" --early-stopping patience=3
 mismatch "the optimizer's settings are 'momentum 0.9' here, 'momentum 0.5' on rank 0" train "${T[@]}" --optimizer sgd \
   --momentum 0.5 -- "${T[@]}" --optimizer sgd --momentum 0.9
 mismatch "--node-reduce is ps here, allreduce on rank 0" train "${T[@]}" -- "${T[@]}" --node-reduce ps

@@ -143,7 +143,7 @@ START_TEST(test_checkpoint_options_in_order)
     ck_assert_ptr_nonnull(o);
     static const char *const keys[] = {"input", "classes", "vocab", "model_text", "layers", "train_samples",
                                        "val_samples", "train_crc32", "epochs", "reduce", "lr_scaling", "base_lr",
-                                       "same", "precision", "loss_scale"};
+                                       "same", "precision", "loss_scale", "early_stopping", "reduce_lr_on_plateau"};
     size_t k = 0;
     json_object_object_foreach(o, key, val) {
         (void)val;

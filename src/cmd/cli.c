@@ -279,6 +279,12 @@ static tt_status set_augment(const tt_run_opt *o, cli_parse *p, const char *v, t
     return TT_OK;
 }
 
+/* --early-stopping SPEC, --reduce-lr-on-plateau SPEC: the callback's own reader (the row's lo: which callback) */
+static tt_status set_callback(const tt_run_opt *o, cli_parse *p, const char *v, tt_error *err)
+{
+    return tt_callback_parse(o->name, v, (tt_cb_kind)o->lo, CFG_AT(p, o, tt_callback), err);
+}
+
 /* How each kind of value is read. */
 typedef tt_status (*set_fn)(const tt_run_opt *o, cli_parse *p, const char *value, tt_error *err);
 static const set_fn g_set[TT_OPT_KINDS] = {
@@ -288,6 +294,7 @@ static const set_fn g_set[TT_OPT_KINDS] = {
     [TT_OPT_REDUCE] = set_reduce, [TT_OPT_SYNC] = set_sync,     [TT_OPT_SLOW] = set_slow_tower,
     [TT_OPT_OPTIM] = set_optimizer, [TT_OPT_RESUME] = set_resume, [TT_OPT_SCALE] = set_loss_scale,
     [TT_OPT_LRSCHED] = set_lr_schedule, [TT_OPT_AUGMENT] = set_augment,
+    [TT_OPT_CALLBACK] = set_callback,
 };
 
 /* The commands that read the train options (indexed by TT_CMD_*), and how each refuses one it does not take. */
@@ -602,6 +609,8 @@ static tt_status cli_settle(cli_parse *p, tt_error *err)
         return tt_fail(err, TT_ERR_ARG, "--tensorboard-every-steps: needs --tensorboard DIR");
     if (c->save_best && c->val_samples == 0)
         return tt_fail(err, TT_ERR_ARG, "--save-best: needs a validation set (--val-samples is 0)");
+    const tt_status cs = tt_run_callbacks_check(c, c->val_samples, err); /* a val_* monitor, likewise */
+    if (cs) return cs;
     resume_same(c);
     return TT_OK;
 }

@@ -2,6 +2,7 @@
 #include "tt_common.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -249,6 +250,30 @@ size_t tt_shape_elems(const tt_shape *s)
     size_t n = 1;
     for (int i = 0; i < s->ndim; i++) n *= s->d[i];
     return n;
+}
+
+const char *tt_float_str(float x, char *out, size_t len)
+{
+    if (!out || !len) return out; /* (and gcc's UBSan build then knows out is no null destination) */
+    for (int digits = 1; digits <= 9; digits++) {
+        snprintf(out, len, "%.*g", digits, (double)x);
+        if (strtof(out, NULL) == x) break;
+    }
+    return out;
+}
+
+const char *tt_double_str(double x, char *out, size_t len)
+{
+    if (!out || !len) return out;
+    int digits = 1;
+    while (digits < 17 && (snprintf(out, len, "%.*g", digits, x), strtod(out, NULL) != x)) digits++;
+    /* a whole number in all its digits, as a user writes it: 10, not 1e+01 (%g turns to an exponent when the
+     * exponent reaches the digits) */
+    int exp10 = 0;
+    for (double a = fabs(x); a >= 10 && exp10 < 17; a /= 10) exp10++;
+    if (exp10 >= digits && exp10 < 17) digits = exp10 + 1;
+    snprintf(out, len, "%.*g", digits, x);
+    return out;
 }
 
 const char *tt_join_words(char *buf, size_t len, const char *const *words, size_t n, const char *sep, const char *last)

@@ -3,8 +3,10 @@
  *
  * The file: u64 little-endian N, N bytes of JSON header (padded with spaces so the data start 8-byte aligned), then
  * the tensors' float32 bytes, contiguous, in layout-table order: the weights, then each optimizer slot's copy of
- * them ("optimizer/<slot>/<tensor>"). The header's "__metadata__" holds strings only (the format's rule): where the
- * run is, the optimizer, what wrote it, and "crc32:%08x" of the whole file (its own 8 digits read as zeros).
+ * them ("optimizer/<slot>/<tensor>"), then with --early-stopping restore_best_weights the best epoch's weights
+ * ("early_stopping/best_weights/<tensor>"). The header's "__metadata__" holds strings only (the format's rule): where
+ * the run is, the optimizer, the callbacks' state, what wrote it, and "crc32:%08x" of the whole file (its own 8 digits
+ * read as zeros).
  *
  * Reading treats the file as hostile, as src/data/npy.c does: a regular file only (tt_input_open), the header's
  * length capped and checked against the file before it is parsed, the header read as strict JSON (src/model/json.c:
@@ -39,17 +41,29 @@
 #error "checkpoint.c copies float32 tensors as they lie in memory: it assumes a little-endian host"
 #endif
 
-/* Tensor j of a checkpoint of model m, in file order: the weights (j < T), then slot k's copy (j / T = k + 1). Writes
- * its name and sets *ti to its layout-table entry; returns -1 for the weights, else the slot's index. */
-static int ck_tensor(const tt_model *m, const char (*slot_names)[24], size_t j, char *name, size_t cap,
+/* Tensor j of a checkpoint of model m, in file order: the weights (j < T), then slot k's copy (j / T = k + 1), then
+ * with ck->cb.es_kept the best epoch's weights (k = n_slots). Writes its name and sets *ti to its layout-table entry;
+ * returns -1 for the weights, else the slot's index (n_slots: the best weights). */
+static int ck_tensor(const tt_model *m, const tt_checkpoint *ck, size_t j, char *name, size_t cap,
                      const tt_tensor_info **ti)
 {
     const size_t T = m->n_tensors;
     const int k = (int)(j / T) - 1;
     *ti = &m->tensors[j % T];
     if (k < 0) snprintf(name, cap, "%s", (*ti)->name);
-    else snprintf(name, cap, "optimizer/%s/%s", slot_names[k], (*ti)->name);
+    else if (k == ck->n_slots) snprintf(name, cap, "early_stopping/best_weights/%s", (*ti)->name);
+    else snprintf(name, cap, "optimizer/%s/%s", ck->slot_names[k], (*ti)->name);
     return k;
+}
+
+/* The tensors of a checkpoint of m, and the floats of tensor set k (ck_tensor's index). */
+static size_t ck_n_tensors(const tt_model *m, const tt_checkpoint *ck)
+{
+    return (size_t)(1 + ck->n_slots + (ck->cb.es_kept != 0)) * m->n_tensors;
+}
+static float *ck_set(const tt_checkpoint *ck, int k)
+{
+    return k < 0 ? ck->params : k == ck->n_slots ? ck->best_params : ck->slots[k];
 }
 
 void tt_checkpoint_free(tt_checkpoint *ck)
@@ -60,6 +74,7 @@ void tt_checkpoint_free(tt_checkpoint *ck)
     json_object_put(ck->opts);
     tt_free(ck->params);
     for (int k = 0; k < TT_CKPT_MAX_SLOTS; k++) tt_free(ck->slots[k]);
+    tt_free(ck->best_params);
     memset(ck, 0, sizeof *ck);
 }
 
@@ -72,10 +87,10 @@ static char *ck_header_text(const tt_model *m, const tt_checkpoint *ck, size_t *
     int bad = !h || ck_put(h, "__metadata__", ck_metadata(ck));
     uint64_t at = 0;
     char name[128];
-    const size_t n = (size_t)(1 + ck->n_slots) * m->n_tensors;
+    const size_t n = ck_n_tensors(m, ck);
     for (size_t j = 0; !bad && j < n; j++) {
         const tt_tensor_info *t;
-        ck_tensor(m, ck->slot_names, j, name, sizeof name, &t);
+        ck_tensor(m, ck, j, name, sizeof name, &t);
         bad = ck_put(h, name, ck_entry_json(t, at));
         at += t->size * sizeof(float);
     }
@@ -128,6 +143,8 @@ static tt_status ck_check_for_write(const char *path, const tt_model *m, const t
         if (strcmp(ck->slot_names[k], names[k]) != 0 || !ck->slots[k])
             return tt_fail(err, TT_ERR_ARG, "%s: optimizer slot %d is '%.23s', optimizer %s keeps '%s' there", path, k,
                            ck->slot_names[k], tt_optim_kind_name(ck->optim.kind), names[k]);
+    if (ck->cb.es_kept && !ck->best_params)
+        return tt_fail(err, TT_ERR_ARG, "%s: es_best_weights without the best epoch's weights", path);
     if (!memchr(ck->backend, '\0', sizeof ck->backend) || !tt_json_utf8(ck->backend, strlen(ck->backend)) ||
         (ck->model_desc && !tt_json_utf8(ck->model_desc, strlen(ck->model_desc))) ||
         (ck->options && !tt_json_utf8(ck->options, strlen(ck->options))))
@@ -142,11 +159,11 @@ static int ck_write_body(int fd, const tt_model *m, const tt_checkpoint *ck, con
     ck_prefix(prefix, hlen);
     if (ck_write_all(fd, prefix, 8) || ck_write_all(fd, hdr, hlen)) return -1;
     char name[128];
-    const size_t n = (size_t)(1 + ck->n_slots) * m->n_tensors;
+    const size_t n = ck_n_tensors(m, ck);
     for (size_t j = 0; j < n; j++) {
         const tt_tensor_info *t;
-        const int k = ck_tensor(m, ck->slot_names, j, name, sizeof name, &t);
-        const float *base = k < 0 ? ck->params : ck->slots[k];
+        const int k = ck_tensor(m, ck, j, name, sizeof name, &t);
+        const float *base = ck_set(ck, k);
         if (ck_write_all(fd, base + t->offset, t->size * sizeof(float))) return -1;
     }
     return 0;
@@ -190,10 +207,10 @@ tt_status tt_checkpoint_write(const char *path, const tt_model *m, const tt_chec
     ck_prefix(prefix, hlen);
     uint32_t crc = tt_crc32(tt_crc32(0, prefix, 8), hdr, hlen);
     char name[128];
-    for (size_t j = 0; j < (size_t)(1 + ck->n_slots) * m->n_tensors; j++) {
+    for (size_t j = 0; j < ck_n_tensors(m, ck); j++) {
         const tt_tensor_info *t;
-        const int k = ck_tensor(m, ck->slot_names, j, name, sizeof name, &t);
-        crc = tt_crc32(crc, (k < 0 ? ck->params : ck->slots[k]) + t->offset, t->size * sizeof(float));
+        const int k = ck_tensor(m, ck, j, name, sizeof name, &t);
+        crc = tt_crc32(crc, ck_set(ck, k) + t->offset, t->size * sizeof(float));
     }
     ck_put_hex(hdr + digits, crc);
 
@@ -234,15 +251,18 @@ tt_status tt_checkpoint_write(const char *path, const tt_model *m, const tt_chec
 static tt_status ck_match(ck_parse *p, const tt_model *m, tt_checkpoint *ck)
 {
     char name[128];
-    const size_t n = (size_t)(1 + ck->n_slots) * m->n_tensors;
+    const size_t n = ck_n_tensors(m, ck);
     for (size_t j = 0; j < n; j++) {
         const tt_tensor_info *t;
-        ck_tensor(m, ck->slot_names, j, name, sizeof name, &t);
+        ck_tensor(m, ck, j, name, sizeof name, &t);
         const ck_entry key = {.name = name};
         ck_entry *e = p->n_e ? (ck_entry *)bsearch(&key, p->e, p->n_e, sizeof *p->e, ck_by_name) : NULL;
         if (!e && j < m->n_tensors)
             return tt_fail(p->err, TT_ERR_FORMAT, "%s: has no tensor %s (the model has it: a different --model?)",
                            p->what, name);
+        if (!e && j >= (size_t)(1 + ck->n_slots) * m->n_tensors)
+            return tt_fail(p->err, TT_ERR_FORMAT, "%s: has no tensor %s (its metadata say es_best_weights true: a "
+                           "damaged file?)", p->what, name);
         if (!e)
             return tt_fail(p->err, TT_ERR_FORMAT, "%s: has no tensor %s (optimizer %s keeps it: a damaged file?)",
                            p->what, name, tt_optim_kind_name(ck->optim.kind));
@@ -276,12 +296,14 @@ static tt_status ck_match(ck_parse *p, const tt_model *m, tt_checkpoint *ck)
         if (!(ck->slots[k] = (float *)tt_malloc(bytes)))
             return tt_fail(p->err, TT_ERR_NOMEM, "%s: out of memory for the optimizer's %s", p->what,
                            ck->slot_names[k]);
+    if (ck->cb.es_kept && !(ck->best_params = (float *)tt_malloc(bytes)))
+        return tt_fail(p->err, TT_ERR_NOMEM, "%s: out of memory for the best epoch's weights", p->what);
     for (size_t j = 0; j < n; j++) {
         const tt_tensor_info *t;
-        const int k = ck_tensor(m, ck->slot_names, j, name, sizeof name, &t);
+        const int k = ck_tensor(m, ck, j, name, sizeof name, &t);
         const ck_entry key = {.name = name};
         const ck_entry *e = (const ck_entry *)bsearch(&key, p->e, p->n_e, sizeof *p->e, ck_by_name);
-        memcpy((k < 0 ? ck->params : ck->slots[k]) + t->offset, p->data + e->begin, t->size * sizeof(float));
+        memcpy(ck_set(ck, k) + t->offset, p->data + e->begin, t->size * sizeof(float));
     }
     return TT_OK;
 }
@@ -297,7 +319,8 @@ tt_status tt_checkpoint_parse(const uint8_t *buf, size_t len, const char *what, 
     if (!s) s = ck_entries(&p);
     if (!s) s = md_texts(&p, ck);
     if (!s && m) s = ck_match(&p, m, ck);
-    const uint64_t per_param = sizeof(float) * (uint64_t)(1 + ck->n_slots); /* bytes: the weight and its slots */
+    /* bytes: the weight, its slots and its best epoch's copy */
+    const uint64_t per_param = sizeof(float) * (uint64_t)(1 + ck->n_slots + (ck->cb.es_kept != 0));
     if (!s && !m && (p.data_len % per_param != 0 || p.data_len / per_param != ck->n_params))
         s = tt_fail(err, TT_ERR_FORMAT, "%s: the tensors hold %llu bytes, not n_params %zu x (weights + %d optimizer "
                     "slots) x 4", what, (unsigned long long)p.data_len, ck->n_params, ck->n_slots);
@@ -348,14 +371,15 @@ tt_status tt_checkpoint_read_bytes(const char *path, uint8_t **out, size_t *len,
 
 /* ---- checks a run makes of what it read ------------------------------------------------------------------------ */
 
-/* A tensor (of the weights: slot -1, or of an optimizer's slot) that can never hold a negative value: a batchnorm's
+/* A tensor (of the weights: slot -1 or the best epoch's, n_slots; or of an optimizer's slot) that can never hold a
+ * negative value: a batchnorm's
  * moving variance, and the "velocity" slot (Adam's and Nadam's second moment, RMSprop's average of g^2) — the square
  * root of a negative one is NaN, so a file with one would train or evaluate into NaN and blame something else. */
 static int never_negative(const char *name, int slot, const tt_checkpoint *ck)
 {
     const char *suffix = "/moving_variance";
     const size_t nl = strlen(name), sl = strlen(suffix);
-    if (slot < 0) return nl >= sl && strcmp(name + nl - sl, suffix) == 0;
+    if (slot < 0 || slot == ck->n_slots) return nl >= sl && strcmp(name + nl - sl, suffix) == 0; /* weights */
     return strcmp(ck->slot_names[slot], "velocity") == 0;
 }
 
@@ -365,11 +389,11 @@ tt_status tt_checkpoint_check_finite(const tt_checkpoint *ck, const tt_model *m,
     char name[128], first[128] = "";
     size_t at = 0, n_nonfinite = 0, n_negative = 0;
     float x = 0;
-    const size_t n = (size_t)(1 + (with_slots ? ck->n_slots : 0)) * m->n_tensors;
+    const size_t n = with_slots ? ck_n_tensors(m, ck) : m->n_tensors; /* the slots and the best weights too */
     for (size_t j = 0; j < n; j++) {
         const tt_tensor_info *t;
-        const int k = ck_tensor(m, ck->slot_names, j, name, sizeof name, &t);
-        const float *v = (k < 0 ? ck->params : ck->slots[k]) + t->offset;
+        const int k = ck_tensor(m, ck, j, name, sizeof name, &t);
+        const float *v = ck_set(ck, k) + t->offset;
         const int nonneg = never_negative(name, k, ck);
         for (size_t i = 0; i < t->size; i++) {
             const int nonfinite = !isfinite(v[i]), negative = !nonfinite && nonneg && v[i] < 0.0f;

@@ -3,7 +3,7 @@
  * requires — and read back as hostile input: every key known and a string, the format and its version first, then the
  * whole file's checksum (nothing else is read before the file is known whole), then each value parsed all of its
  * string, in its range and spelt as a run spells it ("02", "1e-3" are no run's), and the run's position consistent
- * (epoch, step, global_step, optim_steps).
+ * (epoch, step, global_step, optim_steps), and the callbacks' state with it.
  *
  * Not for: the "model" and "options" texts (ckpt_options.c), the tensors (checkpoint.c) or where the checksum lies in
  * the header (safetensors.c). */
@@ -35,6 +35,9 @@ static const struct {
     {"backend", 0}, {"model", 1}, {"options", 1}, {"n_params", 0}, {"checksum", 0}, {"optim_steps", 1},
     {"loss_scale", 1}, {"loss_scale_good", 1}, {"loss_scale_skipped", 1},
     {"lr_schedule", 1}, {"lr_scale", 1}, {"lr_warmup_steps", 1},
+    /* the callbacks' state (tt_ckpt_callbacks), each callback's keys together */
+    {"es_wait", 1}, {"es_best", 1}, {"es_best_epoch", 1}, {"es_stopped_epoch", 1}, {"es_best_weights", 1},
+    {"plateau_wait", 1}, {"plateau_best", 1}, {"plateau_cooldown", 1}, {"plateau_lr", 1},
 };
 enum { CK_N_MD_KEYS = (int)(sizeof g_md_keys / sizeof g_md_keys[0]) };
 
@@ -97,6 +100,18 @@ json_object *ck_metadata(const tt_checkpoint *ck)
     if (ck->loss_scale != 0)
         bad |= md_f64(md, "loss_scale", ck->loss_scale) | md_u64(md, "loss_scale_good", ck->scale_good) |
                md_u64(md, "loss_scale_skipped", ck->scale_skipped);
+    const tt_ckpt_callbacks *cb = &ck->cb;
+    if (cb->early) {
+        bad |= md_u64(md, "es_wait", cb->es_wait) | md_u64(md, "es_best_epoch", cb->es_best_epoch) |
+               md_u64(md, "es_stopped_epoch", cb->es_stopped_epoch) |
+               md_str(md, "es_best_weights", cb->es_kept ? "true" : "false");
+        if (cb->es_has_best) bad |= md_f64(md, "es_best", cb->es_best);
+    }
+    if (cb->plateau) {
+        bad |= md_u64(md, "plateau_wait", cb->rl_wait) | md_u64(md, "plateau_cooldown", cb->rl_cooldown) |
+               md_f32(md, "plateau_lr", cb->lr);
+        if (cb->rl_has_best) bad |= md_f64(md, "plateau_best", cb->rl_best);
+    }
     if (ck->model_desc) bad |= md_str(md, "model", ck->model_desc);
     if (ck->options) bad |= md_str(md, "options", ck->options);
     bad |= md_u64(md, "n_params", ck->n_params) | md_str(md, "checksum", CK_SUM_ZERO);
@@ -316,6 +331,70 @@ tt_status md_version(const ck_parse *p)
     return s ? s : md_checksum(p);
 }
 
+/* One callback's keys (names[0] says whether they are there; the others then required, but `best`, optional: no best
+ * yet): all or none. 1: they are there. */
+static tt_status md_group(const ck_parse *p, const char *const *names, int n, const char *best, int *there)
+{
+    const char *v;
+    md_get(p, names[0], 1, &v);
+    *there = v != NULL;
+    for (int k = 1; k <= n; k++) {
+        const char *key = k < n ? names[k] : best, *w;
+        md_get(p, key, 1, &w);
+        if (!*there && w)
+            return tt_fail(p->err, TT_ERR_FORMAT, "%s: metadata: %s without %s (a callback's keys come together)",
+                           p->what, key, names[0]);
+        if (*there && !w && k < n) return tt_fail(p->err, TT_ERR_FORMAT, "%s: metadata: no key '%s'", p->what, key);
+    }
+    return TT_OK;
+}
+
+/* --early-stopping, --reduce-lr-on-plateau: their state, optional, each callback's keys together, as a run can have
+ * written them — waits and epochs no later than this epoch, a best epoch with a best (kept weights with one), a stop
+ * at the end of this epoch only, a rate in force that is a finite number >= 0. */
+static tt_status md_callbacks(const ck_parse *p, tt_checkpoint *ck)
+{
+    static const char *const es[] = {"es_wait", "es_best_epoch", "es_stopped_epoch", "es_best_weights"};
+    static const char *const rl[] = {"plateau_wait", "plateau_cooldown", "plateau_lr"};
+    tt_ckpt_callbacks *cb = &ck->cb;
+    const char *v;
+    tt_status s;
+    if ((s = md_group(p, es, 4, "es_best", &cb->early)) || (s = md_group(p, rl, 3, "plateau_best", &cb->plateau)))
+        return s;
+    if (cb->early) {
+        if ((s = md_uint(p, "es_wait", ck->epoch, &cb->es_wait)) ||
+            (s = md_uint(p, "es_best_epoch", ck->epoch, &cb->es_best_epoch)) ||
+            (s = md_uint(p, "es_stopped_epoch", ck->epoch, &cb->es_stopped_epoch)) ||
+            (s = md_bool(p, "es_best_weights", &cb->es_kept)))
+            return s;
+        md_get(p, "es_best", 1, &v);
+        cb->es_has_best = v != NULL;
+        if (v && (s = md_double_of(p, "es_best", v, 1, &cb->es_best))) return s;
+        if (isinf(cb->es_best)) return md_bad(p, "es_best", v, "a finite number or nan");
+        if (!cb->es_has_best != !cb->es_best_epoch || (cb->es_kept && !cb->es_best_epoch))
+            return tt_fail(p->err, TT_ERR_FORMAT, "%s: metadata: es_best_epoch %llu %s (a best epoch has a best value, "
+                           "and kept weights a best epoch)", p->what, (unsigned long long)cb->es_best_epoch,
+                           cb->es_has_best ? "with es_best" : "without es_best");
+        if (cb->es_stopped_epoch && (cb->es_stopped_epoch != ck->epoch || ck->step != ck->steps_per_epoch))
+            return tt_fail(p->err, TT_ERR_FORMAT, "%s: metadata: es_stopped_epoch %llu is not this checkpoint's "
+                           "finished epoch (a stopped run writes no later one)", p->what,
+                           (unsigned long long)cb->es_stopped_epoch);
+    }
+    if (cb->plateau) {
+        if ((s = md_uint(p, "plateau_wait", ck->epoch, &cb->rl_wait)) ||
+            (s = md_uint(p, "plateau_cooldown", UINT64_MAX, &cb->rl_cooldown)) ||
+            (s = md_float(p, "plateau_lr", &cb->lr)))
+            return s;
+        if (!(cb->lr >= 0)) return md_bad(p, "plateau_lr", json_object_get_string(json_object_object_get(p->md,
+                                          "plateau_lr")), "a rate >= 0");
+        md_get(p, "plateau_best", 1, &v);
+        cb->rl_has_best = v != NULL;
+        if (v && (s = md_double_of(p, "plateau_best", v, 1, &cb->rl_best))) return s;
+        if (isinf(cb->rl_best)) return md_bad(p, "plateau_best", v, "a finite number or nan");
+    }
+    return TT_OK;
+}
+
 /* An optimizer parameter as a run can have written it: in its range in tt_optim_params (the command line's own
  * table) — the rate up to the most towers times it (--lr-scaling linear) —, a flag only with what it needs. */
 static tt_status md_optim_range(const ck_parse *p, const tt_optim_param *q, tt_optim_config *c)
@@ -433,6 +512,7 @@ tt_status md_read(const ck_parse *p, tt_checkpoint *ck)
                       "a number in [0, 1] (a product of momenta)");
     if (isinf(ck->best))
         return md_bad(p, "best", json_object_get_string(json_object_object_get(p->md, "best")), "a finite number or nan");
+    if ((s = md_callbacks(p, ck))) return s;
     if ((s = md_get(p, "backend", 0, &v))) return s;
     if (strlen(v) >= sizeof ck->backend) return md_bad(p, "backend", v, "a backend name");
     memcpy(ck->backend, v, strlen(v) + 1);

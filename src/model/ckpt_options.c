@@ -28,7 +28,8 @@ static const struct {
     {"train_samples", TT_CKPT_UINT, 0, 0}, {"val_samples", TT_CKPT_UINT, 0, 0}, {"train_crc32", TT_CKPT_STRING, 0, 0},
     {"epochs", TT_CKPT_UINT, 1, CK_EPOCH_MAX}, {"reduce", TT_CKPT_STRING, 0, 0}, {"lr_scaling", TT_CKPT_STRING, 0, 0},
     {"base_lr", TT_CKPT_NUMBER, 0, 0}, {"same", TT_CKPT_STRINGS, 0, 0}, {"precision", TT_CKPT_STRING, 0, 0},
-    {"loss_scale", TT_CKPT_STRING, 0, 0},
+    {"loss_scale", TT_CKPT_STRING, 0, 0}, {"early_stopping", TT_CKPT_STRING, 0, 0},
+    {"reduce_lr_on_plateau", TT_CKPT_STRING, 0, 0},
 };
 enum { CK_N_OPT_KEYS = (int)(sizeof g_opt_keys / sizeof g_opt_keys[0]) };
 
@@ -196,11 +197,7 @@ void tt_checkpoint_layer_desc(const tt_layer *l, char *out, size_t len)
         case TT_KEY_FLOAT: { /* the shortest digits that give the same float back: "0.1", never "0.100000001" */
             const float x = *(const float *)(const void *)f;
             char num[32];
-            for (int digits = 1; digits <= 9; digits++) {
-                snprintf(num, sizeof num, "%.*g", digits, (double)x);
-                if (strtof(num, NULL) == x) break;
-            }
-            k += (size_t)snprintf(out + k, len - k, " %s=%s", key->name, num);
+            k += (size_t)snprintf(out + k, len - k, " %s=%s", key->name, tt_float_str(x, num, sizeof num));
             break;
         }
         case TT_KEY_PADDING: k += (size_t)snprintf(out + k, len - k, " %s=%s", key->name, b ? "same" : "valid"); break;

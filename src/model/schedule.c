@@ -159,16 +159,6 @@ tt_status tt_lr_schedule_parse(const char *what, const char *spec, tt_lr_schedul
     return TT_OK;
 }
 
-/* x in its fewest digits that read back as x ("0.1", not "0.100000001"). */
-static const char *short_float(float x, char *buf, size_t len)
-{
-    for (int digits = 1; digits <= 9; digits++) {
-        snprintf(buf, len, "%.*g", digits, (double)x);
-        if (strtof(buf, NULL) == x) break;
-    }
-    return buf;
-}
-
 const char *tt_lr_schedule_words(const tt_lr_schedule *s, char *out, size_t len)
 {
     char a[32], b[32];
@@ -178,19 +168,19 @@ const char *tt_lr_schedule_words(const tt_lr_schedule *s, char *out, size_t len)
         for (size_t i = 0; i < s->n_bounds && n < len; i++)
             n += (size_t)snprintf(out + n, len - n, "%c%llu", i ? ',' : ':', (unsigned long long)s->bounds[i]);
         for (size_t i = 0; i <= s->n_bounds && n < len; i++)
-            n += (size_t)snprintf(out + n, len - n, "%c%s", i ? ',' : ':', short_float(s->values[i], a, sizeof a));
+            n += (size_t)snprintf(out + n, len - n, "%c%s", i ? ',' : ':', tt_float_str(s->values[i], a, sizeof a));
         break;
     case TT_SCHED_EXPONENTIAL:
         snprintf(out + n, len - n, ":%llu:%s%s", (unsigned long long)s->decay_steps,
-                 short_float(s->decay_rate, a, sizeof a), s->staircase ? ":staircase" : "");
+                 tt_float_str(s->decay_rate, a, sizeof a), s->staircase ? ":staircase" : "");
         break;
     case TT_SCHED_COSINE:
         if (s->warmup_target > 0)
             snprintf(out + n, len - n, ":%llu:%s:%s:%llu", (unsigned long long)s->decay_steps,
-                     short_float(s->alpha, a, sizeof a), short_float(s->warmup_target, b, sizeof b),
+                     tt_float_str(s->alpha, a, sizeof a), tt_float_str(s->warmup_target, b, sizeof b),
                      (unsigned long long)s->warmup_steps);
         else if (s->alpha > 0)
-            snprintf(out + n, len - n, ":%llu:%s", (unsigned long long)s->decay_steps, short_float(s->alpha, a, sizeof a));
+            snprintf(out + n, len - n, ":%llu:%s", (unsigned long long)s->decay_steps, tt_float_str(s->alpha, a, sizeof a));
         else
             snprintf(out + n, len - n, ":%llu", (unsigned long long)s->decay_steps);
         break;

@@ -61,6 +61,7 @@ static tt_status run_check_memory(run_state *rs, tt_error *err)
     if (c->trace && rs->ranks.K > 1)
         tt_mem_add(&plan, "--trace: every rank's step records", TT_MEM_HOST,
                    (double)rs->ranks.K * steps * (sizeof(tt_step_result) + N * sizeof(tt_tower_ledger)), TT_MEM_BY_RUN);
+    cb_plan(rs, &plan); /* restore_best_weights: the best epoch's weights */
     if (rs->ranks.K > 1 && rs->ranks.rank0 && c->checkpoint_dir && c->node_reduce == TT_NODE_PS)
         tt_mem_add(&plan, "optimizer state gathered for checkpoints (ps)", TT_MEM_HOST, slots * P * sizeof(float),
                    TT_MEM_BY_PARAMS);
@@ -83,6 +84,10 @@ static tt_status run_schedule(run_state *rs, tt_error *err)
     if (c->warmup_epochs && c->lr_scaling != TT_LR_LINEAR)
         return tt_fail(err, TT_ERR_ARG, "--warmup-epochs: ramps the rate from --lr to the rate --lr-scaling linear "
                        "scales it to; give --lr-scaling linear (or a --lr-schedule cosine warm-up)");
+    if (c->reduce_lr.kind && (c->lr_schedule.kind != TT_SCHED_CONSTANT || c->warmup_epochs)) /* as Keras refuses */
+        return tt_fail(err, TT_ERR_ARG, "--reduce-lr-on-plateau: not with %s (the rate of every step is the "
+                       "schedule's; Keras's ReduceLROnPlateau refuses a LearningRateSchedule too)",
+                       c->warmup_epochs ? "--warmup-epochs" : "--lr-schedule");
     if (c->lr_given && c->lr_schedule.kind == TT_SCHED_STEP) /* Keras's PiecewiseConstantDecay: its values are it */
         return tt_fail(err, TT_ERR_ARG, "--lr: not with --lr-schedule step (its values are the rates)");
     tt_optim_config *o = &rs->tc.optim;
@@ -132,7 +137,7 @@ static tt_status run_open_local(void *ctx, tt_error *err)
     rs->ledger = (tt_tower_ledger *)tt_calloc(rs->steps * c->towers, sizeof(tt_tower_ledger));
     if (!rs->h_init || !rs->idx || !rs->step_secs || !rs->results || !rs->ledger)
         return tt_fail(err, TT_ERR_NOMEM, "out of memory");
-    if ((s = ranks_open(rs, err))) return s;
+    if ((s = ranks_open(rs, err)) || (s = cb_open(rs, err))) return s;
     tt_model_init_params(rs->model, rs->h_init, c->seed);
     if ((s = ckpt_open(rs, err))) return s;
     /* which training set: a resume on other data with as many steps is refused; every rank of a job must have it */
@@ -500,29 +505,33 @@ static tt_status run_epoch_saves(void *ctx, tt_error *err)
     if (epoch <= rs->c->epochs) {
         if (epoch <= sizeof res->epochs / sizeof res->epochs[0]) res->epochs[epoch - 1] = rs->es;
         res->n_epochs = epoch;
+        if (rs->cb.on) cb_epoch_end(rs, &rs->es); /* first: the epoch's checkpoints carry its decisions */
         if (rs->c->checkpoint_dir) s = run_save_epoch(rs, epoch, &rs->es, err);
     }
     run_count_allocs(rs);
     return s;
 }
 
-/* After an epoch's checkpoints: the next epoch's phase, or on past the epochs. */
+/* After an epoch's checkpoints: the next epoch's phase, or on past the epochs (or EarlyStopping's stop). */
 static size_t run_next_epoch(void *ctx, size_t at, size_t n)
 {
     run_state *rs = (run_state *)ctx;
     (void)n;
-    if (rs->epoch >= rs->c->epochs) return at + 1;
+    if (rs->epoch >= cb_last_epoch(rs)) return at + 1;
     rs->epoch++;
     return at - 1;
 }
 
-/* The end of training's checkpoint (unless the last epoch's is it). */
+/* The end of training: restore_best_weights' weights back (Keras's on_train_end), then its checkpoint — a finished
+ * run's, after the last epoch run (EarlyStopping's too) — unless the last epoch's is it and nothing was restored. */
 static tt_status run_end_save(void *ctx, tt_error *err)
 {
     run_state *rs = (run_state *)ctx;
-    const tt_run_config *c = rs->c;
-    if (c->checkpoint_dir && rs->ckpt.saved_step != (uint64_t)c->epochs * rs->steps)
-        return run_save(rs, c->epochs, rs->steps, NULL, err);
+    const size_t last = cb_last_epoch(rs);
+    rs->res->stopped_epoch = (size_t)rs->cb.st.es_stopped_epoch;
+    const int restored = cb_train_end(rs);
+    if (rs->c->checkpoint_dir && (restored || rs->ckpt.saved_step != (uint64_t)last * rs->steps))
+        return run_save(rs, last, rs->steps, NULL, err);
     return TT_OK;
 }
 
@@ -532,7 +541,7 @@ static tt_status run_finish(void *ctx, tt_error *err)
 {
     run_state *rs = (run_state *)ctx;
     tt_run_result *res = rs->res;
-    if (run_signal(rs)) return run_stopped(rs, "before the test set", rs->c->epochs, rs->steps, err);
+    if (run_signal(rs)) return run_stopped(rs, "before the test set", cb_last_epoch(rs), rs->steps, err);
     tt_status s = tt_trainer_evaluate_stoppable(rs->tr, rs->test, &res->test, err);
     const int cut = s == TT_ERR_STOPPED;
     if (cut) s = TT_OK;             /* this rank's flag: every rank decides alike below */
@@ -541,7 +550,7 @@ static tt_status run_finish(void *ctx, tt_error *err)
         memset(&res->test, 0, sizeof res->test);
         return run_stopped(rs, cut ? "while the test set was evaluated (stopped at a batch boundary: no test figures)"
                                    : "as the test set's evaluation ended (no test figures)",
-                           rs->c->epochs, rs->steps, err);
+                           cb_last_epoch(rs), rs->steps, err);
     }
     run_fail(rs, s, err); /* this rank's evaluation failed: no line, no record */
     print_test(rs, &res->test);
@@ -558,7 +567,8 @@ static tt_status run_final(void *ctx, tt_error *err)
     res->final_params = (float *)tt_malloc(rs->model->n_params * sizeof(float));
     if (res->final_params) tt_trainer_get_params(rs->tr, res->final_params);
     if (run_signal(rs))
-        return run_stopped(rs, "while the test set was evaluated (it was finished)", rs->c->epochs, rs->steps, err);
+        return run_stopped(rs, "while the test set was evaluated (it was finished)", cb_last_epoch(rs), rs->steps,
+                           err);
     return TT_OK;
 }
 
@@ -575,6 +585,7 @@ static tt_status run_close(run_state *rs, tt_status s, tt_error *err)
     rs->tr = NULL;
     ckpt_close(rs); /* the directory is free for the next run */
     ranks_close(rs);
+    cb_close(rs);
     tt_free(rs->idx);
     tt_free(rs->step_secs);
     tt_free(rs->results);

@@ -62,7 +62,7 @@ void ckpt_close(run_state *rs)
  * key at its place. */
 tt_status run_ckpt_options(run_state *rs, tt_error *err)
 {
-    enum { CKPT_FIELDS = 15 };
+    enum { CKPT_FIELDS = 17 };
     const tt_run_config *c = rs->c;
     const char *file = tt_model_file(rs->model);
     snprintf(rs->ckpt.desc, sizeof rs->ckpt.desc, "%s:%s", file ? "file" : "builtin", file ? file : c->model);
@@ -101,9 +101,15 @@ tt_status run_ckpt_options(run_state *rs, tt_error *err)
                 if (at[p]) json_object_object_add(opt, keys[p], at[p]);
                 continue;
             }
-            char key[48], words[64];
+            char key[48], words[TT_CALLBACK_WORDS];
             tt_run_opt_key(o, key, sizeof key);
             const uint64_t v = tt_run_opt_value(o, c);
+            if (o->kind == TT_OPT_CALLBACK) { /* its canonical SPEC, which --resume compares ("off": not given) */
+                tt_callback cb;
+                memcpy(&cb, (const char *)c + o->field, sizeof cb);
+                json_object_object_add(opt, key, json_object_new_string(tt_callback_words(&cb, words, sizeof words)));
+                continue;
+            }
             json_object_object_add(opt, key,
                                    tt_run_opt_is_number(o) ? json_object_new_int64((int64_t)v)
                                                            : json_object_new_string(tt_run_opt_words(o, v, words,
@@ -173,7 +179,10 @@ static void run_save_here(run_state *rs, size_t epoch, size_t step, const char *
     ck.seed = c->seed;
     ck.batch = rs->tc.batch;
     ck.optim = o->cfg;
+    ck.optim.lr = rs->tc.optim.lr; /* the run's rate, which a resume must give again; the one in force is the
+                                    * callbacks' (plateau_lr) */
     ck.u_product = o->u_product;
+    cb_to_ckpt(rs, &ck);
     ck.best = rs->ckpt.best;
     ck.towers = c->towers * (size_t)rs->ranks.K; /* every tower of the job */
     snprintf(ck.backend, sizeof ck.backend, "%s", rs->ops->name);
@@ -422,16 +431,23 @@ tt_status run_resume_load(run_state *rs, tt_error *err)
                        "--resume %.200s: its epochs have %llu steps, this run's have %zu (the same --data, "
                        "--val-samples and --train-samples?)",
                        path, (unsigned long long)ck->steps_per_epoch, rs->steps);
-    if ((s = resume_same_data(rs, ck, what, err)) || (s = resume_same_options(rs, ck, what, err))) return s;
+    int stopped;
+    if ((s = resume_same_data(rs, ck, what, err)) || (s = resume_same_options(rs, ck, what, err)) ||
+        (s = cb_resume(rs, ck, what, &stopped, err)))
+        return s;
     const int done = ck->step >= ck->steps_per_epoch;
     rs->start_epoch = (size_t)ck->epoch + (done ? 1 : 0);
     rs->start_step = done ? 0 : (size_t)ck->step;
-    if (done && ck->epoch == c->epochs) { /* a finished run: a clean no-op, said in one line (tt_run_on) */
+    if ((done && ck->epoch == c->epochs) || stopped) { /* a finished run: a clean no-op, said in one line (tt_run_on) */
         char esc[300];
         tt_escape(path, esc, sizeof esc);
-        snprintf(rs->ckpt.nothing_left, sizeof rs->ckpt.nothing_left,
-                 "resume: %s: nothing left to train (epochs %llu of %zu done)", esc, (unsigned long long)ck->epoch,
-                 c->epochs);
+        if (stopped) /* EarlyStopping ended it: finished, whatever --epochs says */
+            snprintf(rs->ckpt.nothing_left, sizeof rs->ckpt.nothing_left, "resume: %s: nothing left to train (early "
+                     "stopping ended it after epoch %llu)", esc, (unsigned long long)ck->epoch);
+        else
+            snprintf(rs->ckpt.nothing_left, sizeof rs->ckpt.nothing_left,
+                     "resume: %s: nothing left to train (epochs %llu of %zu done)", esc, (unsigned long long)ck->epoch,
+                     c->epochs);
         return TT_OK;
     }
     if (rs->start_epoch > c->epochs) /* beyond --epochs: the flag was meant otherwise */
@@ -448,6 +464,9 @@ tt_status run_resume_load(run_state *rs, tt_error *err)
         fprintf(rs->out, "resume: %s (epoch %llu, step %llu/%zu; written by %zu tower%s on %s) -> epoch %zu, step %zu\n",
                 esc, (unsigned long long)ck->epoch, (unsigned long long)ck->step, rs->steps, ck->towers,
                 ck->towers == 1 ? "" : "s", ck->backend, rs->start_epoch, rs->start_step + 1);
+        if (rs->cb.st.plateau && rs->cb.st.lr != rs->tc.optim.lr)
+            fprintf(rs->out, "resume: the rate in force is %g (ReduceLROnPlateau reduced it from %g)\n",
+                    (double)rs->cb.st.lr, (double)rs->tc.optim.lr);
     }
     return TT_OK;
 }
@@ -482,6 +501,7 @@ void run_resume_optim(run_state *rs)
             if (strcmp(sl[k].name, ck->slot_names[j]) == 0) memcpy(sl[k].data, ck->slots[j] + off, o->n * sizeof(float));
     o->t = ck->optim_steps;
     o->u_product = ck->u_product;
+    cb_resume_trainer(rs, ck); /* the rate in force, the best epoch's weights */
     /* the loss scaler: its skips always (the next checkpoint's optim_steps needs them); its scale and run of finite
      * steps where both runs scale dynamically, else the run's own from its options */
     tt_scaler_state sc = tt_trainer_scaler(rs->tr);

@@ -24,17 +24,6 @@ const char *const tt_push_precision_names[] = {"same", "fp32", NULL};
 
 const tt_augment tt_augment_cifar10 = {.width = 0.1f, .height = 0.1f, .flip = 1};
 
-const char *tt_float_words(float f, char *out, size_t len)
-{
-    char text[32]; /* 9 digits, a sign, a point and an exponent */
-    for (int digits = 1; digits <= 9; digits++) {
-        snprintf(text, sizeof text, "%.*g", digits, (double)f);
-        if (strtof(text, NULL) == f) break;
-    }
-    snprintf(out, len, "%s", text);
-    return out;
-}
-
 const char *tt_augment_words(const tt_augment *a, char *out, size_t len)
 {
     if (!tt_augment_on(a)) {
@@ -42,8 +31,8 @@ const char *tt_augment_words(const tt_augment *a, char *out, size_t len)
         return out;
     }
     char w[32], h[32];
-    snprintf(out, len, "width=%s,height=%s%s", tt_float_words(a->width, w, sizeof w),
-             tt_float_words(a->height, h, sizeof h), a->flip ? ",flip" : "");
+    snprintf(out, len, "width=%s,height=%s%s", tt_float_str(a->width, w, sizeof w),
+             tt_float_str(a->height, h, sizeof h), a->flip ? ",flip" : "");
     return out;
 }
 
@@ -236,6 +225,21 @@ const tt_run_opt tt_run_opts[TT_RUN_N_OPTS] = {
     {.name = "--tensorboard-every-steps", .arg = "N", .kind = TT_OPT_SIZE, CFG(tensorboard_every_steps), .lo = 1,
      .hi = 1000000000, .cmds = TT_CMD(TRAIN), .resume = TT_RESUME_FREE, .at = {RANKS(26)},
      .help = "--tensorboard: the same every N steps (batch_loss, ...) [per epoch only]"},
+    /* callbacks (tt_callbacks.h): train's alone; a resumed run must have them as the checkpoint's had them */
+    {.name = "--early-stopping", .arg = "SPEC", .kind = TT_OPT_CALLBACK, CFG(early_stopping),
+     .lo = TT_CB_EARLY_STOPPING, .cmds = TT_CMD(TRAIN) | TT_CMD(ONLY_TRAIN), .resume = TT_RESUME_OWN,
+     .at = {RANKS(37), LOG(38), CKPT(16)},
+     .help = "stop when the monitored metric stops improving (Keras's EarlyStopping): on,\n"
+             "or key=value,... of monitor (loss, accuracy, top5, val_loss, val_accuracy,\n"
+             "val_top5) [val_loss], mode auto|min|max [auto], min_delta [0], patience [0],\n"
+             "baseline [none], restore_best_weights, start_from_epoch [0]; e.g.\n"
+             "monitor=val_loss,patience=3,restore_best_weights (docs/optimizers.md)"},
+    {.name = "--reduce-lr-on-plateau", .arg = "SPEC", .kind = TT_OPT_CALLBACK, CFG(reduce_lr), .lo = TT_CB_REDUCE_LR,
+     .cmds = TT_CMD(TRAIN) | TT_CMD(ONLY_TRAIN), .resume = TT_RESUME_OWN, .at = {RANKS(38), LOG(39), CKPT(17)},
+     .help = "reduce the rate when the monitored metric stops improving (Keras's\n"
+             "ReduceLROnPlateau): on, or key=value,... of monitor [val_loss], mode [auto],\n"
+             "factor [0.1], patience [10], min_delta [1e-4], cooldown [0], min_lr [0]; e.g.\n"
+             "factor=0.5,patience=2,min_lr=1e-5"},
     {.name = "--checkpoint-dir", .arg = "DIR", .kind = TT_OPT_STR, CFG(checkpoint_dir), .cmds = TT_CMDS_CHECKPOINT,
      .resume = TT_RESUME_FREE, .at = {RANKS(18)},
      .help = "where checkpoints go (safetensors; docs/checkpoints.md); the end of training and a\n"
@@ -302,6 +306,7 @@ static size_t kind_size(tt_opt_kind k)
     case TT_OPT_SCALE: return sizeof(tt_loss_scale);
     case TT_OPT_LRSCHED: return sizeof(tt_lr_schedule);
     case TT_OPT_AUGMENT: return sizeof(tt_augment);
+    case TT_OPT_CALLBACK: return sizeof(tt_callback);
     case TT_OPT_KINDS: break;
     }
     return 0;
@@ -343,6 +348,13 @@ uint64_t tt_run_opt_value(const tt_run_opt *o, const tt_run_config *c)
         return tt_crc32(0, w, strlen(w));
     }
     case TT_OPT_AUGMENT: return augment_value(&c->augment);
+    case TT_OPT_CALLBACK: { /* its canonical SPEC's CRC-32: the same settings however the SPEC was written */
+        tt_callback cb;
+        char words[TT_CALLBACK_WORDS];
+        memcpy(&cb, at, sizeof cb);
+        tt_callback_words(&cb, words, sizeof words);
+        return tt_crc32(0, words, strlen(words));
+    }
     case TT_OPT_KINDS: break;
     }
     return 0;
@@ -373,6 +385,7 @@ const char *tt_run_opt_words(const tt_run_opt *o, uint64_t v, char *out, size_t 
     }
     case TT_OPT_SLOW:
     case TT_OPT_LRSCHED: snprintf(out, len, "%08llx", (unsigned long long)v); break;
+    case TT_OPT_CALLBACK: snprintf(out, len, "%08llx", (unsigned long long)v); break;
     case TT_OPT_OPTIM: snprintf(out, len, "%s", v < 16 ? tt_optim_kind_name((tt_optim_kind)v) : "?"); break;
     case TT_OPT_SCALE: {
         tt_loss_scale ls = {(int)(v >> 63), 0, 0};
@@ -425,11 +438,13 @@ void tt_run_opts_check(void)
         TT_ASSERT(!o->choices == !(o->kind == TT_OPT_CHOICE || o->kind == TT_OPT_UPDATE));
         for (int r = 0; r < TT_AT_RECORDS; r++)
             TT_ASSERT(o->at[r] >= 0 && (!o->at[r] || tt_run_opt_at((tt_opt_record)r, o->at[r]) == o));
-        /* the log's start record and the checkpoints carry numbers and words (and the log --slow-tower's list) */
+        /* the log's start record and the checkpoints carry numbers and words (and the log --slow-tower's list, both
+         * a callback's canonical SPEC) */
         const int words = o->kind == TT_OPT_CHOICE || o->kind == TT_OPT_UPDATE || o->kind == TT_OPT_REDUCE ||
                           o->kind == TT_OPT_SYNC || o->kind == TT_OPT_OPTIM || o->kind == TT_OPT_SCALE ||
                           o->kind == TT_OPT_AUGMENT;
-        TT_ASSERT(!o->at[TT_AT_CKPT] || tt_run_opt_is_number(o) || words);
-        TT_ASSERT(!o->at[TT_AT_LOG] || tt_run_opt_is_number(o) || words || o->kind == TT_OPT_SLOW);
+        TT_ASSERT(!o->at[TT_AT_CKPT] || tt_run_opt_is_number(o) || words || o->kind == TT_OPT_CALLBACK);
+        TT_ASSERT(!o->at[TT_AT_LOG] || tt_run_opt_is_number(o) || words || o->kind == TT_OPT_SLOW ||
+                  o->kind == TT_OPT_CALLBACK);
     }
 }

@@ -63,7 +63,7 @@ void ranks_close(run_state *rs)
  * collective they never call). The fingerprint is FP_FIELDS numbers, each at its place: the run's own facts (below)
  * and the options table's rows at TT_AT_RANKS; each says how its value reads, so a mismatch is told in the flag's own
  * words ("--reduce is device here, cpu on rank 0"). The first place that differs is named. */
-enum { FP_FIELDS = 36 };
+enum { FP_FIELDS = 38 };
 typedef enum { FP_OPTION, FP_COUNT, FP_CRC, FP_FLOAT, FP_SETTINGS } fp_kind;
 typedef struct fingerprint {
     uint64_t v[FP_FIELDS];
@@ -92,7 +92,7 @@ static void fp_value(const fp_field *f, uint64_t v, char *out, size_t len)
     case FP_CRC: snprintf(out, len, "%08llx", (unsigned long long)v); break;
     case FP_FLOAT:
         memcpy(&x, &bits, sizeof x);
-        tt_float_words(x, out, len);
+        tt_float_str(x, out, len);
         break;
     default: snprintf(out, len, "%llu", (unsigned long long)v); break;
     }

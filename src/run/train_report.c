@@ -121,6 +121,14 @@ void print_banner(run_state *rs)
     char hyper[160];
     tt_optim_describe(o, hyper, sizeof hyper);
     fprintf(out, "%s\n", hyper);
+    const tt_callback *cbs[2] = {&c->early_stopping, &c->reduce_lr};
+    for (int k = 0; k < 2; k++) { /* their canonical SPECs, and which way the monitor must go */
+        char words[TT_CALLBACK_WORDS];
+        if (cbs[k]->kind)
+            fprintf(out, "callbacks: %s %s (%s: %s is better)\n", k ? "ReduceLROnPlateau" : "EarlyStopping",
+                    tt_callback_words(cbs[k], words, sizeof words), tt_cb_metric_names[cbs[k]->monitor],
+                    tt_callback_maximizes(cbs[k]) ? "higher" : "lower");
+    }
     tt_backend_print_links(out, "", rs->ops, ords, n, link);
     print_flush(rs);
 }
@@ -151,7 +159,7 @@ static void own(own_field *f, int place, const char *key, const char *fmt, ...)
  * TT_AT_LOG), in the places' order. */
 static void log_start(run_state *rs)
 {
-    enum { START_FIELDS = 37 };
+    enum { START_FIELDS = 39 };
     const tt_run_config *c = rs->c;
     tt_out *log = &rs->report.log;
     own_field f[START_FIELDS + 1];
@@ -186,7 +194,12 @@ static void log_start(run_state *rs)
         char key[48], words[64];
         tt_run_opt_key(o, key, sizeof key);
         const uint64_t v = tt_run_opt_value(o, c);
-        if (o->kind == TT_OPT_SLOW) { /* --slow-tower: stragglers on purpose, so the log's waits are read right */
+        if (o->kind == TT_OPT_CALLBACK) { /* a callback: its canonical SPEC ("off": not given) */
+            char spec[TT_CALLBACK_WORDS];
+            tt_callback cb;
+            memcpy(&cb, (const char *)c + o->field, sizeof cb);
+            tt_out_printf(log, ",\"%s\":\"%s\"", key, tt_callback_words(&cb, spec, sizeof spec));
+        } else if (o->kind == TT_OPT_SLOW) { /* --slow-tower: stragglers on purpose: the log's waits read right */
             tt_out_printf(log, ",\"%s\":[", key);
             for (size_t k = 0; k < c->n_slow; k++)
                 tt_out_printf(log, "%s{\"tower\":%zu,\"ms\":%g,\"jitter_ms\":%g}", k ? "," : "", c->slow[k].tower,
@@ -280,7 +293,12 @@ void print_epoch(run_state *rs, const tt_epoch_stats *es)
     if (rs->val->n)
         fprintf(out, " - val_loss: %.4f - val_accuracy: %.4f - val_top5: %.4f", es->val.loss, es->val.accuracy,
                 es->val.top5);
-    fprintf(out, " - learning_rate: %.4e%s\n", (double)es->lr, rs->bar ? "\033[K" : "");
+    /* the rate, as Keras's progbar shows it once a callback or a schedule logs it: 4 decimals, or 4 digits */
+    const tt_lr_schedule *sc = &rs->tc.optim.sched;
+    if (rs->c->reduce_lr.kind || sc->kind != TT_SCHED_CONSTANT || sc->ramp_steps)
+        fprintf(out, fabs((double)es->lr) > 1e-3 ? " - learning_rate: %.4f" : " - learning_rate: %.4e",
+                (double)es->lr);
+    fprintf(out, "%s\n", rs->bar ? "\033[K" : "");
     tt_ledger_split_line(out, &es->split);
     char m[32];
     if (es->applied) {

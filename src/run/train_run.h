@@ -1,6 +1,7 @@
 /* train_run.h — private to the run (src/run/train*.c): the state one training run holds, in parts — the flow's own
- * (train.c), the reporting side's (train_report.c, train_live.c), the checkpoint side's (train_ckpt.c) and the ranks'
- * (train_ranks.c), each part opened and closed by its own file — and what the run's flow calls in the other files.
+ * (train.c), the reporting side's (train_report.c, train_live.c), the checkpoint side's (train_ckpt.c), the ranks'
+ * (train_ranks.c) and the callbacks' (train_callbacks.c), each part opened and closed by its own file — and what the
+ * run's flow calls in the other files.
  * Not for: anything outside src/run (the run's public face is tt_train.h). The sides call down into nothing of
  * train.c; train.c calls into all of them. */
 #ifndef TT_TRAIN_RUN_H
@@ -9,6 +10,7 @@
 #include <stdio.h>
 
 #include "tt_backend.h"
+#include "tt_callbacks.h"
 #include "tt_ledger.h"
 #include "tt_node.h"
 #include "tt_tensorboard.h"
@@ -69,6 +71,13 @@ typedef struct run_ranks {
     int *records;                  /* K + 1 records of 2 * towers ints: every rank's, then this rank's */
 } run_ranks;
 
+/* The callbacks' side: --early-stopping and --reduce-lr-on-plateau (every rank holds the same: rank 0's decisions). */
+typedef struct run_cb {
+    int on;                 /* either callback given */
+    tt_callbacks_state st;  /* their state between epochs (a resume's, or from the start) */
+    float *h_best;          /* restore_best_weights: the best epoch's weights, a host copy (st.es_kept: taken) */
+} run_cb;
+
 /* Everything one run holds, so that its phases (train.c) are separate functions. */
 typedef struct run_state {
     const tt_run_config *c;
@@ -96,6 +105,7 @@ typedef struct run_state {
     run_report report;
     run_ckpt ckpt;
     run_ranks ranks;
+    run_cb cb;
 } run_state;
 
 /* ---- train_ranks.c: the ranks' part, and their agreement on this rank's first failure (tt_pending) ----------- */
@@ -162,5 +172,26 @@ void log_test(run_state *rs, const tt_eval_result *test);
 void log_nothing_left(run_state *rs);
 void log_end(run_state *rs, const char *event, const char *fields, const tt_error *why);
 void run_trace_steps(run_state *rs, size_t first, size_t end);
+
+/* ---- train_callbacks.c: --early-stopping, --reduce-lr-on-plateau ----------------------------------------------- */
+/* Every rank calls each at the same point; a failure is recorded (run_fail), agreed at the phase's return. */
+
+void cb_plan(const run_state *rs, tt_mem_plan *plan); /* the host copy of the best weights (and a resumed one) */
+tt_status cb_open(run_state *rs, tt_error *err);      /* the monitors checked, the state begun, the copy allocated */
+void cb_close(run_state *rs);
+/* After epoch es's lines and records, before its checkpoints: rank 0's decisions, taken by every rank (the rate set
+ * in the trainer, the best weights kept), said in lines and records. */
+void cb_epoch_end(run_state *rs, const tt_epoch_stats *es);
+/* The epoch the training ends after: EarlyStopping's stop, else --epochs. */
+size_t cb_last_epoch(const run_state *rs);
+/* Keras's on_train_end: the best epoch's weights back into the trainer (restore_best_weights), said; 1 if it did. */
+int cb_train_end(run_state *rs);
+/* A checkpoint's callbacks state and best weights (pointers into rs: valid while the run is). */
+void cb_to_ckpt(const run_state *rs, tt_checkpoint *ck);
+/* --resume: the checkpoint's callbacks must be this run's (their SPECs, and the state they keep); their state taken.
+ * stopped: set when EarlyStopping had stopped the checkpoint's run (a finished run, then). */
+tt_status cb_resume(run_state *rs, const tt_checkpoint *ck, const char *what, int *stopped, tt_error *err);
+/* --resume, once the trainer exists: the rate in force and the best weights from the checkpoint. */
+void cb_resume_trainer(run_state *rs, const tt_checkpoint *ck);
 
 #endif

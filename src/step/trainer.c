@@ -399,3 +399,11 @@ int tt_trainer_links(const tt_trainer *tr, const int **ords, const int **link)
     *link = tr->links;
     return tr->n_links;
 }
+
+void tt_trainer_set_lr(tt_trainer *tr, float lr)
+{
+    tr->opt.cfg.lr = lr;
+    for (size_t t = 0; tr->towers && t < tr->cfg.n_towers; t++) tr->towers[t].opt.cfg.lr = lr; /* copies of it */
+}
+
+float tt_trainer_lr(const tt_trainer *tr) { return tr->opt.cfg.lr; }

@@ -14,6 +14,7 @@
 
 static const char *g_dir;
 static int g_nan_at = -1; /* a weight made NaN in the next seed */
+static int g_callbacks;   /* the next seed holds the callbacks' state and the best epoch's weights */
 
 static void die(const char *what)
 {
@@ -38,6 +39,7 @@ static uint8_t *seed(const char *name, const tt_model *m, tt_optim_config c, dou
     ck.step = 1;
     ck.steps_per_epoch = 4;
     ck.global_step = 5;
+    ck.optim_steps = 5; /* one a step (the seeds before the key have none: absent, it is global_step) */
     ck.seed = 42;
     ck.batch = 8;
     ck.optim = c;
@@ -50,14 +52,20 @@ static uint8_t *seed(const char *name, const tt_model *m, tt_optim_config c, dou
     ck.n_params = m->n_params;
     const char *names[3];
     ck.n_slots = tt_optim_slot_names(&c, names);
-    float *bufs[4] = {NULL, NULL, NULL, NULL};
-    for (int k = 0; k <= ck.n_slots; k++) {
+    float *bufs[5] = {NULL, NULL, NULL, NULL, NULL};
+    if (g_callbacks) /* EarlyStopping with restore_best_weights and ReduceLROnPlateau, after epoch 1 */
+        ck.cb = (tt_ckpt_callbacks){.early = 1, .plateau = 1, .es_has_best = 1, .es_best = 0.375, .es_wait = 1,
+                                    .es_best_epoch = 1, .es_kept = 1, .rl_has_best = 1, .rl_best = 0.5,
+                                    .rl_wait = 1, .rl_cooldown = 2, .lr = 0.0005f};
+    const int nb = ck.n_slots + (g_callbacks ? 1 : 0); /* the last buffer: the best weights */
+    for (int k = 0; k <= nb; k++) {
         bufs[k] = (float *)tt_malloc(m->n_params * sizeof(float));
         if (!bufs[k]) die("out of memory");
         for (size_t i = 0; i < m->n_params; i++) bufs[k][i] = (float)((int)(i * 7 + (size_t)k * 3) % 19 - 9) / 8.0f;
     }
     if (g_nan_at >= 0) bufs[0][g_nan_at] = NAN;
     ck.params = bufs[0];
+    ck.best_params = g_callbacks ? bufs[nb] : NULL;
     for (int k = 0; k < ck.n_slots; k++) {
         snprintf(ck.slot_names[k], sizeof ck.slot_names[k], "%s", names[k]);
         ck.slots[k] = bufs[k + 1];
@@ -66,7 +74,7 @@ static uint8_t *seed(const char *name, const tt_model *m, tt_optim_config c, dou
     snprintf(path, sizeof path, "%s/%s", g_dir, name);
     tt_error err;
     if (tt_checkpoint_write(path, m, &ck, &err) != TT_OK) die(err.msg);
-    for (int k = 0; k <= ck.n_slots; k++) tt_free(bufs[k]);
+    for (int k = 0; k <= nb; k++) tt_free(bufs[k]);
     FILE *f = fopen(path, "rb");
     uint8_t *b = (uint8_t *)malloc(1 << 16);
     if (!f || !b) die(path);
@@ -175,6 +183,20 @@ int main(int argc, char **argv)
     edited("bad-options-lone-surrogate.safetensors", b, len, "0badf00d", "0badf\\\\udc00");
     const uint8_t null_header[16] = {8, 0, 0, 0, 0, 0, 0, 0, 'n', 'u', 'l', 'l', ' ', ' ', ' ', ' '};
     put("bad-header-null.safetensors", null_header, sizeof null_header);
+    free(b);
+    /* the callbacks' state (--early-stopping, --reduce-lr-on-plateau) and the best epoch's weights */
+    g_callbacks = 1;
+    b = seed("ok-adam-callbacks.safetensors", &m, adam, NAN, 1, &len);
+    g_callbacks = 0;
+    edited("bad-callbacks-best-weights-false.safetensors", b, len, "\"es_best_weights\":\"true\"",
+           "\"es_best_weights\":\"false\""); /* its tensors are then no one's */
+    edited("bad-callbacks-no-es-wait.safetensors", b, len, "\"es_wait\":\"1\",", "");
+    edited("bad-callbacks-wait-beyond-epoch.safetensors", b, len, "\"es_wait\":\"1\"", "\"es_wait\":\"3\"");
+    edited("bad-callbacks-stopped-mid-epoch.safetensors", b, len, "\"es_stopped_epoch\":\"0\"",
+           "\"es_stopped_epoch\":\"2\"");
+    edited("bad-callbacks-negative-lr.safetensors", b, len, "\"plateau_lr\":\"0.000500000024\"",
+           "\"plateau_lr\":\"-1\"");
+    edited("bad-callbacks-best-inf.safetensors", b, len, "\"es_best\":\"0.375\"", "\"es_best\":\"inf\"");
     free(b);
     g_nan_at = 5; /* read as valid; --resume refuses it, eval warns (tests/test_resume.c, tests/test_cli.c) */
     free(seed("ok-nan-weight.safetensors", &m, adam, NAN, 1, &len));
