@@ -619,7 +619,7 @@ START_TEST(test_augment_cli)
         ck_assert_ptr_nonnull(t);
         if (!k) snprintf(first, sizeof first, "%s", t);
         else ck_assert_str_eq(t, first);
-        ck_assert_msg(strstr(tt_test_slurp(log), ",\"augment\":\"width=0.1,height=0.1,flip\"}") != NULL, "%s",
+        ck_assert_msg(strstr(tt_test_slurp(log), ",\"augment\":\"width=0.1,height=0.1,flip\",") != NULL, "%s",
                       tt_test_slurp(log));
     }
 }
