@@ -36,7 +36,9 @@ typedef enum { TT_OPT_SGD, TT_OPT_ADAM, TT_OPT_NADAM, TT_OPT_RMSPROP } tt_optim_
  * scaling rule applies to the whole schedule. Then Goyal et al.'s gradual warm-up (--warmup-epochs): while t <
  * warmup_steps, the rate times (1/scale + (1 - 1/scale) * t / warmup_steps), from the unscaled rate to the scaled one. */
 typedef enum { TT_SCHED_CONSTANT, TT_SCHED_STEP, TT_SCHED_EXPONENTIAL, TT_SCHED_COSINE, TT_SCHED_KINDS } tt_sched_kind;
-enum { TT_SCHED_MAX_BOUNDS = 16 };
+/* The most boundaries; room for the longest words of a schedule (16 boundaries of 16 digits, 17 values of 15
+ * characters: 560), and for the longest tt_optim_describe (every parameter, the schedule, the warm-up). */
+enum { TT_SCHED_MAX_BOUNDS = 16, TT_SCHED_WORDS = 640, TT_OPTIM_WORDS = 1024 };
 typedef struct tt_lr_schedule {
     tt_sched_kind kind;
     size_t n_bounds;                          /* step: boundaries, strictly increasing (values: n_bounds + 1) */

@@ -756,6 +756,55 @@ START_TEST(test_bench_two_write_failures_first_named)
 }
 END_TEST
 
+/* A norm clip with a gradient block that is not finite (from the review of issue 34): --global-clipnorm's factor is
+ * then NaN, and no block may be applied with it — the master weights stay finite and the step halts, as without the
+ * clip; --clipnorm's other variables stay finite too. Both placements that update on the host, 1 and 2 threads. */
+static void clip_nonfinite(int global, tt_reduce red, int threads)
+{
+    tt_dataset ds;
+    tt_test_dataset(&ds, 12, 6, 3, 5);
+    memset(ds.x, 0, 12 * 6);
+    for (size_t s = 0; s < 12; s++) ds.y[s] = 0;
+    ds.x[2 * 6 + 5] = 255;
+    ds.scale = 1e30f; /* one input of 2.55e32: its row's gradient overflows, the rest stay finite */
+    tt_model m;
+    tt_error err;
+    ck_assert_int_eq(tt_model_parse(&m, "dense units=600\ndense units=3\n", "t", TT_FLAT_INPUT(6, 3), &err), TT_OK);
+    float *init = (float *)tt_calloc(m.n_params, sizeof(float));
+    float *w2 = init + m.layers[1].offset;
+    for (size_t k = 0; k < 600; k++) {
+        w2[k * 3 + 0] = -1e30f;
+        w2[k * 3 + 1] = w2[k * 3 + 2] = 1e30f;
+    }
+    tt_optim_config oc = tt_optim_defaults(TT_OPT_SGD);
+    if (global) oc.global_clipnorm = 1.0f;
+    else oc.clipnorm = 1.0f;
+    tt_trainer_config tc = tt_test_config(2, 12, oc, red);
+    tc.host_threads = threads;
+    tt_trainer *tr = NULL;
+    ck_assert_msg(tt_trainer_init(&tr, &m, &tc, init, &err) == TT_OK, "%s", err.msg);
+    uint32_t idx[12];
+    for (uint32_t i = 0; i < 12; i++) idx[i] = i;
+    tt_step_result res;
+    ck_assert_int_eq(tt_trainer_step(tr, &ds, idx, 12, &res, &err), TT_ERR_NUMERIC);
+    size_t bad = 0;
+    const float *w = tt_trainer_params(tr);
+    for (size_t i = 0; i < m.n_params; i++) bad += !tt_finite(w[i]);
+    ck_assert_msg(bad == 0, "--%s, --reduce %s, %d threads: %zu of %zu master weights not finite",
+                  global ? "global-clipnorm" : "clipnorm", tt_reduce_name(red), threads, bad, m.n_params);
+    tt_trainer_free(tr);
+    tt_free(init);
+    tt_dataset_free(&ds);
+}
+
+START_TEST(test_norm_clip_nonfinite)
+{
+    clip_nonfinite(1, TT_REDUCE_CPU, 2);
+    clip_nonfinite(1, TT_REDUCE_DEVICE, 1);
+    clip_nonfinite(0, TT_REDUCE_CPU, 2);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("faults");
@@ -777,6 +826,7 @@ int main(void)
     tcase_add_test(tc, test_probe_setup_failure_measures_nothing);
     tcase_add_test(tc, test_pending_first_failure_wins);
     tcase_add_test(tc, test_bench_two_write_failures_first_named);
+    tcase_add_test(tc, test_norm_clip_nonfinite);
     suite_add_tcase(s, tc);
     return tt_test_run_suite(s);
 }

@@ -111,7 +111,7 @@ START_TEST(test_schedules_as_keras)
     tt_lr_schedule s;
     tt_error err;
     ck_assert_msg(tt_lr_schedule_parse("--lr-schedule", r->spec, &s, &err) == TT_OK, "%s", err.msg);
-    char words[400];
+    char words[TT_SCHED_WORDS];
     ck_assert_str_eq(tt_lr_schedule_words(&s, words, sizeof words), r->spec); /* what a checkpoint keeps */
     float top = 0;
     for (size_t t = 0; t < STEPS; t++) top = r->rate[t] > top ? r->rate[t] : top;
@@ -231,6 +231,35 @@ START_TEST(test_clip_edges)
 }
 END_TEST
 
+/* The longest schedule a run can have (16 boundaries of 16 digits, 17 values of nine digits) comes back from its words
+ * whole, and the optimizer's settings in words (what --resume and the ranks compare) hold all of it. */
+START_TEST(test_longest_schedule)
+{
+    char spec[1024];
+    size_t n = (size_t)snprintf(spec, sizeof spec, "step");
+    for (int i = 0; i < TT_SCHED_MAX_BOUNDS; i++)
+        n += (size_t)snprintf(spec + n, sizeof spec - n, "%c%llu", i ? ',' : ':', 9007199254740000ull + (unsigned)i);
+    for (int i = 0; i <= TT_SCHED_MAX_BOUNDS; i++)
+        n += (size_t)snprintf(spec + n, sizeof spec - n, "%c0.%09d", i ? ',' : ':', 123456781 + 2 * i);
+    tt_optim_config c = tt_optim_defaults(TT_OPT_ADAM);
+    tt_error err;
+    ck_assert_msg(tt_lr_schedule_parse("--lr-schedule", spec, &c.sched, &err) == TT_OK, "%s", err.msg);
+    char words[TT_SCHED_WORDS], described[TT_OPTIM_WORDS];
+    tt_lr_schedule_words(&c.sched, words, sizeof words);
+    ck_assert_uint_lt(strlen(words), sizeof words - 1);
+    tt_lr_schedule s2;
+    ck_assert_msg(tt_lr_schedule_parse("--lr-schedule", words, &s2, &err) == TT_OK, "%s", err.msg);
+    ck_assert(memcmp(&s2, &c.sched, sizeof s2) == 0);
+    c.weight_decay = 0.004f;
+    c.global_clipnorm = 1.0f;
+    c.sched.scale = 1024;
+    c.sched.ramp_steps = 9007199254740000ull;
+    tt_optim_describe(&c, described, sizeof described);
+    ck_assert_msg(strstr(described, words) && strstr(described, "warm-up 9007199254740000 steps from lr/1024"), "%s",
+                  described);
+}
+END_TEST
+
 /* Every bad --lr-schedule gets one line naming it and what is wrong. */
 START_TEST(test_schedule_refusals)
 {
@@ -251,6 +280,9 @@ START_TEST(test_schedule_refusals)
         {"cosine:10:2", "ALPHA is a number in [0, 1]"}, {"cosine:10:0.1:0.5", "TARGET needs WARMUP_STEPS"},
         {"cosine:10:0.1:0:5", "TARGET is a rate"},      {"cosine:10:0.1:0.5:5:9", "too many fields"},
         {"cosine:1e99", "STEPS is a step count"},       {"cosine:10:0.1:0.5:1.5", "WARMUP_STEPS is a step count"},
+        {"step:10:1e-45,0.01", "a value is a rate"},    {"step:10:1e-50,0.01", "a value is a rate"},
+        {"exponential:100:1e-45", "RATE is a number"},  {"cosine:100:1e-45", "ALPHA is a number"},
+        {"cosine:100:0.1:1e-50:10", "TARGET is a rate"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         tt_lr_schedule s;
@@ -272,6 +304,7 @@ int main(void)
     tcase_add_loop_test(tc, test_optimizers_as_keras, 0, (int)(sizeof k_optimizers / sizeof k_optimizers[0]));
     tcase_add_test(tc, test_clip_edges);
     tcase_add_test(tc, test_schedule_refusals);
+    tcase_add_test(tc, test_longest_schedule);
     suite_add_tcase(s, tc);
     return tt_test_run_suite(s);
 }

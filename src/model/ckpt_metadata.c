@@ -91,7 +91,7 @@ json_object *ck_metadata(const tt_checkpoint *ck)
     bad |= md_f64(md, "u_product", ck->u_product) | md_f64(md, "best", ck->best) | md_u64(md, "towers", ck->towers) |
            md_str(md, "backend", ck->backend);
     /* the rate of every step: the schedule (tt_lr_schedule_words), the scaling rule's factor, the warm-up */
-    char sched[400];
+    char sched[TT_SCHED_WORDS];
     if (c.sched.kind != TT_SCHED_CONSTANT)
         bad |= md_str(md, "lr_schedule", tt_lr_schedule_words(&c.sched, sched, sizeof sched));
     if (c.sched.scale > 1 && (c.sched.kind != TT_SCHED_CONSTANT || c.sched.ramp_steps))
@@ -433,7 +433,7 @@ static tt_status md_schedule(const ck_parse *p, tt_optim_config *c)
         tt_error e;
         if (tt_lr_schedule_parse("lr_schedule", v, &c->sched, &e) || c->sched.kind == TT_SCHED_CONSTANT)
             return md_bad(p, "lr_schedule", v, "a schedule as a run writes it (--lr-schedule's words, not constant)");
-        char again[400];
+        char again[TT_SCHED_WORDS];
         if (strcmp(tt_lr_schedule_words(&c->sched, again, sizeof again), v) != 0)
             return md_bad(p, "lr_schedule", v, "a schedule as a run writes it");
     }

@@ -202,7 +202,7 @@ void tt_optim_describe(const tt_optim_config *c, char *out, size_t len)
     /* the schedule and the scaling rule's warm-up: the rate of every step */
     const tt_lr_schedule *sc = &c->sched;
     if (sc->kind != TT_SCHED_CONSTANT && n < len) {
-        char w[400];
+        char w[TT_SCHED_WORDS];
         n += (size_t)snprintf(out + n, len - n, ", lr_schedule %s", tt_lr_schedule_words(sc, w, sizeof w));
         if (sc->scale > 1 && n < len) n += (size_t)snprintf(out + n, len - n, " x %g", (double)sc->scale);
     }

@@ -4,6 +4,7 @@
  * scalar on the host, so every placement and sync mode gets the same rate, and a resumed run (its step count
  * restored) the same rates as an unbroken one. */
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,6 +68,7 @@ static int spec_num(const char **p, double lo, double hi, int integer, double *x
     const char *hex = strpbrk(q, "xXpP");
     if (end == q || errno || !(v >= lo && v <= hi) || (hex && hex < end)) return -1;
     if (integer && v != floor(v)) return -1;
+    if (!integer && v != 0 && !(fabsf((float)v) >= FLT_MIN)) return -1; /* 0 or subnormal as the float a rate is */
     if (*end && *end != ':' && *end != ',') return -1;
     *p = end;
     *x = v;

@@ -409,7 +409,7 @@ tt_status run_resume_load(run_state *rs, tt_error *err)
         const tt_error e = *err; /* the line, and what to do about it */
         return tt_fail(err, s, "%s (give the same --model, or --resume-weights-only to take only its weights)", e.msg);
     }
-    char have[160], want[160];
+    char have[TT_OPTIM_WORDS], want[TT_OPTIM_WORDS];
     tt_optim_describe(&ck->optim, have, sizeof have);
     tt_optim_describe(&rs->tc.optim, want, sizeof want);
     const tt_optim_config *a = &ck->optim, *b = &rs->tc.optim;

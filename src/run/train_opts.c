@@ -343,7 +343,7 @@ uint64_t tt_run_opt_value(const tt_run_opt *o, const tt_run_config *c)
         return u | (uint64_t)(ls.dynamic != 0) << 63;
     }
     case TT_OPT_LRSCHED: { /* the CRC-32 of its words */
-        char w[400];
+        char w[TT_SCHED_WORDS];
         tt_lr_schedule_words(&c->lr_schedule, w, sizeof w);
         return tt_crc32(0, w, strlen(w));
     }

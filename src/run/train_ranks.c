@@ -67,7 +67,7 @@ enum { FP_FIELDS = 38 };
 typedef enum { FP_OPTION, FP_COUNT, FP_CRC, FP_FLOAT, FP_SETTINGS } fp_kind;
 typedef struct fingerprint {
     uint64_t v[FP_FIELDS];
-    char hyper[160]; /* the optimizer's settings in words (FP_SETTINGS is their CRC-32) */
+    char hyper[TT_OPTIM_WORDS]; /* the optimizer's settings in words (FP_SETTINGS is their CRC-32) */
 } fingerprint;
 typedef struct fp_field { /* what a place holds (this process's: the ranks exchange the values only) */
     const char *name;

@@ -118,7 +118,7 @@ void print_banner(run_state *rs)
         fprintf(out, " (--lr-scaling linear: base %g x %zu towers)", (double)c->optim.lr, N * (size_t)rs->ranks.K);
     else
         fprintf(out, " (--lr-scaling none: the base rate%s)", c->lr_given ? "" : ", Keras default");
-    char hyper[160];
+    char hyper[TT_OPTIM_WORDS];
     tt_optim_describe(o, hyper, sizeof hyper);
     fprintf(out, "%s\n", hyper);
     const tt_callback *cbs[2] = {&c->early_stopping, &c->reduce_lr};
@@ -142,7 +142,7 @@ static void log_commit(run_state *rs)
 
 /* A field of the run's own in a record written in the places order (the options' are the table's rows). */
 typedef struct own_field {
-    char text[480]; /* "key":value; empty: no field of the run's at that place */
+    char text[TT_SCHED_WORDS + 80]; /* "key":value; empty: no field of the run's at that place */
 } own_field;
 
 static void own(own_field *f, int place, const char *key, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
@@ -177,7 +177,7 @@ static void log_start(run_state *rs)
     own(f, 19, "ranks", "%d", rs->ranks.K);
     own(f, 26, "non_trainable_params", "%zu", rs->model->n_params - rs->model->n_trainable);
     const tt_optim_config *oc = &rs->tc.optim;
-    char sched[400];
+    char sched[TT_SCHED_WORDS];
     own(f, 33, "lr_schedule", "\"%s\"", tt_lr_schedule_words(&oc->sched, sched, sizeof sched));
     own(f, 34, "weight_decay", "%.9g", (double)oc->weight_decay);
     own(f, 35, "clipnorm", "%.9g", (double)oc->clipnorm);

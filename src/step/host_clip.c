@@ -86,6 +86,7 @@ static void clip_squares(tt_trainer *tr, const float *grad, int i, int T)
     size_t lo, hi; /* the sum pass's slice (host_slice): this thread reads only the blocks it summed */
     block_slice(0, tr->model->n_params, i, T, &lo, &hi);
     hi = hi < tr->model->n_trainable ? hi : tr->model->n_trainable;
+    if (lo >= hi) return; /* an empty slice (more threads than blocks): no block of its own to read */
     for (size_t b = lo / TT_REDUCE_BLOCK; b * TT_REDUCE_BLOCK < hi; b++)
         for (size_t k = c->first[b]; k < c->first[b + 1]; k++) c->sq[k] = tt_sum_squares(grad + c->lo[k], c->hi[k] - c->lo[k]);
 }

@@ -49,6 +49,7 @@ void host_blocks(tt_trainer *tr, const host_pass *p, size_t lo, size_t hi, doubl
         if (p->update && tr->clip && finite) { /* --clipnorm, --global-clipnorm: the factors are this step's */
             clip_block(tr, grad, block, b, len);
             grad = block;
+            finite = tt_all_finite(block, len); /* a factor from a norm that is not finite (another block's) is NaN */
         }
         if (p->update) {
             if (!finite) atomic_store_explicit(&tr->grad_nonfinite, 1, memory_order_relaxed);

@@ -102,8 +102,8 @@ tt_status tt_ledger_json_steps(tt_out *f, size_t epoch, const tt_step_result *re
 {
     for (size_t k = first; k < end; k++) {
         const tt_step_result *r = &res[k];
-        tt_out_printf(f, "{\"event\":\"step\",\"epoch\":%zu,\"step\":%zu,\"samples\":%zu,\"learning_rate\":%.9g,", epoch,
-                      k + 1, r->n, (double)r->lr);
+        tt_out_printf(f, "{\"event\":\"step\",\"epoch\":%zu,\"step\":%zu,\"samples\":%zu,", epoch, k + 1, r->n);
+        tt_out_json_num(f, "learning_rate", r->lr, 1); /* a rate that overflowed to Inf is JSON's null, not "inf" */
         tt_out_json_num(f, "total", r->t.total, 1);
         tt_out_json_num(f, "reduce", r->t.reduce, 1);
         tt_out_json_num(f, "combine", r->t.combine, 1);
