@@ -55,7 +55,7 @@ mkdir -p build-sim
 cmake -S . -B build-sim -DTT_WERROR=ON -DCMAKE_BUILD_TYPE=Debug -DTT_CUDA_SIM=ON -DTT_SANITIZE=ON -DTT_CUDA_SHARED=ON \
   >build-sim/configure.log 2>&1 || { cat build-sim/configure.log; exit 1; }
 cmake --build build-sim -j"$jobs" --target towertrain test_backend_ops test_towers test_e2e test_sim test_reference test_sync test_batchnorm \
-  test_data_on
+  test_data_on test_augment
 (cd build-sim && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   ctest --output-on-failure -j"$ctest_jobs" -L sim)
 stage_done build-sim
