@@ -46,10 +46,10 @@ npy_src=(tests/fuzz/fuzz_npy.c src/data/npy.c src/data/cifar10.c src/data/datase
 # the checkpoint reader builds the fuzz target's model (model.c, the layer kinds) and names the optimizer's slots
 # (optim.c); it parses its header with json-c and sums the data with zlib's crc32
 ckpt_src=(tests/fuzz/fuzz_checkpoint.c src/model/checkpoint.c src/model/safetensors.c src/model/ckpt_metadata.c
-          src/model/ckpt_options.c src/model/json.c src/model/optim.c src/model/model.c src/model/model_builtin.c
+          src/model/ckpt_options.c src/model/json.c src/model/optim.c src/model/schedule.c src/model/model.c src/model/model_builtin.c
           src/model/model_file.c src/layers/*.c src/dev/dev.c src/data/input.c "${base_src[@]}")
 # the profile reader: its schema tables, the strict JSON scan and json-c, the optimizers' names
-profile_src=(tests/fuzz/fuzz_profile.c src/step/profile.c src/model/json.c src/model/optim.c src/data/input.c
+profile_src=(tests/fuzz/fuzz_profile.c src/step/profile.c src/model/json.c src/model/optim.c src/model/schedule.c src/data/input.c
              "${base_src[@]}")
 if ! jsonc=$(pkg-config --cflags --libs json-c); then
   echo "fuzz.sh: json-c not found (apt-get install libjson-c-dev, or run tools/install-deps.sh)" >&2
